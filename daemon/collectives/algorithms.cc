@@ -1,0 +1,233 @@
+#include "collectives/algorithms.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "reduce/reduce.h"
+
+namespace conduit {
+namespace {
+
+int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+size_t RangesBytes(const std::vector<ByteRange>& ranges) {
+  size_t n = 0;
+  for (const auto& r : ranges) n += r.len;
+  return n;
+}
+
+std::vector<ConstSpan> AsConst(uint8_t* buf, const std::vector<ByteRange>& ranges) {
+  std::vector<ConstSpan> spans;
+  for (const auto& r : ranges) spans.push_back({buf + r.offset, r.len});
+  return spans;
+}
+
+std::vector<MutSpan> AsMut(uint8_t* buf, const std::vector<ByteRange>& ranges) {
+  std::vector<MutSpan> spans;
+  for (const auto& r : ranges) spans.push_back({buf + r.offset, r.len});
+  return spans;
+}
+
+// Reduces a linear staging buffer into scattered destination ranges, a chunk at a time
+// as the bytes arrive, so reduction overlaps with the rest of the transfer.
+class ScatteredReducer {
+ public:
+  ScatteredReducer(uint8_t* dst_base, const std::vector<ByteRange>& ranges, const uint8_t* staging,
+                   ncclDataType_t type, ncclRedOp_t op, size_t chunk)
+      : dst_base_(dst_base), ranges_(ranges), staging_(staging), type_(type), op_(op),
+        elem_(DataTypeSize(type)), chunk_(std::max(chunk, elem_)) {}
+
+  // Reduces every whole element received so far, in chunk-sized steps (or all at the end).
+  void Advance(size_t received, bool final_call) {
+    size_t ready = received - received % elem_;
+    while (done_ < ready && (final_call || ready - done_ >= chunk_ || ready == total())) {
+      size_t step = std::min(ready - done_, chunk_);
+      ReduceLinear(done_, step);
+      done_ += step;
+    }
+  }
+
+ private:
+  size_t total() const { return RangesBytes(ranges_); }
+
+  // Reduce staging[pos, pos+len) into the ranges' bytes at the same linear position.
+  void ReduceLinear(size_t pos, size_t len) {
+    while (len > 0) {
+      while (pos >= range_start_ + ranges_[range_].len) {
+        range_start_ += ranges_[range_].len;
+        ++range_;
+      }
+      size_t in_range = pos - range_start_;
+      size_t take = std::min(len, ranges_[range_].len - in_range);
+      ReduceInto(dst_base_ + ranges_[range_].offset + in_range, staging_ + pos, take / elem_, type_, op_);
+      pos += take;
+      len -= take;
+    }
+  }
+
+  uint8_t* dst_base_;
+  const std::vector<ByteRange>& ranges_;
+  const uint8_t* staging_;
+  ncclDataType_t type_;
+  ncclRedOp_t op_;
+  size_t elem_;
+  size_t chunk_;
+  size_t done_ = 0;
+  size_t range_ = 0;
+  size_t range_start_ = 0;
+};
+
+}  // namespace
+
+HostSegments EvenSegments(size_t count, size_t elem, int parts) {
+  HostSegments segments(parts);
+  size_t base = count / parts, extra = count % parts, offset = 0;
+  for (int p = 0; p < parts; ++p) {
+    size_t n = base + (static_cast<size_t>(p) < extra ? 1 : 0);
+    segments[p].push_back({offset * elem, n * elem});
+    offset += n;
+  }
+  return segments;
+}
+
+Status RingReduceScatter(const HostGroup& g, uint8_t* buf, const HostSegments& segments, ncclDataType_t type,
+                         ncclRedOp_t op) {
+  const int n = g.nhosts;
+  if (n == 1) return Status::Ok();
+  Link& next = *g.links[Mod(g.me + 1, n)];
+  Link& prev = *g.links[Mod(g.me - 1, n)];
+  size_t max_seg = 0;
+  for (const auto& s : segments) max_seg = std::max(max_seg, RangesBytes(s));
+  std::unique_ptr<uint8_t[]> staging(new uint8_t[std::max<size_t>(max_seg, 1)]);
+  // Step s sends segment me-s-1 (reduced over s+1 hosts) and folds the incoming copy of
+  // segment me-s-2 into ours; after n-1 steps segment `me` is complete here.
+  for (int s = 0; s < n - 1; ++s) {
+    const auto& send_seg = segments[Mod(g.me - s - 1, n)];
+    const auto& recv_seg = segments[Mod(g.me - s - 2, n)];
+    size_t recv_bytes = RangesBytes(recv_seg);
+    ScatteredReducer reducer(buf, recv_seg, staging.get(), type, op, g.chunk_bytes);
+    std::vector<MutSpan> in{{staging.get(), recv_bytes}};
+    CONDUIT_RETURN_IF_ERROR(next.SendRecv(AsConst(buf, send_seg), prev, in, g.deadline, [&](size_t received) {
+      reducer.Advance(received, false);
+      return Status::Ok();
+    }));
+    reducer.Advance(recv_bytes, true);
+  }
+  return Status::Ok();
+}
+
+Status RingAllGather(const HostGroup& g, uint8_t* buf, const HostSegments& segments) {
+  const int n = g.nhosts;
+  if (n == 1) return Status::Ok();
+  Link& next = *g.links[Mod(g.me + 1, n)];
+  Link& prev = *g.links[Mod(g.me - 1, n)];
+  // Step s forwards segment me-s (ours at s = 0) and receives segment me-s-1 in place.
+  for (int s = 0; s < n - 1; ++s) {
+    CONDUIT_RETURN_IF_ERROR(next.SendRecv(AsConst(buf, segments[Mod(g.me - s, n)]), prev,
+                                          AsMut(buf, segments[Mod(g.me - s - 1, n)]), g.deadline));
+  }
+  return Status::Ok();
+}
+
+Status RingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type, ncclRedOp_t op) {
+  HostSegments segments = EvenSegments(count, DataTypeSize(type), g.nhosts);
+  CONDUIT_RETURN_IF_ERROR(RingReduceScatter(g, buf, segments, type, op));
+  return RingAllGather(g, buf, segments);
+}
+
+Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type,
+                                  ncclRedOp_t op) {
+  const int n = g.nhosts;
+  if (n == 1) return Status::Ok();
+  const size_t bytes = count * DataTypeSize(type);
+  std::unique_ptr<uint8_t[]> staging(new uint8_t[std::max<size_t>(bytes, 1)]);
+  std::vector<ConstSpan> out{{buf, bytes}};
+  std::vector<MutSpan> in{{staging.get(), bytes}};
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int extra = n - pow2;
+  // Hosts 0..2*extra-1 pair up: the even one hands its data to the odd one and sits out.
+  int vrank;
+  if (g.me < 2 * extra) {
+    if (g.me % 2 == 0) {
+      Link& partner = *g.links[g.me + 1];
+      CONDUIT_RETURN_IF_ERROR(partner.Send(out, g.deadline));
+      return partner.Recv({{buf, bytes}}, g.deadline);
+    }
+    CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv(in, g.deadline));
+    ReduceInto(buf, staging.get(), count, type, op);
+    vrank = g.me / 2;
+  } else {
+    vrank = g.me - extra;
+  }
+  auto real_host = [extra](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  for (int mask = 1; mask < pow2; mask <<= 1) {
+    Link& partner = *g.links[real_host(vrank ^ mask)];
+    CONDUIT_RETURN_IF_ERROR(partner.SendRecv(out, partner, in, g.deadline));
+    ReduceInto(buf, staging.get(), count, type, op);  // commutative ops: same bits on both sides
+  }
+  if (g.me < 2 * extra) return g.links[g.me - 1]->Send(out, g.deadline);
+  return Status::Ok();
+}
+
+Status ChainBroadcast(const HostGroup& g, int root, uint8_t* buf, size_t bytes) {
+  const int n = g.nhosts;
+  if (n == 1 || bytes == 0) return Status::Ok();
+  const int pos = Mod(g.me - root, n);  // position along the chain, root = 0
+  Link* to = pos == n - 1 ? nullptr : g.links[Mod(g.me + 1, n)];
+  Link* from = pos == 0 ? nullptr : g.links[Mod(g.me - 1, n)];
+  if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline);
+  if (to == nullptr) return from->Recv({{buf, bytes}}, g.deadline);
+  // Middle of the chain: forward chunk k while chunk k+1 arrives.
+  const size_t chunk = std::max<size_t>(g.chunk_bytes, 1);
+  size_t recv_end = std::min(chunk, bytes);
+  CONDUIT_RETURN_IF_ERROR(from->Recv({{buf, recv_end}}, g.deadline));
+  size_t send_begin = 0;
+  while (recv_end < bytes) {
+    size_t next_end = std::min(recv_end + chunk, bytes);
+    CONDUIT_RETURN_IF_ERROR(to->SendRecv({{buf + send_begin, recv_end - send_begin}}, *from,
+                                         {{buf + recv_end, next_end - recv_end}}, g.deadline));
+    send_begin = recv_end;
+    recv_end = next_end;
+  }
+  return to->Send({{buf + send_begin, bytes - send_begin}}, g.deadline);
+}
+
+Status ChainReduce(const HostGroup& g, int root, uint8_t* buf, size_t count, ncclDataType_t type, ncclRedOp_t op) {
+  const int n = g.nhosts;
+  const size_t elem = DataTypeSize(type);
+  const size_t bytes = count * elem;
+  if (n == 1 || bytes == 0) return Status::Ok();
+  // Data flows from the far end of the chain (position n-1) toward the root (position 0).
+  const int pos = Mod(g.me - root, n);
+  Link* to = pos == 0 ? nullptr : g.links[Mod(g.me - 1, n)];
+  Link* from = pos == n - 1 ? nullptr : g.links[Mod(g.me + 1, n)];
+  if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline);
+  const size_t chunk = std::max<size_t>(g.chunk_bytes - g.chunk_bytes % elem, elem);
+  std::unique_ptr<uint8_t[]> staging(new uint8_t[std::min(chunk, bytes) * 2]);
+  uint8_t* slots[2] = {staging.get(), staging.get() + std::min(chunk, bytes)};
+  // Receive chunk k into a staging slot, fold it into buf, then send the folded chunk on
+  // while chunk k+1 arrives.
+  size_t k_begin = 0, k_end = std::min(chunk, bytes);
+  CONDUIT_RETURN_IF_ERROR(from->Recv({{slots[0], k_end}}, g.deadline));
+  int slot = 0;
+  for (;;) {
+    ReduceInto(buf + k_begin, slots[slot], (k_end - k_begin) / elem, type, op);
+    if (k_end == bytes) break;
+    size_t next_end = std::min(k_end + chunk, bytes);
+    slot ^= 1;
+    std::vector<MutSpan> in{{slots[slot], next_end - k_end}};
+    if (to != nullptr) {
+      CONDUIT_RETURN_IF_ERROR(to->SendRecv({{buf + k_begin, k_end - k_begin}}, *from, in, g.deadline));
+    } else {
+      CONDUIT_RETURN_IF_ERROR(from->Recv(in, g.deadline));
+    }
+    k_begin = k_end;
+    k_end = next_end;
+  }
+  if (to != nullptr) return to->Send({{buf + k_begin, k_end - k_begin}}, g.deadline);
+  return Status::Ok();
+}
+
+}  // namespace conduit

@@ -1,0 +1,61 @@
+// Inter-host collective algorithms, run by the daemons of one communicator after each
+// daemon has combined its own ranks' buffers (see hierarchical.cc).
+//
+// Every algorithm works on this daemon's buffer in place and talks to the other daemons
+// only through Link, so any transport serves. Host h of `group` owns links[h] to host h
+// (links[me] is unused).
+#ifndef CONDUIT_DAEMON_COLLECTIVES_ALGORITHMS_H_
+#define CONDUIT_DAEMON_COLLECTIVES_ALGORITHMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "nccl.h"
+#include "transport/link.h"
+
+namespace conduit {
+
+struct HostGroup {
+  int nhosts = 1;
+  int me = 0;
+  std::vector<Link*> links;
+  size_t chunk_bytes = 512 * 1024;  // pipelining grain for chained and reducing transfers
+  Deadline deadline = Deadline::Never();
+};
+
+// A byte range [offset, offset + len) of the working buffer.
+struct ByteRange {
+  size_t offset;
+  size_t len;
+};
+// segments[h]: the part of the buffer host h ends up owning (reduce-scatter) or
+// contributes (all-gather); may be several ranges when its ranks are not contiguous.
+using HostSegments = std::vector<std::vector<ByteRange>>;
+
+// Splits `count` elements of `elem` bytes into `parts` near-equal contiguous segments.
+HostSegments EvenSegments(size_t count, size_t elem, int parts);
+
+// After the call, host h's segments hold the reduction over all hosts.
+Status RingReduceScatter(const HostGroup& group, uint8_t* buf, const HostSegments& segments,
+                         ncclDataType_t type, ncclRedOp_t op);
+// After the call, every host holds every host's segments.
+Status RingAllGather(const HostGroup& group, uint8_t* buf, const HostSegments& segments);
+
+// Bandwidth-optimal all-reduce: reduce-scatter then all-gather around the ring.
+Status RingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDataType_t type, ncclRedOp_t op);
+// Latency-optimal all-reduce for small buffers: log2(hosts) full exchanges (hosts beyond
+// the largest power of two fold into a partner first and get the result back last).
+Status RecursiveDoublingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDataType_t type,
+                                  ncclRedOp_t op);
+
+// Pipelined chain from `root` through the other hosts in ring order.
+Status ChainBroadcast(const HostGroup& group, int root, uint8_t* buf, size_t bytes);
+// Pipelined chain toward `root`; only root's buffer holds the full reduction afterwards.
+Status ChainReduce(const HostGroup& group, int root, uint8_t* buf, size_t count, ncclDataType_t type,
+                   ncclRedOp_t op);
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COLLECTIVES_ALGORITHMS_H_

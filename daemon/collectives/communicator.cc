@@ -1,0 +1,328 @@
+#include "collectives/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/peer_protocol.h"
+#include "reduce/reduce.h"
+
+namespace conduit {
+namespace {
+
+// Bounds one point-to-point message from a peer daemon (a corrupt length must not make
+// us allocate the world).
+constexpr uint64_t kMaxP2pBytes = 64ull << 30;
+
+bool IsCollective(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
+
+}  // namespace
+
+Communicator::Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options)
+    : key_(key), nranks_(nranks), my_addr_(std::move(my_addr)), options_(std::move(options)) {}
+
+Communicator::~Communicator() {
+  closing_ = true;
+  // Tell peers this is a clean exit so they do not abort communicators that are done.
+  peerproto::P2pData bye{-1, -1, 0};
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(bye), 0};
+  for (size_t host = 0; host < p2p_links_.size(); ++host) {
+    if (!p2p_links_[host]) continue;
+    std::lock_guard<std::mutex> lock(p2p_send_mu_[host]);
+    (void)p2p_links_[host]->Send({{&h, sizeof(h)}, {&bye, sizeof(bye)}}, Deadline::AfterMs(1000));
+  }
+  for (auto& link : coll_links_) if (link) link->Shutdown();
+  for (auto& link : p2p_links_) if (link) link->Shutdown();
+  for (auto& t : readers_) t.join();
+  CLOG_DEBUG("communicator %016llx destroyed", static_cast<unsigned long long>(key_));
+}
+
+Status Communicator::Setup(const std::vector<std::string>& rank_addrs,
+                           const std::function<Status(Communicator&)>& connect_links) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (setup_started_) {
+    Deadline deadline = OpDeadline();
+    while (!setup_done_) {
+      if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !setup_done_) {
+        return SystemError("timed out waiting for communicator setup");
+      }
+    }
+    return setup_status_;
+  }
+  setup_started_ = true;
+  if (static_cast<int>(rank_addrs.size()) != nranks_) {
+    setup_status_ = InternalError("membership has %zu ranks, expected %d", rank_addrs.size(), nranks_);
+  } else {
+    membership_.host_of_rank.assign(nranks_, -1);
+    for (int r = 0; r < nranks_; ++r) {
+      auto it = std::find(membership_.host_addrs.begin(), membership_.host_addrs.end(), rank_addrs[r]);
+      if (it == membership_.host_addrs.end()) {
+        membership_.host_addrs.push_back(rank_addrs[r]);
+        it = membership_.host_addrs.end() - 1;
+      }
+      membership_.host_of_rank[r] = static_cast<int>(it - membership_.host_addrs.begin());
+    }
+    auto mine = std::find(membership_.host_addrs.begin(), membership_.host_addrs.end(), my_addr_);
+    if (mine == membership_.host_addrs.end()) {
+      setup_status_ = InternalError("this daemon (%s) serves no rank of the communicator", my_addr_.c_str());
+    } else {
+      membership_.my_host = static_cast<int>(mine - membership_.host_addrs.begin());
+      for (int r = 0; r < nranks_; ++r) {
+        if (membership_.host_of_rank[r] == membership_.my_host) local_ranks_.push_back(r);
+      }
+      const size_t nhosts = membership_.host_addrs.size();
+      pending_.resize(local_ranks_.size());
+      left_.assign(local_ranks_.size(), false);
+      coll_links_.resize(nhosts);
+      p2p_links_.resize(nhosts);
+      p2p_send_mu_ = std::vector<std::mutex>(nhosts);
+      links_missing_ = 2 * static_cast<int>(nhosts - 1);
+    }
+  }
+  if (setup_status_.ok()) {
+    lock.unlock();
+    Status st = connect_links(*this);
+    if (st.ok()) st = WaitLinks();
+    lock.lock();
+    setup_status_ = st;
+  }
+  setup_done_ = true;
+  cv_.notify_all();
+  return setup_status_;
+}
+
+void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = channel == peerproto::kCollective ? coll_links_[host] : p2p_links_[host];
+  if (slot) {
+    CLOG_WARN("communicator %016llx: duplicate link from host %d ignored", static_cast<unsigned long long>(key_), host);
+    return;
+  }
+  slot = std::move(link);
+  --links_missing_;
+  if (!failed_.ok()) slot->Shutdown();
+  if (channel == peerproto::kP2p) readers_.emplace_back([this, host] { P2pReaderLoop(host); });
+  cv_.notify_all();
+}
+
+Status Communicator::WaitLinks() {
+  std::unique_lock<std::mutex> lock(mu_);
+  Deadline deadline = OpDeadline();
+  while (links_missing_ > 0 && failed_.ok()) {
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && links_missing_ > 0) {
+      return SystemError("timed out: %d links from peer daemons never arrived", links_missing_);
+    }
+  }
+  return failed_;
+}
+
+size_t Communicator::LocalIndex(int rank) const {
+  return std::lower_bound(local_ranks_.begin(), local_ranks_.end(), rank) - local_ranks_.begin();
+}
+
+Status Communicator::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
+}
+
+void Communicator::Abort(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) return;
+    failed_ = reason;
+    CLOG_WARN("communicator %016llx aborted: %s: %s", static_cast<unsigned long long>(key_), ResultName(reason.code()),
+              reason.message().c_str());
+    for (auto& link : coll_links_) if (link) link->Shutdown();
+    for (auto& link : p2p_links_) if (link) link->Shutdown();
+    cv_.notify_all();
+  }
+  mailbox_.Fail(reason);
+}
+
+void Communicator::Leave(int rank, bool graceful) {
+  if (!graceful) {
+    Abort(RemoteError("rank %d exited or disconnected from daemon %s without destroying the communicator", rank,
+                      my_addr_.c_str()));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t i = LocalIndex(rank);
+  if (i < left_.size()) left_[i] = true;
+}
+
+Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const {
+  if (op.kind < shimproto::kAllReduce || op.kind > shimproto::kRecv) return InvalidArgument("unknown op kind %u", op.kind);
+  if (!IsValidDataType(op.dtype)) return InvalidArgument("invalid ncclDataType_t %u", op.dtype);
+  if (op.redop > shimproto::kRedOpPreMulSum) return InvalidArgument("invalid reduction op %u", op.redop);
+  const bool rooted = op.kind == shimproto::kBroadcast || op.kind == shimproto::kReduce ||
+                      op.kind == shimproto::kSend || op.kind == shimproto::kRecv;
+  if (rooted && (op.peer < 0 || op.peer >= nranks_)) {
+    return InvalidArgument("root/peer %d out of range [0, %d)", op.peer, nranks_);
+  }
+  const size_t elem = DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+  uint64_t elems = op.count;
+  if (op.kind == shimproto::kAllGather || op.kind == shimproto::kReduceScatter) {
+    if (__builtin_mul_overflow(elems, static_cast<uint64_t>(nranks_), &elems)) return InvalidArgument("count overflows");
+  }
+  uint64_t bytes, end;
+  if (__builtin_mul_overflow(elems, static_cast<uint64_t>(elem), &bytes) ||
+      __builtin_add_overflow(bytes, op.offset, &end)) {
+    return InvalidArgument("op size overflows (count %llu)", static_cast<unsigned long long>(op.count));
+  }
+  if (bytes > 0 && end > buffer.size) {
+    return InvalidArgument("op needs bytes [%llu, %llu) of the shared segment but rank %d attached %zu bytes",
+                           static_cast<unsigned long long>(op.offset), static_cast<unsigned long long>(end), rank,
+                           buffer.size);
+  }
+  return Status::Ok();
+}
+
+Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops,
+                              int* failed_op) {
+  *failed_op = -1;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Status st = ValidateOp(rank, buffer, ops[i]);
+    if (!st.ok()) {
+      *failed_op = static_cast<int>(i);
+      return st;
+    }
+  }
+  CONDUIT_RETURN_IF_ERROR(failure());
+  Status first;
+  auto note = [&](size_t i, const Status& st) {
+    if (!st.ok() && first.ok()) {
+      first = st;
+      *failed_op = static_cast<int>(i);
+    }
+  };
+  // Sends are posted first and receives waited on last, so every grouped pattern of
+  // point-to-point ops (including cycles such as all-to-all) completes.
+  std::vector<std::shared_ptr<SendTicket>> tickets;
+  for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
+    if (ops[i].kind != shimproto::kSend) continue;
+    std::shared_ptr<SendTicket> ticket;
+    note(i, SendP2p(rank, buffer, ops[i], &ticket));
+    if (ticket) tickets.push_back(std::move(ticket));
+  }
+  for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
+    if (IsCollective(ops[i].kind)) note(i, RunCollective(rank, buffer, ops[i]));
+  }
+  for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
+    const auto& op = ops[i];
+    if (op.kind != shimproto::kRecv) continue;
+    size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+    note(i, mailbox_.Receive(op.peer, rank, buffer.base + op.offset, bytes, OpDeadline()));
+  }
+  for (auto& ticket : tickets) {
+    Status st = mailbox_.WaitSent(ticket, OpDeadline());
+    if (!st.ok() && first.ok()) first = st;
+  }
+  if (!first.ok() && first.code() != ncclInvalidUsage) Abort(first);
+  return first;
+}
+
+Status Communicator::SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
+                             std::shared_ptr<SendTicket>* ticket) {
+  size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+  const uint8_t* data = buffer.base + op.offset;
+  int host = membership_.host_of_rank[op.peer];
+  if (host == membership_.my_host) {
+    *ticket = std::make_shared<SendTicket>();
+    mailbox_.PostLocal(rank, op.peer, data, bytes, *ticket);
+    return Status::Ok();
+  }
+  peerproto::P2pData head{rank, op.peer, bytes};
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(head), 0};
+  std::lock_guard<std::mutex> lock(p2p_send_mu_[host]);
+  return p2p_links_[host]->Send({{&h, sizeof(h)}, {&head, sizeof(head)}, {data, bytes}}, OpDeadline());
+}
+
+void Communicator::P2pReaderLoop(int host) {
+  Link* link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link = p2p_links_[host].get();
+  }
+  for (;;) {
+    FrameHeader h;
+    peerproto::P2pData head;
+    Status st = link->Recv({{&h, sizeof(h)}, {&head, sizeof(head)}}, Deadline::Never());
+    if (st.ok() && (h.magic != peerproto::kMagic || h.version != peerproto::kVersion ||
+                    h.type != peerproto::kP2pData || h.length != sizeof(head))) {
+      st = RemoteError("malformed point-to-point frame from daemon %s (magic 0x%08x type %u)",
+                       link->peer_name().c_str(), h.magic, h.type);
+    }
+    if (st.ok() && head.src_rank == -1) return;  // the peer destroyed the communicator cleanly
+    if (st.ok()) {
+      bool src_ok = head.src_rank >= 0 && head.src_rank < nranks_ && membership_.host_of_rank[head.src_rank] == host;
+      bool dst_ok = head.dst_rank >= 0 && head.dst_rank < nranks_ &&
+                    membership_.host_of_rank[head.dst_rank] == membership_.my_host;
+      if (!src_ok || !dst_ok || head.bytes > kMaxP2pBytes) {
+        st = RemoteError("malformed point-to-point frame from daemon %s (src %d dst %d bytes %llu)",
+                         link->peer_name().c_str(), head.src_rank, head.dst_rank,
+                         static_cast<unsigned long long>(head.bytes));
+      }
+    }
+    std::vector<uint8_t> bytes;
+    if (st.ok()) {
+      bytes.resize(head.bytes);
+      st = link->Recv({{bytes.data(), bytes.size()}}, Deadline::AfterMs(options_.timeout_ms));
+    }
+    if (!st.ok()) {
+      if (!closing_) Abort(st);
+      return;
+    }
+    DeliverP2p(head.src_rank, head.dst_rank, std::move(bytes));
+  }
+}
+
+Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) {
+  CollRequest request{rank, buffer, op, false, Status()};
+  std::unique_lock<std::mutex> lock(mu_);
+  pending_[LocalIndex(rank)].push_back(&request);
+  cv_.notify_all();
+  Deadline deadline = OpDeadline();
+  while (!request.done) {
+    if (!failed_.ok() && !running_) {
+      // A running batch may still hold a pointer to `request`; only leave once it is done.
+      // Leave our entry out of the queue so later ops do not see it.
+      auto& q = pending_[LocalIndex(rank)];
+      q.erase(std::remove(q.begin(), q.end(), &request), q.end());
+      return failed_;
+    }
+    bool all_here = std::all_of(pending_.begin(), pending_.end(), [](const auto& q) { return !q.empty(); });
+    if (all_here && !running_) {
+      // The last local rank to arrive runs the collective on its own thread.
+      running_ = true;
+      std::vector<CollRequest*> batch;
+      for (auto& q : pending_) batch.push_back(q.front());
+      lock.unlock();
+      Status st = Execute(batch);
+      if (!st.ok()) Abort(st);
+      lock.lock();
+      for (auto& q : pending_) q.pop_front();
+      for (CollRequest* r : batch) {
+        r->done = true;
+        r->status = st;
+      }
+      running_ = false;
+      cv_.notify_all();
+      continue;
+    }
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !request.done && !running_) {
+      std::string missing;
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        if (pending_[i].empty()) missing += (missing.empty() ? "" : ",") + std::to_string(local_ranks_[i]);
+      }
+      Status st = RemoteError("timed out after %d ms waiting for local rank(s) %s to call the collective",
+                              options_.timeout_ms, missing.c_str());
+      lock.unlock();
+      Abort(st);
+      lock.lock();
+    }
+  }
+  return request.status;
+}
+
+}  // namespace conduit

@@ -1,0 +1,161 @@
+#include "collectives/registry.h"
+
+#include <cstring>
+
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/peer_protocol.h"
+#include "transport/tcp.h"
+
+namespace conduit {
+
+CommRegistry::CommRegistry(std::string my_addr, CommOptions options)
+    : my_addr_(std::move(my_addr)), options_(std::move(options)) {}
+
+size_t CommRegistry::LiveCommunicators() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (auto& [key, weak] : comms_) n += weak.expired() ? 0 : 1;
+  return n;
+}
+
+Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out) {
+  if (nranks <= 0 || rank < 0 || rank >= nranks) {
+    return InvalidArgument("invalid rank %d for nranks %d", rank, nranks);
+  }
+  std::shared_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = comms_.begin(); it != comms_.end();) {  // forget destroyed communicators
+      if (it->second.expired()) {
+        accepting_.erase(it->first);
+        it = comms_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    comm = comms_[id.key].lock();
+    if (!comm) {
+      comm = std::make_shared<Communicator>(id.key, nranks, my_addr_, options_);
+      comms_[id.key] = comm;
+    }
+  }
+  if (comm->nranks() != nranks) {
+    return InvalidUsage("rank %d passed nranks %d but another local rank of this communicator passed %d", rank, nranks,
+                        comm->nranks());
+  }
+  std::vector<std::string> rank_addrs;
+  CONDUIT_RETURN_IF_ERROR(RegisterWithRoot(id.root_addr, id.key, nranks, rank, my_addr_, options_.timeout_ms, &rank_addrs));
+  if (rank_addrs[rank] != my_addr_) {
+    return InternalError("root reports rank %d at %s, but this daemon is %s", rank, rank_addrs[rank].c_str(),
+                         my_addr_.c_str());
+  }
+  CONDUIT_RETURN_IF_ERROR(comm->Setup(rank_addrs, [this](Communicator& c) { return ConnectLinks(c); }));
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+Status CommRegistry::ConnectLinks(Communicator& comm) {
+  std::vector<ParkedLink> parked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_.insert(comm.key());
+    auto it = parked_.find(comm.key());
+    if (it != parked_.end()) {
+      parked = std::move(it->second);
+      parked_.erase(it);
+    }
+  }
+  const auto& m = comm.membership();
+  const int nhosts = static_cast<int>(m.host_addrs.size());
+  for (auto& p : parked) {
+    if (p.from_host <= m.my_host || p.from_host >= nhosts) {
+      CLOG_WARN("dropping link from %s claiming host index %d", p.peer.c_str(), p.from_host);
+      continue;
+    }
+    comm.AttachLink(p.from_host, p.channel, std::make_unique<TcpLink>(std::move(p.fd), m.host_addrs[p.from_host]));
+  }
+  // The higher-indexed daemon of each pair connects, so every pair gets exactly one link
+  // per channel.
+  for (int h = 0; h < m.my_host; ++h) {
+    for (uint32_t channel : {peerproto::kCollective, peerproto::kP2p}) {
+      Deadline deadline = Deadline::AfterMs(options_.timeout_ms);
+      UniqueFd fd;
+      CONDUIT_RETURN_IF_ERROR(TcpConnect(m.host_addrs[h], deadline, &fd));
+      TuneTcpSocket(fd.get(), options_.timeout_ms);
+      peerproto::LinkHello hello{comm.key(), m.my_host, channel};
+      CONDUIT_RETURN_IF_ERROR(WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHello, 0,
+                                         &hello, sizeof(hello), deadline));
+      Frame frame;
+      CONDUIT_RETURN_IF_ERROR(
+          ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, sizeof(peerproto::LinkHelloReply), &frame, deadline));
+      peerproto::LinkHelloReply reply;
+      if (frame.header.type != peerproto::kLinkHelloReply || frame.payload.size() != sizeof(reply)) {
+        return SystemError("daemon %s answered a link request with a malformed frame", m.host_addrs[h].c_str());
+      }
+      memcpy(&reply, frame.payload.data(), sizeof(reply));
+      CONDUIT_RETURN_IF_ERROR(FromWire(reply.status));
+      comm.AttachLink(h, channel, std::make_unique<TcpLink>(std::move(fd), m.host_addrs[h]));
+    }
+  }
+  return Status::Ok();
+}
+
+void CommRegistry::ServePeerConnection(UniqueFd fd, const std::string& peer) {
+  Deadline first_frame = Deadline::AfterMs(10000);
+  Frame frame;
+  Status st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kMaxPayload, &frame, first_frame);
+  if (!st.ok()) {
+    CLOG_WARN("peer connection from %s rejected: %s", peer.c_str(), st.message().c_str());
+    return;
+  }
+  if (frame.header.type == peerproto::kRegister && frame.payload.size() == sizeof(peerproto::RegisterRequest)) {
+    peerproto::RegisterRequest req;
+    memcpy(&req, frame.payload.data(), sizeof(req));
+    rendezvous_.Serve(fd.get(), req, Deadline::AfterMs(options_.timeout_ms));
+    return;
+  }
+  if (frame.header.type != peerproto::kLinkHello || frame.payload.size() != sizeof(peerproto::LinkHello)) {
+    CLOG_WARN("peer connection from %s rejected: unexpected first frame type %u (%zu bytes)", peer.c_str(),
+              frame.header.type, frame.payload.size());
+    return;
+  }
+  peerproto::LinkHello hello;
+  memcpy(&hello, frame.payload.data(), sizeof(hello));
+  if (hello.channel > peerproto::kP2p || hello.from_host <= 0) {
+    CLOG_WARN("peer connection from %s rejected: bad link hello (channel %u, host %d)", peer.c_str(), hello.channel,
+              hello.from_host);
+    return;
+  }
+  TuneTcpSocket(fd.get(), options_.timeout_ms);
+  peerproto::LinkHelloReply reply{ToWire(Status::Ok())};
+  st = WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHelloReply, 0, &reply,
+                  sizeof(reply), first_frame);
+  if (!st.ok()) return;
+  std::shared_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (accepting_.count(hello.comm_key)) comm = comms_[hello.comm_key].lock();
+    if (!comm) {
+      auto& list = parked_[hello.comm_key];
+      list.push_back(ParkedLink{hello.from_host, hello.channel, std::move(fd), peer,
+                                Deadline::AfterMs(options_.timeout_ms)});
+      // Links for communicators that never formed here are dropped after the timeout.
+      for (auto it = parked_.begin(); it != parked_.end();) {
+        auto& links = it->second;
+        std::erase_if(links, [](const ParkedLink& p) { return p.expires.expired(); });
+        it = links.empty() ? parked_.erase(it) : std::next(it);
+      }
+      return;
+    }
+  }
+  const int nhosts = static_cast<int>(comm->membership().host_addrs.size());
+  if (hello.from_host <= comm->membership().my_host || hello.from_host >= nhosts) {
+    CLOG_WARN("dropping link from %s claiming host index %d", peer.c_str(), hello.from_host);
+    return;
+  }
+  comm->AttachLink(hello.from_host, hello.channel,
+                   std::make_unique<TcpLink>(std::move(fd), comm->membership().host_addrs[hello.from_host]));
+}
+
+}  // namespace conduit

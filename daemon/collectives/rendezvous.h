@@ -1,0 +1,48 @@
+// Rendezvous: how the daemons of a new communicator learn every rank's daemon.
+//
+// Each rank's daemon sends Register to the root daemon named in the unique id; the root
+// answers all of them with the full rank -> daemon list once the last rank has joined,
+// or with an error naming the missing ranks when the deadline passes.
+#ifndef CONDUIT_DAEMON_COLLECTIVES_RENDEZVOUS_H_
+#define CONDUIT_DAEMON_COLLECTIVES_RENDEZVOUS_H_
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/peer_protocol.h"
+#include "common/status.h"
+
+namespace conduit {
+
+// Root side: serves Register requests arriving on their own connections.
+class RendezvousTable {
+ public:
+  // Blocks until the communicator is complete (or fails), then writes the reply on fd.
+  void Serve(int fd, const peerproto::RegisterRequest& request, Deadline deadline);
+
+ private:
+  struct Entry {
+    int nranks = 0;
+    std::vector<std::string> addrs;
+    int joined = 0;
+    int replied = 0;
+    Status failed;
+  };
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, std::shared_ptr<Entry>> entries_;
+};
+
+// Member side: registers one rank with the root daemon and returns every rank's daemon.
+Status RegisterWithRoot(const std::string& root_addr, uint64_t key, int nranks, int rank,
+                        const std::string& my_addr, int timeout_ms, std::vector<std::string>* rank_addrs);
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COLLECTIVES_RENDEZVOUS_H_

@@ -1,0 +1,58 @@
+// Blocking-with-deadline I/O on sockets, and passing file descriptors over Unix sockets.
+//
+// Every call works whether or not the descriptor is in non-blocking mode: it waits with
+// poll(2) and transfers with MSG_DONTWAIT, so a deadline is always honoured.
+#ifndef CONDUIT_DAEMON_COMMON_FD_IO_H_
+#define CONDUIT_DAEMON_COMMON_FD_IO_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace conduit {
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// Reads exactly `len` bytes. EOF before that is an error ("peer closed").
+Status ReadFull(int fd, void* buf, size_t len, Deadline deadline);
+// Writes all of iov[0..n). The iovec array is not modified.
+Status WriteFullV(int fd, const iovec* iov, int n, Deadline deadline);
+Status WriteFull(int fd, const void* buf, size_t len, Deadline deadline);
+
+// Sends `len` bytes with `pass_fd` attached (SCM_RIGHTS); then the rest normally.
+Status WriteWithFd(int fd, const iovec* iov, int n, int pass_fd, Deadline deadline);
+// Reads exactly `len` bytes; if a descriptor arrives with them it is stored in *received
+// (otherwise *received stays invalid).
+Status ReadWithFd(int fd, void* buf, size_t len, UniqueFd* received, Deadline deadline);
+
+// Waits until fd is readable/writable (events as for poll). Returns SystemError on timeout.
+Status WaitFd(int fd, short events, Deadline deadline, const char* what);
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COMMON_FD_IO_H_

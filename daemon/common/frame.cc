@@ -1,0 +1,48 @@
+#include "common/frame.h"
+
+#include <sys/uio.h>
+
+namespace conduit {
+
+WireStatus ToWire(const Status& status) {
+  WireStatus wire{};
+  wire.result = status.code();
+  CopyCString(wire.message, status.message().c_str());
+  return wire;
+}
+
+Status FromWire(const WireStatus& wire) {
+  if (wire.result < 0 || wire.result >= ncclNumResults) {
+    return InternalError("peer sent unknown result code %d", wire.result);
+  }
+  return Status(static_cast<ncclResult_t>(wire.result), FromCString(wire.message));
+}
+
+Status ReadFrame(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, Frame* frame,
+                 Deadline deadline, bool accept_fd) {
+  frame->fd.reset();
+  CONDUIT_RETURN_IF_ERROR(
+      ReadWithFd(fd, &frame->header, sizeof(FrameHeader), accept_fd ? &frame->fd : nullptr, deadline));
+  const FrameHeader& h = frame->header;
+  if (h.magic != magic) {
+    return InvalidUsage("bad frame magic 0x%08x (expected 0x%08x): peer speaks another protocol", h.magic, magic);
+  }
+  if (h.version != version) {
+    return InvalidUsage("unsupported protocol version %u (this side speaks %u)", h.version, version);
+  }
+  if (h.length > max_payload) {
+    return InvalidUsage("frame of type %u announces %u payload bytes, limit is %u", h.type, h.length, max_payload);
+  }
+  frame->payload.resize(h.length);
+  if (h.length > 0) CONDUIT_RETURN_IF_ERROR(ReadFull(fd, frame->payload.data(), h.length, deadline));
+  return Status::Ok();
+}
+
+Status WriteFrame(int fd, uint32_t magic, uint16_t version, uint16_t type, uint32_t tag,
+                  const void* payload, uint32_t length, Deadline deadline, int pass_fd) {
+  FrameHeader h{magic, version, type, length, tag};
+  iovec iov[2] = {{&h, sizeof(h)}, {const_cast<void*>(payload), length}};
+  return WriteWithFd(fd, iov, length > 0 ? 2 : 1, pass_fd, deadline);
+}
+
+}  // namespace conduit

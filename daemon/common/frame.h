@@ -1,0 +1,73 @@
+// Framing shared by both Conduit wire protocols (shim<->daemon and daemon<->daemon):
+// a 16-byte little-endian header followed by `length` payload bytes.
+//
+//   u32 magic | u16 version | u16 type | u32 length | u32 tag
+//
+// The magic tells the two protocols apart (a daemon port hit by a shim, or garbage, is
+// rejected at the first header); `tag` lets a reply name the request it answers.
+#ifndef CONDUIT_DAEMON_COMMON_FRAME_H_
+#define CONDUIT_DAEMON_COMMON_FRAME_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/fd_io.h"
+#include "common/status.h"
+
+namespace conduit {
+
+struct FrameHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint32_t length;
+  uint32_t tag;
+};
+static_assert(sizeof(FrameHeader) == 16);
+
+struct Frame {
+  FrameHeader header{};
+  std::vector<uint8_t> payload;
+  UniqueFd fd;  // a descriptor that arrived with the frame (Unix sockets only)
+};
+
+// The status block that starts every reply in both protocols.
+struct WireStatus {
+  int32_t result;  // ncclResult_t
+  char message[252];
+};
+static_assert(sizeof(WireStatus) == 256);
+
+WireStatus ToWire(const Status& status);
+Status FromWire(const WireStatus& wire);
+
+// Reads one frame. Rejects a wrong magic/version and payloads over max_payload without
+// reading them (the connection is then unusable and should be closed).
+Status ReadFrame(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, Frame* frame,
+                 Deadline deadline, bool accept_fd = false);
+
+// Writes one frame; attaches pass_fd (SCM_RIGHTS) when >= 0.
+Status WriteFrame(int fd, uint32_t magic, uint16_t version, uint16_t type, uint32_t tag,
+                  const void* payload, uint32_t length, Deadline deadline, int pass_fd = -1);
+
+// Copies a C string into a fixed char array, always NUL-terminated.
+template <size_t N>
+void CopyCString(char (&dst)[N], const char* src) {
+  size_t i = 0;
+  for (; src != nullptr && src[i] != '\0' && i + 1 < N; ++i) dst[i] = src[i];
+  for (; i < N; ++i) dst[i] = '\0';
+}
+
+// Reads a fixed char array that may lack its NUL terminator (untrusted input).
+template <size_t N>
+std::string FromCString(const char (&src)[N]) {
+  size_t len = 0;
+  while (len < N && src[len] != '\0') ++len;
+  return std::string(src, len);
+}
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COMMON_FRAME_H_

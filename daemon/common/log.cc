@@ -1,0 +1,54 @@
+#include "common/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+namespace conduit {
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+const char* g_tag = "conduit";
+const char kLetters[] = "DIWE";
+}  // namespace
+
+void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
+void SetLogTag(const char* tag) { g_tag = tag; }
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
+
+bool ParseLogLevel(const char* text, LogLevel* level) {
+  static const char* const kNames[] = {"debug", "info", "warn", "error"};
+  for (int i = 0; i < 4; ++i) {
+    if (strcmp(text, kNames[i]) == 0) {
+      *level = static_cast<LogLevel>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Logf(LogLevel level, const char* fmt, ...) {
+  if (!LogEnabled(level)) return;
+  char line[2048];
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  tm parts;
+  localtime_r(&now.tv_sec, &parts);
+  int n = snprintf(line, sizeof(line), "%s[%d] %c %02d:%02d:%02d.%03ld ", g_tag, getpid(),
+                   kLetters[static_cast<int>(level)], parts.tm_hour, parts.tm_min, parts.tm_sec,
+                   now.tv_nsec / 1000000);
+  va_list args;
+  va_start(args, fmt);
+  n += vsnprintf(line + n, sizeof(line) - n - 1, fmt, args);
+  va_end(args);
+  if (n > static_cast<int>(sizeof(line)) - 2) n = sizeof(line) - 2;
+  line[n++] = '\n';
+  // One write per line keeps lines from different threads whole.
+  ssize_t ignored = write(STDERR_FILENO, line, n);
+  (void)ignored;
+}
+
+}  // namespace conduit

@@ -1,0 +1,137 @@
+// The shim <-> daemon protocol, version 1 (documented in docs/shim-protocol.md).
+//
+// Each communicator rank in a program owns one Unix-socket connection to its host's
+// conduitd and issues one request at a time on it; the daemon answers every request
+// exactly once. Bulk data never crosses the socket: the shim attaches a memfd shared
+// memory segment (AttachShm, descriptor passed with SCM_RIGHTS) and ops name offsets in it.
+// All structs are little-endian, fixed-size and trivially copyable.
+#ifndef CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_
+#define CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_
+
+#include <cstdint>
+
+#include "common/frame.h"
+
+namespace conduit::shimproto {
+
+inline constexpr uint32_t kMagic = 0x53544443;  // "CDTS"
+inline constexpr uint16_t kVersion = 1;
+inline constexpr uint32_t kMaxPayload = 1u << 20;
+inline constexpr uint32_t kMaxOpsPerGroup = 16384;
+inline constexpr char kDefaultSocketPath[] = "/run/conduit/conduitd.sock";
+inline constexpr char kSocketEnv[] = "CONDUIT_SOCKET";
+
+enum MsgType : uint16_t {
+  kHello = 1,
+  kHelloReply = 2,
+  kGetUniqueId = 3,
+  kGetUniqueIdReply = 4,
+  kCommInit = 5,
+  kCommInitReply = 6,
+  kAttachShm = 7,
+  kAttachShmReply = 8,
+  kGroup = 9,
+  kGroupReply = 10,
+  kCommDestroy = 11,
+  kCommDestroyReply = 12,
+};
+
+struct HelloRequest {
+  uint32_t pid;
+  uint32_t shim_version;
+  char exe[64];  // basename of the program, for admission policy and logs
+};
+
+struct HelloReply {
+  WireStatus status;
+  uint32_t accepted;    // 0: the daemon refuses this program (status says why)
+  uint32_t timeout_ms;  // the daemon's bound on any wait; the shim waits a bit longer
+  char daemon_version[32];
+};
+
+struct UniqueIdReply {
+  WireStatus status;
+  char id[128];
+};
+
+struct CommInitRequest {
+  char id[128];
+  int32_t nranks;
+  int32_t rank;
+  uint32_t flags;
+  uint32_t reserved;
+};
+
+// Followed by nhosts DaemonAddr, then nranks int32 host indices (host of each rank).
+struct CommInitReply {
+  WireStatus status;
+  int32_t nranks;
+  int32_t nhosts;
+  int32_t host_index;    // this daemon's index among the communicator's hosts
+  int32_t local_nranks;  // ranks of this communicator served by this daemon
+  uint64_t comm_key;
+};
+
+struct DaemonAddr {
+  char text[64];  // "ip:port" as other daemons reach it
+};
+
+// A memfd segment descriptor rides along with this message.
+struct AttachShmRequest {
+  uint64_t size;
+};
+
+struct AttachShmReply {
+  WireStatus status;
+};
+
+enum OpKind : uint8_t {
+  kAllReduce = 1,
+  kBroadcast = 2,
+  kReduce = 3,
+  kAllGather = 4,
+  kReduceScatter = 5,
+  kSend = 6,
+  kRecv = 7,
+};
+
+// ncclRedOp_t values 0..4 pass through; PreMulSum ops travel as this value with the
+// caller's scalar (one element of the op's type) in OpDesc::scalar.
+inline constexpr uint8_t kRedOpPreMulSum = 5;
+
+// Where each op's data lives in the rank's segment, starting at `offset`:
+//   AllReduce/Broadcast/Reduce/Send/Recv: `count` elements, result in place.
+//   AllGather: nranks*count elements; this rank's input at block `rank`, result: all.
+//   ReduceScatter: nranks*count input elements; result at block `rank`.
+struct OpDesc {
+  uint8_t kind;
+  uint8_t dtype;
+  uint8_t redop;
+  uint8_t flags;
+  int32_t peer;  // root for Broadcast/Reduce, peer for Send/Recv, else 0
+  uint64_t count;
+  uint64_t offset;
+  uint8_t scalar[8];
+};
+static_assert(sizeof(OpDesc) == 32);
+
+// Followed by nops OpDesc. Collectives run in order; sends and receives of the group
+// progress together, so any grouped point-to-point pattern completes.
+struct GroupRequest {
+  uint32_t nops;
+  uint32_t reserved;
+};
+
+struct GroupReply {
+  WireStatus status;
+  int32_t failed_op;  // index of the first failed op, -1 if none
+  uint32_t reserved;
+};
+
+struct CommDestroyReply {
+  WireStatus status;
+};
+
+}  // namespace conduit::shimproto
+
+#endif  // CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_

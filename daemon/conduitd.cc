@@ -1,0 +1,159 @@
+// conduitd: the per-host Conduit daemon.
+//
+// Programs on this host reach it through a Unix socket (libnccl.so.2 from libmccs-nccl);
+// other hosts' daemons reach it over TCP for rendezvous and collective traffic.
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "collectives/registry.h"
+#include "common/log.h"
+#include "common/net_addr.h"
+#include "common/peer_protocol.h"
+#include "common/shim_protocol.h"
+#include "session/unix_listener.h"
+#include "transport/tcp.h"
+
+namespace conduit {
+namespace {
+
+struct Flags {
+  std::string socket_path;
+  std::string listen = "0.0.0.0:" + std::to_string(peerproto::kDefaultPort);
+  std::string advertise;
+  CommOptions comm;
+  SessionPolicy policy;
+};
+
+[[noreturn]] void Usage(const char* msg) {
+  fprintf(stderr,
+          "%s%s"
+          "usage: conduitd [--socket PATH] [--listen IP:PORT] [--advertise IP] [--timeout-ms N]\n"
+          "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
+          "                [--chunk-bytes N] [--max-shm-bytes N] [--log-level debug|info|warn|error]\n"
+          "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
+          "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
+          "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
+          "                or this host's first non-loopback IPv4 address)\n"
+          "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n",
+          msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
+  exit(2);
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  const char* env = getenv(shimproto::kSocketEnv);
+  f.socket_path = env != nullptr && *env != '\0' ? env : shimproto::kDefaultSocketPath;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
+      return argv[++i];
+    };
+    auto number = [&]() -> long long {
+      std::string v = value();
+      char* end = nullptr;
+      long long n = strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 0) Usage(("bad number for " + a + ": " + v).c_str());
+      return n;
+    };
+    if (a == "--socket") f.socket_path = value();
+    else if (a == "--listen") f.listen = value();
+    else if (a == "--advertise") f.advertise = value();
+    else if (a == "--timeout-ms") f.comm.timeout_ms = static_cast<int>(number());
+    else if (a == "--deny-exe") f.policy.deny_exe.push_back(value());
+    else if (a == "--allreduce-algo") {
+      f.comm.allreduce_algo = value();
+      if (f.comm.allreduce_algo != "auto" && f.comm.allreduce_algo != "ring" && f.comm.allreduce_algo != "rd") {
+        Usage("--allreduce-algo must be auto, ring or rd");
+      }
+    } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
+    else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
+    else if (a == "--max-shm-bytes") f.policy.max_shm_bytes = number();
+    else if (a == "--log-level") {
+      LogLevel level;
+      if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
+      SetLogLevel(level);
+    } else if (a == "-h" || a == "--help") Usage("");
+    else Usage(("unknown flag " + a).c_str());
+  }
+  if (f.comm.timeout_ms <= 0) Usage("--timeout-ms must be positive");
+  if (f.comm.chunk_bytes == 0) Usage("--chunk-bytes must be positive");
+  return f;
+}
+
+void ServePeers(int listener, CommRegistry* registry) {
+  for (;;) {
+    SockAddr peer;
+    peer.len = sizeof(peer.storage);
+    int fd = accept4(listener, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      CLOG_ERROR("accept on the peer port failed: %s", strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    std::string name = FormatSockAddr(peer);
+    std::thread([fd, name, registry] { registry->ServePeerConnection(UniqueFd(fd), name); }).detach();
+  }
+}
+
+int Main(int argc, char** argv) {
+  SetLogTag("conduitd");
+  Flags flags = ParseFlags(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  // Only the main thread takes SIGINT/SIGTERM (through sigwait), so shutdown is orderly.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  UniqueFd peer_listener;
+  SockAddr bound;
+  Status st = TcpListen(flags.listen, &peer_listener, &bound);
+  if (!st.ok()) {
+    CLOG_ERROR("%s", st.message().c_str());
+    return 1;
+  }
+  std::string port = FormatSockAddr(bound);
+  port = port.substr(port.rfind(':') + 1);
+  std::string ip = flags.advertise;
+  if (ip.empty()) {
+    ip = flags.listen.substr(0, flags.listen.rfind(':'));
+    if (ip.empty() || ip == "0.0.0.0" || ip == "[::]") ip = PrimaryIpv4Address();
+  }
+  std::string my_addr = (ip.find(':') != std::string::npos && ip[0] != '[') ? "[" + ip + "]:" + port : ip + ":" + port;
+
+  UniqueFd unix_listener;
+  st = ListenUnix(flags.socket_path, &unix_listener);
+  if (!st.ok()) {
+    CLOG_ERROR("%s", st.message().c_str());
+    return 1;
+  }
+  static CommRegistry registry(my_addr, flags.comm);
+  static SessionPolicy policy = flags.policy;
+  std::thread(ServePeers, peer_listener.get(), &registry).detach();
+  std::thread(ServeUnix, unix_listener.get(), &registry, &policy).detach();
+  CLOG_INFO("serving programs on %s and daemons on %s (advertised as %s), timeout %d ms", flags.socket_path.c_str(),
+            flags.listen.c_str(), my_addr.c_str(), flags.comm.timeout_ms);
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  CLOG_INFO("signal %d: shutting down", sig);
+  unlink(flags.socket_path.c_str());
+  // Sessions and links are torn down by process exit; peers see their connections close.
+  _exit(0);
+}
+
+}  // namespace
+}  // namespace conduit
+
+int main(int argc, char** argv) { return conduit::Main(argc, argv); }

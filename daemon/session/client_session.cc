@@ -1,0 +1,208 @@
+#include "session/client_session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/shim_protocol.h"
+#include "common/unique_id.h"
+
+namespace conduit {
+namespace {
+
+constexpr int kReplyTimeoutMs = 10000;
+
+template <typename T>
+bool ParseExact(const Frame& frame, T* out) {
+  if (frame.payload.size() != sizeof(T)) return false;
+  memcpy(out, frame.payload.data(), sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const SessionPolicy* policy)
+    : fd_(std::move(fd)), registry_(registry), policy_(policy) {}
+
+ClientSession::~ClientSession() {
+  // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
+  // so peers get an error instead of waiting for it forever.
+  if (comm_) comm_->Leave(rank_, /*graceful=*/false);
+}
+
+Status ClientSession::Reply(uint16_t type, const void* payload, size_t len) {
+  return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, type, 0, payload, static_cast<uint32_t>(len),
+                    Deadline::AfterMs(kReplyTimeoutMs));
+}
+
+Status ClientSession::ReplyStatus(uint16_t type, const Status& status) {
+  WireStatus wire = ToWire(status);
+  return Reply(type, &wire, sizeof(wire));
+}
+
+void ClientSession::Run() {
+  for (;;) {
+    Frame frame;
+    Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &frame,
+                          Deadline::Never(), /*accept_fd=*/true);
+    if (!st.ok()) {
+      if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
+        CLOG_WARN("%s: dropping connection after a malformed request: %s", who_.c_str(), st.message().c_str());
+        (void)ReplyStatus(0, st);
+      }
+      return;
+    }
+    const uint16_t type = frame.header.type;
+    const uint16_t reply_type = static_cast<uint16_t>(type + 1);
+    if (!hello_done_ && type != shimproto::kHello) {
+      (void)ReplyStatus(reply_type, InvalidUsage("the first request on a connection must be Hello"));
+      return;
+    }
+    bool close_after = false;
+    switch (type) {
+      case shimproto::kHello:
+        st = HandleHello(frame, &close_after);
+        break;
+      case shimproto::kGetUniqueId: {
+        shimproto::UniqueIdReply reply{};
+        EncodeUniqueId(CommIdentity{RandomCommKey(), registry_->my_addr()}, reply.id);
+        reply.status = ToWire(Status::Ok());
+        st = Reply(shimproto::kGetUniqueIdReply, &reply, sizeof(reply));
+        break;
+      }
+      case shimproto::kCommInit:
+        st = HandleCommInit(frame);
+        break;
+      case shimproto::kAttachShm:
+        st = HandleAttach(frame);
+        break;
+      case shimproto::kGroup:
+        st = HandleGroup(frame);
+        break;
+      case shimproto::kCommDestroy:
+        if (comm_) comm_->Leave(rank_, /*graceful=*/true);
+        comm_.reset();
+        st = ReplyStatus(shimproto::kCommDestroyReply, Status::Ok());
+        break;
+      default:
+        st = ReplyStatus(reply_type, InvalidArgument("unknown request type %u", type));
+        break;
+    }
+    if (!st.ok()) {
+      CLOG_WARN("%s: connection dropped: %s", who_.c_str(), st.message().c_str());
+      return;
+    }
+    if (close_after) return;
+  }
+}
+
+Status ClientSession::HandleHello(const Frame& frame, bool* close_after) {
+  shimproto::HelloRequest req;
+  if (!ParseExact(frame, &req)) {
+    *close_after = true;
+    return ReplyStatus(shimproto::kHelloReply, InvalidArgument("malformed Hello (%zu bytes)", frame.payload.size()));
+  }
+  std::string exe = FromCString(req.exe);
+  who_ = exe + "[" + std::to_string(req.pid) + "]";
+  shimproto::HelloReply reply{};
+  reply.timeout_ms = static_cast<uint32_t>(registry_->options().timeout_ms);
+  CopyCString(reply.daemon_version, "conduitd 0.1.0");
+  const auto& deny = policy_->deny_exe;
+  if (std::find(deny.begin(), deny.end(), exe) != deny.end()) {
+    reply.accepted = 0;
+    reply.status = ToWire(InvalidUsage("program '%s' is refused by this daemon's policy (--deny-exe)", exe.c_str()));
+    CLOG_INFO("refused %s (--deny-exe)", who_.c_str());
+    *close_after = true;
+  } else {
+    reply.accepted = 1;
+    reply.status = ToWire(Status::Ok());
+    hello_done_ = true;
+  }
+  return Reply(shimproto::kHelloReply, &reply, sizeof(reply));
+}
+
+Status ClientSession::HandleCommInit(const Frame& frame) {
+  shimproto::CommInitRequest req;
+  if (!ParseExact(frame, &req)) {
+    return ReplyStatus(shimproto::kCommInitReply, InvalidArgument("malformed CommInit (%zu bytes)", frame.payload.size()));
+  }
+  if (comm_) return ReplyStatus(shimproto::kCommInitReply, InvalidUsage("this connection already joined a communicator"));
+  CommIdentity id;
+  Status st = DecodeUniqueId(req.id, &id);
+  std::shared_ptr<Communicator> comm;
+  if (st.ok()) st = registry_->Join(id, req.nranks, req.rank, &comm);
+  if (!st.ok()) {
+    CLOG_WARN("%s: ncclCommInitRank(rank %d of %d) failed: %s", who_.c_str(), req.rank, req.nranks, st.message().c_str());
+    return ReplyStatus(shimproto::kCommInitReply, st);
+  }
+  comm_ = comm;
+  rank_ = req.rank;
+  const Membership& m = comm->membership();
+  shimproto::CommInitReply head{};
+  head.status = ToWire(Status::Ok());
+  head.nranks = comm->nranks();
+  head.nhosts = static_cast<int32_t>(m.host_addrs.size());
+  head.host_index = m.my_host;
+  head.local_nranks = static_cast<int32_t>(comm->local_ranks().size());
+  head.comm_key = comm->key();
+  std::vector<uint8_t> payload(sizeof(head) + head.nhosts * sizeof(shimproto::DaemonAddr) + head.nranks * sizeof(int32_t));
+  uint8_t* p = payload.data();
+  memcpy(p, &head, sizeof(head));
+  p += sizeof(head);
+  for (const auto& addr : m.host_addrs) {
+    shimproto::DaemonAddr a{};
+    CopyCString(a.text, addr.c_str());
+    memcpy(p, &a, sizeof(a));
+    p += sizeof(a);
+  }
+  for (int h : m.host_of_rank) {
+    int32_t v = h;
+    memcpy(p, &v, sizeof(v));
+    p += sizeof(v);
+  }
+  CLOG_DEBUG("%s joined communicator %016llx as rank %d/%d", who_.c_str(), static_cast<unsigned long long>(comm->key()),
+             req.rank, req.nranks);
+  return Reply(shimproto::kCommInitReply, payload.data(), payload.size());
+}
+
+Status ClientSession::HandleAttach(Frame& frame) {
+  shimproto::AttachShmRequest req;
+  Status st;
+  if (!ParseExact(frame, &req)) {
+    st = InvalidArgument("malformed AttachShm (%zu bytes)", frame.payload.size());
+  } else if (!frame.fd.valid()) {
+    st = InvalidArgument("AttachShm arrived without a file descriptor");
+  } else {
+    st = shm_.Map(frame.fd.get(), req.size, policy_->max_shm_bytes);
+  }
+  return ReplyStatus(shimproto::kAttachShmReply, st);
+}
+
+Status ClientSession::HandleGroup(const Frame& frame) {
+  shimproto::GroupReply reply{};
+  reply.failed_op = -1;
+  shimproto::GroupRequest head;
+  Status st;
+  std::vector<shimproto::OpDesc> ops;
+  if (frame.payload.size() < sizeof(head)) {
+    st = InvalidArgument("malformed Group request (%zu bytes)", frame.payload.size());
+  } else {
+    memcpy(&head, frame.payload.data(), sizeof(head));
+    if (head.nops > shimproto::kMaxOpsPerGroup ||
+        frame.payload.size() != sizeof(head) + static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc)) {
+      st = InvalidArgument("malformed Group request: %u ops in %zu bytes", head.nops, frame.payload.size());
+    } else if (!comm_) {
+      st = InvalidUsage("no communicator on this connection (CommInit first)");
+    } else {
+      ops.resize(head.nops);
+      memcpy(ops.data(), frame.payload.data() + sizeof(head), head.nops * sizeof(shimproto::OpDesc));
+      int failed_op = -1;
+      st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op);
+      reply.failed_op = failed_op;
+    }
+  }
+  reply.status = ToWire(st);
+  return Reply(shimproto::kGroupReply, &reply, sizeof(reply));
+}
+
+}  // namespace conduit

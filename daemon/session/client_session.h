@@ -1,0 +1,49 @@
+// ClientSession: serves one program connection (shim protocol) until it closes.
+#ifndef CONDUIT_DAEMON_SESSION_CLIENT_SESSION_H_
+#define CONDUIT_DAEMON_SESSION_CLIENT_SESSION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/registry.h"
+#include "common/fd_io.h"
+#include "common/frame.h"
+#include "session/shm_segment.h"
+
+namespace conduit {
+
+struct SessionPolicy {
+  std::vector<std::string> deny_exe;  // programs refused admission (they fall back to native)
+  uint64_t max_shm_bytes = 64ull << 30;
+};
+
+class ClientSession {
+ public:
+  ClientSession(UniqueFd fd, CommRegistry* registry, const SessionPolicy* policy);
+  ~ClientSession();
+
+  // Serves requests until the program disconnects or sends something unparseable.
+  void Run();
+
+ private:
+  Status HandleHello(const Frame& frame, bool* close_after);
+  Status HandleCommInit(const Frame& frame);
+  Status HandleAttach(Frame& frame);
+  Status HandleGroup(const Frame& frame);
+  Status Reply(uint16_t type, const void* payload, size_t len);
+  Status ReplyStatus(uint16_t type, const Status& status);
+
+  UniqueFd fd_;
+  CommRegistry* registry_;
+  const SessionPolicy* policy_;
+  std::string who_ = "program";
+  bool hello_done_ = false;
+  std::shared_ptr<Communicator> comm_;
+  int rank_ = -1;
+  ShmSegment shm_;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_SESSION_CLIENT_SESSION_H_

@@ -1,0 +1,55 @@
+// Link: what the collective algorithms need from a transport.
+//
+// A Link is a reliable, ordered byte stream to one peer daemon. Algorithms are written
+// against this interface only (as in Gloo), so a transport other than TCP (e.g. RDMA)
+// plugs in by implementing it.
+#ifndef CONDUIT_DAEMON_TRANSPORT_LINK_H_
+#define CONDUIT_DAEMON_TRANSPORT_LINK_H_
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace conduit {
+
+struct ConstSpan {
+  const void* data;
+  size_t len;
+};
+struct MutSpan {
+  void* data;
+  size_t len;
+};
+
+// Called as bytes of a receive arrive, with the total received so far; lets the caller
+// reduce finished chunks while later ones are still on the wire. An error aborts the
+// transfer.
+using RecvProgress = std::function<Status(size_t received)>;
+
+class Link {
+ public:
+  virtual ~Link() = default;
+
+  virtual Status Send(const std::vector<ConstSpan>& out, Deadline deadline) = 0;
+  virtual Status Recv(const std::vector<MutSpan>& in, Deadline deadline,
+                      const RecvProgress& progress = nullptr) = 0;
+  // Sends `out` on this link while receiving `in` on `from` (which may be this link):
+  // the full-duplex step of ring algorithms. `from` must come from the same transport.
+  virtual Status SendRecv(const std::vector<ConstSpan>& out, Link& from,
+                          const std::vector<MutSpan>& in, Deadline deadline,
+                          const RecvProgress& progress = nullptr) = 0;
+  // Makes pending and future transfers on both ends fail promptly.
+  virtual void Shutdown() = 0;
+  virtual const std::string& peer_name() const = 0;
+};
+
+size_t TotalBytes(const std::vector<ConstSpan>& spans);
+size_t TotalBytes(const std::vector<MutSpan>& spans);
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_TRANSPORT_LINK_H_

@@ -1,0 +1,43 @@
+// TCP transport: listening, connecting with a deadline, and TcpLink.
+#ifndef CONDUIT_DAEMON_TRANSPORT_TCP_H_
+#define CONDUIT_DAEMON_TRANSPORT_TCP_H_
+
+#include <memory>
+#include <string>
+
+#include "common/fd_io.h"
+#include "common/net_addr.h"
+#include "transport/link.h"
+
+namespace conduit {
+
+// Binds and listens on `addr` ("ip:port"); port 0 picks a free one.
+Status TcpListen(const std::string& addr, UniqueFd* listener, SockAddr* bound);
+// Connects to "ip:port", retrying refused connections until the deadline (the peer daemon
+// may still be starting).
+Status TcpConnect(const std::string& addr, Deadline deadline, UniqueFd* out);
+// Low latency and prompt failure on a dead peer: TCP_NODELAY, keepalive, TCP_USER_TIMEOUT.
+void TuneTcpSocket(int fd, int user_timeout_ms);
+
+class TcpLink : public Link {
+ public:
+  TcpLink(UniqueFd fd, std::string peer_name);
+  ~TcpLink() override;
+
+  Status Send(const std::vector<ConstSpan>& out, Deadline deadline) override;
+  Status Recv(const std::vector<MutSpan>& in, Deadline deadline, const RecvProgress& progress) override;
+  Status SendRecv(const std::vector<ConstSpan>& out, Link& from, const std::vector<MutSpan>& in,
+                  Deadline deadline, const RecvProgress& progress) override;
+  void Shutdown() override;
+  const std::string& peer_name() const override { return peer_name_; }
+
+  int fd() const { return fd_.get(); }
+
+ private:
+  UniqueFd fd_;
+  std::string peer_name_;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_TRANSPORT_TCP_H_

@@ -1,0 +1,73 @@
+// struct ncclComm as the managed shim defines it: one rank's handle on a communicator
+// that lives in conduitd.
+#ifndef CONDUIT_LIBMCCS_NCCL_COMM_H_
+#define CONDUIT_LIBMCCS_NCCL_COMM_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/shim_protocol.h"
+#include "daemon_connection.h"
+#include "nccl.h"
+#include "staging_buffer.h"
+
+namespace conduit {
+
+inline constexpr uint32_t kCommMagic = 0x434d4d43;  // "CMMC": catches stale or garbage handles
+
+// A PreMulSum op made by ncclRedOpCreatePreMulSum; its handle is ncclNumOps + index.
+struct PreMulSumOp {
+  bool live = false;
+  ncclDataType_t type = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  uint8_t scalar[8] = {};     // host-immediate value, captured at creation
+  const void* pointer = nullptr;  // read at each use when the scalar lives in memory
+};
+
+}  // namespace conduit
+
+struct ncclComm {
+  uint32_t magic = conduit::kCommMagic;
+  int rank = -1;
+  int nranks = 0;
+  int device = 0;
+  bool blocking = true;
+
+  // Filled by a successful init (possibly on the non-blocking init thread).
+  std::unique_ptr<conduit::DaemonConnection> conn;
+  conduit::StagingBuffer staging;
+  uint64_t key = 0;
+  int host_index = 0;
+  std::vector<std::string> host_addrs;
+  std::vector<int> host_of_rank;
+
+  // ncclSuccess, ncclInProgress during a non-blocking init, or the error that broke it.
+  std::atomic<int> async_error{ncclSuccess};
+  std::mutex init_mu;
+  std::condition_variable init_cv;
+  bool init_done = true;
+  std::thread init_thread;
+
+  std::mutex op_mu;  // one request at a time on this rank's connection
+  uint64_t split_generation = 0;
+  uint64_t shrink_generation = 0;
+  std::mutex redop_mu;
+  std::vector<conduit::PreMulSumOp> redops;
+};
+
+namespace conduit {
+
+// Validates a handle passed in by the program; nullptr and non-Conduit pointers fail.
+bool ValidComm(const ncclComm* comm);
+// Blocks until a non-blocking init finished; returns its result.
+ncclResult_t WaitInit(ncclComm* comm);
+
+}  // namespace conduit
+
+#endif  // CONDUIT_LIBMCCS_NCCL_COMM_H_

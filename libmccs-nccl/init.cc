@@ -1,0 +1,298 @@
+// Communicator lifecycle on the managed path: unique ids, init (blocking, non-blocking,
+// grouped, single-process), split, shrink, finalize, destroy, abort, and queries.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include "comm.h"
+#include "common/log.h"
+#include "common/unique_id.h"
+#include "managed.h"
+#include "ops.h"
+#include "shim_log.h"
+
+namespace conduit {
+
+bool ValidComm(const ncclComm* comm) { return comm != nullptr && comm->magic == kCommMagic; }
+
+ncclResult_t WaitInit(ncclComm* comm) {
+  std::unique_lock<std::mutex> lock(comm->init_mu);
+  comm->init_cv.wait(lock, [comm] { return comm->init_done; });
+  return comm->conn ? ncclSuccess : static_cast<ncclResult_t>(comm->async_error.load());
+}
+
+namespace {
+
+constexpr unsigned kConfigMagic = 0xcafebeef;
+
+// Joins `comm` (rank/nranks already set) to the communicator named by `id` through this
+// host's daemon. Runs on the caller's thread, a non-blocking init thread or a group thread.
+Status Join(ncclComm* comm, const CommIdentity& id) {
+  std::unique_ptr<DaemonConnection> conn;
+  CONDUIT_RETURN_IF_ERROR(DaemonConnection::Open(&conn));
+  shimproto::CommInitRequest req{};
+  EncodeUniqueId(id, req.id);
+  req.nranks = comm->nranks;
+  req.rank = comm->rank;
+  Frame reply;
+  CONDUIT_RETURN_IF_ERROR(conn->Call(shimproto::kCommInit, &req, sizeof(req), shimproto::kCommInitReply, &reply));
+  shimproto::CommInitReply head;
+  if (reply.payload.size() < sizeof(head)) return SystemError("malformed CommInit reply");
+  memcpy(&head, reply.payload.data(), sizeof(head));
+  size_t want = sizeof(head) + head.nhosts * sizeof(shimproto::DaemonAddr) + head.nranks * sizeof(int32_t);
+  if (head.nranks != comm->nranks || head.nhosts <= 0 || reply.payload.size() != want) {
+    return SystemError("malformed CommInit reply (%zu bytes)", reply.payload.size());
+  }
+  const uint8_t* p = reply.payload.data() + sizeof(head);
+  for (int h = 0; h < head.nhosts; ++h) {
+    shimproto::DaemonAddr a;
+    memcpy(&a, p, sizeof(a));
+    p += sizeof(a);
+    comm->host_addrs.push_back(FromCString(a.text));
+  }
+  comm->host_of_rank.resize(head.nranks);
+  memcpy(comm->host_of_rank.data(), p, head.nranks * sizeof(int32_t));
+  comm->host_index = head.host_index;
+  comm->key = head.comm_key;
+  comm->conn = std::move(conn);
+  return Status::Ok();
+}
+
+// Finishes an init: records the outcome and wakes anyone waiting on the communicator.
+ncclResult_t Complete(const char* call, ncclComm* comm, const Status& st) {
+  ncclResult_t r = st.ok() ? ncclSuccess : Fail(call, st);
+  {
+    std::lock_guard<std::mutex> lock(comm->init_mu);
+    comm->async_error = r;
+    comm->init_done = true;
+  }
+  comm->init_cv.notify_all();
+  return r;
+}
+
+ncclResult_t CheckConfig(const char* call, const ncclConfig_t* config, bool* blocking) {
+  *blocking = true;
+  if (config == nullptr) return ncclSuccess;
+  if (config->magic != kConfigMagic || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+    return Fail(call, ncclInvalidArgument, "ncclConfig_t was not set up with NCCL_CONFIG_INITIALIZER");
+  }
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT) *blocking = config->blocking != 0;
+  return ncclSuccess;
+}
+
+// Creates the handle and starts (or queues, or runs) its init, per config and group state.
+ncclResult_t StartInit(const char* call, ncclComm_t* out, int nranks, int rank, const CommIdentity& id,
+                       const ncclConfig_t* config) {
+  if (out == nullptr) return Fail(call, ncclInvalidArgument, "newcomm is NULL");
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return Fail(call, ncclInvalidArgument, "invalid rank %d for nranks %d", rank, nranks);
+  }
+  bool blocking;
+  ncclResult_t r = CheckConfig(call, config, &blocking);
+  if (r != ncclSuccess) return r;
+  auto* comm = new ncclComm;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->blocking = blocking;
+  comm->init_done = false;
+  comm->async_error = ncclInProgress;
+  *out = comm;
+  auto job = [comm, id, call] { return Complete(call, comm, Join(comm, id)); };
+  if (InGroup()) {
+    GroupDefer(job);
+    return blocking ? ncclSuccess : ncclInProgress;
+  }
+  if (!blocking) {
+    comm->init_thread = std::thread(job);
+    return ncclInProgress;
+  }
+  return job();
+}
+
+ncclResult_t InitFromUniqueId(const char* call, ncclComm_t* out, int nranks, const ncclUniqueId& uid, int rank,
+                              const ncclConfig_t* config) {
+  CommIdentity id;
+  Status st = DecodeUniqueId(uid.internal, &id);
+  if (!st.ok()) return Fail(call, st);
+  return StartInit(call, out, nranks, rank, id, config);
+}
+
+void FreeComm(ncclComm* comm) {
+  if (comm->init_thread.joinable()) comm->init_thread.join();
+  comm->magic = 0;
+  delete comm;
+}
+
+}  // namespace
+
+namespace managed {
+
+ncclResult_t GetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return Fail("ncclGetUniqueId", ncclInvalidArgument, "uniqueId is NULL");
+  std::unique_ptr<DaemonConnection> conn;
+  Status st = DaemonConnection::Open(&conn);
+  Frame reply;
+  if (st.ok()) st = conn->Call(shimproto::kGetUniqueId, nullptr, 0, shimproto::kGetUniqueIdReply, &reply);
+  shimproto::UniqueIdReply body;
+  if (st.ok() && reply.payload.size() != sizeof(body)) st = SystemError("malformed unique id reply");
+  if (!st.ok()) return Fail("ncclGetUniqueId", st);
+  memcpy(&body, reply.payload.data(), sizeof(body));
+  memcpy(uniqueId->internal, body.id, sizeof(body.id));
+  return ncclSuccess;
+}
+
+ncclResult_t CommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+  return InitFromUniqueId("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+}
+
+ncclResult_t CommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return InitFromUniqueId("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
+}
+
+ncclResult_t CommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                  ncclConfig_t* config) {
+  // One root daemon runs the rendezvous; the extra ids of the scalable scheme are not needed.
+  if (nId < 1 || commIds == nullptr) return Fail("ncclCommInitRankScalable", ncclInvalidArgument, "no unique ids given");
+  return InitFromUniqueId("ncclCommInitRankScalable", newcomm, nranks, commIds[0], myrank, config);
+}
+
+ncclResult_t CommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr || ndev < 1) return Fail("ncclCommInitAll", ncclInvalidArgument, "need ndev >= 1 and a comm array");
+  ncclUniqueId id;
+  ncclResult_t r = GetUniqueId(&id);
+  if (r != ncclSuccess) return r;
+  GroupStart();
+  for (int i = 0; i < ndev; ++i) {
+    r = CommInitRank(&comms[i], ndev, id, i);
+    if (r != ncclSuccess) break;
+    comms[i]->device = devlist != nullptr ? devlist[i] : i;
+  }
+  ncclResult_t end = GroupEnd();
+  if (r == ncclSuccess) r = end;
+  if (r != ncclSuccess) {
+    for (int i = 0; i < ndev; ++i) {
+      if (ValidComm(comms[i])) FreeComm(comms[i]);
+      comms[i] = nullptr;
+    }
+  }
+  return r;
+}
+
+ncclResult_t CommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  const char* call = "ncclCommSplit";
+  if (!ValidComm(comm)) return Fail(call, ncclInvalidArgument, "invalid communicator");
+  if (newcomm == nullptr) return Fail(call, ncclInvalidArgument, "newcomm is NULL");
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) return Fail(call, ncclInvalidArgument, "invalid color %d", color);
+  // Every rank learns every (color, key) through an all-gather on the parent.
+  std::vector<int32_t> all(2 * comm->nranks);
+  int32_t mine[2] = {color, key};
+  PendingOp op;
+  ncclResult_t r = BuildAllGather(call, mine, all.data(), 2, ncclInt32, comm, &op);
+  if (r == ncclSuccess) r = RunOpNow(call, op);  // even inside a caller's group
+  if (r != ncclSuccess) return r;
+  const uint64_t generation = ++comm->split_generation;
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    *newcomm = nullptr;
+    return ncclSuccess;
+  }
+  std::vector<int> members;
+  for (int i = 0; i < comm->nranks; ++i) {
+    if (all[2 * i] == color) members.push_back(i);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  int new_rank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+  CommIdentity id{DeriveCommKey(comm->key, generation, color), comm->host_addrs[comm->host_of_rank[members[0]]]};
+  return StartInit(call, newcomm, static_cast<int>(members.size()), new_rank, id, config);
+}
+
+ncclResult_t CommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                        ncclConfig_t* config, int shrinkFlags) {
+  const char* call = "ncclCommShrink";
+  (void)shrinkFlags;  // with or without ABORT: no parent op is in flight on this path
+  if (!ValidComm(comm)) return Fail(call, ncclInvalidArgument, "invalid communicator");
+  if (newcomm == nullptr || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+    return Fail(call, ncclInvalidArgument, "bad arguments");
+  }
+  std::vector<bool> excluded(comm->nranks, false);
+  for (int i = 0; i < excludeRanksCount; ++i) {
+    int r = excludeRanksList[i];
+    if (r < 0 || r >= comm->nranks) return Fail(call, ncclInvalidArgument, "excluded rank %d out of range", r);
+    excluded[r] = true;
+  }
+  if (excluded[comm->rank]) return Fail(call, ncclInvalidArgument, "rank %d excludes itself", comm->rank);
+  // No collective on the (possibly broken) parent: every survivor derives the same id.
+  std::vector<int> members;
+  for (int i = 0; i < comm->nranks; ++i) {
+    if (!excluded[i]) members.push_back(i);
+  }
+  int new_rank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+  const uint64_t generation = (1ull << 63) | ++comm->shrink_generation;
+  CommIdentity id{DeriveCommKey(comm->key, generation, 0), comm->host_addrs[comm->host_of_rank[members[0]]]};
+  return StartInit(call, newcomm, static_cast<int>(members.size()), new_rank, id, config);
+}
+
+ncclResult_t CommFinalize(ncclComm_t comm) {
+  if (!ValidComm(comm)) return Fail("ncclCommFinalize", ncclInvalidArgument, "invalid communicator");
+  // Ops complete before their calls return on this path, so nothing is left to flush.
+  ncclResult_t r = WaitInit(comm);
+  return r == ncclInProgress ? ncclSuccess : r;
+}
+
+ncclResult_t CommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  if (!ValidComm(comm)) return Fail("ncclCommDestroy", ncclInvalidArgument, "invalid communicator");
+  WaitInit(comm);
+  if (comm->conn) {
+    std::lock_guard<std::mutex> lock(comm->op_mu);
+    Frame reply;
+    Status st = comm->conn->Call(shimproto::kCommDestroy, nullptr, 0, shimproto::kCommDestroyReply, &reply);
+    if (!st.ok()) CLOG_DEBUG("ncclCommDestroy: %s", st.message().c_str());
+  }
+  FreeComm(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t CommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  if (!ValidComm(comm)) return Fail("ncclCommAbort", ncclInvalidArgument, "invalid communicator");
+  // Closing the connection without Destroy makes the daemon fail the communicator on every
+  // host at once, so peers blocked on this rank get an error instead of waiting.
+  WaitInit(comm);
+  FreeComm(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRevoke(ncclComm_t comm, int revokeFlags) {
+  if (!ValidComm(comm)) return Fail("ncclCommRevoke", ncclInvalidArgument, "invalid communicator");
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) return Fail("ncclCommRevoke", ncclInvalidArgument, "revokeFlags must be 0");
+  comm->async_error = ncclInvalidUsage;
+  return ncclSuccess;
+}
+
+ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (!ValidComm(comm) || asyncError == nullptr) return Fail("ncclCommGetAsyncError", ncclInvalidArgument, "bad arguments");
+  *asyncError = static_cast<ncclResult_t>(comm->async_error.load());
+  return ncclSuccess;
+}
+
+ncclResult_t CommCount(const ncclComm_t comm, int* count) {
+  if (!ValidComm(comm) || count == nullptr) return Fail("ncclCommCount", ncclInvalidArgument, "bad arguments");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t CommCuDevice(const ncclComm_t comm, int* device) {
+  if (!ValidComm(comm) || device == nullptr) return Fail("ncclCommCuDevice", ncclInvalidArgument, "bad arguments");
+  *device = comm->device;
+  return ncclSuccess;
+}
+
+ncclResult_t CommUserRank(const ncclComm_t comm, int* rank) {
+  if (!ValidComm(comm) || rank == nullptr) return Fail("ncclCommUserRank", ncclInvalidArgument, "bad arguments");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+}  // namespace managed
+}  // namespace conduit

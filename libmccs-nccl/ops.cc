@@ -1,0 +1,280 @@
+#include "ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "reduce/reduce.h"
+#include "shim_log.h"
+
+namespace conduit {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+struct GroupState {
+  int depth = 0;
+  std::vector<PendingOp> ops;
+  std::vector<std::function<ncclResult_t()>> deferred;
+};
+thread_local GroupState g_group;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+bool MulOverflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+ncclResult_t CheckCommon(const char* call, ncclComm* comm, ncclDataType_t type) {
+  if (!ValidComm(comm)) return Fail(call, ncclInvalidArgument, "invalid communicator handle %p", static_cast<void*>(comm));
+  if (!IsValidDataType(type)) return Fail(call, ncclInvalidArgument, "invalid datatype %d", static_cast<int>(type));
+  return ncclSuccess;
+}
+
+// Resolves `op` into the wire's redop byte and, for PreMulSum, its scalar.
+ncclResult_t ResolveRedOp(const char* call, ncclComm* comm, ncclRedOp_t op, ncclDataType_t type,
+                          shimproto::OpDesc* desc) {
+  int v = static_cast<int>(op);
+  if (v >= 0 && v < ncclNumOps) {
+    desc->redop = static_cast<uint8_t>(v);
+    return ncclSuccess;
+  }
+  std::lock_guard<std::mutex> lock(comm->redop_mu);
+  size_t index = static_cast<size_t>(v - ncclNumOps);
+  if (v < ncclNumOps || index >= comm->redops.size() || !comm->redops[index].live) {
+    return Fail(call, ncclInvalidArgument, "invalid reduction op %d (not built in, not a live PreMulSum op)", v);
+  }
+  const PreMulSumOp& pm = comm->redops[index];
+  if (pm.type != type) {
+    return Fail(call, ncclInvalidArgument, "PreMulSum op %d was created for datatype %d but used with %d", v, pm.type, type);
+  }
+  desc->redop = shimproto::kRedOpPreMulSum;
+  const size_t elem = DataTypeSize(type);
+  memcpy(desc->scalar, pm.residence == ncclScalarHostImmediate ? pm.scalar : pm.pointer, elem);
+  return ncclSuccess;
+}
+
+// Runs a batch: all requests are sent before any reply is read, so a thread driving
+// several communicators (ncclCommInitAll style) never waits on itself.
+ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
+  std::map<ncclComm*, std::vector<PendingOp*>> by_comm;  // ordered by address: a fixed lock order
+  for (auto& op : ops) by_comm[op.comm].push_back(&op);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  ncclResult_t result = ncclSuccess;
+  std::vector<ncclComm*> sent;
+  for (auto& [comm, list] : by_comm) {
+    ncclResult_t init = WaitInit(comm);
+    if (init != ncclSuccess) {
+      result = Fail(call, init, "communicator (rank %d) failed to initialize", comm->rank);
+      break;
+    }
+    locks.emplace_back(comm->op_mu);
+    size_t total = 0;
+    for (PendingOp* op : list) {
+      op->desc.offset = total;
+      total += AlignUp(op->region_bytes);
+    }
+    Status st = comm->staging.Reserve(total, *comm->conn);
+    std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc));
+    if (st.ok()) {
+      shimproto::GroupRequest head{static_cast<uint32_t>(list.size()), 0};
+      memcpy(request.data(), &head, sizeof(head));
+      for (size_t i = 0; i < list.size(); ++i) {
+        PendingOp* op = list[i];
+        if (op->in_bytes > 0) memcpy(comm->staging.data() + op->desc.offset + op->in_at, op->in, op->in_bytes);
+        memcpy(request.data() + sizeof(head) + i * sizeof(shimproto::OpDesc), &op->desc, sizeof(op->desc));
+      }
+      st = comm->conn->SendRequest(shimproto::kGroup, request.data(), request.size());
+    }
+    if (!st.ok()) {
+      comm->async_error = st.code();
+      result = Fail(call, st);
+      break;
+    }
+    sent.push_back(comm);
+  }
+  // Every request that went out gets its reply read, even after a failure elsewhere, so
+  // no connection is left with an unread reply.
+  for (ncclComm* comm : sent) {
+    Frame reply;
+    Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply);
+    if (st.ok()) {
+      for (PendingOp* op : by_comm[comm]) {
+        if (op->out_bytes > 0) memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->out_bytes);
+      }
+      continue;
+    }
+    if (st.code() == ncclRemoteError || st.code() == ncclSystemError) comm->async_error = st.code();
+    ncclResult_t code = Fail(call, Status(st.code(), "rank " + std::to_string(comm->rank) + ": " + st.message()));
+    if (result == ncclSuccess) result = code;
+  }
+  return result;
+}
+
+}  // namespace
+
+ncclResult_t BuildReduceLike(const char* call, uint8_t kind, const void* send, void* recv, size_t count,
+                             ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, PendingOp* out) {
+  ncclResult_t r = CheckCommon(call, comm, type);
+  if (r != ncclSuccess) return r;
+  const size_t elem = DataTypeSize(type);
+  const bool scatter = kind == shimproto::kReduceScatter;
+  size_t bytes, region;
+  if (MulOverflows(count, elem, &bytes) || MulOverflows(bytes, scatter ? comm->nranks : 1, &region)) {
+    return Fail(call, ncclInvalidArgument, "count %zu overflows", count);
+  }
+  if (kind == shimproto::kReduce && (root < 0 || root >= comm->nranks)) {
+    return Fail(call, ncclInvalidArgument, "root %d out of range [0, %d)", root, comm->nranks);
+  }
+  if (region > 0 && (send == nullptr || (recv == nullptr && (kind != shimproto::kReduce || comm->rank == root)))) {
+    return Fail(call, ncclInvalidArgument, "null buffer");
+  }
+  PendingOp p;
+  p.comm = comm;
+  p.desc.kind = kind;
+  p.desc.dtype = static_cast<uint8_t>(type);
+  p.desc.peer = kind == shimproto::kReduce ? root : 0;
+  p.desc.count = count;
+  r = ResolveRedOp(call, comm, op, type, &p.desc);
+  if (r != ncclSuccess) return r;
+  p.region_bytes = region;
+  p.in = send;
+  p.in_bytes = region;
+  p.out = recv;
+  if (scatter) {
+    p.out_at = static_cast<size_t>(comm->rank) * bytes;
+    p.out_bytes = bytes;
+  } else if (kind != shimproto::kReduce || comm->rank == root) {
+    p.out_bytes = bytes;
+  }
+  *out = p;
+  return ncclSuccess;
+}
+
+ncclResult_t BuildBroadcast(const char* call, const void* send, void* recv, size_t count, ncclDataType_t type, int root,
+                            ncclComm* comm, PendingOp* out) {
+  ncclResult_t r = CheckCommon(call, comm, type);
+  if (r != ncclSuccess) return r;
+  size_t bytes;
+  if (MulOverflows(count, DataTypeSize(type), &bytes)) return Fail(call, ncclInvalidArgument, "count %zu overflows", count);
+  if (root < 0 || root >= comm->nranks) return Fail(call, ncclInvalidArgument, "root %d out of range [0, %d)", root, comm->nranks);
+  if (bytes > 0 && (recv == nullptr || (comm->rank == root && send == nullptr))) return Fail(call, ncclInvalidArgument, "null buffer");
+  PendingOp p;
+  p.comm = comm;
+  p.desc.kind = shimproto::kBroadcast;
+  p.desc.dtype = static_cast<uint8_t>(type);
+  p.desc.peer = root;
+  p.desc.count = count;
+  p.region_bytes = bytes;
+  if (comm->rank == root) {
+    p.in = send;
+    p.in_bytes = bytes;
+  }
+  p.out = recv;
+  p.out_bytes = bytes;
+  *out = p;
+  return ncclSuccess;
+}
+
+ncclResult_t BuildAllGather(const char* call, const void* send, void* recv, size_t count, ncclDataType_t type,
+                            ncclComm* comm, PendingOp* out) {
+  ncclResult_t r = CheckCommon(call, comm, type);
+  if (r != ncclSuccess) return r;
+  size_t bytes, region;
+  if (MulOverflows(count, DataTypeSize(type), &bytes) || MulOverflows(bytes, comm->nranks, &region)) {
+    return Fail(call, ncclInvalidArgument, "count %zu overflows", count);
+  }
+  if (bytes > 0 && (send == nullptr || recv == nullptr)) return Fail(call, ncclInvalidArgument, "null buffer");
+  PendingOp p;
+  p.comm = comm;
+  p.desc.kind = shimproto::kAllGather;
+  p.desc.dtype = static_cast<uint8_t>(type);
+  p.desc.count = count;
+  p.region_bytes = region;
+  p.in = send;
+  p.in_at = static_cast<size_t>(comm->rank) * bytes;
+  p.in_bytes = bytes;
+  p.out = recv;
+  p.out_bytes = region;
+  *out = p;
+  return ncclSuccess;
+}
+
+ncclResult_t BuildP2p(const char* call, uint8_t kind, const void* send, void* recv, size_t count, ncclDataType_t type,
+                      int peer, ncclComm* comm, PendingOp* out) {
+  ncclResult_t r = CheckCommon(call, comm, type);
+  if (r != ncclSuccess) return r;
+  size_t bytes;
+  if (MulOverflows(count, DataTypeSize(type), &bytes)) return Fail(call, ncclInvalidArgument, "count %zu overflows", count);
+  if (peer < 0 || peer >= comm->nranks) return Fail(call, ncclInvalidArgument, "peer %d out of range [0, %d)", peer, comm->nranks);
+  const bool is_send = kind == shimproto::kSend;
+  if (bytes > 0 && (is_send ? send == nullptr : recv == nullptr)) return Fail(call, ncclInvalidArgument, "null buffer");
+  PendingOp p;
+  p.comm = comm;
+  p.desc.kind = kind;
+  p.desc.dtype = static_cast<uint8_t>(type);
+  p.desc.peer = peer;
+  p.desc.count = count;
+  p.region_bytes = bytes;
+  if (is_send) {
+    p.in = send;
+    p.in_bytes = bytes;
+  } else {
+    p.out = recv;
+    p.out_bytes = bytes;
+  }
+  *out = p;
+  return ncclSuccess;
+}
+
+ncclResult_t SubmitOp(const char* call, const PendingOp& op) {
+  if (op.region_bytes == 0) return ncclSuccess;  // NCCL treats empty ops as no-ops
+  if (g_group.depth > 0) {
+    g_group.ops.push_back(op);
+    return ncclSuccess;
+  }
+  return RunOpNow(call, op);
+}
+
+ncclResult_t RunOpNow(const char* call, const PendingOp& op) {
+  if (op.region_bytes == 0) return ncclSuccess;
+  std::vector<PendingOp> one{op};
+  return RunOps(call, one);
+}
+
+void GroupStart() { ++g_group.depth; }
+bool InGroup() { return g_group.depth > 0; }
+
+void GroupDefer(std::function<ncclResult_t()> job) { g_group.deferred.push_back(std::move(job)); }
+
+ncclResult_t GroupEnd() {
+  if (g_group.depth == 0) return Fail("ncclGroupEnd", ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--g_group.depth > 0) return ncclSuccess;
+  std::vector<std::function<ncclResult_t()>> deferred = std::move(g_group.deferred);
+  std::vector<PendingOp> ops = std::move(g_group.ops);
+  g_group = GroupState{};
+  // Communicator inits in a group join each other, so they must run concurrently.
+  ncclResult_t result = ncclSuccess;
+  if (!deferred.empty()) {
+    std::vector<ncclResult_t> results(deferred.size(), ncclSuccess);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < deferred.size(); ++i) threads.emplace_back([&, i] { results[i] = deferred[i](); });
+    for (auto& t : threads) t.join();
+    for (ncclResult_t r : results) {
+      if (r != ncclSuccess && result == ncclSuccess) result = r;
+    }
+  }
+  if (!ops.empty()) {
+    ncclResult_t r = RunOps("ncclGroupEnd", ops);
+    if (result == ncclSuccess) result = r;
+  }
+  return result;
+}
+
+std::vector<PendingOp> GroupDiscard() {
+  std::vector<PendingOp> ops = std::move(g_group.ops);
+  if (g_group.depth > 0) --g_group.depth;
+  if (g_group.depth == 0) g_group = GroupState{};
+  return ops;
+}
+
+}  // namespace conduit

@@ -1,0 +1,196 @@
+#include "cluster.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+namespace conduit::it {
+namespace {
+
+constexpr auto kDaemonReadyTimeout = std::chrono::seconds(20);
+constexpr auto kDaemonExitGrace = std::chrono::seconds(5);
+constexpr size_t kTailBytes = 3000;
+
+std::string IpTool() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (::access(p, X_OK) == 0) return p;
+  }
+  return "";
+}
+
+std::string NetnsScript() { return std::string(CONDUIT_SOURCE_DIR) + "/tools/netns/conduit-netns"; }
+
+// Ready means accepting: the socket file can appear before listen() is called.
+bool CanConnect(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string Tail(const std::string& s) { return s.size() <= kTailBytes ? s : "..." + s.substr(s.size() - kTailBytes); }
+
+}  // namespace
+
+std::string Cluster::SkipReason() {
+  if (::geteuid() != 0) return "needs root for network namespaces";
+  std::string ip = IpTool();
+  if (ip.empty()) return "the ip tool (iproute2) is not installed";
+  if (RunCommand({ip, "netns", "list"}, nullptr) != 0) return "'ip netns' is unavailable here";
+  if (::access(NetnsScript().c_str(), X_OK) != 0) return NetnsScript() + " is missing";
+  if (ConduitdPath().empty() || ::access(ConduitdPath().c_str(), X_OK) != 0) return "conduitd is not built";
+  return "";
+}
+
+std::string Cluster::ConduitdPath() { return CONDUITD_PATH; }
+std::string Cluster::CollCheckPath() { return COLL_CHECK_PATH; }
+std::string Cluster::BinPath(const std::string& name) {
+  return std::filesystem::path(CollCheckPath()).parent_path() / name;
+}
+
+Cluster::Cluster(ClusterConfig config) : config_(std::move(config)) {
+  std::string tmpl = "/tmp/conduit-it-" + config_.prefix + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) != nullptr) dir_ = tmpl;
+}
+
+Cluster::~Cluster() {
+  procs_.clear();  // kills ranks still running
+  for (auto& d : daemons_) {
+    if (d == nullptr) continue;
+    d->Kill(SIGTERM);
+    d->Wait(kDaemonExitGrace);  // kills it if SIGTERM did not work
+  }
+  daemons_.clear();
+  if (netns_up_) RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
+  if (!dir_.empty() && std::getenv("CONDUIT_IT_KEEP") == nullptr) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+std::string Cluster::Netns(int host) const { return config_.prefix + "-h" + std::to_string(host); }
+std::string Cluster::Ip(int host) const { return config_.subnet + "." + std::to_string(host + 1); }
+std::string Cluster::Socket(int host) const { return dir_ + "/h" + std::to_string(host) + ".sock"; }
+
+bool Cluster::Start(std::string* error) {
+  if (dir_.empty()) {
+    *error = "cannot create a temp dir";
+    return false;
+  }
+  // A previous run that crashed may have left namespaces behind under our prefix.
+  RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
+  std::string out;
+  int rc = RunCommand({NetnsScript(), "up", "--hosts", std::to_string(config_.hosts), "--prefix", config_.prefix,
+                       "--subnet", config_.subnet},
+                      &out);
+  if (rc != 0) {
+    *error = "conduit-netns up failed (exit " + std::to_string(rc) + "): " + out;
+    return false;
+  }
+  netns_up_ = true;
+  daemons_.resize(config_.hosts);
+  for (int h = 0; h < config_.hosts; ++h) {
+    if (!StartDaemon(h, error)) return false;
+  }
+  return true;
+}
+
+bool Cluster::StartDaemon(int host, std::string* error) {
+  std::vector<std::string> argv = {IpTool(),
+                                   "netns",
+                                   "exec",
+                                   Netns(host),
+                                   ConduitdPath(),
+                                   "--socket",
+                                   Socket(host),
+                                   "--listen",
+                                   Ip(host) + ":" + std::to_string(config_.port),
+                                   "--advertise",
+                                   Ip(host),
+                                   "--timeout-ms",
+                                   std::to_string(config_.timeout_ms),
+                                   "--log-level",
+                                   "info"};
+  argv.insert(argv.end(), config_.daemon_args.begin(), config_.daemon_args.end());
+  ::unlink(Socket(host).c_str());
+  std::string log = dir_ + "/conduitd-h" + std::to_string(host) + ".log";
+  daemons_.at(host) = std::make_unique<Subprocess>(argv, std::vector<std::string>{}, log);
+  auto deadline = std::chrono::steady_clock::now() + kDaemonReadyTimeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (daemons_[host]->Poll()) {
+      *error = "conduitd on host " + std::to_string(host) + " exited with " +
+               std::to_string(daemons_[host]->exit_code()) + ": " + Tail(daemons_[host]->Output());
+      return false;
+    }
+    if (::access(Socket(host).c_str(), F_OK) == 0 && CanConnect(Socket(host))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  *error = "conduitd on host " + std::to_string(host) + " not ready after 20 s: " + Tail(daemons_[host]->Output());
+  return false;
+}
+
+bool Cluster::DaemonAlive(int host) {
+  Subprocess& d = daemon(host);
+  return d.started() && !d.Poll() && ::kill(d.pid(), 0) == 0;
+}
+
+void Cluster::KillDaemon(int host) { daemon(host).Kill(SIGKILL); }
+
+Subprocess& Cluster::Launch(int host, const std::string& name, std::vector<std::string> argv,
+                            std::vector<std::string> env) {
+  std::vector<std::string> full = {IpTool(), "netns", "exec", Netns(host)};
+  full.insert(full.end(), argv.begin(), argv.end());
+  env.insert(env.begin(), "CONDUIT_SOCKET=" + Socket(host));  // later entries win
+  std::vector<std::string> merged;
+  for (size_t i = 0; i < env.size(); ++i) {
+    bool shadowed = false;
+    std::string key = env[i].substr(0, env[i].find('=') + 1);
+    for (size_t j = i + 1; j < env.size(); ++j) shadowed = shadowed || env[j].rfind(key, 0) == 0;
+    if (!shadowed) merged.push_back(env[i]);
+  }
+  std::string out = dir_ + "/" + name + "-" + std::to_string(procs_.size()) + ".log";
+  procs_.push_back(std::make_unique<Subprocess>(full, merged, out));
+  proc_names_.push_back(name);
+  return *procs_.back();
+}
+
+std::string Cluster::NewIdFile() { return dir_ + "/id-" + std::to_string(id_files_++); }
+
+bool Cluster::WaitForOutput(Subprocess& p, const std::string& text, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (p.Output().find(text) != std::string::npos) return true;
+    if (p.Poll()) return p.Output().find(text) != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::string Cluster::Describe() {
+  std::string s;
+  for (size_t i = 0; i < procs_.size(); ++i) {
+    Subprocess& p = *procs_[i];
+    p.Poll();
+    s += "--- " + proc_names_[i] + " (exit " + std::to_string(p.exit_code()) + (p.timed_out() ? ", timed out" : "") +
+         "): " + p.CommandLine() + "\n" + Tail(p.Output()) + "\n";
+  }
+  for (size_t h = 0; h < daemons_.size(); ++h) {
+    if (daemons_[h] == nullptr) continue;
+    daemons_[h]->Poll();
+    s += "--- conduitd h" + std::to_string(h) + " (exit " + std::to_string(daemons_[h]->exit_code()) + ")\n" +
+         Tail(daemons_[h]->Output()) + "\n";
+  }
+  return s;
+}
+
+}  // namespace conduit::it

@@ -1,0 +1,86 @@
+// Every collective, type and op at small sizes across 2 emulated hosts, in the rank layouts
+// programs use: 1/2/4 processes per host, threads in one process, non-blocking init, and
+// both allreduce algorithms of the daemon.
+#include <gtest/gtest.h>
+
+#include "coll_run.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+const std::vector<std::string> kAllSmall = {"--types", "all", "--ops", "all", "--sizes", "0,1,7,1000,65539"};
+constexpr auto kRunTimeout = std::chrono::seconds(240);
+
+ClusterConfig TwoHosts(std::vector<std::string> daemon_args = {}) {
+  ClusterConfig c;
+  c.prefix = "c2";
+  c.subnet = "10.231.12";
+  c.hosts = 2;
+  c.daemon_args = std::move(daemon_args);
+  return c;
+}
+
+void RunOn(Cluster& cluster, CollLaunch launch) {
+  auto procs = LaunchCollCheck(cluster, launch);
+  std::string failure = WaitCollCheck(cluster, procs, kRunTimeout);
+  EXPECT_TRUE(failure.empty()) << failure;
+}
+
+// One cluster for the layout tests: daemons must serve communicator after communicator.
+class TwoHostTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    cluster_ = new Cluster(TwoHosts());
+    if (!cluster_->Start(&start_error_)) {
+      delete cluster_;
+      cluster_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(cluster_, nullptr) << start_error_;
+  }
+  static Cluster* cluster_;
+  static std::string start_error_;
+};
+Cluster* TwoHostTest::cluster_ = nullptr;
+std::string TwoHostTest::start_error_;
+
+TEST_F(TwoHostTest, OneRankPerHost) { RunOn(*cluster_, Ranks(1, kAllSmall)); }
+TEST_F(TwoHostTest, TwoRanksPerHost) { RunOn(*cluster_, Ranks(2, kAllSmall)); }
+TEST_F(TwoHostTest, FourRanksPerHost) { RunOn(*cluster_, Ranks(4, kAllSmall)); }
+
+TEST_F(TwoHostTest, TwoThreadsPerHost) { RunOn(*cluster_, Ranks(2, kAllSmall).AsThreads()); }
+
+TEST_F(TwoHostTest, NonBlockingInit) {
+  std::vector<std::string> args = kAllSmall;
+  args.push_back("--nonblocking");
+  RunOn(*cluster_, Ranks(2, args));
+}
+
+// ncclCommInitAll: all ranks of the communicator are threads of one process on one host.
+TEST_F(TwoHostTest, InitAllInOneProcess) { RunOn(*cluster_, Ranks(4, kAllSmall).OnHosts(1).AsThreads()); }
+
+class AllReduceAlgoTest : public ::testing::TestWithParam<const char*> {};
+
+// 3 ranks per host: 6 ranks is not a power of two, the awkward case for recursive doubling.
+TEST_P(AllReduceAlgoTest, AllTypesAndOps) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(TwoHosts({"--allreduce-algo", GetParam()}));
+  CONDUIT_START_CLUSTER(cluster);
+  std::vector<std::string> args = kAllSmall;
+  args.insert(args.end(), {"--colls", "allreduce"});
+  RunOn(cluster, Ranks(3, args));
+  RunOn(cluster, Ranks(1, args));
+}
+
+INSTANTIATE_TEST_SUITE_P(Algos, AllReduceAlgoTest, ::testing::Values("ring", "rd"));
+
+}  // namespace
+}  // namespace conduit::it

@@ -1,0 +1,59 @@
+// Collectives across 4 emulated hosts (1 and 2 ranks per host, everything at small sizes),
+// and 8 ranks per host on 2 of them for a representative subset.
+#include <gtest/gtest.h>
+
+#include "coll_run.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+constexpr auto kRunTimeout = std::chrono::seconds(300);
+
+class FourHostTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    ClusterConfig c;
+    c.prefix = "c4";
+    c.subnet = "10.231.13";
+    c.hosts = 4;
+    cluster_ = new Cluster(c);
+    if (!cluster_->Start(&start_error_)) {
+      delete cluster_;
+      cluster_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(cluster_, nullptr) << start_error_;
+  }
+  void RunOn(CollLaunch launch) {
+    auto procs = LaunchCollCheck(*cluster_, launch);
+    std::string failure = WaitCollCheck(*cluster_, procs, kRunTimeout);
+    EXPECT_TRUE(failure.empty()) << failure;
+  }
+  static Cluster* cluster_;
+  static std::string start_error_;
+};
+Cluster* FourHostTest::cluster_ = nullptr;
+std::string FourHostTest::start_error_;
+
+const std::vector<std::string> kAllSmall = {"--types", "all", "--ops", "all", "--sizes", "0,1,7,1000,65539"};
+
+TEST_F(FourHostTest, OneRankPerHost) { RunOn(Ranks(1, kAllSmall)); }
+TEST_F(FourHostTest, TwoRanksPerHost) { RunOn(Ranks(2, kAllSmall)); }
+
+// 16 ranks on 2 hosts: many local ranks sharing one daemon; a subset keeps it affordable.
+TEST_F(FourHostTest, EightRanksPerHostOnTwoHosts) {
+  RunOn(Ranks(8, {"--colls", "allreduce,broadcast,allgather,reducescatter,sendrecv,alltoall,split", "--types",
+                  "float,int32,half,bfloat16,uint8", "--ops", "sum,max,avg,premulsum", "--sizes", "0,1,7,1000,65539"})
+            .OnHosts(2));
+}
+
+}  // namespace
+}  // namespace conduit::it

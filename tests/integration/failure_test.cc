@@ -1,0 +1,100 @@
+// Failures must surface as errors in bounded time, never as hangs: a rank or a daemon
+// SIGKILLed mid-run makes the surviving ranks' calls fail within the daemon's timeout, and
+// the daemons keep serving new communicators afterwards.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "coll_run.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+constexpr int kDaemonTimeoutMs = 3000;
+// Detection may take one full timeout plus scheduling on a 2-core machine under load.
+constexpr auto kErrorBound = std::chrono::milliseconds(kDaemonTimeoutMs + 7000);
+constexpr auto kLoopingTimeout = std::chrono::seconds(60);
+
+ClusterConfig FailureCluster() {
+  ClusterConfig c;
+  c.prefix = "fl";
+  c.subnet = "10.231.15";
+  c.hosts = 2;
+  c.timeout_ms = kDaemonTimeoutMs;
+  return c;
+}
+
+const CollLaunch kLooping = Ranks(2, {"--expect-error", "--hold-ms", "20", "--max-seconds", "90"});
+
+// A full, healthy run proving the daemons still serve new communicators.
+void ExpectHealthyRun(Cluster& cluster) {
+  auto procs = LaunchCollCheck(
+      cluster, Ranks(2, {"--types", "float,int32,half", "--ops", "sum,max,premulsum", "--sizes", "0,1,1000"}));
+  std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(180));
+  EXPECT_TRUE(failure.empty()) << failure;
+}
+
+void WaitAllLooping(Cluster& cluster, const std::vector<Subprocess*>& procs) {
+  for (Subprocess* p : procs) {
+    ASSERT_TRUE(Cluster::WaitForOutput(*p, "looping", kLoopingTimeout)) << "rank never completed an allreduce\n"
+                                                                        << cluster.Describe();
+  }
+}
+
+// The survivor must exit 0 (it saw an error) within the bound after the kill.
+void ExpectErrorInTime(Cluster& cluster, Subprocess& p, std::chrono::steady_clock::time_point killed_at,
+                       const std::vector<std::string>& accepted) {
+  ASSERT_TRUE(p.Wait(kErrorBound + std::chrono::seconds(30))) << "survivor hung\n" << cluster.Describe();
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(p.exit_time() - killed_at);
+  EXPECT_EQ(p.exit_code(), 0) << cluster.Describe();
+  EXPECT_LE(took.count(), kErrorBound.count()) << p.CommandLine() << " took " << took.count() << " ms to fail\n"
+                                               << p.Output();
+  std::string out = p.Output();
+  bool named = false;
+  for (const std::string& a : accepted) named = named || out.find("got " + a) != std::string::npos;
+  EXPECT_TRUE(named) << p.CommandLine() << ": error is none of the accepted results\n" << out;
+}
+
+TEST(FailureTest, KilledRankFailsThePeersAndDaemonsRecover) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(FailureCluster());
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, kLooping);
+  WaitAllLooping(cluster, procs);
+  if (HasFatalFailure()) return;
+
+  Subprocess* victim = procs.back();  // rank 3, on host 1
+  victim->Kill(SIGKILL);
+  auto killed_at = std::chrono::steady_clock::now();
+  for (Subprocess* p : procs) {
+    if (p != victim) ExpectErrorInTime(cluster, *p, killed_at, {"ncclRemoteError", "ncclSystemError"});
+  }
+  EXPECT_TRUE(cluster.DaemonAlive(0) && cluster.DaemonAlive(1)) << cluster.Describe();
+  ExpectHealthyRun(cluster);
+}
+
+TEST(FailureTest, KilledDaemonFailsEveryRank) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(FailureCluster());
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, kLooping);  // ranks 0,1 on host 0; 2,3 on host 1
+  WaitAllLooping(cluster, procs);
+  if (HasFatalFailure()) return;
+
+  cluster.KillDaemon(1);
+  auto killed_at = std::chrono::steady_clock::now();
+  ExpectErrorInTime(cluster, *procs[0], killed_at, {"ncclRemoteError", "ncclSystemError"});
+  ExpectErrorInTime(cluster, *procs[1], killed_at, {"ncclRemoteError", "ncclSystemError"});
+  // Their own daemon is gone: the shim itself sees the socket die.
+  ExpectErrorInTime(cluster, *procs[2], killed_at, {"ncclSystemError"});
+  ExpectErrorInTime(cluster, *procs[3], killed_at, {"ncclSystemError"});
+  EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
+
+  // A restarted daemon joins the surviving one for a new program.
+  std::string error;
+  ASSERT_TRUE(cluster.StartDaemon(1, &error)) << error;
+  ExpectHealthyRun(cluster);
+}
+
+}  // namespace
+}  // namespace conduit::it

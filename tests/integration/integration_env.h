@@ -1,0 +1,22 @@
+// Common test preamble: skip (with the reason) where namespaces or conduitd are unavailable.
+#ifndef CONDUIT_TESTS_INTEGRATION_INTEGRATION_ENV_H_
+#define CONDUIT_TESTS_INTEGRATION_INTEGRATION_ENV_H_
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+#define CONDUIT_SKIP_UNLESS_CLUSTER()                                       \
+  do {                                                                      \
+    std::string conduit_skip_reason = ::conduit::it::Cluster::SkipReason(); \
+    if (!conduit_skip_reason.empty()) GTEST_SKIP() << conduit_skip_reason;  \
+  } while (0)
+
+// Starts the cluster or fails the test with the reason.
+#define CONDUIT_START_CLUSTER(cluster)                                         \
+  do {                                                                         \
+    std::string conduit_start_error;                                           \
+    ASSERT_TRUE((cluster).Start(&conduit_start_error)) << conduit_start_error; \
+  } while (0)
+
+#endif  // CONDUIT_TESTS_INTEGRATION_INTEGRATION_ENV_H_

@@ -1,0 +1,199 @@
+// A daemon serves many programs: one client sending garbage or impossible requests must get
+// an error or lose its own connection, while the daemon stays up and keeps serving others.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "coll_run.h"
+#include "integration_env.h"
+#include "raw_shim_client.h"
+
+namespace conduit::it {
+namespace {
+
+using namespace shimproto;
+
+constexpr int kDaemonTimeoutMs = 3000;
+constexpr auto kReplyBound = std::chrono::milliseconds(kDaemonTimeoutMs + 5000);
+constexpr size_t kShmSize = 1 << 20;
+
+class MalformedTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    ClusterConfig c;
+    c.prefix = "mf";
+    c.subnet = "10.231.16";
+    c.hosts = 2;
+    c.timeout_ms = kDaemonTimeoutMs;
+    cluster_ = new Cluster(c);
+    if (!cluster_->Start(&start_error_)) {
+      delete cluster_;
+      cluster_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(cluster_, nullptr) << start_error_;
+    ASSERT_TRUE(client_.Connect(cluster_->Socket(0)));
+  }
+  // Every case ends here: the bad client got an error or was dropped, the daemon lives,
+  // and a different client still gets service on the same daemon.
+  void ExpectRejectedAndDaemonServing(int status) {
+    EXPECT_TRUE(status == -1 || status > 0) << "want an error reply or a closed connection, got "
+                                            << (status == 0    ? "success"
+                                                : status == -2 ? "no answer within the bound"
+                                                               : "an unparsable reply");
+    EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+    RawShimClient other;
+    ASSERT_TRUE(other.Connect(cluster_->Socket(0)));
+    EXPECT_EQ(other.OpenSession(kShmSize, kReplyBound), "") << "daemon stopped serving new clients";
+  }
+  // A Group with one op on a fresh 1-rank session.
+  int SendOp(const OpDesc& op) {
+    std::string err = client_.OpenSession(kShmSize, kReplyBound);
+    EXPECT_EQ(err, "");
+    struct {
+      GroupRequest g;
+      OpDesc op;
+    } msg{{1, 0}, op};
+    EXPECT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+    return client_.ReadStatus(kReplyBound);
+  }
+  static OpDesc AllReduceFloat(uint64_t count, uint64_t offset) {
+    OpDesc op{};
+    op.kind = kAllReduce;
+    op.dtype = ncclFloat32;
+    op.redop = ncclSum;
+    op.count = count;
+    op.offset = offset;
+    return op;
+  }
+
+  RawShimClient client_;
+  static Cluster* cluster_;
+  static std::string start_error_;
+};
+Cluster* MalformedTest::cluster_ = nullptr;
+std::string MalformedTest::start_error_;
+
+// The baseline: our client speaks the protocol well enough that rejections below mean
+// something.
+TEST_F(MalformedTest, ValidOpSucceeds) { EXPECT_EQ(SendOp(AllReduceFloat(16, 0)), 0); }
+
+TEST_F(MalformedTest, GarbageBytes) {
+  std::mt19937 gen(7);
+  std::vector<unsigned char> junk(4096);
+  for (auto& b : junk) b = static_cast<unsigned char>(gen());
+  client_.SendBytes(junk.data(), junk.size());
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, BadMagic) {
+  HelloRequest hello{};
+  client_.SendFrame(kHello, &hello, sizeof hello, -1, 0xdeadbeef);
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, BadVersion) {
+  HelloRequest hello{};
+  client_.SendFrame(kHello, &hello, sizeof hello, -1, kMagic, 0x7777);
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, HugeAnnouncedLength) {
+  client_.SendFrame(kHello, nullptr, 0, 0xfffffff0u);
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, TruncatedThenHalfClosed) {
+  HelloRequest hello{};
+  client_.SendFrame(kHello, &hello, 10, sizeof hello);
+  client_.ShutdownWrite();
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, UnknownMessageType) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  client_.SendFrame(999, nullptr, 0);
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, GroupAnnouncingMoreOpsThanSent) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  struct {
+    GroupRequest g;
+    OpDesc op;
+  } msg{{5, 0}, AllReduceFloat(16, 0)};
+  client_.SendFrame(kGroup, &msg, sizeof msg);
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, TooManyOps) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  GroupRequest g{0xffffffffu, 0};
+  client_.SendFrame(kGroup, &g, sizeof g);
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+TEST_F(MalformedTest, CountBeyondSharedBuffer) { ExpectRejectedAndDaemonServing(SendOp(AllReduceFloat(kShmSize, 0))); }
+
+TEST_F(MalformedTest, CountOverflowsByteSize) {
+  // count * 4 wraps around 2^64 to a small number: a naive bounds check passes.
+  ExpectRejectedAndDaemonServing(SendOp(AllReduceFloat((uint64_t{1} << 62) + 4, 0)));
+}
+
+TEST_F(MalformedTest, OffsetPlusSizeOverflows) {
+  ExpectRejectedAndDaemonServing(SendOp(AllReduceFloat(16, ~uint64_t{0} - 8)));
+}
+
+TEST_F(MalformedTest, InvalidDatatype) {
+  OpDesc op = AllReduceFloat(16, 0);
+  op.dtype = 200;
+  ExpectRejectedAndDaemonServing(SendOp(op));
+}
+
+TEST_F(MalformedTest, InvalidRedOp) {
+  OpDesc op = AllReduceFloat(16, 0);
+  op.redop = 77;
+  ExpectRejectedAndDaemonServing(SendOp(op));
+}
+
+TEST_F(MalformedTest, InvalidOpKind) {
+  OpDesc op = AllReduceFloat(16, 0);
+  op.kind = 99;
+  ExpectRejectedAndDaemonServing(SendOp(op));
+}
+
+TEST_F(MalformedTest, PeerOutOfRange) {
+  OpDesc op = AllReduceFloat(16, 0);
+  op.kind = kBroadcast;
+  op.peer = 5;  // root of a 1-rank communicator can only be 0
+  ExpectRejectedAndDaemonServing(SendOp(op));
+}
+
+TEST_F(MalformedTest, GroupBeforeSession) {
+  struct {
+    GroupRequest g;
+    OpDesc op;
+  } msg{{1, 0}, AllReduceFloat(16, 0)};
+  client_.SendFrame(kGroup, &msg, sizeof msg);
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+// Last (gtest runs a file's tests in order): after all the abuse, real programs still work.
+TEST_F(MalformedTest, ZZRealProgramStillRuns) {
+  for (int h = 0; h < 2; ++h) EXPECT_TRUE(cluster_->DaemonAlive(h)) << cluster_->Describe();
+  auto procs = LaunchCollCheck(*cluster_,
+                               Ranks(2, {"--types", "float,int8,bfloat16", "--ops", "sum,min", "--sizes", "0,7,1000"}));
+  std::string failure = WaitCollCheck(*cluster_, procs, std::chrono::seconds(180));
+  EXPECT_TRUE(failure.empty()) << failure;
+}
+
+}  // namespace
+}  // namespace conduit::it

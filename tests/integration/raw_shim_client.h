@@ -1,0 +1,53 @@
+// A deliberately low-level client of conduitd's Unix socket: it writes arbitrary bytes and
+// frames (any magic, version, announced length) so tests can send what a correct shim never
+// would, and reads replies with a bound so a daemon that stalls shows up as a timeout.
+#ifndef CONDUIT_TESTS_INTEGRATION_RAW_SHIM_CLIENT_H_
+#define CONDUIT_TESTS_INTEGRATION_RAW_SHIM_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/shim_protocol.h"
+
+namespace conduit::it {
+
+class RawShimClient {
+ public:
+  RawShimClient() = default;
+  ~RawShimClient();
+  RawShimClient(const RawShimClient&) = delete;
+  RawShimClient& operator=(const RawShimClient&) = delete;
+
+  bool Connect(const std::string& path);
+  bool SendBytes(const void* data, size_t len);
+  // Sends a header announcing `announced_len` (the real length when negative) and `len`
+  // payload bytes, with `pass_fd` attached to the first byte when >= 0.
+  bool SendFrame(uint16_t type, const void* payload, uint32_t len, int64_t announced_len = -1,
+                 uint32_t magic = shimproto::kMagic, uint16_t version = shimproto::kVersion, int pass_fd = -1);
+  void ShutdownWrite();
+
+  enum class Reply { kFrame, kClosed, kTimeout, kBadFrame };
+  // Reads one whole reply frame; kClosed on EOF or reset.
+  Reply Read(std::chrono::milliseconds timeout, FrameHeader* header, std::vector<uint8_t>* payload);
+  // Reads a reply and returns its WireStatus result, or -1 (closed), -2 (timeout), -3 (bad frame).
+  int ReadStatus(std::chrono::milliseconds timeout, std::vector<uint8_t>* payload = nullptr);
+
+  // Hello, GetUniqueId, a 1-rank CommInit and a shared segment of shm_size bytes: the state
+  // in which the daemon accepts Group requests. Returns "" or what went wrong.
+  std::string OpenSession(size_t shm_size, std::chrono::milliseconds timeout);
+  // The message of the last status ReadStatus parsed.
+  const std::string& last_message() const { return last_message_; }
+
+ private:
+  bool ReadExact(void* dst, size_t len, std::chrono::steady_clock::time_point deadline, Reply* why);
+  int fd_ = -1;
+  int memfd_ = -1;
+  uint32_t tag_ = 1;
+  std::string last_message_;
+};
+
+}  // namespace conduit::it
+
+#endif  // CONDUIT_TESTS_INTEGRATION_RAW_SHIM_CLIENT_H_

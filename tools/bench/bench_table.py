@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Side-by-side markdown table from the result files allreduce_bench.sh collects.
+
+Each RESULTS/<hosts>.<impl> file holds lines "size count time_us algbw busbw wrong"
+(impl: ours, gloo, mpi); RESULTS/<hosts>.link holds iperf3 Gbit/s. A missing
+file or size shows as "-" so a skipped or failed implementation is visible.
+"""
+import argparse
+import os
+
+
+def load(path):
+    rows = {}
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            p = line.split()
+            if len(p) < 6 or line.startswith("#"):
+                continue
+            rows[int(p[0])] = (float(p[2]), float(p[4]), int(float(p[5])))
+    return rows
+
+
+def human(n):
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def cell(row):
+    if row is None:
+        return "-"
+    t, bw, wrong = row
+    flag = f" ({wrong} wrong!)" if wrong else ""
+    return f"{t:.0f} / {bw:.3f}{flag}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--hosts", required=True)
+    ap.add_argument("--ppn", default="1")
+    ap.add_argument("--rate", default="")
+    ap.add_argument("--title", default="allreduce")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+
+    lines = [f"## {a.title}: time (us) / busbw (GB/s), {a.ppn} rank(s) per host, links {a.rate}", ""]
+    for h in a.hosts.split():
+        base = os.path.join(a.results, h)
+        link = float(open(base + ".link").read()) if os.path.exists(base + ".link") else 0.0
+        link_gbs = link / 8  # iperf3 Gbit/s -> GB/s, the unit of busbw
+        bidir = ""
+        if os.path.exists(base + ".link-bidir"):
+            bidir = f", bidirectional {float(open(base + '.link-bidir').read()):.3f} Gbit/s per direction"
+        res = {k: load(f"{base}.{k}") for k in ("ours", "gloo", "mpi")}
+        lines.append(f"### {h} hosts: iperf3 link {link:.3f} Gbit/s = {link_gbs:.4f} GB/s{bidir}")
+        if not res["ours"]:
+            lines.append("(ours: no results; conduitd/conduit-perf missing or failed)")
+        lines.append("")
+        lines.append("| size | ours | gloo | mpi | ours/best peer | ours/link |")
+        lines.append("|---:|---:|---:|---:|---:|---:|")
+        for size in sorted(set().union(*[r.keys() for r in res.values()])):
+            o, g, m = (res[k].get(size) for k in ("ours", "gloo", "mpi"))
+            peers = [r[1] for r in (g, m) if r is not None]
+            ratio = f"{o[1] / max(peers):.2f}" if o and peers and max(peers) > 0 else "-"
+            vs_link = f"{o[1] / link_gbs:.2f}" if o and link_gbs > 0 else "-"
+            lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} |")
+        lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

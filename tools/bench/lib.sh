@@ -1,0 +1,150 @@
+# Reusable pieces of the collective benchmarks (source this file; bash only).
+#
+# Every helper takes the cluster description from these variables, which the
+# calling script sets once (defaults shown):
+#   BENCH_PREFIX=cbn  BENCH_SUBNET=10.79.0  BENCH_WORK=<temp dir for sockets, logs, id files>
+# Helpers print machine-readable result lines "size_bytes count time_us algbw busbw wrong"
+# on stdout and send everything else to logs under $BENCH_WORK.
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BENCH_ROOT=$(cd "$BENCH_DIR/../.." && pwd)
+BENCH_NETNS="$BENCH_ROOT/tools/netns/conduit-netns"
+: "${BENCH_PREFIX:=cbn}" "${BENCH_SUBNET:=10.79.0}" "${BENCH_BUILD:=$BENCH_ROOT/build}"
+: "${BENCH_PY:=/usr/bin/python3}"
+
+bench_log() { echo "# [$(date +%T)] $*" >&2; }
+bench_die() { echo "bench: error: $*" >&2; exit 1; }
+
+bench_ip() { "$BENCH_NETNS" ip "$1" --subnet "$BENCH_SUBNET"; }
+bench_ns() { echo "$BENCH_PREFIX-h$1"; }
+
+# bench_cluster_up HOSTS RATE: fresh namespaces and shaped links.
+bench_cluster_up() {
+  "$BENCH_NETNS" up --hosts "$1" --prefix "$BENCH_PREFIX" --subnet "$BENCH_SUBNET" --rate "$2"
+}
+bench_cluster_down() { "$BENCH_NETNS" down --prefix "$BENCH_PREFIX"; }
+
+# bench_iperf [--bidir]: Gbit/s from h0 to h1 as the receiver saw it (5 s run).
+# With --bidir both directions run at once and the lower of the two is printed,
+# which is what a ring collective gets when every link carries both directions.
+bench_iperf() {
+  local bidir=${1:-} ip1 json
+  ip1=$(bench_ip 1)
+  ip netns exec "$(bench_ns 1)" iperf3 -s -1 -B "$ip1" >"$BENCH_WORK/iperf-server.log" 2>&1 &
+  local server=$!
+  sleep 0.5
+  json=$(ip netns exec "$(bench_ns 0)" iperf3 -c "$ip1" -t 5 -J $bidir 2>>"$BENCH_WORK/iperf-client.log") || {
+    wait "$server" || true
+    bench_die "iperf3 failed (see $BENCH_WORK/iperf-*.log)"
+  }
+  wait "$server" || true
+  "$BENCH_PY" -c '
+import json, sys
+e = json.loads(sys.stdin.read())["end"]
+rates = [e["sum_received"]["bits_per_second"]]
+if "sum_received_bidir_reverse" in e:
+    rates.append(e["sum_received_bidir_reverse"]["bits_per_second"])
+print("%.3f" % (min(rates) / 1e9))' <<<"$json"
+}
+
+# bench_iperf_has_bidir: whether this iperf3 knows --bidir (3.7+).
+bench_iperf_has_bidir() { iperf3 --help 2>&1 | grep -q -- --bidir; }
+
+# ---------------------------------------------------------------- OpenMPI
+
+# bench_mpi_build: compile a C benchmark next to the logs; prints the binary path.
+bench_mpi_build() {
+  local src=$1 bin
+  bin="$BENCH_WORK/$(basename "${src%.c}")"
+  mpicc -O2 -Wall -Wextra -Werror "$src" -o "$bin" || bench_die "mpicc $src failed"
+  echo "$bin"
+}
+
+# bench_mpi_run HOSTS PPN BINARY ARGS...: mpirun from h0 over the namespace
+# addresses; orteds reach their namespace through netns-rsh. TCP only on eth0 so
+# no traffic leaves the namespaces; vader for ranks sharing a "host". Ranks yield
+# when idle because all namespaces share this machine's few cores.
+bench_mpi_run() {
+  local hosts=$1 ppn=$2; shift 2
+  local hostfile="$BENCH_WORK/mpi-hosts" i
+  : >"$hostfile"
+  for ((i = 0; i < hosts; i++)); do echo "$(bench_ip "$i") slots=$ppn" >>"$hostfile"; done
+  ip netns exec "$(bench_ns 0)" mpirun --allow-run-as-root --oversubscribe \
+    -np $((hosts * ppn)) --hostfile "$hostfile" --map-by "ppr:$ppn:node" \
+    --mca plm_rsh_agent "$BENCH_DIR/netns-rsh" \
+    --mca btl tcp,self,vader --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+    --mca mpi_yield_when_idle 1 \
+    "$@" 2>>"$BENCH_WORK/mpi.log"
+}
+
+# ---------------------------------------------------------------- Gloo
+
+# bench_gloo_run HOSTS PPN SCRIPT ARGS...: one python rank per slot, rank r on
+# host r / PPN, rendezvous at h0. Only rank 0's stdout is kept.
+bench_gloo_run() {
+  local hosts=$1 ppn=$2 script=$3; shift 3
+  local world=$((hosts * ppn)) port=$((29500 + RANDOM % 1000)) r pids=() rc=0
+  local init="tcp://$(bench_ip 0):$port"
+  for ((r = world - 1; r >= 0; r--)); do
+    local out=/dev/null
+    ((r == 0)) && out="$BENCH_WORK/gloo-rank0.out"
+    GLOO_SOCKET_IFNAME=eth0 ip netns exec "$(bench_ns $((r / ppn)))" "$BENCH_PY" "$script" \
+      --init "$init" --rank "$r" --world "$world" "$@" >"$out" 2>>"$BENCH_WORK/gloo-rank$r.log" &
+    pids+=($!)
+  done
+  for r in "${pids[@]}"; do wait "$r" || rc=$?; done
+  cat "$BENCH_WORK/gloo-rank0.out"
+  return $rc
+}
+
+# ---------------------------------------------------------------- Conduit
+
+bench_conduit_available() { [[ -x $BENCH_BUILD/bin/conduitd && -x $BENCH_BUILD/bin/conduit-perf ]]; }
+
+# bench_conduit_start HOSTS: one conduitd per host namespace; waits for each socket.
+BENCH_CONDUITD_PIDS=()
+bench_conduit_start() {
+  local hosts=$1 i ip sock
+  for ((i = 0; i < hosts; i++)); do
+    ip=$(bench_ip "$i"); sock="$BENCH_WORK/h$i.sock"
+    rm -f "$sock"
+    ip netns exec "$(bench_ns "$i")" "$BENCH_BUILD/bin/conduitd" --socket "$sock" \
+      --listen "$ip:7650" --advertise "$ip" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
+    BENCH_CONDUITD_PIDS+=($!)
+  done
+  for ((i = 0; i < hosts; i++)); do
+    local waited=0
+    until [[ -S $BENCH_WORK/h$i.sock ]]; do
+      ((waited++ < 100)) || bench_die "conduitd on h$i did not create its socket in 10 s (see $BENCH_WORK/conduitd-h$i.log)"
+      sleep 0.1
+    done
+  done
+}
+
+bench_conduit_stop() {
+  local pid
+  for pid in "${BENCH_CONDUITD_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${BENCH_CONDUITD_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  BENCH_CONDUITD_PIDS=()
+}
+
+# bench_conduit_perf HOSTS PPN PERF_ARGS...: conduit-perf, one process per rank,
+# each talking to its own host's daemon. Prints rank 0's rows converted to the
+# common "size count time_us algbw busbw wrong" format.
+bench_conduit_perf() {
+  local hosts=$1 ppn=$2; shift 2
+  local world=$((hosts * ppn)) idf="$BENCH_WORK/perf.id" r pids=() rc=0
+  rm -f "$idf"
+  for ((r = world - 1; r >= 0; r--)); do
+    local h=$((r / ppn)) out=/dev/null
+    ((r == 0)) && out="$BENCH_WORK/perf-rank0.out"
+    CONDUIT_SOCKET="$BENCH_WORK/h$h.sock" LD_LIBRARY_PATH="$BENCH_BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      ip netns exec "$(bench_ns "$h")" "$BENCH_BUILD/bin/conduit-perf" \
+      --rank "$r" --nranks "$world" --id-file "$idf" "$@" >"$out" 2>>"$BENCH_WORK/perf-rank$r.log" &
+    pids+=($!)
+  done
+  for r in "${pids[@]}"; do wait "$r" || rc=$?; done
+  # Rows start with the size; keep size, count, time, algbw, busbw, #wrong.
+  awk '!/^#/ && NF >= 9 { print $1, $2, $6, $7, $8, $9 }' "$BENCH_WORK/perf-rank0.out"
+  return $rc
+}
