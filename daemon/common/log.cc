@@ -37,9 +37,9 @@ void Logf(LogLevel level, const char* fmt, ...) {
   clock_gettime(CLOCK_REALTIME, &now);
   tm parts;
   localtime_r(&now.tv_sec, &parts);
-  int n = snprintf(line, sizeof(line), "%s[%d] %c %02d:%02d:%02d.%03ld ", g_tag, getpid(),
-                   kLetters[static_cast<int>(level)], parts.tm_hour, parts.tm_min, parts.tm_sec,
-                   now.tv_nsec / 1000000);
+  // "tag: L hh:mm:ss.mmm [pid] message": greppable by tag, sortable by time.
+  int n = snprintf(line, sizeof(line), "%s: %c %02d:%02d:%02d.%03ld [%d] ", g_tag, kLetters[static_cast<int>(level)],
+                   parts.tm_hour, parts.tm_min, parts.tm_sec, now.tv_nsec / 1000000, getpid());
   va_list args;
   va_start(args, fmt);
   n += vsnprintf(line + n, sizeof(line) - n - 1, fmt, args);

@@ -98,3 +98,30 @@ TEST(FailureTest, KilledDaemonFailsEveryRank) {
 
 }  // namespace
 }  // namespace conduit::it
+
+namespace conduit::it {
+namespace {
+
+// A frozen rank (SIGSTOP) keeps its sockets open, so only the daemon's timeout can notice:
+// this is the path a SIGKILL, whose sockets close at once, never exercises.
+TEST(FailureTest, FrozenRankTimesOut) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(FailureCluster());
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, kLooping);
+  WaitAllLooping(cluster, procs);
+  if (HasFatalFailure()) return;
+
+  Subprocess* victim = procs.back();
+  victim->Kill(SIGSTOP);
+  auto frozen_at = std::chrono::steady_clock::now();
+  for (Subprocess* p : procs) {
+    if (p != victim) ExpectErrorInTime(cluster, *p, frozen_at, {"ncclRemoteError", "ncclSystemError"});
+  }
+  victim->Kill(SIGKILL);
+  EXPECT_TRUE(cluster.DaemonAlive(0) && cluster.DaemonAlive(1)) << cluster.Describe();
+  ExpectHealthyRun(cluster);
+}
+
+}  // namespace
+}  // namespace conduit::it
