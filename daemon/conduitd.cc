@@ -18,7 +18,10 @@
 #include "common/net_addr.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
-#include "session/unix_listener.h"
+#include "server/program_policy.h"
+#include "server/service_router.h"
+#include "server/unix_socket.h"
+#include "session/collective_service.h"
 #include "transport/tcp.h"
 
 namespace conduit {
@@ -29,7 +32,7 @@ struct Flags {
   std::string listen = "0.0.0.0:" + std::to_string(peerproto::kDefaultPort);
   std::string advertise;
   CommOptions comm;
-  SessionPolicy policy;
+  ProgramPolicy policy;
 };
 
 [[noreturn]] void Usage(const char* msg) {
@@ -89,22 +92,6 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
-void ServePeers(int listener, CommRegistry* registry) {
-  for (;;) {
-    SockAddr peer;
-    peer.len = sizeof(peer.storage);
-    int fd = accept4(listener, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      CLOG_ERROR("accept on the peer port failed: %s", strerror(errno));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    std::string name = FormatSockAddr(peer);
-    std::thread([fd, name, registry] { registry->ServePeerConnection(UniqueFd(fd), name); }).detach();
-  }
-}
-
 int Main(int argc, char** argv) {
   SetLogTag("conduitd");
   Flags flags = ParseFlags(argc, argv);
@@ -133,15 +120,19 @@ int Main(int argc, char** argv) {
   std::string my_addr = (ip.find(':') != std::string::npos && ip[0] != '[') ? "[" + ip + "]:" + port : ip + ":" + port;
 
   UniqueFd unix_listener;
-  st = ListenUnix(flags.socket_path, &unix_listener);
+  st = ListenUnix(flags.socket_path, 0666, &unix_listener);
   if (!st.ok()) {
     CLOG_ERROR("%s", st.message().c_str());
     return 1;
   }
+  // The services live until _exit: their threads are detached and never joined.
   static CommRegistry registry(my_addr, flags.comm);
-  static SessionPolicy policy = flags.policy;
-  std::thread(ServePeers, peer_listener.get(), &registry).detach();
-  std::thread(ServeUnix, unix_listener.get(), &registry, &policy).detach();
+  static ProgramPolicy policy = flags.policy;
+  static CollectiveService collectives(&registry, &policy);
+  static ServiceRouter router;
+  router.Add(ServiceId::kCollectives, &collectives);
+  std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();
+  std::thread([fd = unix_listener.get()] { router.ServePrograms(fd); }).detach();
   CLOG_INFO("serving programs on %s and daemons on %s (advertised as %s), timeout %d ms", flags.socket_path.c_str(),
             flags.listen.c_str(), my_addr.c_str(), flags.comm.timeout_ms);
 

@@ -1,6 +1,13 @@
 #include "common/frame.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+
+#include <chrono>
+#include <thread>
 
 namespace conduit {
 
@@ -18,18 +25,44 @@ Status FromWire(const WireStatus& wire) {
   return Status(static_cast<ncclResult_t>(wire.result), FromCString(wire.message));
 }
 
-Status ReadFrame(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, Frame* frame,
-                 Deadline deadline, bool accept_fd) {
-  frame->fd.reset();
-  CONDUIT_RETURN_IF_ERROR(
-      ReadWithFd(fd, &frame->header, sizeof(FrameHeader), accept_fd ? &frame->fd : nullptr, deadline));
-  const FrameHeader& h = frame->header;
+namespace {
+
+Status CheckHeader(const FrameHeader& h, uint32_t magic, uint16_t version) {
   if (h.magic != magic) {
     return InvalidUsage("bad frame magic 0x%08x (expected 0x%08x): peer speaks another protocol", h.magic, magic);
   }
   if (h.version != version) {
     return InvalidUsage("unsupported protocol version %u (this side speaks %u)", h.version, version);
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PeekFrameHeader(int fd, uint32_t magic, uint16_t version, FrameHeader* header, Deadline deadline) {
+  for (;;) {
+    ssize_t r = recv(fd, header, sizeof(*header), MSG_PEEK | MSG_DONTWAIT);
+    if (r == static_cast<ssize_t>(sizeof(*header))) return CheckHeader(*header, magic, version);
+    if (r == 0) return SystemError("connection closed by peer after 0 of %zu bytes", sizeof(*header));
+    if (r > 0) {
+      // Part of a header: poll would report readable at once, so wait for the rest here.
+      if (deadline.expired()) return SystemError("timed out waiting for a whole frame header");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return SystemError("receive failed: %s", strerror(errno));
+    CONDUIT_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, "receive the first frame"));
+  }
+}
+
+Status ReadFrame(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, Frame* frame,
+                 Deadline deadline, bool accept_fd) {
+  frame->fd.reset();
+  CONDUIT_RETURN_IF_ERROR(
+      ReadWithFd(fd, &frame->header, sizeof(FrameHeader), accept_fd ? &frame->fd : nullptr, deadline));
+  const FrameHeader& h = frame->header;
+  CONDUIT_RETURN_IF_ERROR(CheckHeader(h, magic, version));
   if (h.length > max_payload) {
     return InvalidUsage("frame of type %u announces %u payload bytes, limit is %u", h.type, h.length, max_payload);
   }

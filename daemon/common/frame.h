@@ -48,6 +48,10 @@ Status FromWire(const WireStatus& wire);
 Status ReadFrame(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, Frame* frame,
                  Deadline deadline, bool accept_fd = false);
 
+// Waits for a whole frame header and checks it without consuming anything, so the
+// connection can be handed, unread, to whoever owns the message type.
+Status PeekFrameHeader(int fd, uint32_t magic, uint16_t version, FrameHeader* header, Deadline deadline);
+
 // Writes one frame; attaches pass_fd (SCM_RIGHTS) when >= 0.
 Status WriteFrame(int fd, uint32_t magic, uint16_t version, uint16_t type, uint32_t tag,
                   const void* payload, uint32_t length, Deadline deadline, int pass_fd = -1);

@@ -21,7 +21,7 @@ bool ParseExact(const Frame& frame, T* out) {
 
 }  // namespace
 
-ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const SessionPolicy* policy)
+ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy)
     : fd_(std::move(fd)), registry_(registry), policy_(policy) {}
 
 ClientSession::~ClientSession() {
@@ -107,10 +107,10 @@ Status ClientSession::HandleHello(const Frame& frame, bool* close_after) {
   shimproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(registry_->options().timeout_ms);
   CopyCString(reply.daemon_version, "conduitd 0.1.0");
-  const auto& deny = policy_->deny_exe;
-  if (std::find(deny.begin(), deny.end(), exe) != deny.end()) {
+  Status admission = CheckAdmission(*policy_, exe);
+  if (!admission.ok()) {
     reply.accepted = 0;
-    reply.status = ToWire(InvalidUsage("program '%s' is refused by this daemon's policy (--deny-exe)", exe.c_str()));
+    reply.status = ToWire(admission);
     CLOG_INFO("refused %s (--deny-exe)", who_.c_str());
     *close_after = true;
   } else {

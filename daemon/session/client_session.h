@@ -9,18 +9,14 @@
 #include "collectives/registry.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
+#include "server/program_policy.h"
 #include "session/shm_segment.h"
 
 namespace conduit {
 
-struct SessionPolicy {
-  std::vector<std::string> deny_exe;  // programs refused admission (they fall back to native)
-  uint64_t max_shm_bytes = 64ull << 30;
-};
-
 class ClientSession {
  public:
-  ClientSession(UniqueFd fd, CommRegistry* registry, const SessionPolicy* policy);
+  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy);
   ~ClientSession();
 
   // Serves requests until the program disconnects or sends something unparseable.
@@ -36,7 +32,7 @@ class ClientSession {
 
   UniqueFd fd_;
   CommRegistry* registry_;
-  const SessionPolicy* policy_;
+  const ProgramPolicy* policy_;
   std::string who_ = "program";
   bool hello_done_ = false;
   std::shared_ptr<Communicator> comm_;

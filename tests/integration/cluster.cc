@@ -59,6 +59,8 @@ std::string Cluster::BinPath(const std::string& name) {
 }
 
 Cluster::Cluster(ClusterConfig config) : config_(std::move(config)) {
+  // Checkouts testing side by side on one machine keep their namespaces apart with a tag.
+  if (const char* tag = std::getenv("CONDUIT_IT_NS_TAG"); tag != nullptr) config_.prefix = tag + config_.prefix;
   std::string tmpl = "/tmp/conduit-it-" + config_.prefix + "-XXXXXX";
   if (::mkdtemp(tmpl.data()) != nullptr) dir_ = tmpl;
 }

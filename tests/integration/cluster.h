@@ -15,7 +15,9 @@
 namespace conduit::it {
 
 struct ClusterConfig {
-  std::string prefix;  // namespace prefix, <= 6 chars, unique per test executable
+  // Namespace prefix, unique per test executable; with $CONDUIT_IT_NS_TAG in front it must
+  // stay <= 6 chars, so keep it to 3.
+  std::string prefix;
   std::string subnet;  // "A.B.C", unique per test executable
   int hosts = 2;
   int timeout_ms = 10000;                // conduitd --timeout-ms

@@ -1,4 +1,4 @@
-#include "session/unix_listener.h"
+#include "server/unix_socket.h"
 
 #include <errno.h>
 #include <string.h>
@@ -6,8 +6,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <thread>
 
 #include "common/log.h"
 
@@ -28,7 +26,7 @@ Status MakeDirs(const std::string& dir) {
 
 }  // namespace
 
-Status ListenUnix(const std::string& path, UniqueFd* listener) {
+Status ListenUnix(const std::string& path, unsigned mode, UniqueFd* listener) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) return InvalidArgument("socket path too long: %s", path.c_str());
   addr.sun_family = AF_UNIX;
@@ -47,26 +45,10 @@ Status ListenUnix(const std::string& path, UniqueFd* listener) {
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return SystemError("cannot bind %s: %s", path.c_str(), strerror(errno));
   }
-  chmod(path.c_str(), 0666);
+  chmod(path.c_str(), mode);
   if (listen(fd.get(), 1024) != 0) return SystemError("listen on %s: %s", path.c_str(), strerror(errno));
   *listener = std::move(fd);
   return Status::Ok();
-}
-
-void ServeUnix(int listener, CommRegistry* registry, const SessionPolicy* policy) {
-  for (;;) {
-    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      CLOG_ERROR("accept on the program socket failed: %s", strerror(errno));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    std::thread([fd, registry, policy] {
-      ClientSession session(UniqueFd(fd), registry, policy);
-      session.Run();
-    }).detach();
-  }
 }
 
 }  // namespace conduit

@@ -1,0 +1,47 @@
+// Service: one part of conduitd (collectives, RPC, objects) plugged into the daemon's two
+// sockets. Both wire protocols share one framing (common/frame.h); the high byte of a
+// message type names the service that owns it, so the daemon routes a new connection by
+// peeking at its first frame header and hands the untouched connection to that service.
+#ifndef CONDUIT_DAEMON_SERVER_SERVICE_H_
+#define CONDUIT_DAEMON_SERVER_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/fd_io.h"
+#include "common/status.h"
+
+namespace conduit {
+
+// Message type ranges, identical in the shim and the peer protocol (docs/*-protocol.md).
+enum class ServiceId : uint8_t {
+  kCollectives = 0,  // types 0x0001..0x00ff: the NCCL shim, rendezvous, collective links
+  kRpc = 1,          // types 0x0100..0x01ff: the gRPC interposer and RPC datapaths
+  kObjects = 2,      // types 0x0200..0x02ff: the object store
+};
+
+constexpr ServiceId ServiceOfType(uint16_t type) { return static_cast<ServiceId>(type >> 8); }
+constexpr uint16_t FirstTypeOf(ServiceId id) { return static_cast<uint16_t>(static_cast<unsigned>(id) << 8); }
+
+// Who is on the other end of a program connection (SO_PEERCRED), for admission and logs.
+struct ProgramCredentials {
+  int pid = -1;
+  int uid = -1;
+  int gid = -1;
+};
+
+class Service {
+ public:
+  virtual ~Service() = default;
+  virtual const char* name() const = 0;
+  // Serves one program connection (shim protocol) until it ends; runs on its own thread.
+  // Its first frame is still unread.
+  virtual void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) = 0;
+  // Serves one connection from another daemon (peer protocol) until it ends; runs on its
+  // own thread. Its first frame is still unread.
+  virtual void ServePeer(UniqueFd fd, const std::string& peer) = 0;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_SERVER_SERVICE_H_

@@ -1,0 +1,98 @@
+#include "server/service_router.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/net_addr.h"
+#include "common/peer_protocol.h"
+#include "common/shim_protocol.h"
+
+namespace conduit {
+namespace {
+
+// A connection must name its service this soon after connecting.
+constexpr int kFirstFrameTimeoutMs = 10000;
+
+template <typename Handler>
+void AcceptLoop(int listener, const char* what, Handler handle) {
+  for (;;) {
+    SockAddr peer;
+    peer.len = sizeof(peer.storage);
+    int fd = accept4(listener, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      CLOG_ERROR("accept on the %s socket failed: %s", what, strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    std::thread(handle, UniqueFd(fd), peer).detach();
+  }
+}
+
+ProgramCredentials CredentialsOf(int fd) {
+  ProgramCredentials c;
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    c.pid = cred.pid;
+    c.uid = static_cast<int>(cred.uid);
+    c.gid = static_cast<int>(cred.gid);
+  }
+  return c;
+}
+
+}  // namespace
+
+void ServiceRouter::Add(ServiceId id, Service* service) { services_[static_cast<uint8_t>(id)] = service; }
+
+Service* ServiceRouter::Find(uint16_t type) const { return services_[static_cast<uint8_t>(ServiceOfType(type))]; }
+
+void ServiceRouter::ServePrograms(int unix_listener) {
+  AcceptLoop(unix_listener, "program", [this](UniqueFd fd, SockAddr) { RouteProgram(std::move(fd)); });
+}
+
+void ServiceRouter::ServePeers(int tcp_listener) {
+  AcceptLoop(tcp_listener, "peer",
+             [this](UniqueFd fd, SockAddr addr) { RoutePeer(std::move(fd), FormatSockAddr(addr)); });
+}
+
+void ServiceRouter::RouteProgram(UniqueFd fd) {
+  ProgramCredentials creds = CredentialsOf(fd.get());
+  FrameHeader h;
+  Status st = PeekFrameHeader(fd.get(), shimproto::kMagic, shimproto::kVersion, &h,
+                              Deadline::AfterMs(kFirstFrameTimeoutMs));
+  Service* service = st.ok() ? Find(h.type) : nullptr;
+  if (st.ok() && service == nullptr) st = InvalidArgument("no service handles message type %u", h.type);
+  if (!st.ok()) {
+    // Probes that connect and close (the listener's own liveness check) are not news.
+    if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
+      CLOG_WARN("program pid %d: connection refused: %s", creds.pid, st.message().c_str());
+      WireStatus wire = ToWire(st);
+      (void)WriteFrame(fd.get(), shimproto::kMagic, shimproto::kVersion, 0, 0, &wire, sizeof(wire),
+                       Deadline::AfterMs(1000));
+    }
+    return;
+  }
+  service->ServeProgram(std::move(fd), creds);
+}
+
+void ServiceRouter::RoutePeer(UniqueFd fd, const std::string& peer) {
+  FrameHeader h;
+  Status st = PeekFrameHeader(fd.get(), peerproto::kMagic, peerproto::kVersion, &h,
+                              Deadline::AfterMs(kFirstFrameTimeoutMs));
+  Service* service = st.ok() ? Find(h.type) : nullptr;
+  if (st.ok() && service == nullptr) st = InvalidArgument("no service handles message type %u", h.type);
+  if (!st.ok()) {
+    CLOG_WARN("peer connection from %s rejected: %s", peer.c_str(), st.message().c_str());
+    return;
+  }
+  service->ServePeer(std::move(fd), peer);
+}
+
+}  // namespace conduit
