@@ -18,6 +18,7 @@
 #include "common/net_addr.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
+#include "rpc/rpc_service.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
 #include "server/unix_socket.h"
@@ -33,6 +34,7 @@ struct Flags {
   std::string advertise;
   CommOptions comm;
   ProgramPolicy policy;
+  uint32_t rpc_inline_max = 512;
 };
 
 [[noreturn]] void Usage(const char* msg) {
@@ -40,12 +42,15 @@ struct Flags {
           "%s%s"
           "usage: conduitd [--socket PATH] [--listen IP:PORT] [--advertise IP] [--timeout-ms N]\n"
           "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
-          "                [--chunk-bytes N] [--max-shm-bytes N] [--log-level debug|info|warn|error]\n"
+          "                [--chunk-bytes N] [--max-shm-bytes N] [--rpc-inline-max N]\n"
+          "                [--log-level debug|info|warn|error]\n"
           "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
           "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
-          "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n",
+          "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
+          "  --rpc-inline-max  RPC messages up to this size travel inside frames rather than\n"
+          "                through shared memory (default 512)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
   exit(2);
 }
@@ -80,6 +85,7 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
     else if (a == "--max-shm-bytes") f.policy.max_shm_bytes = number();
+    else if (a == "--rpc-inline-max") f.rpc_inline_max = static_cast<uint32_t>(number());
     else if (a == "--log-level") {
       LogLevel level;
       if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
@@ -129,8 +135,15 @@ int Main(int argc, char** argv) {
   static CommRegistry registry(my_addr, flags.comm);
   static ProgramPolicy policy = flags.policy;
   static CollectiveService collectives(&registry, &policy);
+  rpc::RpcOptions rpc_options;
+  rpc_options.my_addr = my_addr;
+  rpc_options.peer_port = static_cast<uint32_t>(std::stoul(port));
+  rpc_options.timeout_ms = flags.comm.timeout_ms;
+  rpc_options.inline_max = flags.rpc_inline_max;
+  static rpc::RpcService rpc(rpc_options, &policy);
   static ServiceRouter router;
   router.Add(ServiceId::kCollectives, &collectives);
+  router.Add(ServiceId::kRpc, &rpc);
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();
   std::thread([fd = unix_listener.get()] { router.ServePrograms(fd); }).detach();
   CLOG_INFO("serving programs on %s and daemons on %s (advertised as %s), timeout %d ms", flags.socket_path.c_str(),

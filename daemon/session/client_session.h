@@ -10,7 +10,7 @@
 #include "common/fd_io.h"
 #include "common/frame.h"
 #include "server/program_policy.h"
-#include "session/shm_segment.h"
+#include "common/shm_segment.h"
 
 namespace conduit {
 

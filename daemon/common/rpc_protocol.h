@@ -1,0 +1,154 @@
+// The RPC service's messages (types 0x0100..0x01ff), documented in docs/rpc-protocol.md.
+//
+// They ride the common framing (common/frame.h) in both protocols: with the shim magic on a
+// program's Unix socket (libmrpc-grpc <-> conduitd) and with the peer magic on TCP between
+// daemons. One message, Call (0x0110), carries every event of an RPC in both protocols; it
+// is encoded by common/rpc_event.h. The others set things up.
+//
+// Shared memory between a program and its daemon:
+//   * send segments: memfds the program creates and attaches (AttachSegment); it writes
+//     request/response bytes there and names them in Call frames; the daemon maps them
+//     read-only.
+//   * receive segments: memfds the daemon creates and passes along (AddSegment); it writes
+//     incoming message bytes there; the program maps them read-only.
+//   * one control region (passed with Hello) holding two rings of released blocks, so
+//     blocks go back to their owner without a message per block.
+// All structs are little-endian, fixed-size and trivially copyable.
+#ifndef CONDUIT_DAEMON_COMMON_RPC_PROTOCOL_H_
+#define CONDUIT_DAEMON_COMMON_RPC_PROTOCOL_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "common/frame.h"
+
+namespace conduit::rpcproto {
+
+inline constexpr uint32_t kRpcVersion = 1;
+// Largest frame either side accepts: a 64 MiB message sent inline plus its sections.
+inline constexpr uint32_t kMaxFrame = (64u << 20) + (1u << 20);
+// Largest non-message part of a Call frame (method, authority, metadata, details).
+inline constexpr uint32_t kMaxSectionBytes = 1u << 20;
+
+enum MsgType : uint16_t {
+  // shim <-> daemon, requests and replies (the reply echoes the request's frame tag)
+  kHello = 0x0101,
+  kHelloReply = 0x0102,
+  kAttachSegment = 0x0103,
+  kAttachSegmentReply = 0x0104,
+  kOpenChannel = 0x0105,
+  kOpenChannelReply = 0x0106,
+  kServe = 0x0107,
+  kServeReply = 0x0108,
+  kUnserve = 0x0109,
+  kUnserveReply = 0x010a,
+  // shim <-> daemon, one-way
+  kAddSegment = 0x010b,  // daemon -> shim: a receive segment, memfd attached
+  kFree = 0x010c,        // either way: released blocks, when the ring was full
+  // both protocols
+  kCall = 0x0110,
+  // daemon <-> daemon
+  kPeerHello = 0x0180,
+  kPeerHelloReply = 0x0181,
+  kProbe = 0x0182,
+  kProbeReply = 0x0183,
+};
+
+// Hello: the first message on a program connection; the control region's memfd rides along.
+struct HelloRequest {
+  uint32_t pid;
+  uint32_t rpc_version;
+  char exe[64];  // basename of the program, for admission policy and logs
+};
+
+struct HelloReply {
+  WireStatus status;
+  uint32_t accepted;      // 0: the daemon refuses this program (status says why)
+  uint32_t timeout_ms;    // the daemon's bound on any wait
+  uint32_t inline_max;    // messages up to this size travel inside Call frames
+  uint32_t reserved;
+};
+
+// AttachSegment (shim -> daemon, memfd attached) / AddSegment (daemon -> shim, memfd attached).
+struct SegmentInfo {
+  uint32_t segment;  // id chosen by the creator, < kMaxSegments
+  uint32_t reserved;
+  uint64_t size;
+};
+inline constexpr uint32_t kMaxSegments = 32;
+
+struct StatusReply {
+  WireStatus status;
+};
+
+struct OpenChannelRequest {
+  uint64_t channel;   // id chosen by the shim; Call frames name it in their Start section
+  char target[256];   // the gRPC target as the program passed it
+};
+
+struct OpenChannelReply {
+  WireStatus status;  // not ok: the channel stays native, the message says why
+  uint32_t managed;
+  uint32_t reserved;
+};
+
+struct ServeRequest {
+  uint64_t server;  // id chosen by the shim; Start sections of incoming calls name it
+  uint32_t port;    // the TCP port the program asked gRPC to listen on
+  uint32_t reserved;
+};
+
+struct UnserveRequest {
+  uint64_t server;
+};
+
+// A released block: `offset` in segment `segment` of the receiver's own segments.
+struct FreeEntry {
+  uint32_t segment;
+  uint32_t reserved;
+  uint64_t offset;
+};
+
+// Single-producer single-consumer ring of FreeEntry in the control region. The producer
+// owns `head`, the consumer `tail`; each side keeps its own copy and treats the other's as
+// untrusted input (a program can scribble on the region; that may only hurt itself).
+struct alignas(64) RingIndex {
+  std::atomic<uint64_t> value;
+  char pad[56];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+inline constexpr uint32_t kRingEntries = 16384;
+
+struct ControlRegion {
+  RingIndex to_shim_head;    // daemon produces: the program's send blocks it is done with
+  RingIndex to_shim_tail;
+  RingIndex to_daemon_head;  // program produces: receive blocks it is done with
+  RingIndex to_daemon_tail;
+  FreeEntry to_shim[kRingEntries];
+  FreeEntry to_daemon[kRingEntries];
+};
+inline constexpr uint64_t kControlRegionBytes = (sizeof(ControlRegion) + 4095) & ~uint64_t{4095};
+
+// Daemon <-> daemon: the connecting daemon's first message on an RPC link.
+struct PeerHello {
+  uint32_t rpc_version;
+  uint32_t reserved;
+  char daemon[64];  // the connecting daemon, for logs
+};
+
+// Probe: is `port` served by a managed program on the receiving daemon's host?
+struct ProbeRequest {
+  uint32_t port;
+  uint32_t reserved;
+};
+
+struct ProbeReply {
+  WireStatus status;
+  uint32_t served;
+  uint32_t reserved;
+};
+
+}  // namespace conduit::rpcproto
+
+#endif  // CONDUIT_DAEMON_COMMON_RPC_PROTOCOL_H_

@@ -1,0 +1,223 @@
+#include "rpc/datapath.h"
+
+#include "common/log.h"
+
+namespace conduit::rpc {
+namespace {
+
+constexpr int32_t kUnavailable = 14;
+constexpr int32_t kCancelled = 1;
+
+Event StatusEvent(int32_t code, std::string details) {
+  Event e;
+  e.sections = kStatus;
+  e.status_code = code;
+  e.status_details = std::move(details);
+  return e;
+}
+
+}  // namespace
+
+Datapath::Datapath(PolicyEngine* policies) : policies_(policies) {
+  delay_thread_ = std::thread([this] { RunDelays(); });
+}
+
+Datapath::~Datapath() {
+  {
+    std::lock_guard<std::mutex> lock(delay_mu_);
+    stopping_ = true;
+  }
+  delay_cv_.notify_all();
+  delay_thread_.join();
+}
+
+std::shared_ptr<RpcCall> Datapath::NewCall(RpcInfo info) {
+  auto call = std::make_shared<RpcCall>();
+  call->filters = policies_->FiltersFor(info);
+  for (const auto& f : call->filters) call->reads_body = call->reads_body || f->ReadsRequestBody();
+  call->info = std::move(info);
+  return call;
+}
+
+bool Datapath::Filter(const std::shared_ptr<RpcCall>& call, Event& ev, std::chrono::nanoseconds* delay) {
+  if (call->filters.empty()) return true;
+  if (ev.has(kStart)) {
+    for (const auto& f : call->filters) {
+      Verdict v = f->OnStart(call->info);
+      if (v.action == Verdict::Action::kDeny) {
+        Deny(call, v.code, v.message);
+        return false;
+      }
+      if (v.action == Verdict::Action::kDelay && v.delay > *delay) *delay = v.delay;
+    }
+  }
+  if (!ev.message.empty() && call->reads_body) {
+    // The program can still write its send segment: check a private copy, and send that.
+    ev.message.MakePrivate();
+    for (const auto& f : call->filters) {
+      if (!f->ReadsRequestBody()) continue;
+      Verdict v = f->OnRequestMessage(call->info, ev.message.data(), ev.message.size());
+      if (v.action == Verdict::Action::kDeny) {
+        Deny(call, v.code, v.message);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void Datapath::FromClient(const std::shared_ptr<RpcCall>& call, Event ev) {
+  CLOG_DEBUG("%s %s: request sections 0x%x, %zu message bytes, to %s", call->info.program.c_str(),
+             call->info.method.c_str(), ev.sections, ev.message.size(), call->server_end->name().c_str());
+  std::chrono::nanoseconds delay{0};
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->finished) return;
+    if (call->held) {
+      call->held_events.push_back(std::move(ev));
+      return;
+    }
+  }
+  if (!Filter(call, ev, &delay)) return;
+  bool ends = ev.has(kCancel);
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->finished) return;
+    if (!ev.message.empty()) {
+      call->outcome.request_bytes += ev.message.size();
+      call->outcome.request_messages += 1;
+    }
+    if (ends) call->outcome.code = ev.cancel_code;
+    if (delay.count() > 0 || call->held) {
+      call->held_events.push_back(std::move(ev));
+      if (!call->held) {
+        call->held = true;
+        Hold(call, delay);
+      }
+      return;
+    }
+    if (ev.has(kStart)) call->start_forwarded = true;
+  }
+  call->server_end->Deliver(*call, call->server_id, std::move(ev));
+  if (ends) Finish(call);
+}
+
+void Datapath::FromServer(const std::shared_ptr<RpcCall>& call, Event ev) {
+  CLOG_DEBUG("%s %s: response sections 0x%x, %zu message bytes, to %s", call->info.program.c_str(),
+             call->info.method.c_str(), ev.sections, ev.message.size(), call->client_end->name().c_str());
+  bool ends = ev.has(kStatus) || ev.has(kCancel);
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->finished) return;
+    if (!ev.message.empty()) {
+      call->outcome.response_bytes += ev.message.size();
+      call->outcome.response_messages += 1;
+    }
+    if (ev.has(kStatus)) call->outcome.code = ev.status_code;
+    if (ev.has(kCancel)) call->outcome.code = ev.cancel_code;
+  }
+  call->client_end->Deliver(*call, call->client_id, std::move(ev));
+  if (ends) Finish(call);
+}
+
+void Datapath::Deny(const std::shared_ptr<RpcCall>& call, int32_t code, const std::string& message) {
+  bool tell_server;
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->finished) return;
+    tell_server = call->start_forwarded;
+    call->outcome.code = code;
+    call->held_events.clear();
+  }
+  CLOG_DEBUG("%s %s denied: %s", call->info.program.c_str(), call->info.method.c_str(), message.c_str());
+  call->client_end->Deliver(*call, call->client_id, StatusEvent(code, message));
+  if (tell_server) call->server_end->Deliver(*call, call->server_id, CancelEvent(code, message));
+  Finish(call);
+}
+
+void Datapath::Finish(const std::shared_ptr<RpcCall>& call) {
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->finished) return;
+    call->finished = true;
+    call->held_events.clear();
+    call->outcome.latency = std::chrono::steady_clock::now() - call->started;
+  }
+  call->client_end->Forget(call->client_id);
+  call->server_end->Forget(call->server_id);
+  for (const auto& f : call->filters) f->OnFinish(call->info, call->outcome);
+}
+
+void Datapath::EndGone(const Endpoint* gone, const std::vector<std::shared_ptr<RpcCall>>& calls,
+                       const std::string& why) {
+  for (const auto& call : calls) {
+    {
+      std::lock_guard<std::mutex> lock(call->mu);
+      if (call->finished) continue;
+      call->outcome.code = call->client_end.get() == gone ? kCancelled : kUnavailable;
+    }
+    if (call->client_end.get() == gone) {
+      bool forwarded;
+      {
+        std::lock_guard<std::mutex> lock(call->mu);
+        forwarded = call->start_forwarded;
+      }
+      if (forwarded) call->server_end->Deliver(*call, call->server_id, CancelEvent(kCancelled, why));
+    } else {
+      call->client_end->Deliver(*call, call->client_id, StatusEvent(kUnavailable, why));
+    }
+    Finish(call);
+  }
+}
+
+void Datapath::Hold(const std::shared_ptr<RpcCall>& call, std::chrono::nanoseconds delay) {
+  std::lock_guard<std::mutex> lock(delay_mu_);
+  auto when = std::chrono::steady_clock::now() + delay;
+  bool first = delayed_.empty() || when < delayed_.begin()->first;
+  delayed_.emplace(when, call);
+  if (first) delay_cv_.notify_one();
+}
+
+void Datapath::Release(const std::shared_ptr<RpcCall>& call) {
+  for (;;) {
+    Event ev;
+    {
+      std::lock_guard<std::mutex> lock(call->mu);
+      if (call->finished || call->held_events.empty()) {
+        call->held = false;
+        return;
+      }
+      ev = std::move(call->held_events.front());
+      call->held_events.pop_front();
+      if (ev.has(kStart)) call->start_forwarded = true;
+    }
+    bool ends = ev.has(kCancel);
+    call->server_end->Deliver(*call, call->server_id, std::move(ev));
+    if (ends) {
+      Finish(call);
+      return;
+    }
+  }
+}
+
+void Datapath::RunDelays() {
+  std::unique_lock<std::mutex> lock(delay_mu_);
+  while (!stopping_) {
+    if (delayed_.empty()) {
+      delay_cv_.wait(lock);
+      continue;
+    }
+    auto first = delayed_.begin();
+    if (std::chrono::steady_clock::now() < first->first) {
+      delay_cv_.wait_until(lock, first->first);
+      continue;
+    }
+    std::shared_ptr<RpcCall> call = std::move(first->second);
+    delayed_.erase(first);
+    lock.unlock();
+    Release(call);
+    lock.lock();
+  }
+}
+
+}  // namespace conduit::rpc

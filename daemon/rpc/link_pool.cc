@@ -1,0 +1,21 @@
+#include "rpc/link_pool.h"
+
+#include "rpc/peer_link.h"
+
+namespace conduit::rpc {
+
+Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = links_.find(addr);
+  if (it != links_.end() && it->second->alive()) {
+    *out = it->second;
+    return Status::Ok();
+  }
+  std::shared_ptr<PeerLink> link;
+  CONDUIT_RETURN_IF_ERROR(PeerLink::Connect(service_, addr, &link));
+  links_[addr] = link;
+  *out = std::move(link);
+  return Status::Ok();
+}
+
+}  // namespace conduit::rpc

@@ -1,0 +1,32 @@
+// LinkPool: this daemon's RPC links to other daemons, one per daemon address, made on
+// first use and remade after one broke.
+#ifndef CONDUIT_DAEMON_RPC_LINK_POOL_H_
+#define CONDUIT_DAEMON_RPC_LINK_POOL_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+
+namespace conduit::rpc {
+
+class PeerLink;
+class RpcService;
+
+class LinkPool {
+ public:
+  explicit LinkPool(RpcService* service) : service_(service) {}
+  // The live link to the daemon at `addr` ("ip:port"), connecting when there is none.
+  Status Get(const std::string& addr, std::shared_ptr<PeerLink>* out);
+
+ private:
+  RpcService* service_;
+  std::mutex mu_;  // held while connecting: one connection per address
+  std::map<std::string, std::shared_ptr<PeerLink>> links_;
+};
+
+}  // namespace conduit::rpc
+
+#endif  // CONDUIT_DAEMON_RPC_LINK_POOL_H_

@@ -1,0 +1,89 @@
+// PeerLink: the RPC transport between two daemons, one TCP connection that multiplexes
+// every call between them (the transport module; another one would implement the same
+// Endpoint). The connecting daemon (the callers' side) starts calls on it; the accepting
+// daemon delivers them to the programs that serve the ports they name.
+//
+// Messages travel as fragments of at most kFragmentBytes inside Call frames, written
+// straight from the sending program's shared segment and read straight into the receiving
+// program's. With the QoS policy on, frames of messages above its threshold are bulk: the
+// link's writer sends every small frame queued before them, across calls and programs
+// (a call's own frames keep their order). A malformed frame, a lost connection or an
+// unanswered write ends the link: its calls fail with UNAVAILABLE on both sides.
+#ifndef CONDUIT_DAEMON_RPC_PEER_LINK_H_
+#define CONDUIT_DAEMON_RPC_PEER_LINK_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "common/frame_stream.h"
+#include "rpc/call.h"
+
+namespace conduit::rpc {
+
+class RpcService;
+
+class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> {
+ public:
+  static constexpr size_t kFragmentBytes = 256 << 10;
+
+  // Connects to the daemon at `addr` and says hello; the link then reads on its own thread.
+  static Status Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out);
+  // Serves a connection another daemon opened, on the calling thread, until it ends.
+  static void Accept(RpcService* service, UniqueFd fd, const std::string& peer);
+  ~PeerLink() override;
+
+  bool alive() const { return alive_.load(std::memory_order_acquire); }
+  // Asks the other daemon whether a program there serves `port`.
+  Status Probe(uint32_t port, bool* served);
+  // Makes this link the server end of `call` (connecting side).
+  void AddCall(const std::shared_ptr<RpcCall>& call);
+
+  void Deliver(RpcCall& call, uint64_t id, Event ev) override;
+  void Forget(uint64_t id) override;
+  std::string name() const override { return "daemon " + peer_; }
+
+ private:
+  // A call as this link sees it: where its incoming message is being assembled, and how
+  // many of its bulk frames are still queued (later frames of the call must not pass them).
+  struct LinkCall {
+    std::shared_ptr<RpcCall> call;
+    Event pending;          // sections received with the fragments so far
+    Message assembling;     // the message whose fragments are arriving
+    uint64_t received = 0;
+    std::atomic<int> bulk_queued{0};
+  };
+
+  PeerLink(RpcService* service, UniqueFd fd, std::string peer, bool accepted);
+  void ReadLoop();
+  Status HandleFrame(const FrameHeader& h);
+  Status HandleCall(const FrameHeader& h);
+  Status StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>* out);
+  Status Skip(size_t n);
+  void Forward(const std::shared_ptr<RpcCall>& call, Event ev);
+  void SendStatus(uint64_t id, int32_t code, const std::string& why);
+  void Fail(const std::string& why);
+
+  RpcService* service_;
+  UniqueFd fd_;
+  std::string peer_;
+  bool accepted_;  // the other daemon connected: it starts the calls
+  FrameReader reader_;
+  FrameWriter writer_;
+  std::atomic<bool> alive_{true};
+
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<LinkCall>> calls_;
+  uint64_t next_call_ = 1;
+  std::map<uint32_t, std::pair<bool, bool>> probes_;  // tag -> (answered, served)
+  uint32_t next_probe_ = 1;
+  std::condition_variable probe_cv_;
+};
+
+}  // namespace conduit::rpc
+
+#endif  // CONDUIT_DAEMON_RPC_PEER_LINK_H_

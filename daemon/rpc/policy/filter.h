@@ -1,0 +1,75 @@
+// Filter: one policy in the RPC datapath (access control, rate limiting, metrics, ...).
+//
+// Like an Envoy HTTP filter, but over RPCs rather than bytes: the daemon calls a filter at
+// the start of each call it carries, on each request message (only filters that say they
+// read content see the bytes, and only after the daemon copied them out of the program's
+// reach), and when the call ends. A filter answers Continue, Deny (the call fails with the
+// given status, nothing more is forwarded) or Delay (the call waits, then goes on).
+// Filters are created and replaced at run time by the policy engine (policy/engine.h); a
+// call keeps the filters it started with.
+#ifndef CONDUIT_DAEMON_RPC_POLICY_FILTER_H_
+#define CONDUIT_DAEMON_RPC_POLICY_FILTER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conduit::rpc {
+
+// Where this daemon sits on the call: next to the calling program, or next to the server.
+enum class Side { kClient, kServer };
+
+struct RpcInfo {
+  std::string method;   // "/package.Service/Method"
+  std::string program;  // the local program, "exe[pid]"
+  Side side = Side::kClient;
+
+  std::string_view service() const;      // "package.Service"
+  std::string_view method_name() const;  // "Method"
+};
+
+struct Verdict {
+  enum class Action { kContinue, kDeny, kDelay };
+  Action action = Action::kContinue;
+  int32_t code = 0;  // grpc_status_code, for kDeny
+  std::string message;
+  std::chrono::nanoseconds delay{0};
+
+  static Verdict Continue() { return Verdict{}; }
+  static Verdict Deny(int32_t code, std::string message) {
+    return Verdict{Action::kDeny, code, std::move(message), std::chrono::nanoseconds(0)};
+  }
+  static Verdict Delay(std::chrono::nanoseconds d) { return Verdict{Action::kDelay, 0, "", d}; }
+};
+
+struct CallOutcome {
+  int32_t code = 0;
+  std::chrono::nanoseconds latency{0};
+  uint64_t request_bytes = 0;
+  uint64_t response_bytes = 0;
+  uint32_t request_messages = 0;
+  uint32_t response_messages = 0;
+};
+
+class Filter {
+ public:
+  virtual ~Filter() = default;
+  virtual std::string name() const = 0;
+  // Whether this filter looks at the call at all; asked once, at its start.
+  virtual bool Applies(const RpcInfo& info) const = 0;
+  virtual Verdict OnStart(const RpcInfo&) { return Verdict::Continue(); }
+  virtual bool ReadsRequestBody() const { return false; }
+  // `data` is the daemon's private copy of one serialized request message.
+  virtual Verdict OnRequestMessage(const RpcInfo&, const uint8_t*, size_t) { return Verdict::Continue(); }
+  virtual void OnFinish(const RpcInfo&, const CallOutcome&) {}
+};
+
+using FilterChain = std::vector<std::shared_ptr<Filter>>;
+
+}  // namespace conduit::rpc
+
+#endif  // CONDUIT_DAEMON_RPC_POLICY_FILTER_H_

@@ -1,0 +1,424 @@
+#include "rpc/program_session.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/rpc_protocol.h"
+#include "common/shim_protocol.h"
+#include "rpc/peer_link.h"
+#include "rpc/rpc_service.h"
+
+namespace conduit::rpc {
+namespace {
+
+constexpr int32_t kUnavailable = 14;
+constexpr int kHelloTimeoutMs = 10000;
+// Ids this daemon gives calls to a program's servers; the program's own ids are small.
+constexpr uint64_t kIncomingBit = 1ull << 63;
+
+template <typename T>
+bool ParseExact(const std::string& payload, T* out) {
+  if (payload.size() != sizeof(T)) return false;
+  memcpy(out, payload.data(), sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+ProgramSession::ProgramSession(RpcService* service, UniqueFd fd, const ProgramCredentials& creds)
+    : service_(service),
+      fd_(std::move(fd)),
+      creds_(creds),
+      who_("pid " + std::to_string(creds.pid)),
+      reader_(fd_.get(), shimproto::kMagic, shimproto::kVersion, rpcproto::kMaxFrame, /*accept_fds=*/true),
+      writer_(std::make_unique<FrameWriter>(fd_.get(), service->options().timeout_ms)) {}
+
+ProgramSession::~ProgramSession() = default;
+
+void ProgramSession::Send(OutFrame frame) {
+  Status st = writer_->Send(std::move(frame));
+  if (!st.ok()) {
+    // The program does not read: drop it; its reader notices and cleans up.
+    CLOG_WARN("%s: cannot write to the program (%s); dropping it", who_.c_str(), st.message().c_str());
+    shutdown(fd_.get(), SHUT_RDWR);
+  }
+}
+
+Status ProgramSession::Reply(uint16_t type, uint32_t tag, const void* payload, size_t len) {
+  OutFrame f;
+  f.head.assign(static_cast<const char*>(payload), len);
+  PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, type, tag, len);
+  return writer_->Send(std::move(f));
+}
+
+Status ProgramSession::ReplyStatus(uint16_t type, uint32_t tag, const Status& status) {
+  rpcproto::StatusReply r{ToWire(status)};
+  return Reply(type, tag, &r, sizeof(r));
+}
+
+void ProgramSession::Run() {
+  std::weak_ptr<ProgramSession> weak = weak_from_this();
+  memory_ = std::make_shared<ProgramMemory>(
+      [weak](const rpcproto::FreeEntry& e) {
+        if (auto self = weak.lock()) {
+          OutFrame f;
+          f.head.assign(reinterpret_cast<const char*>(&e), sizeof(e));
+          PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, rpcproto::kFree, 0, sizeof(e));
+          self->Send(std::move(f));
+        }
+      },
+      service_->options().max_receive_bytes);
+  FrameHeader h;
+  Status st = reader_.NextHeader(&h, Deadline::AfterMs(kHelloTimeoutMs));
+  if (st.ok()) st = Hello(h);
+  while (st.ok()) {
+    st = reader_.NextHeader(&h, Deadline::Never());
+    if (st.ok()) st = HandleFrame(h);
+  }
+  if (!reader_.closed()) {
+    CLOG_WARN("%s: dropping the connection: %s", who_.c_str(), st.message().c_str());
+    (void)ReplyStatus(0, 0, st);
+  } else {
+    CLOG_DEBUG("%s disconnected", who_.c_str());
+  }
+  EndAll(who_ + " went away");
+}
+
+void ProgramSession::EndAll(const std::string& why) {
+  std::vector<std::shared_ptr<RpcCall>> calls;
+  std::map<uint32_t, uint64_t> ports;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, call] : calls_) calls.push_back(call);
+    calls_.clear();
+    ports.swap(server_of_port_);
+  }
+  for (auto& [port, server] : ports) service_->servers().Remove(port, this);
+  service_->datapath().EndGone(this, calls, "conduit: " + why);
+  memory_->Detach();
+  writer_->Fail(SystemError("%s", why.c_str()));
+}
+
+Status ProgramSession::Hello(const FrameHeader& h) {
+  std::string payload;
+  CONDUIT_RETURN_IF_ERROR(reader_.ReadString(h.length, &payload, Deadline::AfterMs(kHelloTimeoutMs)));
+  if (h.type != rpcproto::kHello) return InvalidUsage("the first request on an RPC connection must be Hello");
+  rpcproto::HelloRequest req;
+  UniqueFd control = reader_.TakeFd();
+  rpcproto::HelloReply reply{};
+  reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
+  reply.inline_max = service_->options().inline_max;
+  Status st;
+  if (!ParseExact(payload, &req)) {
+    st = InvalidArgument("malformed Hello (%zu bytes)", payload.size());
+  } else if (req.rpc_version != rpcproto::kRpcVersion) {
+    st = InvalidUsage("RPC protocol version %u is not supported (this daemon speaks %u)", req.rpc_version,
+                      rpcproto::kRpcVersion);
+  } else if (!control.valid()) {
+    st = InvalidArgument("Hello arrived without its control region");
+  } else {
+    std::string exe = FromCString(req.exe);
+    who_ = exe + "[" + std::to_string(req.pid) + "]";
+    st = CheckAdmission(service_->admission(), exe);
+    if (st.ok()) st = memory_->MapControl(control.get());
+  }
+  reply.accepted = st.ok() ? 1 : 0;
+  reply.status = ToWire(st);
+  CONDUIT_RETURN_IF_ERROR(Reply(rpcproto::kHelloReply, h.tag, &reply, sizeof(reply)));
+  if (!st.ok()) {
+    CLOG_INFO("refused %s: %s", who_.c_str(), st.message().c_str());
+    return st;
+  }
+  CLOG_DEBUG("%s connected to the RPC service", who_.c_str());
+  return Status::Ok();
+}
+
+Status ProgramSession::HandleFrame(const FrameHeader& h) {
+  std::string payload;
+  CONDUIT_RETURN_IF_ERROR(reader_.ReadString(h.length, &payload, Deadline::AfterMs(service_->options().timeout_ms)));
+  switch (h.type) {
+    case rpcproto::kCall:
+      return HandleCall(std::move(payload));
+    case rpcproto::kAttachSegment:
+      return AttachSegment(payload, h.tag);
+    case rpcproto::kOpenChannel:
+      return OpenChannel(payload, h.tag);
+    case rpcproto::kServe:
+      return Serve(payload, h.tag);
+    case rpcproto::kUnserve:
+      return Unserve(payload, h.tag);
+    case rpcproto::kFree:
+      if (payload.size() % sizeof(rpcproto::FreeEntry) != 0) return InvalidArgument("malformed Free");
+      for (size_t at = 0; at < payload.size(); at += sizeof(rpcproto::FreeEntry)) {
+        rpcproto::FreeEntry e;
+        memcpy(&e, payload.data() + at, sizeof(e));
+        memory_->ProgramReleased(e);
+      }
+      return Status::Ok();
+    default:
+      return InvalidArgument("unknown RPC request type 0x%04x", h.type);
+  }
+}
+
+Status ProgramSession::AttachSegment(const std::string& payload, uint32_t tag) {
+  rpcproto::SegmentInfo info;
+  UniqueFd fd = reader_.TakeFd();
+  Status st;
+  if (!ParseExact(payload, &info)) {
+    st = InvalidArgument("malformed AttachSegment (%zu bytes)", payload.size());
+  } else if (!fd.valid()) {
+    st = InvalidArgument("AttachSegment arrived without a file descriptor");
+  } else {
+    st = memory_->AttachSend(info, fd.get());
+  }
+  return ReplyStatus(rpcproto::kAttachSegmentReply, tag, st);
+}
+
+Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag) {
+  rpcproto::OpenChannelRequest req;
+  rpcproto::OpenChannelReply reply{};
+  if (!ParseExact(payload, &req)) {
+    reply.status = ToWire(InvalidArgument("malformed OpenChannel (%zu bytes)", payload.size()));
+    return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
+  }
+  std::string text = FromCString(req.target);
+  Channel ch;
+  Status st = ResolveTarget(text, &ch.target);
+  if (st.ok() && ch.target.local) {
+    if (service_->servers().Find(ch.target.port) == nullptr) {
+      st = SystemError("no program on this host serves port %u through conduitd", ch.target.port);
+    }
+  } else if (st.ok()) {
+    std::shared_ptr<PeerLink> link;
+    std::string daemon = JoinHostPort(ch.target.ip, service_->options().peer_port);
+    st = service_->links().Get(daemon, &link);
+    bool served = false;
+    if (st.ok()) st = link->Probe(ch.target.port, &served);
+    if (st.ok() && !served) st = SystemError("no program serves port %u through the daemon at %s", ch.target.port, daemon.c_str());
+  }
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    channels_[req.channel] = ch;
+  }
+  CLOG_DEBUG("%s: channel %llu to %s: %s", who_.c_str(), static_cast<unsigned long long>(req.channel), text.c_str(),
+             st.ok() ? "managed" : st.message().c_str());
+  reply.managed = st.ok() ? 1 : 0;
+  reply.status = ToWire(st);
+  return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
+}
+
+Status ProgramSession::Serve(const std::string& payload, uint32_t tag) {
+  rpcproto::ServeRequest req;
+  Status st;
+  if (!ParseExact(payload, &req)) {
+    st = InvalidArgument("malformed Serve (%zu bytes)", payload.size());
+  } else if (req.port == 0 || req.port > 65535) {
+    st = InvalidArgument("cannot serve port %u", req.port);
+  } else {
+    st = service_->servers().Add(req.port, shared_from_this());
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      server_of_port_[req.port] = req.server;
+      CLOG_INFO("%s serves port %u through conduitd", who_.c_str(), req.port);
+    }
+  }
+  return ReplyStatus(rpcproto::kServeReply, tag, st);
+}
+
+Status ProgramSession::Unserve(const std::string& payload, uint32_t tag) {
+  rpcproto::UnserveRequest req;
+  if (!ParseExact(payload, &req)) return ReplyStatus(rpcproto::kUnserveReply, tag, InvalidArgument("malformed Unserve"));
+  std::vector<uint32_t> ports;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = server_of_port_.begin(); it != server_of_port_.end();) {
+      if (it->second == req.server) {
+        ports.push_back(it->first);
+        it = server_of_port_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (uint32_t port : ports) service_->servers().Remove(port, this);
+  return ReplyStatus(rpcproto::kUnserveReply, tag, Status::Ok());
+}
+
+Status ProgramSession::HandleCall(std::string payload) {
+  CallHead head;
+  CONDUIT_RETURN_IF_ERROR(PeekCallHead(payload, &head));
+  if (head.inline_bytes > payload.size() - sizeof(head)) return InvalidArgument("Call frame shorter than its inline bytes");
+  std::string_view all(payload);
+  CallEvent view;
+  CONDUIT_RETURN_IF_ERROR(DecodeCallEvent(all.substr(0, all.size() - head.inline_bytes), &view));
+  Event ev = Event::From(view);
+  if (view.has(kMessage)) {
+    const MessageWire& m = view.message;
+    if (m.fragment_offset != 0 || m.fragment_length != m.total_length) {
+      return InvalidArgument("programs send whole messages, not fragments");
+    }
+    if (m.segment == kInlineSegment) {
+      ev.message = Message::Owned(std::string(all.substr(all.size() - head.inline_bytes)));
+    } else {
+      CONDUIT_RETURN_IF_ERROR(memory_->SendMessage(m.segment, m.segment_offset, m.total_length, &ev.message));
+    }
+  }
+  std::shared_ptr<RpcCall> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = calls_.find(view.call);
+    if (it != calls_.end()) call = it->second;
+  }
+  if (call == nullptr) {
+    if (view.has(kStart)) return StartCall(view, std::move(ev));
+    return Status::Ok();  // an event for a call that already ended
+  }
+  if (call->client_end.get() == this && call->client_id == view.call) {
+    service_->datapath().FromClient(call, std::move(ev));
+  } else {
+    service_->datapath().FromServer(call, std::move(ev));
+  }
+  return Status::Ok();
+}
+
+void ProgramSession::Refuse(uint64_t id, int32_t code, const std::string& why) {
+  Event ev;
+  ev.sections = kStatus;
+  ev.status_code = code;
+  ev.status_details = why;
+  CallEvent view = ev.View(id);
+  OutFrame f;
+  EncodeCallEvent(view, &f.head);
+  PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, rpcproto::kCall, 0, f.head.size());
+  Send(std::move(f));
+}
+
+Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
+  if ((view.call & kIncomingBit) != 0) return InvalidArgument("client call id %llu uses the daemon's range",
+                                                              static_cast<unsigned long long>(view.call));
+  Target target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto ch = channels_.find(view.target);
+    if (ch == channels_.end()) {
+      Refuse(view.call, kUnavailable, "conduit: this program has no channel " + std::to_string(view.target));
+      return Status::Ok();
+    }
+    target = ch->second.target;
+  }
+  std::shared_ptr<Endpoint> server_end;
+  std::shared_ptr<ProgramSession> local;
+  std::shared_ptr<PeerLink> link;
+  if (target.local) {
+    local = service_->servers().Find(target.port);
+    if (local == nullptr) {
+      Refuse(view.call, kUnavailable, "conduit: no program on this host serves port " + std::to_string(target.port));
+      return Status::Ok();
+    }
+    ev.peer = "local:" + who_;
+  } else {
+    std::string daemon = JoinHostPort(target.ip, service_->options().peer_port);
+    Status st = service_->links().Get(daemon, &link);
+    if (!st.ok()) {
+      Refuse(view.call, kUnavailable, "conduit: " + st.message());
+      return Status::Ok();
+    }
+  }
+  RpcInfo info;
+  info.method = ev.method;
+  info.program = who_;
+  info.side = Side::kClient;
+  std::shared_ptr<RpcCall> call = service_->datapath().NewCall(std::move(info));
+  call->client_end = shared_from_this();
+  call->client_id = view.call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_[view.call] = call;
+  }
+  ev.target = target.port;
+  if (local != nullptr) {
+    local->AddIncoming(call);
+  } else {
+    link->AddCall(call);
+  }
+  service_->datapath().FromClient(call, std::move(ev));
+  return Status::Ok();
+}
+
+void ProgramSession::AddIncoming(const std::shared_ptr<RpcCall>& call) {
+  uint64_t id = next_incoming_.fetch_add(1, std::memory_order_relaxed) | kIncomingBit;
+  call->server_end = shared_from_this();
+  call->server_id = id;
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_[id] = call;
+}
+
+void ProgramSession::Forget(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.erase(id);
+}
+
+Message ProgramSession::ReceiveBuffer(size_t len) {
+  uint32_t segment;
+  uint64_t offset;
+  uint8_t* data;
+  std::vector<OutFrame> announce;
+  if (len > service_->options().inline_max && memory_->AllocateReceive(len, &segment, &offset, &data, &announce)) {
+    for (auto& f : announce) writer_->Enqueue(std::move(f));
+    std::shared_ptr<ProgramMemory> memory = memory_;
+    return Message::Received(data, len, this, segment, offset,
+                             [memory, segment, offset] { memory->FreeReceive(segment, offset); });
+  }
+  for (auto& f : announce) writer_->Enqueue(std::move(f));
+  return Message::Owned(std::string(len, '\0'));
+}
+
+void ProgramSession::Deliver(RpcCall&, uint64_t id, Event ev) {
+  if (ev.has(kStart)) {
+    // Calls arrive addressed to a port; the program knows its servers by its own ids.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = server_of_port_.find(static_cast<uint32_t>(ev.target));
+    if (it == server_of_port_.end()) {
+      ev.sections = kCancel;
+      ev.cancel_code = kUnavailable;
+      ev.cancel_details = "conduit: the server stopped serving this port";
+    } else {
+      ev.target = it->second;
+    }
+  }
+  CallEvent view = ev.View(id);
+  OutFrame f;
+  Message& m = ev.message;
+  if (!m.empty()) {
+    view.sections |= kMessage;
+    view.message.total_length = m.size();
+    view.message.fragment_length = m.size();
+    if (m.kind() == Message::Kind::kReceived && m.owner() == this) {
+      view.message.segment = m.segment();
+      view.message.segment_offset = m.offset();
+      m.HandOver();
+    } else {
+      uint32_t segment;
+      uint64_t offset;
+      uint8_t* data;
+      std::vector<OutFrame> announce;
+      if (m.size() > service_->options().inline_max &&
+          memory_->AllocateReceive(m.size(), &segment, &offset, &data, &announce)) {
+        memcpy(data, m.data(), m.size());
+        view.message.segment = segment;
+        view.message.segment_offset = offset;
+      } else {
+        view.message.segment = kInlineSegment;
+        f.owned.assign(reinterpret_cast<const char*>(m.data()), m.size());
+        view.data = f.owned;
+      }
+      for (auto& a : announce) writer_->Enqueue(std::move(a));
+    }
+  }
+  EncodeCallEvent(view, &f.head);
+  PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, rpcproto::kCall, 0, f.head.size() + f.owned.size());
+  Send(std::move(f));
+}
+
+}  // namespace conduit::rpc

@@ -1,0 +1,83 @@
+// ProgramSession: one gRPC program's connection to the RPC service (libmrpc-grpc).
+//
+// It answers the program's setup requests (Hello, segments, channels, servers) and turns
+// its Call frames into events on RpcCalls: calls it makes (this session is their client
+// end) and calls to its servers (the server end). Message bytes arrive in its send
+// segments and leave through its receive segments (program_memory.h). When the program
+// goes away, every call it was part of fails towards the other end.
+#ifndef CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
+#define CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "common/frame_stream.h"
+#include "rpc/call.h"
+#include "rpc/program_memory.h"
+#include "rpc/target.h"
+#include "server/service.h"
+
+namespace conduit::rpc {
+
+class RpcService;
+
+class ProgramSession : public Endpoint, public std::enable_shared_from_this<ProgramSession> {
+ public:
+  ProgramSession(RpcService* service, UniqueFd fd, const ProgramCredentials& creds);
+  ~ProgramSession() override;
+
+  // Serves the connection until the program disconnects or misbehaves.
+  void Run();
+
+  void Deliver(RpcCall& call, uint64_t id, Event ev) override;
+  void Forget(uint64_t id) override;
+  std::string name() const override { return who_; }
+
+  // A call for one of this program's servers: becomes its server end.
+  void AddIncoming(const std::shared_ptr<RpcCall>& call);
+  // Room for an incoming message of `len` bytes, in this program's receive memory when
+  // possible (a link then reads the bytes straight there).
+  Message ReceiveBuffer(size_t len);
+
+ private:
+  struct Channel {
+    Target target;
+  };
+
+  Status Hello(const FrameHeader& h);
+  Status HandleFrame(const FrameHeader& h);
+  Status HandleCall(std::string payload);
+  Status StartCall(const CallEvent& view, Event ev);
+  Status OpenChannel(const std::string& payload, uint32_t tag);
+  Status Serve(const std::string& payload, uint32_t tag);
+  Status Unserve(const std::string& payload, uint32_t tag);
+  Status AttachSegment(const std::string& payload, uint32_t tag);
+  Status Reply(uint16_t type, uint32_t tag, const void* payload, size_t len);
+  Status ReplyStatus(uint16_t type, uint32_t tag, const Status& status);
+  // Fails a call the program just started before it reached anyone.
+  void Refuse(uint64_t id, int32_t code, const std::string& why);
+  void Send(OutFrame frame);
+  void EndAll(const std::string& why);
+
+  RpcService* service_;
+  UniqueFd fd_;
+  ProgramCredentials creds_;
+  std::string who_;
+  FrameReader reader_;
+  std::unique_ptr<FrameWriter> writer_;
+  std::shared_ptr<ProgramMemory> memory_;
+
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<RpcCall>> calls_;
+  std::map<uint64_t, Channel> channels_;
+  std::map<uint32_t, uint64_t> server_of_port_;  // port -> the program's server id
+  std::atomic<uint64_t> next_incoming_{1};
+};
+
+}  // namespace conduit::rpc
+
+#endif  // CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_

@@ -1,0 +1,20 @@
+#include "rpc/rpc_service.h"
+
+#include <memory>
+
+#include "rpc/peer_link.h"
+#include "rpc/program_session.h"
+
+namespace conduit::rpc {
+
+RpcService::RpcService(RpcOptions options, const ProgramPolicy* admission)
+    : options_(std::move(options)), admission_(admission), datapath_(&policies_), links_(this) {}
+
+void RpcService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
+  auto session = std::make_shared<ProgramSession>(this, std::move(fd), creds);
+  session->Run();
+}
+
+void RpcService::ServePeer(UniqueFd fd, const std::string& peer) { PeerLink::Accept(this, std::move(fd), peer); }
+
+}  // namespace conduit::rpc

@@ -1,0 +1,54 @@
+// RpcService: the RPC part of conduitd (libmrpc-grpc's programs, RPC links between
+// daemons) as a Service of the daemon's router. It owns what program sessions and links
+// share: the datapath with its policies, the table of served ports and the links to
+// other daemons.
+#ifndef CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
+#define CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "rpc/datapath.h"
+#include "rpc/link_pool.h"
+#include "rpc/policy/engine.h"
+#include "rpc/server_table.h"
+#include "server/program_policy.h"
+#include "server/service.h"
+
+namespace conduit::rpc {
+
+struct RpcOptions {
+  std::string my_addr;             // this daemon, "ip:port", for logs and hellos
+  uint32_t peer_port = 7650;       // where other daemons listen (all daemons share it)
+  int timeout_ms = 300000;         // bound on any wait
+  uint32_t inline_max = 512;       // messages up to this size travel inside frames
+  uint64_t max_receive_bytes = 1ull << 30;  // receive memory per program
+};
+
+class RpcService : public Service {
+ public:
+  RpcService(RpcOptions options, const ProgramPolicy* admission);
+
+  const char* name() const override { return "rpc"; }
+  void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) override;
+  void ServePeer(UniqueFd fd, const std::string& peer) override;
+
+  const RpcOptions& options() const { return options_; }
+  const ProgramPolicy& admission() const { return *admission_; }
+  PolicyEngine& policies() { return policies_; }
+  Datapath& datapath() { return datapath_; }
+  ServerTable& servers() { return servers_; }
+  LinkPool& links() { return links_; }
+
+ private:
+  RpcOptions options_;
+  const ProgramPolicy* admission_;
+  PolicyEngine policies_;
+  Datapath datapath_;
+  ServerTable servers_;
+  LinkPool links_;
+};
+
+}  // namespace conduit::rpc
+
+#endif  // CONDUIT_DAEMON_RPC_RPC_SERVICE_H_

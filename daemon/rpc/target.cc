@@ -1,0 +1,91 @@
+#include "rpc/target.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include <cstdlib>
+
+namespace conduit::rpc {
+namespace {
+
+bool IsLocalAddress(const std::string& ip) {
+  if (ip.rfind("127.", 0) == 0 || ip == "::1") return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* it = list; it != nullptr && !found; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr) continue;
+    char host[INET6_ADDRSTRLEN] = "";
+    if (it->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, host, sizeof(host));
+    } else if (it->ifa_addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(it->ifa_addr)->sin6_addr, host, sizeof(host));
+    }
+    found = ip == host;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+}  // namespace
+
+std::string JoinHostPort(const std::string& ip, uint32_t port) {
+  return (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+}
+
+Status ResolveTarget(const std::string& text, Target* out) {
+  std::string t = text;
+  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (t.rfind(scheme, 0) == 0) {
+      t = t.substr(strlen(scheme));
+      break;
+    }
+  }
+  if (t.find("://") != std::string::npos || t.rfind("unix:", 0) == 0 || t.find(',') != std::string::npos) {
+    return InvalidArgument("target '%s' is not a single host:port", text.c_str());
+  }
+  std::string host;
+  std::string port_text;
+  if (!t.empty() && t[0] == '[') {
+    size_t close = t.find(']');
+    if (close == std::string::npos || close + 1 >= t.size() || t[close + 1] != ':') {
+      return InvalidArgument("bad target '%s'", text.c_str());
+    }
+    host = t.substr(1, close - 1);
+    port_text = t.substr(close + 2);
+  } else {
+    size_t colon = t.rfind(':');
+    if (colon == std::string::npos) return InvalidArgument("target '%s' names no port", text.c_str());
+    host = t.substr(0, colon);
+    port_text = t.substr(colon + 1);
+  }
+  char* end = nullptr;
+  long port = strtol(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || port <= 0 || port > 65535) {
+    return InvalidArgument("bad port in target '%s'", text.c_str());
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.empty() ? "localhost" : host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return InvalidArgument("cannot resolve '%s': %s", host.c_str(), gai_strerror(rc));
+  }
+  char ip[INET6_ADDRSTRLEN] = "";
+  if (res->ai_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, ip, sizeof(ip));
+  } else {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(res->ai_addr)->sin6_addr, ip, sizeof(ip));
+  }
+  freeaddrinfo(res);
+  out->ip = ip;
+  out->port = static_cast<uint32_t>(port);
+  out->local = IsLocalAddress(out->ip);
+  return Status::Ok();
+}
+
+}  // namespace conduit::rpc

@@ -1,0 +1,28 @@
+// Where a gRPC channel target points, as conduitd sees it: a host (resolved) and a port,
+// and whether that host is this one.
+#ifndef CONDUIT_DAEMON_RPC_TARGET_H_
+#define CONDUIT_DAEMON_RPC_TARGET_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace conduit::rpc {
+
+struct Target {
+  std::string ip;    // numeric address of the target host
+  uint32_t port = 0;
+  bool local = false;  // the host is this one (loopback or one of its addresses)
+};
+
+// Accepts "host:port", "dns:///host:port", "dns:host:port", "ipv4:a.b.c.d:port" and
+// "ipv6:[::1]:port"; names are resolved. Other schemes (unix:, xds:, ...) are refused.
+Status ResolveTarget(const std::string& text, Target* out);
+
+// "ip:port" of a daemon, with brackets for IPv6.
+std::string JoinHostPort(const std::string& ip, uint32_t port);
+
+}  // namespace conduit::rpc
+
+#endif  // CONDUIT_DAEMON_RPC_TARGET_H_

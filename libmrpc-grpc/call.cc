@@ -1,0 +1,802 @@
+#include "call.h"
+
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "byte_buffers.h"
+#include "channel.h"
+#include "common/log.h"
+#include "completion.h"
+#include "metadata.h"
+#include "real_grpc.h"
+#include "server.h"
+#include "timer_queue.h"
+
+namespace conduit::grpcshim {
+
+// Flow control: a sender may keep sending while the receiver has not credited more than
+// 3/4 of this; the receiver credits every quarter it consumes (docs/rpc-protocol.md).
+constexpr uint64_t kWindowBytes = 8ull << 20;
+
+struct ManagedCall::Batch {
+  void* tag;
+  grpc_completion_queue* cq;
+  int pending;
+  bool ok;
+};
+
+// Calls live in one reserved address range, so IsManaged is a range check.
+class CallSlab {
+ public:
+  static constexpr size_t kSlot = (sizeof(ManagedCall) + 255) & ~size_t{255};
+  static constexpr size_t kSlots = 1 << 18;
+
+  static CallSlab& Get() {
+    static CallSlab* slab = new CallSlab();
+    return *slab;
+  }
+  bool Contains(const void* p) const {
+    uintptr_t off = reinterpret_cast<uintptr_t>(p) - base_;
+    return base_ != 0 && off < kSlot * kSlots && off % kSlot == 0;
+  }
+  ManagedCall* New() {
+    void* at = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        at = free_.back();
+        free_.pop_back();
+      } else if (used_ < kSlots) {
+        at = reinterpret_cast<void*>(base_ + kSlot * used_++);
+      }
+    }
+    return at == nullptr ? nullptr : new (at) ManagedCall();
+  }
+  void Delete(ManagedCall* call) {
+    call->~ManagedCall();
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(call);
+  }
+
+ private:
+  CallSlab() {
+    void* p = mmap(nullptr, kSlot * kSlots, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) base_ = reinterpret_cast<uintptr_t>(p);
+  }
+  uintptr_t base_ = 0;
+  std::mutex mu_;
+  size_t used_ = 0;
+  std::vector<void*> free_;
+};
+
+namespace {
+
+int64_t MicrosUntil(gpr_timespec deadline) {
+  const RealGrpc& g = Real();
+  if (deadline.tv_sec == INT64_MAX) return rpc::kNoTimeout;
+  gpr_timespec now = g.gpr_now(GPR_CLOCK_MONOTONIC);
+  gpr_timespec mono = g.gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
+  int64_t us = (mono.tv_sec - now.tv_sec) * 1000000 + (mono.tv_nsec - now.tv_nsec) / 1000;
+  return us < 0 ? 0 : us;
+}
+
+gpr_timespec DeadlineFromTimeout(int64_t timeout_us) {
+  const RealGrpc& g = Real();
+  if (timeout_us == rpc::kNoTimeout) return g.gpr_inf_future(GPR_CLOCK_MONOTONIC);
+  gpr_timespec t = g.gpr_now(GPR_CLOCK_MONOTONIC);
+  t.tv_sec += timeout_us / 1000000;
+  t.tv_nsec += static_cast<int32_t>((timeout_us % 1000000) * 1000);
+  if (t.tv_nsec >= 1000000000) {
+    t.tv_sec += 1;
+    t.tv_nsec -= 1000000000;
+  }
+  return t;
+}
+
+grpc_slice CopiedSlice(std::string_view s) { return Real().grpc_slice_from_copied_buffer(s.data(), s.size()); }
+
+}  // namespace
+
+bool ManagedCall::IsManaged(const grpc_call* call) { return CallSlab::Get().Contains(call); }
+
+void ManagedCall::Init(std::shared_ptr<DaemonConnection> conn, bool client, MessageLimits limits) {
+  conn_ = std::move(conn);
+  client_ = client;
+  limits_ = limits;
+}
+
+ManagedCall* ManagedCall::NewClient(std::shared_ptr<ManagedChannel> channel, std::shared_ptr<DaemonConnection> conn,
+                                    grpc_completion_queue* cq, std::string method, std::string authority,
+                                    gpr_timespec deadline, MessageLimits limits) {
+  ManagedCall* call = CallSlab::Get().New();
+  if (call == nullptr) return nullptr;
+  call->Init(std::move(conn), /*client=*/true, limits);
+  call->channel_ = std::move(channel);
+  call->cq_ = cq;
+  call->bound_ = true;
+  call->method_ = std::move(method);
+  call->authority_ = std::move(authority);
+  call->peer_ = "ipv4:" + call->channel_->target();
+  call->deadline_ = deadline;
+  call->refs_ = 1;  // the program's
+  call->app_refs_ = 1;
+  call->id_ = call->conn_->NewCallId();
+  call->registered_ = call->conn_->Register(call->id_, call);
+  int64_t timeout = MicrosUntil(deadline);
+  if (timeout != rpc::kNoTimeout) call->ArmDeadline(timeout);
+  if (!call->registered_) {
+    Ready ready;
+    std::lock_guard<std::mutex> lock(call->mu_);
+    call->FinishClient(GRPC_STATUS_UNAVAILABLE, "conduit: lost contact with conduitd: " + call->conn_->failure(), {},
+                       0, &ready);
+  }
+  return call;
+}
+
+ManagedCall* ManagedCall::NewServer(std::shared_ptr<ManagedServer> server, std::shared_ptr<DaemonConnection> conn,
+                                    const rpc::CallEvent& start, MessageLimits limits) {
+  ManagedCall* call = CallSlab::Get().New();
+  if (call == nullptr) return nullptr;
+  call->Init(std::move(conn), /*client=*/false, limits);
+  call->server_ = std::move(server);
+  call->id_ = start.call;
+  call->method_ = std::string(start.method);
+  call->authority_ = std::string(start.authority);
+  call->peer_ = start.peer.empty() ? "conduit" : std::string(start.peer);
+  call->timeout_us_ = start.timeout_us;
+  call->deadline_ = DeadlineFromTimeout(start.timeout_us);
+  call->initial_md_.assign(start.initial_md.block);
+  call->initial_md_count_ = start.initial_md.count;
+  call->refs_ = 1;  // the server's, while it waits for a request
+  call->registered_ = call->conn_->Register(call->id_, call);
+  if (start.timeout_us != rpc::kNoTimeout) call->ArmDeadline(start.timeout_us);
+  return call;
+}
+
+void ManagedCall::ArmDeadline(int64_t timeout_us) {
+  timer_ = TimerQueue::Get().Schedule(TimerQueue::Clock::now() + std::chrono::microseconds(timeout_us), this);
+}
+
+// ---------------------------------------------------------------- references
+
+void ManagedCall::AppRef() {
+  app_refs_.fetch_add(1, std::memory_order_relaxed);
+  Ref();
+}
+
+void ManagedCall::AppUnref() {
+  if (app_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // The program let go of the call: like gRPC, cancel it if it is still running.
+    Cancel(GRPC_STATUS_CANCELLED, "Cancelled");
+  }
+  Unref();
+}
+
+void ManagedCall::Unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) Destroy();
+}
+
+void ManagedCall::Destroy() {
+  const RealGrpc& g = Real();
+  for (grpc_byte_buffer* bb : messages_) g.grpc_byte_buffer_destroy(bb);
+  for (void* p : arena_) free(p);
+  CallSlab::Get().Delete(this);
+}
+
+void* ManagedCall::ArenaAlloc(size_t size) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 16, size == 0 ? 16 : size) != 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  arena_.push_back(p);
+  return p;
+}
+
+char* ManagedCall::Peer() { return Real().gpr_strdup(peer_.c_str()); }
+
+int ManagedCall::FailedBeforeRecvMessage() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_ && !received_message_ && status_ != GRPC_STATUS_OK ? 1 : 0;
+}
+
+bool ManagedCall::TrailersOnly() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return trailers_only_;
+}
+
+bool ManagedCall::is_finished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_;
+}
+
+// ---------------------------------------------------------------- helpers (lock held)
+
+const std::string* ManagedCall::Keep(std::string_view bytes) {
+  kept_.push_back(std::make_unique<std::string>(bytes));
+  return kept_.back().get();
+}
+
+void ManagedCall::FillMetadata(grpc_metadata_array* array, const std::string* block, uint32_t count) {
+  if (array == nullptr || block == nullptr || count == 0) return;
+  AppendToArray(array, rpc::MetadataView{count, *block});
+}
+
+void ManagedCall::OpDone(Batch* b, bool ok, Ready* ready) {
+  if (!ok) b->ok = false;
+  if (--b->pending == 0) ready->push_back(b);
+}
+
+void ManagedCall::PostReady(Ready* ready) {
+  for (Batch* b : *ready) {
+    PostCompletion(b->cq, b->tag, b->ok);
+    delete b;
+    Unref();
+  }
+  ready->clear();
+}
+
+void ManagedCall::QueueEvent(rpc::CallEvent ev, PlacedMessage* msg) {
+  ev.call = id_;
+  conn_->QueueCall(ev, msg);
+  need_flush_ = true;
+}
+
+void ManagedCall::QueueCancel(grpc_status_code code, std::string_view details) {
+  if (!registered_) return;
+  rpc::CallEvent ev;
+  ev.sections = rpc::kCancel;
+  ev.cancel_code = code == GRPC_STATUS_OK ? GRPC_STATUS_CANCELLED : code;
+  ev.cancel_details = details;
+  QueueEvent(ev, nullptr);
+}
+
+void ManagedCall::DeliverMessage(grpc_byte_buffer** out, Ready*) {
+  grpc_byte_buffer* bb = messages_.front();
+  messages_.pop_front();
+  *out = bb;
+  consumed_unreported_ += ByteBufferLength(bb);
+  if (consumed_unreported_ >= kWindowBytes / 4 && !end_of_messages_ && !finished_) {
+    rpc::CallEvent ev;
+    ev.sections = rpc::kWindow;
+    ev.window = consumed_unreported_;
+    consumed_unreported_ = 0;
+    QueueEvent(ev, nullptr);
+  }
+}
+
+void ManagedCall::FailPendingRecvs(Ready* ready) {
+  if (recv_initial_.batch != nullptr) {
+    Batch* b = recv_initial_.batch;
+    recv_initial_ = {};
+    OpDone(b, true, ready);
+  }
+  if (recv_message_.batch != nullptr && messages_.empty()) {
+    Batch* b = recv_message_.batch;
+    *recv_message_.message = nullptr;
+    recv_message_ = {};
+    OpDone(b, client_, ready);
+  }
+}
+
+void ManagedCall::FailHeldSends(Ready* ready) {
+  for (HeldSend& h : held_) OpDone(h.batch, false, ready);
+  held_.clear();
+}
+
+void ManagedCall::FillStatus(const PendingRecv& r) {
+  *r.status = status_;
+  *r.details = CopiedSlice(status_details_);
+  if (r.error_string != nullptr) {
+    *r.error_string = status_ == GRPC_STATUS_OK ? nullptr : Real().gpr_strdup(("conduit: " + status_details_).c_str());
+  }
+  FillMetadata(r.metadata, trailers_, trailers_count_);
+}
+
+void ManagedCall::FinishClient(grpc_status_code code, std::string details, std::string_view trailers,
+                               uint32_t trailer_count, Ready* ready) {
+  if (finished_) return;
+  finished_ = true;
+  end_of_messages_ = true;
+  status_ = code;
+  status_details_ = std::move(details);
+  trailers_ = trailer_count > 0 ? Keep(trailers) : nullptr;
+  trailers_count_ = trailer_count;
+  if (!headers_received_) trailers_only_ = true;
+  if (recv_initial_.batch != nullptr) {
+    Batch* b = recv_initial_.batch;
+    recv_initial_ = {};
+    OpDone(b, true, ready);
+  }
+  if (recv_message_.batch != nullptr) {
+    Batch* b = recv_message_.batch;
+    *recv_message_.message = nullptr;
+    recv_message_ = {};
+    OpDone(b, true, ready);
+  }
+  if (recv_status_.batch != nullptr) {
+    Batch* b = recv_status_.batch;
+    FillStatus(recv_status_);
+    recv_status_ = {};
+    OpDone(b, true, ready);
+  }
+  FailHeldSends(ready);
+  need_unregister_ = true;
+  cancel_timer_ = true;
+}
+
+void ManagedCall::FinishServer(bool cancelled, Ready* ready) {
+  if (finished_) return;
+  finished_ = true;
+  cancelled_ = cancelled;
+  if (cancelled) {
+    end_of_messages_ = true;
+    FailPendingRecvs(ready);
+    FailHeldSends(ready);
+  }
+  if (recv_close_.batch != nullptr) {
+    Batch* b = recv_close_.batch;
+    *recv_close_.cancelled = cancelled ? 1 : 0;
+    recv_close_ = {};
+    OpDone(b, true, ready);
+  }
+  need_unregister_ = true;
+  cancel_timer_ = true;
+}
+
+void ManagedCall::SendHeld(Ready* ready) {
+  while (!held_.empty() && unacked_ <= kWindowBytes * 3 / 4) {
+    HeldSend h = std::move(held_.front());
+    held_.pop_front();
+    PlacedMessage placed;
+    Status st = conn_->PlaceMessage(h.message, /*may_grow=*/false, &placed);
+    rpc::CallEvent ev;
+    ev.sections = h.extra_sections;
+    if (h.extra_sections & rpc::kStatus) {
+      ev.status_code = h.status_code;
+      ev.status_details = h.details;
+      ev.trailers = rpc::MetadataView{h.trailer_count, h.trailers};
+    }
+    if (st.ok()) unacked_ += placed.wire.total_length;
+    QueueEvent(ev, st.ok() ? &placed : nullptr);
+    OpDone(h.batch, st.ok(), ready);
+    if ((h.extra_sections & rpc::kStatus) != 0) FinishServer(false, ready);
+  }
+}
+
+ManagedCall::Deferred ManagedCall::TakeDeferred() {
+  Deferred d;
+  d.flush = need_flush_;
+  need_flush_ = false;
+  if (need_unregister_ && registered_) {
+    d.unregister = true;
+    registered_ = false;
+  }
+  need_unregister_ = false;
+  if (cancel_timer_ && timer_ != 0) {
+    d.timer = timer_;
+    timer_ = 0;
+  }
+  d.finished_server_call = !client_ && bound_ && finished_ && !reported_finished_;
+  if (d.finished_server_call) reported_finished_ = true;
+  d.waiting_changed = !client_ && !bound_;
+  return d;
+}
+
+void ManagedCall::RunDeferred(const Deferred& d) {
+  if (d.flush) conn_->Flush();
+  if (d.unregister) conn_->Unregister(id_);
+  if (d.timer != 0) {
+    if (ManagedCall* c = TimerQueue::Get().Cancel(d.timer)) c->Unref();
+  }
+  if (d.finished_server_call) server_->OnCallFinished(this);
+  if (d.waiting_changed) server_->OnWaitingCallChanged(this);
+}
+
+// ---------------------------------------------------------------- batches
+
+grpc_call_error ManagedCall::Validate(const grpc_op* ops, size_t nops) {
+  uint32_t seen = 0;
+  for (size_t i = 0; i < nops; ++i) {
+    const grpc_op& op = ops[i];
+    if (op.reserved != nullptr) return GRPC_CALL_ERROR;
+    uint32_t bit = 1u << op.op;
+    if (op.op > GRPC_OP_RECV_CLOSE_ON_SERVER) return GRPC_CALL_ERROR;
+    if (seen & bit) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+    seen |= bit;
+    switch (op.op) {
+      case GRPC_OP_SEND_INITIAL_METADATA:
+        if (sent_initial_) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        if (!MetadataIsValid(op.data.send_initial_metadata.metadata, op.data.send_initial_metadata.count)) {
+          return GRPC_CALL_ERROR_INVALID_METADATA;
+        }
+        break;
+      case GRPC_OP_SEND_MESSAGE:
+        if (op.data.send_message.send_message == nullptr) return GRPC_CALL_ERROR_INVALID_MESSAGE;
+        if ((op.flags & ~uint32_t{GRPC_WRITE_USED_MASK}) != 0) return GRPC_CALL_ERROR_INVALID_FLAGS;
+        if (!held_.empty() && held_.back().message != nullptr) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        if (sent_close_) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        break;
+      case GRPC_OP_SEND_CLOSE_FROM_CLIENT:
+        if (!client_) return GRPC_CALL_ERROR_NOT_ON_SERVER;
+        if (sent_close_) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        break;
+      case GRPC_OP_SEND_STATUS_FROM_SERVER:
+        if (client_) return GRPC_CALL_ERROR_NOT_ON_CLIENT;
+        if (sent_close_) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        if (!MetadataIsValid(op.data.send_status_from_server.trailing_metadata,
+                             op.data.send_status_from_server.trailing_metadata_count)) {
+          return GRPC_CALL_ERROR_INVALID_METADATA;
+        }
+        break;
+      case GRPC_OP_RECV_INITIAL_METADATA:
+        if (!client_) return GRPC_CALL_ERROR_NOT_ON_SERVER;
+        if (recv_initial_.batch != nullptr) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        break;
+      case GRPC_OP_RECV_MESSAGE:
+        if (recv_message_.batch != nullptr) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        break;
+      case GRPC_OP_RECV_STATUS_ON_CLIENT:
+        if (!client_) return GRPC_CALL_ERROR_NOT_ON_SERVER;
+        if (recv_status_.batch != nullptr) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        break;
+      case GRPC_OP_RECV_CLOSE_ON_SERVER:
+        if (client_) return GRPC_CALL_ERROR_NOT_ON_CLIENT;
+        if (recv_close_.batch != nullptr) return GRPC_CALL_ERROR_TOO_MANY_OPERATIONS;
+        break;
+    }
+  }
+  return GRPC_CALL_OK;
+}
+
+grpc_call_error ManagedCall::StartBatch(const grpc_op* ops, size_t nops, void* tag) {
+  const grpc_byte_buffer* outgoing = nullptr;
+  for (size_t i = 0; i < nops; ++i) {
+    if (ops[i].op == GRPC_OP_SEND_MESSAGE) outgoing = ops[i].data.send_message.send_message;
+  }
+  if (outgoing != nullptr) conn_->ReserveSendSpace(ByteBufferLength(outgoing));
+
+  Ready ready;
+  Deferred d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    grpc_call_error err = Validate(ops, nops);
+    if (err != GRPC_CALL_OK) return err;
+    if (!BeginCompletion(cq_, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
+    Ref();
+    auto* b = new Batch{tag, cq_, 1, true};
+    rpc::CallEvent out;
+    std::string md_block, trailers_block, details;
+    PlacedMessage placed;
+    bool have_message = false;
+    bool queued_status = false;
+    for (size_t i = 0; i < nops; ++i) {
+      const grpc_op& op = ops[i];
+      switch (op.op) {
+        case GRPC_OP_SEND_INITIAL_METADATA: {
+          uint32_t count = EncodeMetadata(op.data.send_initial_metadata.metadata,
+                                          op.data.send_initial_metadata.count, &md_block);
+          sent_initial_ = true;
+          if (client_) {
+            out.sections |= rpc::kStart;
+            out.target = channel_->id();
+            out.method = method_;
+            out.authority = authority_;
+            out.timeout_us = MicrosUntil(deadline_);
+            out.initial_md = rpc::MetadataView{count, md_block};
+          } else if (!finished_) {
+            out.sections |= rpc::kHeaders;
+            out.headers = rpc::MetadataView{count, md_block};
+          }
+          break;
+        }
+        case GRPC_OP_SEND_MESSAGE: {
+          const grpc_byte_buffer* bb = op.data.send_message.send_message;
+          size_t len = ByteBufferLength(bb);
+          if (finished_) {
+            b->ok = false;
+          } else if (limits_.max_send >= 0 && static_cast<int64_t>(len) > limits_.max_send) {
+            std::string why = "Sent message larger than max (" + std::to_string(len) + " vs. " +
+                              std::to_string(limits_.max_send) + ")";
+            b->ok = false;
+            QueueCancel(GRPC_STATUS_RESOURCE_EXHAUSTED, why);
+            if (client_) {
+              FinishClient(GRPC_STATUS_RESOURCE_EXHAUSTED, why, {}, 0, &ready);
+            } else {
+              FinishServer(true, &ready);
+            }
+          } else if (!held_.empty() || unacked_ > kWindowBytes * 3 / 4) {
+            HeldSend h;
+            h.batch = b;
+            h.message = bb;
+            held_.push_back(std::move(h));
+            ++b->pending;
+          } else if (conn_->PlaceMessage(bb, /*may_grow=*/false, &placed).ok()) {
+            unacked_ += len;
+            have_message = true;
+          } else {
+            b->ok = false;
+          }
+          break;
+        }
+        case GRPC_OP_SEND_CLOSE_FROM_CLIENT:
+          sent_close_ = true;
+          if (finished_) break;
+          if (!held_.empty()) {
+            held_.back().extra_sections |= rpc::kHalfClose;
+          } else {
+            out.sections |= rpc::kHalfClose;
+          }
+          break;
+        case GRPC_OP_SEND_STATUS_FROM_SERVER: {
+          sent_close_ = true;
+          if (finished_) {
+            b->ok = false;
+            break;
+          }
+          const auto& s = op.data.send_status_from_server;
+          uint32_t count = EncodeMetadata(s.trailing_metadata, s.trailing_metadata_count, &trailers_block);
+          if (s.status_details != nullptr) {
+            details.assign(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(*s.status_details)),
+                           GRPC_SLICE_LENGTH(*s.status_details));
+          }
+          if (!held_.empty()) {
+            HeldSend& h = held_.back();
+            h.extra_sections |= rpc::kStatus;
+            h.status_code = s.status;
+            h.details = details;
+            h.trailers = trailers_block;
+            h.trailer_count = count;
+          } else {
+            out.sections |= rpc::kStatus;
+            out.status_code = s.status;
+            out.status_details = details;
+            out.trailers = rpc::MetadataView{count, trailers_block};
+            queued_status = true;
+          }
+          break;
+        }
+        case GRPC_OP_RECV_INITIAL_METADATA:
+          if (headers_received_ || finished_) {
+            FillMetadata(op.data.recv_initial_metadata.recv_initial_metadata, headers_, headers_count_);
+          } else {
+            recv_initial_ = PendingRecv{b};
+            recv_initial_.metadata = op.data.recv_initial_metadata.recv_initial_metadata;
+            ++b->pending;
+          }
+          break;
+        case GRPC_OP_RECV_MESSAGE:
+          if (!messages_.empty()) {
+            DeliverMessage(op.data.recv_message.recv_message, &ready);
+          } else if (end_of_messages_) {
+            *op.data.recv_message.recv_message = nullptr;
+            if (cancelled_) b->ok = false;
+          } else {
+            recv_message_ = PendingRecv{b};
+            recv_message_.message = op.data.recv_message.recv_message;
+            ++b->pending;
+          }
+          break;
+        case GRPC_OP_RECV_STATUS_ON_CLIENT: {
+          const auto& r = op.data.recv_status_on_client;
+          PendingRecv want{b};
+          want.metadata = r.trailing_metadata;
+          want.status = r.status;
+          want.details = r.status_details;
+          want.error_string = r.error_string;
+          if (finished_) {
+            FillStatus(want);
+          } else {
+            recv_status_ = want;
+            ++b->pending;
+          }
+          break;
+        }
+        case GRPC_OP_RECV_CLOSE_ON_SERVER:
+          if (finished_) {
+            *op.data.recv_close_on_server.cancelled = cancelled_ ? 1 : 0;
+          } else {
+            recv_close_ = PendingRecv{b};
+            recv_close_.cancelled = op.data.recv_close_on_server.cancelled;
+            ++b->pending;
+          }
+          break;
+      }
+    }
+    if (out.sections != 0 || have_message) QueueEvent(out, have_message ? &placed : nullptr);
+    if (placed.valid) conn_->Unplace(&placed);
+    if (queued_status) FinishServer(false, &ready);
+    OpDone(b, true, &ready);
+    d = TakeDeferred();
+  }
+  RunDeferred(d);
+  PostReady(&ready);
+  return GRPC_CALL_OK;
+}
+
+// ---------------------------------------------------------------- events
+
+void ManagedCall::OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message) {
+  Ready ready;
+  Deferred d;
+  grpc_byte_buffer* drop = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (client_ && ev.has(rpc::kHeaders) && !headers_received_ && !finished_) {
+      headers_received_ = true;
+      headers_ = Keep(ev.headers.block);
+      headers_count_ = ev.headers.count;
+      if (recv_initial_.batch != nullptr) {
+        Batch* b = recv_initial_.batch;
+        FillMetadata(recv_initial_.metadata, headers_, headers_count_);
+        recv_initial_ = {};
+        OpDone(b, true, &ready);
+      }
+    }
+    if (message != nullptr) {
+      size_t len = ByteBufferLength(message);
+      if (finished_ || (!client_ && end_of_messages_)) {
+        drop = message;
+      } else if (limits_.max_receive >= 0 && static_cast<int64_t>(len) > limits_.max_receive) {
+        drop = message;
+        std::string why = "Received message larger than max (" + std::to_string(len) + " vs. " +
+                          std::to_string(limits_.max_receive) + ")";
+        QueueCancel(GRPC_STATUS_RESOURCE_EXHAUSTED, why);
+        if (client_) {
+          FinishClient(GRPC_STATUS_RESOURCE_EXHAUSTED, why, {}, 0, &ready);
+        } else {
+          FinishServer(true, &ready);
+        }
+      } else {
+        received_message_ = true;
+        messages_.push_back(message);
+        if (recv_message_.batch != nullptr) {
+          Batch* b = recv_message_.batch;
+          DeliverMessage(recv_message_.message, &ready);
+          recv_message_ = {};
+          OpDone(b, true, &ready);
+        }
+      }
+    }
+    if (!client_ && ev.has(rpc::kHalfClose) && !end_of_messages_) {
+      end_of_messages_ = true;
+      if (recv_message_.batch != nullptr) {
+        Batch* b = recv_message_.batch;
+        *recv_message_.message = nullptr;
+        recv_message_ = {};
+        OpDone(b, true, &ready);
+      }
+    }
+    if (client_ && ev.has(rpc::kStatus)) {
+      FinishClient(static_cast<grpc_status_code>(ev.status_code), std::string(ev.status_details), ev.trailers.block,
+                   ev.trailers.count, &ready);
+    }
+    if (ev.has(rpc::kCancel)) {
+      if (client_) {
+        FinishClient(static_cast<grpc_status_code>(ev.cancel_code), std::string(ev.cancel_details), {}, 0, &ready);
+      } else {
+        FinishServer(true, &ready);
+      }
+    }
+    if (ev.has(rpc::kWindow)) {
+      unacked_ -= std::min(unacked_, ev.window);
+      if (!finished_) SendHeld(&ready);
+    }
+    d = TakeDeferred();
+  }
+  if (drop != nullptr) Real().grpc_byte_buffer_destroy(drop);
+  RunDeferred(d);
+  PostReady(&ready);
+}
+
+
+void ManagedCall::OnConnectionLost(const std::string& why) {
+  Ready ready;
+  Deferred d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registered_ = false;  // the connection dropped its routing table
+    if (client_) {
+      FinishClient(GRPC_STATUS_UNAVAILABLE, "conduit: lost contact with conduitd: " + why, {}, 0, &ready);
+    } else {
+      FinishServer(true, &ready);
+    }
+    d = TakeDeferred();
+    d.flush = false;
+  }
+  RunDeferred(d);
+  PostReady(&ready);
+}
+
+void ManagedCall::OnDeadline() {
+  Ready ready;
+  Deferred d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timer_ = 0;
+    if (!finished_) {
+      QueueCancel(GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded");
+      if (client_) {
+        FinishClient(GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded", {}, 0, &ready);
+      } else {
+        FinishServer(true, &ready);
+      }
+    }
+    d = TakeDeferred();
+  }
+  RunDeferred(d);
+  PostReady(&ready);
+}
+
+grpc_call_error ManagedCall::Cancel(grpc_status_code code, const char* details) {
+  Ready ready;
+  Deferred d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_ && (client_ || bound_)) {
+      std::string text = details != nullptr ? details : "Cancelled";
+      QueueCancel(code, text);
+      if (client_) {
+        FinishClient(code, text, {}, 0, &ready);
+      } else {
+        FinishServer(true, &ready);
+      }
+    }
+    d = TakeDeferred();
+  }
+  RunDeferred(d);
+  PostReady(&ready);
+  return GRPC_CALL_OK;
+}
+
+void ManagedCall::Reject(grpc_status_code code, const char* details) {
+  Ready ready;
+  Deferred d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) {
+      QueueCancel(code, details);
+      FinishServer(true, &ready);
+    }
+    d = TakeDeferred();
+    d.waiting_changed = false;
+  }
+  RunDeferred(d);
+  PostReady(&ready);
+}
+
+bool ManagedCall::PayloadKnown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !messages_.empty() || end_of_messages_ || finished_;
+}
+
+void ManagedCall::BindToProgram(grpc_completion_queue* cq, grpc_metadata_array* initial_metadata,
+                                gpr_timespec* deadline, grpc_byte_buffer** payload, grpc_call_details* details) {
+  const RealGrpc& g = Real();
+  std::lock_guard<std::mutex> lock(mu_);
+  bound_ = true;
+  cq_ = cq;
+  app_refs_ = 1;
+  Ref();  // the program's
+  if (initial_md_count_ > 0) {
+    const std::string* kept = Keep(initial_md_);
+    FillMetadata(initial_metadata, kept, initial_md_count_);
+  }
+  if (deadline != nullptr) *deadline = deadline_;
+  if (payload != nullptr) {
+    *payload = nullptr;
+    if (!messages_.empty()) {
+      Ready unused;
+      DeliverMessage(payload, &unused);
+    }
+  }
+  if (details != nullptr) {
+    details->method = g.grpc_slice_from_copied_buffer(method_.data(), method_.size());
+    details->host = g.grpc_slice_from_copied_buffer(authority_.data(), authority_.size());
+    details->deadline = deadline_;
+  }
+}
+
+}  // namespace conduit::grpcshim

@@ -1,0 +1,208 @@
+// ManagedCall: a gRPC call carried by conduitd instead of gRPC's transport.
+//
+// The program holds it as an ordinary grpc_call* and drives it with grpc_call_start_batch;
+// this class implements the batch semantics of gRPC core (which ops a side may start, one
+// outstanding op of each kind, what each op yields and when its batch completes) on top of
+// Call frames exchanged with the daemon, and posts each finished batch to the program's
+// completion queue. Calls live in a slab of their own, so telling a managed grpc_call*
+// from a native one is an address check.
+//
+// Threads: program threads (StartBatch, Cancel, Ref/Unref), the connection's reader thread
+// (OnEvent, OnConnectionLost) and the timer thread (OnDeadline). One mutex per call; no
+// completion is posted and no frame is flushed while it is held.
+#ifndef CONDUIT_LIBMRPC_GRPC_CALL_H_
+#define CONDUIT_LIBMRPC_GRPC_CALL_H_
+
+#include <grpc/grpc.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "common/rpc_event.h"
+#include "daemon_connection.h"
+
+namespace conduit::grpcshim {
+
+class ManagedChannel;
+class ManagedServer;
+
+// Size limits gRPC applies to messages (channel/server args; -1 = unlimited).
+struct MessageLimits {
+  int64_t max_send = -1;
+  int64_t max_receive = 4 << 20;
+};
+
+class ManagedCall {
+ public:
+  // Whether `call` was made here (an address check, no locks).
+  static bool IsManaged(const grpc_call* call);
+  static ManagedCall* From(const grpc_call* call) {
+    return reinterpret_cast<ManagedCall*>(const_cast<grpc_call*>(call));
+  }
+  grpc_call* AsGrpc() { return reinterpret_cast<grpc_call*>(this); }
+
+  // A client call on a managed channel; the program holds the one reference.
+  static ManagedCall* NewClient(std::shared_ptr<ManagedChannel> channel, std::shared_ptr<DaemonConnection> conn,
+                                grpc_completion_queue* cq, std::string method, std::string authority,
+                                gpr_timespec deadline, MessageLimits limits);
+  // An incoming call for a managed server, not yet handed to the program.
+  static ManagedCall* NewServer(std::shared_ptr<ManagedServer> server, std::shared_ptr<DaemonConnection> conn,
+                                const rpc::CallEvent& start, MessageLimits limits);
+
+  // The program's API.
+  grpc_call_error StartBatch(const grpc_op* ops, size_t nops, void* tag);
+  grpc_call_error Cancel(grpc_status_code code, const char* details);
+  void AppRef();
+  void AppUnref();
+  void* ArenaAlloc(size_t size);
+  char* Peer();
+  int FailedBeforeRecvMessage();
+  bool TrailersOnly();
+  absl::string_view Authority() const { return authority_; }
+  gpr_timespec deadline() const { return deadline_; }
+
+  // Internal references (batches, timers, the connection's routing table).
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref();
+
+  // From the connection's reader thread.
+  void OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message);
+  void OnConnectionLost(const std::string& why);
+  // From the timer thread.
+  void OnDeadline();
+
+  // Server side, for ManagedServer: hand the call to the program (bound to `cq`), filling
+  // what the request asked for. `payload` takes the first message when non-null.
+  void BindToProgram(grpc_completion_queue* cq, grpc_metadata_array* initial_metadata, gpr_timespec* deadline,
+                     grpc_byte_buffer** payload, grpc_call_details* details);
+  // Whether the first message (or its absence) is known, for methods that want it up front.
+  bool PayloadKnown();
+  // Refuses a call the program never took (server shutting down, no such method).
+  void Reject(grpc_status_code code, const char* details);
+  const std::string& method() const { return method_; }
+  bool is_finished();
+
+ private:
+  struct Batch;
+  struct PendingRecv {
+    Batch* batch = nullptr;
+    grpc_metadata_array* metadata = nullptr;
+    grpc_byte_buffer** message = nullptr;
+    grpc_status_code* status = nullptr;
+    grpc_slice* details = nullptr;
+    const char** error_string = nullptr;
+    int* cancelled = nullptr;
+  };
+  // Sends waiting for flow-control credit, in order.
+  struct HeldSend {
+    Batch* batch = nullptr;
+    const grpc_byte_buffer* message = nullptr;
+    uint32_t extra_sections = 0;  // HalfClose or Status queued behind the message
+    int32_t status_code = 0;
+    std::string details;
+    std::string trailers;
+    uint32_t trailer_count = 0;
+  };
+  using Ready = std::vector<Batch*>;
+  // What a locked section leaves to do once the lock is dropped.
+  struct Deferred {
+    bool flush = false;
+    bool unregister = false;
+    uint64_t timer = 0;
+    bool finished_server_call = false;
+    bool waiting_changed = false;
+  };
+
+  ManagedCall() = default;
+  ~ManagedCall() = default;
+  void Destroy();
+  void Init(std::shared_ptr<DaemonConnection> conn, bool client, MessageLimits limits);
+
+  grpc_call_error Validate(const grpc_op* ops, size_t nops);
+  void OpDone(Batch* b, bool ok, Ready* ready);
+  void PostReady(Ready* ready);
+  void FillMetadata(grpc_metadata_array* array, const std::string* block, uint32_t count);
+  const std::string* Keep(std::string_view bytes);
+  void DeliverMessage(grpc_byte_buffer** out, Ready* ready);
+  void FillStatus(const PendingRecv& r);
+  void FinishClient(grpc_status_code code, std::string details, std::string_view trailers, uint32_t trailer_count,
+                    Ready* ready);
+  void FinishServer(bool cancelled, Ready* ready);
+  void FailPendingRecvs(Ready* ready);
+  void FailHeldSends(Ready* ready);
+  void SendHeld(Ready* ready);
+  void QueueEvent(rpc::CallEvent ev, PlacedMessage* msg);
+  void QueueCancel(grpc_status_code code, std::string_view details);
+  Deferred TakeDeferred();
+  void RunDeferred(const Deferred& d);
+  void ArmDeadline(int64_t timeout_us);
+
+  // Set at creation, then read-only.
+  bool client_ = true;
+  std::shared_ptr<DaemonConnection> conn_;
+  std::shared_ptr<ManagedChannel> channel_;
+  std::shared_ptr<ManagedServer> server_;
+  uint64_t id_ = 0;
+  std::string method_;
+  std::string authority_;
+  std::string peer_;
+  MessageLimits limits_;
+  gpr_timespec deadline_{};
+  int64_t timeout_us_ = rpc::kNoTimeout;
+
+  std::atomic<int> refs_{0};
+  std::atomic<int> app_refs_{0};
+
+  std::mutex mu_;
+  grpc_completion_queue* cq_ = nullptr;
+  bool bound_ = false;              // server: handed to the program
+  bool registered_ = false;         // in the connection's routing table
+  bool need_unregister_ = false;    // take it out after unlocking
+  bool need_flush_ = false;
+  uint64_t timer_ = 0;
+  bool cancel_timer_ = false;
+  bool reported_finished_ = false;  // the server heard it finished
+  // Sending.
+  bool sent_initial_ = false;
+  bool sent_close_ = false;         // client half-close, or server status
+  uint64_t unacked_ = 0;            // message bytes the receiver has not credited yet
+  std::deque<HeldSend> held_;
+  // Receiving.
+  std::string initial_md_;          // server: the client's metadata (from Start)
+  uint32_t initial_md_count_ = 0;
+  bool headers_received_ = false;
+  const std::string* headers_ = nullptr;
+  uint32_t headers_count_ = 0;
+  std::deque<grpc_byte_buffer*> messages_;
+  bool end_of_messages_ = false;    // client: status came; server: half-close or cancel
+  bool received_message_ = false;
+  uint64_t consumed_unreported_ = 0;
+  // Outcome.
+  bool finished_ = false;           // client: final status known; server: status sent or cancelled
+  bool cancelled_ = false;          // server: cancelled (by the client, a deadline, or itself)
+  bool trailers_only_ = false;
+  grpc_status_code status_ = GRPC_STATUS_OK;
+  std::string status_details_;
+  const std::string* trailers_ = nullptr;
+  uint32_t trailers_count_ = 0;
+  // Pending receives.
+  PendingRecv recv_initial_;
+  PendingRecv recv_message_;
+  PendingRecv recv_status_;
+  PendingRecv recv_close_;
+  // Storage the program's slices point into; lives as long as the call.
+  std::vector<std::unique_ptr<std::string>> kept_;
+  // grpc_call_arena_alloc.
+  std::vector<void*> arena_;
+
+  friend class CallSlab;
+};
+
+}  // namespace conduit::grpcshim
+
+#endif  // CONDUIT_LIBMRPC_GRPC_CALL_H_

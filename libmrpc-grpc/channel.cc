@@ -1,0 +1,137 @@
+#include "channel.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "common/log.h"
+#include "process.h"
+#include "real_grpc.h"
+
+namespace conduit::grpcshim {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<grpc_channel*, std::shared_ptr<ManagedChannel>> channels;
+  uint64_t next_id = 1;
+};
+
+Registry& Channels() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+// "dns:///host:port", "dns:host:port", "ipv4:1.2.3.4:port" -> "host:port".
+std::string AuthorityOf(const std::string& target) {
+  std::string t = target;
+  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (t.rfind(scheme, 0) == 0) {
+      t = t.substr(strlen(scheme));
+      break;
+    }
+  }
+  return t;
+}
+
+int64_t IntArg(const grpc_channel_args* args, const char* key, int64_t fallback) {
+  if (args == nullptr) return fallback;
+  for (size_t i = 0; i < args->num_args; ++i) {
+    const grpc_arg& a = args->args[i];
+    if (a.type == GRPC_ARG_INTEGER && strcmp(a.key, key) == 0) return a.value.integer;
+  }
+  return fallback;
+}
+
+}  // namespace
+
+MessageLimits LimitsFromArgs(const grpc_channel_args* args) {
+  MessageLimits limits;
+  limits.max_send = IntArg(args, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, limits.max_send);
+  limits.max_receive = IntArg(args, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, limits.max_receive);
+  return limits;
+}
+
+Status ManagedChannel::OpenOn(const std::shared_ptr<DaemonConnection>& conn, uint64_t id, const std::string& target) {
+  rpcproto::OpenChannelRequest req{};
+  req.channel = id;
+  if (target.size() >= sizeof(req.target)) return InvalidArgument("target too long");
+  CopyCString(req.target, target.c_str());
+  std::string reply;
+  CONDUIT_RETURN_IF_ERROR(
+      conn->Request(rpcproto::kOpenChannel, &req, sizeof(req), rpcproto::kOpenChannelReply, &reply));
+  rpcproto::OpenChannelReply r{};
+  if (reply.size() != sizeof(r)) return SystemError("malformed OpenChannel reply");
+  memcpy(&r, reply.data(), sizeof(r));
+  if (r.managed == 0) return SystemError("conduitd does not manage it");
+  return Status::Ok();
+}
+
+std::shared_ptr<ManagedChannel> ManagedChannel::Open(grpc_channel* real, const char* target,
+                                                     const grpc_channel_args* args) {
+  std::string why;
+  std::shared_ptr<DaemonConnection> conn = LiveConnection(&why);
+  if (conn == nullptr) {
+    CLOG_INFO("channel to %s uses native gRPC: %s", target, why.c_str());
+    return nullptr;
+  }
+  std::shared_ptr<ManagedChannel> ch(new ManagedChannel());
+  ch->real_ = real;
+  ch->target_ = target;
+  ch->authority_ = AuthorityOf(target);
+  ch->limits_ = LimitsFromArgs(args);
+  {
+    Registry& r = Channels();
+    std::lock_guard<std::mutex> lock(r.mu);
+    ch->id_ = r.next_id++;
+  }
+  Status st = OpenOn(conn, ch->id_, ch->target_);
+  if (!st.ok()) {
+    CLOG_INFO("channel to %s uses native gRPC: %s", target, st.message().c_str());
+    return nullptr;
+  }
+  ch->conn_ = conn;
+  Registry& r = Channels();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.channels[real] = ch;
+  CLOG_INFO("channel to %s is carried by conduitd", target);
+  return ch;
+}
+
+std::shared_ptr<ManagedChannel> ManagedChannel::Find(grpc_channel* real) {
+  Registry& r = Channels();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.channels.find(real);
+  return it == r.channels.end() ? nullptr : it->second;
+}
+
+void ManagedChannel::Forget(grpc_channel* real) {
+  std::shared_ptr<ManagedChannel> ch;
+  Registry& r = Channels();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.channels.find(real);
+  if (it == r.channels.end()) return;
+  ch = std::move(it->second);
+  r.channels.erase(it);
+}
+
+std::shared_ptr<DaemonConnection> ManagedChannel::Connection(std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (conn_ != nullptr && conn_->alive()) return conn_;
+  std::shared_ptr<DaemonConnection> conn = LiveConnection(why);
+  if (conn == nullptr) return nullptr;
+  Status st = OpenOn(conn, id_, target_);
+  if (!st.ok()) {
+    *why = st.message();
+    return nullptr;
+  }
+  conn_ = conn;
+  return conn_;
+}
+
+void* ManagedChannel::RegisterMethod(const char* method, const char* host) {
+  std::lock_guard<std::mutex> lock(mu_);
+  registered_.push_back(std::make_unique<Registered>(Registered{method, host != nullptr ? host : ""}));
+  return registered_.back().get();
+}
+
+}  // namespace conduit::grpcshim

@@ -1,0 +1,178 @@
+// Interposed channel and credentials functions of gRPC's C core.
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "channel.h"
+#include "common/log.h"
+#include "completion.h"
+#include "exports.h"
+#include "real_grpc.h"
+
+namespace conduit::grpcshim {
+namespace {
+
+struct InsecureSet {
+  std::mutex mu;
+  std::unordered_set<const void*> creds;
+};
+
+InsecureSet& Insecure() {
+  static InsecureSet* s = new InsecureSet();
+  return *s;
+}
+
+grpc_call* NewManagedCall(const std::shared_ptr<ManagedChannel>& ch, grpc_call* parent, uint32_t mask,
+                          grpc_completion_queue* cq, std::string method, std::string authority,
+                          gpr_timespec deadline) {
+  if (parent != nullptr && ManagedCall::IsManaged(parent) && (mask & GRPC_PROPAGATE_DEADLINE) != 0) {
+    gpr_timespec inherited = ManagedCall::From(parent)->deadline();
+    const RealGrpc& g = Real();
+    gpr_timespec mine = g.gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
+    gpr_timespec theirs = g.gpr_convert_clock_type(inherited, GPR_CLOCK_MONOTONIC);
+    if (theirs.tv_sec < mine.tv_sec || (theirs.tv_sec == mine.tv_sec && theirs.tv_nsec < mine.tv_nsec)) {
+      deadline = inherited;
+    }
+  }
+  std::string why;
+  std::shared_ptr<DaemonConnection> conn = ch->Connection(&why);
+  ManagedCall* call =
+      ManagedCall::NewClient(ch, std::move(conn), cq, std::move(method), std::move(authority), deadline, ch->limits());
+  return call == nullptr ? nullptr : call->AsGrpc();
+}
+
+}  // namespace
+
+void NoteInsecure(const void* creds) {
+  std::lock_guard<std::mutex> lock(Insecure().mu);
+  Insecure().creds.insert(creds);
+}
+
+void ForgetCredentials(const void* creds) {
+  std::lock_guard<std::mutex> lock(Insecure().mu);
+  Insecure().creds.erase(creds);
+}
+
+bool IsInsecure(const void* creds) {
+  std::lock_guard<std::mutex> lock(Insecure().mu);
+  return Insecure().creds.count(creds) > 0;
+}
+
+}  // namespace conduit::grpcshim
+
+using conduit::grpcshim::ManagedCall;
+using conduit::grpcshim::ManagedChannel;
+using conduit::grpcshim::Real;
+
+extern "C" {
+
+CONDUIT_EXPORT grpc_channel_credentials* grpc_insecure_credentials_create() {
+  grpc_channel_credentials* c = Real().grpc_insecure_credentials_create();
+  conduit::grpcshim::NoteInsecure(c);
+  return c;
+}
+
+CONDUIT_EXPORT grpc_server_credentials* grpc_insecure_server_credentials_create() {
+  grpc_server_credentials* c = Real().grpc_insecure_server_credentials_create();
+  conduit::grpcshim::NoteInsecure(c);
+  return c;
+}
+
+CONDUIT_EXPORT void grpc_channel_credentials_release(grpc_channel_credentials* creds) {
+  conduit::grpcshim::ForgetCredentials(creds);
+  Real().grpc_channel_credentials_release(creds);
+}
+
+CONDUIT_EXPORT void grpc_server_credentials_release(grpc_server_credentials* creds) {
+  conduit::grpcshim::ForgetCredentials(creds);
+  Real().grpc_server_credentials_release(creds);
+}
+
+CONDUIT_EXPORT grpc_channel* grpc_channel_create(const char* target, grpc_channel_credentials* creds,
+                                                 const grpc_channel_args* args) {
+  grpc_channel* ch = Real().grpc_channel_create(target, creds, args);
+  if (ch == nullptr || target == nullptr) return ch;
+  if (conduit::grpcshim::IsInsecure(creds)) {
+    ManagedChannel::Open(ch, target, args);
+  } else {
+    CLOG_INFO("channel to %s uses native gRPC: conduitd carries only insecure channels", target);
+  }
+  return ch;
+}
+
+CONDUIT_EXPORT void grpc_channel_destroy(grpc_channel* channel) {
+  ManagedChannel::Forget(channel);
+  Real().grpc_channel_destroy(channel);
+}
+
+CONDUIT_EXPORT void* grpc_channel_register_call(grpc_channel* channel, const char* method, const char* host,
+                                                void* reserved) {
+  if (auto ch = ManagedChannel::Find(channel)) return ch->RegisterMethod(method, host);
+  return Real().grpc_channel_register_call(channel, method, host, reserved);
+}
+
+CONDUIT_EXPORT grpc_call* grpc_channel_create_call(grpc_channel* channel, grpc_call* parent_call,
+                                                   uint32_t propagation_mask, grpc_completion_queue* cq,
+                                                   grpc_slice method, const grpc_slice* host, gpr_timespec deadline,
+                                                   void* reserved) {
+  if (auto ch = ManagedChannel::Find(channel)) {
+    std::string m(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(method)), GRPC_SLICE_LENGTH(method));
+    std::string authority = host != nullptr ? std::string(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(*host)),
+                                                          GRPC_SLICE_LENGTH(*host))
+                                            : ch->authority();
+    return conduit::grpcshim::NewManagedCall(ch, parent_call, propagation_mask, cq, std::move(m),
+                                             std::move(authority), deadline);
+  }
+  return Real().grpc_channel_create_call(channel, parent_call, propagation_mask, cq, method, host, deadline, reserved);
+}
+
+CONDUIT_EXPORT grpc_call* grpc_channel_create_registered_call(grpc_channel* channel, grpc_call* parent_call,
+                                                              uint32_t propagation_mask,
+                                                              grpc_completion_queue* completion_queue,
+                                                              void* registered_call_handle, gpr_timespec deadline,
+                                                              void* reserved) {
+  if (auto ch = ManagedChannel::Find(channel)) {
+    auto* r = static_cast<ManagedChannel::Registered*>(registered_call_handle);
+    return conduit::grpcshim::NewManagedCall(ch, parent_call, propagation_mask, completion_queue, r->method,
+                                             r->host.empty() ? ch->authority() : r->host, deadline);
+  }
+  return Real().grpc_channel_create_registered_call(channel, parent_call, propagation_mask, completion_queue,
+                                                    registered_call_handle, deadline, reserved);
+}
+
+CONDUIT_EXPORT grpc_connectivity_state grpc_channel_check_connectivity_state(grpc_channel* channel,
+                                                                            int try_to_connect) {
+  if (auto ch = ManagedChannel::Find(channel)) {
+    std::string why;
+    auto conn = ch->Connection(&why);
+    return conn != nullptr && conn->alive() ? GRPC_CHANNEL_READY : GRPC_CHANNEL_TRANSIENT_FAILURE;
+  }
+  return Real().grpc_channel_check_connectivity_state(channel, try_to_connect);
+}
+
+CONDUIT_EXPORT void grpc_channel_watch_connectivity_state(grpc_channel* channel,
+                                                          grpc_connectivity_state last_observed_state,
+                                                          gpr_timespec deadline, grpc_completion_queue* cq,
+                                                          void* tag) {
+  auto ch = ManagedChannel::Find(channel);
+  if (ch == nullptr) {
+    Real().grpc_channel_watch_connectivity_state(channel, last_observed_state, deadline, cq, tag);
+    return;
+  }
+  if (!conduit::grpcshim::BeginCompletion(cq, tag)) return;
+  grpc_connectivity_state now = grpc_channel_check_connectivity_state(channel, 0);
+  if (now != last_observed_state) {
+    conduit::grpcshim::PostCompletion(cq, tag, true);
+    return;
+  }
+  // A managed channel stays in its state; report the deadline passing, as gRPC would.
+  gpr_timespec mono = Real().gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
+  gpr_timespec start = Real().gpr_now(GPR_CLOCK_MONOTONIC);
+  int64_t ms = (mono.tv_sec - start.tv_sec) * 1000 + (mono.tv_nsec - start.tv_nsec) / 1000000;
+  std::thread([cq, tag, ms] {
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(ms, 1ll << 40)));
+    conduit::grpcshim::PostCompletion(cq, tag, false);
+  }).detach();
+}
+
+}  // extern "C"

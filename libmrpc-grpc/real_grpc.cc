@@ -1,0 +1,95 @@
+#include "real_grpc.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace conduit::grpcshim {
+namespace {
+
+template <typename Fn>
+void Resolve(Fn* slot, const char* name) {
+  void* sym = dlsym(RTLD_NEXT, name);
+  if (sym == nullptr) {
+    fprintf(stderr, "conduit: libmrpc-grpc cannot find the real %s (is libgrpc.so.29 loaded?): %s\n", name,
+            dlerror());
+    abort();
+  }
+  *slot = reinterpret_cast<Fn>(sym);
+}
+
+RealGrpc Load() {
+  RealGrpc r{};
+#define RESOLVE(name) Resolve(&r.name, #name)
+  RESOLVE(grpc_insecure_credentials_create);
+  RESOLVE(grpc_insecure_server_credentials_create);
+  RESOLVE(grpc_channel_credentials_release);
+  RESOLVE(grpc_server_credentials_release);
+  RESOLVE(grpc_channel_create);
+  RESOLVE(grpc_channel_destroy);
+  RESOLVE(grpc_channel_register_call);
+  RESOLVE(grpc_channel_create_call);
+  RESOLVE(grpc_channel_create_registered_call);
+  RESOLVE(grpc_channel_check_connectivity_state);
+  RESOLVE(grpc_channel_watch_connectivity_state);
+  RESOLVE(grpc_call_start_batch);
+  RESOLVE(grpc_call_cancel);
+  RESOLVE(grpc_call_cancel_with_status);
+  RESOLVE(grpc_call_ref);
+  RESOLVE(grpc_call_unref);
+  RESOLVE(grpc_call_get_peer);
+  RESOLVE(grpc_call_arena_alloc);
+  RESOLVE(grpc_call_set_credentials);
+  RESOLVE(grpc_call_auth_context);
+  RESOLVE(grpc_census_call_set_context);
+  RESOLVE(grpc_census_call_get_context);
+  RESOLVE(grpc_call_failed_before_recv_message);
+  RESOLVE(grpc_server_create);
+  RESOLVE(grpc_server_register_method);
+  RESOLVE(grpc_server_add_http2_port);
+  RESOLVE(grpc_server_start);
+  RESOLVE(grpc_server_request_call);
+  RESOLVE(grpc_server_request_registered_call);
+  RESOLVE(grpc_server_shutdown_and_notify);
+  RESOLVE(grpc_server_cancel_all_calls);
+  RESOLVE(grpc_server_destroy);
+  RESOLVE(grpc_slice_new_with_user_data);
+  RESOLVE(grpc_slice_from_copied_buffer);
+  RESOLVE(grpc_slice_from_static_buffer);
+  RESOLVE(grpc_slice_unref);
+  RESOLVE(grpc_raw_byte_buffer_create);
+  RESOLVE(grpc_byte_buffer_destroy);
+  RESOLVE(grpc_channel_get_target);
+  RESOLVE(gpr_malloc);
+  RESOLVE(gpr_realloc);
+  RESOLVE(gpr_free);
+  RESOLVE(gpr_strdup);
+  RESOLVE(gpr_now);
+  RESOLVE(gpr_convert_clock_type);
+  RESOLVE(gpr_inf_future);
+#undef RESOLVE
+  // C++-linkage symbols of libgrpc.so.29 (names as mangled by GCC for gRPC 1.51).
+  Resolve(&r.grpc_call_is_trailers_only, "_Z26grpc_call_is_trailers_onlyPK9grpc_call");
+  Resolve(&r.grpc_call_server_authority, "_Z26grpc_call_server_authorityPK9grpc_call");
+  Resolve(&r.grpc_call_get_arena, "_Z19grpc_call_get_arenaP9grpc_call");
+  Resolve(&r.grpc_cq_begin_op, "_Z16grpc_cq_begin_opP21grpc_completion_queuePv");
+  Resolve(&r.grpc_cq_end_op,
+          "_Z14grpc_cq_end_opP21grpc_completion_queuePvN4absl7debian36StatusEPFvS1_P18grpc_cq_completionES1_S6_b");
+  Resolve(&r.set_batch_allocator,
+          "_ZN9grpc_core6Server23SetBatchMethodAllocatorEP21grpc_completion_queueSt8functionIFNS0_"
+          "19BatchCallAllocationEvEE");
+  Resolve(&r.set_registered_allocator,
+          "_ZN9grpc_core6Server28SetRegisteredMethodAllocatorEP21grpc_completion_queuePvSt8functionIFNS0_"
+          "24RegisteredCallAllocationEvEE");
+  return r;
+}
+
+}  // namespace
+
+const RealGrpc& Real() {
+  static const RealGrpc real = Load();
+  return real;
+}
+
+}  // namespace conduit::grpcshim

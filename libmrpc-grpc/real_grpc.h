@@ -1,0 +1,131 @@
+// The real gRPC C-core functions behind the ones this library interposes, and the few
+// others it calls, found with dlsym(RTLD_NEXT) the first time they are needed. The shim
+// does not link libgrpc: a program that never loads gRPC never resolves anything here.
+#ifndef CONDUIT_LIBMRPC_GRPC_REAL_GRPC_H_
+#define CONDUIT_LIBMRPC_GRPC_REAL_GRPC_H_
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/string_util.h>
+#include <grpc/support/time.h>
+
+#include <functional>
+
+#include "absl/status/status.h"
+
+// Exported by libgrpc.so.29 with C++ linkage (src/core/lib/surface/completion_queue.h):
+// how anything posts its own completion into a completion queue.
+struct grpc_cq_completion;
+bool grpc_cq_begin_op(grpc_completion_queue* cq, void* tag);
+void grpc_cq_end_op(grpc_completion_queue* cq, void* tag, absl::Status error,
+                    void (*done)(void* done_arg, grpc_cq_completion* storage), void* done_arg,
+                    grpc_cq_completion* storage, bool internal);
+
+namespace grpc_core {
+class Arena;
+// The C++ server API (sync and callback services) asks the core server for calls through
+// allocators instead of grpc_server_request_*; these are the structs they return (1.51).
+class Server {
+ public:
+  struct BatchCallAllocation {
+    void* tag;
+    grpc_call** call;
+    grpc_metadata_array* initial_metadata;
+    grpc_call_details* details;
+    grpc_completion_queue* cq;
+  };
+  struct RegisteredCallAllocation {
+    void* tag;
+    grpc_call** call;
+    grpc_metadata_array* initial_metadata;
+    gpr_timespec* deadline;
+    grpc_byte_buffer** optional_payload;
+    grpc_completion_queue* cq;
+  };
+  void SetBatchMethodAllocator(grpc_completion_queue* cq, std::function<BatchCallAllocation()> allocator);
+  void SetRegisteredMethodAllocator(grpc_completion_queue* cq, void* method_tag,
+                                    std::function<RegisteredCallAllocation()> allocator);
+};
+}  // namespace grpc_core
+
+// Internal call accessors libgrpc++ uses (C++ linkage).
+bool grpc_call_is_trailers_only(const grpc_call* call);
+absl::string_view grpc_call_server_authority(const grpc_call* call);
+grpc_core::Arena* grpc_call_get_arena(grpc_call* call);
+
+namespace conduit::grpcshim {
+
+using SetBatchAllocatorFn = void (*)(grpc_core::Server*, grpc_completion_queue*,
+                                     std::function<grpc_core::Server::BatchCallAllocation()>);
+using SetRegisteredAllocatorFn = void (*)(grpc_core::Server*, grpc_completion_queue*, void*,
+                                          std::function<grpc_core::Server::RegisteredCallAllocation()>);
+
+#define CONDUIT_REAL(name) decltype(&::name) name
+struct RealGrpc {
+  // Interposed.
+  CONDUIT_REAL(grpc_insecure_credentials_create);
+  CONDUIT_REAL(grpc_insecure_server_credentials_create);
+  CONDUIT_REAL(grpc_channel_credentials_release);
+  CONDUIT_REAL(grpc_server_credentials_release);
+  CONDUIT_REAL(grpc_channel_create);
+  CONDUIT_REAL(grpc_channel_destroy);
+  CONDUIT_REAL(grpc_channel_register_call);
+  CONDUIT_REAL(grpc_channel_create_call);
+  CONDUIT_REAL(grpc_channel_create_registered_call);
+  CONDUIT_REAL(grpc_channel_check_connectivity_state);
+  CONDUIT_REAL(grpc_channel_watch_connectivity_state);
+  CONDUIT_REAL(grpc_call_start_batch);
+  CONDUIT_REAL(grpc_call_cancel);
+  CONDUIT_REAL(grpc_call_cancel_with_status);
+  CONDUIT_REAL(grpc_call_ref);
+  CONDUIT_REAL(grpc_call_unref);
+  CONDUIT_REAL(grpc_call_get_peer);
+  CONDUIT_REAL(grpc_call_arena_alloc);
+  CONDUIT_REAL(grpc_call_set_credentials);
+  CONDUIT_REAL(grpc_call_auth_context);
+  CONDUIT_REAL(grpc_census_call_set_context);
+  CONDUIT_REAL(grpc_census_call_get_context);
+  CONDUIT_REAL(grpc_call_failed_before_recv_message);
+  CONDUIT_REAL(grpc_call_is_trailers_only);
+  CONDUIT_REAL(grpc_call_server_authority);
+  CONDUIT_REAL(grpc_call_get_arena);
+  CONDUIT_REAL(grpc_server_create);
+  CONDUIT_REAL(grpc_server_register_method);
+  CONDUIT_REAL(grpc_server_add_http2_port);
+  CONDUIT_REAL(grpc_server_start);
+  CONDUIT_REAL(grpc_server_request_call);
+  CONDUIT_REAL(grpc_server_request_registered_call);
+  CONDUIT_REAL(grpc_server_shutdown_and_notify);
+  CONDUIT_REAL(grpc_server_cancel_all_calls);
+  CONDUIT_REAL(grpc_server_destroy);
+  SetBatchAllocatorFn set_batch_allocator;
+  SetRegisteredAllocatorFn set_registered_allocator;
+  // Used, not interposed.
+  CONDUIT_REAL(grpc_cq_begin_op);
+  CONDUIT_REAL(grpc_cq_end_op);
+  CONDUIT_REAL(grpc_slice_new_with_user_data);
+  CONDUIT_REAL(grpc_slice_from_copied_buffer);
+  CONDUIT_REAL(grpc_slice_from_static_buffer);
+  CONDUIT_REAL(grpc_slice_unref);
+  CONDUIT_REAL(grpc_raw_byte_buffer_create);
+  CONDUIT_REAL(grpc_byte_buffer_destroy);
+  CONDUIT_REAL(grpc_channel_get_target);
+  CONDUIT_REAL(gpr_malloc);
+  CONDUIT_REAL(gpr_realloc);
+  CONDUIT_REAL(gpr_free);
+  CONDUIT_REAL(gpr_strdup);
+  CONDUIT_REAL(gpr_now);
+  CONDUIT_REAL(gpr_convert_clock_type);
+  CONDUIT_REAL(gpr_inf_future);
+};
+#undef CONDUIT_REAL
+
+// Resolved on first use; aborts with a clear message if gRPC is not loaded.
+const RealGrpc& Real();
+
+}  // namespace conduit::grpcshim
+
+#endif  // CONDUIT_LIBMRPC_GRPC_REAL_GRPC_H_

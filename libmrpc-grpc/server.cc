@@ -1,0 +1,468 @@
+#include "server.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+
+#include "channel.h"
+#include "common/log.h"
+#include "completion.h"
+#include "process.h"
+
+namespace conduit::grpcshim {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<grpc_server*, std::shared_ptr<ManagedServer>> by_server;
+  std::unordered_map<const void*, std::shared_ptr<ManagedServer>> by_core;
+  std::atomic<uint64_t> next_id{1};
+};
+
+Registry& Servers() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+// The port of "host:port", "[::]:port" or ":port"; -1 when there is none.
+int PortOf(const char* addr) {
+  const char* colon = strrchr(addr, ':');
+  if (colon == nullptr || colon[1] == '\0') return -1;
+  char* end = nullptr;
+  long port = strtol(colon + 1, &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535) return -1;
+  return static_cast<int>(port);
+}
+
+// gRPC picks a free port for ":0"; so do we, keeping the socket bound so the port stays ours.
+int ReservePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  return ntohs(a.sin_port);  // fd deliberately kept open for the life of the process
+}
+
+}  // namespace
+
+void ManagedServer::Created(grpc_server* server, const grpc_channel_args* args) {
+  std::shared_ptr<ManagedServer> s(new ManagedServer(server));
+  s->limits_ = LimitsFromArgs(args);
+  // The C++ API talks to the grpc_core::Server behind the handle directly (the allocator
+  // functions). Depending on the gRPC release the handle is that object or owns it through
+  // its first member; FindCore accepts either.
+  memcpy(&s->core_server_, server, sizeof(void*));
+  Registry& r = Servers();
+  std::lock_guard<std::mutex> lock(r.mu);
+  s->id_ = r.next_id++;
+  r.by_server[server] = s;
+  r.by_core[s->core_server_] = s;
+}
+
+std::shared_ptr<ManagedServer> ManagedServer::Find(grpc_server* server) {
+  Registry& r = Servers();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_server.find(server);
+  return it == r.by_server.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<ManagedServer> ManagedServer::FindCore(const void* core_server) {
+  Registry& r = Servers();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_core.find(core_server);
+  if (it != r.by_core.end()) return it->second;
+  // In gRPC 1.51 the C handle is the core server itself (CppImplOf).
+  auto same = r.by_server.find(static_cast<grpc_server*>(const_cast<void*>(core_server)));
+  return same == r.by_server.end() ? nullptr : same->second;
+}
+
+void ManagedServer::Destroyed(grpc_server* server) {
+  std::shared_ptr<ManagedServer> s;
+  {
+    Registry& r = Servers();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.by_server.find(server);
+    if (it == r.by_server.end()) return;
+    s = it->second;
+    r.by_server.erase(it);
+    r.by_core.erase(s->core_server_);
+  }
+  std::shared_ptr<DaemonConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(s->mu_);
+    s->shutting_down_ = true;
+    conn = s->conn_;
+  }
+  if (conn != nullptr) conn->UnregisterServer(s->id_);
+}
+
+void ManagedServer::RegisterMethod(void* handle, const char* method, const char* /*host*/,
+                                   grpc_server_register_method_payload_handling payload) {
+  auto m = std::make_unique<Method>();
+  m->name = method;
+  m->read_payload = payload == GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
+  std::lock_guard<std::mutex> lock(mu_);
+  by_name_[m->name] = m.get();
+  by_handle_[handle] = std::move(m);
+}
+
+ManagedServer::Method* ManagedServer::MethodFor(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? &generic_ : it->second;
+}
+
+Status ManagedServer::Serve(const std::shared_ptr<DaemonConnection>& conn) {
+  for (int port : ports_) {
+    rpcproto::ServeRequest req{id_, static_cast<uint32_t>(port), 0};
+    std::string reply;
+    CONDUIT_RETURN_IF_ERROR(conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply));
+  }
+  conn->RegisterServer(id_, shared_from_this());
+  return Status::Ok();
+}
+
+int ManagedServer::AddPort(const char* addr, bool insecure) {
+  if (!insecure) {
+    CLOG_INFO("server port %s uses native gRPC: conduitd carries only insecure ports", addr);
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ports_.empty() && !managed_) return 0;  // an earlier port decided: native
+  int port = PortOf(addr);
+  if (port == 0) port = ReservePort();
+  if (port <= 0) {
+    CLOG_INFO("server port %s uses native gRPC: cannot tell its port number", addr);
+    return 0;
+  }
+  std::string why;
+  std::shared_ptr<DaemonConnection> conn = LiveConnection(&why);
+  if (conn == nullptr) {
+    CLOG_INFO("server port %s uses native gRPC: %s", addr, why.c_str());
+    return 0;
+  }
+  rpcproto::ServeRequest req{id_, static_cast<uint32_t>(port), 0};
+  std::string reply;
+  Status st = conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply);
+  if (!st.ok()) {
+    if (managed_) {
+      CLOG_WARN("server port %s cannot be served by conduitd (%s); it gets no calls", addr, st.message().c_str());
+    } else {
+      CLOG_INFO("server port %s uses native gRPC: %s", addr, st.message().c_str());
+    }
+    return managed_ ? port : 0;
+  }
+  managed_ = true;
+  conn_ = conn;
+  ports_.push_back(port);
+  conn->RegisterServer(id_, shared_from_this());
+  CLOG_INFO("server port %d is served through conduitd", port);
+  return port;
+}
+
+void ManagedServer::SetRegisteredAllocator(grpc_completion_queue* cq, void* method,
+                                           std::function<grpc_core::Server::RegisteredCallAllocation()> allocator) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_handle_.find(method);
+  if (it == by_handle_.end()) return;
+  it->second->allocator = std::move(allocator);
+  it->second->allocator_cq = cq;
+}
+
+void ManagedServer::SetBatchAllocator(grpc_completion_queue* cq,
+                                      std::function<grpc_core::Server::BatchCallAllocation()> allocator) {
+  std::lock_guard<std::mutex> lock(mu_);
+  generic_.batch_allocator = std::move(allocator);
+  generic_.allocator_cq = cq;
+}
+
+grpc_call_error ManagedServer::RequestRegistered(void* method, grpc_call** call, gpr_timespec* deadline,
+                                                 grpc_metadata_array* metadata, grpc_byte_buffer** payload,
+                                                 grpc_completion_queue* cq_bound, grpc_completion_queue* cq_notify,
+                                                 void* tag) {
+  Method* m;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_handle_.find(method);
+    if (it == by_handle_.end()) return GRPC_CALL_ERROR;
+    m = it->second.get();
+  }
+  if ((payload != nullptr) != m->read_payload) return GRPC_CALL_ERROR_PAYLOAD_TYPE_MISMATCH;
+  if (!BeginCompletion(cq_notify, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
+  Request req{tag, cq_bound, cq_notify, call, deadline, metadata, payload, nullptr};
+  ManagedCall* ready = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) {
+      ready = nullptr;
+    } else {
+      for (auto it = m->waiting.begin(); it != m->waiting.end(); ++it) {
+        if (!m->read_payload || (*it)->PayloadKnown()) {
+          ready = *it;
+          m->waiting.erase(it);
+          active_.insert(ready);
+          break;
+        }
+      }
+      if (ready == nullptr) {
+        m->requests.push_back(req);
+        return GRPC_CALL_OK;
+      }
+    }
+  }
+  if (ready == nullptr) {
+    PostCompletion(cq_notify, tag, false);
+    return GRPC_CALL_OK;
+  }
+  ready->BindToProgram(cq_bound, metadata, deadline, payload, nullptr);
+  *call = ready->AsGrpc();
+  PostCompletion(cq_notify, tag, true);
+  return GRPC_CALL_OK;
+}
+
+grpc_call_error ManagedServer::RequestCall(grpc_call** call, grpc_call_details* details, grpc_metadata_array* metadata,
+                                           grpc_completion_queue* cq_bound, grpc_completion_queue* cq_notify,
+                                           void* tag) {
+  if (!BeginCompletion(cq_notify, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
+  ManagedCall* ready = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shutting_down_) {
+      if (generic_.waiting.empty()) {
+        generic_.requests.push_back(Request{tag, cq_bound, cq_notify, call, nullptr, metadata, nullptr, details});
+        return GRPC_CALL_OK;
+      }
+      ready = generic_.waiting.front();
+      generic_.waiting.pop_front();
+      active_.insert(ready);
+    }
+  }
+  if (ready == nullptr) {
+    PostCompletion(cq_notify, tag, false);
+    return GRPC_CALL_OK;
+  }
+  ready->BindToProgram(cq_bound, metadata, nullptr, nullptr, details);
+  *call = ready->AsGrpc();
+  PostCompletion(cq_notify, tag, true);
+  return GRPC_CALL_OK;
+}
+
+void ManagedServer::Match(Method* m, ManagedCall* call) {
+  std::unique_lock<std::mutex> lock(mu_);
+  CLOG_DEBUG("incoming %s: %zu requests, allocator %d, %zu waiting", m->name.c_str(), m->requests.size(),
+             m->allocator != nullptr, m->waiting.size());
+  if (shutting_down_) {
+    lock.unlock();
+    call->Reject(GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+    call->Unref();
+    return;
+  }
+  if (m->read_payload && !call->PayloadKnown()) {
+    m->waiting.push_back(call);
+    return;
+  }
+  if (!m->requests.empty()) {
+    Request req = m->requests.front();
+    m->requests.pop_front();
+    active_.insert(call);  // takes over the server's reference
+    lock.unlock();
+    call->BindToProgram(req.cq_bound, req.metadata, req.deadline, req.payload, req.details);
+    *req.call = call->AsGrpc();
+    PostCompletion(req.cq_notify, req.tag, true);
+    return;
+  }
+  grpc_completion_queue* cq = m->allocator_cq;
+  if (m->allocator) {
+    auto allocator = m->allocator;
+    active_.insert(call);
+    lock.unlock();
+    grpc_core::Server::RegisteredCallAllocation a = allocator();
+    if (!BeginCompletion(cq, a.tag)) {
+      call->Reject(GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+      return;
+    }
+    call->BindToProgram(a.cq, a.initial_metadata, a.deadline, a.optional_payload, nullptr);
+    *a.call = call->AsGrpc();
+    PostCompletion(cq, a.tag, true);
+    return;
+  }
+  if (m->batch_allocator) {
+    auto allocator = m->batch_allocator;
+    active_.insert(call);
+    lock.unlock();
+    grpc_core::Server::BatchCallAllocation a = allocator();
+    if (!BeginCompletion(cq, a.tag)) {
+      call->Reject(GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+      return;
+    }
+    call->BindToProgram(a.cq, a.initial_metadata, nullptr, nullptr, a.details);
+    *a.call = call->AsGrpc();
+    PostCompletion(cq, a.tag, true);
+    return;
+  }
+  m->waiting.push_back(call);
+}
+
+void ManagedServer::OnIncomingCall(const std::shared_ptr<DaemonConnection>& conn, const rpc::CallEvent& start,
+                                   grpc_byte_buffer* message) {
+  ManagedCall* call = ManagedCall::NewServer(shared_from_this(), conn, start, limits_);
+  if (call == nullptr) {
+    if (message != nullptr) Real().grpc_byte_buffer_destroy(message);
+    CLOG_WARN("too many calls in flight: refusing %.*s", static_cast<int>(start.method.size()), start.method.data());
+    return;
+  }
+  // The first frame may already hold the request, its end, or a cancellation.
+  if (message != nullptr || (start.sections & (rpc::kHalfClose | rpc::kCancel | rpc::kWindow)) != 0) {
+    call->OnEvent(start, message);
+  }
+  if (call->is_finished()) {
+    call->Unref();
+    return;
+  }
+  Match(MethodFor(call->method()), call);
+}
+
+void ManagedServer::OnWaitingCallChanged(ManagedCall* call) {
+  Method* found = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto take = [&](Method* m) {
+      for (auto it = m->waiting.begin(); it != m->waiting.end(); ++it) {
+        if (*it == call) {
+          m->waiting.erase(it);
+          found = m;
+          return true;
+        }
+      }
+      return false;
+    };
+    if (!take(&generic_)) {
+      for (auto& [handle, m] : by_handle_) {
+        if (take(m.get())) break;
+      }
+    }
+  }
+  if (found == nullptr) return;
+  if (call->is_finished()) {
+    call->Unref();
+    return;
+  }
+  Match(found, call);
+}
+
+void ManagedServer::OnCallFinished(ManagedCall* call) {
+  bool erased;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    erased = active_.erase(call) > 0;
+  }
+  if (erased) call->Unref();
+  FinishShutdownIfIdle();
+}
+
+void ManagedServer::OnConnectionLost(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutting_down_ || !managed_) return;
+  conn_.reset();
+  CLOG_WARN("server on port %d lost conduitd (%s); it will serve again when the daemon is back",
+            ports_.empty() ? 0 : ports_[0], why.c_str());
+  // Re-register once the daemon is back (calls in flight already failed).
+  std::weak_ptr<ManagedServer> weak = weak_from_this();
+  std::thread([weak] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::shared_ptr<ManagedServer> self = weak.lock();
+      if (self == nullptr) return;
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (self->shutting_down_) return;
+      std::string ignored;
+      std::shared_ptr<DaemonConnection> conn = LiveConnection(&ignored);
+      if (conn == nullptr) continue;
+      Status st = self->Serve(conn);
+      if (st.ok()) {
+        self->conn_ = conn;
+        CLOG_INFO("server on port %d is served through conduitd again", self->ports_.empty() ? 0 : self->ports_[0]);
+        return;
+      }
+    }
+  }).detach();
+}
+
+void ManagedServer::ShutdownAndNotify(grpc_completion_queue* cq, void* tag) {
+  std::vector<Request> requests;
+  std::vector<ManagedCall*> waiting;
+  std::shared_ptr<DaemonConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_ && shutdown_cq_ != nullptr) {
+      // A second shutdown request: gRPC notifies every one; let it.
+      Real().grpc_server_shutdown_and_notify(server_, cq, tag);
+      return;
+    }
+    shutting_down_ = true;
+    shutdown_cq_ = cq;
+    shutdown_tag_ = tag;
+    conn = conn_;
+    auto drain = [&](Method* m) {
+      for (auto& r : m->requests) requests.push_back(r);
+      m->requests.clear();
+      for (ManagedCall* c : m->waiting) waiting.push_back(c);
+      m->waiting.clear();
+    };
+    drain(&generic_);
+    for (auto& [handle, m] : by_handle_) drain(m.get());
+  }
+  if (conn != nullptr && conn->alive()) {
+    rpcproto::UnserveRequest req{id_};
+    std::string reply;
+    (void)conn->Request(rpcproto::kUnserve, &req, sizeof(req), rpcproto::kUnserveReply, &reply);
+  }
+  for (const Request& r : requests) PostCompletion(r.cq_notify, r.tag, false);
+  for (ManagedCall* c : waiting) {
+    c->Reject(GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+    c->Unref();
+  }
+  FinishShutdownIfIdle();
+}
+
+void ManagedServer::FinishShutdownIfIdle() {
+  grpc_completion_queue* cq;
+  void* tag;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shutting_down_ || shutdown_notified_ || shutdown_cq_ == nullptr || !active_.empty()) return;
+    shutdown_notified_ = true;
+    cq = shutdown_cq_;
+    tag = shutdown_tag_;
+  }
+  Real().grpc_server_shutdown_and_notify(server_, cq, tag);
+}
+
+void ManagedServer::CancelAll() {
+  std::vector<ManagedCall*> active;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ManagedCall* c : active_) {
+      c->Ref();
+      active.push_back(c);
+    }
+  }
+  for (ManagedCall* c : active) {
+    c->Cancel(GRPC_STATUS_CANCELLED, "Cancelled");
+    c->Unref();
+  }
+}
+
+}  // namespace conduit::grpcshim

@@ -1,0 +1,116 @@
+// ManagedServer: what the shim knows about one grpc_server, and, when conduitd serves it,
+// how incoming managed calls reach the program.
+//
+// gRPC's C++ API asks the core server for calls in three ways, all interposed here:
+// grpc_server_request_registered_call / grpc_server_request_call (async API), and the
+// allocators of grpc_core::Server (sync and callback APIs), which the core calls whenever
+// a call arrives. An incoming managed call takes the oldest request of its method (or of
+// the generic, unregistered kind) or asks the allocator; with neither it waits, as in core.
+//
+// A server is managed when its listening port is insecure and the daemon accepts to serve
+// that port for this program (grpc_server_add_http2_port); it then listens only through
+// conduitd. Otherwise it is native and everything passes through to gRPC.
+#ifndef CONDUIT_LIBMRPC_GRPC_SERVER_H_
+#define CONDUIT_LIBMRPC_GRPC_SERVER_H_
+
+#include <grpc/grpc.h>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "call.h"
+#include "daemon_connection.h"
+#include "real_grpc.h"
+
+namespace conduit::grpcshim {
+
+class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
+ public:
+  static void Created(grpc_server* server, const grpc_channel_args* args);
+  static std::shared_ptr<ManagedServer> Find(grpc_server* server);
+  static std::shared_ptr<ManagedServer> FindCore(const void* core_server);
+  static void Destroyed(grpc_server* server);
+
+  bool managed() const { return managed_; }
+
+  // Interposed API (the caller already called the real function where that applies).
+  void RegisterMethod(void* handle, const char* method, const char* host,
+                      grpc_server_register_method_payload_handling payload);
+  // Whether to serve `addr` through conduitd; returns the port, or 0 to let gRPC listen.
+  int AddPort(const char* addr, bool insecure);
+  void SetRegisteredAllocator(grpc_completion_queue* cq, void* method,
+                              std::function<grpc_core::Server::RegisteredCallAllocation()> allocator);
+  void SetBatchAllocator(grpc_completion_queue* cq, std::function<grpc_core::Server::BatchCallAllocation()> allocator);
+  grpc_call_error RequestRegistered(void* method, grpc_call** call, gpr_timespec* deadline,
+                                    grpc_metadata_array* metadata, grpc_byte_buffer** payload,
+                                    grpc_completion_queue* cq_bound, grpc_completion_queue* cq_notify, void* tag);
+  grpc_call_error RequestCall(grpc_call** call, grpc_call_details* details, grpc_metadata_array* metadata,
+                              grpc_completion_queue* cq_bound, grpc_completion_queue* cq_notify, void* tag);
+  void ShutdownAndNotify(grpc_completion_queue* cq, void* tag);
+  void CancelAll();
+
+  // From the connection and the calls.
+  void OnIncomingCall(const std::shared_ptr<DaemonConnection>& conn, const rpc::CallEvent& start,
+                      grpc_byte_buffer* message);
+  void OnConnectionLost(const std::string& why);
+  // A waiting call learnt its first message or was cancelled.
+  void OnWaitingCallChanged(ManagedCall* call);
+  // A call handed to the program finished (status sent or cancelled).
+  void OnCallFinished(ManagedCall* call);
+
+ private:
+  struct Request {
+    void* tag = nullptr;
+    grpc_completion_queue* cq_bound = nullptr;
+    grpc_completion_queue* cq_notify = nullptr;
+    grpc_call** call = nullptr;
+    gpr_timespec* deadline = nullptr;
+    grpc_metadata_array* metadata = nullptr;
+    grpc_byte_buffer** payload = nullptr;
+    grpc_call_details* details = nullptr;
+  };
+  struct Method {
+    std::string name;
+    bool read_payload = false;
+    std::deque<Request> requests;
+    std::deque<ManagedCall*> waiting;  // each holds a reference
+    std::function<grpc_core::Server::RegisteredCallAllocation()> allocator;
+    std::function<grpc_core::Server::BatchCallAllocation()> batch_allocator;
+    grpc_completion_queue* allocator_cq = nullptr;
+  };
+
+  explicit ManagedServer(grpc_server* server) : server_(server) {}
+  Method* MethodFor(const std::string& name);
+  // Hands `call` to a request or allocator of `m`, or leaves it waiting. Takes the lock.
+  void Match(Method* m, ManagedCall* call);
+  void FinishShutdownIfIdle();
+  Status Serve(const std::shared_ptr<DaemonConnection>& conn);
+
+  grpc_server* server_;
+  const void* core_server_ = nullptr;
+  MessageLimits limits_;
+  bool managed_ = false;
+  uint64_t id_ = 0;
+
+  std::mutex mu_;
+  std::shared_ptr<DaemonConnection> conn_;
+  std::vector<int> ports_;
+  std::map<void*, std::unique_ptr<Method>> by_handle_;
+  std::map<std::string, Method*> by_name_;
+  Method generic_;
+  std::set<ManagedCall*> active_;  // handed to the program, not finished; each referenced
+  bool shutting_down_ = false;
+  bool shutdown_notified_ = false;
+  grpc_completion_queue* shutdown_cq_ = nullptr;
+  void* shutdown_tag_ = nullptr;
+};
+
+}  // namespace conduit::grpcshim
+
+#endif  // CONDUIT_LIBMRPC_GRPC_SERVER_H_

@@ -1,0 +1,384 @@
+// greeter_client: an ordinary gRPC C++ client of the Greeter service that runs one
+// scenario and checks what comes back. It knows nothing of Conduit; the tests run it with
+// and without LD_PRELOAD=libmrpc-grpc.so.
+//
+//   greeter_client --target HOST:PORT --case CASE [--mode sync|async|callback] [options]
+//
+// Prints "PASS <case>" or "FAIL <case>: <why>" (exit 0 / 1), plus "status <code> <message>"
+// for every call whose status it reports.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "greeter.grpc.pb.h"
+#include "greeter_util.h"
+
+namespace conduit::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using grpc::ClientContext;
+using grpc::Status;
+
+struct Options {
+  std::string target;
+  std::string test_case;
+  std::string mode = "sync";
+  std::string name = "world";
+  std::string user = "alice";
+  int count = 5;
+  int bytes = 0;
+  int deadline_ms = 0;
+  int delay_ms = 0;
+  int expect = 0;
+  int fail_code = 0;
+  int interval_ms = 50;
+  int inflight = 16;
+};
+
+int Fail(const Options& o, const std::string& why) {
+  printf("FAIL %s: %s\n", o.test_case.c_str(), why.c_str());
+  return 1;
+}
+
+int Pass(const Options& o) {
+  printf("PASS %s\n", o.test_case.c_str());
+  return 0;
+}
+
+void Report(const Status& st) {
+  printf("status %d %s\n", static_cast<int>(st.error_code()), st.error_message().c_str());
+  fflush(stdout);
+}
+
+std::string Metadata(const std::multimap<grpc::string_ref, grpc::string_ref>& md, const char* key) {
+  auto it = md.find(key);
+  return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+HelloRequest Request(const Options& o, const std::string& name) {
+  HelloRequest req;
+  req.set_name(name);
+  req.set_payload(Pattern(o.bytes, 3));
+  req.set_reply_bytes(o.bytes);
+  req.set_delay_ms(o.delay_ms);
+  req.set_fail_code(o.fail_code);
+  req.set_fail_message("greeting " + name + " refused");
+  req.set_count(o.count);
+  req.mutable_account()->set_user(o.user);
+  return req;
+}
+
+void Prepare(const Options& o, ClientContext* ctx) {
+  ctx->AddMetadata("x-echo", "ping-" + o.name);
+  if (o.deadline_ms > 0) ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.deadline_ms));
+}
+
+// One SayHello in the chosen API style.
+Status SayHello(Greeter::Stub* stub, const Options& o, ClientContext* ctx, const HelloRequest& req, HelloReply* rep) {
+  if (o.mode == "async") {
+    grpc::CompletionQueue cq;
+    auto rpc = stub->AsyncSayHello(ctx, req, &cq);
+    Status st;
+    rpc->Finish(rep, &st, reinterpret_cast<void*>(1));
+    void* tag;
+    bool ok;
+    if (!cq.Next(&tag, &ok) || tag != reinterpret_cast<void*>(1) || !ok) return Status(grpc::INTERNAL, "bad completion");
+    return st;
+  }
+  if (o.mode == "callback") {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status st;
+    stub->async()->SayHello(ctx, &req, rep, [&](Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      st = std::move(s);
+      done = true;
+      cv.notify_one();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    return st;
+  }
+  return stub->SayHello(ctx, req, rep);
+}
+
+int CheckStatus(const Options& o, const Status& st) {
+  Report(st);
+  if (static_cast<int>(st.error_code()) != o.expect) {
+    return Fail(o, "status " + std::to_string(st.error_code()) + " (" + st.error_message() + "), wanted " +
+                       std::to_string(o.expect));
+  }
+  return -1;  // as expected: the caller goes on checking
+}
+
+int Unary(Greeter::Stub* stub, const Options& o) {
+  ClientContext ctx;
+  Prepare(o, &ctx);
+  HelloReply rep;
+  HelloRequest req = Request(o, o.name);
+  Status st = SayHello(stub, o, &ctx, req, &rep);
+  if (int r = CheckStatus(o, st); r >= 0) return r;
+  if (!st.ok()) {
+    if (o.fail_code != 0 && st.error_message() != req.fail_message()) return Fail(o, "wrong error message");
+    if (o.fail_code != 0 && Metadata(ctx.GetServerTrailingMetadata(), "x-trailer") != "bye") {
+      return Fail(o, "the error lost its trailing metadata");
+    }
+    return Pass(o);
+  }
+  if (rep.message() != "Hello " + o.name) return Fail(o, "reply '" + rep.message() + "'");
+  if (rep.checksum() != Checksum(req.payload())) return Fail(o, "the server saw other request bytes");
+  if (rep.payload() != Pattern(o.bytes, 7)) return Fail(o, "reply payload corrupted");
+  if (Metadata(ctx.GetServerInitialMetadata(), "x-echo-reply") != "ping-" + o.name) {
+    return Fail(o, "initial metadata not echoed");
+  }
+  if (Metadata(ctx.GetServerTrailingMetadata(), "x-trailer") != "bye") return Fail(o, "trailing metadata missing");
+  return Pass(o);
+}
+
+int ServerStream(Greeter::Stub* stub, const Options& o) {
+  ClientContext ctx;
+  Prepare(o, &ctx);
+  HelloRequest req = Request(o, o.name);
+  std::vector<HelloReply> got;
+  Status st;
+  if (o.mode == "async") {
+    grpc::CompletionQueue cq;
+    auto reader = stub->AsyncListGreetings(&ctx, req, &cq, reinterpret_cast<void*>(1));
+    void* tag;
+    bool ok;
+    if (!cq.Next(&tag, &ok) || !ok) return Fail(o, "call did not start");
+    for (;;) {
+      HelloReply rep;
+      reader->Read(&rep, reinterpret_cast<void*>(2));
+      if (!cq.Next(&tag, &ok)) return Fail(o, "queue shut down");
+      if (!ok) break;
+      got.push_back(rep);
+    }
+    reader->Finish(&st, reinterpret_cast<void*>(3));
+    if (!cq.Next(&tag, &ok) || !ok) return Fail(o, "finish failed");
+  } else if (o.mode == "callback") {
+    class Reader : public grpc::ClientReadReactor<HelloReply> {
+     public:
+      Reader(Greeter::Stub* stub, ClientContext* ctx, const HelloRequest& req, std::vector<HelloReply>* got)
+          : got_(got) {
+        stub->async()->ListGreetings(ctx, &req, this);
+        StartRead(&rep_);
+        StartCall();
+      }
+      void OnReadDone(bool ok) override {
+        if (!ok) return;
+        got_->push_back(rep_);
+        StartRead(&rep_);
+      }
+      void OnDone(const Status& st) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        st_ = st;
+        done_ = true;
+        cv_.notify_one();
+      }
+      Status Wait() {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return done_; });
+        return st_;
+      }
+
+     private:
+      std::vector<HelloReply>* got_;
+      HelloReply rep_;
+      std::mutex mu_;
+      std::condition_variable cv_;
+      bool done_ = false;
+      Status st_;
+    };
+    Reader reader(stub, &ctx, req, &got);
+    st = reader.Wait();
+  } else {
+    auto reader = stub->ListGreetings(&ctx, req);
+    HelloReply rep;
+    while (reader->Read(&rep)) got.push_back(rep);
+    st = reader->Finish();
+  }
+  if (int r = CheckStatus(o, st); r >= 0) return r;
+  if (!st.ok()) return Pass(o);
+  if (static_cast<int>(got.size()) != o.count) return Fail(o, "got " + std::to_string(got.size()) + " replies");
+  for (int i = 0; i < o.count; ++i) {
+    if (got[i].seq() != i || got[i].payload() != Pattern(o.bytes, i)) return Fail(o, "reply " + std::to_string(i) + " wrong");
+  }
+  if (Metadata(ctx.GetServerInitialMetadata(), "x-echo-reply") != "ping-" + o.name) {
+    return Fail(o, "initial metadata not echoed");
+  }
+  return Pass(o);
+}
+
+int ClientStream(Greeter::Stub* stub, const Options& o) {
+  ClientContext ctx;
+  Prepare(o, &ctx);
+  HelloReply rep;
+  auto writer = stub->CollectNames(&ctx, &rep);
+  std::string names;
+  uint64_t sum = Checksum("");
+  for (int i = 0; i < o.count; ++i) {
+    HelloRequest req = Request(o, o.name + std::to_string(i));
+    req.set_payload(Pattern(o.bytes, i));
+    sum = Checksum(req.payload(), sum);
+    names += (i ? "," : "") + req.name();
+    if (!writer->Write(req)) return Fail(o, "write " + std::to_string(i) + " failed");
+  }
+  writer->WritesDone();
+  Status st = writer->Finish();
+  if (int r = CheckStatus(o, st); r >= 0) return r;
+  if (!st.ok()) return Pass(o);
+  if (rep.message() != names || rep.seq() != o.count) return Fail(o, "server collected '" + rep.message() + "'");
+  if (rep.checksum() != sum) return Fail(o, "the server saw other request bytes");
+  return Pass(o);
+}
+
+int Bidi(Greeter::Stub* stub, const Options& o) {
+  ClientContext ctx;
+  Prepare(o, &ctx);
+  auto stream = stub->Chat(&ctx);
+  for (int i = 0; i < o.count; ++i) {
+    HelloRequest req = Request(o, o.name + std::to_string(i));
+    if (!stream->Write(req)) return Fail(o, "write " + std::to_string(i) + " failed");
+    HelloReply rep;
+    if (!stream->Read(&rep)) return Fail(o, "read " + std::to_string(i) + " failed");
+    if (rep.message() != "echo " + req.name() || rep.seq() != i || rep.checksum() != Checksum(req.payload())) {
+      return Fail(o, "reply " + std::to_string(i) + " wrong: " + rep.message());
+    }
+  }
+  stream->WritesDone();
+  HelloReply extra;
+  if (stream->Read(&extra)) return Fail(o, "a reply after the last request");
+  Status st = stream->Finish();
+  if (int r = CheckStatus(o, st); r >= 0) return r;
+  return Pass(o);
+}
+
+// Expects the call to end with o.expect (DEADLINE_EXCEEDED or CANCELLED) within a bound.
+int Abandoned(Greeter::Stub* stub, const Options& o, bool cancel) {
+  ClientContext ctx;
+  Prepare(o, &ctx);
+  HelloReply rep;
+  HelloRequest req = Request(o, o.name);
+  auto start = Clock::now();
+  std::thread canceller;
+  if (cancel) {
+    canceller = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ctx.TryCancel();
+    });
+  }
+  Status st = SayHello(stub, o, &ctx, req, &rep);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  if (canceller.joinable()) canceller.join();
+  printf("elapsed_ms %lld\n", static_cast<long long>(ms));
+  if (int r = CheckStatus(o, st); r >= 0) return r;
+  int bound = (cancel ? 200 : o.deadline_ms) + 1500;
+  if (ms > bound) return Fail(o, "took " + std::to_string(ms) + " ms");
+  return Pass(o);
+}
+
+// Calls at a steady pace, printing each status (policy changes show up in the sequence).
+int Loop(Greeter::Stub* stub, const Options& o) {
+  for (int i = 0; i < o.count; ++i) {
+    ClientContext ctx;
+    Prepare(o, &ctx);
+    HelloReply rep;
+    Status st = SayHello(stub, o, &ctx, Request(o, o.name), &rep);
+    printf("call %d code %d %s\n", i, static_cast<int>(st.error_code()), st.error_message().c_str());
+    fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
+  }
+  return Pass(o);
+}
+
+// As many calls as possible, `inflight` at a time; counts outcomes by status code.
+int Burst(Greeter::Stub* stub, const Options& o) {
+  grpc::CompletionQueue cq;
+  struct Call {
+    ClientContext ctx;
+    HelloReply rep;
+    Status st;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<HelloReply>> rpc;
+  };
+  std::map<int, int> codes;
+  int started = 0, done = 0;
+  auto start = Clock::now();
+  HelloRequest req = Request(o, o.name);
+  auto launch = [&] {
+    auto* c = new Call;
+    Prepare(o, &c->ctx);
+    c->rpc = stub->AsyncSayHello(&c->ctx, req, &cq);
+    c->rpc->Finish(&c->rep, &c->st, c);
+    ++started;
+  };
+  while (started < o.count && started < o.inflight) launch();
+  while (done < started) {
+    void* tag;
+    bool ok;
+    if (!cq.Next(&tag, &ok)) break;
+    auto* c = static_cast<Call*>(tag);
+    codes[c->st.error_code()]++;
+    if (!c->st.ok() && codes[c->st.error_code()] == 1) Report(c->st);
+    delete c;
+    ++done;
+    if (started < o.count) launch();
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  printf("burst calls %d elapsed_ms %lld", done, static_cast<long long>(ms));
+  for (auto& [code, n] : codes) printf(" code%d=%d", code, n);
+  printf("\n");
+  if (done != o.count) return Fail(o, "only " + std::to_string(done) + " calls completed");
+  return Pass(o);
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  std::map<std::string, int*> ints = {{"--count", &o.count},         {"--bytes", &o.bytes},
+                                      {"--deadline-ms", &o.deadline_ms}, {"--delay-ms", &o.delay_ms},
+                                      {"--expect", &o.expect},       {"--fail-code", &o.fail_code},
+                                      {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight}};
+  std::map<std::string, std::string*> strings = {
+      {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (ints.count(argv[i])) {
+      *ints[argv[i]] = atoi(argv[i + 1]);
+    } else if (strings.count(argv[i])) {
+      *strings[argv[i]] = argv[i + 1];
+    } else {
+      fprintf(stderr, "unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+  auto stub = Greeter::NewStub(channel);
+  const std::string& c = o.test_case;
+  if (c == "unary") return Unary(stub.get(), o);
+  if (c == "server_stream") return ServerStream(stub.get(), o);
+  if (c == "client_stream") return ClientStream(stub.get(), o);
+  if (c == "bidi") return Bidi(stub.get(), o);
+  if (c == "deadline") return Abandoned(stub.get(), o, /*cancel=*/false);
+  if (c == "cancel") return Abandoned(stub.get(), o, /*cancel=*/true);
+  if (c == "loop") return Loop(stub.get(), o);
+  if (c == "burst") return Burst(stub.get(), o);
+  fprintf(stderr, "unknown --case %s\n", c.c_str());
+  return 2;
+}
+
+}  // namespace
+}  // namespace conduit::test
+
+int main(int argc, char** argv) { return conduit::test::Main(argc, argv); }

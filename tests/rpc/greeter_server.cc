@@ -1,0 +1,313 @@
+// greeter_server: an ordinary gRPC C++ server of the Greeter service, in the sync, async
+// (completion queue) or callback style. It knows nothing of Conduit; the tests run it with
+// and without LD_PRELOAD=libmrpc-grpc.so.
+//
+//   greeter_server --listen 0.0.0.0:50051 [--mode sync|async|callback]
+//
+// Prints "greeter_server listening on port N" when ready; exits cleanly on SIGTERM.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "greeter.grpc.pb.h"
+#include "greeter_util.h"
+
+namespace conduit::test {
+namespace {
+
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+
+constexpr int kMaxMessage = 64 << 20;
+
+void Say(const char* fmt, const std::string& what) {
+  printf(fmt, what.c_str());
+  printf("\n");
+  fflush(stdout);
+}
+
+// Echoes "x-echo" back as initial metadata "x-echo-reply" and sets a trailer.
+void EchoMetadata(grpc::ServerContextBase* ctx) {
+  auto md = ctx->client_metadata();
+  auto it = md.find("x-echo");
+  if (it != md.end()) ctx->AddInitialMetadata("x-echo-reply", std::string(it->second.data(), it->second.size()));
+  ctx->AddTrailingMetadata("x-trailer", "bye");
+}
+
+// Sleeps in slices; false as soon as the call is cancelled.
+bool SleepUnlessCancelled(grpc::ServerContextBase* ctx, int ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (ctx->IsCancelled()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return !ctx->IsCancelled();
+}
+
+Status Answer(const HelloRequest& req, HelloReply* rep) {
+  if (req.fail_code() != 0) return Status(static_cast<StatusCode>(req.fail_code()), req.fail_message());
+  rep->set_message("Hello " + req.name());
+  rep->set_payload(Pattern(req.reply_bytes(), 7));
+  rep->set_checksum(Checksum(req.payload()));
+  return Status::OK;
+}
+
+class SyncGreeter final : public Greeter::Service {
+  Status SayHello(ServerContext* ctx, const HelloRequest* req, HelloReply* rep) override {
+    EchoMetadata(ctx);
+    if (req->delay_ms() > 0 && !SleepUnlessCancelled(ctx, req->delay_ms())) {
+      Say("server: SayHello %s was cancelled", req->name());
+      return Status(StatusCode::CANCELLED, "cancelled");
+    }
+    return Answer(*req, rep);
+  }
+
+  Status ListGreetings(ServerContext* ctx, const HelloRequest* req, grpc::ServerWriter<HelloReply>* out) override {
+    EchoMetadata(ctx);
+    for (int i = 0; i < req->count(); ++i) {
+      if (req->delay_ms() > 0 && !SleepUnlessCancelled(ctx, req->delay_ms())) {
+        Say("server: ListGreetings %s was cancelled", req->name());
+        return Status(StatusCode::CANCELLED, "cancelled");
+      }
+      HelloReply rep;
+      rep.set_message("Hello " + req->name() + " #" + std::to_string(i));
+      rep.set_seq(i);
+      rep.set_payload(Pattern(req->reply_bytes(), i));
+      if (!out->Write(rep)) return Status(StatusCode::UNAVAILABLE, "client went away");
+    }
+    if (req->fail_code() != 0) return Status(static_cast<StatusCode>(req->fail_code()), req->fail_message());
+    return Status::OK;
+  }
+
+  Status CollectNames(ServerContext* ctx, grpc::ServerReader<HelloRequest>* in, HelloReply* rep) override {
+    EchoMetadata(ctx);
+    HelloRequest req;
+    std::string names;
+    uint64_t sum = Checksum("");
+    int n = 0;
+    while (in->Read(&req)) {
+      names += (n++ ? "," : "") + req.name();
+      sum = Checksum(req.payload(), sum);
+    }
+    rep->set_message(names);
+    rep->set_seq(n);
+    rep->set_checksum(sum);
+    return Status::OK;
+  }
+
+  Status Chat(ServerContext* ctx, grpc::ServerReaderWriter<HelloReply, HelloRequest>* stream) override {
+    EchoMetadata(ctx);
+    HelloRequest req;
+    int n = 0;
+    while (stream->Read(&req)) {
+      HelloReply rep;
+      rep.set_message("echo " + req.name());
+      rep.set_seq(n++);
+      rep.set_checksum(Checksum(req.payload()));
+      rep.set_payload(Pattern(req.reply_bytes(), n));
+      if (!stream->Write(rep)) break;
+    }
+    return Status::OK;
+  }
+};
+
+// The completion-queue API: SayHello and ListGreetings, one state machine per call.
+class AsyncGreeter {
+ public:
+  AsyncGreeter(Greeter::AsyncService* service, grpc::ServerCompletionQueue* cq) : service_(service), cq_(cq) {}
+
+  void Run() {
+    new UnaryCall(service_, cq_);
+    new StreamCall(service_, cq_);
+    void* tag;
+    bool ok;
+    while (cq_->Next(&tag, &ok)) static_cast<CallState*>(tag)->Proceed(ok);
+  }
+
+ private:
+  struct CallState {
+    virtual ~CallState() = default;
+    virtual void Proceed(bool ok) = 0;
+  };
+
+  struct UnaryCall : CallState {
+    UnaryCall(Greeter::AsyncService* s, grpc::ServerCompletionQueue* cq) : service(s), cq(cq), responder(&ctx) {
+      service->RequestSayHello(&ctx, &req, &responder, cq, cq, this);
+    }
+    void Proceed(bool ok) override {
+      if (state == kRequested) {
+        if (!ok) {  // shutting down
+          delete this;
+          return;
+        }
+        new UnaryCall(service, cq);
+        EchoMetadata(&ctx);
+        HelloReply rep;
+        Status st = Answer(req, &rep);
+        state = kFinishing;
+        responder.Finish(rep, st, this);
+      } else {
+        delete this;
+      }
+    }
+    enum { kRequested, kFinishing } state = kRequested;
+    Greeter::AsyncService* service;
+    grpc::ServerCompletionQueue* cq;
+    ServerContext ctx;
+    HelloRequest req;
+    grpc::ServerAsyncResponseWriter<HelloReply> responder;
+  };
+
+  struct StreamCall : CallState {
+    StreamCall(Greeter::AsyncService* s, grpc::ServerCompletionQueue* cq) : service(s), cq(cq), writer(&ctx) {
+      service->RequestListGreetings(&ctx, &req, &writer, cq, cq, this);
+    }
+    void Proceed(bool ok) override {
+      if (state == kRequested) {
+        if (!ok) {
+          delete this;
+          return;
+        }
+        new StreamCall(service, cq);
+        EchoMetadata(&ctx);
+        state = kWriting;
+      } else if (state == kFinishing) {
+        delete this;
+        return;
+      }
+      if (!ok || sent == req.count()) {
+        state = kFinishing;
+        writer.Finish(ok ? Status::OK : Status(StatusCode::UNAVAILABLE, "write failed"), this);
+        return;
+      }
+      HelloReply rep;
+      rep.set_message("Hello " + req.name() + " #" + std::to_string(sent));
+      rep.set_seq(sent);
+      rep.set_payload(Pattern(req.reply_bytes(), sent));
+      ++sent;
+      writer.Write(rep, this);
+    }
+    enum { kRequested, kWriting, kFinishing } state = kRequested;
+    Greeter::AsyncService* service;
+    grpc::ServerCompletionQueue* cq;
+    ServerContext ctx;
+    HelloRequest req;
+    grpc::ServerAsyncWriter<HelloReply> writer;
+    int sent = 0;
+  };
+
+  Greeter::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+};
+
+// The callback API: SayHello and ListGreetings as reactors.
+class CallbackGreeter final : public Greeter::CallbackService {
+  grpc::ServerUnaryReactor* SayHello(grpc::CallbackServerContext* ctx, const HelloRequest* req,
+                                     HelloReply* rep) override {
+    EchoMetadata(ctx);
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(Answer(*req, rep));
+    return reactor;
+  }
+
+  grpc::ServerWriteReactor<HelloReply>* ListGreetings(grpc::CallbackServerContext* ctx,
+                                                      const HelloRequest* req) override {
+    class Writer : public grpc::ServerWriteReactor<HelloReply> {
+     public:
+      Writer(grpc::CallbackServerContext* ctx, const HelloRequest& req) : req_(req) {
+        EchoMetadata(ctx);
+        Next();
+      }
+      void OnWriteDone(bool ok) override {
+        if (!ok) {
+          Finish(Status(StatusCode::UNAVAILABLE, "write failed"));
+          return;
+        }
+        Next();
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      void Next() {
+        if (sent_ == req_.count()) {
+          Finish(Status::OK);
+          return;
+        }
+        rep_.set_message("Hello " + req_.name() + " #" + std::to_string(sent_));
+        rep_.set_seq(sent_);
+        rep_.set_payload(Pattern(req_.reply_bytes(), sent_));
+        ++sent_;
+        StartWrite(&rep_);
+      }
+      HelloRequest req_;
+      HelloReply rep_;
+      int sent_ = 0;
+    };
+    return new Writer(ctx, *req);
+  }
+};
+
+int Main(int argc, char** argv) {
+  std::string listen = "0.0.0.0:50051";
+  std::string mode = "sync";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
+    else if (strcmp(argv[i], "--mode") == 0) mode = argv[i + 1];
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessage);
+  builder.SetMaxSendMessageSize(kMaxMessage);
+  SyncGreeter sync_service;
+  Greeter::AsyncService async_service;
+  CallbackGreeter callback_service;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq;
+  if (mode == "sync") {
+    builder.RegisterService(&sync_service);
+  } else if (mode == "async") {
+    builder.RegisterService(&async_service);
+    cq = builder.AddCompletionQueue();
+  } else if (mode == "callback") {
+    builder.RegisterService(&callback_service);
+  } else {
+    fprintf(stderr, "unknown --mode %s\n", mode.c_str());
+    return 2;
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    fprintf(stderr, "greeter_server: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  std::thread async_loop;
+  if (cq != nullptr) async_loop = std::thread([&] { AsyncGreeter(&async_service, cq.get()).Run(); });
+  printf("greeter_server listening on port %d (%s)\n", port, mode.c_str());
+  fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (cq != nullptr) {
+    cq->Shutdown();
+    async_loop.join();
+  }
+  printf("greeter_server stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace conduit::test
+
+int main(int argc, char** argv) { return conduit::test::Main(argc, argv); }
