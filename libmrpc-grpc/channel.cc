@@ -117,12 +117,14 @@ void ManagedChannel::Forget(grpc_channel* real) {
 std::shared_ptr<DaemonConnection> ManagedChannel::Connection(std::string* why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (conn_ != nullptr && conn_->alive()) return conn_;
+  // After the daemon died: reopen on a new connection, or keep the dead one, on which
+  // calls fail at once with UNAVAILABLE.
   std::shared_ptr<DaemonConnection> conn = LiveConnection(why);
-  if (conn == nullptr) return nullptr;
+  if (conn == nullptr) return conn_;
   Status st = OpenOn(conn, id_, target_);
   if (!st.ok()) {
     *why = st.message();
-    return nullptr;
+    return conn_;
   }
   conn_ = conn;
   return conn_;

@@ -39,8 +39,8 @@ class ManagedChannel {
   const std::string& target() const { return target_; }
   const std::string& authority() const { return authority_; }
   MessageLimits limits() const { return limits_; }
-  // The live connection this channel is open on (reopened after the daemon restarted);
-  // nullptr with *why when there is none.
+  // The connection this channel is open on, reopened after the daemon restarted; a dead
+  // one (calls on it fail with UNAVAILABLE) when the daemon is not back.
   std::shared_ptr<DaemonConnection> Connection(std::string* why);
   void* RegisterMethod(const char* method, const char* host);
 
