@@ -1,0 +1,50 @@
+#include "greeter_rig.h"
+
+#include <cstdlib>
+
+namespace conduit::it {
+
+int ClientRun::status() const {
+  size_t at = output.rfind("status ", 0) == 0 ? 0 : output.find("\nstatus ");
+  if (at == std::string::npos) return -1;
+  if (at != 0) ++at;
+  return atoi(output.c_str() + at + 7);
+}
+
+std::string GreeterRig::ShimPath() { return MRPC_GRPC_PATH; }
+
+Subprocess* GreeterRig::StartServer(int host, int port, const std::string& mode, bool preload, std::string* error,
+                                    std::vector<std::string> env) {
+  if (preload) env.push_back("LD_PRELOAD=" + ShimPath());
+  Subprocess& p = cluster_->Launch(
+      host, "greeter_server", {Cluster::BinPath("greeter_server"), "--listen", "0.0.0.0:" + std::to_string(port), "--mode", mode},
+      env);
+  if (!Cluster::WaitForOutput(p, "greeter_server listening", std::chrono::seconds(20))) {
+    *error = "greeter_server did not start: " + p.Output();
+    return nullptr;
+  }
+  return &p;
+}
+
+Subprocess& GreeterRig::StartClient(int host, const std::string& target, std::vector<std::string> args, bool preload,
+                                    std::vector<std::string> env) {
+  if (preload) env.push_back("LD_PRELOAD=" + ShimPath());
+  std::vector<std::string> argv = {Cluster::BinPath("greeter_client"), "--target", target};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return cluster_->Launch(host, "greeter_client", argv, env);
+}
+
+ClientRun GreeterRig::RunClient(int host, const std::string& target, std::vector<std::string> args, bool preload,
+                                std::chrono::seconds timeout, std::vector<std::string> env) {
+  auto start = std::chrono::steady_clock::now();
+  Subprocess& p = StartClient(host, target, std::move(args), preload, std::move(env));
+  ClientRun run;
+  p.Wait(timeout);
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.exit_code = p.exit_code();
+  run.timed_out = p.timed_out();
+  run.output = p.Output();
+  return run;
+}
+
+}  // namespace conduit::it

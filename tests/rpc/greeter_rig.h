@@ -1,0 +1,52 @@
+// GreeterRig: runs the greeter programs on an integration Cluster, with or without
+// LD_PRELOAD=libmrpc-grpc.so, and reads what they printed.
+#ifndef CONDUIT_TESTS_RPC_GREETER_RIG_H_
+#define CONDUIT_TESTS_RPC_GREETER_RIG_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "cluster.h"
+
+namespace conduit::it {
+
+struct ClientRun {
+  int exit_code = -1;
+  bool timed_out = false;
+  std::string output;
+  double seconds = 0;
+
+  bool passed() const { return exit_code == 0 && output.find("PASS ") != std::string::npos; }
+  // The code of the first "status <code> ..." line, -1 when none.
+  int status() const;
+  bool managed() const { return output.find("is carried by conduitd") != std::string::npos; }
+};
+
+class GreeterRig {
+ public:
+  explicit GreeterRig(Cluster* cluster) : cluster_(cluster) {}
+
+  static std::string ShimPath();
+  static std::vector<std::string> PreloadEnv() { return {"LD_PRELOAD=" + ShimPath()}; }
+
+  // Starts greeter_server on `host` and waits until it listens; nullptr (with the output
+  // in *error) when it does not.
+  Subprocess* StartServer(int host, int port, const std::string& mode, bool preload, std::string* error,
+                          std::vector<std::string> env = {});
+  // Runs greeter_client on `host` to completion (bounded by `timeout`).
+  ClientRun RunClient(int host, const std::string& target, std::vector<std::string> args, bool preload,
+                      std::chrono::seconds timeout = std::chrono::seconds(60), std::vector<std::string> env = {});
+  // Starts a client and returns at once (for runs that must overlap something).
+  Subprocess& StartClient(int host, const std::string& target, std::vector<std::string> args, bool preload,
+                          std::vector<std::string> env = {});
+  std::string Target(int host, int port) const { return cluster_->Ip(host) + ":" + std::to_string(port); }
+
+ private:
+  Cluster* cluster_;
+  int runs_ = 0;
+};
+
+}  // namespace conduit::it
+
+#endif  // CONDUIT_TESTS_RPC_GREETER_RIG_H_

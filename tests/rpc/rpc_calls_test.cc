@@ -1,0 +1,183 @@
+// Every kind of call an unmodified gRPC C++ program makes, carried by conduitd between two
+// hosts (network namespaces, one daemon each): unary and streaming, sync/async/callback
+// clients and servers, 16 MiB messages, deadlines, cancellation, errors with details and
+// trailers, many calls at once, and a call between two programs of the same host. The
+// same programs without the preload are the baseline.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "greeter_rig.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+constexpr int kSyncPort = 50051;
+constexpr int kAsyncPort = 50052;
+constexpr int kCallbackPort = 50053;
+constexpr int kNativePort = 50054;
+constexpr const char* k16MiB = "16777216";
+
+class RpcCallsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    ClusterConfig c;
+    c.prefix = "rc";
+    c.subnet = "10.231.41";
+    c.hosts = 2;
+    cluster_ = new Cluster(c);
+    rig_ = new GreeterRig(cluster_);
+    bool ok = cluster_->Start(&error_) &&
+              rig_->StartServer(1, kSyncPort, "sync", /*preload=*/true, &error_) != nullptr &&
+              rig_->StartServer(1, kAsyncPort, "async", /*preload=*/true, &error_) != nullptr &&
+              rig_->StartServer(1, kCallbackPort, "callback", /*preload=*/true, &error_) != nullptr &&
+              rig_->StartServer(1, kNativePort, "sync", /*preload=*/false, &error_) != nullptr;
+    if (!ok) {
+      error_ += "\n" + cluster_->Describe();
+      TearDownTestSuite();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete rig_;
+    rig_ = nullptr;
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(cluster_, nullptr) << error_;
+  }
+
+  // A managed call from host 0 to the server on `port` of host 1 that must pass.
+  void ExpectManagedPass(int port, std::vector<std::string> args) {
+    ClientRun run = rig_->RunClient(0, rig_->Target(1, port), args, /*preload=*/true);
+    EXPECT_TRUE(run.passed()) << run.output << cluster_->Describe();
+    EXPECT_TRUE(run.managed()) << "the channel was not carried by conduitd:\n" << run.output;
+  }
+
+  static Cluster* cluster_;
+  static GreeterRig* rig_;
+  static std::string error_;
+};
+
+Cluster* RpcCallsTest::cluster_ = nullptr;
+GreeterRig* RpcCallsTest::rig_ = nullptr;
+std::string RpcCallsTest::error_;
+
+TEST_F(RpcCallsTest, NativeBaselineWithoutPreload) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--case", "unary"},
+           {"--case", "server_stream"},
+           {"--case", "client_stream"},
+           {"--case", "bidi"},
+           {"--case", "unary", "--bytes", k16MiB},
+           {"--case", "unary", "--fail-code", "5", "--expect", "5"}}) {
+    ClientRun run = rig_->RunClient(0, rig_->Target(1, kNativePort), args, /*preload=*/false);
+    EXPECT_TRUE(run.passed()) << run.output;
+  }
+}
+
+TEST_F(RpcCallsTest, ManagedServerListensOnlyThroughConduitd) {
+  // Without the preload a client reaches the port natively: nobody listens there.
+  ClientRun run = rig_->RunClient(0, rig_->Target(1, kSyncPort), {"--case", "unary", "--deadline-ms", "2000", "--expect", "14"},
+                                  /*preload=*/false);
+  EXPECT_TRUE(run.passed()) << run.output;
+}
+
+TEST_F(RpcCallsTest, UnaryInEveryClientStyle) {
+  for (const char* mode : {"sync", "async", "callback"}) {
+    SCOPED_TRACE(mode);
+    ExpectManagedPass(kSyncPort, {"--case", "unary", "--mode", mode});
+  }
+}
+
+TEST_F(RpcCallsTest, ServerClientAndBidiStreaming) {
+  for (const char* mode : {"sync", "async", "callback"}) {
+    SCOPED_TRACE(mode);
+    ExpectManagedPass(kSyncPort, {"--case", "server_stream", "--mode", mode, "--count", "20"});
+  }
+  ExpectManagedPass(kSyncPort, {"--case", "client_stream", "--count", "20"});
+  ExpectManagedPass(kSyncPort, {"--case", "bidi", "--count", "50"});
+}
+
+TEST_F(RpcCallsTest, AsyncAndCallbackServers) {
+  for (int port : {kAsyncPort, kCallbackPort}) {
+    for (const char* mode : {"sync", "async", "callback"}) {
+      SCOPED_TRACE(std::to_string(port) + " " + mode);
+      ExpectManagedPass(port, {"--case", "unary", "--mode", mode});
+      ExpectManagedPass(port, {"--case", "server_stream", "--mode", mode, "--count", "10"});
+    }
+  }
+}
+
+TEST_F(RpcCallsTest, SixteenMiBMessagesBothWays) {
+  ExpectManagedPass(kSyncPort, {"--case", "unary", "--bytes", k16MiB});
+  ExpectManagedPass(kAsyncPort, {"--case", "unary", "--mode", "async", "--bytes", k16MiB});
+  // Streams larger than the flow-control window, in both directions.
+  ExpectManagedPass(kSyncPort, {"--case", "client_stream", "--count", "6", "--bytes", "3000000"});
+  ExpectManagedPass(kSyncPort, {"--case", "server_stream", "--count", "6", "--bytes", "3000000"});
+  ExpectManagedPass(kSyncPort, {"--case", "bidi", "--count", "4", "--bytes", "1048576"});
+}
+
+TEST_F(RpcCallsTest, DeadlineExceededAndTheServerNotices) {
+  ClientRun run = rig_->RunClient(0, rig_->Target(1, kSyncPort),
+                                  {"--case", "deadline", "--name", "late", "--delay-ms", "4000", "--deadline-ms", "300",
+                                   "--expect", "4"},
+                                  /*preload=*/true);
+  EXPECT_TRUE(run.passed()) << run.output;
+  EXPECT_TRUE(run.managed()) << run.output;
+  // The server's handler sees its call cancelled (it polls IsCancelled).
+  bool noticed = false;
+  for (int i = 0; i < 100 && !noticed; ++i) {
+    noticed = cluster_->Describe().find("SayHello late was cancelled") != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(noticed) << cluster_->Describe();
+}
+
+TEST_F(RpcCallsTest, CancelledByTheClient) {
+  for (const char* mode : {"sync", "async", "callback"}) {
+    SCOPED_TRACE(mode);
+    ClientRun run = rig_->RunClient(0, rig_->Target(1, kSyncPort),
+                                    {"--case", "cancel", "--mode", mode, "--delay-ms", "4000", "--expect", "1"},
+                                    /*preload=*/true);
+    EXPECT_TRUE(run.passed()) << run.output;
+  }
+}
+
+TEST_F(RpcCallsTest, ServerErrorKeepsCodeDetailsAndTrailers) {
+  for (const char* mode : {"sync", "async", "callback"}) {
+    SCOPED_TRACE(mode);
+    ExpectManagedPass(kSyncPort, {"--case", "unary", "--mode", mode, "--fail-code", "5", "--expect", "5"});
+  }
+  ExpectManagedPass(kSyncPort, {"--case", "server_stream", "--count", "3", "--fail-code", "9", "--expect", "9"});
+}
+
+TEST_F(RpcCallsTest, ManyCallsInFlight) {
+  ClientRun run = rig_->RunClient(0, rig_->Target(1, kSyncPort),
+                                  {"--case", "burst", "--count", "3000", "--inflight", "128"}, /*preload=*/true);
+  EXPECT_TRUE(run.passed()) << run.output;
+  EXPECT_NE(run.output.find("code0=3000"), std::string::npos) << run.output;
+}
+
+TEST_F(RpcCallsTest, ProgramsOnTheSameHost) {
+  // The daemon connects the two programs directly; no link is involved.
+  for (std::string target : {rig_->Target(1, kSyncPort), std::string("127.0.0.1:") + std::to_string(kSyncPort)}) {
+    SCOPED_TRACE(target);
+    ClientRun run = rig_->RunClient(1, target, {"--case", "bidi", "--count", "10", "--bytes", "100000"}, true);
+    EXPECT_TRUE(run.passed()) << run.output;
+    EXPECT_TRUE(run.managed()) << run.output;
+  }
+}
+
+TEST_F(RpcCallsTest, PreloadedClientOfANativeServerFallsBack) {
+  ClientRun run = rig_->RunClient(0, rig_->Target(1, kNativePort), {"--case", "bidi"}, /*preload=*/true);
+  EXPECT_TRUE(run.passed()) << run.output;
+  EXPECT_NE(run.output.find("uses native gRPC"), std::string::npos) << run.output;
+  EXPECT_FALSE(run.managed()) << run.output;
+}
+
+}  // namespace
+}  // namespace conduit::it

@@ -1,0 +1,153 @@
+// Failures around managed gRPC calls: no daemon (the program runs natively), a daemon
+// killed under a call (clear UNAVAILABLE, no hang, service back when the daemon is),
+// programs dying mid-call, and malformed frames between daemons.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "greeter_rig.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+constexpr int kPort = 50061;
+
+class RpcFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ClusterConfig c;
+    c.prefix = "rf";
+    c.subnet = "10.231.42";
+    c.hosts = 2;
+    c.timeout_ms = 5000;
+    cluster_ = std::make_unique<Cluster>(c);
+    CONDUIT_START_CLUSTER(*cluster_);
+    rig_ = std::make_unique<GreeterRig>(cluster_.get());
+    std::string error;
+    server_ = rig_->StartServer(1, kPort, "sync", /*preload=*/true, &error);
+    ASSERT_NE(server_, nullptr) << error;
+  }
+
+  ClientRun Call(std::vector<std::string> args) { return rig_->RunClient(0, rig_->Target(1, kPort), args, true); }
+
+  // Calls until one passes (the daemon or server needs a moment to come back).
+  bool EventuallyPasses() {
+    for (int i = 0; i < 20; ++i) {
+      if (Call({"--case", "unary"}).passed()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    return false;
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<GreeterRig> rig_;
+  Subprocess* server_ = nullptr;
+};
+
+TEST_F(RpcFailureTest, NoDaemonMeansNativeGrpc) {
+  std::vector<std::string> env = {"CONDUIT_SOCKET=/nonexistent/conduitd.sock"};
+  std::string error;
+  Subprocess* native = rig_->StartServer(1, kPort + 1, "sync", /*preload=*/true, &error, env);
+  ASSERT_NE(native, nullptr) << error;
+  EXPECT_NE(native->Output().find("uses native gRPC"), std::string::npos) << native->Output();
+  for (const char* c : {"unary", "server_stream", "client_stream", "bidi"}) {
+    ClientRun run = rig_->RunClient(0, rig_->Target(1, kPort + 1), {"--case", c}, /*preload=*/true,
+                                    std::chrono::seconds(60), env);
+    EXPECT_TRUE(run.passed()) << run.output;
+    EXPECT_NE(run.output.find("uses native gRPC: no conduitd"), std::string::npos) << run.output;
+  }
+}
+
+TEST_F(RpcFailureTest, ServerDaemonKilledUnderACall) {
+  Subprocess& slow = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--delay-ms", "20000", "--expect", "14"},
+                                       /*preload=*/true);
+  ASSERT_TRUE(Cluster::WaitForOutput(slow, "carried by conduitd", std::chrono::seconds(10))) << slow.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cluster_->KillDaemon(1);
+  auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(slow.Wait(std::chrono::seconds(10))) << "the client hung after its server's daemon died";
+  EXPECT_LT(slow.exit_time() - killed, std::chrono::seconds(3));
+  EXPECT_EQ(slow.exit_code(), 0) << slow.Output();
+  EXPECT_NE(slow.Output().find("status 14 conduit: lost the link"), std::string::npos) << slow.Output();
+  // New calls fail cleanly while the daemon is gone...
+  ClientRun during = Call({"--case", "unary", "--expect", "14"});
+  EXPECT_TRUE(during.passed()) << during.output;
+  EXPECT_LT(during.seconds, 10);
+  // ...and the server serves again once it is back.
+  std::string error;
+  ASSERT_TRUE(cluster_->StartDaemon(1, &error)) << error;
+  EXPECT_TRUE(EventuallyPasses()) << cluster_->Describe();
+}
+
+TEST_F(RpcFailureTest, ClientDaemonKilledUnderACall) {
+  Subprocess& slow = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--delay-ms", "20000", "--expect", "14"},
+                                       /*preload=*/true);
+  ASSERT_TRUE(Cluster::WaitForOutput(slow, "carried by conduitd", std::chrono::seconds(10))) << slow.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cluster_->KillDaemon(0);
+  auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(slow.Wait(std::chrono::seconds(10))) << "the client hung after its daemon died";
+  EXPECT_LT(slow.exit_time() - killed, std::chrono::seconds(3));
+  EXPECT_EQ(slow.exit_code(), 0) << slow.Output();
+  EXPECT_NE(slow.Output().find("status 14 conduit: lost contact with conduitd"), std::string::npos) << slow.Output();
+  // The server heard its call was abandoned.
+  EXPECT_TRUE(Cluster::WaitForOutput(*server_, "was cancelled", std::chrono::seconds(5))) << server_->Output();
+  std::string error;
+  ASSERT_TRUE(cluster_->StartDaemon(0, &error)) << error;
+  EXPECT_TRUE(EventuallyPasses()) << cluster_->Describe();
+}
+
+TEST_F(RpcFailureTest, ServerProgramDiesUnderACall) {
+  Subprocess& slow = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--delay-ms", "20000", "--expect", "14"},
+                                       /*preload=*/true);
+  ASSERT_TRUE(Cluster::WaitForOutput(slow, "carried by conduitd", std::chrono::seconds(10))) << slow.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server_->Kill(SIGKILL);
+  ASSERT_TRUE(slow.Wait(std::chrono::seconds(10))) << "the client hung after the server died";
+  EXPECT_EQ(slow.exit_code(), 0) << slow.Output();
+  EXPECT_TRUE(cluster_->DaemonAlive(0) && cluster_->DaemonAlive(1));
+}
+
+TEST_F(RpcFailureTest, ClientProgramDiesUnderACall) {
+  Subprocess& slow = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--name", "doomed", "--delay-ms", "20000"},
+                                       /*preload=*/true);
+  ASSERT_TRUE(Cluster::WaitForOutput(slow, "carried by conduitd", std::chrono::seconds(10))) << slow.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  slow.Kill(SIGKILL);
+  EXPECT_TRUE(Cluster::WaitForOutput(*server_, "SayHello doomed was cancelled", std::chrono::seconds(5)))
+      << server_->Output();
+  EXPECT_TRUE(Call({"--case", "unary"}).passed());
+}
+
+TEST_F(RpcFailureTest, MalformedFramesBetweenDaemons) {
+  // A call in flight on the real link between the two daemons must not notice.
+  Subprocess& inflight = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--delay-ms", "2500"}, true);
+  ASSERT_TRUE(Cluster::WaitForOutput(inflight, "carried by conduitd", std::chrono::seconds(10)));
+  std::string daemon = cluster_->Ip(1) + ":" + std::to_string(cluster_->config().port);
+  struct Case {
+    const char* name;
+    const char* want;
+  };
+  for (Case c : {Case{"bad_magic", "closed"}, Case{"bad_version", "answered hello error"},
+                 Case{"garbage_call", "closed"}, Case{"unknown_type", "closed"}, Case{"oversized", "closed"},
+                 Case{"inline_overrun", "closed"}, Case{"fragment_gap", "closed"},
+                 Case{"fragment_past_end", "closed"}, Case{"truncated", "closed"},
+                 Case{"unknown_port", "answered status 14"}}) {
+    SCOPED_TRACE(c.name);
+    Subprocess& raw = cluster_->Launch(0, "rpc_raw_peer",
+                                       {Cluster::BinPath("rpc_raw_peer"), "--daemon", daemon, "--case", c.name,
+                                        "--port", std::to_string(kPort)});
+    ASSERT_TRUE(raw.Wait(std::chrono::seconds(15)));
+    EXPECT_NE(raw.Output().find(c.want), std::string::npos) << raw.Output();
+    ASSERT_TRUE(cluster_->DaemonAlive(1)) << cluster_->Describe();
+  }
+  ASSERT_TRUE(inflight.Wait(std::chrono::seconds(20)));
+  EXPECT_EQ(inflight.exit_code(), 0) << inflight.Output();
+  EXPECT_TRUE(Call({"--case", "bidi"}).passed()) << cluster_->Describe();
+}
+
+}  // namespace
+}  // namespace conduit::it
