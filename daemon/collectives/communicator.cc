@@ -1,6 +1,7 @@
 #include "collectives/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "common/frame.h"
@@ -277,6 +278,26 @@ void Communicator::P2pReaderLoop(int host) {
   }
 }
 
+Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch) {
+  const shimproto::OpDesc& op = batch[0]->op;
+  CollRecord record;
+  record.seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
+  record.kind = op.kind;
+  record.dtype = op.dtype;
+  record.redop = op.redop;
+  record.root = op.peer;
+  record.count = op.count;
+  record.bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+  record.start_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto start = std::chrono::steady_clock::now();
+  Status st = Execute(batch, &record.algorithm);
+  record.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  if (!st.ok()) record.error = st.message();
+  stats_.Record(std::move(record));
+  return st;
+}
+
 Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) {
   CollRequest request{rank, buffer, op, false, Status()};
   std::unique_lock<std::mutex> lock(mu_);
@@ -298,7 +319,7 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       std::vector<CollRequest*> batch;
       for (auto& q : pending_) batch.push_back(q.front());
       lock.unlock();
-      Status st = Execute(batch);
+      Status st = ExecuteAndRecord(batch);
       if (!st.ok()) Abort(st);
       lock.lock();
       for (auto& q : pending_) q.pop_front();

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/comm_stats.h"
 #include "collectives/mailbox.h"
 #include "common/shim_protocol.h"
 #include "common/status.h"
@@ -74,6 +75,17 @@ class Communicator {
   void Abort(const Status& reason);
   Status failure() const;
 
+  // True once Setup finished successfully; membership() and local_ranks() may be read by
+  // other threads only then.
+  bool ready() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return setup_done_ && setup_status_.ok();
+  }
+  const CommOptions& options() const { return options_; }
+  const CommStats& stats() const { return stats_; }
+  // Collectives executed so far (the next one's sequence number).
+  uint64_t collective_seq() const { return coll_seq_.load(std::memory_order_relaxed); }
+
   // Delivery from a p2p link's reader thread.
   void DeliverP2p(int src, int dst, std::vector<uint8_t> bytes) { mailbox_.PostRemote(src, dst, std::move(bytes)); }
 
@@ -88,7 +100,10 @@ class Communicator {
 
   Deadline OpDeadline() const { return Deadline::AfterMs(options_.timeout_ms); }
   Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op);
-  Status Execute(const std::vector<CollRequest*>& batch);
+  // Runs one collective; *algorithm names the inter-host algorithm it used.
+  Status Execute(const std::vector<CollRequest*>& batch, const char** algorithm);
+  // Runs Execute and records it in stats_.
+  Status ExecuteAndRecord(const std::vector<CollRequest*>& batch);
   Status SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
                  std::shared_ptr<SendTicket>* ticket);
   void StartP2pReader(int host);
@@ -121,6 +136,8 @@ class Communicator {
   std::atomic<bool> closing_{false};
 
   Mailbox mailbox_;
+  CommStats stats_;
+  std::atomic<uint64_t> coll_seq_{0};  // only the thread running a batch advances it
 };
 
 }  // namespace conduit

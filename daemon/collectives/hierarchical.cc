@@ -8,22 +8,12 @@
 #include <string>
 
 #include "collectives/algorithms.h"
+#include "collectives/comm_stats.h"
 #include "collectives/communicator.h"
 #include "reduce/reduce.h"
 
 namespace conduit {
 namespace {
-
-const char* KindName(uint8_t kind) {
-  switch (kind) {
-    case shimproto::kAllReduce: return "AllReduce";
-    case shimproto::kBroadcast: return "Broadcast";
-    case shimproto::kReduce: return "Reduce";
-    case shimproto::kAllGather: return "AllGather";
-    case shimproto::kReduceScatter: return "ReduceScatter";
-    default: return "?";
-  }
-}
 
 // The reduction used across buffers once PreMulSum scaling and Avg are taken apart.
 ncclRedOp_t CombineOp(uint8_t redop) {
@@ -33,7 +23,7 @@ ncclRedOp_t CombineOp(uint8_t redop) {
 
 }  // namespace
 
-Status Communicator::Execute(const std::vector<CollRequest*>& batch) {
+Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char** algorithm) {
   const shimproto::OpDesc& op = batch[0]->op;
   for (const CollRequest* r : batch) {
     const auto& o = r->op;
@@ -43,8 +33,8 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch) {
     if (!same) {
       return InvalidUsage("ranks %d and %d called different collectives: %s(count %llu, type %u, op %u, root %d) vs "
                           "%s(count %llu, type %u, op %u, root %d)",
-                          batch[0]->rank, r->rank, KindName(op.kind), static_cast<unsigned long long>(op.count),
-                          op.dtype, op.redop, op.peer, KindName(o.kind), static_cast<unsigned long long>(o.count),
+                          batch[0]->rank, r->rank, OpKindName(op.kind), static_cast<unsigned long long>(op.count),
+                          op.dtype, op.redop, op.peer, OpKindName(o.kind), static_cast<unsigned long long>(o.count),
                           o.dtype, o.redop, o.peer);
     }
   }
@@ -74,15 +64,21 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch) {
     for (size_t i = 1; i < batch.size(); ++i) memcpy(data(batch[i]) + offset, lead + offset, bytes);
   };
 
+  // Reduce and Broadcast run pipelined chains; AllGather and ReduceScatter rings.
+  *algorithm = nhosts == 1 ? "local" : (op.kind == shimproto::kReduce || op.kind == shimproto::kBroadcast) ? "chain" : "ring";
   switch (op.kind) {
     case shimproto::kAllReduce: {
       const size_t count = op.count;
       combine_local(count);
       bool use_rd = options_.allreduce_algo == "rd" ||
                     (options_.allreduce_algo == "auto" && count * elem <= options_.rd_max_bytes);
-      if (use_rd) {
+      if (nhosts == 1) {
+        // Nothing crosses the network.
+      } else if (use_rd) {
+        *algorithm = "recursive-doubling";
         CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, lead, count, type, combine));
       } else {
+        *algorithm = "ring";
         CONDUIT_RETURN_IF_ERROR(RingAllReduce(group, lead, count, type, combine));
       }
       if (op.redop == ncclAvg) DivideInPlace(lead, count, type, nranks_);
