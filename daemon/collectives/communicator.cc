@@ -180,8 +180,19 @@ Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimpr
 }
 
 Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops,
-                              int* failed_op) {
+                              int* failed_op, const GroupContext& context) {
   *failed_op = -1;
+  if (context.streamed) {
+    // The control page must be there and untouched by op data (shim protocol, streamed groups).
+    if (ops.size() != 1 || !IsCollective(ops[0].kind)) {
+      return InvalidArgument("a streamed group must hold exactly one collective (got %zu ops)", ops.size());
+    }
+    if (buffer.size < kStagingControlBytes || ops[0].offset < kStagingControlBytes) {
+      *failed_op = 0;
+      return InvalidArgument("a streamed op must start after the %zu-byte control page (offset %llu, segment %zu)",
+                             kStagingControlBytes, static_cast<unsigned long long>(ops[0].offset), buffer.size);
+    }
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     Status st = ValidateOp(rank, buffer, ops[i]);
     if (!st.ok()) {
@@ -207,7 +218,7 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     if (ticket) tickets.push_back(std::move(ticket));
   }
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
-    if (IsCollective(ops[i].kind)) note(i, RunCollective(rank, buffer, ops[i]));
+    if (IsCollective(ops[i].kind)) note(i, RunCollective(rank, buffer, ops[i], context));
   }
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     const auto& op = ops[i];
@@ -298,8 +309,10 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch) {
   return st;
 }
 
-Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) {
-  CollRequest request{rank, buffer, op, false, Status()};
+Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
+                                   const GroupContext& context) {
+  CollRequest request{rank, buffer, op, context.streamed ? ControlOf(buffer.base) : nullptr, context.session_fd,
+                      false, Status()};
   std::unique_lock<std::mutex> lock(mu_);
   pending_[LocalIndex(rank)].push_back(&request);
   cv_.notify_all();

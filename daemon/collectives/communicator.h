@@ -20,6 +20,7 @@
 #include "collectives/comm_stats.h"
 #include "collectives/mailbox.h"
 #include "common/shim_protocol.h"
+#include "common/staging_control.h"
 #include "common/status.h"
 #include "transport/link.h"
 
@@ -37,6 +38,14 @@ struct CommOptions {
 struct RankBuffer {
   uint8_t* base = nullptr;
   size_t size = 0;
+};
+
+// How one group request's data reaches the daemon.
+struct GroupContext {
+  // The shim is still copying the inputs and copies outputs out as they become final
+  // (StagingControl at the start of the segment). Only for a group of one collective.
+  bool streamed = false;
+  int session_fd = -1;  // the program's connection, to notice it dying mid-copy
 };
 
 struct Membership {
@@ -65,7 +74,8 @@ class Communicator {
   Status WaitLinks();
 
   // Runs one group of ops for local rank `rank`; returns when all are done.
-  Status RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops, int* failed_op);
+  Status RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops, int* failed_op,
+                  const GroupContext& context = {});
   // Validates one op against the communicator and the rank's segment (no side effects).
   Status ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const;
 
@@ -94,12 +104,14 @@ class Communicator {
     int rank;
     RankBuffer buffer;
     shimproto::OpDesc op;
+    StagingControl* control = nullptr;  // set for streamed groups
+    int session_fd = -1;
     bool done = false;
     Status status;
   };
 
   Deadline OpDeadline() const { return Deadline::AfterMs(options_.timeout_ms); }
-  Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op);
+  Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op, const GroupContext& context);
   // Runs one collective; *algorithm names the inter-host algorithm it used.
   Status Execute(const std::vector<CollRequest*>& batch, const char** algorithm);
   // Runs Execute and records it in stats_.

@@ -192,13 +192,16 @@ Status ClientSession::HandleGroup(const Frame& frame) {
     if (head.nops > shimproto::kMaxOpsPerGroup ||
         frame.payload.size() != sizeof(head) + static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc)) {
       st = InvalidArgument("malformed Group request: %u ops in %zu bytes", head.nops, frame.payload.size());
+    } else if ((head.flags & ~shimproto::kGroupStreamed) != 0) {
+      st = InvalidArgument("unknown Group flags 0x%x", head.flags);
     } else if (!comm_) {
       st = InvalidUsage("no communicator on this connection (CommInit first)");
     } else {
       ops.resize(head.nops);
       memcpy(ops.data(), frame.payload.data() + sizeof(head), head.nops * sizeof(shimproto::OpDesc));
       int failed_op = -1;
-      st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op);
+      GroupContext context{(head.flags & shimproto::kGroupStreamed) != 0, fd_.get()};
+      st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op, context);
       reply.failed_op = failed_op;
     }
   }
