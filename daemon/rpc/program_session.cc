@@ -120,7 +120,7 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   } else {
     std::string exe = FromCString(req.exe);
     who_ = exe + "[" + std::to_string(req.pid) + "]";
-    st = CheckAdmission(service_->admission(), exe);
+    st = service_->admission().CheckAdmission(exe);
     if (st.ok()) st = memory_->MapControl(control.get());
   }
   reply.accepted = st.ok() ? 1 : 0;
