@@ -23,6 +23,7 @@
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
 #include "common/version.h"
+#include "rpc/rpc_admin.h"
 #include "rpc/rpc_service.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
@@ -183,6 +184,7 @@ int Main(int argc, char** argv) {
   static AdminApi admin;
   AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket}, &router, &policy);
   AddCollectiveAdmin(&admin, &registry);
+  rpc::AddRpcAdmin(&admin, &rpc);
   static AdminServer admin_server(&admin, flags.admin);
 
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();

@@ -63,6 +63,16 @@ bool Datapath::Filter(const std::shared_ptr<RpcCall>& call, Event& ev, std::chro
       }
     }
   }
+  if (ev.has(kStart)) {
+    for (const auto& f : call->filters) {
+      Verdict v = f->OnAdmit(call->info);
+      if (v.action == Verdict::Action::kDeny) {
+        Deny(call, v.code, v.message);
+        return false;
+      }
+      if (v.action == Verdict::Action::kDelay && v.delay > *delay) *delay = v.delay;
+    }
+  }
   return true;
 }
 

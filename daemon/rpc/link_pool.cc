@@ -18,4 +18,13 @@ Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
   return Status::Ok();
 }
 
+std::vector<std::string> LinkPool::Live() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> live;
+  for (const auto& [addr, link] : links_) {
+    if (link->alive()) live.push_back(addr);
+  }
+  return live;
+}
+
 }  // namespace conduit::rpc

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -20,6 +21,8 @@ class LinkPool {
   explicit LinkPool(RpcService* service) : service_(service) {}
   // The live link to the daemon at `addr` ("ip:port"), connecting when there is none.
   Status Get(const std::string& addr, std::shared_ptr<PeerLink>* out);
+  // Addresses of the links that are up.
+  std::vector<std::string> Live();
 
  private:
   RpcService* service_;

@@ -31,4 +31,13 @@ std::shared_ptr<ProgramSession> ServerTable::Find(uint32_t port) const {
   return it == ports_.end() ? nullptr : it->second.lock();
 }
 
+std::vector<uint32_t> ServerTable::Ports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint32_t> ports;
+  for (const auto& [port, session] : ports_) {
+    if (!session.expired()) ports.push_back(port);
+  }
+  return ports;
+}
+
 }  // namespace conduit::rpc

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/status.h"
 
@@ -21,6 +22,7 @@ class ServerTable {
   Status Add(uint32_t port, const std::shared_ptr<ProgramSession>& session);
   void Remove(uint32_t port, const ProgramSession* session);
   std::shared_ptr<ProgramSession> Find(uint32_t port) const;
+  std::vector<uint32_t> Ports() const;
 
  private:
   mutable std::mutex mu_;

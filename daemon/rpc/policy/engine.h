@@ -1,22 +1,32 @@
-// PolicyEngine: the policies an operator installed on this daemon, changed at run time.
+// PolicyEngine: the RPC policies an operator installed on this daemon, changed at run time
+// (admin API, rpc/rpc_admin.h).
 //
-// Each policy has a name and is one Filter (or, for QoS, a setting of the links' send
-// scheduler). The installed set is an immutable snapshot swapped as a whole, so the
-// datapath reads it without locks held across calls, and a call keeps the filters it
-// started with while new calls see the change at once.
+// Each policy has a kind ("rpc-acl", "rpc-ratelimit", "rpc-metrics"), a name, the spec it
+// was given and the Filter built from it; QoS is a setting of the links' send scheduler.
+// The installed set is an immutable snapshot swapped as a whole: the datapath takes it
+// without holding a lock across calls, a call keeps the filters it started with, and new
+// calls see a change at once.
 #ifndef CONDUIT_DAEMON_RPC_POLICY_ENGINE_H_
 #define CONDUIT_DAEMON_RPC_POLICY_ENGINE_H_
 
 #include <atomic>
 #include <cstdint>
-#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "common/json.h"
 #include "rpc/policy/filter.h"
 
 namespace conduit::rpc {
+
+struct InstalledPolicy {
+  std::string kind;
+  std::string name;
+  Json spec;
+  std::shared_ptr<Filter> filter;
+};
 
 class PolicyEngine {
  public:
@@ -24,14 +34,17 @@ class PolicyEngine {
   FilterChain FiltersFor(const RpcInfo& info) const;
   // Messages up to this size go before larger ones on daemon links; 0: no QoS.
   uint64_t qos_small_bytes() const { return qos_small_bytes_.load(std::memory_order_relaxed); }
-
-  void Install(const std::string& name, std::shared_ptr<Filter> filter);
   void SetQos(uint64_t small_bytes) { qos_small_bytes_.store(small_bytes, std::memory_order_relaxed); }
-  bool Remove(const std::string& name);
+
+  // Adds a policy, or replaces the one of the same kind and name (keeping its place).
+  void Install(InstalledPolicy policy);
+  bool Remove(const std::string& kind, const std::string& name);
+  std::vector<InstalledPolicy> List() const;
+  std::shared_ptr<Filter> Find(const std::string& kind, const std::string& name) const;
 
  private:
-  // In installation order; replacing a policy keeps its place.
-  using Snapshot = std::vector<std::pair<std::string, std::shared_ptr<Filter>>>;
+  using Snapshot = std::vector<InstalledPolicy>;
+  std::shared_ptr<const Snapshot> Current() const;
 
   mutable std::mutex mu_;
   std::shared_ptr<const Snapshot> snapshot_ = std::make_shared<Snapshot>();

@@ -1,10 +1,16 @@
 // Filter: one policy in the RPC datapath (access control, rate limiting, metrics, ...).
 //
-// Like an Envoy HTTP filter, but over RPCs rather than bytes: the daemon calls a filter at
-// the start of each call it carries, on each request message (only filters that say they
-// read content see the bytes, and only after the daemon copied them out of the program's
-// reach), and when the call ends. A filter answers Continue, Deny (the call fails with the
-// given status, nothing more is forwarded) or Delay (the call waits, then goes on).
+// Like an Envoy HTTP filter, but over RPCs rather than bytes. For each call the daemon
+// carries it asks every filter that applies, in order:
+//   OnStart           at the call's start (method, program): header-based checks;
+//   OnRequestMessage  on each request message, for filters that read content, on the
+//                     daemon's private copy (made before any check: no time-of-check to
+//                     time-of-use hole);
+//   OnAdmit           once, when the call's first event passed every check (rate limits
+//                     spend their tokens here, so refused calls cost none);
+//   OnFinish          when it ended, with its status and sizes (metrics).
+// A filter answers Continue, Deny (the call fails with the given status; nothing more is
+// forwarded) or Delay (the call waits, in order, then goes on).
 // Filters are created and replaced at run time by the policy engine (policy/engine.h); a
 // call keeps the filters it started with.
 #ifndef CONDUIT_DAEMON_RPC_POLICY_FILTER_H_
@@ -65,6 +71,7 @@ class Filter {
   virtual bool ReadsRequestBody() const { return false; }
   // `data` is the daemon's private copy of one serialized request message.
   virtual Verdict OnRequestMessage(const RpcInfo&, const uint8_t*, size_t) { return Verdict::Continue(); }
+  virtual Verdict OnAdmit(const RpcInfo&) { return Verdict::Continue(); }
   virtual void OnFinish(const RpcInfo&, const CallOutcome&) {}
 };
 

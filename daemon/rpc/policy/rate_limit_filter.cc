@@ -1,0 +1,68 @@
+#include "rpc/policy/rate_limit_filter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace conduit::rpc {
+namespace {
+
+constexpr int32_t kResourceExhausted = 8;
+
+}  // namespace
+
+Status RateLimitFilter::Create(const std::string& name, const Json& spec, std::shared_ptr<Filter>* out) {
+  auto f = std::make_shared<RateLimitFilter>();
+  f->name_ = name;
+  CONDUIT_RETURN_IF_ERROR(Scope::FromJson(spec, &f->scope_));
+  const Json* rate = spec.find("rate");
+  if (rate != nullptr && rate->is_string() && (rate->as_string() == "inf" || rate->as_string() == "infinity")) {
+    f->rate_ = std::numeric_limits<double>::infinity();
+  } else if (rate != nullptr && rate->is_number() && rate->as_number() > 0) {
+    f->rate_ = rate->as_number();
+  } else {
+    return InvalidArgument("a rate limit needs \"rate\": calls per second (> 0) or \"inf\"");
+  }
+  std::string error;
+  double burst = std::isinf(f->rate_) ? 1 : std::max(1.0, f->rate_ / 10);
+  double max_wait_ms = 1000;
+  if (!OptionalNumber(spec, "burst", &burst, &error) || !OptionalNumber(spec, "max_wait_ms", &max_wait_ms, &error)) {
+    return InvalidArgument("%s", error.c_str());
+  }
+  if (burst < 1) return InvalidArgument("\"burst\" must be at least 1");
+  if (max_wait_ms < 0) return InvalidArgument("\"max_wait_ms\" must not be negative");
+  f->burst_ = burst;
+  f->tokens_ = burst;
+  f->max_wait_ = std::chrono::nanoseconds(static_cast<int64_t>(max_wait_ms * 1e6));
+  if (const Json* on = spec.find("on_limit"); on != nullptr && !on->is_null()) {
+    std::string v = on->is_string() ? on->as_string() : "";
+    if (v != "wait" && v != "reject") return InvalidArgument("\"on_limit\" must be \"wait\" or \"reject\"");
+    f->wait_ = v == "wait";
+  }
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+Verdict RateLimitFilter::OnAdmit(const RpcInfo&) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  double elapsed = std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+  tokens_ = std::min(burst_, tokens_ + elapsed * rate_);
+  if (tokens_ >= 1) {
+    tokens_ -= 1;
+    return Verdict::Continue();
+  }
+  // Not enough: the call would leave when its token has accrued.
+  auto wait = std::chrono::nanoseconds(static_cast<int64_t>((1 - tokens_) / rate_ * 1e9));
+  if (!wait_ || wait > max_wait_) {
+    char rate[32];
+    snprintf(rate, sizeof(rate), "%g", rate_);
+    return Verdict::Deny(kResourceExhausted, "conduit: rate limit '" + name_ + "' (" + rate + " calls/s) exceeded");
+  }
+  tokens_ -= 1;
+  return Verdict::Delay(wait);
+}
+
+}  // namespace conduit::rpc

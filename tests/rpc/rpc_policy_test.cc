@@ -1,0 +1,207 @@
+// RPC policies set through the daemons' admin sockets while the programs run: access
+// control on a request field (client side and server side, nested fields), token-bucket
+// rate limits that refuse or delay, small-RPC-first QoS, per-method metrics, and a policy
+// added and removed under a running client.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <thread>
+
+#include "greeter_rig.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+constexpr int kPort = 50071;
+
+class RpcPolicyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    ClusterConfig c;
+    c.prefix = "rp";
+    c.subnet = "10.231.43";
+    c.hosts = 2;
+    cluster_ = new Cluster(c);
+    rig_ = new GreeterRig(cluster_);
+    if (!cluster_->Start(&error_) || rig_->StartServer(1, kPort, "sync", /*preload=*/true, &error_) == nullptr) {
+      error_ += "\n" + cluster_->Describe();
+      TearDownTestSuite();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete rig_;
+    rig_ = nullptr;
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(cluster_, nullptr) << error_;
+  }
+  void TearDown() override {
+    if (cluster_ == nullptr) return;
+    for (int h : {0, 1}) {
+      for (const char* p : {"rpc-acl/deny", "rpc-acl/allow", "rpc-ratelimit/limit"}) Admin(h, {"raw", "DELETE", std::string("/v1/policies/") + p});
+      Admin(h, {"raw", "DELETE", "/v1/policies/rpc-qos"});
+      Admin(h, {"raw", "DELETE", "/v1/policies/rpc-metrics"});
+    }
+  }
+
+  // conduitctl against host h's admin socket; returns its exit code, output in *out.
+  static int Admin(int h, std::vector<std::string> args, std::string* out = nullptr) {
+    std::string socket = cluster_->Socket(h);
+    socket = socket.substr(0, socket.size() - 5) + "-admin.sock";
+    std::vector<std::string> argv = {Cluster::BinPath("conduitctl"), "--socket", socket, "--json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string ignored;
+    return RunCommand(argv, out != nullptr ? out : &ignored);
+  }
+  static std::string Descriptor() { return Cluster::BinPath("greeter.desc"); }
+  static std::string Acl(const std::string& list, const std::string& values, const std::string& extra = "") {
+    return "{\"service\":\"conduit.test.Greeter\",\"field\":\"account.user\",\"" + list + "\":[" + values +
+           "],\"descriptor_set_file\":\"" + Descriptor() + "\"" + extra + "}";
+  }
+  ClientRun Call(std::vector<std::string> args) { return rig_->RunClient(0, rig_->Target(1, kPort), args, true); }
+  // Calls counted by host h's metrics for SayHello on `side`.
+  static std::string Methods(int h) {
+    std::string out;
+    Admin(h, {"raw", "GET", "/v1/rpc/methods"}, &out);
+    return out;
+  }
+
+  static Cluster* cluster_;
+  static GreeterRig* rig_;
+  static std::string error_;
+};
+
+Cluster* RpcPolicyTest::cluster_ = nullptr;
+GreeterRig* RpcPolicyTest::rig_ = nullptr;
+std::string RpcPolicyTest::error_;
+
+TEST_F(RpcPolicyTest, AclOnARequestFieldAtTheCallersDaemon) {
+  std::string out;
+  ASSERT_EQ(Admin(1, {"policy", "set", "rpc-metrics", "{}"}), 0);
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-acl", "deny", Acl("deny", "\"mallory\"")}, &out), 0) << out;
+  EXPECT_TRUE(Call({"--case", "unary", "--user", "alice"}).passed());
+  ClientRun denied = Call({"--case", "unary", "--user", "mallory", "--expect", "7"});
+  EXPECT_TRUE(denied.passed()) << denied.output;
+  EXPECT_NE(denied.output.find("access denied by policy 'deny': account.user = 'mallory'"), std::string::npos)
+      << denied.output;
+  // A denied request never reached the server: its daemon saw alice's call only.
+  EXPECT_NE(Methods(1).find("\"calls\": 1,"), std::string::npos) << Methods(1);
+  // Large requests (in shared memory) are read from the daemon's private copy all the same.
+  EXPECT_TRUE(Call({"--case", "unary", "--user", "mallory", "--bytes", "4000000", "--expect", "7"}).passed());
+  EXPECT_TRUE(Call({"--case", "unary", "--user", "alice", "--bytes", "4000000"}).passed());
+  // Every message of a stream is checked.
+  EXPECT_TRUE(Call({"--case", "client_stream", "--user", "mallory", "--expect", "7"}).passed());
+}
+
+TEST_F(RpcPolicyTest, AllowListAtTheServersDaemon) {
+  std::string out;
+  ASSERT_EQ(Admin(1, {"policy", "set", "rpc-acl", "allow", Acl("allow", "\"alice\",\"bob\"", ",\"method\":\"SayHello\",\"side\":\"server\"")}, &out), 0) << out;
+  EXPECT_TRUE(Call({"--case", "unary", "--user", "bob"}).passed());
+  ClientRun denied = Call({"--case", "unary", "--user", "eve", "--expect", "7", "--bytes", "2000000"});
+  EXPECT_TRUE(denied.passed()) << denied.output;
+  EXPECT_NE(denied.output.find("is not allowed"), std::string::npos) << denied.output;
+  // The rule names SayHello only.
+  EXPECT_TRUE(Call({"--case", "server_stream", "--user", "eve"}).passed());
+}
+
+TEST_F(RpcPolicyTest, BadPoliciesAreRefused) {
+  std::string out;
+  EXPECT_NE(Admin(0, {"policy", "set", "rpc-acl", "deny", "{\"service\":\"conduit.test.Greeter\",\"field\":\"account.nope\",\"deny\":[],\"descriptor_set_file\":\"" + Descriptor() + "\"}"}, &out), 0);
+  EXPECT_NE(out.find("has no field 'nope'"), std::string::npos) << out;
+  EXPECT_NE(Admin(0, {"policy", "set", "rpc-acl", "deny", Acl("deny", "\"x\"", ",\"side\":\"sideways\"")}, &out), 0);
+  EXPECT_NE(Admin(0, {"policy", "set", "rpc-ratelimit", "limit", "{\"service\":\"conduit.test.Greeter\",\"rate\":-1}"}, &out), 0);
+  EXPECT_NE(out.find("\"rate\""), std::string::npos) << out;
+  EXPECT_NE(Admin(0, {"policy", "set", "rpc-qos", "{\"small_bytes\":\"big\"}"}, &out), 0);
+  EXPECT_TRUE(Call({"--case", "unary"}).passed());
+}
+
+TEST_F(RpcPolicyTest, RateLimitRefusesBeyondTheBucket) {
+  std::string out;
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-ratelimit", "limit",
+                      "{\"service\":\"conduit.test.Greeter\",\"method\":\"SayHello\",\"rate\":5,\"burst\":2,\"on_limit\":\"reject\"}"},
+                  &out),
+            0)
+      << out;
+  ClientRun run = Call({"--case", "burst", "--count", "40", "--inflight", "8"});
+  ASSERT_TRUE(run.passed()) << run.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.output, m, std::regex("code0=(\\d+) code8=(\\d+)"))) << run.output;
+  EXPECT_GE(std::stoi(m[1]), 2);
+  EXPECT_LE(std::stoi(m[1]), 10) << "far more calls passed than 2 + 5/s allow";
+  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]), 40);
+  EXPECT_NE(run.output.find("rate limit 'limit' (5 calls/s) exceeded"), std::string::npos) << run.output;
+}
+
+TEST_F(RpcPolicyTest, RateLimitDelaysInsteadWhenAskedTo) {
+  std::string out;
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-ratelimit", "limit",
+                      "{\"service\":\"conduit.test.Greeter\",\"rate\":20,\"burst\":1,\"on_limit\":\"wait\",\"max_wait_ms\":5000}"},
+                  &out),
+            0)
+      << out;
+  ClientRun run = Call({"--case", "burst", "--count", "21", "--inflight", "21"});
+  ASSERT_TRUE(run.passed()) << run.output;
+  EXPECT_NE(run.output.find("code0=21"), std::string::npos) << run.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.output, m, std::regex("elapsed_ms (\\d+)")));
+  // 20 calls beyond the first wait 50 ms each for their token.
+  EXPECT_GE(std::stoi(m[1]), 800) << run.output;
+}
+
+TEST_F(RpcPolicyTest, PolicyAddedAndRemovedUnderARunningClient) {
+  Subprocess& loop = rig_->StartClient(0, rig_->Target(1, kPort),
+                                       {"--case", "loop", "--count", "80", "--interval-ms", "40", "--user", "carol"}, true);
+  ASSERT_TRUE(Cluster::WaitForOutput(loop, "call 5 code 0", std::chrono::seconds(20))) << loop.Output();
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-acl", "deny", Acl("deny", "\"carol\"")}), 0);
+  ASSERT_TRUE(Cluster::WaitForOutput(loop, "code 7", std::chrono::seconds(10))) << loop.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(Admin(0, {"policy", "rm", "rpc-acl", "deny"}), 0);
+  ASSERT_TRUE(loop.Wait(std::chrono::seconds(30)));
+  EXPECT_EQ(loop.exit_code(), 0) << loop.Output();
+  // The same process saw: allowed, then denied, then allowed again.
+  std::string out = loop.Output();
+  size_t denied = out.find("code 7");
+  ASSERT_NE(denied, std::string::npos);
+  EXPECT_NE(out.rfind("code 0", denied), std::string::npos);
+  EXPECT_NE(out.find("code 0", out.rfind("code 7")), std::string::npos) << out;
+}
+
+TEST_F(RpcPolicyTest, SmallRpcsFirstWithBulkTraffic) {
+  std::string out;
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-qos", "{\"small_bytes\":4096}"}, &out), 0) << out;
+  EXPECT_NE(out.find("\"small_bytes\": 4096"), std::string::npos) << out;
+  Subprocess& bulk = rig_->StartClient(0, rig_->Target(1, kPort),
+                                       {"--case", "client_stream", "--count", "10", "--bytes", "4000000"}, true);
+  ClientRun small = Call({"--case", "burst", "--count", "300", "--inflight", "4"});
+  ASSERT_TRUE(bulk.Wait(std::chrono::seconds(60)));
+  EXPECT_EQ(bulk.exit_code(), 0) << bulk.Output();
+  EXPECT_TRUE(small.passed()) << small.output;
+  EXPECT_NE(small.output.find("code0=300"), std::string::npos) << small.output;
+}
+
+TEST_F(RpcPolicyTest, PerMethodMetrics) {
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-metrics", "{}"}), 0);
+  EXPECT_TRUE(Call({"--case", "burst", "--count", "50", "--inflight", "5"}).passed());
+  EXPECT_TRUE(Call({"--case", "unary", "--fail-code", "5", "--expect", "5"}).passed());
+  EXPECT_TRUE(Call({"--case", "server_stream", "--count", "7", "--bytes", "1000"}).passed());
+  std::string methods = Methods(0);
+  EXPECT_NE(methods.find("\"method\": \"/conduit.test.Greeter/SayHello\""), std::string::npos) << methods;
+  EXPECT_NE(methods.find("\"calls\": 51"), std::string::npos) << methods;
+  EXPECT_NE(methods.find("\"NOT_FOUND\": 1"), std::string::npos) << methods;
+  EXPECT_NE(methods.find("\"response_messages\": 7"), std::string::npos) << methods;
+  EXPECT_NE(methods.find("\"p99\""), std::string::npos) << methods;
+  std::string prom;
+  ASSERT_EQ(Admin(0, {"metrics"}, &prom), 0);
+  EXPECT_NE(prom.find("conduit_rpc_calls_total{method=\"/conduit.test.Greeter/SayHello\",side=\"client\",code=\"OK\"} 50"),
+            std::string::npos)
+      << prom;
+  EXPECT_NE(prom.find("conduit_rpc_latency_seconds_bucket"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace conduit::it
