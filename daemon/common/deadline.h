@@ -15,6 +15,7 @@ class Deadline {
   static Deadline Never() { return Deadline(Clock::time_point::max()); }
 
   bool expired() const { return Clock::now() >= when_; }
+  bool is_never() const { return when_ == Clock::time_point::max(); }
   Clock::time_point when() const { return when_; }
   // Milliseconds left, clamped to [0, INT32_MAX], for poll(2); -1 for Never.
   int PollTimeoutMs() const;

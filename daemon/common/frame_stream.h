@@ -23,6 +23,9 @@
 
 namespace conduit {
 
+// With a deadline a read waits in poll(2); without one it blocks in the receive itself,
+// which is cheaper, and needs a blocking socket (on a non-blocking one it falls back to
+// poll).
 class FrameReader {
  public:
   FrameReader(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, bool accept_fds);

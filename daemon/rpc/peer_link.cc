@@ -1,5 +1,6 @@
 #include "rpc/peer_link.h"
 
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -64,7 +65,11 @@ PeerLink::PeerLink(RpcService* service, UniqueFd fd, std::string peer, bool acce
       peer_(std::move(peer)),
       accepted_(accepted),
       reader_(fd_.get(), peerproto::kMagic, peerproto::kVersion, rpcproto::kMaxFrame, /*accept_fds=*/false),
-      writer_(fd_.get(), service->options().timeout_ms) {}
+      writer_(fd_.get(), service->options().timeout_ms) {
+  // Blocking reads (FrameReader); writes never block (FrameWriter uses MSG_DONTWAIT).
+  int flags = fcntl(fd_.get(), F_GETFL);
+  if (flags >= 0) fcntl(fd_.get(), F_SETFL, flags & ~O_NONBLOCK);
+}
 
 PeerLink::~PeerLink() = default;
 

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# gRPC three ways on the same two network namespaces: direct, through an nginx sidecar on
+# each side (grpc_pass), and under LD_PRELOAD=libmrpc-grpc.so with conduitd on each host;
+# the last with no policy, a rate limit set to infinity, and an ACL on a request field.
+#
+# usage: rpc_bench.sh [--seconds 5] [--warmup 1] [--repeat 1] [--qos] [--prefix rbn]
+#                     [--subnet 10.79.9] [--out FILE] [--keep-work]
+#
+# Workloads (tools/bench/rpc/rpc_bench, one client thread, async API):
+#   lat    64 B requests, 8 B replies, 1 call in flight: median and P99 latency
+#   rate   64 B requests, 8 B replies, 128 calls in flight: calls per second
+#   8k     8 KiB requests, 8 B replies, 64 in flight: request goodput
+#   1m     1 MiB requests, 8 B replies, 8 in flight: request goodput
+# Configurations run one after the other, never concurrently (they share the CPU);
+# --repeat N interleaves N rounds and reports each figure's median over the rounds.
+# --qos adds the small-RPC-first experiment: the lat workload next to a 1 MiB bulk client,
+# under the preload, with the QoS policy off and on. Prints markdown tables (also --out).
+set -euo pipefail
+
+SECONDS_PER_RUN=5 WARMUP=1 REPEAT=1 QOS=0 OUT= KEEP=0
+export BENCH_PREFIX=${BENCH_PREFIX:-rbn} BENCH_SUBNET=${BENCH_SUBNET:-10.79.9}
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seconds) SECONDS_PER_RUN=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
+    --qos) QOS=1; shift ;;
+    --prefix) BENCH_PREFIX=$2; shift 2 ;;
+    --subnet) BENCH_SUBNET=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --keep-work) KEEP=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "rpc_bench.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+
+BENCH_WORK=$(mktemp -d /tmp/conduit-rpcbench.XXXXXX)
+export BENCH_WORK
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ $EUID -eq 0 ]] || bench_die "needs root (network namespaces)"
+BIN=$BENCH_BUILD/bin
+SHIM=$BENCH_BUILD/lib/libmrpc-grpc.so
+for f in "$BIN/conduitd" "$BIN/conduitctl" "$BIN/rpc_bench" "$BIN/rpc_bench_server" "$BIN/bench.desc" "$SHIM"; do
+  [[ -e $f ]] || bench_die "$f is missing (cmake --build build)"
+done
+if ! command -v nginx >/dev/null; then
+  bench_log "installing nginx (the sidecar)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null || bench_die "cannot install nginx"
+fi
+
+H0=$(bench_ns 0) H1=$(bench_ns 1) IP0=$(bench_ip 0) IP1=$(bench_ip 1)
+DIRECT_PORT=50100 SIDECAR_SERVER_PORT=50101 CONDUIT_PORT=50102 SIDECAR_SERVER_SIDE=50111 SIDECAR_CLIENT_SIDE=50121
+PIDS=()
+
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  bench_conduit_stop
+  "$BENCH_NETNS" down --prefix "$BENCH_PREFIX"
+  if ((KEEP)); then echo "# work dir kept: $BENCH_WORK" >&2; else rm -rf "$BENCH_WORK"; fi
+}
+trap cleanup EXIT
+
+# nginx_conf FILE LISTEN UPSTREAM [LIMIT]: a sidecar passing h2c gRPC from LISTEN to
+# UPSTREAM over kept-alive connections; LIMIT adds a limit_req of (practically) infinite rate.
+nginx_conf() {
+  local file=$1 listen=$2 upstream=$3 limit=${4:-} dir
+  dir=$(dirname "$file")
+  mkdir -p "$dir/tmp"
+  cat >"$file" <<EOF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  client_max_body_size 0;
+  http2_max_concurrent_streams 1024;
+  ${limit:+limit_req_zone \$server_name zone=all:1m rate=100000000r/s;}
+  upstream app { server $upstream; keepalive 256; }
+  server {
+    listen $listen http2;
+    location / {
+      ${limit:+limit_req zone=all burst=100000000 nodelay;}
+      grpc_pass grpc://app;
+      grpc_read_timeout 60s;
+      grpc_send_timeout 60s;
+    }
+  }
+}
+EOF
+}
+
+start_bg() {  # start_bg NS LOG CMD...: runs CMD in NS in the background
+  local ns=$1 log=$2
+  shift 2
+  ip netns exec "$ns" "$@" >"$log" 2>&1 &
+  PIDS+=($!)
+}
+
+wait_for() {  # wait_for LOG TEXT
+  local i
+  for ((i = 0; i < 100; i++)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  bench_die "'$2' never appeared in $1: $(tail -5 "$1")"
+}
+
+start_sidecars() {  # start_sidecars NAME [limit]
+  local name=$1 limit=${2:-}
+  nginx_conf "$BENCH_WORK/$name-h1/nginx.conf" "$IP1:$SIDECAR_SERVER_SIDE" "127.0.0.1:$SIDECAR_SERVER_PORT"
+  nginx_conf "$BENCH_WORK/$name-h0/nginx.conf" "127.0.0.1:$SIDECAR_CLIENT_SIDE" "$IP1:$SIDECAR_SERVER_SIDE" "$limit"
+  start_bg "$H1" "$BENCH_WORK/$name-h1.log" nginx -p "$BENCH_WORK/$name-h1" -c "$BENCH_WORK/$name-h1/nginx.conf"
+  SIDECAR_PIDS=("${PIDS[-1]}")
+  start_bg "$H0" "$BENCH_WORK/$name-h0.log" nginx -p "$BENCH_WORK/$name-h0" -c "$BENCH_WORK/$name-h0/nginx.conf"
+  SIDECAR_PIDS+=("${PIDS[-1]}")
+  sleep 0.5
+}
+
+stop_sidecars() {
+  local pid
+  for pid in "${SIDECAR_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+}
+
+admin() { "$BIN/conduitctl" --socket "$BENCH_WORK/h0-admin.sock" "$@" >>"$BENCH_WORK/admin.log" 2>&1; }
+
+set_policy() {  # set_policy none|inf|acl: policies of the client's daemon
+  admin raw DELETE /v1/policies/rpc-ratelimit/bench || true
+  admin raw DELETE /v1/policies/rpc-acl/bench || true
+  case "$1" in
+    inf) admin policy set rpc-ratelimit bench '{"service":"conduit.bench.Bench","rate":"inf"}' ;;
+    acl) admin policy set rpc-acl bench "{\"service\":\"conduit.bench.Bench\",\"field\":\"user\",\"deny\":[\"mallory\"],\"descriptor_set_file\":\"$BIN/bench.desc\"}" ;;
+  esac
+}
+
+# run_client CONFIG POLICY WORKLOAD TARGET [preload]: one measurement, appended to results.
+RESULTS=$BENCH_WORK/results
+run_client() {
+  local config=$1 policy=$2 workload=$3 target=$4 preload=${5:-} args line
+  case "$workload" in
+    lat) args=(--request-bytes 64 --reply-bytes 8 --inflight 1) ;;
+    rate) args=(--request-bytes 64 --reply-bytes 8 --inflight 128) ;;
+    8k) args=(--request-bytes 8192 --reply-bytes 8 --inflight 64) ;;
+    1m) args=(--request-bytes 1048576 --reply-bytes 8 --inflight 8) ;;
+  esac
+  local env=(env)
+  [[ -n $preload ]] && env+=(CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM")
+  line=$(ip netns exec "$H0" "${env[@]}" "$BIN/rpc_bench" --target "$target" --seconds "$SECONDS_PER_RUN" \
+    --warmup "$WARMUP" "${args[@]}" 2>>"$BENCH_WORK/client.log" | grep '^calls') || line="calls 0 failed"
+  echo "$config $policy $workload $line" >>"$RESULTS"
+  bench_log "$config/$policy/$workload: $line"
+}
+
+"$BENCH_NETNS" up --hosts 2 --prefix "$BENCH_PREFIX" --subnet "$BENCH_SUBNET"
+bench_conduit_start 2
+start_bg "$H1" "$BENCH_WORK/server-direct.log" "$BIN/rpc_bench_server" --listen "0.0.0.0:$DIRECT_PORT"
+start_bg "$H1" "$BENCH_WORK/server-sidecar.log" "$BIN/rpc_bench_server" --listen "127.0.0.1:$SIDECAR_SERVER_PORT"
+start_bg "$H1" "$BENCH_WORK/server-conduit.log" env CONDUIT_SOCKET="$BENCH_WORK/h1.sock" LD_PRELOAD="$SHIM" \
+  "$BIN/rpc_bench_server" --listen "0.0.0.0:$CONDUIT_PORT"
+for s in direct sidecar conduit; do wait_for "$BENCH_WORK/server-$s.log" "listening"; done
+grep -q "served through conduitd" "$BENCH_WORK/server-conduit.log" || bench_die "the preloaded server is not managed"
+
+WORKLOADS=(lat rate 8k 1m)
+for ((round = 1; round <= REPEAT; round++)); do
+  bench_log "round $round of $REPEAT"
+  for w in "${WORKLOADS[@]}"; do run_client direct - "$w" "$IP1:$DIRECT_PORT"; done
+  start_sidecars plain
+  for w in "${WORKLOADS[@]}"; do run_client sidecar - "$w" "127.0.0.1:$SIDECAR_CLIENT_SIDE"; done
+  stop_sidecars
+  start_sidecars limited limit
+  for w in "${WORKLOADS[@]}"; do run_client sidecar inf "$w" "127.0.0.1:$SIDECAR_CLIENT_SIDE"; done
+  stop_sidecars
+  for policy in none inf acl; do
+    set_policy "$policy"
+    for w in "${WORKLOADS[@]}"; do run_client conduit "$policy" "$w" "$IP1:$CONDUIT_PORT" preload; done
+  done
+  set_policy none
+done
+
+if ((QOS)); then
+  # A latency-sensitive client next to a bulk one, both under the preload.
+  for qos in off on; do
+    if [[ $qos == on ]]; then admin policy set rpc-qos '{"small_bytes":4096}'; else admin raw DELETE /v1/policies/rpc-qos || true; fi
+    ip netns exec "$H0" env CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM" "$BIN/rpc_bench" \
+      --target "$IP1:$CONDUIT_PORT" --seconds "$(awk "BEGIN { print $SECONDS_PER_RUN + $WARMUP + 2 }")" --warmup 0 \
+      --request-bytes 1048576 --reply-bytes 8 --inflight 8 >"$BENCH_WORK/bulk-$qos.out" 2>>"$BENCH_WORK/client.log" &
+    bulk=$!
+    sleep 1
+    run_client qos "$qos" lat "$IP1:$CONDUIT_PORT" preload
+    wait "$bulk" || true
+    echo "bulk $qos $(grep '^calls' "$BENCH_WORK/bulk-$qos.out")" >>"$RESULTS"
+  done
+  admin raw DELETE /v1/policies/rpc-qos || true
+fi
+
+"$BENCH_PY" "$BENCH_DIR/rpc_bench_table.py" "$RESULTS" | tee ${OUT:+"$OUT"}
