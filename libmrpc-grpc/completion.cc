@@ -28,15 +28,15 @@ char g_marker[1];
 // grpc_byte_buffer_destroy opens a gRPC ExecCtx, releases the buffer's slices inside it and
 // flushes the context afterwards. A slice whose destructor is EndOp therefore ends the
 // operation inside a proper execution context, using public API only.
-void RunInExecCtx(void (*fn)(void*), void* arg) {
+}  // namespace
+
+void RunInGrpcExecCtx(void (*fn)(void*), void* arg) {
   const RealGrpc& g = Real();
   grpc_slice slice = g.grpc_slice_new_with_user_data(g_marker, 1, fn, arg);
   grpc_byte_buffer* bb = g.grpc_raw_byte_buffer_create(&slice, 1);
   g.grpc_slice_unref(slice);
   g.grpc_byte_buffer_destroy(bb);
 }
-
-}  // namespace
 
 bool BeginCompletion(grpc_completion_queue* cq, void* tag) { return Real().grpc_cq_begin_op(cq, tag); }
 
@@ -45,7 +45,7 @@ void PostCompletion(grpc_completion_queue* cq, void* tag, bool ok) {
   c->cq = cq;
   c->tag = tag;
   c->ok = ok;
-  RunInExecCtx(EndOp, c);
+  RunInGrpcExecCtx(EndOp, c);
 }
 
 }  // namespace conduit::grpcshim

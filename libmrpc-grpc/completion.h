@@ -19,6 +19,9 @@ bool BeginCompletion(grpc_completion_queue* cq, void* tag);
 // Ends a begun operation: the program sees (tag, ok) from its queue.
 void PostCompletion(grpc_completion_queue* cq, void* tag, bool ok);
 
+// Runs fn(arg) inside a gRPC execution context (some internal calls need one).
+void RunInGrpcExecCtx(void (*fn)(void*), void* arg);
+
 }  // namespace conduit::grpcshim
 
 #endif  // CONDUIT_LIBMRPC_GRPC_COMPLETION_H_

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "call.h"
 #include "common/log.h"
 #include "common/shim_protocol.h"
+#include "completion.h"
 #include "real_grpc.h"
 #include "receive_segments.h"
 #include "server.h"
@@ -74,6 +77,7 @@ std::shared_ptr<DaemonConnection> DaemonConnection::Connect(std::string* why) {
     return nullptr;
   }
   conn->alive_.store(true, std::memory_order_release);
+  conn->PollWithGrpc();
   // The reader thread keeps the connection alive until the connection dies.
   conn->reader_thread_ = std::thread([self = conn] { self->ReadLoop(); });
   conn->reader_thread_.detach();
@@ -151,7 +155,18 @@ Status DaemonConnection::Request(uint16_t type, const void* payload, size_t len,
   std::unique_lock<std::mutex> lock(mu_);
   if (st.ok()) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_ + 5000);
-    pending_cv_.wait_until(lock, deadline, [&] { return pending.done || !alive(); });
+    while (!pending.done && alive() && std::chrono::steady_clock::now() < deadline) {
+      if (!polled_by_grpc_) {
+        pending_cv_.wait_until(lock, deadline, [&] { return pending.done || !alive(); });
+        break;
+      }
+      // Nobody may be polling gRPC right now: read the answer ourselves.
+      lock.unlock();
+      pollfd p{fd_.get(), POLLIN, 0};
+      poll(&p, 1, 1);
+      TryDrain();
+      lock.lock();
+    }
     if (!pending.done) {
       st = SystemError("conduitd did not answer request 0x%04x: %s", type,
                        alive() ? "timed out" : failure_.c_str());
@@ -349,15 +364,101 @@ void DaemonConnection::SendFree(const rpcproto::FreeEntry& entry) {
 
 void DaemonConnection::ReadLoop() {
   std::shared_ptr<DaemonConnection> self = shared_from_this();
+  // With gRPC's pollers reading the socket this thread only steps in for frames nobody read
+  // for a while (no program thread was polling gRPC), without waking up for each frame.
+  constexpr auto kStale = std::chrono::milliseconds(2);
+  while (alive()) {
+    if (polled_by_grpc_.load()) {
+      std::this_thread::sleep_for(kStale);
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) continue;
+      if (std::chrono::steady_clock::now() - last_drain_.load() < kStale) continue;
+    } else {
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+    }
+    if (!TryDrain()) std::this_thread::yield();
+  }
+}
+
+bool DaemonConnection::TryDrain() {
+  if (!read_mu_.try_lock()) return false;
+  last_drain_.store(std::chrono::steady_clock::now());
+  Status st;
   for (;;) {
     FrameHeader h;
-    Status st = reader_->NextHeader(&h, Deadline::Never());
-    if (st.ok()) st = HandleFrame(h);
-    if (!st.ok()) {
-      Die(reader_->closed() ? "conduitd closed the connection (did the daemon die?)" : st.message());
-      return;
-    }
+    bool got = false;
+    st = reader_->TryNextHeader(&h, &got);
+    if (!st.ok() || !got) break;
+    st = HandleFrame(h);
+    if (!st.ok()) break;
   }
+  read_mu_.unlock();
+  if (!st.ok()) Die(reader_->closed() ? "conduitd closed the connection (did the daemon die?)" : st.message());
+  return true;
+}
+
+void DaemonConnection::OnReadable(void* arg, absl::Status) {
+  auto* self = static_cast<DaemonConnection*>(arg);
+  self->TryDrain();
+  std::lock_guard<std::mutex> lock(self->grpc_mu_);
+  // (the program keeps this connection in PolledConnections while gRPC may call back)
+  if (self->alive() && self->polled_by_grpc_.load()) {
+    Real().grpc_fd_notify_on_read(self->grpc_fd_, reinterpret_cast<grpc_closure*>(self->closure_));
+  }
+}
+
+std::vector<std::shared_ptr<DaemonConnection>>& DaemonConnection::PolledConnections() {
+  static auto* all = new std::vector<std::shared_ptr<DaemonConnection>>();
+  return *all;
+}
+
+void DaemonConnection::StopPollingWithGrpc() {
+  {
+    std::lock_guard<std::mutex> lock(grpc_mu_);  // OnReadable re-arms under it
+    if (!polled_by_grpc_.exchange(false)) return;
+  }
+  // gRPC waits at shutdown for every fd it polls; hand ours back (it stays open: release_fd).
+  memset(orphan_done_, 0, sizeof(orphan_done_));
+  void (*cb)(void*, absl::Status) = [](void*, absl::Status) {};
+  memcpy(orphan_done_ + 8, &cb, sizeof(cb));
+  RunInGrpcExecCtx(
+      [](void* p) {
+        auto* self = static_cast<DaemonConnection*>(p);
+        Real().grpc_fd_orphan(self->grpc_fd_, reinterpret_cast<grpc_closure*>(self->orphan_done_), &self->released_fd_,
+                              "conduit: gRPC shuts down");
+      },
+      this);
+}
+
+void ReleaseGrpcPollers() {
+  for (auto& conn : DaemonConnection::PolledConnections()) conn->StopPollingWithGrpc();
+}
+
+void DaemonConnection::PollWithGrpc() {
+  const char* mode = getenv("CONDUIT_RPC_POLLER");
+  if (mode != nullptr && strcmp(mode, "thread") == 0) return;
+  const RealGrpc& g = Real();
+  if (g.grpc_fd_create == nullptr || g.grpc_fd_notify_on_read == nullptr || g.grpc_fd_orphan == nullptr) return;
+  // The socket joins gRPC's own poller: frames are read by the program thread that waits in
+  // Next or Pluck, which then finds its completion at once (no hand-off between threads).
+  // The connection stays alive as long as gRPC may call back.
+  fcntl(fd_.get(), F_SETFL, fcntl(fd_.get(), F_GETFL) | O_NONBLOCK);
+  if (!GrpcInitialized()) return;
+  memset(closure_, 0, sizeof(closure_));
+  void (*cb)(void*, absl::Status) = &DaemonConnection::OnReadable;
+  void* arg = this;
+  memcpy(closure_ + 8, &cb, sizeof(cb));
+  memcpy(closure_ + 16, &arg, sizeof(arg));
+  polled_by_grpc_ = true;
+  PolledConnections().push_back(shared_from_this());
+  RunInGrpcExecCtx(
+      [](void* p) {
+        auto* self = static_cast<DaemonConnection*>(p);
+        self->grpc_fd_ = Real().grpc_fd_create(self->fd_.get(), "conduitd", false);
+        Real().grpc_fd_notify_on_read(self->grpc_fd_, reinterpret_cast<grpc_closure*>(self->closure_));
+      },
+      this);
 }
 
 Status DaemonConnection::HandleFrame(const FrameHeader& h) {

@@ -11,6 +11,7 @@
 #include <grpc/grpc.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -20,11 +21,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/frame_stream.h"
 #include "common/rpc_event.h"
 #include "common/rpc_protocol.h"
 #include "common/shm_heap.h"
 #include "common/shm_segment.h"
+
+struct grpc_fd;
 
 namespace conduit::grpcshim {
 
@@ -82,6 +86,18 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   DaemonConnection() = default;
   Status Hello();
   void ReadLoop();
+  void PollWithGrpc();
+  // Reads and handles every whole frame already there, unless another thread is reading.
+  bool TryDrain();
+  static void OnReadable(void* arg, absl::Status error);
+
+ public:
+  // Connections whose socket gRPC polls (kept for the life of the process).
+  static std::vector<std::shared_ptr<DaemonConnection>>& PolledConnections();
+  // Hands the socket back from gRPC's pollers to this connection's thread.
+  void StopPollingWithGrpc();
+
+ private:
   Status HandleFrame(const FrameHeader& h);
   Status HandleCall(std::string payload);
   void Die(const std::string& why);
@@ -95,6 +111,16 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   std::unique_ptr<FrameReader> reader_;
   std::unique_ptr<FrameWriter> writer_;
   std::thread reader_thread_;
+  // Who reads: with polled_by_grpc_, whoever holds read_mu_ (gRPC's poller through
+  // OnReadable, a thread waiting for a reply, the fallback thread); else the reader thread.
+  std::atomic<bool> polled_by_grpc_{false};
+  std::mutex grpc_mu_;
+  int released_fd_ = -1;
+  alignas(16) unsigned char orphan_done_[128];
+  std::mutex read_mu_;
+  std::atomic<std::chrono::steady_clock::time_point> last_drain_{};
+  ::grpc_fd* grpc_fd_ = nullptr;
+  alignas(16) unsigned char closure_[128];  // a grpc_closure (its layout: real_grpc.h)
   std::atomic<bool> alive_{false};
   uint32_t timeout_ms_ = 10000;
   uint32_t inline_max_ = 512;
@@ -129,6 +155,11 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   std::mutex free_mu_;
   std::vector<rpcproto::FreeEntry> released_;  // from Free frames, applied by the next sender
 };
+
+// Before gRPC's last shutdown: every connection stops using gRPC's pollers.
+void ReleaseGrpcPollers();
+// Whether the program holds a gRPC initialization (grpc_init without its grpc_shutdown).
+bool GrpcInitialized();
 
 }  // namespace conduit::grpcshim
 

@@ -68,6 +68,9 @@ RealGrpc Load() {
   RESOLVE(gpr_now);
   RESOLVE(gpr_convert_clock_type);
   RESOLVE(gpr_inf_future);
+  RESOLVE(grpc_init);
+  RESOLVE(grpc_shutdown);
+  RESOLVE(grpc_shutdown_blocking);
 #undef RESOLVE
   // C++-linkage symbols of libgrpc.so.29 (names as mangled by GCC for gRPC 1.51).
   Resolve(&r.grpc_call_is_trailers_only, "_Z26grpc_call_is_trailers_onlyPK9grpc_call");
@@ -82,6 +85,12 @@ RealGrpc Load() {
   Resolve(&r.set_registered_allocator,
           "_ZN9grpc_core6Server28SetRegisteredMethodAllocatorEP21grpc_completion_queuePvSt8functionIFNS0_"
           "24RegisteredCallAllocationEvEE");
+  // Optional: without them the shim reads its socket on its own thread.
+  r.grpc_fd_create = reinterpret_cast<decltype(r.grpc_fd_create)>(dlsym(RTLD_NEXT, "_Z14grpc_fd_createiPKcb"));
+  r.grpc_fd_notify_on_read = reinterpret_cast<decltype(r.grpc_fd_notify_on_read)>(
+      dlsym(RTLD_NEXT, "_Z22grpc_fd_notify_on_readP7grpc_fdP12grpc_closure"));
+  r.grpc_fd_orphan = reinterpret_cast<decltype(r.grpc_fd_orphan)>(
+      dlsym(RTLD_NEXT, "_Z14grpc_fd_orphanP7grpc_fdP12grpc_closurePiPKc"));
   return r;
 }
 

@@ -51,6 +51,15 @@ class Server {
 };
 }  // namespace grpc_core
 
+// The iomgr poller (src/core/lib/iomgr/ev_posix.h): the shim's socket to conduitd is
+// polled by gRPC's own pollers. A grpc_closure starts {next, cb, cb_arg, error} (debug
+// builds add fields after those; the shim zeroes 128 bytes).
+struct grpc_fd;
+struct grpc_closure;
+grpc_fd* grpc_fd_create(int fd, const char* name, bool track_err);
+void grpc_fd_notify_on_read(grpc_fd* fd, grpc_closure* closure);
+void grpc_fd_orphan(grpc_fd* fd, grpc_closure* on_done, int* release_fd, const char* reason);
+
 // Internal call accessors libgrpc++ uses (C++ linkage).
 bool grpc_call_is_trailers_only(const grpc_call* call);
 absl::string_view grpc_call_server_authority(const grpc_call* call);
@@ -120,6 +129,12 @@ struct RealGrpc {
   CONDUIT_REAL(gpr_now);
   CONDUIT_REAL(gpr_convert_clock_type);
   CONDUIT_REAL(gpr_inf_future);
+  CONDUIT_REAL(grpc_fd_create);          // null when absent: the shim then reads on its own thread
+  CONDUIT_REAL(grpc_fd_notify_on_read);
+  CONDUIT_REAL(grpc_fd_orphan);
+  CONDUIT_REAL(grpc_init);
+  CONDUIT_REAL(grpc_shutdown);
+  CONDUIT_REAL(grpc_shutdown_blocking);
 };
 #undef CONDUIT_REAL
 

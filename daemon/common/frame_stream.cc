@@ -20,7 +20,8 @@ constexpr size_t kBatchBytes = 1 << 20;
 FrameReader::FrameReader(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, bool accept_fds)
     : fd_(fd), magic_(magic), version_(version), max_payload_(max_payload), accept_fds_(accept_fds), buf_(kReadBuffer) {}
 
-Status FrameReader::Receive(void* dst, size_t n, size_t* got, Deadline deadline) {
+Status FrameReader::ReceiveNow(void* dst, size_t n, size_t* got, bool blocking, bool* would_block) {
+  *would_block = false;
   for (;;) {
     iovec iov{dst, n};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
@@ -31,10 +32,7 @@ Status FrameReader::Receive(void* dst, size_t n, size_t* got, Deadline deadline)
       msg.msg_control = control;
       msg.msg_controllen = sizeof(control);
     }
-    // Waiting without a deadline, a blocking receive on a blocking socket is one system
-    // call per wake-up instead of three (failed receive, poll, receive).
-    int flags = MSG_CMSG_CLOEXEC | (deadline.is_never() ? 0 : MSG_DONTWAIT);
-    ssize_t r = recvmsg(fd_, &msg, flags);
+    ssize_t r = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | (blocking ? 0 : MSG_DONTWAIT));
     if (r > 0) {
       if (accept_fds_ && msg.msg_controllen > 0) {
         for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -50,16 +48,25 @@ Status FrameReader::Receive(void* dst, size_t n, size_t* got, Deadline deadline)
       *got = static_cast<size_t>(r);
       return Status::Ok();
     }
-    if (r == 0) {
-      *got = 0;
-      return Status::Ok();
-    }
+    *got = 0;
+    if (r == 0) return Status::Ok();
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      CONDUIT_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, "receive"));
-      continue;
+      *would_block = true;
+      return Status::Ok();
     }
     return SystemError("receive failed: %s", strerror(errno));
+  }
+}
+
+Status FrameReader::Receive(void* dst, size_t n, size_t* got, Deadline deadline) {
+  for (;;) {
+    bool would_block;
+    // Waiting without a deadline, a blocking receive on a blocking socket is one system
+    // call per wake-up instead of three (failed receive, poll, receive).
+    CONDUIT_RETURN_IF_ERROR(ReceiveNow(dst, n, got, deadline.is_never(), &would_block));
+    if (!would_block) return Status::Ok();
+    CONDUIT_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, "receive"));
   }
 }
 
@@ -87,6 +94,36 @@ Status FrameReader::NextHeader(FrameHeader* header, Deadline deadline) {
       return st;
     }
   }
+  return CheckHeader(header);
+}
+
+Status FrameReader::TryNextHeader(FrameHeader* header, bool* got) {
+  *got = false;
+  closed_ = false;
+  if (end_ - begin_ < sizeof(FrameHeader)) {
+    if (begin_ == end_) begin_ = end_ = 0;
+    if (end_ == buf_.size()) {
+      memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    bool empty = begin_ == end_;
+    size_t r = 0;
+    bool would_block = false;
+    CONDUIT_RETURN_IF_ERROR(ReceiveNow(buf_.data() + end_, buf_.size() - end_, &r, /*blocking=*/false, &would_block));
+    if (would_block) return Status::Ok();
+    if (r == 0) {
+      closed_ = empty;
+      return SystemError("connection closed by peer");
+    }
+    end_ += r;
+    if (end_ - begin_ < sizeof(FrameHeader)) return Status::Ok();
+  }
+  *got = true;
+  return CheckHeader(header);
+}
+
+Status FrameReader::CheckHeader(FrameHeader* header) {
   memcpy(header, buf_.data() + begin_, sizeof(FrameHeader));
   begin_ += sizeof(FrameHeader);
   if (header->magic != magic_) {

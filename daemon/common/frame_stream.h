@@ -33,6 +33,9 @@ class FrameReader {
   // Reads and checks the next frame header (magic, version, length). Its payload must be
   // consumed with Read before the next call. A clean close between frames sets closed().
   Status NextHeader(FrameHeader* header, Deadline deadline);
+  // Like NextHeader, but never waits: *got is false when no whole header has arrived yet
+  // (what did arrive stays buffered).
+  Status TryNextHeader(FrameHeader* header, bool* got);
   // Reads the next n bytes of the current payload into dst.
   Status Read(void* dst, size_t n, Deadline deadline);
   Status ReadString(size_t n, std::string* out, Deadline deadline);
@@ -42,7 +45,10 @@ class FrameReader {
 
  private:
   Status Fill(Deadline deadline);
+  Status CheckHeader(FrameHeader* header);
   Status Receive(void* dst, size_t n, size_t* got, Deadline deadline);
+  // One receive; *would_block when nothing was there (never with blocking).
+  Status ReceiveNow(void* dst, size_t n, size_t* got, bool blocking, bool* would_block);
 
   int fd_;
   uint32_t magic_;
