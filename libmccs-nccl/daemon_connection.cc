@@ -8,21 +8,10 @@
 
 #include <cstdlib>
 
+#include "common/exe_name.h"
 #include "common/shim_protocol.h"
 
 namespace conduit {
-namespace {
-
-std::string ExeName() {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return "unknown";
-  path[n] = '\0';
-  const char* slash = strrchr(path, '/');
-  return slash != nullptr ? slash + 1 : path;
-}
-
-}  // namespace
 
 std::string DaemonConnection::SocketPath() {
   const char* env = getenv(shimproto::kSocketEnv);

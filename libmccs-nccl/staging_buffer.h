@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
+#include "common/shm_segment.h"
 #include "common/status.h"
 #include "daemon_connection.h"
 
@@ -17,18 +19,16 @@ class StagingBuffer {
   StagingBuffer() = default;
   StagingBuffer(const StagingBuffer&) = delete;
   StagingBuffer& operator=(const StagingBuffer&) = delete;
-  ~StagingBuffer();
 
   // Makes room for `bytes` of op data after the control page, replacing the segment (and
   // re-attaching it to the daemon) when it must grow. Sizes grow geometrically so steady
   // state never re-attaches.
   Status Reserve(size_t bytes, DaemonConnection& conn);
-  uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
+  uint8_t* data() const { return shm_ != nullptr ? shm_->data() : nullptr; }
+  size_t size() const { return shm_ != nullptr ? shm_->size() : 0; }
 
  private:
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0;
+  std::unique_ptr<ShmSegment> shm_;
 };
 
 }  // namespace conduit

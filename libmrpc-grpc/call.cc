@@ -692,79 +692,52 @@ void ManagedCall::OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message) {
 }
 
 
-void ManagedCall::OnConnectionLost(const std::string& why) {
+template <typename Body>
+void ManagedCall::Locked(Body body) {
   Ready ready;
   Deferred d;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    registered_ = false;  // the connection dropped its routing table
-    if (client_) {
-      FinishClient(GRPC_STATUS_UNAVAILABLE, "conduit: lost contact with conduitd: " + why, {}, 0, &ready);
-    } else {
-      FinishServer(true, &ready);
-    }
+    body(&ready);
     d = TakeDeferred();
-    d.flush = false;
   }
   RunDeferred(d);
   PostReady(&ready);
+}
+
+void ManagedCall::EndNow(grpc_status_code code, const std::string& details, bool tell_peer, Ready* ready) {
+  if (finished_) return;
+  if (tell_peer) QueueCancel(code, details);
+  if (client_) {
+    FinishClient(code, details, {}, 0, ready);
+  } else {
+    FinishServer(true, ready);
+  }
+}
+
+void ManagedCall::OnConnectionLost(const std::string& why) {
+  Locked([&](Ready* ready) {
+    registered_ = false;  // the connection dropped its routing table
+    EndNow(GRPC_STATUS_UNAVAILABLE, "conduit: lost contact with conduitd: " + why, /*tell_peer=*/false, ready);
+  });
 }
 
 void ManagedCall::OnDeadline() {
-  Ready ready;
-  Deferred d;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  Locked([&](Ready* ready) {
     timer_ = 0;
-    if (!finished_) {
-      QueueCancel(GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded");
-      if (client_) {
-        FinishClient(GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded", {}, 0, &ready);
-      } else {
-        FinishServer(true, &ready);
-      }
-    }
-    d = TakeDeferred();
-  }
-  RunDeferred(d);
-  PostReady(&ready);
+    EndNow(GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded", /*tell_peer=*/true, ready);
+  });
 }
 
 grpc_call_error ManagedCall::Cancel(grpc_status_code code, const char* details) {
-  Ready ready;
-  Deferred d;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!finished_ && (client_ || bound_)) {
-      std::string text = details != nullptr ? details : "Cancelled";
-      QueueCancel(code, text);
-      if (client_) {
-        FinishClient(code, text, {}, 0, &ready);
-      } else {
-        FinishServer(true, &ready);
-      }
-    }
-    d = TakeDeferred();
-  }
-  RunDeferred(d);
-  PostReady(&ready);
+  Locked([&](Ready* ready) {
+    if (client_ || bound_) EndNow(code, details != nullptr ? details : "Cancelled", /*tell_peer=*/true, ready);
+  });
   return GRPC_CALL_OK;
 }
 
 void ManagedCall::Reject(grpc_status_code code, const char* details) {
-  Ready ready;
-  Deferred d;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!finished_) {
-      QueueCancel(code, details);
-      FinishServer(true, &ready);
-    }
-    d = TakeDeferred();
-    d.waiting_changed = false;
-  }
-  RunDeferred(d);
-  PostReady(&ready);
+  Locked([&](Ready* ready) { EndNow(code, details, /*tell_peer=*/true, ready); });
 }
 
 bool ManagedCall::PayloadKnown() {

@@ -138,6 +138,11 @@ class ManagedCall {
   void SendHeld(Ready* ready);
   void QueueEvent(rpc::CallEvent ev, PlacedMessage* msg);
   void QueueCancel(grpc_status_code code, std::string_view details);
+  // Runs body(&ready) under the lock, then what it left for after the lock.
+  template <typename Body>
+  void Locked(Body body);
+  // Ends the call at once (lock held), telling the other side when asked to.
+  void EndNow(grpc_status_code code, const std::string& details, bool tell_peer, Ready* ready);
   Deferred TakeDeferred();
   void RunDeferred(const Deferred& d);
   void ArmDeadline(int64_t timeout_us);

@@ -14,6 +14,8 @@
 #include "byte_buffers.h"
 #include "call.h"
 #include "common/log.h"
+#include "common/release_ring.h"
+#include "common/exe_name.h"
 #include "common/shim_protocol.h"
 #include "completion.h"
 #include "real_grpc.h"
@@ -26,15 +28,6 @@ namespace {
 constexpr uint64_t kFirstSendSegment = 8ull << 20;
 constexpr uint64_t kMaxSendBytes = 1ull << 30;
 constexpr int kHelloTimeoutMs = 10000;
-
-std::string ExeName() {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return "unknown";
-  path[n] = '\0';
-  const char* slash = strrchr(path, '/');
-  return slash != nullptr ? slash + 1 : path;
-}
 
 bool IsReply(uint16_t type) {
   switch (type) {
@@ -222,13 +215,10 @@ void DaemonConnection::UnregisterServer(uint64_t server_id) {
 
 void DaemonConnection::DrainReleasedSends() {
   rpcproto::ControlRegion* region = receive_->control();
-  uint64_t head = region->to_shim_head.value.load(std::memory_order_acquire);
-  if (head - to_shim_tail_ > rpcproto::kRingEntries) head = to_shim_tail_;  // nonsense: ignore
-  for (; to_shim_tail_ != head; ++to_shim_tail_) {
-    rpcproto::FreeEntry e = region->to_shim[to_shim_tail_ % rpcproto::kRingEntries];
-    FreeSend(e.segment, e.offset);
+  if (!rpcproto::DrainReleases(region->to_shim_head, region->to_shim_tail, region->to_shim, &to_shim_tail_,
+                               [&](const rpcproto::FreeEntry& e) { FreeSend(e.segment, e.offset); })) {
+    CLOG_WARN("conduitd's release ring makes no sense; ignoring it");
   }
-  region->to_shim_tail.value.store(to_shim_tail_, std::memory_order_release);
   std::vector<rpcproto::FreeEntry> released;
   {
     std::lock_guard<std::mutex> lock(free_mu_);

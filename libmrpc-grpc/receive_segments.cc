@@ -1,5 +1,6 @@
 #include "receive_segments.h"
 
+#include "common/release_ring.h"
 #include "real_grpc.h"
 
 namespace conduit::grpcshim {
@@ -65,11 +66,7 @@ void ReceiveSegments::Release(uint32_t segment, uint64_t offset) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     rpcproto::ControlRegion* region = control();
-    uint64_t tail = region->to_daemon_tail.value.load(std::memory_order_acquire);
-    if (to_daemon_head_ - tail < rpcproto::kRingEntries) {
-      region->to_daemon[to_daemon_head_ % rpcproto::kRingEntries] = entry;
-      ++to_daemon_head_;
-      region->to_daemon_head.value.store(to_daemon_head_, std::memory_order_release);
+    if (rpcproto::PushRelease(region->to_daemon_head, region->to_daemon_tail, region->to_daemon, &to_daemon_head_, entry)) {
       return;
     }
     overflow = overflow_;

@@ -1,6 +1,7 @@
 #include "rpc/program_memory.h"
 
 #include "common/log.h"
+#include "common/release_ring.h"
 #include "common/shim_protocol.h"
 
 namespace conduit::rpc {
@@ -54,13 +55,7 @@ void ProgramMemory::ReleaseSend(uint32_t segment, uint64_t offset) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     rpcproto::ControlRegion* region = control();
-    uint64_t tail = region->to_shim_tail.value.load(std::memory_order_acquire);
-    if (to_shim_head_ - tail < rpcproto::kRingEntries) {
-      region->to_shim[to_shim_head_ % rpcproto::kRingEntries] = entry;
-      ++to_shim_head_;
-      region->to_shim_head.value.store(to_shim_head_, std::memory_order_release);
-      return;
-    }
+    if (rpcproto::PushRelease(region->to_shim_head, region->to_shim_tail, region->to_shim, &to_shim_head_, entry)) return;
     overflow = overflow_;
   }
   if (overflow) overflow(entry);
@@ -68,22 +63,22 @@ void ProgramMemory::ReleaseSend(uint32_t segment, uint64_t offset) {
 
 void ProgramMemory::DrainProgramReleases() {
   rpcproto::ControlRegion* region = control();
-  uint64_t head = region->to_daemon_head.value.load(std::memory_order_acquire);
-  if (head - to_daemon_tail_ > rpcproto::kRingEntries) {
-    if (!warned_) CLOG_WARN("program corrupted its release ring (head %llu, tail %llu); ignoring it",
-                            static_cast<unsigned long long>(head), static_cast<unsigned long long>(to_daemon_tail_));
+  bool sane = rpcproto::DrainReleases(region->to_daemon_head, region->to_daemon_tail, region->to_daemon,
+                                      &to_daemon_tail_, [&](const rpcproto::FreeEntry& e) { FreeReceiveLocked(e); });
+  if (!sane && !warned_) {
+    CLOG_WARN("program corrupted its release ring; ignoring it");
     warned_ = true;
-    return;
   }
-  for (; to_daemon_tail_ != head; ++to_daemon_tail_) {
-    rpcproto::FreeEntry e = region->to_daemon[to_daemon_tail_ % rpcproto::kRingEntries];
-    if (e.segment >= receive_.size() || !receive_[e.segment].heap->Free(e.offset)) {
-      if (!warned_) CLOG_WARN("program released a receive block it does not hold (segment %u offset %llu)", e.segment,
-                              static_cast<unsigned long long>(e.offset));
-      warned_ = true;
+}
+
+void ProgramMemory::FreeReceiveLocked(const rpcproto::FreeEntry& e) {
+  if (e.segment >= receive_.size() || !receive_[e.segment].heap->Free(e.offset)) {
+    if (!warned_) {
+      CLOG_WARN("program released a receive block it does not hold (segment %u offset %llu)", e.segment,
+                static_cast<unsigned long long>(e.offset));
     }
+    warned_ = true;
   }
-  region->to_daemon_tail.value.store(to_daemon_tail_, std::memory_order_release);
 }
 
 bool ProgramMemory::AllocateReceive(size_t len, uint32_t* segment, uint64_t* offset, uint8_t** data,
@@ -130,11 +125,7 @@ void ProgramMemory::FreeReceive(uint32_t segment, uint64_t offset) {
 
 void ProgramMemory::ProgramReleased(const rpcproto::FreeEntry& e) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (e.segment >= receive_.size() || !receive_[e.segment].heap->Free(e.offset)) {
-    if (!warned_) CLOG_WARN("program released a receive block it does not hold (segment %u offset %llu)", e.segment,
-                            static_cast<unsigned long long>(e.offset));
-    warned_ = true;
-  }
+  FreeReceiveLocked(e);
 }
 
 void ProgramMemory::Detach() {

@@ -52,6 +52,7 @@ class ProgramMemory : public std::enable_shared_from_this<ProgramMemory> {
   };
   void ReleaseSend(uint32_t segment, uint64_t offset);
   void DrainProgramReleases();  // mu_ held
+  void FreeReceiveLocked(const rpcproto::FreeEntry& e);
   rpcproto::ControlRegion* control() const { return reinterpret_cast<rpcproto::ControlRegion*>(control_.data()); }
 
   std::function<void(const rpcproto::FreeEntry&)> overflow_;

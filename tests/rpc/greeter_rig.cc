@@ -47,4 +47,20 @@ ClientRun GreeterRig::RunClient(int host, const std::string& target, std::vector
   return run;
 }
 
+void SuiteCluster::Start(ClusterConfig config, const std::function<bool(GreeterRig&, std::string*)>& servers) {
+  cluster = new Cluster(std::move(config));
+  rig = new GreeterRig(cluster);
+  if (!cluster->Start(&error) || !servers(*rig, &error)) {
+    error += "\n" + cluster->Describe();
+    Stop();
+  }
+}
+
+void SuiteCluster::Stop() {
+  delete rig;
+  rig = nullptr;
+  delete cluster;
+  cluster = nullptr;
+}
+
 }  // namespace conduit::it

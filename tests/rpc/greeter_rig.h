@@ -4,6 +4,7 @@
 #define CONDUIT_TESTS_RPC_GREETER_RIG_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,18 @@ class GreeterRig {
  private:
   Cluster* cluster_;
   int runs_ = 0;
+};
+
+// A cluster and rig shared by all the tests of a suite (SetUpTestSuite / TearDownTestSuite).
+struct SuiteCluster {
+  Cluster* cluster = nullptr;
+  GreeterRig* rig = nullptr;
+  std::string error;
+
+  // Starts the cluster, then the suite's servers; on failure leaves nothing running and
+  // the reason in `error`.
+  void Start(ClusterConfig config, const std::function<bool(GreeterRig&, std::string*)>& servers);
+  void Stop();
 };
 
 }  // namespace conduit::it

@@ -27,27 +27,19 @@ class RpcCallsTest : public ::testing::Test {
     c.prefix = "rc";
     c.subnet = "10.231.41";
     c.hosts = 2;
-    cluster_ = new Cluster(c);
-    rig_ = new GreeterRig(cluster_);
-    bool ok = cluster_->Start(&error_) &&
-              rig_->StartServer(1, kSyncPort, "sync", /*preload=*/true, &error_) != nullptr &&
-              rig_->StartServer(1, kAsyncPort, "async", /*preload=*/true, &error_) != nullptr &&
-              rig_->StartServer(1, kCallbackPort, "callback", /*preload=*/true, &error_) != nullptr &&
-              rig_->StartServer(1, kNativePort, "sync", /*preload=*/false, &error_) != nullptr;
-    if (!ok) {
-      error_ += "\n" + cluster_->Describe();
-      TearDownTestSuite();
-    }
+    suite_.Start(c, [](GreeterRig& rig, std::string* error) {
+      return rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error) != nullptr &&
+             rig.StartServer(1, kAsyncPort, "async", /*preload=*/true, error) != nullptr &&
+             rig.StartServer(1, kCallbackPort, "callback", /*preload=*/true, error) != nullptr &&
+             rig.StartServer(1, kNativePort, "sync", /*preload=*/false, error) != nullptr;
+    });
+    cluster_ = suite_.cluster;
+    rig_ = suite_.rig;
   }
-  static void TearDownTestSuite() {
-    delete rig_;
-    rig_ = nullptr;
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+  static void TearDownTestSuite() { suite_.Stop(); }
   void SetUp() override {
     CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_NE(cluster_, nullptr) << error_;
+    ASSERT_NE(suite_.cluster, nullptr) << suite_.error;
   }
 
   // A managed call from host 0 to the server on `port` of host 1 that must pass.
@@ -57,14 +49,14 @@ class RpcCallsTest : public ::testing::Test {
     EXPECT_TRUE(run.managed()) << "the channel was not carried by conduitd:\n" << run.output;
   }
 
+  static SuiteCluster suite_;
   static Cluster* cluster_;
   static GreeterRig* rig_;
-  static std::string error_;
 };
 
+SuiteCluster RpcCallsTest::suite_;
 Cluster* RpcCallsTest::cluster_ = nullptr;
 GreeterRig* RpcCallsTest::rig_ = nullptr;
-std::string RpcCallsTest::error_;
 
 TEST_F(RpcCallsTest, NativeBaselineWithoutPreload) {
   for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
