@@ -13,9 +13,14 @@ int ClientRun::status() const {
 
 std::string GreeterRig::ShimPath() { return MRPC_GRPC_PATH; }
 
+std::string GreeterRig::PreloadEnv() {
+  std::string runtime = SANITIZER_RUNTIME;
+  return "LD_PRELOAD=" + (runtime.empty() ? "" : runtime + " ") + ShimPath();
+}
+
 Subprocess* GreeterRig::StartServer(int host, int port, const std::string& mode, bool preload, std::string* error,
                                     std::vector<std::string> env) {
-  if (preload) env.push_back("LD_PRELOAD=" + ShimPath());
+  if (preload) env.push_back(PreloadEnv());
   Subprocess& p = cluster_->Launch(
       host, "greeter_server", {Cluster::BinPath("greeter_server"), "--listen", "0.0.0.0:" + std::to_string(port), "--mode", mode},
       env);
@@ -28,7 +33,7 @@ Subprocess* GreeterRig::StartServer(int host, int port, const std::string& mode,
 
 Subprocess& GreeterRig::StartClient(int host, const std::string& target, std::vector<std::string> args, bool preload,
                                     std::vector<std::string> env) {
-  if (preload) env.push_back("LD_PRELOAD=" + ShimPath());
+  if (preload) env.push_back(PreloadEnv());
   std::vector<std::string> argv = {Cluster::BinPath("greeter_client"), "--target", target};
   argv.insert(argv.end(), args.begin(), args.end());
   return cluster_->Launch(host, "greeter_client", argv, env);

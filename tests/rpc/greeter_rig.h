@@ -29,7 +29,8 @@ class GreeterRig {
   explicit GreeterRig(Cluster* cluster) : cluster_(cluster) {}
 
   static std::string ShimPath();
-  static std::vector<std::string> PreloadEnv() { return {"LD_PRELOAD=" + ShimPath()}; }
+  // LD_PRELOAD=... for a preloaded program (the sanitizer runtime first in such builds).
+  static std::string PreloadEnv();
 
   // Starts greeter_server on `host` and waits until it listens; nullptr (with the output
   // in *error) when it does not.
