@@ -11,13 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <sys/resource.h>
+
 #include <thread>
+#include <vector>
 
 #include "collectives/registry.h"
 #include "common/log.h"
 #include "common/net_addr.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
+#include "objects/object_service.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
 #include "server/unix_socket.h"
@@ -33,7 +37,21 @@ struct Flags {
   std::string advertise;
   CommOptions comm;
   ProgramPolicy policy;
+  objects::ObjectOptions objects;
+  std::string object_peers;
 };
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
 
 [[noreturn]] void Usage(const char* msg) {
   fprintf(stderr,
@@ -45,7 +63,13 @@ struct Flags {
           "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
-          "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n",
+          "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
+          "object store (libhoplite):\n"
+          "  --object-peers IP:PORT,...   every daemon of the object store (this one included)\n"
+          "  --object-memory-bytes N      store size; LRU copies with another copy are evicted (default 8 GiB)\n"
+          "  --object-block-bytes N       pipelining block (default 1 MiB)\n"
+          "  --object-bandwidth-bps N     reduce-degree model: link bandwidth in bytes/s (default: measured)\n"
+          "  --object-latency-us N        reduce-degree model: per-hop latency (default: measured)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
   exit(2);
 }
@@ -80,6 +104,11 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
     else if (a == "--max-shm-bytes") f.policy.max_shm_bytes = number();
+    else if (a == "--object-peers") f.object_peers = value();
+    else if (a == "--object-memory-bytes") f.objects.memory_bytes = number();
+    else if (a == "--object-block-bytes") f.objects.block_bytes = number();
+    else if (a == "--object-bandwidth-bps") f.objects.bandwidth_Bps = static_cast<double>(number());
+    else if (a == "--object-latency-us") f.objects.latency_us = static_cast<double>(number());
     else if (a == "--log-level") {
       LogLevel level;
       if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
@@ -89,6 +118,7 @@ Flags ParseFlags(int argc, char** argv) {
   }
   if (f.comm.timeout_ms <= 0) Usage("--timeout-ms must be positive");
   if (f.comm.chunk_bytes == 0) Usage("--chunk-bytes must be positive");
+  if (f.objects.block_bytes < 4096) Usage("--object-block-bytes must be at least 4096");
   return f;
 }
 
@@ -96,6 +126,12 @@ int Main(int argc, char** argv) {
   SetLogTag("conduitd");
   Flags flags = ParseFlags(argc, argv);
   signal(SIGPIPE, SIG_IGN);
+  // The object store keeps one memfd per large object.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   // Only the main thread takes SIGINT/SIGTERM (through sigwait), so shutdown is orderly.
   sigset_t stop;
   sigemptyset(&stop);
@@ -129,8 +165,14 @@ int Main(int argc, char** argv) {
   static CommRegistry registry(my_addr, flags.comm);
   static ProgramPolicy policy = flags.policy;
   static CollectiveService collectives(&registry, &policy);
+  flags.objects.self = my_addr;
+  flags.objects.peers = SplitList(flags.object_peers);
+  flags.objects.timeout_ms = flags.comm.timeout_ms;
+  static objects::ObjectService object_store(flags.objects, &policy);
+  object_store.Start();
   static ServiceRouter router;
   router.Add(ServiceId::kCollectives, &collectives);
+  router.Add(ServiceId::kObjects, &object_store);
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();
   std::thread([fd = unix_listener.get()] { router.ServePrograms(fd); }).detach();
   CLOG_INFO("serving programs on %s and daemons on %s (advertised as %s), timeout %d ms", flags.socket_path.c_str(),
