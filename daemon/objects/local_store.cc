@@ -180,12 +180,22 @@ ObjStatus LocalStore::Create(const std::string& id, uint64_t size, bool pinned, 
   }
   obj->last_used = ++clock_;
   objects_[id] = obj;
+  created_.notify_all();
   *out = std::move(obj);
   return ObjStatus::Ok();
 }
 
 ObjectRef LocalStore::Find(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return nullptr;
+  it->second->last_used = ++clock_;
+  return it->second;
+}
+
+ObjectRef LocalStore::FindOrWait(const std::string& id, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  WaitUntil(created_, lock, deadline, [&] { return objects_.count(id) != 0; });
   auto it = objects_.find(id);
   if (it == objects_.end()) return nullptr;
   it->second->last_used = ++clock_;

@@ -97,6 +97,9 @@ class LocalStore {
   ObjStatus Create(const std::string& id, uint64_t size, bool pinned, bool internal, ObjectRef* out);
   // The copy of `id`, or null. Marks it recently used.
   ObjectRef Find(const std::string& id);
+  // Like Find, but waits (bounded) for the copy to be created: a reduce task's partial
+  // result may be asked for just before the task starts.
+  ObjectRef FindOrWait(const std::string& id, Deadline deadline);
   // Drops the copy (if it is still `expected` when given) and fails its waiters with `why`.
   void Remove(const std::string& id, const ObjStatus& why, const LocalObject* expected = nullptr);
   std::vector<ObjectRef> All();
@@ -114,6 +117,7 @@ class LocalStore {
   HasOtherCopy has_other_;
   Evicted evicted_;
   mutable std::mutex mu_;
+  std::condition_variable created_;
   std::map<std::string, ObjectRef> objects_;
   uint64_t used_ = 0;
   uint64_t clock_ = 0;

@@ -16,6 +16,7 @@ namespace {
 constexpr int kConnectTimeoutMs = 2000;
 constexpr int kIdleConnectionMs = 600 * 1000;
 constexpr size_t kMaxIdlePerPeer = 8;
+constexpr int kInternalWaitMs = 5000;
 
 }  // namespace
 
@@ -138,7 +139,9 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
                        sizeof(r), Deadline::AfterMs(timeout_ms));
       return;
     }
-    obj = store->Find(id);
+    // Internal ids (a reduce's partial results, starting with \x01) may be asked for just
+    // before their task creates them.
+    obj = id[0] == '\x01' ? store->FindOrWait(id, Deadline::AfterMs(kInternalWaitMs)) : store->Find(id);
     ObjStatus ost = obj == nullptr ? Err(objproto::kNotFound, "daemon has no copy of %s", Printable(id).c_str())
                                    : obj->failure();
     if (ost.ok() && f.offset > obj->size()) ost = Err(objproto::kInvalid, "fetch offset beyond the object");
