@@ -65,7 +65,7 @@ void ObjectService::ServePeer(UniqueFd fd, const std::string& peer) {
   if (h.type == objproto::kPeerHello) {
     peers_.ServeIncoming(std::move(fd), peer);
   } else if (h.type == objproto::kFetch) {
-    ServeFetches(std::move(fd), &store_, options_.timeout_ms, peer);
+    ServeFetches(std::move(fd), &store_, options_.timeout_ms, peer, &stats_);
   } else {
     CLOG_WARN("objects: connection from %s starts with message 0x%04x; closed", peer.c_str(), h.type);
   }
@@ -181,6 +181,7 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
     if (st.ok()) {
       obj->MarkComplete();
       dir_.Release(id, sender, true);
+      stats_.received += 1;
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       reducer_->NoteTransfer(obj->size(), secs);
       return;
@@ -308,7 +309,9 @@ std::string ObjectService::StateJson() {
   auto live = peers_.Live();
   for (size_t i = 0; i < live.size(); ++i) out += (i ? ",\"" : "\"") + live[i] + "\"";
   out += "],\"peers\":" + std::to_string(peers_.all().size()) + ",\"rtt_us\":" + std::to_string(peers_.rtt_us()) +
-         ",\"store\":{\"used\":" + std::to_string(store_.used()) + ",\"limit\":" + std::to_string(store_.limit()) +
+         ",\"transfers\":{\"served\":" + std::to_string(stats_.served.load()) +
+         ",\"resumed\":" + std::to_string(stats_.resumed.load()) + ",\"received\":" +
+         std::to_string(stats_.received.load()) + "}" + ",\"store\":{\"used\":" + std::to_string(store_.used()) + ",\"limit\":" + std::to_string(store_.limit()) +
          ",\"objects\":[";
   bool first = true;
   for (const ObjectRef& obj : store_.All()) {

@@ -101,6 +101,7 @@ class ObjectService : public Service {
   DirectoryClient dir_;
   LocalStore store_;
   DataPool pool_;
+  TransferStats stats_;
   std::unique_ptr<Reducer> reducer_;
 
   std::mutex fetch_mu_;

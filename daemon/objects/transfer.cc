@@ -123,7 +123,7 @@ ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj,
   return ObjStatus::Ok();
 }
 
-void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote) {
+void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats) {
   for (;;) {
     Frame frame;
     Status st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &frame,
@@ -152,6 +152,7 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
     if (!st.ok()) return;
     if (!ost.ok()) continue;
     obj->AddUser();
+    (f.offset == 0 ? stats->served : stats->resumed) += 1;
     uint64_t pos = f.offset;
     const int wait_ms = f.timeout_ms > 0 ? static_cast<int>(std::min<uint32_t>(f.timeout_ms, timeout_ms)) : timeout_ms;
     while (pos < obj->size()) {

@@ -9,6 +9,7 @@
 #ifndef CONDUIT_DAEMON_OBJECTS_TRANSFER_H_
 #define CONDUIT_DAEMON_OBJECTS_TRANSFER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -61,8 +62,15 @@ class FetchStream {
 ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
                     int timeout_ms);
 
+// Counters of transfers, for the object state (tests check the broadcast tree's shape).
+struct TransferStats {
+  std::atomic<uint64_t> served{0};    // fetches of a whole object (from offset 0) served
+  std::atomic<uint64_t> resumed{0};   // fetches served from a later offset (a resume)
+  std::atomic<uint64_t> received{0};  // objects this daemon fetched completely
+};
+
 // Serves Fetch requests on one data connection until it closes.
-void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote);
+void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats);
 
 }  // namespace conduit::objects
 

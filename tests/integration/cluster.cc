@@ -83,6 +83,7 @@ Cluster::~Cluster() {
 std::string Cluster::Netns(int host) const { return config_.prefix + "-h" + std::to_string(host); }
 std::string Cluster::Ip(int host) const { return config_.subnet + "." + std::to_string(host + 1); }
 std::string Cluster::Socket(int host) const { return dir_ + "/h" + std::to_string(host) + ".sock"; }
+std::string Cluster::PeerAddr(int host) const { return Ip(host) + ":" + std::to_string(config_.port); }
 
 bool Cluster::Start(std::string* error) {
   if (dir_.empty()) {
@@ -92,9 +93,13 @@ bool Cluster::Start(std::string* error) {
   // A previous run that crashed may have left namespaces behind under our prefix.
   RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
   std::string out;
-  int rc = RunCommand({NetnsScript(), "up", "--hosts", std::to_string(config_.hosts), "--prefix", config_.prefix,
-                       "--subnet", config_.subnet},
-                      &out);
+  std::vector<std::string> up = {NetnsScript(), "up", "--hosts", std::to_string(config_.hosts), "--prefix", config_.prefix,
+                                 "--subnet", config_.subnet};
+  if (!config_.rate.empty()) {
+    up.push_back("--rate");
+    up.push_back(config_.rate);
+  }
+  int rc = RunCommand(up, &out);
   if (rc != 0) {
     *error = "conduit-netns up failed (exit " + std::to_string(rc) + "): " + out;
     return false;
@@ -124,6 +129,12 @@ bool Cluster::StartDaemon(int host, std::string* error) {
                                    "--log-level",
                                    "info"};
   argv.insert(argv.end(), config_.daemon_args.begin(), config_.daemon_args.end());
+  if (config_.object_peers) {
+    std::string peers;
+    for (int h = 0; h < config_.hosts; ++h) peers += (h ? "," : "") + PeerAddr(h);
+    argv.push_back("--object-peers");
+    argv.push_back(peers);
+  }
   ::unlink(Socket(host).c_str());
   std::string log = dir_ + "/conduitd-h" + std::to_string(host) + ".log";
   daemons_.at(host) = std::make_unique<Subprocess>(argv, std::vector<std::string>{}, log);
