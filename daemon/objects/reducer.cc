@@ -655,7 +655,8 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
         std::string where = AddrFromWire(info.where), stream;
         IdFromWire(info.stream, &stream);
         if (where == self) {
-          local[c] = store.Find(stream);
+          // An inner slot's partial result may not exist yet: its task starts asynchronously.
+          local[c] = stream[0] == '\x01' ? store.FindOrWait(stream, Deadline::AfterMs(5000)) : store.Find(stream);
           if (local[c] == nullptr) {
             return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c),
                         Err(objproto::kNotFound, "no local copy of %s", Printable(stream).c_str()));
