@@ -48,6 +48,7 @@ void ObjectService::Start() {
         published_to_.erase(id);
       });
   dir_.Start();
+  std::thread([this] { RepublishLoop(); }).detach();
   peers_.Start();
   CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers",
             static_cast<unsigned long long>(options_.memory_bytes), options_.block_bytes, peers_.all().size());
@@ -277,30 +278,47 @@ ObjStatus ObjectService::Reduce(const std::string& target, const std::vector<std
   return reducer_->Run(target, sources, num_objects, op, dtype, deadline, used, degree, size);
 }
 
-void ObjectService::Republish(bool only_moved) {
-  for (const ObjectRef& obj : store_.All()) {
-    if (obj->internal() || !obj->failure().ok()) continue;
-    const std::string owner = peers_.Owner(obj->id());
+void ObjectService::RepublishLoop() {
+  for (;;) {
     {
+      std::unique_lock<std::mutex> lock(republish_mu_);
+      republish_cv_.wait(lock, [this] { return ring_changed_; });
+      ring_changed_ = false;
+    }
+    for (const ObjectRef& obj : store_.All()) {
+      if (obj->internal() || !obj->failure().ok()) continue;
+      const std::string owner = peers_.Owner(obj->id());
+      {
+        std::lock_guard<std::mutex> lock(fetch_mu_);
+        auto it = published_to_.find(obj->id());
+        if (it == published_to_.end() || it->second == owner) continue;  // unregistered, or in place
+      }
+      uint32_t flags = objproto::kPubRepublish;
+      if (obj->complete()) flags |= objproto::kPubComplete;
+      if (obj->pinned()) flags |= objproto::kPubOrigin;
+      Bytes inline_bytes;
+      if (obj->complete() && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
+      ObjStatus st = dir_.Publish(obj->id(), obj->size(), flags, inline_bytes, Deadline::AfterMs(5000));
+      if (!st.ok()) {
+        CLOG_WARN("objects: could not re-register %s with its new directory shard: %s", Printable(obj->id()).c_str(),
+                  st.message().c_str());
+        continue;
+      }
       std::lock_guard<std::mutex> lock(fetch_mu_);
       auto it = published_to_.find(obj->id());
-      if (it == published_to_.end()) continue;  // not registered yet (its creator does that)
-      if (only_moved && it->second == owner) continue;
-      it->second = owner;
+      if (it != published_to_.end()) it->second = peers_.Owner(obj->id());
     }
-    uint32_t flags = objproto::kPubRepublish;
-    if (obj->complete()) flags |= objproto::kPubComplete;
-    if (obj->pinned()) flags |= objproto::kPubOrigin;
-    Bytes inline_bytes;
-    if (obj->complete() && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
-    dir_.PublishAsync(obj->id(), obj->size(), flags, inline_bytes);
   }
 }
 
 void ObjectService::OnMembershipChange() {
   shard_.OnMembershipChange();
   dir_.OnMembershipChange();
-  Republish(/*only_moved=*/true);
+  {
+    std::lock_guard<std::mutex> lock(republish_mu_);
+    ring_changed_ = true;
+    republish_cv_.notify_all();
+  }
   reducer_->OnMembershipChange();
 }
 

@@ -91,7 +91,9 @@ class ObjectService : public Service {
   void FetchLoop(ObjectRef obj, std::string sender);
   void OnMembershipChange();
   void OnDropCopy(const Bytes& body);
-  void Republish(bool only_moved);
+  // Re-registers local copies whose shard moved (on its own thread: a new owner may not
+  // see the new ring yet and asks us to retry).
+  void RepublishLoop();
   void NotePublished(const std::string& id);
 
   ObjectOptions options_;
@@ -108,6 +110,9 @@ class ObjectService : public Service {
   std::condition_variable fetch_cv_;
   std::map<std::string, std::shared_ptr<PendingFetch>> pending_;
   std::map<std::string, std::string> published_to_;  // id -> shard owner it was published to
+  std::mutex republish_mu_;
+  std::condition_variable republish_cv_;
+  bool ring_changed_ = false;
 };
 
 }  // namespace conduit::objects
