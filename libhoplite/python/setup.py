@@ -23,7 +23,7 @@ class BuildPyWithLibrary(build_py):
         if not lib:
             build = os.environ.get("HOPLITE_BUILD_DIR") or tempfile.mkdtemp(prefix="hoplite-build-")
             subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DBUILD_TESTING=OFF",
-                                   "-DCMAKE_BUILD_TYPE=Release"])
+                                   "-DCMAKE_BUILD_TYPE=RelWithDebInfo"])
             subprocess.check_call(["cmake", "--build", build, "--target", "hoplite", "-j2"])
             lib = os.path.join(build, "lib", "libhoplite.so")
         shutil.copy(lib, os.path.join(self.build_lib, "hoplite", "libhoplite.so"))
