@@ -246,10 +246,18 @@ void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size
 }
 
 void Reducer::AssignSpares(Job& j) {
-  for (int slot : j.tree.fill_order) {
-    if (j.spares.empty()) return;
-    if (j.slot_src[slot] != -1) continue;
+  const std::string& self = svc_->peers().self();
+  while (!j.spares.empty()) {
+    // Slots are filled in the tree's in-order sequence, except that an object on this
+    // (the coordinator's) host takes the root when it is free: then the sink reads the
+    // root's result locally instead of over this host's already busy link.
     int s = j.spares.front();
+    int slot = -1;
+    if (j.slot_src[0] == -1 && j.src[s].where == self) slot = 0;
+    for (size_t k = 0; slot == -1 && k < j.tree.fill_order.size(); ++k) {
+      if (j.slot_src[j.tree.fill_order[k]] == -1) slot = j.tree.fill_order[k];
+    }
+    if (slot == -1) return;
     j.spares.pop_front();
     j.slot_src[slot] = s;
     j.src[s].state = Job::kAssigned;
