@@ -102,7 +102,7 @@ void Reducer::Register() {
 }
 
 void Reducer::NoteTransfer(uint64_t bytes, double secs) {
-  if (bytes < (4u << 20) || secs <= 0) return;
+  if (bytes < (1u << 20) || secs <= 0) return;
   std::lock_guard<std::mutex> lock(stats_mu_);
   double bw = bytes / secs;
   bandwidth_Bps_ = bandwidth_Bps_ == 0 ? bw : 0.7 * bandwidth_Bps_ + 0.3 * bw;
