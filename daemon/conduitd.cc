@@ -67,7 +67,7 @@ std::vector<std::string> SplitList(const std::string& text) {
           "object store (libhoplite):\n"
           "  --object-peers IP:PORT,...   every daemon of the object store (this one included)\n"
           "  --object-memory-bytes N      store size; LRU copies with another copy are evicted (default 8 GiB)\n"
-          "  --object-block-bytes N       pipelining block (default 1 MiB)\n"
+          "  --object-block-bytes N       pipelining block (default 256 KiB)\n"
           "  --object-bandwidth-bps N     reduce-degree model: link bandwidth in bytes/s (default: measured)\n"
           "  --object-latency-us N        reduce-degree model: per-hop latency (default: measured)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);

@@ -33,7 +33,7 @@ struct ObjectOptions {
   std::string self;                 // this daemon's peer address, as in `peers`
   std::vector<std::string> peers;   // --object-peers (may include self)
   uint64_t memory_bytes = 8ull << 30;
-  size_t block_bytes = 1 << 20;     // pipelining granularity (see docs/object-protocol.md)
+  size_t block_bytes = 256 << 10;   // pipelining granularity (measured: docs/benchmarks.md)
   int timeout_ms = 300000;          // bound on any wait for another daemon
   double bandwidth_Bps = 0;         // reduce-degree model overrides (0: measure)
   double latency_us = 0;

@@ -124,6 +124,9 @@ ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj,
 }
 
 void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats) {
+  // The reply header and the first bytes go out as separate writes: without TCP_NODELAY,
+  // Nagle holds the bytes of a small object until the header's delayed ACK (~40 ms).
+  TuneTcpSocket(fd.get(), 0);
   for (;;) {
     Frame frame;
     Status st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &frame,
