@@ -16,15 +16,22 @@
 #include <thread>
 #include <vector>
 
+#include "admin/admin_api.h"
+#include "admin/admin_server.h"
+#include "admin/admin_socket.h"
+#include "admin/daemon_routes.h"
 #include "collectives/registry.h"
 #include "common/log.h"
 #include "common/net_addr.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
+#include "common/version.h"
+#include "objects/object_admin.h"
 #include "objects/object_service.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
 #include "server/unix_socket.h"
+#include "session/collective_admin.h"
 #include "session/collective_service.h"
 #include "transport/tcp.h"
 
@@ -35,8 +42,12 @@ struct Flags {
   std::string socket_path;
   std::string listen = "0.0.0.0:" + std::to_string(peerproto::kDefaultPort);
   std::string advertise;
+  std::string admin_socket;  // default: next to socket_path
+  unsigned admin_mode = 0660;
+  AdminServerOptions admin;
   CommOptions comm;
-  ProgramPolicy policy;
+  std::vector<std::string> deny_exe;
+  uint64_t max_shm_bytes = 64ull << 30;
   objects::ObjectOptions objects;
   std::string object_peers;
 };
@@ -57,9 +68,14 @@ std::vector<std::string> SplitList(const std::string& text) {
   fprintf(stderr,
           "%s%s"
           "usage: conduitd [--socket PATH] [--listen IP:PORT] [--advertise IP] [--timeout-ms N]\n"
+          "                [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
           "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
           "                [--chunk-bytes N] [--max-shm-bytes N] [--log-level debug|info|warn|error]\n"
           "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
+          "  --admin-socket  operator API, HTTP+JSON (default $CONDUIT_ADMIN_SOCKET, or the program\n"
+          "                socket's name with -admin: conduitd.sock -> conduitd-admin.sock)\n"
+          "  --admin-mode  permission bits of the admin socket (default 0660); whoever can connect\n"
+          "                may read, only root, the daemon's uid and --admin-uid may change policy\n"
           "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
@@ -95,7 +111,16 @@ Flags ParseFlags(int argc, char** argv) {
     else if (a == "--listen") f.listen = value();
     else if (a == "--advertise") f.advertise = value();
     else if (a == "--timeout-ms") f.comm.timeout_ms = static_cast<int>(number());
-    else if (a == "--deny-exe") f.policy.deny_exe.push_back(value());
+    else if (a == "--deny-exe") f.deny_exe.push_back(value());
+    else if (a == "--admin-socket") f.admin_socket = value();
+    else if (a == "--admin-uid") f.admin.operator_uids.push_back(static_cast<int>(number()));
+    else if (a == "--admin-mode") {
+      std::string v = value();
+      char* end = nullptr;
+      unsigned long mode = strtoul(v.c_str(), &end, 8);
+      if (v.empty() || *end != '\0' || mode > 0777) Usage(("bad --admin-mode (octal, e.g. 0660): " + v).c_str());
+      f.admin_mode = static_cast<unsigned>(mode);
+    }
     else if (a == "--allreduce-algo") {
       f.comm.allreduce_algo = value();
       if (f.comm.allreduce_algo != "auto" && f.comm.allreduce_algo != "ring" && f.comm.allreduce_algo != "rd") {
@@ -103,7 +128,7 @@ Flags ParseFlags(int argc, char** argv) {
       }
     } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
-    else if (a == "--max-shm-bytes") f.policy.max_shm_bytes = number();
+    else if (a == "--max-shm-bytes") f.max_shm_bytes = number();
     else if (a == "--object-peers") f.object_peers = value();
     else if (a == "--object-memory-bytes") f.objects.memory_bytes = number();
     else if (a == "--object-block-bytes") f.objects.block_bytes = number();
@@ -115,6 +140,10 @@ Flags ParseFlags(int argc, char** argv) {
       SetLogLevel(level);
     } else if (a == "-h" || a == "--help") Usage("");
     else Usage(("unknown flag " + a).c_str());
+  }
+  if (f.admin_socket.empty()) {
+    const char* env = getenv(kAdminSocketEnv);
+    f.admin_socket = env != nullptr && *env != '\0' ? env : AdminSocketFor(f.socket_path);
   }
   if (f.comm.timeout_ms <= 0) Usage("--timeout-ms must be positive");
   if (f.comm.chunk_bytes == 0) Usage("--chunk-bytes must be positive");
@@ -161,9 +190,16 @@ int Main(int argc, char** argv) {
     CLOG_ERROR("%s", st.message().c_str());
     return 1;
   }
+  UniqueFd admin_listener;
+  st = ListenUnix(flags.admin_socket, flags.admin_mode, &admin_listener);
+  if (!st.ok()) {
+    CLOG_ERROR("admin socket: %s", st.message().c_str());
+    return 1;
+  }
+
   // The services live until _exit: their threads are detached and never joined.
   static CommRegistry registry(my_addr, flags.comm);
-  static ProgramPolicy policy = flags.policy;
+  static ProgramPolicy policy(flags.deny_exe, flags.max_shm_bytes);
   static CollectiveService collectives(&registry, &policy);
   flags.objects.self = my_addr;
   flags.objects.peers = SplitList(flags.object_peers);
@@ -173,15 +209,25 @@ int Main(int argc, char** argv) {
   static ServiceRouter router;
   router.Add(ServiceId::kCollectives, &collectives);
   router.Add(ServiceId::kObjects, &object_store);
+
+  static AdminApi admin;
+  AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket}, &router, &policy);
+  AddCollectiveAdmin(&admin, &registry);
+  objects::AddObjectAdmin(&admin, &object_store);
+  static AdminServer admin_server(&admin, flags.admin);
+
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();
   std::thread([fd = unix_listener.get()] { router.ServePrograms(fd); }).detach();
-  CLOG_INFO("serving programs on %s and daemons on %s (advertised as %s), timeout %d ms", flags.socket_path.c_str(),
-            flags.listen.c_str(), my_addr.c_str(), flags.comm.timeout_ms);
+  std::thread([fd = admin_listener.get()] { admin_server.Serve(fd); }).detach();
+  CLOG_INFO("serving programs on %s, daemons on %s (advertised as %s), operators on %s; timeout %d ms",
+            flags.socket_path.c_str(), flags.listen.c_str(), my_addr.c_str(), flags.admin_socket.c_str(),
+            flags.comm.timeout_ms);
 
   int sig = 0;
   sigwait(&stop, &sig);
   CLOG_INFO("signal %d: shutting down", sig);
   unlink(flags.socket_path.c_str());
+  unlink(flags.admin_socket.c_str());
   // Sessions and links are torn down by process exit; peers see their connections close.
   _exit(0);
 }

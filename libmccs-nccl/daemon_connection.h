@@ -31,6 +31,8 @@ class DaemonConnection {
   Status ReadReply(uint16_t type, uint16_t reply_type, Frame* reply);
 
   uint32_t daemon_timeout_ms() const { return timeout_ms_; }
+  // For waiting on "a reply has arrived" alongside other events; never read or write it.
+  int fd() const { return fd_.get(); }
 
  private:
   UniqueFd fd_;

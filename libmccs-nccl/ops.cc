@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <thread>
 
+#include "common/staging_control.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
+#include "streaming.h"
 
 namespace conduit {
 namespace {
@@ -61,6 +64,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   std::vector<std::unique_lock<std::mutex>> locks;
   ncclResult_t result = ncclSuccess;
   std::vector<ncclComm*> sent;
+  std::map<ncclComm*, bool> streamed;
   for (auto& [comm, list] : by_comm) {
     ncclResult_t init = WaitInit(comm);
     if (init != ncclSuccess) {
@@ -70,17 +74,21 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     locks.emplace_back(comm->op_mu);
     size_t total = 0;
     for (PendingOp* op : list) {
-      op->desc.offset = total;
+      op->desc.offset = kStagingControlBytes + total;
       total += AlignUp(op->region_bytes);
     }
     Status st = comm->staging.Reserve(total, *comm->conn);
+    const bool stream = CanStream(list);
     std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc));
     if (st.ok()) {
-      shimproto::GroupRequest head{static_cast<uint32_t>(list.size()), 0};
+      shimproto::GroupRequest head{static_cast<uint32_t>(list.size()), stream ? shimproto::kGroupStreamed : 0};
       memcpy(request.data(), &head, sizeof(head));
+      if (stream) ResetForStreaming(comm->staging.data());
       for (size_t i = 0; i < list.size(); ++i) {
         PendingOp* op = list[i];
-        if (op->in_bytes > 0) memcpy(comm->staging.data() + op->desc.offset + op->in_at, op->in, op->in_bytes);
+        if (!stream && op->in_bytes > 0) {
+          memcpy(comm->staging.data() + op->desc.offset + op->in_at, op->in, op->in_bytes);
+        }
         memcpy(request.data() + sizeof(head) + i * sizeof(shimproto::OpDesc), &op->desc, sizeof(op->desc));
       }
       st = comm->conn->SendRequest(shimproto::kGroup, request.data(), request.size());
@@ -90,15 +98,28 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       result = Fail(call, st);
       break;
     }
+    // The daemon is already waiting for these bytes and starts on the first ones.
+    if (stream) StreamInput(comm->staging.data(), *list[0]);
+    streamed[comm] = stream;
     sent.push_back(comm);
   }
   // Every request that went out gets its reply read, even after a failure elsewhere, so
   // no connection is left with an unread reply.
   for (ncclComm* comm : sent) {
+    std::vector<PendingOp*>& list = by_comm[comm];
+    std::optional<OutputPump> pump;
+    if (streamed[comm]) {
+      pump.emplace(comm->staging.data(), comm->staging.size(), *list[0]);
+      pump->PumpUntilReply(comm->conn->fd(), Deadline::AfterMs(3ll * comm->conn->daemon_timeout_ms() + 30000));
+    }
     Frame reply;
     Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply);
     if (st.ok()) {
-      for (PendingOp* op : by_comm[comm]) {
+      if (pump) {
+        pump->CopyRest();
+        continue;
+      }
+      for (PendingOp* op : list) {
         if (op->out_bytes > 0) memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->out_bytes);
       }
       continue;

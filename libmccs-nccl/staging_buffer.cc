@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/shim_protocol.h"
+#include "common/staging_control.h"
 
 namespace conduit {
 
@@ -14,7 +15,8 @@ StagingBuffer::~StagingBuffer() {
   if (data_ != nullptr) munmap(data_, size_);
 }
 
-Status StagingBuffer::Reserve(size_t bytes, DaemonConnection& conn) {
+Status StagingBuffer::Reserve(size_t data_bytes, DaemonConnection& conn) {
+  const size_t bytes = kStagingControlBytes + data_bytes;
   if (bytes <= size_ && data_ != nullptr) return Status::Ok();
   size_t size = 1 << 20;
   while (size < bytes) size *= 2;

@@ -1,5 +1,6 @@
 // StagingBuffer: a memfd segment shared with the daemon, through which a rank's op data
-// moves (host-memory path: the program's buffers are copied in and out of it).
+// moves (host-memory path: the program's buffers are copied in and out of it). Its first
+// page is the StagingControl block (common/staging_control.h); op data follows it.
 #ifndef CONDUIT_LIBMCCS_NCCL_STAGING_BUFFER_H_
 #define CONDUIT_LIBMCCS_NCCL_STAGING_BUFFER_H_
 
@@ -18,10 +19,12 @@ class StagingBuffer {
   StagingBuffer& operator=(const StagingBuffer&) = delete;
   ~StagingBuffer();
 
-  // Makes the segment at least `bytes` long, replacing it (and re-attaching it to the
-  // daemon) when it must grow. Sizes grow geometrically so steady state never re-attaches.
+  // Makes room for `bytes` of op data after the control page, replacing the segment (and
+  // re-attaching it to the daemon) when it must grow. Sizes grow geometrically so steady
+  // state never re-attaches.
   Status Reserve(size_t bytes, DaemonConnection& conn);
   uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
 
  private:
   uint8_t* data_ = nullptr;

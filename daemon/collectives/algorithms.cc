@@ -29,43 +29,56 @@ std::vector<MutSpan> AsMut(uint8_t* buf, const std::vector<ByteRange>& ranges) {
   return spans;
 }
 
-// Reduces a linear staging buffer into scattered destination ranges, a chunk at a time
-// as the bytes arrive, so reduction overlaps with the rest of the transfer.
-class ScatteredReducer {
- public:
-  ScatteredReducer(uint8_t* dst_base, const std::vector<ByteRange>& ranges, const uint8_t* staging,
-                   ncclDataType_t type, ncclRedOp_t op, size_t chunk)
-      : dst_base_(dst_base), ranges_(ranges), staging_(staging), type_(type), op_(op),
-        elem_(DataTypeSize(type)), chunk_(std::max(chunk, elem_)) {}
-
-  // Reduces every whole element received so far, in chunk-sized steps (or all at the end).
-  void Advance(size_t received, bool final_call) {
-    size_t ready = received - received % elem_;
-    while (done_ < ready && (final_call || ready - done_ >= chunk_ || ready == total())) {
-      size_t step = std::min(ready - done_, chunk_);
-      ReduceLinear(done_, step);
-      done_ += step;
-    }
-  }
-
- private:
-  size_t total() const { return RangesBytes(ranges_); }
-
-  // Reduce staging[pos, pos+len) into the ranges' bytes at the same linear position.
-  void ReduceLinear(size_t pos, size_t len) {
-    while (len > 0) {
-      while (pos >= range_start_ + ranges_[range_].len) {
-        range_start_ += ranges_[range_].len;
-        ++range_;
-      }
-      size_t in_range = pos - range_start_;
-      size_t take = std::min(len, ranges_[range_].len - in_range);
-      ReduceInto(dst_base_ + ranges_[range_].offset + in_range, staging_ + pos, take / elem_, type_, op_);
+// Calls fn(linear, offset, len) for the pieces of `ranges` at linear positions
+// [pos, pos + len), in order (the ranges laid end to end; `offset` is in the buffer).
+template <typename Fn>
+void VisitLinear(const std::vector<ByteRange>& ranges, size_t pos, size_t len, Fn fn) {
+  size_t start = 0;
+  for (const auto& r : ranges) {
+    if (len == 0) return;
+    if (pos < start + r.len) {
+      size_t in_range = pos - start;
+      size_t take = std::min(len, r.len - in_range);
+      fn(pos, r.offset + in_range, take);
       pos += take;
       len -= take;
     }
+    start += r.len;
+  }
+}
+
+// Reduces a linear staging buffer into scattered destination ranges, a chunk at a time
+// as the bytes arrive, so reduction overlaps with the rest of the transfer. With `last`,
+// the reduced bytes are complete and are finalized as they are produced.
+class ScatteredReducer {
+ public:
+  ScatteredReducer(const HostGroup& g, uint8_t* dst_base, const std::vector<ByteRange>& ranges,
+                   const uint8_t* staging, ncclDataType_t type, ncclRedOp_t op, bool last)
+      : g_(g), dst_base_(dst_base), ranges_(ranges), staging_(staging), type_(type), op_(op),
+        elem_(DataTypeSize(type)), chunk_(std::max(g.chunk_bytes - g.chunk_bytes % elem_, elem_)), last_(last) {}
+
+  // Reduces every whole element received so far, in chunk-sized steps (or all at the end).
+  Status Advance(size_t received, bool final_call) {
+    size_t ready = received - received % elem_;
+    while (done_ < ready && (final_call || ready - done_ >= chunk_ || ready == RangesBytes(ranges_))) {
+      size_t step = std::min(ready - done_, chunk_);
+      Status st;
+      VisitLinear(ranges_, done_, step, [&](size_t linear, size_t offset, size_t len) {
+        if (!st.ok()) return;
+        uint8_t* dst = dst_base_ + offset;
+        if (g_.ensure) st = g_.ensure(dst, len);
+        if (!st.ok()) return;
+        ReduceInto(dst, staging_ + linear, len / elem_, type_, op_);
+        if (last_ && g_.finalize) g_.finalize(dst, len);
+      });
+      CONDUIT_RETURN_IF_ERROR(st);
+      done_ += step;
+    }
+    return Status::Ok();
   }
 
+ private:
+  const HostGroup& g_;
   uint8_t* dst_base_;
   const std::vector<ByteRange>& ranges_;
   const uint8_t* staging_;
@@ -73,10 +86,18 @@ class ScatteredReducer {
   ncclRedOp_t op_;
   size_t elem_;
   size_t chunk_;
+  bool last_;
   size_t done_ = 0;
-  size_t range_ = 0;
-  size_t range_start_ = 0;
 };
+
+// Finalizes what has arrived of a receive into `ranges` (cumulative: finalize is idempotent).
+RecvProgress FinalizeArrivals(const HostGroup& g, uint8_t* buf, const std::vector<ByteRange>& ranges) {
+  if (!g.finalize) return nullptr;
+  return [&g, buf, &ranges](size_t received) {
+    VisitLinear(ranges, 0, received, [&](size_t, size_t offset, size_t len) { g.finalize(buf + offset, len); });
+    return Status::Ok();
+  };
+}
 
 }  // namespace
 
@@ -106,13 +127,12 @@ Status RingReduceScatter(const HostGroup& g, uint8_t* buf, const HostSegments& s
     const auto& send_seg = segments[Mod(g.me - s - 1, n)];
     const auto& recv_seg = segments[Mod(g.me - s - 2, n)];
     size_t recv_bytes = RangesBytes(recv_seg);
-    ScatteredReducer reducer(buf, recv_seg, staging.get(), type, op, g.chunk_bytes);
+    ScatteredReducer reducer(g, buf, recv_seg, staging.get(), type, op, /*last=*/s == n - 2);
     std::vector<MutSpan> in{{staging.get(), recv_bytes}};
-    CONDUIT_RETURN_IF_ERROR(next.SendRecv(AsConst(buf, send_seg), prev, in, g.deadline, [&](size_t received) {
-      reducer.Advance(received, false);
-      return Status::Ok();
-    }));
-    reducer.Advance(recv_bytes, true);
+    CONDUIT_RETURN_IF_ERROR(next.SendRecv(
+        AsConst(buf, send_seg), prev, in, g.deadline,
+        [&](size_t received) { return reducer.Advance(received, false); }, g.ensure));
+    CONDUIT_RETURN_IF_ERROR(reducer.Advance(recv_bytes, true));
   }
   return Status::Ok();
 }
@@ -122,10 +142,12 @@ Status RingAllGather(const HostGroup& g, uint8_t* buf, const HostSegments& segme
   if (n == 1) return Status::Ok();
   Link& next = *g.links[Mod(g.me + 1, n)];
   Link& prev = *g.links[Mod(g.me - 1, n)];
-  // Step s forwards segment me-s (ours at s = 0) and receives segment me-s-1 in place.
+  // Step s forwards segment me-s (ours at s = 0) and receives segment me-s-1 in place,
+  // final as it lands.
   for (int s = 0; s < n - 1; ++s) {
-    CONDUIT_RETURN_IF_ERROR(next.SendRecv(AsConst(buf, segments[Mod(g.me - s, n)]), prev,
-                                          AsMut(buf, segments[Mod(g.me - s - 1, n)]), g.deadline));
+    const auto& recv_seg = segments[Mod(g.me - s - 1, n)];
+    CONDUIT_RETURN_IF_ERROR(next.SendRecv(AsConst(buf, segments[Mod(g.me - s, n)]), prev, AsMut(buf, recv_seg),
+                                          g.deadline, FinalizeArrivals(g, buf, recv_seg), g.ensure));
   }
   return Status::Ok();
 }
@@ -141,6 +163,7 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   const int n = g.nhosts;
   if (n == 1) return Status::Ok();
   const size_t bytes = count * DataTypeSize(type);
+  if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
   std::unique_ptr<uint8_t[]> staging(new uint8_t[std::max<size_t>(bytes, 1)]);
   std::vector<ConstSpan> out{{buf, bytes}};
   std::vector<MutSpan> in{{staging.get(), bytes}};
@@ -177,17 +200,20 @@ Status ChainBroadcast(const HostGroup& g, int root, uint8_t* buf, size_t bytes) 
   const int pos = Mod(g.me - root, n);  // position along the chain, root = 0
   Link* to = pos == n - 1 ? nullptr : g.links[Mod(g.me + 1, n)];
   Link* from = pos == 0 ? nullptr : g.links[Mod(g.me - 1, n)];
-  if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline);
-  if (to == nullptr) return from->Recv({{buf, bytes}}, g.deadline);
+  if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline, g.ensure);
+  const std::vector<ByteRange> whole{{0, bytes}};
+  if (to == nullptr) return from->Recv({{buf, bytes}}, g.deadline, FinalizeArrivals(g, buf, whole));
   // Middle of the chain: forward chunk k while chunk k+1 arrives.
   const size_t chunk = std::max<size_t>(g.chunk_bytes, 1);
   size_t recv_end = std::min(chunk, bytes);
   CONDUIT_RETURN_IF_ERROR(from->Recv({{buf, recv_end}}, g.deadline));
+  if (g.finalize) g.finalize(buf, recv_end);
   size_t send_begin = 0;
   while (recv_end < bytes) {
     size_t next_end = std::min(recv_end + chunk, bytes);
     CONDUIT_RETURN_IF_ERROR(to->SendRecv({{buf + send_begin, recv_end - send_begin}}, *from,
                                          {{buf + recv_end, next_end - recv_end}}, g.deadline));
+    if (g.finalize) g.finalize(buf + recv_end, next_end - recv_end);
     send_begin = recv_end;
     recv_end = next_end;
   }
@@ -203,7 +229,7 @@ Status ChainReduce(const HostGroup& g, int root, uint8_t* buf, size_t count, ncc
   const int pos = Mod(g.me - root, n);
   Link* to = pos == 0 ? nullptr : g.links[Mod(g.me - 1, n)];
   Link* from = pos == n - 1 ? nullptr : g.links[Mod(g.me + 1, n)];
-  if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline);
+  if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline, g.ensure);
   const size_t chunk = std::max<size_t>(g.chunk_bytes - g.chunk_bytes % elem, elem);
   std::unique_ptr<uint8_t[]> staging(new uint8_t[std::min(chunk, bytes) * 2]);
   uint8_t* slots[2] = {staging.get(), staging.get() + std::min(chunk, bytes)};
@@ -213,7 +239,9 @@ Status ChainReduce(const HostGroup& g, int root, uint8_t* buf, size_t count, ncc
   CONDUIT_RETURN_IF_ERROR(from->Recv({{slots[0], k_end}}, g.deadline));
   int slot = 0;
   for (;;) {
+    if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf + k_begin, k_end - k_begin));
     ReduceInto(buf + k_begin, slots[slot], (k_end - k_begin) / elem, type, op);
+    if (to == nullptr && g.finalize) g.finalize(buf + k_begin, k_end - k_begin);  // the root's result
     if (k_end == bytes) break;
     size_t next_end = std::min(k_end + chunk, bytes);
     slot ^= 1;

@@ -8,6 +8,7 @@
 #define CONDUIT_DAEMON_COLLECTIVES_ALGORITHMS_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/deadline.h"
@@ -23,6 +24,13 @@ struct HostGroup {
   std::vector<Link*> links;
   size_t chunk_bytes = 512 * 1024;  // pipelining grain for chained and reducing transfers
   Deadline deadline = Deadline::Never();
+  // Hooks into this host's ranks (LocalStage), so local copies overlap the network. An
+  // algorithm calls `ensure` before it first reads bytes of buf it has not written itself
+  // (to send them or reduce into them), and `finalize` once bytes of buf hold their final
+  // result. Both may be called more than once for the same bytes. Empty: buf is ready and
+  // nobody waits for partial results.
+  SendGate ensure;
+  std::function<void(const uint8_t* data, size_t len)> finalize;
 };
 
 // A byte range [offset, offset + len) of the working buffer.

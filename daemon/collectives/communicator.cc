@@ -1,6 +1,7 @@
 #include "collectives/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "common/frame.h"
@@ -179,8 +180,19 @@ Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimpr
 }
 
 Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops,
-                              int* failed_op) {
+                              int* failed_op, const GroupContext& context) {
   *failed_op = -1;
+  if (context.streamed) {
+    // The control page must be there and untouched by op data (shim protocol, streamed groups).
+    if (ops.size() != 1 || !IsCollective(ops[0].kind)) {
+      return InvalidArgument("a streamed group must hold exactly one collective (got %zu ops)", ops.size());
+    }
+    if (buffer.size < kStagingControlBytes || ops[0].offset < kStagingControlBytes) {
+      *failed_op = 0;
+      return InvalidArgument("a streamed op must start after the %zu-byte control page (offset %llu, segment %zu)",
+                             kStagingControlBytes, static_cast<unsigned long long>(ops[0].offset), buffer.size);
+    }
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     Status st = ValidateOp(rank, buffer, ops[i]);
     if (!st.ok()) {
@@ -206,7 +218,7 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     if (ticket) tickets.push_back(std::move(ticket));
   }
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
-    if (IsCollective(ops[i].kind)) note(i, RunCollective(rank, buffer, ops[i]));
+    if (IsCollective(ops[i].kind)) note(i, RunCollective(rank, buffer, ops[i], context));
   }
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     const auto& op = ops[i];
@@ -277,8 +289,30 @@ void Communicator::P2pReaderLoop(int host) {
   }
 }
 
-Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) {
-  CollRequest request{rank, buffer, op, false, Status()};
+Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch) {
+  const shimproto::OpDesc& op = batch[0]->op;
+  CollRecord record;
+  record.seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
+  record.kind = op.kind;
+  record.dtype = op.dtype;
+  record.redop = op.redop;
+  record.root = op.peer;
+  record.count = op.count;
+  record.bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+  record.start_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto start = std::chrono::steady_clock::now();
+  Status st = Execute(batch, &record.algorithm);
+  record.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  if (!st.ok()) record.error = st.message();
+  stats_.Record(std::move(record));
+  return st;
+}
+
+Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
+                                   const GroupContext& context) {
+  CollRequest request{rank, buffer, op, context.streamed ? ControlOf(buffer.base) : nullptr, context.session_fd,
+                      false, Status()};
   std::unique_lock<std::mutex> lock(mu_);
   pending_[LocalIndex(rank)].push_back(&request);
   cv_.notify_all();
@@ -298,7 +332,7 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       std::vector<CollRequest*> batch;
       for (auto& q : pending_) batch.push_back(q.front());
       lock.unlock();
-      Status st = Execute(batch);
+      Status st = ExecuteAndRecord(batch);
       if (!st.ok()) Abort(st);
       lock.lock();
       for (auto& q : pending_) q.pop_front();

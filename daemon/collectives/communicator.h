@@ -17,8 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/comm_stats.h"
 #include "collectives/mailbox.h"
 #include "common/shim_protocol.h"
+#include "common/staging_control.h"
 #include "common/status.h"
 #include "transport/link.h"
 
@@ -36,6 +38,14 @@ struct CommOptions {
 struct RankBuffer {
   uint8_t* base = nullptr;
   size_t size = 0;
+};
+
+// How one group request's data reaches the daemon.
+struct GroupContext {
+  // The shim is still copying the inputs and copies outputs out as they become final
+  // (StagingControl at the start of the segment). Only for a group of one collective.
+  bool streamed = false;
+  int session_fd = -1;  // the program's connection, to notice it dying mid-copy
 };
 
 struct Membership {
@@ -64,7 +74,8 @@ class Communicator {
   Status WaitLinks();
 
   // Runs one group of ops for local rank `rank`; returns when all are done.
-  Status RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops, int* failed_op);
+  Status RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops, int* failed_op,
+                  const GroupContext& context = {});
   // Validates one op against the communicator and the rank's segment (no side effects).
   Status ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const;
 
@@ -74,6 +85,17 @@ class Communicator {
   void Abort(const Status& reason);
   Status failure() const;
 
+  // True once Setup finished successfully; membership() and local_ranks() may be read by
+  // other threads only then.
+  bool ready() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return setup_done_ && setup_status_.ok();
+  }
+  const CommOptions& options() const { return options_; }
+  const CommStats& stats() const { return stats_; }
+  // Collectives executed so far (the next one's sequence number).
+  uint64_t collective_seq() const { return coll_seq_.load(std::memory_order_relaxed); }
+
   // Delivery from a p2p link's reader thread.
   void DeliverP2p(int src, int dst, std::vector<uint8_t> bytes) { mailbox_.PostRemote(src, dst, std::move(bytes)); }
 
@@ -82,13 +104,18 @@ class Communicator {
     int rank;
     RankBuffer buffer;
     shimproto::OpDesc op;
+    StagingControl* control = nullptr;  // set for streamed groups
+    int session_fd = -1;
     bool done = false;
     Status status;
   };
 
   Deadline OpDeadline() const { return Deadline::AfterMs(options_.timeout_ms); }
-  Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op);
-  Status Execute(const std::vector<CollRequest*>& batch);
+  Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op, const GroupContext& context);
+  // Runs one collective; *algorithm names the inter-host algorithm it used.
+  Status Execute(const std::vector<CollRequest*>& batch, const char** algorithm);
+  // Runs Execute and records it in stats_.
+  Status ExecuteAndRecord(const std::vector<CollRequest*>& batch);
   Status SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
                  std::shared_ptr<SendTicket>* ticket);
   void StartP2pReader(int host);
@@ -121,6 +148,8 @@ class Communicator {
   std::atomic<bool> closing_{false};
 
   Mailbox mailbox_;
+  CommStats stats_;
+  std::atomic<uint64_t> coll_seq_{0};  // only the thread running a batch advances it
 };
 
 }  // namespace conduit

@@ -1,29 +1,21 @@
 // Communicator::Execute: one collective over all ranks, hierarchically.
 //
-//  1. combine: this host's ranks' buffers are reduced (or gathered) into the lowest local
-//     rank's segment, so only one copy per host crosses the network;
+//  1. combine: this host's ranks' contributions are folded into one work buffer (the first
+//     local rank's region), so only one copy per host crosses the network;
 //  2. inter-host: the daemons run a ring, recursive-doubling or chain algorithm on it;
-//  3. distribute: the result is copied into every other local rank's segment.
-#include <cstring>
+//  3. distribute: results are copied into every other local rank's region.
+// LocalStage does 1 and 3 a chunk at a time, driven by the algorithm's hooks, so local
+// copies (and the programs' own copies in and out of shared memory) overlap the network.
 #include <string>
 
 #include "collectives/algorithms.h"
+#include "collectives/comm_stats.h"
 #include "collectives/communicator.h"
+#include "collectives/local_stage.h"
 #include "reduce/reduce.h"
 
 namespace conduit {
 namespace {
-
-const char* KindName(uint8_t kind) {
-  switch (kind) {
-    case shimproto::kAllReduce: return "AllReduce";
-    case shimproto::kBroadcast: return "Broadcast";
-    case shimproto::kReduce: return "Reduce";
-    case shimproto::kAllGather: return "AllGather";
-    case shimproto::kReduceScatter: return "ReduceScatter";
-    default: return "?";
-  }
-}
 
 // The reduction used across buffers once PreMulSum scaling and Avg are taken apart.
 ncclRedOp_t CombineOp(uint8_t redop) {
@@ -33,7 +25,7 @@ ncclRedOp_t CombineOp(uint8_t redop) {
 
 }  // namespace
 
-Status Communicator::Execute(const std::vector<CollRequest*>& batch) {
+Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char** algorithm) {
   const shimproto::OpDesc& op = batch[0]->op;
   for (const CollRequest* r : batch) {
     const auto& o = r->op;
@@ -43,8 +35,8 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch) {
     if (!same) {
       return InvalidUsage("ranks %d and %d called different collectives: %s(count %llu, type %u, op %u, root %d) vs "
                           "%s(count %llu, type %u, op %u, root %d)",
-                          batch[0]->rank, r->rank, KindName(op.kind), static_cast<unsigned long long>(op.count),
-                          op.dtype, op.redop, op.peer, KindName(o.kind), static_cast<unsigned long long>(o.count),
+                          batch[0]->rank, r->rank, OpKindName(op.kind), static_cast<unsigned long long>(op.count),
+                          op.dtype, op.redop, op.peer, OpKindName(o.kind), static_cast<unsigned long long>(o.count),
                           o.dtype, o.redop, o.peer);
     }
   }
@@ -53,8 +45,13 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch) {
   const ncclRedOp_t combine = CombineOp(op.redop);
   const int nhosts = static_cast<int>(membership_.host_addrs.size());
   const int me = membership_.my_host;
-  auto data = [](const CollRequest* r) { return r->buffer.base + r->op.offset; };
-  uint8_t* lead = data(batch[0]);
+
+  std::vector<StageRank> ranks;
+  for (const CollRequest* r : batch) {
+    ranks.push_back(StageRank{r->rank, r->buffer.base, r->buffer.size, r->op, r->control, r->session_fd});
+  }
+  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); });
+  uint8_t* work = stage.work();
 
   HostGroup group;
   group.nhosts = nhosts;
@@ -62,90 +59,50 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch) {
   for (auto& link : coll_links_) group.links.push_back(link.get());
   group.chunk_bytes = options_.chunk_bytes;
   group.deadline = OpDeadline();
+  group.ensure = [&stage](const void* p, size_t n) { return stage.EnsureAt(static_cast<const uint8_t*>(p), n); };
+  group.finalize = [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); };
 
-  // Step 1 for reductions: scale PreMulSum inputs, then fold every local buffer into lead.
-  auto combine_local = [&](size_t count) {
-    for (const CollRequest* r : batch) {
-      if (r->op.redop == shimproto::kRedOpPreMulSum) ScaleInPlace(data(r), count, type, r->op.scalar);
-    }
-    for (size_t i = 1; i < batch.size(); ++i) ReduceInto(lead, data(batch[i]), count, type, combine);
-  };
-  auto copy_to_others = [&](size_t offset, size_t bytes) {
-    for (size_t i = 1; i < batch.size(); ++i) memcpy(data(batch[i]) + offset, lead + offset, bytes);
-  };
-
-  switch (op.kind) {
-    case shimproto::kAllReduce: {
-      const size_t count = op.count;
-      combine_local(count);
-      bool use_rd = options_.allreduce_algo == "rd" ||
-                    (options_.allreduce_algo == "auto" && count * elem <= options_.rd_max_bytes);
-      if (use_rd) {
-        CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, lead, count, type, combine));
-      } else {
-        CONDUIT_RETURN_IF_ERROR(RingAllReduce(group, lead, count, type, combine));
-      }
-      if (op.redop == ncclAvg) DivideInPlace(lead, count, type, nranks_);
-      copy_to_others(0, count * elem);
-      return Status::Ok();
-    }
-    case shimproto::kReduce: {
-      const size_t count = op.count;
-      const int root_host = membership_.host_of_rank[op.peer];
-      combine_local(count);
-      CONDUIT_RETURN_IF_ERROR(ChainReduce(group, root_host, lead, count, type, combine));
-      if (me == root_host) {
-        if (op.redop == ncclAvg) DivideInPlace(lead, count, type, nranks_);
-        for (const CollRequest* r : batch) {
-          if (r->rank == op.peer && r != batch[0]) memcpy(data(r), lead, count * elem);
+  // Reduce and Broadcast run pipelined chains; AllGather and ReduceScatter rings.
+  *algorithm = nhosts == 1 ? "local" : (op.kind == shimproto::kReduce || op.kind == shimproto::kBroadcast) ? "chain" : "ring";
+  if (nhosts > 1) {
+    switch (op.kind) {
+      case shimproto::kAllReduce: {
+        bool use_rd = options_.allreduce_algo == "rd" ||
+                      (options_.allreduce_algo == "auto" && op.count * elem <= options_.rd_max_bytes);
+        if (use_rd) {
+          *algorithm = "recursive-doubling";
+          CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, work, op.count, type, combine));
+        } else {
+          CONDUIT_RETURN_IF_ERROR(RingAllReduce(group, work, op.count, type, combine));
         }
+        break;
       }
-      return Status::Ok();
-    }
-    case shimproto::kBroadcast: {
-      const size_t bytes = op.count * elem;
-      const int root_host = membership_.host_of_rank[op.peer];
-      uint8_t* src = lead;
-      if (me == root_host) {
-        for (const CollRequest* r : batch) {
-          if (r->rank == op.peer) src = data(r);
+      case shimproto::kReduce:
+        CONDUIT_RETURN_IF_ERROR(ChainReduce(group, membership_.host_of_rank[op.peer], work, op.count, type, combine));
+        break;
+      case shimproto::kBroadcast:
+        CONDUIT_RETURN_IF_ERROR(ChainBroadcast(group, membership_.host_of_rank[op.peer], work, op.count * elem));
+        break;
+      case shimproto::kAllGather:
+      case shimproto::kReduceScatter: {
+        const size_t block = op.count * elem;
+        // Each host owns the blocks of its ranks, wherever they sit in rank order.
+        HostSegments segments(nhosts);
+        for (int r = 0; r < nranks_; ++r) {
+          segments[membership_.host_of_rank[r]].push_back({static_cast<size_t>(r) * block, block});
         }
-      }
-      CONDUIT_RETURN_IF_ERROR(ChainBroadcast(group, root_host, src, bytes));
-      for (const CollRequest* r : batch) {
-        if (data(r) != src) memcpy(data(r), src, bytes);
-      }
-      return Status::Ok();
-    }
-    case shimproto::kAllGather:
-    case shimproto::kReduceScatter: {
-      const size_t block = op.count * elem;
-      // Each host owns the blocks of its ranks, wherever they sit in rank order.
-      HostSegments segments(nhosts);
-      for (int r = 0; r < nranks_; ++r) {
-        segments[membership_.host_of_rank[r]].push_back({static_cast<size_t>(r) * block, block});
-      }
-      if (op.kind == shimproto::kAllGather) {
-        for (size_t i = 1; i < batch.size(); ++i) {
-          size_t at = static_cast<size_t>(batch[i]->rank) * block;
-          memcpy(lead + at, data(batch[i]) + at, block);
+        if (op.kind == shimproto::kAllGather) {
+          CONDUIT_RETURN_IF_ERROR(RingAllGather(group, work, segments));
+        } else {
+          CONDUIT_RETURN_IF_ERROR(RingReduceScatter(group, work, segments, type, combine));
         }
-        CONDUIT_RETURN_IF_ERROR(RingAllGather(group, lead, segments));
-        copy_to_others(0, block * nranks_);
-        return Status::Ok();
+        break;
       }
-      combine_local(op.count * nranks_);
-      CONDUIT_RETURN_IF_ERROR(RingReduceScatter(group, lead, segments, type, combine));
-      for (const CollRequest* r : batch) {
-        size_t at = static_cast<size_t>(r->rank) * block;
-        if (op.redop == ncclAvg) DivideInPlace(lead + at, op.count, type, nranks_);
-        if (r != batch[0]) memcpy(data(r) + at, lead + at, block);
-      }
-      return Status::Ok();
+      default:
+        return InternalError("op kind %u is not a collective", op.kind);
     }
-    default:
-      return InternalError("op kind %u is not a collective", op.kind);
   }
+  return stage.Finish();
 }
 
 }  // namespace conduit

@@ -19,6 +19,15 @@ size_t CommRegistry::LiveCommunicators() {
   return n;
 }
 
+std::vector<std::shared_ptr<Communicator>> CommRegistry::List() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (auto& [key, weak] : comms_) {
+    if (auto comm = weak.lock()) out.push_back(std::move(comm));
+  }
+  return out;
+}
+
 Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out) {
   if (nranks <= 0 || rank < 0 || rank >= nranks) {
     return InvalidArgument("invalid rank %d for nranks %d", rank, nranks);

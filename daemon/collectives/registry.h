@@ -31,6 +31,8 @@ class CommRegistry {
   void ServePeerConnection(UniqueFd fd, const std::string& peer);
 
   size_t LiveCommunicators();
+  // The communicators alive now (their setup may still be in progress).
+  std::vector<std::shared_ptr<Communicator>> List();
 
  private:
   struct ParkedLink {

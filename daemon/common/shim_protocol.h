@@ -1,4 +1,4 @@
-// The shim <-> daemon protocol, version 1 (documented in docs/shim-protocol.md).
+// The shim <-> daemon protocol, version 2 (documented in docs/shim-protocol.md).
 //
 // Each communicator rank in a program owns one Unix-socket connection to its host's
 // conduitd and issues one request at a time on it; the daemon answers every request
@@ -15,7 +15,7 @@
 namespace conduit::shimproto {
 
 inline constexpr uint32_t kMagic = 0x53544443;  // "CDTS"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr uint32_t kMaxPayload = 1u << 20;
 inline constexpr uint32_t kMaxOpsPerGroup = 16384;
 inline constexpr char kDefaultSocketPath[] = "/run/conduit/conduitd.sock";
@@ -115,11 +115,14 @@ struct OpDesc {
 };
 static_assert(sizeof(OpDesc) == 32);
 
+// GroupRequest::flags.
+inline constexpr uint32_t kGroupStreamed = 1;  // see common/staging_control.h
+
 // Followed by nops OpDesc. Collectives run in order; sends and receives of the group
 // progress together, so any grouped point-to-point pattern completes.
 struct GroupRequest {
   uint32_t nops;
-  uint32_t reserved;
+  uint32_t flags;  // kGroupStreamed; other bits must be 0
 };
 
 struct GroupReply {

@@ -322,6 +322,18 @@ void ObjectService::OnMembershipChange() {
   reducer_->OnMembershipChange();
 }
 
+ObjectMetrics ObjectService::Metrics() {
+  ObjectMetrics m;
+  m.live_daemons = peers_.Live().size();
+  m.local_copies = store_.All().size();
+  m.store_bytes = store_.used();
+  m.store_limit = store_.limit();
+  m.served = stats_.served.load();
+  m.resumed = stats_.resumed.load();
+  m.received = stats_.received.load();
+  return m;
+}
+
 std::string ObjectService::StateJson() {
   std::string out = "{\"self\":\"" + peers_.self() + "\",\"live\":[";
   auto live = peers_.Live();

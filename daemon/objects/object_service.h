@@ -46,6 +46,14 @@ struct Located {
   Bytes inline_data;
 };
 
+struct ObjectMetrics {
+  size_t live_daemons = 0;
+  size_t local_copies = 0;
+  uint64_t store_bytes = 0;
+  uint64_t store_limit = 0;
+  uint64_t served = 0, resumed = 0, received = 0;
+};
+
 class ObjectService : public Service {
  public:
   ObjectService(ObjectOptions options, const ProgramPolicy* policy);
@@ -81,6 +89,7 @@ class ObjectService : public Service {
 
   // JSON text with this daemon's object state (admin API, conduitctl, tests).
   std::string StateJson();
+  ObjectMetrics Metrics();
 
  private:
   struct PendingFetch {

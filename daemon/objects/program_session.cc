@@ -96,7 +96,7 @@ Status ProgramSession::OnHello(const Frame& f) {
   }
   std::string exe = Str(req.exe);
   who_ = exe + "[" + std::to_string(req.pid) + "]";
-  Status admission = CheckAdmission(*service_->policy(), exe);
+  Status admission = service_->policy()->CheckAdmission(exe);
   ObjStatus st = admission.ok() ? ObjStatus::Ok() : ObjStatus(objproto::kRefused, admission.message());
   if (st.ok() && req.version != objproto::kVersion) {
     st = Err(objproto::kRefused, "libhoplite speaks object protocol %u, conduitd %u", req.version, objproto::kVersion);

@@ -4,12 +4,22 @@
 
 namespace conduit {
 
-Status CheckAdmission(const ProgramPolicy& policy, const std::string& exe) {
-  const auto& deny = policy.deny_exe;
-  if (std::find(deny.begin(), deny.end(), exe) != deny.end()) {
-    return InvalidUsage("program '%s' is refused by this daemon's policy (--deny-exe)", exe.c_str());
+Status ProgramPolicy::CheckAdmission(const std::string& exe) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(deny_exe_.begin(), deny_exe_.end(), exe) != deny_exe_.end()) {
+    return InvalidUsage("program '%s' is refused by this daemon's admission policy (deny_exe)", exe.c_str());
   }
   return Status::Ok();
+}
+
+std::vector<std::string> ProgramPolicy::denied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return deny_exe_;
+}
+
+void ProgramPolicy::set_denied(std::vector<std::string> deny_exe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  deny_exe_ = std::move(deny_exe);
 }
 
 }  // namespace conduit

@@ -1,10 +1,12 @@
 // What this daemon allows the programs that connect to it, whatever service they use:
 // admission by program name (a refused program falls back to its native library) and a
-// cap on the shared memory one connection may map.
+// cap on the shared memory one connection may map. The deny list can change at run time
+// (admin API), so reads and writes are locked.
 #ifndef CONDUIT_DAEMON_SERVER_PROGRAM_POLICY_H_
 #define CONDUIT_DAEMON_SERVER_PROGRAM_POLICY_H_
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,13 +14,23 @@
 
 namespace conduit {
 
-struct ProgramPolicy {
-  std::vector<std::string> deny_exe;  // programs refused admission (--deny-exe)
-  uint64_t max_shm_bytes = 64ull << 30;
-};
+class ProgramPolicy {
+ public:
+  ProgramPolicy() = default;
+  ProgramPolicy(std::vector<std::string> deny_exe, uint64_t max_shm_bytes)
+      : deny_exe_(std::move(deny_exe)), max_shm_bytes_(max_shm_bytes) {}
 
-// Ok, or why the program named `exe` (its basename) is refused.
-Status CheckAdmission(const ProgramPolicy& policy, const std::string& exe);
+  // Ok, or why the program named `exe` (its basename) is refused.
+  Status CheckAdmission(const std::string& exe) const;
+  std::vector<std::string> denied() const;
+  void set_denied(std::vector<std::string> deny_exe);
+  uint64_t max_shm_bytes() const { return max_shm_bytes_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> deny_exe_;
+  const uint64_t max_shm_bytes_ = 64ull << 30;
+};
 
 }  // namespace conduit
 

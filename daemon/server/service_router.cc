@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <chrono>
 #include <thread>
 
@@ -47,7 +49,34 @@ ProgramCredentials CredentialsOf(int fd) {
   return c;
 }
 
+// The program's name without trusting anything it sent: its executable, or failing that
+// (another user's process when the daemon is not root) its comm.
+std::string ExeOf(int pid) {
+  if (pid <= 0) return "?";
+  char buf[4096];
+  std::string proc = "/proc/" + std::to_string(pid);
+  ssize_t n = readlink((proc + "/exe").c_str(), buf, sizeof(buf) - 1);
+  if (n > 0) {
+    std::string path(buf, static_cast<size_t>(n));
+    return path.substr(path.rfind('/') + 1);
+  }
+  FILE* f = fopen((proc + "/comm").c_str(), "r");
+  if (f == nullptr) return "?";
+  std::string comm;
+  if (fgets(buf, sizeof(buf), f) != nullptr) comm = buf;
+  fclose(f);
+  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  return comm;
+}
+
 }  // namespace
+
+std::vector<ProgramConnection> ServiceRouter::Programs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ProgramConnection> out;
+  for (const auto& [id, p] : programs_) out.push_back(p);
+  return out;
+}
 
 void ServiceRouter::Add(ServiceId id, Service* service) { services_[static_cast<uint8_t>(id)] = service; }
 
@@ -79,7 +108,15 @@ void ServiceRouter::RouteProgram(UniqueFd fd) {
     }
     return;
   }
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_id_++;
+    programs_[id] = ProgramConnection{id, creds, ExeOf(creds.pid), service->name(), std::chrono::system_clock::now()};
+  }
   service->ServeProgram(std::move(fd), creds);
+  std::lock_guard<std::mutex> lock(mu_);
+  programs_.erase(id);
 }
 
 void ServiceRouter::RoutePeer(UniqueFd fd, const std::string& peer) {

@@ -5,11 +5,25 @@
 #define CONDUIT_DAEMON_SERVER_SERVICE_ROUTER_H_
 
 #include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "server/service.h"
 
 namespace conduit {
+
+// A program connection being served, as the admin API lists it.
+struct ProgramConnection {
+  uint64_t id = 0;
+  ProgramCredentials creds;
+  std::string exe;  // basename of /proc/<pid>/exe (or comm)
+  std::string service;
+  std::chrono::system_clock::time_point since;
+};
 
 class ServiceRouter {
  public:
@@ -20,12 +34,18 @@ class ServiceRouter {
   void ServePrograms(int unix_listener);  // shim protocol
   void ServePeers(int tcp_listener);      // peer protocol
 
+  // Program connections currently served, oldest first.
+  std::vector<ProgramConnection> Programs() const;
+
  private:
   void RouteProgram(UniqueFd fd);
   void RoutePeer(UniqueFd fd, const std::string& peer);
   Service* Find(uint16_t type) const;
 
   std::array<Service*, 256> services_{};
+  mutable std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, ProgramConnection> programs_;
 };
 
 }  // namespace conduit

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/shim_protocol.h"
 #include "common/unique_id.h"
+#include "common/version.h"
 
 namespace conduit {
 namespace {
@@ -106,12 +107,12 @@ Status ClientSession::HandleHello(const Frame& frame, bool* close_after) {
   who_ = exe + "[" + std::to_string(req.pid) + "]";
   shimproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(registry_->options().timeout_ms);
-  CopyCString(reply.daemon_version, "conduitd 0.1.0");
-  Status admission = CheckAdmission(*policy_, exe);
+  CopyCString(reply.daemon_version, kDaemonVersion);
+  Status admission = policy_->CheckAdmission(exe);
   if (!admission.ok()) {
     reply.accepted = 0;
     reply.status = ToWire(admission);
-    CLOG_INFO("refused %s (--deny-exe)", who_.c_str());
+    CLOG_INFO("refused %s: %s", who_.c_str(), admission.message().c_str());
     *close_after = true;
   } else {
     reply.accepted = 1;
@@ -173,7 +174,7 @@ Status ClientSession::HandleAttach(Frame& frame) {
   } else if (!frame.fd.valid()) {
     st = InvalidArgument("AttachShm arrived without a file descriptor");
   } else {
-    st = shm_.Map(frame.fd.get(), req.size, policy_->max_shm_bytes);
+    st = shm_.Map(frame.fd.get(), req.size, policy_->max_shm_bytes());
   }
   return ReplyStatus(shimproto::kAttachShmReply, st);
 }
@@ -191,13 +192,16 @@ Status ClientSession::HandleGroup(const Frame& frame) {
     if (head.nops > shimproto::kMaxOpsPerGroup ||
         frame.payload.size() != sizeof(head) + static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc)) {
       st = InvalidArgument("malformed Group request: %u ops in %zu bytes", head.nops, frame.payload.size());
+    } else if ((head.flags & ~shimproto::kGroupStreamed) != 0) {
+      st = InvalidArgument("unknown Group flags 0x%x", head.flags);
     } else if (!comm_) {
       st = InvalidUsage("no communicator on this connection (CommInit first)");
     } else {
       ops.resize(head.nops);
       memcpy(ops.data(), frame.payload.data() + sizeof(head), head.nops * sizeof(shimproto::OpDesc));
       int failed_op = -1;
-      st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op);
+      GroupContext context{(head.flags & shimproto::kGroupStreamed) != 0, fd_.get()};
+      st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op, context);
       reply.failed_op = failed_op;
     }
   }

@@ -30,18 +30,23 @@ struct MutSpan {
 // transfer.
 using RecvProgress = std::function<Status(size_t received)>;
 
+// Called with each piece of outgoing data just before it is handed to the network; returns
+// once those bytes may be read (they may still be arriving from a program), or an error
+// that aborts the transfer.
+using SendGate = std::function<Status(const void* data, size_t len)>;
+
 class Link {
  public:
   virtual ~Link() = default;
 
-  virtual Status Send(const std::vector<ConstSpan>& out, Deadline deadline) = 0;
+  virtual Status Send(const std::vector<ConstSpan>& out, Deadline deadline, const SendGate& gate = nullptr) = 0;
   virtual Status Recv(const std::vector<MutSpan>& in, Deadline deadline,
                       const RecvProgress& progress = nullptr) = 0;
   // Sends `out` on this link while receiving `in` on `from` (which may be this link):
   // the full-duplex step of ring algorithms. `from` must come from the same transport.
   virtual Status SendRecv(const std::vector<ConstSpan>& out, Link& from,
                           const std::vector<MutSpan>& in, Deadline deadline,
-                          const RecvProgress& progress = nullptr) = 0;
+                          const RecvProgress& progress = nullptr, const SendGate& gate = nullptr) = 0;
   // Makes pending and future transfers on both ends fail promptly.
   virtual void Shutdown() = 0;
   virtual const std::string& peer_name() const = 0;

@@ -149,9 +149,15 @@ struct Cursor {
 constexpr size_t kMaxBytesPerCall = 4u << 20;  // bounds the gap between progress callbacks
 
 // One non-blocking transfer step. Returns false with *status set on error or EOF.
-bool SendSome(int fd, Cursor<ConstSpan>& c, const std::string& peer, Status* status) {
+bool SendSome(int fd, Cursor<ConstSpan>& c, const std::string& peer, const SendGate& gate, Status* status) {
   iovec iov[16];
   int n = c.Fill(iov, 16, kMaxBytesPerCall);
+  if (gate) {
+    for (int i = 0; i < n; ++i) {
+      *status = gate(iov[i].iov_base, iov[i].iov_len);
+      if (!status->ok()) return false;
+    }
+  }
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = n;
@@ -187,9 +193,9 @@ bool RecvSome(int fd, Cursor<MutSpan>& c, const std::string& peer, Status* statu
 
 }  // namespace
 
-Status TcpLink::Send(const std::vector<ConstSpan>& out, Deadline deadline) {
+Status TcpLink::Send(const std::vector<ConstSpan>& out, Deadline deadline, const SendGate& gate) {
   static const std::vector<MutSpan> kNone;
-  return SendRecv(out, *this, kNone, deadline, nullptr);
+  return SendRecv(out, *this, kNone, deadline, nullptr, gate);
 }
 
 Status TcpLink::Recv(const std::vector<MutSpan>& in, Deadline deadline, const RecvProgress& progress) {
@@ -198,7 +204,7 @@ Status TcpLink::Recv(const std::vector<MutSpan>& in, Deadline deadline, const Re
 }
 
 Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, const std::vector<MutSpan>& in,
-                         Deadline deadline, const RecvProgress& progress) {
+                         Deadline deadline, const RecvProgress& progress, const SendGate& gate) {
   auto& from = static_cast<TcpLink&>(from_link);
   Cursor<ConstSpan> send{&out};
   Cursor<MutSpan> recv{&in};
@@ -238,7 +244,7 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
       if (progress && recv.moved != before) CONDUIT_RETURN_IF_ERROR(progress(recv.moved));
     }
     if (send_slot >= 0 && (fds[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      if (!SendSome(fd_.get(), send, peer_name_, &status)) return status;
+      if (!SendSome(fd_.get(), send, peer_name_, gate, &status)) return status;
     }
   }
 }

@@ -24,10 +24,10 @@ class TcpLink : public Link {
   TcpLink(UniqueFd fd, std::string peer_name);
   ~TcpLink() override;
 
-  Status Send(const std::vector<ConstSpan>& out, Deadline deadline) override;
+  Status Send(const std::vector<ConstSpan>& out, Deadline deadline, const SendGate& gate = nullptr) override;
   Status Recv(const std::vector<MutSpan>& in, Deadline deadline, const RecvProgress& progress) override;
   Status SendRecv(const std::vector<ConstSpan>& out, Link& from, const std::vector<MutSpan>& in,
-                  Deadline deadline, const RecvProgress& progress) override;
+                  Deadline deadline, const RecvProgress& progress = nullptr, const SendGate& gate = nullptr) override;
   void Shutdown() override;
   const std::string& peer_name() const override { return peer_name_; }
 

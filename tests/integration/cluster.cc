@@ -1,5 +1,7 @@
 #include "cluster.h"
 
+#include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -66,12 +68,29 @@ Cluster::Cluster(ClusterConfig config) : config_(std::move(config)) {
 }
 
 Cluster::~Cluster() {
-  procs_.clear();  // kills ranks still running
+  for (auto& p : procs_) p->Kill(SIGKILL);  // ranks still running
   for (auto& d : daemons_) {
     if (d == nullptr) continue;
     d->Kill(SIGTERM);
     d->Wait(kDaemonExitGrace);  // kills it if SIGTERM did not work
   }
+  // Under the sanitizer builds a report in any daemon or program fails the test, even when
+  // the test's own checks passed (a daemon may race or leak without a wrong result).
+  for (const auto* list : {&daemons_, &procs_}) {
+    for (const auto& p : *list) {
+      if (p == nullptr) continue;
+      std::string out = p->Output();
+      for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+                                 "runtime error:"}) {
+        size_t at = out.find(marker);
+        if (at != std::string::npos) {
+          ADD_FAILURE() << "sanitizer report from " << p->CommandLine() << ":\n" << out.substr(at, 6000);
+          break;
+        }
+      }
+    }
+  }
+  procs_.clear();
   daemons_.clear();
   if (netns_up_) RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
   if (!dir_.empty() && std::getenv("CONDUIT_IT_KEEP") == nullptr) {

@@ -56,6 +56,14 @@ TEST_F(TwoHostTest, OneRankPerHost) { RunOn(*cluster_, Ranks(1, kAllSmall)); }
 TEST_F(TwoHostTest, TwoRanksPerHost) { RunOn(*cluster_, Ranks(2, kAllSmall)); }
 TEST_F(TwoHostTest, FourRanksPerHost) { RunOn(*cluster_, Ranks(4, kAllSmall)); }
 
+// Every single-collective group streamed through the staging control page, whatever its
+// size (the shim streams only from 1 MiB by default, above these sizes).
+TEST_F(TwoHostTest, StreamedCopies) {
+  CollLaunch launch = Ranks(2, kAllSmall);
+  launch.env.push_back("CONDUIT_STREAM_MIN_BYTES=0");
+  RunOn(*cluster_, launch);
+}
+
 TEST_F(TwoHostTest, TwoThreadsPerHost) { RunOn(*cluster_, Ranks(2, kAllSmall).AsThreads()); }
 
 TEST_F(TwoHostTest, NonBlockingInit) {

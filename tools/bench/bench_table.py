@@ -9,7 +9,10 @@ import argparse
 import os
 
 
-def load(path):
+def load(path, busbw_factor):
+    """size -> (time_us, busbw GB/s, wrong). busbw is recomputed from size and time with
+    the same factor for every implementation: the tools print it rounded to 2 decimals,
+    which is too coarse to compare implementations within a few percent."""
     rows = {}
     if not os.path.exists(path):
         return rows
@@ -18,7 +21,9 @@ def load(path):
             p = line.split()
             if len(p) < 6 or line.startswith("#"):
                 continue
-            rows[int(p[0])] = (float(p[2]), float(p[4]), int(float(p[5])))
+            size, time_us = int(p[0]), float(p[2])
+            busbw = size / time_us / 1e3 * busbw_factor if time_us > 0 else 0.0
+            rows[size] = (time_us, busbw, int(float(p[5])))
     return rows
 
 
@@ -55,7 +60,9 @@ def main():
         bidir = ""
         if os.path.exists(base + ".link-bidir"):
             bidir = f", bidirectional {float(open(base + '.link-bidir').read()):.3f} Gbit/s per direction"
-        res = {k: load(f"{base}.{k}") for k in ("ours", "gloo", "mpi")}
+        nranks = int(h) * int(a.ppn)
+        factor = 2 * (nranks - 1) / nranks  # nccl-tests' allreduce busbw factor
+        res = {k: load(f"{base}.{k}", factor) for k in ("ours", "gloo", "mpi")}
         lines.append(f"### {h} hosts: iperf3 link {link:.3f} Gbit/s = {link_gbs:.4f} GB/s{bidir}")
         if not res["ours"]:
             lines.append("(ours: no results; conduitd/conduit-perf missing or failed)")
@@ -65,6 +72,7 @@ def main():
         for size in sorted(set().union(*[r.keys() for r in res.values()])):
             o, g, m = (res[k].get(size) for k in ("ours", "gloo", "mpi"))
             peers = [r[1] for r in (g, m) if r is not None]
+            # busbw ratio (= best peer's time / our time): > 1 means we are faster.
             ratio = f"{o[1] / max(peers):.2f}" if o and peers and max(peers) > 0 else "-"
             vs_link = f"{o[1] / link_gbs:.2f}" if o and link_gbs > 0 else "-"
             lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} |")

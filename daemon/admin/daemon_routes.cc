@@ -1,0 +1,103 @@
+#include "admin/daemon_routes.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+
+namespace conduit {
+namespace {
+
+constexpr int kApiVersion = 1;
+
+int64_t UnixSeconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+Json AdmissionJson(const ProgramPolicy& policy) {
+  Json deny = Json::Array();
+  for (const auto& exe : policy.denied()) deny.push_back(exe);
+  Json body = Json::Object();
+  body["deny_exe"] = std::move(deny);
+  body["max_shm_bytes"] = policy.max_shm_bytes();
+  return body;
+}
+
+}  // namespace
+
+void AddDaemonRoutes(AdminApi* api, DaemonInfo info, const ServiceRouter* router, ProgramPolicy* policy) {
+  const auto started = std::chrono::steady_clock::now();
+  auto uptime = [started] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+
+  api->Route("GET", "/v1", AdminAccess::kRead, [api](const AdminRequest&) {
+    Json body = Json::Object();
+    body["api_version"] = kApiVersion;
+    body["routes"] = api->DescribeRoutes();
+    return AdminReply::Ok(std::move(body));
+  });
+  api->Route("GET", "/metrics", AdminAccess::kRead, [api](const AdminRequest&) {
+    AdminReply reply;
+    reply.raw = api->RenderMetrics();
+    reply.content_type = "text/plain; version=0.0.4";
+    return reply;
+  });
+  api->Route("GET", "/v1/status", AdminAccess::kRead, [info, router, uptime](const AdminRequest&) {
+    Json body = Json::Object();
+    body["api_version"] = kApiVersion;
+    body["daemon_version"] = info.version;
+    body["pid"] = static_cast<int>(getpid());
+    body["uptime_s"] = uptime();
+    body["peer_addr"] = info.peer_addr;
+    body["program_socket"] = info.program_socket;
+    body["admin_socket"] = info.admin_socket;
+    std::map<std::string, int> per_service;
+    for (const auto& p : router->Programs()) ++per_service[p.service];
+    Json programs = Json::Object();
+    for (const auto& [service, n] : per_service) programs[service] = n;
+    body["program_connections"] = std::move(programs);
+    return AdminReply::Ok(std::move(body));
+  });
+  api->Route("GET", "/v1/programs", AdminAccess::kRead, [router](const AdminRequest&) {
+    Json list = Json::Array();
+    for (const auto& p : router->Programs()) {
+      Json e = Json::Object();
+      e["connection"] = p.id;
+      e["pid"] = p.creds.pid;
+      e["uid"] = p.creds.uid;
+      e["exe"] = p.exe;
+      e["service"] = p.service;
+      e["since_unix_s"] = UnixSeconds(p.since);
+      list.push_back(std::move(e));
+    }
+    Json body = Json::Object();
+    body["programs"] = std::move(list);
+    return AdminReply::Ok(std::move(body));
+  });
+  api->Route("GET", "/v1/policies/admission", AdminAccess::kRead,
+             [policy](const AdminRequest&) { return AdminReply::Ok(AdmissionJson(*policy)); });
+  api->Route("PUT", "/v1/policies/admission", AdminAccess::kOperator, [policy](const AdminRequest& req) {
+    const Json* deny = req.body.is_object() ? req.body.find("deny_exe") : nullptr;
+    if (deny == nullptr || !deny->is_array()) {
+      return AdminReply::Error(400, "expected {\"deny_exe\": [\"program\", ...]}");
+    }
+    std::vector<std::string> names;
+    for (const Json& n : deny->items()) {
+      if (!n.is_string() || n.as_string().empty()) return AdminReply::Error(400, "deny_exe entries must be non-empty strings");
+      names.push_back(n.as_string());
+    }
+    policy->set_denied(std::move(names));
+    return AdminReply::Ok(AdmissionJson(*policy));
+  });
+  api->AddMetrics([router, uptime](MetricsWriter& w) {
+    w.Family("conduit_up", "gauge", "1 while conduitd serves.");
+    w.Sample("conduit_up", {}, 1);
+    w.Family("conduit_uptime_seconds", "gauge", "Seconds since conduitd started.");
+    w.Sample("conduit_uptime_seconds", {}, uptime());
+    std::map<std::string, int> per_service;
+    for (const auto& p : router->Programs()) ++per_service[p.service];
+    w.Family("conduit_program_connections", "gauge", "Program connections being served, per service.");
+    for (const auto& [service, n] : per_service) w.Sample("conduit_program_connections", {{"service", service}}, n);
+  });
+}
+
+}  // namespace conduit

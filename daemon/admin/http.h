@@ -1,0 +1,59 @@
+// Just enough HTTP/1.1 for the admin API over a Unix socket: one request and one response
+// per connection, bodies sized by Content-Length (no chunked encoding), strict limits on
+// header and body size. Both sides are here: the daemon's server and conduitctl's client.
+#ifndef CONDUIT_DAEMON_ADMIN_HTTP_H_
+#define CONDUIT_DAEMON_ADMIN_HTTP_H_
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace conduit {
+
+inline constexpr size_t kMaxHttpHeaderBytes = 16 * 1024;
+inline constexpr size_t kMaxHttpBodyBytes = 16 * 1024 * 1024;
+
+using HttpFields = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method;
+  std::string target;  // as sent: path plus optional "?query"
+  std::string path;    // percent-decoded, without the query
+  HttpFields query;    // percent-decoded name=value pairs
+  HttpFields headers;  // names lower-cased
+  std::string body;
+
+  const std::string* Header(std::string_view name) const;
+  const std::string* Query(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  HttpFields headers;  // names lower-cased (client side only)
+};
+
+// Server side. A request that breaks the limits or the grammar yields InvalidArgument.
+Status ReadHttpRequest(int fd, Deadline deadline, HttpRequest* request);
+Status WriteHttpResponse(int fd, const HttpResponse& response, Deadline deadline);
+
+// Client side.
+Status WriteHttpRequest(int fd, std::string_view method, std::string_view target, std::string_view body,
+                        Deadline deadline);
+Status ReadHttpResponse(int fd, Deadline deadline, HttpResponse* response);
+
+const char* HttpReason(int status);
+// Splits "a=1&b=x%20y" into decoded pairs.
+HttpFields ParseQuery(std::string_view query);
+// '+' means a space only in query strings (HTML form encoding), not in paths.
+std::string PercentDecode(std::string_view s, bool plus_is_space = false);
+std::string PercentEncode(std::string_view s);
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_ADMIN_HTTP_H_

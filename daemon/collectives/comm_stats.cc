@@ -1,0 +1,50 @@
+#include "collectives/comm_stats.h"
+
+namespace conduit {
+
+const char* OpKindName(uint8_t kind) {
+  switch (kind) {
+    case shimproto::kAllReduce: return "AllReduce";
+    case shimproto::kBroadcast: return "Broadcast";
+    case shimproto::kReduce: return "Reduce";
+    case shimproto::kAllGather: return "AllGather";
+    case shimproto::kReduceScatter: return "ReduceScatter";
+    case shimproto::kSend: return "Send";
+    case shimproto::kRecv: return "Recv";
+    default: return "?";
+  }
+}
+
+void CommStats::Record(CollRecord record) {
+  ops_.fetch_add(1, std::memory_order_relaxed);
+  bytes_.fetch_add(record.bytes, std::memory_order_relaxed);
+  if (!record.error.empty()) errors_.fetch_add(1, std::memory_order_relaxed);
+  if (record.kind < kKinds) {
+    kind_ops_[record.kind].fetch_add(1, std::memory_order_relaxed);
+    kind_bytes_[record.kind].fetch_add(record.bytes, std::memory_order_relaxed);
+    latency_[record.kind].Observe(record.duration_us);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (trace_.size() == kTraceCapacity) trace_.pop_front();
+  trace_.push_back(std::move(record));
+}
+
+uint64_t CommStats::ops_of(uint8_t kind) const {
+  return kind < kKinds ? kind_ops_[kind].load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t CommStats::bytes_of(uint8_t kind) const {
+  return kind < kKinds ? kind_bytes_[kind].load(std::memory_order_relaxed) : 0;
+}
+
+LatencyHistogram::Snapshot CommStats::latency_of(uint8_t kind) const {
+  return kind < kKinds ? latency_[kind].Read() : LatencyHistogram::Snapshot{};
+}
+
+std::vector<CollRecord> CommStats::Trace(size_t max) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = std::min(max, trace_.size());
+  return std::vector<CollRecord>(trace_.end() - static_cast<std::ptrdiff_t>(n), trace_.end());
+}
+
+}  // namespace conduit

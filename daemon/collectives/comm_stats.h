@@ -1,0 +1,67 @@
+// CommStats: what one communicator has done on this daemon, for the operator: totals,
+// latency histograms per collective kind, and a trace of the most recent collectives
+// (sequence number, shape, algorithm, duration, outcome).
+#ifndef CONDUIT_DAEMON_COLLECTIVES_COMM_STATS_H_
+#define CONDUIT_DAEMON_COLLECTIVES_COMM_STATS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/shim_protocol.h"
+
+namespace conduit {
+
+// "AllReduce", "Broadcast", ... for a shimproto::OpKind.
+const char* OpKindName(uint8_t kind);
+
+struct CollRecord {
+  uint64_t seq = 0;  // collective sequence number within the communicator (0, 1, ...)
+  uint8_t kind = 0;
+  uint8_t dtype = 0;
+  uint8_t redop = 0;
+  int32_t root = 0;
+  uint64_t count = 0;
+  uint64_t bytes = 0;  // bytes of one rank's buffer
+  const char* algorithm = "";
+  int64_t start_unix_us = 0;
+  double duration_us = 0;
+  std::string error;  // empty when it succeeded
+};
+
+class CommStats {
+ public:
+  static constexpr size_t kTraceCapacity = 1024;
+  static constexpr int kKinds = shimproto::kReduceScatter + 1;
+
+  void Record(CollRecord record);
+
+  uint64_t ops() const { return ops_.load(std::memory_order_relaxed); }
+  uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+  // Per collective kind (shimproto::OpKind value).
+  uint64_t ops_of(uint8_t kind) const;
+  uint64_t bytes_of(uint8_t kind) const;
+  LatencyHistogram::Snapshot latency_of(uint8_t kind) const;
+  // The newest `max` records, oldest first.
+  std::vector<CollRecord> Trace(size_t max) const;
+
+ private:
+  std::atomic<uint64_t> ops_{0};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> errors_{0};
+  std::array<std::atomic<uint64_t>, kKinds> kind_ops_{};
+  std::array<std::atomic<uint64_t>, kKinds> kind_bytes_{};
+  std::array<LatencyHistogram, kKinds> latency_;
+  mutable std::mutex mu_;
+  std::deque<CollRecord> trace_;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COLLECTIVES_COMM_STATS_H_

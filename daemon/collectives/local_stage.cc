@@ -1,0 +1,264 @@
+#include "collectives/local_stage.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "reduce/reduce.h"
+
+namespace conduit {
+namespace {
+
+// Grain of local combining: big enough that per-chunk bookkeeping is noise, small enough
+// that the first bytes reach the network early.
+constexpr size_t kCombineChunkBytes = 512 * 1024;
+// How often a wait for streamed input looks at aborts and at the program's connection.
+constexpr int kWaitSliceMs = 100;
+
+bool IsReduction(uint8_t kind) {
+  return kind == shimproto::kAllReduce || kind == shimproto::kReduce || kind == shimproto::kReduceScatter;
+}
+
+ncclRedOp_t CombineOp(uint8_t redop) {
+  if (redop == shimproto::kRedOpPreMulSum || redop == ncclAvg) return ncclSum;
+  return static_cast<ncclRedOp_t>(redop);
+}
+
+}  // namespace
+
+LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed)
+    : ranks_(std::move(ranks)),
+      nranks_(nranks),
+      deadline_(deadline),
+      failed_(std::move(failed)),
+      kind_(ranks_[0].op.kind),
+      type_(static_cast<ncclDataType_t>(ranks_[0].op.dtype)),
+      combine_op_(CombineOp(ranks_[0].op.redop)),
+      elem_(DataTypeSize(type_)),
+      block_(ranks_[0].op.count * elem_) {
+  const bool per_rank_blocks = kind_ == shimproto::kAllGather || kind_ == shimproto::kReduceScatter;
+  work_bytes_ = per_rank_blocks ? block_ * static_cast<size_t>(nranks_) : block_;
+  if (kind_ == shimproto::kBroadcast) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (ranks_[i].rank == ranks_[i].op.peer) work_index_ = i;
+    }
+  }
+  work_ = DataOf(work_index_);
+  chunk_ = std::max(kCombineChunkBytes - kCombineChunkBytes % elem_, elem_);
+  combined_.assign((work_bytes_ + chunk_ - 1) / chunk_, false);
+
+  // Avg: the algorithms pass partial sums between hosts and finish with complete ones; the
+  // division must happen once, at the end, so nothing is final before Finish.
+  defer_finalize_ = IsReduction(kind_) && ranks_[0].op.redop == ncclAvg;
+  std::vector<Range> outs;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (!OutputOf(i).empty()) outs.push_back(OutputOf(i));
+  }
+  std::sort(outs.begin(), outs.end(), [](Range a, Range b) { return a.begin < b.begin; });
+  for (Range r : outs) {
+    if (!outputs_.empty() && r.begin <= outputs_.back().end) {
+      outputs_.back().end = std::max(outputs_.back().end, r.end);
+    } else {
+      outputs_.push_back(r);
+    }
+  }
+
+  pending_.resize(ranks_.size());
+  done_chunk_.resize(ranks_.size(), 0);
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i].control == nullptr) continue;
+    const size_t g = StagingChunkBytes(ranks_[i].segment_bytes);
+    done_chunk_[i] = g;
+    Range out = OutputOf(i);
+    for (size_t p = ranks_[i].op.offset + out.begin; p < ranks_[i].op.offset + out.end;) {
+      size_t c = p / g;
+      size_t end = std::min((c + 1) * g, static_cast<size_t>(ranks_[i].op.offset + out.end));
+      pending_[i][c] += end - p;
+      p = end;
+    }
+  }
+}
+
+LocalStage::Range LocalStage::InputOf(size_t i) const {
+  switch (kind_) {
+    case shimproto::kAllGather: {
+      size_t at = static_cast<size_t>(ranks_[i].rank) * block_;
+      return {at, at + block_};
+    }
+    case shimproto::kBroadcast:
+      return ranks_[i].rank == ranks_[i].op.peer ? Range{0, block_} : Range{};
+    default:
+      return {0, work_bytes_};
+  }
+}
+
+LocalStage::Range LocalStage::OutputOf(size_t i) const {
+  switch (kind_) {
+    case shimproto::kReduceScatter: {
+      size_t at = static_cast<size_t>(ranks_[i].rank) * block_;
+      return {at, at + block_};
+    }
+    case shimproto::kReduce:
+      return ranks_[i].rank == ranks_[i].op.peer ? Range{0, block_} : Range{};
+    default:
+      return {0, work_bytes_};
+  }
+}
+
+Status LocalStage::WaitInput(size_t i, Range r) {
+  StagingControl* c = ranks_[i].control;
+  if (c == nullptr) return Status::Ok();
+  Range x = Intersect(r, InputOf(i));
+  if (x.empty()) return Status::Ok();
+  const uint64_t need = ranks_[i].op.offset + x.end;
+  for (;;) {
+    uint32_t seen = c->input_seq.load(std::memory_order_acquire);
+    if (c->input_ready.load(std::memory_order_acquire) >= need) return Status::Ok();
+    CONDUIT_RETURN_IF_ERROR(failed_());
+    if (deadline_.expired()) {
+      return RemoteError("timed out waiting for rank %d's program to copy its input into shared memory",
+                         ranks_[i].rank);
+    }
+    if (ranks_[i].session_fd >= 0) {
+      pollfd p{ranks_[i].session_fd, POLLRDHUP, 0};
+      if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        return RemoteError("rank %d's program disconnected while copying its input", ranks_[i].rank);
+      }
+    }
+    FutexWait(&c->input_seq, seen, kWaitSliceMs);
+  }
+}
+
+Status LocalStage::CombineChunk(size_t k) {
+  const Range r{k * chunk_, std::min((k + 1) * chunk_, work_bytes_)};
+  if (IsReduction(kind_)) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      CONDUIT_RETURN_IF_ERROR(WaitInput(i, r));
+      uint8_t* in = DataOf(i) + r.begin;
+      const size_t n = (r.end - r.begin) / elem_;
+      if (ranks_[i].op.redop == shimproto::kRedOpPreMulSum) ScaleInPlace(in, n, type_, ranks_[i].op.scalar);
+      if (i != work_index_) ReduceInto(work_ + r.begin, in, n, type_, combine_op_);
+    }
+  } else if (kind_ == shimproto::kAllGather) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      Range x = Intersect(r, InputOf(i));
+      if (x.empty()) continue;
+      CONDUIT_RETURN_IF_ERROR(WaitInput(i, x));
+      if (i != work_index_) memcpy(work_ + x.begin, DataOf(i) + x.begin, x.end - x.begin);
+    }
+  } else if (kind_ == shimproto::kBroadcast) {
+    CONDUIT_RETURN_IF_ERROR(WaitInput(work_index_, r));
+  }
+  combined_[k] = true;
+  // This host's own blocks of a gather, and a broadcast's data at its root, are final as
+  // soon as they are in place.
+  if (kind_ == shimproto::kAllGather) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      Range x = Intersect(r, InputOf(i));
+      if (!x.empty()) Finalize(x.begin, x.end - x.begin);
+    }
+  } else if (kind_ == shimproto::kBroadcast && !InputOf(work_index_).empty()) {
+    Finalize(r.begin, r.end - r.begin);
+  }
+  return Status::Ok();
+}
+
+Status LocalStage::Ensure(size_t offset, size_t len) {
+  if (len == 0 || offset >= work_bytes_) return Status::Ok();
+  const size_t end = std::min(offset + len, work_bytes_);
+  for (size_t k = offset / chunk_; k * chunk_ < end; ++k) {
+    if (!combined_[k]) CONDUIT_RETURN_IF_ERROR(CombineChunk(k));
+  }
+  return Status::Ok();
+}
+
+void LocalStage::Finalize(size_t offset, size_t len) {
+  if (defer_finalize_) return;
+  // Whole elements only: a shim must never copy out half of one.
+  Range want{(offset + elem_ - 1) / elem_ * elem_, std::min(offset + len, work_bytes_)};
+  want.end -= want.end % elem_;
+  if (want.empty()) return;
+  // Keep the parts of `want` that are not final yet, and record `want` as final.
+  std::vector<Range> fresh;
+  size_t cursor = want.begin;
+  auto it = finalized_.upper_bound(want.begin);
+  if (it != finalized_.begin()) --it;
+  for (; it != finalized_.end() && it->first < want.end; ++it) {
+    if (it->second <= cursor) continue;
+    if (it->first > cursor) fresh.push_back({cursor, it->first});
+    cursor = std::max(cursor, it->second);
+  }
+  if (cursor < want.end) fresh.push_back({cursor, want.end});
+  if (fresh.empty()) return;
+  size_t begin = want.begin, end = want.end;
+  auto lo = finalized_.upper_bound(begin);
+  if (lo != finalized_.begin() && std::prev(lo)->second >= begin) --lo;
+  auto hi = lo;
+  while (hi != finalized_.end() && hi->first <= end) {
+    begin = std::min(begin, hi->first);
+    end = std::max(end, hi->second);
+    ++hi;
+  }
+  finalized_.erase(lo, hi);
+  finalized_[begin] = end;
+
+  std::vector<bool> woke(ranks_.size(), false);
+  for (Range f : fresh) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      Range x = Intersect(f, OutputOf(i));
+      if (x.empty()) continue;
+      if (i != work_index_) memcpy(DataOf(i) + x.begin, work_ + x.begin, x.end - x.begin);
+      if (ranks_[i].control != nullptr) {
+        MarkDone(i, x);
+        woke[i] = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (!woke[i]) continue;
+    ranks_[i].control->output_seq.fetch_add(1, std::memory_order_release);
+    FutexWakeAll(&ranks_[i].control->output_seq);
+  }
+}
+
+void LocalStage::MarkDone(size_t i, Range r) {
+  const size_t g = done_chunk_[i];
+  const size_t base = ranks_[i].op.offset;
+  for (size_t p = base + r.begin; p < base + r.end;) {
+    size_t c = p / g;
+    size_t end = std::min((c + 1) * g, base + r.end);
+    auto it = pending_[i].find(c);
+    if (it != pending_[i].end()) {
+      it->second -= std::min(it->second, end - p);
+      if (it->second == 0) {
+        ranks_[i].control->done[c / 64].fetch_or(1ull << (c % 64), std::memory_order_release);
+        pending_[i].erase(it);
+      }
+    }
+    p = end;
+  }
+}
+
+Status LocalStage::Finish() {
+  CONDUIT_RETURN_IF_ERROR(Ensure(0, work_bytes_));
+  if (defer_finalize_) {
+    // Each byte of this host's outputs divided exactly once, after every contribution.
+    for (Range u : outputs_) DivideInPlace(work_ + u.begin, (u.end - u.begin) / elem_, type_, nranks_);
+    defer_finalize_ = false;
+  }
+  Finalize(0, work_bytes_);
+  return Status::Ok();
+}
+
+Status LocalStage::EnsureAt(const uint8_t* p, size_t len) {
+  if (p < work_ || p >= work_ + work_bytes_) return Status::Ok();
+  return Ensure(static_cast<size_t>(p - work_), len);
+}
+
+void LocalStage::FinalizeAt(const uint8_t* p, size_t len) {
+  if (p < work_ || p >= work_ + work_bytes_) return;
+  Finalize(static_cast<size_t>(p - work_), len);
+}
+
+}  // namespace conduit

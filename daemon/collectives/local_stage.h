@@ -1,0 +1,99 @@
+// LocalStage: one collective as this host's ranks see it.
+//
+// The inter-host algorithms work on one buffer per host (the "work" buffer: the first local
+// rank's region, or the root's for a broadcast). LocalStage stands between that buffer and
+// the local ranks' segments, a chunk at a time:
+//  * Ensure(range): the range holds this host's contribution: it waits for streamed input
+//    (the shim may still be copying it in), scales PreMulSum inputs, and folds the other
+//    local ranks' data into the work buffer (reductions) or copies their blocks in (gather);
+//  * Finalize(range): the range holds its final result: copies to the other local ranks,
+//    and the done bits that let each shim copy it out at once. (ncclAvg is the exception:
+//    its division happens once in Finish, so it finalizes only there.)
+// Both are idempotent, so algorithms call them wherever they first read or complete bytes,
+// and Finish covers whatever an algorithm did not.
+#ifndef CONDUIT_DAEMON_COLLECTIVES_LOCAL_STAGE_H_
+#define CONDUIT_DAEMON_COLLECTIVES_LOCAL_STAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/shim_protocol.h"
+#include "common/staging_control.h"
+#include "common/status.h"
+#include "nccl.h"
+
+namespace conduit {
+
+// One local rank's side of the collective.
+struct StageRank {
+  int rank = 0;
+  uint8_t* segment = nullptr;  // the rank's whole staging segment as mapped here
+  size_t segment_bytes = 0;
+  shimproto::OpDesc op{};      // its op (offset into the segment, scalar for PreMulSum)
+  StagingControl* control = nullptr;  // streamed group: input may still be arriving
+  int session_fd = -1;                // the program's connection, to notice it dying
+};
+
+class LocalStage {
+ public:
+  // `ranks`: this host's ranks in local order (ranks[0] leads). `failed` reports a
+  // communicator abort, so waits end promptly.
+  LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed);
+
+  // The buffer the inter-host algorithm runs on, and its length.
+  uint8_t* work() const { return work_; }
+  size_t work_bytes() const { return work_bytes_; }
+
+  Status Ensure(size_t offset, size_t len);
+  void Finalize(size_t offset, size_t len);
+  // Ensures and finalizes everything; then the shims have their whole output.
+  Status Finish();
+
+  // Pointer-based forms for the algorithms' hooks; ranges outside the work buffer (the
+  // algorithms' own scratch space) are ignored.
+  Status EnsureAt(const uint8_t* p, size_t len);
+  void FinalizeAt(const uint8_t* p, size_t len);
+
+ private:
+  struct Range {
+    size_t begin = 0, end = 0;
+    bool empty() const { return begin >= end; }
+  };
+  static Range Intersect(Range a, Range b) { return {std::max(a.begin, b.begin), std::min(a.end, b.end)}; }
+
+  uint8_t* DataOf(size_t i) const { return ranks_[i].segment + ranks_[i].op.offset; }
+  Range InputOf(size_t i) const;   // op-relative bytes rank i contributes
+  Range OutputOf(size_t i) const;  // op-relative bytes rank i's program reads back
+  Status WaitInput(size_t i, Range r);
+  Status CombineChunk(size_t chunk);
+  void MarkDone(size_t i, Range r);
+
+  std::vector<StageRank> ranks_;
+  const int nranks_;
+  const Deadline deadline_;
+  const std::function<Status()> failed_;
+  const uint8_t kind_;
+  const ncclDataType_t type_;
+  const ncclRedOp_t combine_op_;  // PreMulSum and Avg combine as Sum
+  const size_t elem_;
+  const size_t block_;  // bytes of one rank's block (AllGather, ReduceScatter)
+  size_t work_index_ = 0;  // which local rank's region is the work buffer
+  uint8_t* work_ = nullptr;
+  size_t work_bytes_ = 0;
+  size_t chunk_ = 0;
+  std::vector<bool> combined_;
+  std::vector<Range> outputs_;  // union of the local ranks' outputs, sorted, disjoint
+  bool defer_finalize_ = false;
+  std::map<size_t, size_t> finalized_;  // disjoint [begin, end) ranges already final
+  // Per streamed rank: output bytes not yet final in each done-bit chunk of its segment.
+  std::vector<std::map<size_t, size_t>> pending_;
+  std::vector<size_t> done_chunk_;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COLLECTIVES_LOCAL_STAGE_H_

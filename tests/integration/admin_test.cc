@@ -1,0 +1,200 @@
+// The operator's admin socket on real daemons: conduitctl reads status, programs,
+// communicators, traces and metrics while ranks run collectives; the admission policy
+// changes at run time; callers who are not the operator cannot change policy; malformed
+// requests get errors and the daemon keeps serving.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <regex>
+
+#include "coll_run.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+constexpr int kNobody = 65534;
+
+ClusterConfig AdminCluster(int hosts, std::vector<std::string> daemon_args = {}) {
+  ClusterConfig c;
+  c.prefix = "ad";
+  c.subnet = "10.231.18";
+  c.hosts = hosts;
+  c.daemon_args = std::move(daemon_args);
+  return c;
+}
+
+std::string AdminSocket(const Cluster& cluster, int host) {
+  std::string s = cluster.Socket(host);
+  return s.substr(0, s.size() - 5) + "-admin.sock";  // "hN.sock" -> "hN-admin.sock"
+}
+
+struct CtlResult {
+  int rc;
+  std::string out;
+};
+
+// conduitctl against host's daemon; `as_uid` >= 0 runs it as that user (setpriv).
+CtlResult Ctl(const Cluster& cluster, int host, std::vector<std::string> args, int as_uid = -1) {
+  std::vector<std::string> argv;
+  if (as_uid >= 0) {
+    argv = {"/usr/bin/setpriv", "--reuid=" + std::to_string(as_uid), "--regid=" + std::to_string(as_uid),
+            "--clear-groups"};
+  }
+  argv.push_back(Cluster::BinPath("conduitctl"));
+  argv.push_back("--socket");
+  argv.push_back(AdminSocket(cluster, host));
+  argv.insert(argv.end(), args.begin(), args.end());
+  CtlResult r;
+  r.rc = RunCommand(argv, &r.out, std::chrono::seconds(30));
+  return r;
+}
+
+// A raw exchange on the admin socket, for requests conduitctl would never send.
+std::string RawExchange(const std::string& path, const std::string& bytes) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  (void)!write(fd, bytes.data(), bytes.size());
+  shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[4096];
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+TEST(AdminTest, ObservesRunningCollectives) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(AdminCluster(2));
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, Ranks(2, {"--expect-error", "--hold-ms", "5", "--max-seconds", "60"}));
+  for (Subprocess* p : procs) {
+    ASSERT_TRUE(Cluster::WaitForOutput(*p, "looping", std::chrono::seconds(60))) << cluster.Describe();
+  }
+
+  CtlResult status = Ctl(cluster, 0, {"status"});
+  ASSERT_EQ(status.rc, 0) << status.out;
+  EXPECT_NE(status.out.find("\"daemon_version\": \"conduitd"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("\"collectives\": 2"), std::string::npos) << "two rank connections:\n" << status.out;
+
+  CtlResult programs = Ctl(cluster, 1, {"programs"});
+  ASSERT_EQ(programs.rc, 0) << programs.out;
+  EXPECT_NE(programs.out.find("coll_check"), std::string::npos) << programs.out;
+
+  CtlResult comms = Ctl(cluster, 0, {"--json", "comms"});
+  ASSERT_EQ(comms.rc, 0) << comms.out;
+  std::smatch key;
+  ASSERT_TRUE(std::regex_search(comms.out, key, std::regex("\"key\": \"([0-9a-f]{16})\""))) << comms.out;
+  EXPECT_NE(comms.out.find("\"nranks\": 4"), std::string::npos) << comms.out;
+  EXPECT_NE(comms.out.find("\"local_ranks\": [\n        0,\n        1\n      ]"), std::string::npos) << comms.out;
+
+  CtlResult trace = Ctl(cluster, 0, {"trace", key[1], "--limit", "5"});
+  ASSERT_EQ(trace.rc, 0) << trace.out;
+  EXPECT_NE(trace.out.find("AllReduce"), std::string::npos) << trace.out;
+  // 4 KiB across 2 hosts: the daemon picks the latency-optimal algorithm.
+  EXPECT_NE(trace.out.find("recursive-doubling"), std::string::npos) << trace.out;
+
+  CtlResult metrics = Ctl(cluster, 0, {"metrics"});
+  ASSERT_EQ(metrics.rc, 0) << metrics.out;
+  std::smatch ops;
+  ASSERT_TRUE(std::regex_search(
+      metrics.out, ops,
+      std::regex("conduit_collective_ops_total\\{comm=\"" + key[1].str() + "\",op=\"AllReduce\"\\} ([0-9]+)")))
+      << metrics.out;
+  EXPECT_GT(std::stoll(ops[1]), 0);
+  EXPECT_NE(metrics.out.find("conduit_collective_latency_seconds_bucket{comm=\"" + key[1].str()), std::string::npos);
+
+  CtlResult missing = Ctl(cluster, 0, {"trace", "0000000000000000"});
+  EXPECT_EQ(missing.rc, 1) << missing.out;
+  EXPECT_NE(missing.out.find("NOT_FOUND"), std::string::npos) << missing.out;
+
+  for (Subprocess* p : procs) p->Kill(SIGKILL);
+}
+
+// deny_exe set at run time makes the next program fall back; clearing it admits it again.
+TEST(AdminTest, AdmissionPolicyChangesAtRunTime) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(AdminCluster(1));
+  CONDUIT_START_CLUSTER(cluster);
+  const std::string probe = Cluster::BinPath("fallback_probe");
+  auto run_probe = [&] {
+    Subprocess& p = cluster.Launch(0, "fallback_probe", {probe});
+    EXPECT_TRUE(p.Wait(std::chrono::seconds(60))) << cluster.Describe();
+    return p.Output();
+  };
+  EXPECT_EQ(run_probe().find("falling back"), std::string::npos) << "admitted program must not fall back";
+
+  CtlResult set = Ctl(cluster, 0, {"policy", "set", "admission", R"({"deny_exe": ["fallback_probe"]})"});
+  ASSERT_EQ(set.rc, 0) << set.out;
+  std::string denied = run_probe();
+  EXPECT_NE(denied.find("refused this program"), std::string::npos) << denied;
+
+  ASSERT_EQ(Ctl(cluster, 0, {"policy", "set", "admission", R"({"deny_exe": []})"}).rc, 0);
+  EXPECT_EQ(run_probe().find("falling back"), std::string::npos) << "cleared policy must admit the program again";
+
+  CtlResult bad = Ctl(cluster, 0, {"policy", "set", "admission", R"({"deny_exe": "fallback_probe"})"});
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(bad.out.find("INVALID_ARGUMENT"), std::string::npos) << bad.out;
+}
+
+TEST(AdminTest, OnlyTheOperatorChangesPolicy) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  {
+    // Default mode 0660: other users cannot even connect.
+    Cluster cluster(AdminCluster(1));
+    CONDUIT_START_CLUSTER(cluster);
+    ASSERT_EQ(chmod(cluster.dir().c_str(), 0755), 0);
+    CtlResult r = Ctl(cluster, 0, {"status"}, kNobody);
+    EXPECT_EQ(r.rc, 3) << r.out;
+    EXPECT_NE(r.out.find("Permission denied"), std::string::npos) << r.out;
+  }
+  // A world-connectable socket: others may read but not change policy.
+  Cluster cluster(AdminCluster(1, {"--admin-mode", "0666"}));
+  CONDUIT_START_CLUSTER(cluster);
+  ASSERT_EQ(chmod(cluster.dir().c_str(), 0755), 0);
+  CtlResult read = Ctl(cluster, 0, {"status"}, kNobody);
+  EXPECT_EQ(read.rc, 0) << read.out;
+  CtlResult write = Ctl(cluster, 0, {"policy", "set", "admission", R"({"deny_exe": ["x"]})"}, kNobody);
+  EXPECT_EQ(write.rc, 1) << write.out;
+  EXPECT_NE(write.out.find("PERMISSION_DENIED"), std::string::npos) << write.out;
+  CtlResult after = Ctl(cluster, 0, {"policy", "get", "admission"});
+  EXPECT_EQ(after.out.find("\"x\""), std::string::npos) << "the refused change must not apply:\n" << after.out;
+}
+
+TEST(AdminTest, MalformedRequestsGetErrors) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(AdminCluster(1));
+  CONDUIT_START_CLUSTER(cluster);
+  const std::string sock = AdminSocket(cluster, 0);
+  EXPECT_NE(RawExchange(sock, "NONSENSE\r\n\r\n").find("HTTP/1.1 400"), std::string::npos);
+  EXPECT_NE(RawExchange(sock, "GET /v1/status HTTP/1.1\r\nX: " + std::string(100000, 'a')).find("HTTP/1.1 400"),
+            std::string::npos);
+  EXPECT_NE(RawExchange(sock, "PUT /v1/policies/admission HTTP/1.1\r\nContent-Length: 5\r\n\r\n{bad}")
+                .find("HTTP/1.1 400"),
+            std::string::npos);
+  EXPECT_NE(RawExchange(sock, "POST /v1/status HTTP/1.1\r\n\r\n").find("HTTP/1.1 405"), std::string::npos);
+  EXPECT_NE(RawExchange(sock, "GET /v2/everything HTTP/1.1\r\n\r\n").find("HTTP/1.1 404"), std::string::npos);
+  // Random bytes, then a half-sent request: neither may take the daemon down or wedge it.
+  std::string noise(5000, '\0');
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 7919) & 0xff);
+  RawExchange(sock, noise);
+  RawExchange(sock, "GET /v1/sta");
+  EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
+  CtlResult status = Ctl(cluster, 0, {"status"});
+  EXPECT_EQ(status.rc, 0) << status.out;
+}
+
+}  // namespace
+}  // namespace conduit::it

@@ -1,0 +1,85 @@
+// Json: the parser accepts exactly RFC 8259 documents and says where the first error is;
+// serialization round-trips.
+#include "common/json.h"
+
+#include <gtest/gtest.h>
+
+namespace conduit {
+namespace {
+
+Json MustParse(const std::string& text) {
+  Json v;
+  Status st = Json::Parse(text, &v);
+  EXPECT_TRUE(st.ok()) << text << ": " << st.message();
+  return v;
+}
+
+TEST(JsonTest, ParsesEveryKind) {
+  Json v = MustParse(R"( {"a": [1, -2.5, 3e2, true, false, null], "b": {"c": "x\"y\\z\u00e9\ud83d\ude00"}} )");
+  ASSERT_TRUE(v.is_object());
+  const Json* a = v.find("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->size(), 6u);
+  EXPECT_TRUE(a->items()[0].is_int());
+  EXPECT_EQ(a->items()[0].as_int(), 1);
+  EXPECT_FALSE(a->items()[1].is_int());
+  EXPECT_DOUBLE_EQ(a->items()[1].as_number(), -2.5);
+  EXPECT_DOUBLE_EQ(a->items()[2].as_number(), 300);
+  EXPECT_TRUE(a->items()[3].as_bool());
+  EXPECT_FALSE(a->items()[4].as_bool());
+  EXPECT_TRUE(a->items()[5].is_null());
+  EXPECT_EQ(v.find("b")->find("c")->as_string(), "x\"y\\z\xc3\xa9\xf0\x9f\x98\x80");
+}
+
+TEST(JsonTest, KeepsLargeIntegersExact) {
+  Json v = MustParse("9007199254740993");  // 2^53 + 1: not representable as a double
+  EXPECT_TRUE(v.is_int());
+  EXPECT_EQ(v.as_int(), 9007199254740993LL);
+  EXPECT_EQ(v.Dump(), "9007199254740993");
+}
+
+TEST(JsonTest, RoundTrips) {
+  const std::string text = R"({"k":[1,2.5,"s\n",{"e":{}},[]],"t":true,"n":null})";
+  EXPECT_EQ(MustParse(text).Dump(), text);
+  Json pretty = MustParse(MustParse(text).Dump(2));
+  EXPECT_EQ(pretty.Dump(), text);
+}
+
+TEST(JsonTest, BuildsObjectsInInsertionOrder) {
+  Json o = Json::Object();
+  o["z"] = 1;
+  o["a"] = "two";
+  o["z"] = 3;  // replaces, keeps its place
+  Json list = Json::Array();
+  list.push_back(nullptr);
+  list.push_back(uint64_t{18446744073709551615ull});
+  o["list"] = list;
+  EXPECT_EQ(o.Dump(), R"({"z":3,"a":"two","list":[null,1.8446744073709552e+19]})");
+}
+
+TEST(JsonTest, RejectsMalformedInputWithOffset) {
+  const char* bad[] = {"",         "{",          "[1,]",        "{\"a\":1,}", "{\"a\" 1}", "tru",
+                       "01",       "1.",         "-",           "\"abc",      "\"\\q\"",   "{\"a\":1}x",
+                       "[1 2]",    "{\"a\":1,\"a\":2}", "\"\x01\"", "\"\\ud800\"", "nul",   "{1:2}"};
+  for (const char* text : bad) {
+    Json v;
+    Status st = Json::Parse(text, &v);
+    EXPECT_FALSE(st.ok()) << "accepted: " << text;
+    EXPECT_NE(st.message().find("at byte"), std::string::npos) << st.message();
+  }
+}
+
+TEST(JsonTest, BoundsNesting) {
+  std::string deep(100, '[');
+  deep += std::string(100, ']');
+  Json v;
+  Status st = Json::Parse(deep, &v);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("nesting"), std::string::npos) << st.message();
+  std::string ok(60, '[');
+  ok += std::string(60, ']');
+  EXPECT_TRUE(Json::Parse(ok, &v).ok());
+}
+
+}  // namespace
+}  // namespace conduit

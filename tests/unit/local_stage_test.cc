@@ -1,0 +1,157 @@
+// LocalStage without a network: combining local ranks chunk by chunk, waiting for streamed
+// input, finalizing out of order exactly once, and the done bits a shim copies out by.
+#include "collectives/local_stage.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace conduit {
+namespace {
+
+constexpr size_t kSegment = 8 << 20;
+
+struct FakeRank {
+  std::vector<uint8_t> mem = std::vector<uint8_t>(kSegment);
+  StagingControl* control() { return ControlOf(mem.data()); }
+  float* data() { return reinterpret_cast<float*>(mem.data() + kStagingControlBytes); }
+};
+
+shimproto::OpDesc Op(uint8_t kind, uint64_t count, uint8_t redop = ncclSum, int root = 0) {
+  shimproto::OpDesc op{};
+  op.kind = kind;
+  op.dtype = ncclFloat32;
+  op.redop = redop;
+  op.peer = root;
+  op.count = count;
+  op.offset = kStagingControlBytes;
+  return op;
+}
+
+StageRank Rank(FakeRank& f, int rank, const shimproto::OpDesc& op, bool streamed) {
+  if (streamed) {
+    f.control()->input_ready.store(0);
+    for (auto& w : f.control()->done) w.store(0);
+  }
+  return StageRank{rank, f.mem.data(), f.mem.size(), op, streamed ? f.control() : nullptr, -1};
+}
+
+bool Done(FakeRank& f, size_t chunk) { return (f.control()->done[chunk / 64].load() >> (chunk % 64)) & 1; }
+
+Status NoFailure() { return Status::Ok(); }
+
+TEST(LocalStageTest, AllReduceCombinesAndCopiesOut) {
+  const size_t n = 300000;  // not a multiple of any chunk
+  FakeRank a, b;
+  for (size_t i = 0; i < n; ++i) {
+    a.data()[i] = 1.0f + static_cast<float>(i % 7);
+    b.data()[i] = 2.0f;
+  }
+  auto op = Op(shimproto::kAllReduce, n);
+  LocalStage stage({Rank(a, 0, op, false), Rank(b, 1, op, false)}, 4, Deadline::AfterMs(5000), NoFailure);
+  ASSERT_EQ(stage.work(), reinterpret_cast<uint8_t*>(a.data()));
+  // Out of order, overlapping, twice: each byte is combined and finalized once.
+  ASSERT_TRUE(stage.Ensure(4 * 200000, 4 * 1000).ok());
+  ASSERT_TRUE(stage.Ensure(0, 4 * n).ok());
+  ASSERT_TRUE(stage.Ensure(0, 4 * n).ok());
+  stage.Finalize(4 * 1000, 4 * 5000);
+  stage.Finalize(4 * 1000, 4 * 5000);
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a.data()[i], 3.0f + static_cast<float>(i % 7)) << i;
+    ASSERT_EQ(b.data()[i], a.data()[i]) << i;
+  }
+}
+
+TEST(LocalStageTest, AvgDividesOnceAtTheEnd) {
+  const size_t n = 1000;
+  FakeRank a, b;
+  for (size_t i = 0; i < n; ++i) a.data()[i] = b.data()[i] = 8.0f;
+  auto op = Op(shimproto::kAllReduce, n, ncclAvg);
+  LocalStage stage({Rank(a, 0, op, true), Rank(b, 1, op, true)}, 2, Deadline::AfterMs(5000), NoFailure);
+  a.control()->input_ready.store(kInputComplete);
+  b.control()->input_ready.store(kInputComplete);
+  ASSERT_TRUE(stage.Ensure(0, 4 * n).ok());
+  stage.Finalize(0, 4 * n);  // deferred for Avg
+  EXPECT_FALSE(Done(a, 0));
+  ASSERT_TRUE(stage.Finish().ok());
+  EXPECT_TRUE(Done(a, 0) && Done(b, 0));
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(b.data()[i], 8.0f) << i;  // (8 + 8) / 2
+}
+
+TEST(LocalStageTest, WaitsForStreamedInput) {
+  const size_t n = 1 << 20;  // 4 MiB: several combine chunks
+  FakeRank a, b;
+  auto op = Op(shimproto::kAllReduce, n);
+  LocalStage stage({Rank(a, 0, op, true), Rank(b, 1, op, true)}, 2, Deadline::AfterMs(10000), NoFailure);
+  std::thread shim([&] {
+    // Rank b's "shim" copies its input in late and in pieces.
+    for (size_t i = 0; i < n; ++i) b.data()[i] = 1.0f;
+    for (size_t i = 0; i < n; ++i) a.data()[i] = 2.0f;
+    PublishInput(a.control(), kInputComplete);
+    for (size_t piece = 1; piece <= 4; ++piece) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      PublishInput(b.control(), kStagingControlBytes + piece * n);  // n bytes = a quarter
+    }
+  });
+  ASSERT_TRUE(stage.Finish().ok());
+  shim.join();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(b.data()[i], 3.0f) << i;
+  // 4 MiB + the control page in 256 KiB chunks: chunks 0..16 hold output bytes.
+  for (size_t c = 0; c <= 16; ++c) EXPECT_TRUE(Done(b, c)) << c;
+  EXPECT_FALSE(Done(b, 17));
+}
+
+TEST(LocalStageTest, StreamedWaitEndsOnAbortAndDeadline) {
+  FakeRank a;
+  auto op = Op(shimproto::kAllReduce, 1000);
+  {
+    LocalStage stage({Rank(a, 0, op, true)}, 1, Deadline::AfterMs(200), NoFailure);
+    Status st = stage.Ensure(0, 4000);
+    EXPECT_EQ(st.code(), ncclRemoteError);
+    EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.message();
+  }
+  LocalStage stage({Rank(a, 0, op, true)}, 1, Deadline::AfterMs(60000),
+                   [] { return RemoteError("communicator aborted"); });
+  Status st = stage.Ensure(0, 4000);
+  EXPECT_EQ(st.message(), "communicator aborted");
+}
+
+TEST(LocalStageTest, ReduceScatterMarksOnlyEachRanksBlock) {
+  const size_t block = 100000;  // per-rank count; 4 ranks, two of them here
+  FakeRank a, b;
+  for (size_t i = 0; i < 4 * block; ++i) a.data()[i] = b.data()[i] = 1.0f;
+  auto op = Op(shimproto::kReduceScatter, block);
+  // Local ranks 1 and 3 of 4.
+  LocalStage stage({Rank(a, 1, op, true), Rank(b, 3, op, true)}, 4, Deadline::AfterMs(5000), NoFailure);
+  PublishInput(a.control(), kInputComplete);
+  PublishInput(b.control(), kInputComplete);
+  ASSERT_TRUE(stage.Ensure(0, 4 * 4 * block).ok());
+  stage.Finalize(4 * 3 * block, 4 * block);  // rank 3's block only
+  const size_t g = StagingChunkBytes(kSegment);
+  const size_t b3_first = (kStagingControlBytes + 4 * 3 * block) / g;
+  const size_t b3_last = (kStagingControlBytes + 4 * 4 * block - 1) / g;
+  for (size_t c = b3_first; c <= b3_last; ++c) EXPECT_TRUE(Done(b, c)) << c;
+  EXPECT_FALSE(Done(a, (kStagingControlBytes + 4 * block) / g)) << "rank 1's block is not final yet";
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < block; ++i) {
+    ASSERT_EQ(b.data()[3 * block + i], 2.0f);
+    ASSERT_EQ(a.data()[1 * block + i], 2.0f);
+  }
+}
+
+TEST(LocalStageTest, BroadcastRootNeedNotLead) {
+  const size_t n = 5000;
+  FakeRank a, b;
+  for (size_t i = 0; i < n; ++i) b.data()[i] = 7.0f;
+  auto op = Op(shimproto::kBroadcast, n, ncclSum, /*root=*/5);
+  LocalStage stage({Rank(a, 4, op, false), Rank(b, 5, op, false)}, 8, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(stage.work(), reinterpret_cast<uint8_t*>(b.data()));
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(a.data()[i], 7.0f);
+}
+
+}  // namespace
+}  // namespace conduit

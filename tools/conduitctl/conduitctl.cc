@@ -1,0 +1,164 @@
+// conduitctl: the operator's command line for conduitd's admin API (docs/admin-api.md).
+//
+// Exit status: 0 success, 1 the daemon answered with an error, 2 bad usage, 3 the daemon
+// could not be reached.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "admin/admin_socket.h"
+#include "admin_client.h"
+#include "common/json.h"
+#include "render.h"
+
+namespace conduit {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: conduitctl [--socket PATH] [--json] [--timeout-ms N] COMMAND [ARGS]\n"
+    "\n"
+    "  status                       the daemon: version, uptime, addresses, connections\n"
+    "  programs                     programs connected to the daemon\n"
+    "  comms                        communicators with ranks on this host\n"
+    "  comm KEY                     one communicator\n"
+    "  trace KEY [--limit N]        its most recent collectives (sequence, op, algorithm, time)\n"
+    "  metrics                      Prometheus text metrics\n"
+    "  routes                       every admin endpoint\n"
+    "  policy get KIND [NAME]       show policies of a kind (admission, and those services add)\n"
+    "  policy set KIND [NAME] JSON  set one (JSON text, or @FILE)\n"
+    "  policy rm KIND NAME          remove one\n"
+    "  raw METHOD PATH [JSON]       any request, e.g. raw GET /v1/status\n"
+    "\n"
+    "The admin socket: --socket, else $CONDUIT_ADMIN_SOCKET, else the one next to\n"
+    "$CONDUIT_SOCKET (default /run/conduit/conduitd-admin.sock).\n";
+
+[[noreturn]] void Usage(const std::string& why) {
+  if (!why.empty()) fprintf(stderr, "conduitctl: %s\n\n", why.c_str());
+  fputs(kUsage, stderr);
+  exit(2);
+}
+
+// "@file" reads the file; anything else is the JSON text itself. Checked locally so a
+// typo gets a precise message before anything is sent.
+std::string BodyArg(const std::string& arg) {
+  std::string text = arg;
+  if (!arg.empty() && arg[0] == '@') {
+    std::ifstream in(arg.substr(1));
+    if (!in) Usage("cannot read " + arg.substr(1));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  Json parsed;
+  Status st = Json::Parse(text, &parsed);
+  if (!st.ok()) Usage("the request body is not JSON: " + st.message());
+  return text;
+}
+
+struct Request {
+  std::string method = "GET";
+  std::string target;
+  std::string body;
+  Render render = Render::kJson;
+};
+
+Request Build(const std::vector<std::string>& args) {
+  if (args.empty()) Usage("missing command");
+  const std::string& cmd = args[0];
+  auto need = [&](size_t n) {
+    if (args.size() < n) Usage("'" + cmd + "' needs more arguments");
+  };
+  Request r;
+  if (cmd == "status") {
+    r.target = "/v1/status";
+  } else if (cmd == "programs") {
+    r.target = "/v1/programs";
+    r.render = Render::kPrograms;
+  } else if (cmd == "comms") {
+    r.target = "/v1/communicators";
+    r.render = Render::kComms;
+  } else if (cmd == "comm") {
+    need(2);
+    r.target = "/v1/communicators/" + PercentEncode(args[1]);
+  } else if (cmd == "trace") {
+    need(2);
+    r.target = "/v1/communicators/" + PercentEncode(args[1]) + "/trace";
+    if (args.size() >= 4 && args[2] == "--limit") r.target += "?limit=" + PercentEncode(args[3]);
+    else if (args.size() > 2) Usage("trace KEY [--limit N]");
+    r.render = Render::kTrace;
+  } else if (cmd == "metrics") {
+    r.target = "/metrics";
+    r.render = Render::kText;
+  } else if (cmd == "routes") {
+    r.target = "/v1";
+    r.render = Render::kRoutes;
+  } else if (cmd == "policy") {
+    need(3);
+    const std::string& verb = args[1];
+    std::string path = "/v1/policies/" + PercentEncode(args[2]);
+    if (verb == "get") {
+      if (args.size() > 3) path += "/" + PercentEncode(args[3]);
+      r.target = path;
+    } else if (verb == "set") {
+      need(4);
+      if (args.size() == 5) path += "/" + PercentEncode(args[3]);
+      r.method = "PUT";
+      r.target = path;
+      r.body = BodyArg(args.back());
+    } else if (verb == "rm") {
+      need(4);
+      r.method = "DELETE";
+      r.target = path + "/" + PercentEncode(args[3]);
+    } else {
+      Usage("policy get|set|rm");
+    }
+  } else if (cmd == "raw") {
+    need(3);
+    r.method = args[1];
+    r.target = args[2];
+    if (args.size() > 3) r.body = BodyArg(args[3]);
+    r.render = r.target == "/metrics" ? Render::kText : Render::kJson;
+  } else {
+    Usage("unknown command '" + cmd + "'");
+  }
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  std::string socket = DefaultAdminSocket();
+  bool json = false;
+  int timeout_ms = 10000;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--socket" && i + 1 < argc) socket = argv[++i];
+    else if (a == "--json") json = true;
+    else if (a == "--timeout-ms" && i + 1 < argc) timeout_ms = atoi(argv[++i]);
+    else if (a == "-h" || a == "--help") Usage("");
+    else args.push_back(a);
+  }
+  if (timeout_ms <= 0) Usage("--timeout-ms must be positive");
+  Request req = Build(args);
+  AdminClient client(socket, timeout_ms);
+  HttpResponse resp;
+  Status st = client.Call(req.method, req.target, req.body, &resp);
+  if (!st.ok()) {
+    fprintf(stderr, "conduitctl: %s\n", st.message().c_str());
+    return 3;
+  }
+  if (resp.status < 200 || resp.status >= 300) {
+    fprintf(stderr, "conduitctl: %s %s: %s\n", req.method.c_str(), req.target.c_str(), ErrorText(resp).c_str());
+    return 1;
+  }
+  std::string out = RenderBody(json ? Render::kJson : req.render, resp.body);
+  fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace conduit
+
+int main(int argc, char** argv) { return conduit::Main(argc, argv); }
