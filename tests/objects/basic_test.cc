@@ -262,5 +262,20 @@ TEST_F(ObjectsBasic, PipelinesFromSendersThatAreStillReceiving) {
   EXPECT_EQ(Fnv(got2), Fnv(data));
 }
 
+// Object state is part of the admin API (conduitctl raw GET /v1/objects, /metrics).
+TEST_F(ObjectsBasic, AdminApiShowsObjectState) {
+  auto data = Pattern(200000, 8);
+  ASSERT_TRUE(oc_->Connect(1)->Put("admin-visible", data.data(), data.size()).ok());
+  std::string admin = oc_->cluster().Socket(1);
+  admin = admin.substr(0, admin.size() - 5) + "-admin.sock";
+  std::string out;
+  ASSERT_EQ(RunCommand({Cluster::BinPath("conduitctl"), "--socket", admin, "raw", "GET", "/v1/objects"}, &out), 0) << out;
+  EXPECT_NE(out.find("\"admin-visible\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"live\""), std::string::npos) << out;
+  ASSERT_EQ(RunCommand({Cluster::BinPath("conduitctl"), "--socket", admin, "metrics"}, &out), 0) << out;
+  EXPECT_NE(out.find("conduit_objects_live_daemons 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("conduit_objects_local_copies"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace conduit::it
