@@ -84,6 +84,7 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
       loc.complete = loc.complete || (p.flags & objproto::kPubComplete);
       loc.origin = loc.origin || (p.flags & objproto::kPubOrigin);
       if (loc.complete) loc.upstream.clear();
+      if (loc.complete || loc.origin) e.had_source = true;
       if (!was_complete) Notify(id, e, where, loc.complete, &actions);
       ServeWaiters(id, e, &actions);
     }
@@ -183,7 +184,7 @@ void DirectoryShard::Notify(const std::string& id, Entry& e, const std::string& 
 }
 
 void DirectoryShard::CheckLost(const std::string& id, Entry& e, Actions* out) {
-  if (e.has_inline || e.locs.empty()) return;
+  if (e.has_inline || e.locs.empty() || !e.had_source) return;
   for (auto& [addr, loc] : e.locs) {
     if (loc.complete || loc.origin) return;
   }
@@ -197,6 +198,7 @@ void DirectoryShard::CheckLost(const std::string& id, Entry& e, Actions* out) {
     out->push_back([this, addr = addr, body = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, body); });
   }
   e.locs.clear();
+  e.had_source = false;
 }
 
 void DirectoryShard::OnAcquire(const std::string& from, const Bytes& body, const ReplyFn& reply) {
@@ -248,6 +250,7 @@ void DirectoryShard::OnRelease(const Bytes& body) {
         if (!rl->second.complete) {
           rl->second.complete = true;
           rl->second.upstream.clear();
+          e.had_source = true;
           Notify(id, e, receiver, true, &actions);
         }
       } else if (!rl->second.complete && !rl->second.origin) {

@@ -61,6 +61,10 @@ class DirectoryShard {
     std::map<std::string, Loc> locs;
     std::vector<Waiter> waiters;
     std::vector<Sub> subs;
+    // A complete or origin copy was registered here: only then can its loss be seen (an
+    // entry rebuilt from re-published partial copies may just not have heard of its
+    // origin yet).
+    bool had_source = false;
     bool empty() const { return locs.empty() && !has_inline && waiters.empty() && subs.empty(); }
   };
   using Actions = std::vector<std::function<void()>>;

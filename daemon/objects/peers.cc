@@ -54,8 +54,9 @@ struct Peers::Pending {
 struct Peers::Channel {
   std::string addr;
   std::mutex mu;        // fd, up, pending, ping state
-  std::mutex write_mu;  // one frame at a time on the socket
+  std::mutex write_mu;  // one frame at a time on the socket; guards wfd
   int fd = -1;
+  int wfd = -1;         // the descriptor writers use; -1 once it is about to be closed
   bool up = false;
   uint32_t next_tag = 1;
   std::map<uint32_t, std::shared_ptr<Pending>> pending;
@@ -155,9 +156,16 @@ void Peers::ConnectLoop(Channel* ch) {
           ch->up = true;
           ch->ping_outstanding = false;
         }
+        {
+          std::lock_guard<std::mutex> wlock(ch->write_mu);
+          ch->wfd = fd.get();
+        }
         CLOG_INFO("objects: peer %s is up", ch->addr.c_str());
         Changed();
         ReadLoop(ch, fd.get());
+        // No writer may use the descriptor once it is closed (and its number reused).
+        std::lock_guard<std::mutex> wlock(ch->write_mu);
+        ch->wfd = -1;
       } else {
         CLOG_WARN("objects: peer %s refused the control connection: %s", ch->addr.c_str(), ost.message().c_str());
       }
@@ -223,18 +231,16 @@ void Peers::PingLoop() {
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(kPingEveryMs));
     for (auto& ch : channels_) {
-      int fd;
       {
         std::lock_guard<std::mutex> lock(ch->mu);
         if (!ch->up) continue;
-        fd = ch->fd;
         if (!ch->ping_outstanding) {
           ch->ping_outstanding = true;
           ch->ping_sent = std::chrono::steady_clock::now();
         }
       }
       std::lock_guard<std::mutex> wlock(ch->write_mu);
-      (void)WriteMsg(fd, objproto::kPing, 0, {});
+      if (ch->wfd >= 0) (void)WriteMsg(ch->wfd, objproto::kPing, 0, {});
     }
   }
 }
@@ -270,7 +276,7 @@ ObjStatus Peers::Call(const std::string& to, uint16_t type, Bytes body, uint16_t
     Status st;
     {
       std::lock_guard<std::mutex> wlock(ch->write_mu);
-      st = WriteMsg(fd, type, tag, body);
+      st = ch->wfd == fd ? WriteMsg(fd, type, tag, body) : SystemError("connection closed");
     }
     if (!st.ok()) {
       MarkDown(ch, fd, st.message());
@@ -314,7 +320,7 @@ void Peers::Send(const std::string& to, uint16_t type, Bytes body) {
   Status st;
   {
     std::lock_guard<std::mutex> wlock(ch->write_mu);
-    st = WriteMsg(fd, type, 0, body);
+    st = ch->wfd == fd ? WriteMsg(fd, type, 0, body) : SystemError("connection closed");
   }
   if (!st.ok()) MarkDown(ch, fd, st.message());
 }

@@ -49,7 +49,13 @@ ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, ui
   timeout_ms_ = timeout_ms;
   // A pooled connection may have been closed by the sender meanwhile: one retry on a new one.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    OBJ_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs), &fd_));
+    UniqueFd taken;
+    OBJ_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs), &taken));
+    {
+      std::lock_guard<std::mutex> lock(fd_mu_);
+      if (aborted_) return Err(objproto::kUnavailable, "fetch of %s aborted", Printable(id).c_str());
+      fd_ = std::move(taken);
+    }
     objproto::Fetch f{};
     f.id = IdToWire(id);
     f.offset = offset;
@@ -62,18 +68,23 @@ ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, ui
                      Deadline::AfterMs(timeout_ms));
     }
     if (!st.ok()) {
-      fd_.reset();
+      {
+        std::lock_guard<std::mutex> lock(fd_mu_);
+        fd_.reset();
+      }
       if (attempt == 0) continue;
       return Err(objproto::kUnavailable, "fetch of %s from %s: %s", Printable(id).c_str(), sender.c_str(),
                  st.message().c_str());
     }
     objproto::FetchReply r{};
     if (reply.header.type != objproto::kFetchReply || !Decode(reply.payload, &r)) {
+      std::lock_guard<std::mutex> lock(fd_mu_);
       fd_.reset();
       return Err(objproto::kInternal, "malformed Fetch reply from %s", sender.c_str());
     }
     ObjStatus ost = FromWire(r.status);
     if (!ost.ok()) {
+      std::lock_guard<std::mutex> lock(fd_mu_);
       pool_->Return(sender, std::move(fd_));
       return ost;
     }
@@ -96,11 +107,14 @@ ObjStatus FetchStream::Read(uint8_t* dst, size_t len) {
 }
 
 void FetchStream::Abort() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  aborted_ = true;
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
 }
 
 void FetchStream::Finish() {
-  if (fd_.valid() && left_ == 0 && !broken_) pool_->Return(sender_, std::move(fd_));
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  if (fd_.valid() && left_ == 0 && !broken_ && !aborted_) pool_->Return(sender_, std::move(fd_));
   fd_.reset();
 }
 

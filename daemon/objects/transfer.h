@@ -50,6 +50,8 @@ class FetchStream {
  private:
   DataPool* pool_;
   std::string sender_;
+  std::mutex fd_mu_;  // fd_ changes (Open, Finish) vs Abort from another thread
+  bool aborted_ = false;
   UniqueFd fd_;
   uint64_t size_ = 0;
   uint64_t left_ = 0;
