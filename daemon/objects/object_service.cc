@@ -39,8 +39,14 @@ void ObjectService::Start() {
   peers_.OnChange([this] { OnMembershipChange(); });
   store_.SetEvictionHooks(
       [this](const std::string& id) {
-        uint32_t complete = 0;
-        return dir_.CountComplete(id, Deadline::AfterMs(2000), &complete).ok() && complete >= 2;
+        // Our own copy counts once the directory has our Release (one-way, so it may lag a
+        // just-finished fetch by a moment): ask a few times before calling it the only copy.
+        for (int attempt = 0; attempt < 4; ++attempt) {
+          uint32_t complete = 0;
+          if (dir_.CountComplete(id, Deadline::AfterMs(2000), &complete).ok() && complete >= 2) return true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return false;
       },
       [this](const std::string& id) {
         dir_.Unpublish(id);

@@ -17,6 +17,7 @@ constexpr int kConnectTimeoutMs = 2000;
 constexpr int kIdleConnectionMs = 600 * 1000;
 constexpr size_t kMaxIdlePerPeer = 8;
 constexpr int kInternalWaitMs = 5000;
+constexpr int kCopyWaitMs = 1000;
 
 }  // namespace
 
@@ -156,9 +157,10 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
                        sizeof(r), Deadline::AfterMs(timeout_ms));
       return;
     }
-    // Internal ids (a reduce's partial results, starting with \x01) may be asked for just
-    // before their task creates them.
-    obj = id[0] == '\x01' ? store->FindOrWait(id, Deadline::AfterMs(kInternalWaitMs)) : store->Find(id);
+    // The directory hands out a receiver as a sender as soon as it registers, which may be
+    // just before that daemon created its copy; a reduce's partial results (ids starting
+    // with \x01) may be asked for just before their task starts. Wait a little for both.
+    obj = store->FindOrWait(id, Deadline::AfterMs(id[0] == '\x01' ? kInternalWaitMs : kCopyWaitMs));
     ObjStatus ost = obj == nullptr ? Err(objproto::kNotFound, "daemon has no copy of %s", Printable(id).c_str())
                                    : obj->failure();
     if (ost.ok() && f.offset > obj->size()) ost = Err(objproto::kInvalid, "fetch offset beyond the object");

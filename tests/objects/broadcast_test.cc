@@ -2,6 +2,7 @@
 // receivers arriving at different times form a tree instead of all pulling from the
 // sender; many receivers on one host share one transfer; a 1 GiB object; all-to-all.
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "../integration/integration_env.h"
@@ -132,6 +133,8 @@ TEST_F(ObjectsBroadcast, EveryHostGathersEveryObject) {
   const size_t size = 1u << 20;
   std::vector<std::thread> threads;
   std::atomic<int> good{0};
+  std::mutex mu;
+  std::string failures;
   for (int h = 0; h < kHosts; ++h) {
     threads.emplace_back([&, h] {
       auto c = oc_->Connect(h);
@@ -139,12 +142,18 @@ TEST_F(ObjectsBroadcast, EveryHostGathersEveryObject) {
       if (!c->Put("gather-" + std::to_string(h), data.data(), size).ok()) return;
       for (int k = 0; k < kHosts; ++k) {
         std::vector<uint8_t> got;
-        if (c->Get("gather-" + std::to_string(k), &got, 20000).ok() && Fnv(got) == Fnv(Pattern(size, 500 + k))) ++good;
+        hoplite::Status st = c->Get("gather-" + std::to_string(k), &got, 20000);
+        if (st.ok() && Fnv(got) == Fnv(Pattern(size, 500 + k))) {
+          ++good;
+        } else {
+          std::lock_guard<std::mutex> lock(mu);
+          failures += "host " + std::to_string(h) + " gather-" + std::to_string(k) + ": " + st.ToString() + "\n";
+        }
       }
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(good.load(), kHosts * kHosts);
+  EXPECT_EQ(good.load(), kHosts * kHosts) << failures;
 }
 
 }  // namespace
