@@ -10,7 +10,7 @@ namespace conduit::it {
 namespace {
 
 const std::vector<std::string> kAllSmall = {"--types", "all", "--ops", "all", "--sizes", "0,1,7,1000,65539"};
-constexpr auto kRunTimeout = std::chrono::seconds(240);
+constexpr auto kRunTimeout = std::chrono::seconds(240 * kSanitizerSlowdown);
 
 ClusterConfig TwoHosts(std::vector<std::string> daemon_args = {}) {
   ClusterConfig c;
