@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <sys/resource.h>
+
 #include <thread>
+#include <vector>
 
 #include "admin/admin_api.h"
 #include "admin/admin_server.h"
@@ -23,6 +26,8 @@
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
 #include "common/version.h"
+#include "objects/object_admin.h"
+#include "objects/object_service.h"
 #include "rpc/rpc_admin.h"
 #include "rpc/rpc_service.h"
 #include "server/program_policy.h"
@@ -45,8 +50,22 @@ struct Flags {
   CommOptions comm;
   std::vector<std::string> deny_exe;
   uint64_t max_shm_bytes = 64ull << 30;
+  objects::ObjectOptions objects;
+  std::string object_peers;
   uint32_t rpc_inline_max = 512;
 };
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
 
 [[noreturn]] void Usage(const char* msg) {
   fprintf(stderr,
@@ -65,8 +84,15 @@ struct Flags {
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
           "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
-          "  --rpc-inline-max  RPC messages up to this size travel inside frames rather than\n"
-          "                through shared memory (default 512)\n",
+          "object store (libhoplite):\n"
+          "  --object-peers IP:PORT,...   every daemon of the object store (this one included)\n"
+          "  --object-memory-bytes N      store size; LRU copies with another copy are evicted (default 8 GiB)\n"
+          "  --object-block-bytes N       pipelining block (default 256 KiB)\n"
+          "  --object-bandwidth-bps N     reduce-degree model: link bandwidth in bytes/s (default: measured)\n"
+          "  --object-latency-us N        reduce-degree model: per-hop latency (default: measured)\n"
+          "RPC service (libmrpc-grpc):\n"
+          "  --rpc-inline-max N           messages up to N bytes travel inside frames, larger ones\n"
+          "                               through shared memory (default 512)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
   exit(2);
 }
@@ -111,6 +137,11 @@ Flags ParseFlags(int argc, char** argv) {
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
     else if (a == "--max-shm-bytes") f.max_shm_bytes = number();
     else if (a == "--rpc-inline-max") f.rpc_inline_max = static_cast<uint32_t>(number());
+    else if (a == "--object-peers") f.object_peers = value();
+    else if (a == "--object-memory-bytes") f.objects.memory_bytes = number();
+    else if (a == "--object-block-bytes") f.objects.block_bytes = number();
+    else if (a == "--object-bandwidth-bps") f.objects.bandwidth_Bps = static_cast<double>(number());
+    else if (a == "--object-latency-us") f.objects.latency_us = static_cast<double>(number());
     else if (a == "--log-level") {
       LogLevel level;
       if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
@@ -124,6 +155,7 @@ Flags ParseFlags(int argc, char** argv) {
   }
   if (f.comm.timeout_ms <= 0) Usage("--timeout-ms must be positive");
   if (f.comm.chunk_bytes == 0) Usage("--chunk-bytes must be positive");
+  if (f.objects.block_bytes < 4096) Usage("--object-block-bytes must be at least 4096");
   return f;
 }
 
@@ -131,6 +163,12 @@ int Main(int argc, char** argv) {
   SetLogTag("conduitd");
   Flags flags = ParseFlags(argc, argv);
   signal(SIGPIPE, SIG_IGN);
+  // The object store keeps one memfd per large object.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   // Only the main thread takes SIGINT/SIGTERM (through sigwait), so shutdown is orderly.
   sigset_t stop;
   sigemptyset(&stop);
@@ -177,14 +215,21 @@ int Main(int argc, char** argv) {
   rpc_options.timeout_ms = flags.comm.timeout_ms;
   rpc_options.inline_max = flags.rpc_inline_max;
   static rpc::RpcService rpc(rpc_options, &policy);
+  flags.objects.self = my_addr;
+  flags.objects.peers = SplitList(flags.object_peers);
+  flags.objects.timeout_ms = flags.comm.timeout_ms;
+  static objects::ObjectService object_store(flags.objects, &policy);
+  object_store.Start();
   static ServiceRouter router;
   router.Add(ServiceId::kCollectives, &collectives);
   router.Add(ServiceId::kRpc, &rpc);
+  router.Add(ServiceId::kObjects, &object_store);
 
   static AdminApi admin;
   AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket}, &router, &policy);
   AddCollectiveAdmin(&admin, &registry);
   rpc::AddRpcAdmin(&admin, &rpc);
+  objects::AddObjectAdmin(&admin, &object_store);
   static AdminServer admin_server(&admin, flags.admin);
 
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();

@@ -23,6 +23,9 @@ struct ClusterConfig {
   int timeout_ms = 10000;                // conduitd --timeout-ms
   std::vector<std::string> daemon_args;  // extra conduitd flags (--allreduce-algo, --deny-exe ...)
   int port = 29611;
+  // Pass every daemon the list of all daemons as --object-peers (the object store).
+  bool object_peers = false;
+  std::string rate;  // conduit-netns --rate (e.g. "1gbit"): shaped links when set
 };
 
 class Cluster {
@@ -48,6 +51,7 @@ class Cluster {
   std::string Netns(int host) const;
   std::string Ip(int host) const;
   std::string Socket(int host) const;
+  std::string PeerAddr(int host) const;  // "ip:port" of the host's daemon
 
   Subprocess& daemon(int host) { return *daemons_.at(host); }
   bool DaemonAlive(int host);

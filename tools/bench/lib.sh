@@ -101,15 +101,16 @@ bench_gloo_run() {
 
 bench_conduit_available() { [[ -x $BENCH_BUILD/bin/conduitd && -x $BENCH_BUILD/bin/conduit-perf ]]; }
 
-# bench_conduit_start HOSTS: one conduitd per host namespace; waits for each socket.
+# bench_conduit_start HOSTS [CONDUITD ARGS...]: one conduitd per host namespace (extra
+# flags passed to each); waits for each socket.
 BENCH_CONDUITD_PIDS=()
 bench_conduit_start() {
-  local hosts=$1 i ip sock
+  local hosts=$1 i ip sock; shift
   for ((i = 0; i < hosts; i++)); do
     ip=$(bench_ip "$i"); sock="$BENCH_WORK/h$i.sock"
     rm -f "$sock"
     ip netns exec "$(bench_ns "$i")" "$BENCH_BUILD/bin/conduitd" --socket "$sock" \
-      --listen "$ip:7650" --advertise "$ip" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
+      --listen "$ip:7650" --advertise "$ip" "$@" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
     BENCH_CONDUITD_PIDS+=($!)
   done
   for ((i = 0; i < hosts; i++)); do
