@@ -351,7 +351,7 @@ void ManagedCall::SendHeld(Ready* ready) {
     HeldSend h = std::move(held_.front());
     held_.pop_front();
     PlacedMessage placed;
-    Status st = conn_->PlaceMessage(h.message, /*may_grow=*/false, &placed);
+    Status st = conn_->PlaceMessage(h.message, &placed);
     rpc::CallEvent ev;
     ev.sections = h.extra_sections;
     if (h.extra_sections & rpc::kStatus) {
@@ -513,7 +513,7 @@ grpc_call_error ManagedCall::StartBatch(const grpc_op* ops, size_t nops, void* t
             h.message = bb;
             held_.push_back(std::move(h));
             ++b->pending;
-          } else if (conn_->PlaceMessage(bb, /*may_grow=*/false, &placed).ok()) {
+          } else if (conn_->PlaceMessage(bb, &placed).ok()) {
             unacked_ += len;
             have_message = true;
           } else {

@@ -29,6 +29,9 @@ constexpr uint64_t kFirstSendSegment = 8ull << 20;
 constexpr uint64_t kMaxSendBytes = 1ull << 30;
 constexpr int kHelloTimeoutMs = 10000;
 
+// Set while this thread reads and handles frames (TryDrain).
+thread_local bool t_draining = false;
+
 bool IsReply(uint16_t type) {
   switch (type) {
     case rpcproto::kHelloReply:
@@ -153,11 +156,12 @@ Status DaemonConnection::Request(uint16_t type, const void* payload, size_t len,
         pending_cv_.wait_until(lock, deadline, [&] { return pending.done || !alive(); });
         break;
       }
-      // Nobody may be polling gRPC right now: read the answer ourselves.
+      // Nobody may be polling gRPC right now: read the answer ourselves (unless this thread
+      // is already handling frames).
       lock.unlock();
       pollfd p{fd_.get(), POLLIN, 0};
       poll(&p, 1, 1);
-      TryDrain();
+      if (!t_draining) TryDrain();
       lock.lock();
     }
     if (!pending.done) {
@@ -244,24 +248,7 @@ bool DaemonConnection::AllocateSend(size_t len, uint32_t* segment, uint64_t* off
   return false;
 }
 
-Status DaemonConnection::GrowSendSegments(size_t at_least) {
-  if (send_segments_.size() >= rpcproto::kMaxSegments) return SystemError("all send segments in use");
-  uint64_t size = send_segments_.empty() ? kFirstSendSegment : send_segments_.back().shm->size() * 2;
-  while (size < at_least + ShmHeap::kAlign) size *= 2;
-  if (send_bytes_ + size > kMaxSendBytes) return SystemError("send segments would exceed %llu bytes", static_cast<unsigned long long>(kMaxSendBytes));
-  auto shm = std::make_unique<ShmSegment>();
-  UniqueFd fd;
-  CONDUIT_RETURN_IF_ERROR(shm->Create("conduit-rpc-send", size, &fd));
-  rpcproto::SegmentInfo info{static_cast<uint32_t>(send_segments_.size()), 0, size};
-  std::string reply;
-  CONDUIT_RETURN_IF_ERROR(
-      Request(rpcproto::kAttachSegment, &info, sizeof(info), rpcproto::kAttachSegmentReply, &reply, fd.get()));
-  send_bytes_ += size;
-  send_segments_.push_back({std::move(shm), std::make_unique<ShmHeap>(0, size)});
-  return Status::Ok();
-}
-
-Status DaemonConnection::PlaceMessage(const grpc_byte_buffer* bb, bool may_grow, PlacedMessage* out) {
+Status DaemonConnection::PlaceMessage(const grpc_byte_buffer* bb, PlacedMessage* out) {
   *out = PlacedMessage{};
   if (bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE) {
     return InvalidArgument("compressed byte buffers are not supported");
@@ -275,23 +262,14 @@ Status DaemonConnection::PlaceMessage(const grpc_byte_buffer* bb, bool may_grow,
     DrainReleasedSends();
     uint32_t segment;
     uint64_t offset;
-    bool placed = AllocateSend(len, &segment, &offset);
-    if (!placed && may_grow && !growing_.exchange(true)) {
-      Status st = GrowSendSegments(len);
-      growing_.store(false);
-      if (!st.ok()) {
-        CLOG_DEBUG("cannot grow shared memory for a %zu-byte message (%s): sending it inline", len,
-                   st.message().c_str());
-      }
-      placed = st.ok() && AllocateSend(len, &segment, &offset);
-    }
-    if (placed) {
+    if (AllocateSend(len, &segment, &offset)) {
       CopyByteBuffer(bb, send_segments_[segment].shm->data() + offset);
       out->wire.segment = segment;
       out->wire.segment_offset = offset;
       return Status::Ok();
     }
   }
+  // Small, or shared memory is exhausted: the bytes go in the frame.
   out->wire.segment = rpc::kInlineSegment;
   out->inline_bytes.resize(len);
   if (len > 0) CopyByteBuffer(bb, reinterpret_cast<uint8_t*>(out->inline_bytes.data()));
@@ -300,17 +278,38 @@ Status DaemonConnection::PlaceMessage(const grpc_byte_buffer* bb, bool may_grow,
 
 void DaemonConnection::ReserveSendSpace(size_t len) {
   if (len <= inline_max_) return;
+  uint32_t id;
+  uint64_t size;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    DrainReleasedSends();
+    for (const auto& seg : send_segments_) {
+      if (seg.heap->Fits(len)) return;
+    }
+    if (growing_ || send_segments_.size() >= rpcproto::kMaxSegments) return;
+    size = send_segments_.empty() ? kFirstSendSegment : send_segments_.back().shm->size() * 2;
+    while (size < len + ShmHeap::kAlign) size *= 2;
+    if (send_bytes_ + size > kMaxSendBytes) return;
+    growing_ = true;  // only this thread adds a segment now
+    id = static_cast<uint32_t>(send_segments_.size());
+  }
+  // The attach is a round trip to the daemon: no lock held (the reply may be read by this
+  // very thread, which then handles other frames too).
+  auto shm = std::make_unique<ShmSegment>();
+  UniqueFd fd;
+  Status st = shm->Create("conduit-rpc-send", size, &fd);
+  rpcproto::SegmentInfo info{id, 0, size};
+  std::string reply;
+  if (st.ok()) st = Request(rpcproto::kAttachSegment, &info, sizeof(info), rpcproto::kAttachSegmentReply, &reply, fd.get());
   std::lock_guard<std::mutex> lock(send_mu_);
-  DrainReleasedSends();
-  for (const auto& s : send_segments_) {
-    if (s.heap->Fits(len)) return;
-  }
-  if (growing_.exchange(true)) return;
-  Status st = GrowSendSegments(len);
-  growing_.store(false);
+  growing_ = false;
   if (!st.ok()) {
-    CLOG_DEBUG("cannot grow shared memory for a %zu-byte message (%s): it goes inline", len, st.message().c_str());
+    CLOG_DEBUG("cannot add a %llu-byte send segment (%s): messages go inline", static_cast<unsigned long long>(size),
+               st.message().c_str());
+    return;
   }
+  send_bytes_ += size;
+  send_segments_.push_back({std::move(shm), std::make_unique<ShmHeap>(0, size)});
 }
 
 void DaemonConnection::Unplace(PlacedMessage* msg) {
@@ -373,6 +372,7 @@ void DaemonConnection::ReadLoop() {
 
 bool DaemonConnection::TryDrain() {
   if (!read_mu_.try_lock()) return false;
+  t_draining = true;
   last_drain_.store(std::chrono::steady_clock::now());
   Status st;
   for (;;) {
@@ -383,6 +383,7 @@ bool DaemonConnection::TryDrain() {
     st = HandleFrame(h);
     if (!st.ok()) break;
   }
+  t_draining = false;
   read_mu_.unlock();
   if (!st.ok()) Die(reader_->closed() ? "conduitd closed the connection (did the daemon die?)" : st.message());
   return true;

@@ -69,9 +69,8 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   void UnregisterServer(uint64_t server_id);
 
   // Copies a message the program wants to send into a send segment, or keeps it for the
-  // frame itself when it is small or shared memory is exhausted. `may_grow` allows
-  // attaching a new segment (a round trip through the reader thread, so never from it).
-  Status PlaceMessage(const grpc_byte_buffer* bb, bool may_grow, PlacedMessage* out);
+  // frame itself when it is small or shared memory is exhausted.
+  Status PlaceMessage(const grpc_byte_buffer* bb, PlacedMessage* out);
   // Makes room for a `len`-byte message in the send segments, attaching a new one if
   // needed, so PlaceMessage need not grow. Call without holding any call lock.
   void ReserveSendSpace(size_t len);
@@ -102,7 +101,6 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   Status HandleCall(std::string payload);
   void Die(const std::string& why);
   bool AllocateSend(size_t len, uint32_t* segment, uint64_t* offset);
-  Status GrowSendSegments(size_t at_least);
   void DrainReleasedSends();
   void FreeSend(uint32_t segment, uint64_t offset);
   void SendFree(const rpcproto::FreeEntry& entry);
@@ -151,7 +149,7 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   std::vector<SendSegment> send_segments_;
   uint64_t send_bytes_ = 0;
   uint64_t to_shim_tail_ = 0;  // our copy of the consumer index of the release ring
-  std::atomic<bool> growing_{false};
+  bool growing_ = false;  // send_mu_
   std::mutex free_mu_;
   std::vector<rpcproto::FreeEntry> released_;  // from Free frames, applied by the next sender
 };

@@ -124,8 +124,8 @@ ManagedServer::Method* ManagedServer::MethodFor(const std::string& name) {
   return it == by_name_.end() ? &generic_ : it->second;
 }
 
-Status ManagedServer::Serve(const std::shared_ptr<DaemonConnection>& conn) {
-  for (int port : ports_) {
+Status ManagedServer::Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<int>& ports) {
+  for (int port : ports) {
     rpcproto::ServeRequest req{id_, static_cast<uint32_t>(port), 0};
     std::string reply;
     CONDUIT_RETURN_IF_ERROR(conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply));
@@ -139,34 +139,43 @@ int ManagedServer::AddPort(const char* addr, bool insecure) {
     CLOG_INFO("server port %s uses native gRPC: conduitd carries only insecure ports", addr);
     return 0;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!ports_.empty() && !managed_) return 0;  // an earlier port decided: native
+  bool managed_before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (native_) return 0;  // an earlier port decided
+    managed_before = managed_;
+  }
   int port = PortOf(addr);
   if (port == 0) port = ReservePort();
-  if (port <= 0) {
-    CLOG_INFO("server port %s uses native gRPC: cannot tell its port number", addr);
-    return 0;
-  }
   std::string why;
-  std::shared_ptr<DaemonConnection> conn = LiveConnection(&why);
-  if (conn == nullptr) {
-    CLOG_INFO("server port %s uses native gRPC: %s", addr, why.c_str());
+  std::shared_ptr<DaemonConnection> conn;
+  Status st;
+  if (port <= 0) {
+    st = InvalidArgument("cannot tell its port number");
+  } else if ((conn = LiveConnection(&why)) == nullptr) {
+    st = SystemError("%s", why.c_str());
+  } else {
+    // No lock across the round trip: the thread waiting may handle incoming calls meanwhile.
+    rpcproto::ServeRequest req{id_, static_cast<uint32_t>(port), 0};
+    std::string reply;
+    st = conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply);
+  }
+  if (!st.ok()) {
+    if (managed_before) {
+      CLOG_WARN("server port %s cannot be served by conduitd (%s); it gets no calls", addr, st.message().c_str());
+      return port;
+    }
+    CLOG_INFO("server port %s uses native gRPC: %s", addr, st.message().c_str());
+    std::lock_guard<std::mutex> lock(mu_);
+    native_ = true;
     return 0;
   }
-  rpcproto::ServeRequest req{id_, static_cast<uint32_t>(port), 0};
-  std::string reply;
-  Status st = conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply);
-  if (!st.ok()) {
-    if (managed_) {
-      CLOG_WARN("server port %s cannot be served by conduitd (%s); it gets no calls", addr, st.message().c_str());
-    } else {
-      CLOG_INFO("server port %s uses native gRPC: %s", addr, st.message().c_str());
-    }
-    return managed_ ? port : 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    managed_ = true;
+    conn_ = conn;
+    ports_.push_back(port);
   }
-  managed_ = true;
-  conn_ = conn;
-  ports_.push_back(port);
   conn->RegisterServer(id_, shared_from_this());
   CLOG_INFO("server port %d is served through conduitd", port);
   return port;
@@ -385,17 +394,19 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       std::shared_ptr<ManagedServer> self = weak.lock();
       if (self == nullptr) return;
-      std::lock_guard<std::mutex> lock(self->mu_);
-      if (self->shutting_down_) return;
+      std::vector<int> ports;
+      {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        if (self->shutting_down_) return;
+        ports = self->ports_;
+      }
       std::string ignored;
       std::shared_ptr<DaemonConnection> conn = LiveConnection(&ignored);
-      if (conn == nullptr) continue;
-      Status st = self->Serve(conn);
-      if (st.ok()) {
-        self->conn_ = conn;
-        CLOG_INFO("server on port %d is served through conduitd again", self->ports_.empty() ? 0 : self->ports_[0]);
-        return;
-      }
+      if (conn == nullptr || !self->Serve(conn, ports).ok()) continue;
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->conn_ = conn;
+      CLOG_INFO("server on port %d is served through conduitd again", ports.empty() ? 0 : ports[0]);
+      return;
     }
   }).detach();
 }

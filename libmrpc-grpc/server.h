@@ -15,6 +15,7 @@
 
 #include <grpc/grpc.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -37,7 +38,7 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   static std::shared_ptr<ManagedServer> FindCore(const void* core_server);
   static void Destroyed(grpc_server* server);
 
-  bool managed() const { return managed_; }
+  bool managed() const { return managed_.load(); }
 
   // Interposed API (the caller already called the real function where that applies).
   void RegisterMethod(void* handle, const char* method, const char* host,
@@ -90,12 +91,13 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   // Hands `call` to a request or allocator of `m`, or leaves it waiting. Takes the lock.
   void Match(Method* m, ManagedCall* call);
   void FinishShutdownIfIdle();
-  Status Serve(const std::shared_ptr<DaemonConnection>& conn);
+  Status Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<int>& ports);
 
   grpc_server* server_;
   const void* core_server_ = nullptr;
   MessageLimits limits_;
-  bool managed_ = false;
+  std::atomic<bool> managed_{false};
+  bool native_ = false;  // an earlier port went native: so do the others
   uint64_t id_ = 0;
 
   std::mutex mu_;
