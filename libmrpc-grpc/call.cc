@@ -11,6 +11,7 @@
 #include "channel.h"
 #include "common/log.h"
 #include "completion.h"
+#include "handoff.h"
 #include "metadata.h"
 #include "real_grpc.h"
 #include "server.h"
@@ -230,6 +231,7 @@ void ManagedCall::OpDone(Batch* b, bool ok, Ready* ready) {
 }
 
 void ManagedCall::PostReady(Ready* ready) {
+  if (!ready->empty()) HandOff(this);
   for (Batch* b : *ready) {
     PostCompletion(b->cq, b->tag, b->ok);
     delete b;

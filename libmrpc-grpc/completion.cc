@@ -1,5 +1,6 @@
 #include "completion.h"
 
+#include "handoff.h"
 #include "real_grpc.h"
 
 namespace conduit::grpcshim {
@@ -14,11 +15,15 @@ struct alignas(16) Completion {
   bool ok;
 };
 
-void Done(void* arg, grpc_cq_completion*) { delete static_cast<Completion*>(arg); }
+void Done(void* arg, grpc_cq_completion*) {
+  TakeOver(arg);
+  delete static_cast<Completion*>(arg);
+}
 
 void EndOp(void* arg) {
   auto* c = static_cast<Completion*>(arg);
   absl::Status status = c->ok ? absl::OkStatus() : absl::CancelledError("conduit: operation failed");
+  HandOff(c);  // gRPC hands the storage back on the thread that takes the event
   Real().grpc_cq_end_op(c->cq, c->tag, std::move(status), Done, c, reinterpret_cast<grpc_cq_completion*>(c->storage),
                         false);
 }

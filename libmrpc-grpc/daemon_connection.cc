@@ -383,9 +383,10 @@ bool DaemonConnection::TryDrain() {
     st = HandleFrame(h);
     if (!st.ok()) break;
   }
+  bool closed = reader_->closed();
   t_draining = false;
   read_mu_.unlock();
-  if (!st.ok()) Die(reader_->closed() ? "conduitd closed the connection (did the daemon die?)" : st.message());
+  if (!st.ok()) Die(closed ? "conduitd closed the connection (did the daemon die?)" : st.message());
   return true;
 }
 

@@ -5,9 +5,11 @@
 #include "call.h"
 #include "common/log.h"
 #include "exports.h"
+#include "handoff.h"
 #include "real_grpc.h"
 
 using conduit::grpcshim::ManagedCall;
+using conduit::grpcshim::ProgramUse;
 using conduit::grpcshim::Real;
 
 extern "C" {
@@ -15,6 +17,7 @@ extern "C" {
 CONDUIT_EXPORT grpc_call_error grpc_call_start_batch(grpc_call* call, const grpc_op* ops, size_t nops, void* tag,
                                                      void* reserved) {
   if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
     if (reserved != nullptr) return GRPC_CALL_ERROR;
     return ManagedCall::From(call)->StartBatch(ops, nops, tag);
   }
@@ -22,18 +25,25 @@ CONDUIT_EXPORT grpc_call_error grpc_call_start_batch(grpc_call* call, const grpc
 }
 
 CONDUIT_EXPORT grpc_call_error grpc_call_cancel(grpc_call* call, void* reserved) {
-  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->Cancel(GRPC_STATUS_CANCELLED, "Cancelled");
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    return ManagedCall::From(call)->Cancel(GRPC_STATUS_CANCELLED, "Cancelled");
+  }
   return Real().grpc_call_cancel(call, reserved);
 }
 
 CONDUIT_EXPORT grpc_call_error grpc_call_cancel_with_status(grpc_call* call, grpc_status_code status,
                                                             const char* description, void* reserved) {
-  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->Cancel(status, description);
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    return ManagedCall::From(call)->Cancel(status, description);
+  }
   return Real().grpc_call_cancel_with_status(call, status, description, reserved);
 }
 
 CONDUIT_EXPORT void grpc_call_ref(grpc_call* call) {
   if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
     ManagedCall::From(call)->AppRef();
     return;
   }
@@ -42,6 +52,7 @@ CONDUIT_EXPORT void grpc_call_ref(grpc_call* call) {
 
 CONDUIT_EXPORT void grpc_call_unref(grpc_call* call) {
   if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
     ManagedCall::From(call)->AppUnref();
     return;
   }
@@ -49,12 +60,18 @@ CONDUIT_EXPORT void grpc_call_unref(grpc_call* call) {
 }
 
 CONDUIT_EXPORT char* grpc_call_get_peer(grpc_call* call) {
-  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->Peer();
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    return ManagedCall::From(call)->Peer();
+  }
   return Real().grpc_call_get_peer(call);
 }
 
 CONDUIT_EXPORT void* grpc_call_arena_alloc(grpc_call* call, size_t size) {
-  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->ArenaAlloc(size);
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    return ManagedCall::From(call)->ArenaAlloc(size);
+  }
   return Real().grpc_call_arena_alloc(call, size);
 }
 
@@ -83,19 +100,28 @@ CONDUIT_EXPORT struct census_context* grpc_census_call_get_context(grpc_call* ca
 }
 
 CONDUIT_EXPORT int grpc_call_failed_before_recv_message(const grpc_call* c) {
-  if (ManagedCall::IsManaged(c)) return ManagedCall::From(c)->FailedBeforeRecvMessage();
+  if (ManagedCall::IsManaged(c)) {
+    ProgramUse use(c);
+    return ManagedCall::From(c)->FailedBeforeRecvMessage();
+  }
   return Real().grpc_call_failed_before_recv_message(c);
 }
 
 }  // extern "C"
 
 CONDUIT_EXPORT bool grpc_call_is_trailers_only(const grpc_call* call) {
-  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->TrailersOnly();
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    return ManagedCall::From(call)->TrailersOnly();
+  }
   return Real().grpc_call_is_trailers_only(call);
 }
 
 CONDUIT_EXPORT absl::string_view grpc_call_server_authority(const grpc_call* call) {
-  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->Authority();
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    return ManagedCall::From(call)->Authority();
+  }
   return Real().grpc_call_server_authority(call);
 }
 

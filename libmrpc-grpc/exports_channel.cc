@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "completion.h"
 #include "exports.h"
+#include "handoff.h"
 #include "real_grpc.h"
 
 namespace conduit::grpcshim {
@@ -38,7 +39,9 @@ grpc_call* NewManagedCall(const std::shared_ptr<ManagedChannel>& ch, grpc_call* 
   std::shared_ptr<DaemonConnection> conn = ch->Connection(&why);
   ManagedCall* call =
       ManagedCall::NewClient(ch, std::move(conn), cq, std::move(method), std::move(authority), deadline, ch->limits());
-  return call == nullptr ? nullptr : call->AsGrpc();
+  if (call == nullptr) return nullptr;
+  HandOff(call);
+  return call->AsGrpc();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "receive_segments.h"
 
 #include "common/release_ring.h"
+#include "handoff.h"
 #include "real_grpc.h"
 
 namespace conduit::grpcshim {
@@ -15,6 +16,7 @@ struct ReleaseCookie {
 
 void ReleaseSlice(void* arg) {
   auto* cookie = static_cast<ReleaseCookie*>(arg);
+  TakeOver(cookie);
   cookie->owner->Release(cookie->segment, cookie->offset);
   delete cookie;
 }
@@ -53,6 +55,7 @@ Status ReceiveSegments::Wrap(uint32_t segment, uint64_t offset, uint64_t len, gr
   }
   const RealGrpc& g = Real();
   auto* cookie = new ReleaseCookie{shared_from_this(), segment, offset};
+  HandOff(cookie);  // gRPC destroys the slice on whichever thread drops it last
   // The program only reads received slices; the mapping is read-only all the same.
   grpc_slice slice = g.grpc_slice_new_with_user_data(const_cast<uint8_t*>(base + offset), len, ReleaseSlice, cookie);
   *out = g.grpc_raw_byte_buffer_create(&slice, 1);

@@ -13,6 +13,7 @@
 #include "channel.h"
 #include "common/log.h"
 #include "completion.h"
+#include "handoff.h"
 #include "process.h"
 
 namespace conduit::grpcshim {
@@ -237,6 +238,7 @@ grpc_call_error ManagedServer::RequestRegistered(void* method, grpc_call** call,
   }
   ready->BindToProgram(cq_bound, metadata, deadline, payload, nullptr);
   *call = ready->AsGrpc();
+  HandOff(ready);
   PostCompletion(cq_notify, tag, true);
   return GRPC_CALL_OK;
 }
@@ -264,6 +266,7 @@ grpc_call_error ManagedServer::RequestCall(grpc_call** call, grpc_call_details* 
   }
   ready->BindToProgram(cq_bound, metadata, nullptr, nullptr, details);
   *call = ready->AsGrpc();
+  HandOff(ready);
   PostCompletion(cq_notify, tag, true);
   return GRPC_CALL_OK;
 }
@@ -289,6 +292,7 @@ void ManagedServer::Match(Method* m, ManagedCall* call) {
     lock.unlock();
     call->BindToProgram(req.cq_bound, req.metadata, req.deadline, req.payload, req.details);
     *req.call = call->AsGrpc();
+    HandOff(call);
     PostCompletion(req.cq_notify, req.tag, true);
     return;
   }
@@ -304,6 +308,7 @@ void ManagedServer::Match(Method* m, ManagedCall* call) {
     }
     call->BindToProgram(a.cq, a.initial_metadata, a.deadline, a.optional_payload, nullptr);
     *a.call = call->AsGrpc();
+    HandOff(call);
     PostCompletion(cq, a.tag, true);
     return;
   }
@@ -318,6 +323,7 @@ void ManagedServer::Match(Method* m, ManagedCall* call) {
     }
     call->BindToProgram(a.cq, a.initial_metadata, nullptr, nullptr, a.details);
     *a.call = call->AsGrpc();
+    HandOff(call);
     PostCompletion(cq, a.tag, true);
     return;
   }

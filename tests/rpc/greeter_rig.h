@@ -31,6 +31,8 @@ class GreeterRig {
   static std::string ShimPath();
   // LD_PRELOAD=... for a preloaded program (the sanitizer runtime first in such builds).
   static std::string PreloadEnv();
+  // The environment of a greeter program (the preload, sanitizer options).
+  static std::vector<std::string> ProgramEnv(std::vector<std::string> env, bool preload);
 
   // Starts greeter_server on `host` and waits until it listens; nullptr (with the output
   // in *error) when it does not.
