@@ -232,7 +232,8 @@ int ClientStream(Greeter::Stub* stub, const Options& o) {
     req.set_payload(Pattern(o.bytes, i));
     sum = Checksum(req.payload(), sum);
     names += (i ? "," : "") + req.name();
-    if (!writer->Write(req)) return Fail(o, "write " + std::to_string(i) + " failed");
+    // A failed write means the call is over (refused, cancelled): Finish says why.
+    if (!writer->Write(req)) break;
   }
   writer->WritesDone();
   Status st = writer->Finish();

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "cluster.h"
 
 namespace conduit::it {
@@ -23,6 +25,13 @@ struct ClientRun {
   int status() const;
   bool managed() const { return output.find("is carried by conduitd") != std::string::npos; }
 };
+
+// EXPECT_TRUE(Passed(run)): a failure shows what the client printed.
+inline ::testing::AssertionResult Passed(const ClientRun& run) {
+  if (run.passed()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "the client did not pass (exit " << run.exit_code
+                                       << (run.timed_out ? ", timed out" : "") << "):\n" << run.output;
+}
 
 class GreeterRig {
  public:

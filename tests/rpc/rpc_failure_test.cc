@@ -119,7 +119,7 @@ TEST_F(RpcFailureTest, ClientProgramDiesUnderACall) {
   slow.Kill(SIGKILL);
   EXPECT_TRUE(Cluster::WaitForOutput(*server_, "SayHello doomed was cancelled", std::chrono::seconds(5)))
       << server_->Output();
-  EXPECT_TRUE(Call({"--case", "unary"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "unary"})));
 }
 
 TEST_F(RpcFailureTest, MalformedFramesBetweenDaemons) {

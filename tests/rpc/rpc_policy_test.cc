@@ -84,7 +84,7 @@ TEST_F(RpcPolicyTest, AclOnARequestFieldAtTheCallersDaemon) {
   std::string out;
   ASSERT_EQ(Admin(1, {"policy", "set", "rpc-metrics", "{}"}), 0);
   ASSERT_EQ(Admin(0, {"policy", "set", "rpc-acl", "deny", Acl("deny", "\"mallory\"")}, &out), 0) << out;
-  EXPECT_TRUE(Call({"--case", "unary", "--user", "alice"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "unary", "--user", "alice"})));
   ClientRun denied = Call({"--case", "unary", "--user", "mallory", "--expect", "7"});
   EXPECT_TRUE(denied.passed()) << denied.output;
   EXPECT_NE(denied.output.find("access denied by policy 'deny': account.user = 'mallory'"), std::string::npos)
@@ -92,21 +92,21 @@ TEST_F(RpcPolicyTest, AclOnARequestFieldAtTheCallersDaemon) {
   // A denied request never reached the server: its daemon saw alice's call only.
   EXPECT_NE(Methods(1).find("\"calls\": 1,"), std::string::npos) << Methods(1);
   // Large requests (in shared memory) are read from the daemon's private copy all the same.
-  EXPECT_TRUE(Call({"--case", "unary", "--user", "mallory", "--bytes", "4000000", "--expect", "7"}).passed());
-  EXPECT_TRUE(Call({"--case", "unary", "--user", "alice", "--bytes", "4000000"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "unary", "--user", "mallory", "--bytes", "4000000", "--expect", "7"})));
+  EXPECT_TRUE(Passed(Call({"--case", "unary", "--user", "alice", "--bytes", "4000000"})));
   // Every message of a stream is checked.
-  EXPECT_TRUE(Call({"--case", "client_stream", "--user", "mallory", "--expect", "7"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "client_stream", "--user", "mallory", "--expect", "7"})));
 }
 
 TEST_F(RpcPolicyTest, AllowListAtTheServersDaemon) {
   std::string out;
   ASSERT_EQ(Admin(1, {"policy", "set", "rpc-acl", "allow", Acl("allow", "\"alice\",\"bob\"", ",\"method\":\"SayHello\",\"side\":\"server\"")}, &out), 0) << out;
-  EXPECT_TRUE(Call({"--case", "unary", "--user", "bob"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "unary", "--user", "bob"})));
   ClientRun denied = Call({"--case", "unary", "--user", "eve", "--expect", "7", "--bytes", "2000000"});
   EXPECT_TRUE(denied.passed()) << denied.output;
   EXPECT_NE(denied.output.find("is not allowed"), std::string::npos) << denied.output;
   // The rule names SayHello only.
-  EXPECT_TRUE(Call({"--case", "server_stream", "--user", "eve"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "server_stream", "--user", "eve"})));
 }
 
 TEST_F(RpcPolicyTest, BadPoliciesAreRefused) {
@@ -117,7 +117,7 @@ TEST_F(RpcPolicyTest, BadPoliciesAreRefused) {
   EXPECT_NE(Admin(0, {"policy", "set", "rpc-ratelimit", "limit", "{\"service\":\"conduit.test.Greeter\",\"rate\":-1}"}, &out), 0);
   EXPECT_NE(out.find("\"rate\""), std::string::npos) << out;
   EXPECT_NE(Admin(0, {"policy", "set", "rpc-qos", "{\"small_bytes\":\"big\"}"}, &out), 0);
-  EXPECT_TRUE(Call({"--case", "unary"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "unary"})));
 }
 
 TEST_F(RpcPolicyTest, RateLimitRefusesBeyondTheBucket) {
@@ -183,9 +183,9 @@ TEST_F(RpcPolicyTest, SmallRpcsFirstWithBulkTraffic) {
 
 TEST_F(RpcPolicyTest, PerMethodMetrics) {
   ASSERT_EQ(Admin(0, {"policy", "set", "rpc-metrics", "{}"}), 0);
-  EXPECT_TRUE(Call({"--case", "burst", "--count", "50", "--inflight", "5"}).passed());
-  EXPECT_TRUE(Call({"--case", "unary", "--fail-code", "5", "--expect", "5"}).passed());
-  EXPECT_TRUE(Call({"--case", "server_stream", "--count", "7", "--bytes", "1000"}).passed());
+  EXPECT_TRUE(Passed(Call({"--case", "burst", "--count", "50", "--inflight", "5"})));
+  EXPECT_TRUE(Passed(Call({"--case", "unary", "--fail-code", "5", "--expect", "5"})));
+  EXPECT_TRUE(Passed(Call({"--case", "server_stream", "--count", "7", "--bytes", "1000"})));
   std::string methods = Methods(0);
   EXPECT_NE(methods.find("\"method\": \"/conduit.test.Greeter/SayHello\""), std::string::npos) << methods;
   EXPECT_NE(methods.find("\"calls\": 51"), std::string::npos) << methods;
