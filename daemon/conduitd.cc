@@ -70,6 +70,7 @@ std::vector<std::string> SplitList(const std::string& text) {
           "usage: conduitd [--socket PATH] [--listen IP:PORT] [--advertise IP] [--timeout-ms N]\n"
           "                [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
           "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
+          "                [--rd-latency-bytes N]\n"
           "                [--chunk-bytes N] [--max-shm-bytes N] [--log-level debug|info|warn|error]\n"
           "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
           "  --admin-socket  operator API, HTTP+JSON (default $CONDUIT_ADMIN_SOCKET, or the program\n"
@@ -80,6 +81,8 @@ std::vector<std::string> SplitList(const std::string& text) {
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
           "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
+          "  --rd-max-bytes N, --rd-latency-bytes N  all-reduce: recursive doubling up to N bytes\n"
+          "                (64 KiB) where it beats the ring given a link's latency x bandwidth (4096)\n"
           "object store (libhoplite):\n"
           "  --object-peers IP:PORT,...   every daemon of the object store (this one included)\n"
           "  --object-memory-bytes N      store size; LRU copies with another copy are evicted (default 8 GiB)\n"
@@ -127,6 +130,7 @@ Flags ParseFlags(int argc, char** argv) {
         Usage("--allreduce-algo must be auto, ring or rd");
       }
     } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
+    else if (a == "--rd-latency-bytes") f.comm.rd_latency_bytes = number();
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
     else if (a == "--max-shm-bytes") f.max_shm_bytes = number();
     else if (a == "--object-peers") f.object_peers = value();

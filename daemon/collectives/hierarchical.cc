@@ -67,8 +67,10 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char*
   if (nhosts > 1) {
     switch (op.kind) {
       case shimproto::kAllReduce: {
+        const size_t bytes = op.count * elem;
         bool use_rd = options_.allreduce_algo == "rd" ||
-                      (options_.allreduce_algo == "auto" && op.count * elem <= options_.rd_max_bytes);
+                      (options_.allreduce_algo == "auto" && bytes <= options_.rd_max_bytes &&
+                       RecursiveDoublingIsFaster(bytes, nhosts, options_.rd_latency_bytes));
         if (use_rd) {
           *algorithm = "recursive-doubling";
           CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, work, op.count, type, combine));
