@@ -23,11 +23,13 @@
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
 #include "common/version.h"
+#include "policy/fabric.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
 #include "server/unix_socket.h"
 #include "session/collective_admin.h"
 #include "session/collective_service.h"
+#include "session/fabric_admin.h"
 #include "transport/tcp.h"
 
 namespace conduit {
@@ -43,6 +45,9 @@ struct Flags {
   CommOptions comm;
   std::vector<std::string> deny_exe;
   uint64_t max_shm_bytes = 64ull << 30;
+  std::string topology;
+  FlowPolicy flows;
+  RingPolicy ring;
 };
 
 [[noreturn]] void Usage(const char* msg) {
@@ -52,6 +57,8 @@ struct Flags {
           "                [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
           "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
           "                [--chunk-bytes N] [--max-shm-bytes N] [--log-level debug|info|warn|error]\n"
+          "                [--topology FILE] [--ring-order locality|rank]\n"
+          "                [--flow-assignment primary|single|hash|balance]\n"
           "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
           "  --admin-socket  operator API, HTTP+JSON (default $CONDUIT_ADMIN_SOCKET, or the program\n"
           "                socket's name with -admin: conduitd.sock -> conduitd-admin.sock)\n"
@@ -60,7 +67,11 @@ struct Flags {
           "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
-          "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n",
+          "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
+          "  --topology    the operator's host/topology description (JSON, docs/topology.md);\n"
+          "                re-read on SIGHUP and POST /v1/topology/reload\n"
+          "  --ring-order  ring order of new communicators (default locality)\n"
+          "  --flow-assignment  paths of collective connections (default balance)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
   exit(2);
 }
@@ -104,6 +115,14 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
     else if (a == "--max-shm-bytes") f.max_shm_bytes = number();
+    else if (a == "--topology") f.topology = value();
+    else if (a == "--ring-order") {
+      Json order = Json::Object();
+      order["order"] = value();
+      if (!RingPolicy::FromJson(order, &f.ring).ok()) Usage("--ring-order must be locality or rank");
+    } else if (a == "--flow-assignment") {
+      if (!ParseFlowAssignment(value(), &f.flows.assignment)) Usage("--flow-assignment must be primary, single, hash or balance");
+    }
     else if (a == "--log-level") {
       LogLevel level;
       if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
@@ -129,7 +148,19 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);  // reload the topology
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  static Fabric fabric(flags.topology);
+  fabric.set_flow_policy(flags.flows);
+  fabric.set_ring_policy(flags.ring);
+  if (!flags.topology.empty()) {
+    Status loaded = fabric.topology().Reload();
+    if (!loaded.ok()) {
+      CLOG_ERROR("%s", loaded.message().c_str());
+      return 1;
+    }
+  }
 
   UniqueFd peer_listener;
   SockAddr bound;
@@ -161,7 +192,7 @@ int Main(int argc, char** argv) {
   }
 
   // The services live until _exit: their threads are detached and never joined.
-  static CommRegistry registry(my_addr, flags.comm);
+  static CommRegistry registry(my_addr, flags.comm, &fabric);
   static ProgramPolicy policy(flags.deny_exe, flags.max_shm_bytes);
   static CollectiveService collectives(&registry, &policy);
   static ServiceRouter router;
@@ -170,6 +201,7 @@ int Main(int argc, char** argv) {
   static AdminApi admin;
   AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket}, &router, &policy);
   AddCollectiveAdmin(&admin, &registry);
+  AddFabricAdmin(&admin, &fabric);
   static AdminServer admin_server(&admin, flags.admin);
 
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();
@@ -180,7 +212,12 @@ int Main(int argc, char** argv) {
             flags.comm.timeout_ms);
 
   int sig = 0;
-  sigwait(&stop, &sig);
+  for (;;) {
+    sigwait(&stop, &sig);
+    if (sig != SIGHUP) break;
+    Status reloaded = fabric.topology().Reload();
+    if (!reloaded.ok()) CLOG_WARN("SIGHUP: topology not reloaded: %s", reloaded.message().c_str());
+  }
   CLOG_INFO("signal %d: shutting down", sig);
   unlink(flags.socket_path.c_str());
   unlink(flags.admin_socket.c_str());
