@@ -308,7 +308,7 @@ void Communicator::P2pReaderLoop(int host) {
     link = p2p_links_[host].get();
   }
   for (;;) {
-    FrameHeader h;
+    FrameHeader h{};
     Status st = link->Recv({{&h, sizeof(h)}}, Deadline::Never());
     const bool control = h.type == peerproto::kReconfigForward || h.type == peerproto::kReconfigPropose ||
                          h.type == peerproto::kReconfigSeq;
@@ -416,8 +416,11 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       for (size_t i = 0; i < pending_.size(); ++i) {
         if (pending_[i].empty()) missing += (missing.empty() ? "" : ",") + std::to_string(local_ranks_[i]);
       }
-      Status st = RemoteError("timed out after %d ms waiting for local rank(s) %s to call the collective",
-                              options_.timeout_ms, missing.c_str());
+      Status st = missing.empty()
+                      ? RemoteError("timed out after %d ms waiting for the daemons to agree on reconfiguration epoch %llu",
+                                    options_.timeout_ms, static_cast<unsigned long long>(config_->epoch + 1))
+                      : RemoteError("timed out after %d ms waiting for local rank(s) %s to call the collective",
+                                    options_.timeout_ms, missing.c_str());
       lock.unlock();
       Abort(st);
       lock.lock();

@@ -141,6 +141,7 @@ void Communicator::AdvanceReconfig(std::unique_lock<std::mutex>& lock) {
     lock.lock();
     running_ = false;
     if (!st.ok()) {
+      if (closing_) return;  // destroyed meanwhile: nothing left to fail
       lock.unlock();
       Abort(st);
       lock.lock();

@@ -296,6 +296,10 @@ PY
 
 say "## MCCS cases (tools/bench/mccs_bench.sh, $(date -u +%F), $(nproc) cores)"
 for c in $CASES; do
+  # Other work on the machine shares the CPU with every emulated host: say how much.
+  bench_log "case $c: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "" >>"$REPORT"
+  echo "(load average when case $c started: $(cut -d' ' -f1-3 /proc/loadavg))" >>"$REPORT"
   case "$c" in
     1) case1 ;;
     2) case2 ;;
