@@ -157,6 +157,14 @@ Status DecodeReconfig(const std::vector<uint8_t>& payload, int nhosts, peerproto
   return Status::Ok();
 }
 
+bool RingNeighbours(const std::vector<int>& ring, int a, int b) {
+  const int n = static_cast<int>(ring.size());
+  if (n <= 2) return true;
+  const int pa = static_cast<int>(std::find(ring.begin(), ring.end(), a) - ring.begin());
+  const int pb = static_cast<int>(std::find(ring.begin(), ring.end(), b) - ring.begin());
+  return (pa - pb + n) % n == 1 || (pb - pa + n) % n == 1;
+}
+
 std::string RingText(const std::vector<int>& ring) {
   std::string s;
   for (size_t i = 0; i < ring.size(); ++i) s += (i ? ">" : "") + std::to_string(ring[i]);

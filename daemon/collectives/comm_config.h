@@ -58,6 +58,9 @@ std::vector<uint8_t> EncodeReconfig(const peerproto::ReconfigHeader& head, const
 Status DecodeReconfig(const std::vector<uint8_t>& payload, int nhosts, peerproto::ReconfigHeader* head,
                       ReconfigPlan* plan);
 
+// Whether hosts a and b sit next to each other in `ring` (their link carries ring traffic).
+bool RingNeighbours(const std::vector<int>& ring, int a, int b);
+
 // "0>2>1>3" for logs and traces.
 std::string RingText(const std::vector<int>& ring);
 

@@ -18,17 +18,6 @@
 #include "transport/tcp.h"
 
 namespace conduit {
-namespace {
-
-bool RingNeighbours(const std::vector<int>& ring, int a, int b) {
-  const int n = static_cast<int>(ring.size());
-  if (n <= 2) return true;
-  const int pa = static_cast<int>(std::find(ring.begin(), ring.end(), a) - ring.begin());
-  const int pb = static_cast<int>(std::find(ring.begin(), ring.end(), b) - ring.begin());
-  return (pa - pb + n) % n == 1 || (pb - pa + n) % n == 1;
-}
-
-}  // namespace
 
 std::shared_ptr<const CommConfig> Communicator::config() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -111,11 +111,8 @@ Status CommRegistry::ConnectLinks(Communicator& comm) {
     for (uint32_t channel : {peerproto::kCollective, peerproto::kP2p}) {
       LinkPath lp;
       if (channel == peerproto::kCollective && fabric_ != nullptr) {
-        const int n = static_cast<int>(ring.size());
-        const int pa = static_cast<int>(std::find(ring.begin(), ring.end(), m.my_host) - ring.begin());
-        const int pb = static_cast<int>(std::find(ring.begin(), ring.end(), h) - ring.begin());
-        const bool neighbours = n <= 2 || (pa - pb + n) % n == 1 || (pb - pa + n) % n == 1;
-        lp = fabric_->ChooseLinkPath(my_addr_, m.host_addrs[h], priority, comm.key(), neighbours, kPolicyPath);
+        lp = fabric_->ChooseLinkPath(my_addr_, m.host_addrs[h], priority, comm.key(), RingNeighbours(ring, m.my_host, h),
+                                     kPolicyPath);
       } else {
         lp.connect_addr = m.host_addrs[h];
       }

@@ -10,6 +10,7 @@
 
 #include "cluster.h"
 #include "common/json.h"
+#include "conduitctl_run.h"
 
 namespace conduit::it {
 
@@ -34,12 +35,6 @@ int CollectivePath(const Json& comm, int peer);
 // Integers of a JSON array, for comparisons in assertions.
 std::vector<int64_t> Ints(const Json* array);
 
-struct CtlResult {
-  int rc;
-  std::string out;
-};
-// Runs conduitctl against host's daemon; `as_uid` >= 0 runs it as that user (setpriv).
-CtlResult Ctl(const Cluster& cluster, int host, std::vector<std::string> args, int as_uid = -1);
 
 }  // namespace conduit::it
 

@@ -55,6 +55,14 @@ void StopLoop(Cluster& cluster, const std::vector<Subprocess*>& procs) {
   }
 }
 
+// Two hosts joined by two direct links (paths), with the matching topology.
+ClusterConfig TwoPathCluster() {
+  ClusterConfig c = OperatorCluster(2);
+  c.mesh = 2;
+  c.netns_topology = true;
+  return c;
+}
+
 std::string KeyOf(const Json& comm) { return comm.find("key")->as_string(); }
 
 // The first ready communicator on `host` whose key is not in `seen`; adds it there.
@@ -63,6 +71,19 @@ Json NewComm(const Cluster& cluster, int host, std::set<std::string>* seen) {
       cluster, host, [seen](const Json& comm) { return seen->count(KeyOf(comm)) == 0; }, kCommWait);
   if (c.is_object()) seen->insert(KeyOf(c));
   return c;
+}
+
+// A checked loop as a new tenant, and its communicator as host 1 (which dials) sees it.
+struct Tenant {
+  std::vector<Subprocess*> procs;
+  Json comm;
+};
+Tenant StartTenant(Cluster& cluster, std::set<std::string>* seen, const std::string& binary = "") {
+  Tenant t;
+  t.procs = StartLoop(cluster, binary);
+  t.comm = NewComm(cluster, 1, seen);
+  EXPECT_TRUE(t.comm.is_object()) << cluster.Describe();
+  return t;
 }
 
 Json CommOn(const Cluster& cluster, int host, const std::string& key) {
@@ -147,18 +168,13 @@ TEST(OperatorTest, LocalityAwareRingOrder) {
 // reconfiguration moves a running communicator to the other path.
 TEST(OperatorTest, FlowAssignmentSpreadsTenantsOverPaths) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
-  ClusterConfig config = OperatorCluster(2);
-  config.mesh = 2;
-  config.netns_topology = true;
-  Cluster cluster(config);
+  Cluster cluster(TwoPathCluster());
   CONDUIT_START_CLUSTER(cluster);
 
   std::set<std::string> seen;
-  auto a = StartLoop(cluster);
-  Json ca = NewComm(cluster, 1, &seen);
-  auto b = StartLoop(cluster);
-  Json cb = NewComm(cluster, 1, &seen);
-  ASSERT_TRUE(ca.is_object() && cb.is_object()) << cluster.Describe();
+  auto [a, ca] = StartTenant(cluster, &seen);
+  auto [b, cb] = StartTenant(cluster, &seen);
+  ASSERT_TRUE(ca.is_object() && cb.is_object());
   // Host 1 dialed both links (the higher host of a pair does): one per path.
   const int pa = CollectivePath(CommOn(cluster, 1, KeyOf(ca)), 0);
   const int pb = CollectivePath(CommOn(cluster, 1, KeyOf(cb)), 0);
@@ -170,8 +186,7 @@ TEST(OperatorTest, FlowAssignmentSpreadsTenantsOverPaths) {
 
   // "single": a third tenant lands on path 0 whatever the load.
   ASSERT_EQ(Ctl(cluster, 1, {"policy", "set", "flows", R"({"assignment": "single"})"}).rc, 0);
-  auto c = StartLoop(cluster);
-  Json cc = NewComm(cluster, 1, &seen);
+  auto [c, cc] = StartTenant(cluster, &seen);
   ASSERT_TRUE(cc.is_object());
   EXPECT_EQ(CollectivePath(CommOn(cluster, 1, KeyOf(cc)), 0), 0);
 
@@ -196,10 +211,7 @@ TEST(OperatorTest, FlowAssignmentSpreadsTenantsOverPaths) {
 // the cap stay correct, and the tenant metrics show the policies acted.
 TEST(OperatorTest, PriorityCapAndYieldWhileRunning) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
-  ClusterConfig config = OperatorCluster(2);
-  config.mesh = 2;
-  config.netns_topology = true;
-  Cluster cluster(config);
+  Cluster cluster(TwoPathCluster());
   CONDUIT_START_CLUSTER(cluster);
   const std::string hi_exe = cluster.dir() + "/hi_check";
   std::filesystem::copy_file(Cluster::CollCheckPath(), hi_exe);
@@ -209,13 +221,10 @@ TEST(OperatorTest, PriorityCapAndYieldWhileRunning) {
     ASSERT_EQ(Ctl(cluster, h, {"policy", "set", "tenant", "hi", R"({"match": {"exe": "hi_check"}, "priority": 2})"}).rc, 0);
   }
   std::set<std::string> seen;
-  auto lo1 = StartLoop(cluster);
-  Json c1 = NewComm(cluster, 1, &seen);
-  auto lo2 = StartLoop(cluster);
-  Json c2 = NewComm(cluster, 1, &seen);
-  auto hi = StartLoop(cluster, hi_exe);
-  Json ch = NewComm(cluster, 1, &seen);
-  ASSERT_TRUE(c1.is_object() && c2.is_object() && ch.is_object()) << cluster.Describe();
+  auto [lo1, c1] = StartTenant(cluster, &seen);
+  auto [lo2, c2] = StartTenant(cluster, &seen);
+  auto [hi, ch] = StartTenant(cluster, &seen, hi_exe);
+  ASSERT_TRUE(c1.is_object() && c2.is_object() && ch.is_object());
   EXPECT_EQ(CollectivePath(CommOn(cluster, 1, KeyOf(c1)), 0), 0);
   EXPECT_EQ(CollectivePath(CommOn(cluster, 1, KeyOf(c2)), 0), 0);
   Json hi_comm = CommOn(cluster, 1, KeyOf(ch));
