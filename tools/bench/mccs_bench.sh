@@ -12,6 +12,10 @@
 #      75% of one link's rate (MCCS: 75 of 100 Gbps) loads the h0->h1 direction while the
 #      ring runs that way; then the operator reverses the ring (live reconfiguration).
 #      algbw time series before / during / after.
+#   4. priority and time-window scheduling (beyond the three above): a prioritized tenant
+#      that computes between all-reduces shares one path with a bulk tenant; without
+#      policy, and with the bulk tenant yielding (sending only while the prioritized one is
+#      idle).
 #
 # usage: mccs_bench.sh [--cases "1 2 3"] [-b BYTES] [--seconds S] [--host-rate R]
 #                      [--trunk-rate R] [--path-rate R] [--queue PKTS] [--prefix pmb]
@@ -21,7 +25,7 @@
 # port; see conduit-netns). Results go to stdout as markdown (and to --out).
 set -euo pipefail
 
-CASES="1 2 3" BYTES=$((16 << 20)) SECONDS_PER_RUN=15 HOST_RATE=1gbit TRUNK_RATE=200mbit PATH_RATE=200mbit QUEUE=200
+CASES="1 2 3 4" BYTES=$((16 << 20)) SECONDS_PER_RUN=15 HOST_RATE=1gbit TRUNK_RATE=200mbit PATH_RATE=200mbit QUEUE=200
 OUT= KEEP=0
 export BENCH_PREFIX=${BENCH_PREFIX:-pmb} BENCH_SUBNET=${BENCH_SUBNET:-10.79.10}
 while [[ $# -gt 0 ]]; do
@@ -86,7 +90,7 @@ series() {
   for ((r = n - 1; r >= 0; r--)); do
     local h=${map[$r]} out=/dev/null
     ((r == 0)) && out="$BENCH_WORK/series-$label.out"
-    CONDUIT_SOCKET="$BENCH_WORK/h$h.sock" ip netns exec "$(bench_ns "$h")" "$BENCH_BUILD/bin/conduit-series" \
+    CONDUIT_SOCKET="$BENCH_WORK/h$h.sock" ip netns exec "$(bench_ns "$h")" "${SERIES_BIN:-$BENCH_BUILD/bin/conduit-series}" \
       --rank "$r" --nranks "$n" --id-file "$idf" -b "$BYTES" --seconds "$seconds" --label "$label" "$@" \
       >"$out" 2>>"$BENCH_WORK/series-$label-rank$r.log" &
     SERIES_PIDS+=($!)
@@ -294,6 +298,45 @@ PY
   bench_cluster_down
 }
 
+# ------------------------------------------------------------------ case 4
+case4() {
+  say ""
+  say "### Case 4: priority with time-window scheduling (2 hosts, one $PATH_RATE path shared by two tenants)"
+  netns_up 2 "--mesh 1" --mesh-rate "$PATH_RATE"
+  BENCH_CONDUITD_ARGS=(--topology "$BENCH_WORK/topology.json")
+  BENCH_LISTEN_ANY=1 bench_conduit_start 2
+  cp "$BENCH_BUILD/bin/conduit-series" "$BENCH_WORK/prio-series"  # a tenant is named by its executable
+  local gap=200
+  say ""
+  say "Tenant *prio* (executable prio-series, priority 1) all-reduces $((BYTES >> 20)) MiB then computes ${gap} ms, in a loop; tenant *bulk* (conduit-series) all-reduces back to back. ${SECONDS_PER_RUN} s each. algbw counts time inside collectives only."
+  say ""
+  say "| setting | prio algbw MB/s | prio collectives | bulk algbw MB/s | wrong |"
+  say "| --- | --- | --- | --- | --- |"
+  local setting
+  for setting in alone shared yield; do
+    for h in 0 1; do
+      ctl "$h" policy set tenant prio '{"match": {"exe": "prio-series"}, "priority": 1}' >/dev/null
+      if [[ $setting == yield ]]; then
+        ctl "$h" policy set tenant bulk '{"match": {"exe": "conduit-series"}, "yield": true, "yield_max_ms": 1000}' >/dev/null
+      else
+        ctl "$h" policy rm tenant bulk >/dev/null 2>&1 || true
+      fi
+    done
+    SERIES_BIN="$BENCH_WORK/prio-series" series "c4-$setting-prio" "$SECONDS_PER_RUN" "0 1" --gap-ms "$gap"
+    [[ $setting == alone ]] || series "c4-$setting-bulk" "$SECONDS_PER_RUN" "0 1"
+    series_wait
+    local pc pw bulk="-" bw=0
+    pc=$(awk '/^total/ { for (i = 1; i <= NF; i++) if ($i ~ /^colls=/) { sub("colls=", "", $i); print $i } }' "$BENCH_WORK/series-c4-$setting-prio.out")
+    pw=$(wrong "c4-$setting-prio")
+    if [[ $setting != alone ]]; then bulk=$(total "c4-$setting-bulk"); bw=$(wrong "c4-$setting-bulk"); fi
+    say "| $setting | $(total "c4-$setting-prio") | $pc | $bulk | $((pw + bw)) |"
+  done
+  say ""
+  say "(MCCS reports the effect on training time instead: PFA+TS speeds up the prioritized tenant B by 16% over PFA.)"
+  bench_conduit_stop
+  bench_cluster_down
+}
+
 say "## MCCS cases (tools/bench/mccs_bench.sh, $(date -u +%F), $(nproc) cores)"
 for c in $CASES; do
   # Other work on the machine shares the CPU with every emulated host: say how much.
@@ -304,6 +347,7 @@ for c in $CASES; do
     1) case1 ;;
     2) case2 ;;
     3) case3 ;;
+    4) case4 ;;
     *) bench_die "unknown case $c" ;;
   esac
 done
