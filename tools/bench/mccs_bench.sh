@@ -239,7 +239,8 @@ case3() {
   local addrs src dst
   addrs=$("$BENCH_NETNS" mesh-ip 0 1 0 --hosts 4 --mesh 1 --subnet "$BENCH_SUBNET")
   src=${addrs% *}; dst=${addrs#* }
-  series c3 "$total_s" "0 1 2 3" --interval-ms 1000
+  # A quarter of -b, so even the slowed collectives fit several to the time series.
+  series c3 "$total_s" "0 1 2 3" --interval-ms 1000 -b $((BYTES / 4))
   local key; key=$(first_comm 0)
   local start; start=$(date +%s.%N)
   say ""
@@ -250,15 +251,15 @@ case3() {
 import re
 m = re.fullmatch(r'([0-9.]+)(bit|kbit|mbit|gbit)', '${PATH_RATE,,}')
 print('%dK' % (float(m[1]) * {'bit': 1e-3, 'kbit': 1, 'mbit': 1e3, 'gbit': 1e6}[m[2]] * 0.75))")
-  say "Ring $(ring_of 0 "$key" | cut -d' ' -f1) on direct links; at ${bg_at} s: UDP iperf3 at ${bg_rate}bit/s h0->h1 on that link ($src -> $dst); at ${flip_at} s: \`conduitctl reconfigure KEY --ring reverse\` (asked on h2)."
+  say "$((BYTES >> 22)) MiB float all-reduce; ring $(ring_of 0 "$key" | cut -d' ' -f1) on direct links; at ${bg_at} s: UDP iperf3 at ${bg_rate}bit/s h0->h1 on that link ($src -> $dst); at ${flip_at} s: \`conduitctl reconfigure KEY --ring reverse\` (asked on h2)."
   sleep "$bg_at"
   ip netns exec "$(bench_ns 1)" iperf3 -s -B "$dst" >/dev/null 2>&1 &
   BG_PIDS+=($!)
   sleep 0.3
+  local bg_unix; bg_unix=$(date +%s.%N)
   ip netns exec "$(bench_ns 0)" iperf3 -c "$dst" -B "$src" -u -b "$bg_rate" -l 1400 -w 4M -t $((total_s)) \
     >"$BENCH_WORK/bg.log" 2>&1 &
   BG_PIDS+=($!)
-  local bg_unix; bg_unix=$(date +%s.%N)
   sleep $((flip_at - bg_at))
   local flip_unix; flip_unix=$(date +%s.%N)
   local flip; flip=$(ctl 2 reconfigure "$key" --ring reverse --wait-ms 60000 2>&1 | "$BENCH_PY" -c '
@@ -270,22 +271,31 @@ r = json.load(sys.stdin); print("epoch", r["epoch"], "applied", r["applied"], "r
   BG_PIDS=()
   say "Reconfiguration answer: $flip (took $("$BENCH_PY" -c "print('%.0f ms' % (($flip_done - $flip_unix) * 1000))"))."
   say ""
-  say "| t (s) | phase | algbw MB/s | algbw Mbit/s |"
+  say "| interval (s) | phase | algbw MB/s | algbw Mbit/s |"
   say "| --- | --- | --- | --- |"
   "$BENCH_PY" - "$BENCH_WORK/series-c3.out" "$start" "$bg_unix" "$flip_done" <<'PY' | tee -a "$REPORT"
 import sys
 path, start, bg, flip = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 phases = {"clean": [], "background": [], "reversed": []}
+prev = start
 for line in open(path):
     if not line.startswith("series"):
         continue
     f = dict(kv.split("=") for kv in line.split()[2:])
-    unix, bw = float(f["unix"]), float(f["algbw_MBps"])
-    # An interval ends at `unix` and lasted ~1 s: attribute it by its midpoint.
-    mid = unix - 0.5
-    phase = "clean" if mid < bg else ("background" if mid < flip else "reversed")
-    phases[phase].append(bw)
-    print("| %.1f | %s | %.2f | %.0f |" % (unix - start, phase, bw, bw * 8))
+    end, bw = float(f["unix"]), float(f["algbw_MBps"])
+    # An interval belongs to a phase only if it lies inside it; those spanning the start of
+    # the background flow or the reconfiguration are transitions, left out of the means.
+    if end <= bg:
+        phase = "clean"
+    elif prev >= bg and end <= flip:
+        phase = "background"
+    elif prev >= flip:
+        phase = "reversed"
+    else:
+        phase = "transition"
+    phases.setdefault(phase, []).append(bw)
+    print("| %.1f-%.1f | %s | %.2f | %.0f |" % (prev - start, end - start, phase, bw, bw * 8))
+    prev = end
 print()
 mean = {k: sum(v) / len(v) if v else float("nan") for k, v in phases.items()}
 print("Means: clean %.2f MB/s, with background %.2f MB/s, after reversal %.2f MB/s: "
