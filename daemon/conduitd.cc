@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <sys/resource.h>
+
 #include <thread>
+#include <vector>
 
 #include "admin/admin_api.h"
 #include "admin/admin_server.h"
@@ -24,6 +27,8 @@
 #include "common/shim_protocol.h"
 #include "common/version.h"
 #include "policy/fabric.h"
+#include "objects/object_admin.h"
+#include "objects/object_service.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
 #include "server/unix_socket.h"
@@ -48,7 +53,21 @@ struct Flags {
   std::string topology;
   FlowPolicy flows;
   RingPolicy ring;
+  objects::ObjectOptions objects;
+  std::string object_peers;
 };
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
 
 [[noreturn]] void Usage(const char* msg) {
   fprintf(stderr,
@@ -71,7 +90,13 @@ struct Flags {
           "  --topology    the operator's host/topology description (JSON, docs/topology.md);\n"
           "                re-read on SIGHUP and POST /v1/topology/reload\n"
           "  --ring-order  ring order of new communicators (default locality)\n"
-          "  --flow-assignment  paths of collective connections (default balance)\n",
+          "  --flow-assignment  paths of collective connections (default balance)\n"
+          "object store (libhoplite):\n"
+          "  --object-peers IP:PORT,...   every daemon of the object store (this one included)\n"
+          "  --object-memory-bytes N      store size; LRU copies with another copy are evicted (default 8 GiB)\n"
+          "  --object-block-bytes N       pipelining block (default 256 KiB)\n"
+          "  --object-bandwidth-bps N     reduce-degree model: link bandwidth in bytes/s (default: measured)\n"
+          "  --object-latency-us N        reduce-degree model: per-hop latency (default: measured)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
   exit(2);
 }
@@ -123,6 +148,11 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--flow-assignment") {
       if (!ParseFlowAssignment(value(), &f.flows.assignment)) Usage("--flow-assignment must be primary, single, hash or balance");
     }
+    else if (a == "--object-peers") f.object_peers = value();
+    else if (a == "--object-memory-bytes") f.objects.memory_bytes = number();
+    else if (a == "--object-block-bytes") f.objects.block_bytes = number();
+    else if (a == "--object-bandwidth-bps") f.objects.bandwidth_Bps = static_cast<double>(number());
+    else if (a == "--object-latency-us") f.objects.latency_us = static_cast<double>(number());
     else if (a == "--log-level") {
       LogLevel level;
       if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
@@ -136,6 +166,7 @@ Flags ParseFlags(int argc, char** argv) {
   }
   if (f.comm.timeout_ms <= 0) Usage("--timeout-ms must be positive");
   if (f.comm.chunk_bytes == 0) Usage("--chunk-bytes must be positive");
+  if (f.objects.block_bytes < 4096) Usage("--object-block-bytes must be at least 4096");
   return f;
 }
 
@@ -143,6 +174,12 @@ int Main(int argc, char** argv) {
   SetLogTag("conduitd");
   Flags flags = ParseFlags(argc, argv);
   signal(SIGPIPE, SIG_IGN);
+  // The object store keeps one memfd per large object.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   // Only the main thread takes SIGINT/SIGTERM (through sigwait), so shutdown is orderly.
   sigset_t stop;
   sigemptyset(&stop);
@@ -195,13 +232,20 @@ int Main(int argc, char** argv) {
   static CommRegistry registry(my_addr, flags.comm, &fabric);
   static ProgramPolicy policy(flags.deny_exe, flags.max_shm_bytes);
   static CollectiveService collectives(&registry, &policy);
+  flags.objects.self = my_addr;
+  flags.objects.peers = SplitList(flags.object_peers);
+  flags.objects.timeout_ms = flags.comm.timeout_ms;
+  static objects::ObjectService object_store(flags.objects, &policy);
+  object_store.Start();
   static ServiceRouter router;
   router.Add(ServiceId::kCollectives, &collectives);
+  router.Add(ServiceId::kObjects, &object_store);
 
   static AdminApi admin;
   AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket}, &router, &policy);
   AddCollectiveAdmin(&admin, &registry);
   AddFabricAdmin(&admin, &fabric);
+  objects::AddObjectAdmin(&admin, &object_store);
   static AdminServer admin_server(&admin, flags.admin);
 
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();

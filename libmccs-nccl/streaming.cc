@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/staging_control.h"
@@ -15,12 +16,23 @@ namespace {
 constexpr size_t kInputPieceBytes = 1 << 20;
 // How long the output pump sleeps before looking at the reply socket again.
 constexpr int kPumpSliceMs = 20;
+// Below this, copies take less than the two futex wakeups streaming adds: latency wins.
+// $CONDUIT_STREAM_MIN_BYTES overrides it (tests stream every size to cover both paths).
+size_t StreamMinBytes() {
+  static const size_t value = [] {
+    const char* env = std::getenv("CONDUIT_STREAM_MIN_BYTES");
+    return env != nullptr && *env != '\0' ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{1} << 20;
+  }();
+  return value;
+}
 
 bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
 
 }  // namespace
 
-bool CanStream(const std::vector<PendingOp*>& ops) { return ops.size() == 1 && IsCollectiveKind(ops[0]->desc.kind); }
+bool CanStream(const std::vector<PendingOp*>& ops) {
+  return ops.size() == 1 && IsCollectiveKind(ops[0]->desc.kind) && ops[0]->region_bytes >= StreamMinBytes();
+}
 
 void ResetForStreaming(uint8_t* segment) {
   StagingControl* c = ControlOf(segment);

@@ -59,7 +59,12 @@ std::string FormatSockAddr(const SockAddr& addr) {
   auto* v6 = reinterpret_cast<const sockaddr_in6*>(&addr.storage);
   inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
   port = ntohs(v6->sin6_port);
-  return "[" + std::string(host) + "]:" + std::to_string(port);
+  // Appended piece by piece: GCC 12 at -O3 mistakes "[" + string for an overlapping copy.
+  std::string text = "[";
+  text += host;
+  text += "]:";
+  text += std::to_string(port);
+  return text;
 }
 
 std::string HostOfAddr(const std::string& addr) {

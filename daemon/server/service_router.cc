@@ -91,13 +91,18 @@ void ServiceRouter::ServePeers(int tcp_listener) {
              [this](UniqueFd fd, SockAddr addr) { RoutePeer(std::move(fd), FormatSockAddr(addr)); });
 }
 
+Status ServiceRouter::FindService(int fd, uint32_t magic, uint16_t version, Service** service) const {
+  FrameHeader h;
+  CONDUIT_RETURN_IF_ERROR(PeekFrameHeader(fd, magic, version, &h, Deadline::AfterMs(kFirstFrameTimeoutMs)));
+  *service = Find(h.type);
+  if (*service == nullptr) return InvalidArgument("no service handles message type %u", h.type);
+  return Status::Ok();
+}
+
 void ServiceRouter::RouteProgram(UniqueFd fd) {
   ProgramCredentials creds = CredentialsOf(fd.get());
-  FrameHeader h;
-  Status st = PeekFrameHeader(fd.get(), shimproto::kMagic, shimproto::kVersion, &h,
-                              Deadline::AfterMs(kFirstFrameTimeoutMs));
-  Service* service = st.ok() ? Find(h.type) : nullptr;
-  if (st.ok() && service == nullptr) st = InvalidArgument("no service handles message type %u", h.type);
+  Service* service = nullptr;
+  Status st = FindService(fd.get(), shimproto::kMagic, shimproto::kVersion, &service);
   if (!st.ok()) {
     // Probes that connect and close (the listener's own liveness check) are not news.
     if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
@@ -120,11 +125,8 @@ void ServiceRouter::RouteProgram(UniqueFd fd) {
 }
 
 void ServiceRouter::RoutePeer(UniqueFd fd, const std::string& peer) {
-  FrameHeader h;
-  Status st = PeekFrameHeader(fd.get(), peerproto::kMagic, peerproto::kVersion, &h,
-                              Deadline::AfterMs(kFirstFrameTimeoutMs));
-  Service* service = st.ok() ? Find(h.type) : nullptr;
-  if (st.ok() && service == nullptr) st = InvalidArgument("no service handles message type %u", h.type);
+  Service* service = nullptr;
+  Status st = FindService(fd.get(), peerproto::kMagic, peerproto::kVersion, &service);
   if (!st.ok()) {
     CLOG_WARN("peer connection from %s rejected: %s", peer.c_str(), st.message().c_str());
     return;

@@ -45,6 +45,8 @@ class ServiceRouter {
   void RouteProgram(UniqueFd fd);
   void RoutePeer(UniqueFd fd, const std::string& peer);
   Service* Find(uint16_t type) const;
+  // Peeks at a new connection's first frame header and finds the service owning its type.
+  Status FindService(int fd, uint32_t magic, uint16_t version, Service** service) const;
 
   std::array<Service*, 256> services_{};
   mutable std::mutex mu_;

@@ -1,5 +1,7 @@
 #include "cluster.h"
 
+#include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -67,12 +69,29 @@ Cluster::Cluster(ClusterConfig config) : config_(std::move(config)) {
 }
 
 Cluster::~Cluster() {
-  procs_.clear();  // kills ranks still running
+  for (auto& p : procs_) p->Kill(SIGKILL);  // ranks still running
   for (auto& d : daemons_) {
     if (d == nullptr) continue;
     d->Kill(SIGTERM);
     d->Wait(kDaemonExitGrace);  // kills it if SIGTERM did not work
   }
+  // Under the sanitizer builds a report in any daemon or program fails the test, even when
+  // the test's own checks passed (a daemon may race or leak without a wrong result).
+  for (const auto* list : {&daemons_, &procs_}) {
+    for (const auto& p : *list) {
+      if (p == nullptr) continue;
+      std::string out = p->Output();
+      for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+                                 "runtime error:"}) {
+        size_t at = out.find(marker);
+        if (at != std::string::npos) {
+          ADD_FAILURE() << "sanitizer report from " << p->CommandLine() << ":\n" << out.substr(at, 6000);
+          break;
+        }
+      }
+    }
+  }
+  procs_.clear();
   daemons_.clear();
   if (netns_up_) RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
   if (!dir_.empty() && std::getenv("CONDUIT_IT_KEEP") == nullptr) {
@@ -85,6 +104,7 @@ std::string Cluster::Netns(int host) const { return config_.prefix + "-h" + std:
 std::string Cluster::Ip(int host) const { return config_.subnet + "." + std::to_string(host + 1); }
 std::string Cluster::Socket(int host) const { return dir_ + "/h" + std::to_string(host) + ".sock"; }
 std::string Cluster::AdminSocket(int host) const { return dir_ + "/h" + std::to_string(host) + "-admin.sock"; }
+std::string Cluster::PeerAddr(int host) const { return Ip(host) + ":" + std::to_string(config_.port); }
 
 bool Cluster::Start(std::string* error) {
   if (dir_.empty()) {
@@ -160,6 +180,12 @@ bool Cluster::StartDaemon(int host, std::string* error) {
     argv.push_back(topology_path_);
   }
   argv.insert(argv.end(), config_.daemon_args.begin(), config_.daemon_args.end());
+  if (config_.object_peers) {
+    std::string peers;
+    for (int h = 0; h < config_.hosts; ++h) peers += (h ? "," : "") + PeerAddr(h);
+    argv.push_back("--object-peers");
+    argv.push_back(peers);
+  }
   ::unlink(Socket(host).c_str());
   std::string log = dir_ + "/conduitd-h" + std::to_string(host) + ".log";
   daemons_.at(host) = std::make_unique<Subprocess>(argv, std::vector<std::string>{}, log);

@@ -34,6 +34,8 @@ struct ClusterConfig {
   // conduit-netns describes for the network above.
   std::string topology_json;
   bool netns_topology = false;
+  // Pass every daemon the list of all daemons as --object-peers (the object store).
+  bool object_peers = false;
 };
 
 class Cluster {
@@ -62,6 +64,7 @@ class Cluster {
   std::string AdminSocket(int host) const;
   // The topology file the daemons were started with ("" when none).
   const std::string& topology_path() const { return topology_path_; }
+  std::string PeerAddr(int host) const;  // "ip:port" of the host's daemon
 
   Subprocess& daemon(int host) { return *daemons_.at(host); }
   bool DaemonAlive(int host);

@@ -41,6 +41,13 @@ void WaitAllLooping(Cluster& cluster, const std::vector<Subprocess*>& procs) {
   }
 }
 
+// Starts 2 ranks per host looping on allreduce and waits until all of them got going.
+std::vector<Subprocess*> StartLooping(Cluster& cluster) {
+  auto procs = LaunchCollCheck(cluster, kLooping);
+  WaitAllLooping(cluster, procs);
+  return procs;
+}
+
 // The survivor must exit 0 (it saw an error) within the bound after the kill.
 void ExpectErrorInTime(Cluster& cluster, Subprocess& p, std::chrono::steady_clock::time_point killed_at,
                        const std::vector<std::string>& accepted) {
@@ -59,8 +66,7 @@ TEST(FailureTest, KilledRankFailsThePeersAndDaemonsRecover) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(FailureCluster());
   CONDUIT_START_CLUSTER(cluster);
-  auto procs = LaunchCollCheck(cluster, kLooping);
-  WaitAllLooping(cluster, procs);
+  auto procs = StartLooping(cluster);
   if (HasFatalFailure()) return;
 
   Subprocess* victim = procs.back();  // rank 3, on host 1
@@ -77,8 +83,7 @@ TEST(FailureTest, KilledDaemonFailsEveryRank) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(FailureCluster());
   CONDUIT_START_CLUSTER(cluster);
-  auto procs = LaunchCollCheck(cluster, kLooping);  // ranks 0,1 on host 0; 2,3 on host 1
-  WaitAllLooping(cluster, procs);
+  auto procs = StartLooping(cluster);  // ranks 0,1 on host 0; 2,3 on host 1
   if (HasFatalFailure()) return;
 
   cluster.KillDaemon(1);
@@ -96,20 +101,13 @@ TEST(FailureTest, KilledDaemonFailsEveryRank) {
   ExpectHealthyRun(cluster);
 }
 
-}  // namespace
-}  // namespace conduit::it
-
-namespace conduit::it {
-namespace {
-
 // A frozen rank (SIGSTOP) keeps its sockets open, so only the daemon's timeout can notice:
 // this is the path a SIGKILL, whose sockets close at once, never exercises.
 TEST(FailureTest, FrozenRankTimesOut) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(FailureCluster());
   CONDUIT_START_CLUSTER(cluster);
-  auto procs = LaunchCollCheck(cluster, kLooping);
-  WaitAllLooping(cluster, procs);
+  auto procs = StartLooping(cluster);
   if (HasFatalFailure()) return;
 
   Subprocess* victim = procs.back();

@@ -6,6 +6,20 @@
 
 #include "cluster.h"
 
+namespace conduit::it {
+
+// Sanitized builds run several times slower: bounds on whole collective runs (not the
+// failure-detection bounds under test) scale with them.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr int kSanitizerSlowdown = 4;
+#elif defined(__SANITIZE_ADDRESS__)
+inline constexpr int kSanitizerSlowdown = 2;
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+
+}  // namespace conduit::it
+
 #define CONDUIT_SKIP_UNLESS_CLUSTER()                                       \
   do {                                                                      \
     std::string conduit_skip_reason = ::conduit::it::Cluster::SkipReason(); \

@@ -147,8 +147,7 @@ case1() {
   intra=$(bench_iperf_pair 0 1)
   say ""
   say "iperf3: inter-rack h0->h2 $trunk Gbit/s, intra-rack h0->h1 $intra Gbit/s. Ranks 0,1,2,3 on hosts h0,h2,h1,h3 (racks r0,r1,r0,r1); $((BYTES >> 20)) MiB float all-reduce, ${SECONDS_PER_RUN} s per run."
-  BENCH_CONDUITD_ARGS=(--topology "$BENCH_WORK/topology.json")
-  bench_conduit_start 4
+  bench_conduit_start 4 --topology "$BENCH_WORK/topology.json"
   say ""
   say "| ring | order used | rack crossings | algbw MB/s | algbw Mbit/s | wrong |"
   say "| --- | --- | --- | --- | --- | --- |"
@@ -187,8 +186,7 @@ case2() {
   say ""
   say "### Case 2: two tenants, two paths (2 hosts, 2 direct links of $PATH_RATE each)"
   netns_up 2 "--mesh 2" --mesh-rate "$PATH_RATE"
-  BENCH_CONDUITD_ARGS=(--topology "$BENCH_WORK/topology.json")
-  BENCH_LISTEN_ANY=1 bench_conduit_start 2
+  BENCH_LISTEN_ANY=1 bench_conduit_start 2 --topology "$BENCH_WORK/topology.json"
   say ""
   say "Both tenants all-reduce $((BYTES >> 20)) MiB at once for ${SECONDS_PER_RUN} s (1 rank per host each)."
   say ""
@@ -234,8 +232,7 @@ case3() {
   say ""
   say "### Case 3: background flow on one direction of the ring, then reversal (4 hosts, ring of $PATH_RATE direct links)"
   netns_up 4 "--mesh 1" --mesh-rate "$PATH_RATE"
-  BENCH_CONDUITD_ARGS=(--topology "$BENCH_WORK/topology.json" --ring-order rank --flow-assignment single)
-  BENCH_LISTEN_ANY=1 bench_conduit_start 4
+  BENCH_LISTEN_ANY=1 bench_conduit_start 4 --topology "$BENCH_WORK/topology.json" --ring-order rank --flow-assignment single
   local addrs src dst
   addrs=$("$BENCH_NETNS" mesh-ip 0 1 0 --hosts 4 --mesh 1 --subnet "$BENCH_SUBNET")
   src=${addrs% *}; dst=${addrs#* }
@@ -313,8 +310,7 @@ case4() {
   say ""
   say "### Case 4: priority with time-window scheduling (2 hosts, one $PATH_RATE path shared by two tenants)"
   netns_up 2 "--mesh 1" --mesh-rate "$PATH_RATE"
-  BENCH_CONDUITD_ARGS=(--topology "$BENCH_WORK/topology.json")
-  BENCH_LISTEN_ANY=1 bench_conduit_start 2
+  BENCH_LISTEN_ANY=1 bench_conduit_start 2 --topology "$BENCH_WORK/topology.json"
   cp "$BENCH_BUILD/bin/conduit-series" "$BENCH_WORK/prio-series"  # a tenant is named by its executable
   local gap=200
   say ""

@@ -1,0 +1,476 @@
+#include "objects/directory.h"
+
+#include <chrono>
+#include <thread>
+
+#include "common/log.h"
+
+namespace conduit::objects {
+namespace {
+
+constexpr int kSweepEveryMs = 50;
+
+void RunAll(std::vector<std::function<void()>>& actions) {
+  for (auto& a : actions) a();
+}
+
+Bytes AcquireReplyBody(const ObjStatus& st, uint64_t size, const std::string& sender, const Bytes* inline_data) {
+  objproto::AcquireReply r{};
+  r.status = ToWire(st);
+  r.size = size;
+  r.sender = AddrToWire(sender);
+  if (inline_data != nullptr) {
+    r.inline_bytes = static_cast<uint32_t>(inline_data->size());
+    return Encode(r, inline_data->data(), inline_data->size());
+  }
+  return Encode(r);
+}
+
+ObjStatus Moved(const std::string& id) {
+  return Err(objproto::kRetry, "directory shard of %s moved", Printable(id).c_str());
+}
+
+}  // namespace
+
+DirectoryShard::DirectoryShard(Peers* peers) : peers_(peers) {}
+
+void DirectoryShard::Register() {
+  using namespace std::placeholders;
+  peers_->Handle(objproto::kDirPublish, [this](const std::string& f, const Bytes& b, const ReplyFn& r) { OnPublish(f, b, r); });
+  peers_->Handle(objproto::kDirUnpublish, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnUnpublish(b); });
+  peers_->Handle(objproto::kDirAcquire, [this](const std::string& f, const Bytes& b, const ReplyFn& r) { OnAcquire(f, b, r); });
+  peers_->Handle(objproto::kDirRelease, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnRelease(b); });
+  peers_->Handle(objproto::kDirSubscribe, [this](const std::string& f, const Bytes& b, const ReplyFn& r) { OnSubscribe(f, b, r); });
+  peers_->Handle(objproto::kDirUnsubscribe, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnUnsubscribe(f, b); });
+  peers_->Handle(objproto::kDirDelete, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnDelete(b, r); });
+  peers_->Handle(objproto::kDirCount, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnCount(b, r); });
+  std::thread([this] { SweepLoop(); }).detach();
+}
+
+bool DirectoryShard::Owned(const std::string& id) const { return peers_->Owner(id) == peers_->self(); }
+
+void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const ReplyFn& reply) {
+  objproto::Publish p{};
+  std::string id;
+  auto answer = [&](const ObjStatus& st) { reply(objproto::kDirPublishReply, Encode(ToWire(st))); };
+  if (!Decode(body, &p) || !IdFromWire(p.id, &id) || TailSize<objproto::Publish>(body) != p.inline_bytes) {
+    answer(Err(objproto::kInvalid, "malformed Publish from %s", from.c_str()));
+    return;
+  }
+  if (!Owned(id)) {
+    answer(Moved(id));
+    return;
+  }
+  const std::string where = AddrFromWire(p.where);
+  Actions actions;
+  ObjStatus st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[id];
+    bool known = !e.locs.empty() || e.has_inline;
+    if ((p.flags & objproto::kPubCreate) && known && !(e.locs.size() == 1 && e.locs.count(where))) {
+      st = Err(objproto::kExists, "object %s already exists (objects are immutable; Delete it first)", Printable(id).c_str());
+    } else if (known && e.size != p.size) {
+      st = Err(objproto::kInvalid, "object %s is %llu bytes, not %llu", Printable(id).c_str(),
+               static_cast<unsigned long long>(e.size), static_cast<unsigned long long>(p.size));
+    } else {
+      e.size = p.size;
+      if (p.inline_bytes > 0 || (p.size == 0 && (p.flags & objproto::kPubComplete))) {
+        e.has_inline = true;
+        e.inline_data.assign(Tail<objproto::Publish>(body), Tail<objproto::Publish>(body) + p.inline_bytes);
+      }
+      Loc& loc = e.locs[where];
+      bool was_complete = loc.complete;
+      loc.complete = loc.complete || (p.flags & objproto::kPubComplete);
+      loc.origin = loc.origin || (p.flags & objproto::kPubOrigin);
+      if (loc.complete) loc.upstream.clear();
+      if (loc.complete || loc.origin) e.had_source = true;
+      if (!was_complete) Notify(id, e, where, loc.complete, &actions);
+      ServeWaiters(id, e, &actions);
+    }
+  }
+  answer(st);
+  RunAll(actions);
+}
+
+void DirectoryShard::OnUnpublish(const Bytes& body) {
+  objproto::Location l{};
+  std::string id;
+  if (!Decode(body, &l) || !IdFromWire(l.id, &id)) return;
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    const std::string where = AddrFromWire(l.where);
+    it->second.locs.erase(where);
+    FreeBusy(it->second, where);
+    CheckLost(id, it->second, &actions);
+    ServeWaiters(id, it->second, &actions);
+  }
+  RunAll(actions);
+}
+
+void DirectoryShard::FreeBusy(Entry& e, const std::string& receiver) {
+  for (auto& [addr, loc] : e.locs) {
+    if (loc.busy_with == receiver) loc.busy_with.clear();
+  }
+}
+
+bool DirectoryShard::InChain(const Entry& e, const std::string& start, const std::string& requester) const {
+  std::string cur = start;
+  for (size_t hops = 0; hops <= e.locs.size(); ++hops) {
+    if (cur == requester) return true;
+    auto it = e.locs.find(cur);
+    if (it == e.locs.end() || it->second.complete || it->second.upstream.empty()) return false;
+    cur = it->second.upstream;
+  }
+  return true;  // a loop in the records: treat as a cycle, never hand it out
+}
+
+bool DirectoryShard::TryServe(const std::string& id, Entry& e, const Waiter& w, Actions* out) {
+  if (e.has_inline) {
+    out->push_back([reply = w.reply, size = e.size, data = e.inline_data] {
+      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, "", &data));
+    });
+    return true;
+  }
+  const std::string avoid = AddrFromWire(w.req.avoid);
+  std::string best;
+  int best_rank = -1;
+  for (auto& [addr, loc] : e.locs) {
+    if (addr == w.requester || !loc.busy_with.empty() || !peers_->IsLive(addr)) continue;
+    if (InChain(e, addr, w.requester)) continue;
+    int rank = (loc.complete ? 2 : 0) + (addr != avoid ? 1 : 0);
+    if (rank > best_rank) {
+      best_rank = rank;
+      best = addr;
+    }
+  }
+  if (best.empty()) return false;
+  e.locs[best].busy_with = w.requester;
+  Loc& mine = e.locs[w.requester];
+  if (!mine.complete) mine.upstream = best;
+  CLOG_DEBUG("objects: %s fetches %s from %s", w.requester.c_str(), Printable(id).c_str(), best.c_str());
+  out->push_back([reply = w.reply, size = e.size, best] {
+    reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, best, nullptr));
+  });
+  // The receiver is a partial copy from now on: later receivers may fetch from it.
+  Notify(id, e, w.requester, false, out);
+  return true;
+}
+
+void DirectoryShard::ServeWaiters(const std::string& id, Entry& e, Actions* out) {
+  for (size_t i = 0; i < e.waiters.size();) {
+    if (TryServe(id, e, e.waiters[i], out)) {
+      e.waiters.erase(e.waiters.begin() + static_cast<long>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void DirectoryShard::Notify(const std::string& id, Entry& e, const std::string& where, bool complete, Actions* out) {
+  for (const Sub& s : e.subs) {
+    objproto::DirEvent ev{};
+    ev.sub = s.sub;
+    ev.id = IdToWire(id);
+    ev.where = AddrToWire(where);
+    ev.size = e.size;
+    ev.kind = objproto::kEvLocation;
+    ev.complete = complete ? 1 : 0;
+    out->push_back([push = s.push, body = Encode(ev)] { push(objproto::kDirEvent, body); });
+  }
+}
+
+void DirectoryShard::CheckLost(const std::string& id, Entry& e, Actions* out) {
+  if (e.has_inline || e.locs.empty() || !e.had_source) return;
+  for (auto& [addr, loc] : e.locs) {
+    if (loc.complete || loc.origin) return;
+  }
+  // Only partial copies remain and nothing can finish them: tell their holders.
+  CLOG_WARN("objects: %s is lost: no complete copy and no creator survives (%zu partial copies dropped)",
+            Printable(id).c_str(), e.locs.size());
+  objproto::DropCopy d{};
+  d.id = IdToWire(id);
+  d.reason = objproto::kDropLost;
+  for (auto& [addr, loc] : e.locs) {
+    out->push_back([this, addr = addr, body = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, body); });
+  }
+  e.locs.clear();
+  e.had_source = false;
+}
+
+void DirectoryShard::OnAcquire(const std::string& from, const Bytes& body, const ReplyFn& reply) {
+  Waiter w;
+  std::string id;
+  if (!Decode(body, &w.req) || !IdFromWire(w.req.id, &id)) {
+    reply(objproto::kDirAcquireReply, AcquireReplyBody(Err(objproto::kInvalid, "malformed Acquire from %s", from.c_str()), 0, "", nullptr));
+    return;
+  }
+  if (!Owned(id)) {
+    reply(objproto::kDirAcquireReply, AcquireReplyBody(Moved(id), 0, "", nullptr));
+    return;
+  }
+  w.requester = AddrFromWire(w.req.requester);
+  w.reply = reply;
+  w.deadline = Deadline::AfterMs(w.req.timeout_ms);
+  const std::string prev = AddrFromWire(w.req.prev_sender);
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[id];
+    if (!prev.empty()) {
+      auto it = e.locs.find(prev);
+      if (it != e.locs.end() && it->second.busy_with == w.requester) it->second.busy_with.clear();
+    }
+    if (!TryServe(id, e, w, &actions)) e.waiters.push_back(std::move(w));
+    ServeWaiters(id, e, &actions);  // a freed previous sender may serve someone else
+  }
+  RunAll(actions);
+}
+
+void DirectoryShard::OnRelease(const Bytes& body) {
+  objproto::Release r{};
+  std::string id;
+  if (!Decode(body, &r) || !IdFromWire(r.id, &id)) return;
+  const std::string sender = AddrFromWire(r.sender);
+  const std::string receiver = AddrFromWire(r.receiver);
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    Entry& e = it->second;
+    auto s = e.locs.find(sender);
+    if (s != e.locs.end() && s->second.busy_with == receiver) s->second.busy_with.clear();
+    auto rl = e.locs.find(receiver);
+    if (rl != e.locs.end()) {
+      if (r.receiver_complete) {
+        if (!rl->second.complete) {
+          rl->second.complete = true;
+          rl->second.upstream.clear();
+          e.had_source = true;
+          Notify(id, e, receiver, true, &actions);
+        }
+      } else if (!rl->second.complete && !rl->second.origin) {
+        e.locs.erase(rl);
+        FreeBusy(e, receiver);
+      }
+    }
+    CheckLost(id, e, &actions);
+    ServeWaiters(id, e, &actions);
+  }
+  RunAll(actions);
+}
+
+void DirectoryShard::OnSubscribe(const std::string& from, const Bytes& body, const ReplyFn& reply) {
+  objproto::Subscribe s{};
+  std::string id;
+  if (!Decode(body, &s) || !IdFromWire(s.id, &id)) return;
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!Owned(id)) {
+      objproto::DirEvent ev{};
+      ev.sub = s.sub;
+      ev.id = s.id;
+      ev.kind = objproto::kEvMoved;
+      actions.push_back([reply, body = Encode(ev)] { reply(objproto::kDirEvent, body); });
+    } else {
+      Entry& e = entries_[id];
+      e.subs.push_back(Sub{from, s.sub, reply});
+      // Tell the new subscriber what exists already: its best location.
+      std::string where;
+      bool complete = false;
+      for (auto& [addr, loc] : e.locs) {
+        if (where.empty() || (loc.complete && !complete)) {
+          where = addr;
+          complete = loc.complete;
+        }
+      }
+      if (!where.empty()) {
+        objproto::DirEvent ev{};
+        ev.sub = s.sub;
+        ev.id = s.id;
+        ev.where = AddrToWire(where);
+        ev.size = e.size;
+        ev.kind = objproto::kEvLocation;
+        ev.complete = complete ? 1 : 0;
+        actions.push_back([reply, body = Encode(ev)] { reply(objproto::kDirEvent, body); });
+      }
+    }
+  }
+  RunAll(actions);
+}
+
+void DirectoryShard::OnUnsubscribe(const std::string& from, const Bytes& body) {
+  objproto::Subscribe s{};
+  std::string id;
+  if (!Decode(body, &s) || !IdFromWire(s.id, &id)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  auto& subs = it->second.subs;
+  for (size_t i = 0; i < subs.size(); ++i) {
+    if (subs[i].from == from && subs[i].sub == s.sub) {
+      subs.erase(subs.begin() + static_cast<long>(i));
+      break;
+    }
+  }
+}
+
+void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
+  objproto::Id wid{};
+  std::string id;
+  if (!Decode(body, &wid) || !IdFromWire(wid, &id)) {
+    reply(objproto::kDirDeleteReply, Encode(ToWire(Err(objproto::kInvalid, "malformed Delete"))));
+    return;
+  }
+  if (!Owned(id)) {
+    reply(objproto::kDirDeleteReply, Encode(ToWire(Moved(id))));
+    return;
+  }
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(id);
+    if (it != entries_.end()) {
+      objproto::DropCopy d{};
+      d.id = wid;
+      d.reason = objproto::kDropDeleted;
+      for (auto& [addr, loc] : it->second.locs) {
+        actions.push_back([this, addr = addr, b = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, b); });
+      }
+      it->second.locs.clear();
+      it->second.has_inline = false;
+      it->second.inline_data.clear();
+      it->second.size = 0;
+    }
+  }
+  reply(objproto::kDirDeleteReply, Encode(ToWire(ObjStatus::Ok())));
+  RunAll(actions);
+}
+
+void DirectoryShard::OnCount(const Bytes& body, const ReplyFn& reply) {
+  objproto::Id wid{};
+  std::string id;
+  objproto::CountReply r{};
+  if (!Decode(body, &wid) || !IdFromWire(wid, &id)) {
+    r.status = ToWire(Err(objproto::kInvalid, "malformed Count"));
+  } else if (!Owned(id)) {
+    r.status = ToWire(Moved(id));
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(id);
+    if (it != entries_.end()) {
+      for (auto& [addr, loc] : it->second.locs) {
+        if (!peers_->IsLive(addr)) continue;
+        (loc.complete ? r.complete : r.partial) += 1;
+      }
+    }
+  }
+  reply(objproto::kDirCountReply, Encode(r));
+}
+
+void DirectoryShard::OnMembershipChange() {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      const std::string& id = it->first;
+      Entry& e = it->second;
+      if (!Owned(id)) {
+        for (Waiter& w : e.waiters) {
+          actions.push_back([reply = w.reply, st = Moved(id)] {
+            reply(objproto::kDirAcquireReply, AcquireReplyBody(st, 0, "", nullptr));
+          });
+        }
+        for (Sub& s : e.subs) {
+          objproto::DirEvent ev{};
+          ev.sub = s.sub;
+          ev.id = IdToWire(id);
+          ev.kind = objproto::kEvMoved;
+          actions.push_back([push = s.push, body = Encode(ev)] { push(objproto::kDirEvent, body); });
+        }
+        it = entries_.erase(it);
+        continue;
+      }
+      for (auto l = e.locs.begin(); l != e.locs.end();) {
+        if (!peers_->IsLive(l->first)) {
+          FreeBusy(e, l->first);
+          l = e.locs.erase(l);
+        } else {
+          ++l;
+        }
+      }
+      for (size_t i = 0; i < e.subs.size();) {
+        if (!peers_->IsLive(e.subs[i].from)) {
+          e.subs.erase(e.subs.begin() + static_cast<long>(i));
+        } else {
+          ++i;
+        }
+      }
+      CheckLost(id, e, &actions);
+      ServeWaiters(id, e, &actions);
+      ++it;
+    }
+  }
+  RunAll(actions);
+}
+
+void DirectoryShard::SweepLoop() {
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kSweepEveryMs));
+    Actions actions;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        auto& ws = it->second.waiters;
+        for (size_t i = 0; i < ws.size();) {
+          if (ws[i].deadline.expired()) {
+            ObjStatus st = Err(objproto::kTimeout, "object %s has no copy to fetch after %u ms (not created yet?)",
+                               Printable(it->first).c_str(), ws[i].req.timeout_ms);
+            actions.push_back([reply = ws[i].reply, st] {
+              reply(objproto::kDirAcquireReply, AcquireReplyBody(st, 0, "", nullptr));
+            });
+            ws.erase(ws.begin() + static_cast<long>(i));
+          } else {
+            ++i;
+          }
+        }
+        if (it->second.empty()) {
+          it = entries_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    RunAll(actions);
+  }
+}
+
+std::string DirectoryShard::StateJson() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out = "{\"entries\":" + std::to_string(entries_.size()) + ",\"objects\":[";
+  size_t shown = 0;
+  for (auto& [id, e] : entries_) {
+    if (shown++ == 100) break;
+    if (shown > 1) out += ",";
+    out += "{\"id\":\"" + Printable(id) + "\",\"size\":" + std::to_string(e.size) +
+           ",\"inline\":" + (e.has_inline ? "true" : "false") + ",\"waiters\":" + std::to_string(e.waiters.size()) +
+           ",\"locations\":[";
+    bool first = true;
+    for (auto& [addr, loc] : e.locs) {
+      if (!first) out += ",";
+      first = false;
+      out += "{\"at\":\"" + addr + "\",\"complete\":" + (loc.complete ? "true" : "false") +
+             ",\"origin\":" + (loc.origin ? "true" : "false") + ",\"sending_to\":\"" + loc.busy_with +
+             "\",\"fetching_from\":\"" + loc.upstream + "\"}";
+    }
+    out += "]}";
+  }
+  return out + "]}";
+}
+
+}  // namespace conduit::objects

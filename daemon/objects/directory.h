@@ -1,0 +1,98 @@
+// DirectoryShard: the part of Hoplite's object directory this daemon owns (the ids the
+// consistent-hash ring maps here). Per object it keeps the size, small objects' bytes
+// (served inline), and every location with its state: partial or complete, whether it is
+// the origin (Put/Reduce) copy, which sender it is fetching from, and whether it is busy
+// sending. It answers:
+//  * Acquire (synchronous location query of a receiver): picks one free location, complete
+//    ones first, never one whose upstream chain contains the receiver (no cyclic fetches),
+//    marks it busy until the receiver Releases it, and records the receiver as a partial
+//    location fetching from it: receiver-driven broadcast trees grow from this.
+//    With no free location the request waits (bounded by its timeout).
+//  * Subscribe (asynchronous location query): pushes an event for every location.
+//  * Publish / Unpublish / Release / Delete / Count.
+// Directory state is soft: when the ring changes, every daemon re-publishes its copies to
+// the new owners, and an owner drops what it no longer owns (its waiters are told to
+// retry). When the last complete copy of an object dies (and its creator is gone), the
+// remaining partial copies are told the object is lost.
+#ifndef CONDUIT_DAEMON_OBJECTS_DIRECTORY_H_
+#define CONDUIT_DAEMON_OBJECTS_DIRECTORY_H_
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "objects/peers.h"
+
+namespace conduit::objects {
+
+class DirectoryShard {
+ public:
+  explicit DirectoryShard(Peers* peers);
+  // Registers the directory's message handlers with `peers` (before Peers::Start).
+  void Register();
+  // Drops dead daemons' locations and the entries this daemon no longer owns.
+  void OnMembershipChange();
+  std::string StateJson();
+
+ private:
+  struct Loc {
+    bool complete = false;
+    bool origin = false;
+    std::string busy_with;  // receiver this location is sending to
+    std::string upstream;   // sender this (partial) location is fetching from
+  };
+  struct Waiter {
+    objproto::Acquire req;
+    std::string requester;
+    ReplyFn reply;
+    Deadline deadline = Deadline::Never();
+  };
+  struct Sub {
+    std::string from;
+    uint64_t sub;
+    ReplyFn push;
+  };
+  struct Entry {
+    uint64_t size = 0;
+    bool has_inline = false;
+    Bytes inline_data;
+    std::map<std::string, Loc> locs;
+    std::vector<Waiter> waiters;
+    std::vector<Sub> subs;
+    // A complete or origin copy was registered here: only then can its loss be seen (an
+    // entry rebuilt from re-published partial copies may just not have heard of its
+    // origin yet).
+    bool had_source = false;
+    bool empty() const { return locs.empty() && !has_inline && waiters.empty() && subs.empty(); }
+  };
+  using Actions = std::vector<std::function<void()>>;
+
+  void OnPublish(const std::string& from, const Bytes& body, const ReplyFn& reply);
+  void OnUnpublish(const Bytes& body);
+  void OnAcquire(const std::string& from, const Bytes& body, const ReplyFn& reply);
+  void OnRelease(const Bytes& body);
+  void OnSubscribe(const std::string& from, const Bytes& body, const ReplyFn& reply);
+  void OnUnsubscribe(const std::string& from, const Bytes& body);
+  void OnDelete(const Bytes& body, const ReplyFn& reply);
+  void OnCount(const Bytes& body, const ReplyFn& reply);
+  void SweepLoop();
+
+  bool Owned(const std::string& id) const;
+  // Hands a free location to a waiting receiver; false when none fits.
+  bool TryServe(const std::string& id, Entry& e, const Waiter& w, Actions* out);
+  void ServeWaiters(const std::string& id, Entry& e, Actions* out);
+  void Notify(const std::string& id, Entry& e, const std::string& where, bool complete, Actions* out);
+  void CheckLost(const std::string& id, Entry& e, Actions* out);
+  bool InChain(const Entry& e, const std::string& start, const std::string& requester) const;
+  void FreeBusy(Entry& e, const std::string& receiver);
+
+  Peers* peers_;
+  std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace conduit::objects
+
+#endif  // CONDUIT_DAEMON_OBJECTS_DIRECTORY_H_

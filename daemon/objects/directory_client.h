@@ -1,0 +1,69 @@
+// DirectoryClient: how this daemon talks to the directory shard owning an object (itself
+// or another daemon, chosen by the hash ring). Calls retry while the owner is moving or
+// just died, until their deadline; subscriptions (asynchronous location queries) are
+// re-sent to the new owner when the ring changes.
+#ifndef CONDUIT_DAEMON_OBJECTS_DIRECTORY_CLIENT_H_
+#define CONDUIT_DAEMON_OBJECTS_DIRECTORY_CLIENT_H_
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "objects/peers.h"
+
+namespace conduit::objects {
+
+struct AcquireResult {
+  uint64_t size = 0;
+  std::string sender;  // empty when the bytes came inline
+  Bytes inline_data;
+  bool is_inline = false;
+};
+
+class DirectoryClient {
+ public:
+  using EventFn = std::function<void(const objproto::DirEvent& ev)>;
+
+  explicit DirectoryClient(Peers* peers);
+  void Start();  // the resubscription thread
+
+  ObjStatus Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data, Deadline deadline);
+  // Fire-and-forget publication (re-publication of soft state to a new owner).
+  void PublishAsync(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data);
+  void Unpublish(const std::string& id);
+  // Synchronous location query: blocks until a sender is handed out (or inline bytes).
+  ObjStatus Acquire(const std::string& id, const std::string& prev_sender, const std::string& avoid,
+                    Deadline deadline, AcquireResult* out);
+  void Release(const std::string& id, const std::string& sender, bool receiver_complete);
+  ObjStatus Delete(const std::string& id, Deadline deadline);
+  ObjStatus CountComplete(const std::string& id, Deadline deadline, uint32_t* complete);
+
+  // Asynchronous location query: `fn` runs (on the peers' executor) for every location event.
+  uint64_t Subscribe(const std::string& id, EventFn fn);
+  void Unsubscribe(uint64_t handle);
+
+  // Wiring: pushed frames from Peers, ring changes from the service.
+  void OnPush(uint16_t type, const Bytes& body);
+  void OnMembershipChange();
+
+ private:
+  struct Watch {
+    std::string id;
+    EventFn fn;
+    std::string owner;  // where the subscription was sent, "" to resend
+  };
+  ObjStatus CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type, Bytes* reply,
+                      Deadline deadline);
+  void ResubscribeLoop();
+  void SendSubscribe(uint64_t handle, Watch& w);
+
+  Peers* peers_;
+  std::mutex mu_;
+  uint64_t next_handle_ = 1;
+  std::map<uint64_t, Watch> watches_;
+};
+
+}  // namespace conduit::objects
+
+#endif  // CONDUIT_DAEMON_OBJECTS_DIRECTORY_CLIENT_H_

@@ -1,0 +1,46 @@
+// Executor: one thread running queued closures in order. Membership changes and pushed
+// directory events run here, so they never run on a socket reader that a handler might
+// need in order to make progress.
+#ifndef CONDUIT_DAEMON_OBJECTS_EXECUTOR_H_
+#define CONDUIT_DAEMON_OBJECTS_EXECUTOR_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace conduit::objects {
+
+class Executor {
+ public:
+  Executor() : thread_([this] { Loop(); }) { thread_.detach(); }
+  void Post(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::thread thread_;
+};
+
+}  // namespace conduit::objects
+
+#endif  // CONDUIT_DAEMON_OBJECTS_EXECUTOR_H_

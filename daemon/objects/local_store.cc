@@ -1,0 +1,245 @@
+#include "objects/local_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "objects/messages.h"
+#include "objects/wait.h"
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+namespace conduit::objects {
+
+LocalObject::LocalObject(std::string id, uint64_t size, bool pinned, bool internal)
+    : id_(std::move(id)), size_(size), pinned_(pinned), internal_(internal) {}
+
+LocalObject::~LocalObject() {
+  if (fd_.valid() && data_ != nullptr) munmap(data_, size_);
+}
+
+ObjStatus LocalObject::Allocate(bool shared_memory) {
+  if (!shared_memory || size_ == 0) {
+    heap_.resize(size_);
+    data_ = heap_.data();
+    return ObjStatus::Ok();
+  }
+  std::string name = "hoplite:" + Printable(id_).substr(0, 200);
+  UniqueFd fd(memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Err(objproto::kOutOfMemory, "memfd_create: %s", strerror(errno));
+  if (ftruncate(fd.get(), static_cast<off_t>(size_)) != 0) {
+    return Err(objproto::kOutOfMemory, "cannot size a %llu-byte object: %s", static_cast<unsigned long long>(size_),
+               strerror(errno));
+  }
+  // Nobody may resize it under a mapping (that would be a SIGBUS in the daemon).
+  fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+  void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) {
+    return Err(objproto::kOutOfMemory, "mmap of a %llu-byte object: %s", static_cast<unsigned long long>(size_),
+               strerror(errno));
+  }
+  fd_ = std::move(fd);
+  data_ = static_cast<uint8_t*>(p);
+  return ObjStatus::Ok();
+}
+
+ObjStatus LocalObject::ReadOnlyFd(UniqueFd* out) const {
+  // A new open file description that is read-only: mmap(PROT_WRITE, MAP_SHARED) on it fails.
+  std::string path = "/proc/self/fd/" + std::to_string(fd_.get());
+  out->reset(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!out->valid()) return Err(objproto::kInternal, "reopen of object memfd read-only: %s", strerror(errno));
+  return ObjStatus::Ok();
+}
+
+void LocalObject::SetReady(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes > size_) bytes = size_;
+  if (bytes > ready_) ready_ = bytes;
+  cv_.notify_all();
+}
+
+void LocalObject::MarkComplete() {
+  if (fd_.valid()) fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL);
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_ = size_;
+  complete_ = true;
+  cv_.notify_all();
+}
+
+void LocalObject::Fail(const ObjStatus& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_.ok()) failed_ = why;  // a complete copy that is deleted also stops its readers
+  cv_.notify_all();
+}
+
+ObjStatus LocalObject::WaitReady(uint64_t want, Deadline deadline, uint64_t* ready) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (want > size_) want = size_;
+  WaitUntil(cv_, lock, deadline, [&] { return !failed_.ok() || ready_ >= want; });
+  *ready = ready_;
+  if (!failed_.ok()) return failed_;
+  if (ready_ >= want) return ObjStatus::Ok();
+  return Err(objproto::kTimeout, "object %s: %llu of %llu bytes after the wait ran out (its source stalled)",
+             Printable(id_).c_str(), static_cast<unsigned long long>(ready_), static_cast<unsigned long long>(size_));
+}
+
+uint64_t LocalObject::ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_;
+}
+
+bool LocalObject::complete() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return complete_ && failed_.ok();
+}
+
+ObjStatus LocalObject::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
+}
+
+void LocalObject::AddUser() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++users_;
+}
+
+void LocalObject::DropUser() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --users_;
+}
+
+int LocalObject::users() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return users_;
+}
+
+LocalStore::LocalStore(uint64_t limit_bytes, uint64_t inline_limit) : limit_(limit_bytes), inline_limit_(inline_limit) {}
+
+void LocalStore::SetEvictionHooks(HasOtherCopy has_other, Evicted evicted) {
+  has_other_ = std::move(has_other);
+  evicted_ = std::move(evicted);
+}
+
+ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
+  std::vector<std::string> refused;  // evictable by the rules but the only copy
+  for (;;) {
+    std::string victim;
+    uint64_t pinned_bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (objects_.count(id) != 0) return Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
+      if (size <= limit_ && used_ + size <= limit_) {
+        used_ += size;
+        return ObjStatus::Ok();
+      }
+      uint64_t best = UINT64_MAX;
+      for (auto& [oid, obj] : objects_) {
+        if (obj->pinned() || obj->internal()) pinned_bytes += obj->size();
+        if (obj->pinned() || obj->internal() || !obj->complete() || obj->users() > 0) continue;
+        if (std::find(refused.begin(), refused.end(), oid) != refused.end()) continue;
+        if (obj->last_used < best) {
+          best = obj->last_used;
+          victim = oid;
+        }
+      }
+      if (victim.empty()) {
+        return Err(objproto::kOutOfMemory,
+                   "object store full: %s needs %llu bytes, %llu of %llu bytes in use (%llu pinned by Put/Reduce, "
+                   "the rest in use or the only copy); Delete objects or raise --object-memory-bytes",
+                   Printable(id).c_str(), static_cast<unsigned long long>(size),
+                   static_cast<unsigned long long>(used_), static_cast<unsigned long long>(limit_),
+                   static_cast<unsigned long long>(pinned_bytes));
+      }
+    }
+    if (!has_other_ || !has_other_(victim)) {
+      refused.push_back(victim);
+      continue;
+    }
+    CLOG_INFO("objects: evicting the copy of %s (least recently used, another copy exists)", Printable(victim).c_str());
+    Remove(victim, Err(objproto::kNotFound, "the copy of %s here was evicted", Printable(victim).c_str()));
+    if (evicted_) evicted_(victim);
+  }
+}
+
+ObjStatus LocalStore::Create(const std::string& id, uint64_t size, bool pinned, bool internal, ObjectRef* out) {
+  OBJ_RETURN_IF_ERROR(Reserve(id, size));
+  auto obj = std::make_shared<LocalObject>(id, size, pinned, internal);
+  ObjStatus st = obj->Allocate(size >= inline_limit_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (st.ok() && objects_.count(id) != 0) st = Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
+  if (!st.ok()) {
+    used_ -= size;
+    return st;
+  }
+  obj->last_used = ++clock_;
+  objects_[id] = obj;
+  created_.notify_all();
+  *out = std::move(obj);
+  return ObjStatus::Ok();
+}
+
+ObjectRef LocalStore::Find(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return nullptr;
+  it->second->last_used = ++clock_;
+  return it->second;
+}
+
+ObjectRef LocalStore::FindOrWait(const std::string& id, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  WaitUntil(created_, lock, deadline, [&] { return objects_.count(id) != 0; });
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return nullptr;
+  it->second->last_used = ++clock_;
+  return it->second;
+}
+
+void LocalStore::Remove(const std::string& id, const ObjStatus& why, const LocalObject* expected) {
+  ObjectRef obj;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = objects_.find(id);
+    if (it == objects_.end() || (expected != nullptr && it->second.get() != expected)) return;
+    obj = std::move(it->second);
+    objects_.erase(it);
+    used_ -= obj->size();
+  }
+  obj->Fail(why);
+}
+
+std::vector<ObjectRef> LocalStore::All() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ObjectRef> out;
+  for (auto& [id, obj] : objects_) out.push_back(obj);
+  return out;
+}
+
+ObjStatus LocalStore::Rename(const std::string& from, const std::string& to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(from);
+  if (it == objects_.end()) return Err(objproto::kNotFound, "no copy of %s to rename", Printable(from).c_str());
+  if (objects_.count(to) != 0) return Err(objproto::kExists, "object %s already has a copy here", Printable(to).c_str());
+  ObjectRef obj = it->second;
+  objects_.erase(it);
+  obj->id_ = to;
+  obj->pinned_ = true;
+  obj->internal_ = false;
+  obj->last_used = ++clock_;
+  objects_[to] = obj;
+  return ObjStatus::Ok();
+}
+
+uint64_t LocalStore::used() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return used_;
+}
+
+}  // namespace conduit::objects

@@ -1,0 +1,43 @@
+#include "objects/messages.h"
+
+#include "common/frame.h"
+
+namespace conduit::objects {
+
+objproto::Id IdToWire(const std::string& id) {
+  objproto::Id w{};
+  size_t n = id.size() < objproto::kMaxIdBytes ? id.size() : objproto::kMaxIdBytes;
+  w.len = static_cast<uint8_t>(n);
+  memcpy(w.bytes, id.data(), n);
+  return w;
+}
+
+bool IdFromWire(const objproto::Id& wire, std::string* id) {
+  if (wire.len == 0 || wire.len > objproto::kMaxIdBytes) return false;
+  id->assign(wire.bytes, wire.len);
+  return true;
+}
+
+std::string Printable(const std::string& id) {
+  std::string out;
+  for (unsigned char c : id) {
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+objproto::Addr AddrToWire(const std::string& addr) {
+  objproto::Addr w{};
+  CopyCString(w.text, addr.c_str());
+  return w;
+}
+
+std::string AddrFromWire(const objproto::Addr& wire) { return FromCString(wire.text); }
+
+}  // namespace conduit::objects

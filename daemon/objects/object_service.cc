@@ -1,0 +1,365 @@
+#include "objects/object_service.h"
+
+#include <chrono>
+#include <thread>
+
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/peer_protocol.h"
+#include "common/shim_protocol.h"
+#include "objects/program_session.h"
+#include "objects/reducer.h"
+#include "objects/wait.h"
+
+namespace conduit::objects {
+namespace {
+
+constexpr int kPeekTimeoutMs = 10000;
+constexpr int kResumePauseMs = 50;
+
+}  // namespace
+
+ObjectService::ObjectService(ObjectOptions options, const ProgramPolicy* policy)
+    : options_(std::move(options)),
+      policy_(policy),
+      peers_(options_.self, options_.peers),
+      shard_(&peers_),
+      dir_(&peers_),
+      store_(options_.memory_bytes, objproto::kInlineLimit) {
+  reducer_ = std::make_unique<Reducer>(this);
+}
+
+ObjectService::~ObjectService() = default;
+
+void ObjectService::Start() {
+  shard_.Register();
+  reducer_->Register();
+  peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnDropCopy(b); });
+  peers_.OnPush([this](uint16_t type, const Bytes& body) { dir_.OnPush(type, body); });
+  peers_.OnChange([this] { OnMembershipChange(); });
+  store_.SetEvictionHooks(
+      [this](const std::string& id) {
+        // Our own copy counts once the directory has our Release (one-way, so it may lag a
+        // just-finished fetch by a moment): ask a few times before calling it the only copy.
+        for (int attempt = 0; attempt < 4; ++attempt) {
+          uint32_t complete = 0;
+          if (dir_.CountComplete(id, Deadline::AfterMs(2000), &complete).ok() && complete >= 2) return true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return false;
+      },
+      [this](const std::string& id) {
+        dir_.Unpublish(id);
+        std::lock_guard<std::mutex> lock(fetch_mu_);
+        published_to_.erase(id);
+      });
+  dir_.Start();
+  std::thread([this] { RepublishLoop(); }).detach();
+  peers_.Start();
+  CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers",
+            static_cast<unsigned long long>(options_.memory_bytes), options_.block_bytes, peers_.all().size());
+}
+
+void ObjectService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
+  ProgramSession session(this, std::move(fd), creds);
+  session.Run();
+}
+
+void ObjectService::ServePeer(UniqueFd fd, const std::string& peer) {
+  FrameHeader h{};
+  Status st = PeekFrameHeader(fd.get(), peerproto::kMagic, peerproto::kVersion, &h, Deadline::AfterMs(kPeekTimeoutMs));
+  if (!st.ok()) return;
+  if (h.type == objproto::kPeerHello) {
+    peers_.ServeIncoming(std::move(fd), peer);
+  } else if (h.type == objproto::kFetch) {
+    ServeFetches(std::move(fd), &store_, options_.timeout_ms, peer, &stats_);
+  } else {
+    CLOG_WARN("objects: connection from %s starts with message 0x%04x; closed", peer.c_str(), h.type);
+  }
+}
+
+void ObjectService::NotePublished(const std::string& id) {
+  std::lock_guard<std::mutex> lock(fetch_mu_);
+  published_to_[id] = peers_.Owner(id);
+}
+
+ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data, ObjectRef* out) {
+  ObjectRef obj;
+  OBJ_RETURN_IF_ERROR(store_.Create(id, size, /*pinned=*/true, /*internal=*/false, &obj));
+  Bytes inline_bytes;
+  uint32_t flags = objproto::kPubCreate | objproto::kPubOrigin;
+  if (size < objproto::kInlineLimit) {
+    if (size > 0) memcpy(obj->data(), inline_data, size);
+    obj->MarkComplete();
+    inline_bytes.assign(obj->data(), obj->data() + size);
+    flags |= objproto::kPubComplete;
+  }
+  ObjStatus st = dir_.Publish(id, size, flags, inline_bytes, Deadline::AfterMs(options_.timeout_ms));
+  if (!st.ok()) {
+    store_.Remove(id, st, obj.get());
+    return st;
+  }
+  NotePublished(id);
+  *out = std::move(obj);
+  return ObjStatus::Ok();
+}
+
+void ObjectService::FinishPut(const ObjectRef& obj) {
+  obj->MarkComplete();
+  dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {});
+}
+
+void ObjectService::PublishReduced(const ObjectRef& obj) {
+  Bytes inline_bytes;
+  if (obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
+  dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, inline_bytes);
+  NotePublished(obj->id());
+}
+
+void ObjectService::AbortPut(const ObjectRef& obj, const std::string& why) {
+  CLOG_WARN("objects: Put of %s abandoned at byte %llu of %llu: %s", Printable(obj->id()).c_str(),
+            static_cast<unsigned long long>(obj->ready()), static_cast<unsigned long long>(obj->size()), why.c_str());
+  store_.Remove(obj->id(), Err(objproto::kLost, "the creator of %s died before finishing its Put (%s)",
+                               Printable(obj->id()).c_str(), why.c_str()),
+                obj.get());
+  dir_.Unpublish(obj->id());
+}
+
+ObjStatus ObjectService::Locate(const std::string& id, Deadline deadline, Located* out) {
+  std::shared_ptr<PendingFetch> mine;
+  {
+    std::unique_lock<std::mutex> lock(fetch_mu_);
+    for (;;) {
+      ObjectRef obj = store_.Find(id);
+      if (obj != nullptr && obj->failure().ok()) {
+        out->obj = std::move(obj);
+        return ObjStatus::Ok();
+      }
+      auto it = pending_.find(id);
+      if (it == pending_.end()) break;
+      // Another request is already locating this object here: share its outcome.
+      auto p = it->second;
+      if (!WaitUntil(fetch_cv_, lock, deadline, [&] { return p->done; })) {
+        return Err(objproto::kTimeout, "object %s was not available in time", Printable(id).c_str());
+      }
+      if (p->status.ok() && p->result.is_inline) {
+        *out = p->result;
+        return ObjStatus::Ok();
+      }
+      if (!p->status.ok() && (p->status.code() != objproto::kTimeout || deadline.expired())) return p->status;
+    }
+    mine = std::make_shared<PendingFetch>();
+    pending_[id] = mine;
+  }
+  AcquireResult r;
+  ObjStatus st = dir_.Acquire(id, "", "", deadline, &r);
+  Located result;
+  if (st.ok() && r.is_inline) {
+    result.is_inline = true;
+    result.inline_data = std::move(r.inline_data);
+  } else if (st.ok()) {
+    st = store_.Create(id, r.size, /*pinned=*/false, /*internal=*/false, &result.obj);
+    if (!st.ok()) {
+      dir_.Release(id, r.sender, false);
+    } else {
+      NotePublished(id);
+      std::thread([this, obj = result.obj, sender = r.sender] { FetchLoop(obj, sender); }).detach();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    mine->done = true;
+    mine->status = st;
+    mine->result = result;
+    pending_.erase(id);
+    fetch_cv_.notify_all();
+  }
+  if (!st.ok()) return st;
+  *out = std::move(result);
+  return ObjStatus::Ok();
+}
+
+void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
+  const std::string& id = obj->id();
+  uint64_t offset = 0;
+  auto started = std::chrono::steady_clock::now();
+  for (;;) {
+    ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, options_.block_bytes, options_.timeout_ms);
+    if (st.ok()) {
+      obj->MarkComplete();
+      dir_.Release(id, sender, true);
+      stats_.received += 1;
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      reducer_->NoteTransfer(obj->size(), secs);
+      return;
+    }
+    if (!obj->failure().ok()) {  // deleted or lost meanwhile
+      dir_.Release(id, sender, false);
+      return;
+    }
+    CLOG_WARN("objects: fetching %s from %s stopped at byte %llu of %llu (%s); resuming from another copy",
+              Printable(id).c_str(), sender.c_str(), static_cast<unsigned long long>(offset),
+              static_cast<unsigned long long>(obj->size()), st.message().c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(kResumePauseMs));
+    AcquireResult r;
+    st = dir_.Acquire(id, sender, sender, Deadline::AfterMs(options_.timeout_ms), &r);
+    if (st.ok() && !r.is_inline && r.size != obj->size()) st = Err(objproto::kInternal, "size changed");
+    if (st.ok() && r.is_inline) {
+      memcpy(obj->data(), r.inline_data.data(), std::min<size_t>(r.inline_data.size(), obj->size()));
+      obj->MarkComplete();
+      return;
+    }
+    if (!st.ok()) {
+      ObjStatus why = Err(objproto::kLost, "object %s: transfer broke at byte %llu and no other copy could be had: %s",
+                          Printable(id).c_str(), static_cast<unsigned long long>(offset), st.message().c_str());
+      store_.Remove(id, why, obj.get());
+      dir_.Release(id, sender, false);
+      return;
+    }
+    sender = r.sender;
+  }
+}
+
+ObjStatus ObjectService::Delete(const std::string& id, Deadline deadline) {
+  ObjStatus st = dir_.Delete(id, deadline);
+  store_.Remove(id, Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str()));
+  std::lock_guard<std::mutex> lock(fetch_mu_);
+  published_to_.erase(id);
+  return st;
+}
+
+void ObjectService::OnDropCopy(const Bytes& body) {
+  objproto::DropCopy d{};
+  std::string id;
+  if (!Decode(body, &d) || !IdFromWire(d.id, &id)) return;
+  ObjStatus why = d.reason == objproto::kDropLost
+                      ? Err(objproto::kLost, "object %s is lost: every complete copy died", Printable(id).c_str())
+                      : Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str());
+  store_.Remove(id, why);
+  std::lock_guard<std::mutex> lock(fetch_mu_);
+  published_to_.erase(id);
+}
+
+ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready, Deadline deadline,
+                              std::vector<uint32_t>* ready) {
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<uint32_t> order;
+    std::vector<bool> seen;
+  };
+  auto s = std::make_shared<State>();
+  s->seen.assign(ids.size(), false);
+  auto mark = [s](uint32_t i) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->seen[i]) return;
+    s->seen[i] = true;
+    s->order.push_back(i);
+    s->cv.notify_all();
+  };
+  std::vector<uint64_t> handles;
+  for (uint32_t i = 0; i < ids.size(); ++i) {
+    ObjectRef local = store_.Find(ids[i]);
+    if (local != nullptr && local->complete()) mark(i);
+    handles.push_back(dir_.Subscribe(ids[i], [mark, i](const objproto::DirEvent& ev) {
+      if (ev.complete) mark(i);
+    }));
+  }
+  bool enough;
+  {
+    std::unique_lock<std::mutex> lock(s->mu);
+    enough = WaitUntil(s->cv, lock, deadline, [&] { return s->order.size() >= num_ready; });
+    *ready = s->order;
+  }
+  for (uint64_t h : handles) dir_.Unsubscribe(h);
+  if (!enough) {
+    return Err(objproto::kTimeout, "only %zu of the %zu objects waited for were ready in time", ready->size(), num_ready);
+  }
+  return ObjStatus::Ok();
+}
+
+ObjStatus ObjectService::Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
+                                uint32_t op, uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used,
+                                uint32_t* degree, uint64_t* size) {
+  return reducer_->Run(target, sources, num_objects, op, dtype, deadline, used, degree, size);
+}
+
+void ObjectService::RepublishLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(republish_mu_);
+      republish_cv_.wait(lock, [this] { return ring_changed_; });
+      ring_changed_ = false;
+    }
+    for (const ObjectRef& obj : store_.All()) {
+      if (obj->internal() || !obj->failure().ok()) continue;
+      const std::string owner = peers_.Owner(obj->id());
+      {
+        std::lock_guard<std::mutex> lock(fetch_mu_);
+        auto it = published_to_.find(obj->id());
+        if (it == published_to_.end() || it->second == owner) continue;  // unregistered, or in place
+      }
+      uint32_t flags = objproto::kPubRepublish;
+      if (obj->complete()) flags |= objproto::kPubComplete;
+      if (obj->pinned()) flags |= objproto::kPubOrigin;
+      Bytes inline_bytes;
+      if (obj->complete() && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
+      ObjStatus st = dir_.Publish(obj->id(), obj->size(), flags, inline_bytes, Deadline::AfterMs(5000));
+      if (!st.ok()) {
+        CLOG_WARN("objects: could not re-register %s with its new directory shard: %s", Printable(obj->id()).c_str(),
+                  st.message().c_str());
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(fetch_mu_);
+      auto it = published_to_.find(obj->id());
+      if (it != published_to_.end()) it->second = peers_.Owner(obj->id());
+    }
+  }
+}
+
+void ObjectService::OnMembershipChange() {
+  shard_.OnMembershipChange();
+  dir_.OnMembershipChange();
+  {
+    std::lock_guard<std::mutex> lock(republish_mu_);
+    ring_changed_ = true;
+    republish_cv_.notify_all();
+  }
+  reducer_->OnMembershipChange();
+}
+
+ObjectMetrics ObjectService::Metrics() {
+  ObjectMetrics m;
+  m.live_daemons = peers_.Live().size();
+  m.local_copies = store_.All().size();
+  m.store_bytes = store_.used();
+  m.store_limit = store_.limit();
+  m.served = stats_.served.load();
+  m.resumed = stats_.resumed.load();
+  m.received = stats_.received.load();
+  return m;
+}
+
+std::string ObjectService::StateJson() {
+  std::string out = "{\"self\":\"" + peers_.self() + "\",\"live\":[";
+  auto live = peers_.Live();
+  for (size_t i = 0; i < live.size(); ++i) out += (i ? ",\"" : "\"") + live[i] + "\"";
+  out += "],\"peers\":" + std::to_string(peers_.all().size()) + ",\"rtt_us\":" + std::to_string(peers_.rtt_us()) +
+         ",\"transfers\":{\"served\":" + std::to_string(stats_.served.load()) +
+         ",\"resumed\":" + std::to_string(stats_.resumed.load()) + ",\"received\":" +
+         std::to_string(stats_.received.load()) + "}" + ",\"store\":{\"used\":" + std::to_string(store_.used()) + ",\"limit\":" + std::to_string(store_.limit()) +
+         ",\"objects\":[";
+  bool first = true;
+  for (const ObjectRef& obj : store_.All()) {
+    if (!first) out += ",";
+    first = false;
+    out += "{\"id\":\"" + Printable(obj->id()) + "\",\"size\":" + std::to_string(obj->size()) +
+           ",\"ready\":" + std::to_string(obj->ready()) + ",\"complete\":" + (obj->complete() ? "true" : "false") +
+           ",\"pinned\":" + (obj->pinned() ? "true" : "false") + ",\"internal\":" + (obj->internal() ? "true" : "false") +
+           ",\"users\":" + std::to_string(obj->users()) + "}";
+  }
+  out += "]},\"directory\":" + shard_.StateJson() + ",\"reduce\":" + reducer_->StateJson() + "}";
+  return out;
+}
+
+}  // namespace conduit::objects

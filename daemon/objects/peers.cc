@@ -1,0 +1,373 @@
+#include "objects/peers.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/peer_protocol.h"
+#include "objects/wait.h"
+#include "transport/tcp.h"
+
+namespace conduit::objects {
+namespace {
+
+constexpr int kPingEveryMs = 250;
+constexpr int kSilenceMs = 2000;       // a peer silent this long is dead
+constexpr int kReconnectMs = 200;
+constexpr int kWriteTimeoutMs = 5000;
+
+Status WriteMsg(int fd, uint16_t type, uint32_t tag, const Bytes& body) {
+  return WriteFrame(fd, peerproto::kMagic, peerproto::kVersion, type, tag, body.data(),
+                    static_cast<uint32_t>(body.size()), Deadline::AfterMs(kWriteTimeoutMs));
+}
+
+Status ReadMsg(int fd, Frame* frame, Deadline deadline) {
+  return ReadFrame(fd, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, frame, deadline);
+}
+
+}  // namespace
+
+struct Peers::Pending {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  ObjStatus status;
+  uint16_t type = 0;
+  Bytes body;
+
+  void Finish(ObjStatus st, uint16_t t, Bytes b) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return;
+    done = true;
+    status = std::move(st);
+    type = t;
+    body = std::move(b);
+    cv.notify_all();
+  }
+};
+
+struct Peers::Channel {
+  std::string addr;
+  std::mutex mu;        // fd, up, pending, ping state
+  std::mutex write_mu;  // one frame at a time on the socket; guards wfd
+  int fd = -1;
+  int wfd = -1;         // the descriptor writers use; -1 once it is about to be closed
+  bool up = false;
+  uint32_t next_tag = 1;
+  std::map<uint32_t, std::shared_ptr<Pending>> pending;
+  bool ping_outstanding = false;
+  std::chrono::steady_clock::time_point ping_sent;
+};
+
+struct Peers::Incoming {
+  UniqueFd fd;
+  std::mutex write_mu;
+  std::atomic<bool> closed{false};
+};
+
+Peers::Peers(std::string self, std::vector<std::string> peers) : self_(std::move(self)), all_(std::move(peers)) {
+  if (std::find(all_.begin(), all_.end(), self_) == all_.end()) all_.push_back(self_);
+  std::sort(all_.begin(), all_.end());
+  for (const auto& a : all_) {
+    if (a == self_) continue;
+    auto ch = std::make_unique<Channel>();
+    ch->addr = a;
+    channels_.push_back(std::move(ch));
+  }
+  ring_ = std::make_shared<HashRing>(std::vector<std::string>{self_});
+}
+
+Peers::~Peers() = default;
+
+void Peers::Handle(uint16_t type, Handler handler) { handlers_[type] = std::move(handler); }
+void Peers::OnChange(std::function<void()> changed) { changed_ = std::move(changed); }
+void Peers::OnPush(std::function<void(uint16_t, const Bytes&)> push) { push_ = std::move(push); }
+
+void Peers::Start() {
+  for (auto& ch : channels_) std::thread([this, c = ch.get()] { ConnectLoop(c); }).detach();
+  std::thread([this] { PingLoop(); }).detach();
+}
+
+Peers::Channel* Peers::Find(const std::string& addr) const {
+  for (const auto& ch : channels_) {
+    if (ch->addr == addr) return ch.get();
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Peers::Live() const {
+  std::vector<std::string> live{self_};
+  for (const auto& ch : channels_) {
+    std::lock_guard<std::mutex> lock(ch->mu);
+    if (ch->up) live.push_back(ch->addr);
+  }
+  std::sort(live.begin(), live.end());
+  return live;
+}
+
+bool Peers::IsLive(const std::string& addr) const {
+  if (addr == self_) return true;
+  Channel* ch = Find(addr);
+  if (ch == nullptr) return false;
+  std::lock_guard<std::mutex> lock(ch->mu);
+  return ch->up;
+}
+
+std::string Peers::Owner(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  return ring_->Owner(id);
+}
+
+void Peers::Changed() {
+  auto ring = std::make_shared<HashRing>(Live());
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    ring_ = ring;
+  }
+  if (changed_) executor_.Post(changed_);
+}
+
+void Peers::ConnectLoop(Channel* ch) {
+  for (;;) {
+    UniqueFd fd;
+    Status st = TcpConnect(ch->addr, Deadline::AfterMs(1000), &fd);
+    if (st.ok()) {
+      TuneTcpSocket(fd.get(), 3 * kSilenceMs);
+      objproto::PeerHello hello{};
+      hello.version = objproto::kVersion;
+      hello.from = AddrToWire(self_);
+      st = WriteMsg(fd.get(), objproto::kPeerHello, 0, Encode(hello));
+      Frame reply;
+      if (st.ok()) st = ReadMsg(fd.get(), &reply, Deadline::AfterMs(kSilenceMs));
+      objproto::Status ws{};
+      if (st.ok() && (reply.header.type != objproto::kPeerHelloReply || !Decode(reply.payload, &ws))) {
+        st = SystemError("bad PeerHello reply");
+      }
+      ObjStatus ost = st.ok() ? FromWire(ws) : FromConduit(st, objproto::kUnavailable);
+      if (ost.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          ch->fd = fd.get();
+          ch->up = true;
+          ch->ping_outstanding = false;
+        }
+        {
+          std::lock_guard<std::mutex> wlock(ch->write_mu);
+          ch->wfd = fd.get();
+        }
+        CLOG_INFO("objects: peer %s is up", ch->addr.c_str());
+        Changed();
+        ReadLoop(ch, fd.get());
+        // No writer may use the descriptor once it is closed (and its number reused).
+        std::lock_guard<std::mutex> wlock(ch->write_mu);
+        ch->wfd = -1;
+      } else {
+        CLOG_WARN("objects: peer %s refused the control connection: %s", ch->addr.c_str(), ost.message().c_str());
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kReconnectMs));
+  }
+}
+
+void Peers::ReadLoop(Channel* ch, int fd) {
+  for (;;) {
+    Frame frame;
+    Status st = ReadMsg(fd, &frame, Deadline::AfterMs(kSilenceMs));
+    if (!st.ok()) {
+      MarkDown(ch, fd, st.message());
+      return;
+    }
+    const uint16_t type = frame.header.type;
+    if (type == objproto::kPong) {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      if (ch->ping_outstanding) {
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - ch->ping_sent).count();
+        double old = rtt_us_.load();
+        rtt_us_.store(old == 0 ? us : 0.8 * old + 0.2 * us);
+        ch->ping_outstanding = false;
+      }
+      continue;
+    }
+    std::shared_ptr<Pending> p;
+    if (frame.header.tag != 0) {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      auto it = ch->pending.find(frame.header.tag);
+      if (it != ch->pending.end()) {
+        p = it->second;
+        ch->pending.erase(it);
+      }
+    }
+    if (p) {
+      p->Finish(ObjStatus::Ok(), type, std::move(frame.payload));
+    } else if (push_) {
+      executor_.Post([this, type, body = std::move(frame.payload)] { push_(type, body); });
+    }
+  }
+}
+
+void Peers::MarkDown(Channel* ch, int fd, const std::string& why) {
+  std::map<uint32_t, std::shared_ptr<Pending>> failed;
+  {
+    std::lock_guard<std::mutex> lock(ch->mu);
+    if (ch->fd != fd) return;
+    ch->fd = -1;
+    ch->up = false;
+    failed.swap(ch->pending);
+  }
+  shutdown(fd, SHUT_RDWR);
+  CLOG_WARN("objects: peer %s is down: %s", ch->addr.c_str(), why.c_str());
+  for (auto& [tag, p] : failed) {
+    p->Finish(Err(objproto::kUnavailable, "lost contact with daemon %s: %s", ch->addr.c_str(), why.c_str()), 0, {});
+  }
+  Changed();
+}
+
+void Peers::PingLoop() {
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kPingEveryMs));
+    for (auto& ch : channels_) {
+      {
+        std::lock_guard<std::mutex> lock(ch->mu);
+        if (!ch->up) continue;
+        if (!ch->ping_outstanding) {
+          ch->ping_outstanding = true;
+          ch->ping_sent = std::chrono::steady_clock::now();
+        }
+      }
+      std::lock_guard<std::mutex> wlock(ch->write_mu);
+      if (ch->wfd >= 0) (void)WriteMsg(ch->wfd, objproto::kPing, 0, {});
+    }
+  }
+}
+
+void Peers::Dispatch(uint16_t type, const std::string& from, const Bytes& body, const ReplyFn& reply) {
+  auto it = handlers_.find(type);
+  if (it == handlers_.end()) {
+    CLOG_WARN("objects: daemon %s sent unknown message type 0x%04x; ignored", from.c_str(), type);
+    return;
+  }
+  it->second(from, body, reply);
+}
+
+ObjStatus Peers::Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
+                      Deadline deadline) {
+  auto p = std::make_shared<Pending>();
+  Channel* ch = nullptr;
+  uint32_t tag = 0;
+  if (to == self_) {
+    Dispatch(type, self_, body, [p](uint16_t t, Bytes b) { p->Finish(ObjStatus::Ok(), t, std::move(b)); });
+  } else {
+    ch = Find(to);
+    if (ch == nullptr) return Err(objproto::kUnavailable, "%s is not one of this daemon's --object-peers", to.c_str());
+    int fd;
+    {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      if (!ch->up) return Err(objproto::kUnavailable, "daemon %s is down", to.c_str());
+      fd = ch->fd;
+      tag = ch->next_tag++;
+      if (tag == 0) tag = ch->next_tag++;
+      ch->pending[tag] = p;
+    }
+    Status st;
+    {
+      std::lock_guard<std::mutex> wlock(ch->write_mu);
+      st = ch->wfd == fd ? WriteMsg(fd, type, tag, body) : SystemError("connection closed");
+    }
+    if (!st.ok()) {
+      MarkDown(ch, fd, st.message());
+      p->Finish(Err(objproto::kUnavailable, "lost contact with daemon %s: %s", to.c_str(), st.message().c_str()), 0, {});
+    }
+  }
+  std::unique_lock<std::mutex> lock(p->mu);
+  if (!WaitUntil(p->cv, lock, deadline, [&] { return p->done; })) {
+    lock.unlock();
+    if (ch != nullptr) {
+      std::lock_guard<std::mutex> clock(ch->mu);
+      ch->pending.erase(tag);
+    }
+    return Err(objproto::kTimeout, "daemon %s did not answer message 0x%04x in time", to.c_str(), type);
+  }
+  if (!p->status.ok()) return p->status;
+  if (p->type != reply_type) {
+    return Err(objproto::kInternal, "daemon %s answered 0x%04x with 0x%04x", to.c_str(), type, p->type);
+  }
+  *reply = std::move(p->body);
+  return ObjStatus::Ok();
+}
+
+void Peers::Send(const std::string& to, uint16_t type, Bytes body) {
+  if (to == self_) {
+    executor_.Post([this, type, body = std::move(body)] {
+      Dispatch(type, self_, body, [this](uint16_t t, Bytes b) {
+        if (push_) executor_.Post([this, t, b = std::move(b)] { push_(t, b); });
+      });
+    });
+    return;
+  }
+  Channel* ch = Find(to);
+  if (ch == nullptr) return;
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(ch->mu);
+    if (!ch->up) return;
+    fd = ch->fd;
+  }
+  Status st;
+  {
+    std::lock_guard<std::mutex> wlock(ch->write_mu);
+    st = ch->wfd == fd ? WriteMsg(fd, type, 0, body) : SystemError("connection closed");
+  }
+  if (!st.ok()) MarkDown(ch, fd, st.message());
+}
+
+void Peers::ServeIncoming(UniqueFd fd, const std::string& remote) {
+  auto conn = std::make_shared<Incoming>();
+  conn->fd = std::move(fd);
+  const int sock = conn->fd.get();
+  TuneTcpSocket(sock, 3 * kSilenceMs);
+  Frame frame;
+  Status st = ReadMsg(sock, &frame, Deadline::AfterMs(kSilenceMs));
+  objproto::PeerHello hello{};
+  if (st.ok() && (frame.header.type != objproto::kPeerHello || !Decode(frame.payload, &hello))) {
+    st = InvalidArgument("expected PeerHello, got type 0x%04x", frame.header.type);
+  }
+  ObjStatus verdict = st.ok() ? ObjStatus::Ok() : FromConduit(st, objproto::kInvalid);
+  if (verdict.ok() && hello.version != objproto::kVersion) {
+    verdict = Err(objproto::kInvalid, "object protocol version %u, this daemon speaks %u", hello.version, objproto::kVersion);
+  }
+  const std::string from = AddrFromWire(hello.from);
+  if (verdict.ok() && std::find(all_.begin(), all_.end(), from) == all_.end()) {
+    verdict = Err(objproto::kRefused, "daemon %s is not in this daemon's --object-peers", from.c_str());
+  }
+  (void)WriteMsg(sock, objproto::kPeerHelloReply, frame.header.tag, Encode(ToWire(verdict)));
+  if (!verdict.ok()) {
+    CLOG_WARN("objects: control connection from %s refused: %s", remote.c_str(), verdict.message().c_str());
+    return;
+  }
+  for (;;) {
+    Frame f;
+    st = ReadMsg(sock, &f, Deadline::AfterMs(kSilenceMs));
+    if (!st.ok()) break;
+    const uint16_t type = f.header.type;
+    const uint32_t tag = f.header.tag;
+    if (type == objproto::kPing) {
+      std::lock_guard<std::mutex> wlock(conn->write_mu);
+      (void)WriteMsg(sock, objproto::kPong, tag, {});
+      continue;
+    }
+    Dispatch(type, from, f.payload, [conn, tag](uint16_t t, Bytes b) {
+      if (conn->closed.load()) return;
+      std::lock_guard<std::mutex> wlock(conn->write_mu);
+      if (!WriteMsg(conn->fd.get(), t, tag, b).ok()) conn->closed.store(true);
+    });
+  }
+  conn->closed.store(true);
+  shutdown(sock, SHUT_RDWR);
+}
+
+}  // namespace conduit::objects

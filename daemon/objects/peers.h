@@ -1,0 +1,93 @@
+// Peers: the object service's view of the other daemons and its control messaging.
+//
+// Every daemon keeps one control connection to every other daemon of --object-peers
+// (PeerHello, then tagged requests and replies, pings every 250 ms). A peer is live while
+// that connection is up and answers; a killed daemon's connection closes at once and a
+// frozen one is dropped after 2 s of silence. The live set (always including this daemon)
+// defines the consistent-hash ring of directory shards.
+//
+// Handlers are registered per message type and run for requests from other daemons
+// (on the connection's reader thread: they must not block) and for requests this daemon
+// sends itself (Call/Send to self dispatch locally), so every directory and reduce
+// operation has a single code path whichever daemon owns it. A handler may call `reply`
+// later, from any thread, and more than once (subscriptions push events that way).
+#ifndef CONDUIT_DAEMON_OBJECTS_PEERS_H_
+#define CONDUIT_DAEMON_OBJECTS_PEERS_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/fd_io.h"
+#include "objects/executor.h"
+#include "objects/hash_ring.h"
+#include "objects/messages.h"
+#include "objects/obj_status.h"
+
+namespace conduit::objects {
+
+using ReplyFn = std::function<void(uint16_t type, Bytes body)>;
+using Handler = std::function<void(const std::string& from, const Bytes& body, const ReplyFn& reply)>;
+
+class Peers {
+ public:
+  Peers(std::string self, std::vector<std::string> peers);
+  ~Peers();
+
+  // Registration happens before Start.
+  void Handle(uint16_t type, Handler handler);
+  void OnChange(std::function<void()> changed);
+  void OnPush(std::function<void(uint16_t type, const Bytes& body)> push);
+  void Start();
+
+  // An incoming control connection whose first frame (PeerHello) is still unread.
+  void ServeIncoming(UniqueFd fd, const std::string& remote);
+
+  const std::string& self() const { return self_; }
+  const std::vector<std::string>& all() const { return all_; }
+  std::vector<std::string> Live() const;
+  bool IsLive(const std::string& addr) const;
+  // The live daemon owning the directory shard of `id`.
+  std::string Owner(const std::string& id) const;
+  // Smoothed round-trip time of pings, in microseconds (0 before the first pong).
+  double rtt_us() const { return rtt_us_.load(); }
+
+  // Request/reply; kUnavailable when `to` is down or dies before answering.
+  ObjStatus Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
+                 Deadline deadline);
+  // One-way; silently dropped when `to` is down (its death is handled through membership).
+  void Send(const std::string& to, uint16_t type, Bytes body);
+
+ private:
+  struct Pending;
+  struct Channel;
+  struct Incoming;
+
+  void ConnectLoop(Channel* ch);
+  void ReadLoop(Channel* ch, int fd);
+  void PingLoop();
+  void MarkDown(Channel* ch, int fd, const std::string& why);
+  void Dispatch(uint16_t type, const std::string& from, const Bytes& body, const ReplyFn& reply);
+  void Changed();
+  Channel* Find(const std::string& addr) const;
+
+  const std::string self_;
+  std::vector<std::string> all_;
+  std::map<uint16_t, Handler> handlers_;
+  std::function<void()> changed_;
+  std::function<void(uint16_t, const Bytes&)> push_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  mutable std::mutex ring_mu_;
+  std::shared_ptr<const HashRing> ring_;
+  std::atomic<double> rtt_us_{0};
+  Executor executor_;
+};
+
+}  // namespace conduit::objects
+
+#endif  // CONDUIT_DAEMON_OBJECTS_PEERS_H_

@@ -1,0 +1,286 @@
+#include "objects/program_session.h"
+
+#include "common/log.h"
+#include "common/shim_protocol.h"
+#include "server/program_policy.h"
+
+namespace conduit::objects {
+namespace {
+
+// A program must keep copying into its Put at least this often.
+constexpr int kReplyTimeoutMs = 30000;
+
+std::string Str(const char (&s)[64]) { return FromCString(s); }
+
+// Parses `n` ids following a struct T in the body.
+template <typename T>
+bool ParseIds(const Bytes& body, uint32_t n, std::vector<std::string>* ids) {
+  if (TailSize<T>(body) != static_cast<size_t>(n) * sizeof(objproto::Id)) return false;
+  const uint8_t* p = Tail<T>(body);
+  for (uint32_t i = 0; i < n; ++i) {
+    objproto::Id w;
+    memcpy(&w, p + i * sizeof(w), sizeof(w));
+    std::string id;
+    if (!IdFromWire(w, &id)) return false;
+    ids->push_back(std::move(id));
+  }
+  return true;
+}
+
+}  // namespace
+
+ProgramSession::ProgramSession(ObjectService* service, UniqueFd fd, const ProgramCredentials& creds)
+    : service_(service), fd_(std::move(fd)), creds_(creds), who_("program[" + std::to_string(creds.pid) + "]") {}
+
+ProgramSession::~ProgramSession() {
+  for (auto& [id, obj] : views_) obj->DropUser();
+}
+
+Status ProgramSession::Reply(uint16_t type, const Bytes& body, int pass_fd) {
+  return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, type, 0, body.data(),
+                    static_cast<uint32_t>(body.size()), Deadline::AfterMs(kReplyTimeoutMs), pass_fd);
+}
+
+Status ProgramSession::ReplyStatus(uint16_t type, const ObjStatus& st) { return Reply(type, Encode(ToWire(st))); }
+
+Deadline ProgramSession::DeadlineOf(uint32_t timeout_ms) const {
+  return Deadline::AfterMs(timeout_ms == 0 ? service_->options().timeout_ms : timeout_ms);
+}
+
+void ProgramSession::Run() {
+  for (;;) {
+    Frame f;
+    Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, &f,
+                          Deadline::Never());
+    if (!st.ok()) {
+      if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
+        CLOG_WARN("objects: %s: dropping connection: %s", who_.c_str(), st.message().c_str());
+      }
+      return;
+    }
+    const uint16_t type = f.header.type;
+    if (!hello_done_ && type != objproto::kHello) {
+      (void)ReplyStatus(static_cast<uint16_t>(type + 1), Err(objproto::kInvalid, "the first request must be Hello"));
+      return;
+    }
+    switch (type) {
+      case objproto::kHello: st = OnHello(f); break;
+      case objproto::kPut: st = OnPut(f); break;
+      case objproto::kGet: st = OnGet(f); break;
+      case objproto::kRelease: st = OnRelease(f); break;
+      case objproto::kDelete: st = OnDelete(f); break;
+      case objproto::kWait: st = OnWait(f); break;
+      case objproto::kReduce: st = OnReduce(f); break;
+      case objproto::kState: st = OnState(); break;
+      default:
+        st = InvalidArgument("unknown object request type 0x%04x", type);
+        (void)ReplyStatus(static_cast<uint16_t>(type + 1), Err(objproto::kInvalid, "%s", st.message().c_str()));
+        break;
+    }
+    if (!st.ok()) {
+      CLOG_WARN("objects: %s: connection closed: %s", who_.c_str(), st.message().c_str());
+      return;
+    }
+  }
+}
+
+Status ProgramSession::OnHello(const Frame& f) {
+  objproto::HelloRequest req{};
+  objproto::HelloReply reply{};
+  reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
+  reply.block_bytes = static_cast<uint32_t>(service_->options().block_bytes);
+  if (!Decode(f.payload, &req)) {
+    reply.status = ToWire(Err(objproto::kInvalid, "malformed Hello"));
+    (void)Reply(objproto::kHelloReply, Encode(reply));
+    return InvalidArgument("malformed Hello");
+  }
+  std::string exe = Str(req.exe);
+  who_ = exe + "[" + std::to_string(req.pid) + "]";
+  Status admission = service_->policy()->CheckAdmission(exe);
+  ObjStatus st = admission.ok() ? ObjStatus::Ok() : ObjStatus(objproto::kRefused, admission.message());
+  if (st.ok() && req.version != objproto::kVersion) {
+    st = Err(objproto::kRefused, "libhoplite speaks object protocol %u, conduitd %u", req.version, objproto::kVersion);
+  }
+  reply.status = ToWire(st);
+  Status w = Reply(objproto::kHelloReply, Encode(reply));
+  if (!st.ok()) return InvalidUsage("%s", st.message().c_str());
+  hello_done_ = true;
+  return w;
+}
+
+Status ProgramSession::OnPut(const Frame& f) {
+  objproto::PutRequest req{};
+  std::string id;
+  if (!Decode(f.payload, &req) || !IdFromWire(req.id, &id)) {
+    return ReplyStatus(objproto::kPutReply, Err(objproto::kInvalid, "malformed Put"));
+  }
+  const bool small = req.size < objproto::kInlineLimit;
+  if (TailSize<objproto::PutRequest>(f.payload) != (small ? req.size : 0)) {
+    return ReplyStatus(objproto::kPutReply, Err(objproto::kInvalid, "Put of %llu bytes carries %zu inline bytes",
+                                                static_cast<unsigned long long>(req.size),
+                                                TailSize<objproto::PutRequest>(f.payload)));
+  }
+  ObjectRef obj;
+  ObjStatus st = service_->CreateForPut(id, req.size, Tail<objproto::PutRequest>(f.payload), &obj);
+  if (!st.ok() || small) return ReplyStatus(objproto::kPutReply, st);
+  CONDUIT_RETURN_IF_ERROR(Reply(objproto::kPutReply, Encode(ToWire(st)), obj->fd()));
+  // The program copies into the memfd and reports progress; receivers may already be
+  // reading the blocks it reported.
+  uint64_t ready = 0;
+  for (;;) {
+    Frame p;
+    Status rs = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, &p,
+                          Deadline::AfterMs(service_->options().timeout_ms));
+    objproto::Progress prog{};
+    if (rs.ok() && (p.header.type != objproto::kPutProgress || !Decode(p.payload, &prog) || prog.bytes < ready ||
+                    prog.bytes > req.size)) {
+      rs = InvalidArgument("expected PutProgress within [%llu, %llu]", static_cast<unsigned long long>(ready),
+                           static_cast<unsigned long long>(req.size));
+    }
+    if (!rs.ok()) {
+      service_->AbortPut(obj, who_ + ": " + rs.message());
+      return rs;
+    }
+    ready = prog.bytes;
+    obj->SetReady(ready);
+    if (ready == req.size) break;
+  }
+  service_->FinishPut(obj);
+  return ReplyStatus(objproto::kPutDone, ObjStatus::Ok());
+}
+
+Status ProgramSession::OnGet(const Frame& f) {
+  objproto::GetRequest req{};
+  std::string id;
+  objproto::GetReply reply{};
+  if (!Decode(f.payload, &req) || !IdFromWire(req.id, &id)) {
+    reply.status = ToWire(Err(objproto::kInvalid, "malformed Get"));
+    return Reply(objproto::kGetReply, Encode(reply));
+  }
+  const Deadline deadline = DeadlineOf(req.timeout_ms);
+  Located loc;
+  ObjStatus st = service_->Locate(id, deadline, &loc);
+  if (!st.ok()) {
+    reply.status = ToWire(st);
+    return Reply(objproto::kGetReply, Encode(reply));
+  }
+  if (loc.is_inline) {
+    reply.size = reply.ready = loc.inline_data.size();
+    reply.inline_bytes = static_cast<uint32_t>(loc.inline_data.size());
+    reply.status = ToWire(ObjStatus::Ok());
+    return Reply(objproto::kGetReply, Encode(reply, loc.inline_data.data(), loc.inline_data.size()));
+  }
+  ObjectRef obj = loc.obj;
+  reply.size = obj->size();
+  const bool whole_first = !obj->has_fd() || (req.flags & objproto::kGetReadOnly);
+  uint64_t ready = 0;
+  if (whole_first) {
+    st = obj->WaitReady(obj->size(), deadline, &ready);
+    if (!st.ok()) {
+      reply.status = ToWire(st);
+      return Reply(objproto::kGetReply, Encode(reply));
+    }
+    if (!obj->has_fd()) {  // small: the bytes travel in the reply
+      reply.ready = obj->size();
+      reply.inline_bytes = static_cast<uint32_t>(obj->size());
+      reply.status = ToWire(st);
+      return Reply(objproto::kGetReply, Encode(reply, obj->data(), obj->size()));
+    }
+  }
+  UniqueFd ro;
+  st = obj->ReadOnlyFd(&ro);
+  if (!st.ok()) {
+    reply.status = ToWire(st);
+    return Reply(objproto::kGetReply, Encode(reply));
+  }
+  obj->AddUser();
+  reply.ready = obj->ready();
+  reply.status = ToWire(ObjStatus::Ok());
+  Status w = Reply(objproto::kGetReply, Encode(reply), ro.get());
+  if (whole_first) {  // a read-only view: held until Release
+    views_.emplace(id, obj);
+    return w;
+  }
+  // Copying Get: tell the program about every block as it lands, so it copies while the
+  // rest is still on the network.
+  uint64_t pos = reply.ready;
+  while (w.ok() && pos < obj->size()) {
+    objproto::GetProgress prog{};
+    st = obj->WaitReady(pos + 1, deadline, &ready);
+    prog.status = ToWire(st);
+    prog.ready = ready;
+    w = Reply(objproto::kGetProgress, Encode(prog));
+    if (!st.ok()) break;
+    pos = ready;
+  }
+  obj->DropUser();
+  return w;
+}
+
+Status ProgramSession::OnRelease(const Frame& f) {
+  objproto::Id wid{};
+  std::string id;
+  if (!Decode(f.payload, &wid) || !IdFromWire(wid, &id)) return InvalidArgument("malformed Release");
+  auto it = views_.find(id);
+  if (it != views_.end()) {
+    it->second->DropUser();
+    views_.erase(it);
+  }
+  return Status::Ok();
+}
+
+Status ProgramSession::OnDelete(const Frame& f) {
+  objproto::Id wid{};
+  std::string id;
+  if (!Decode(f.payload, &wid) || !IdFromWire(wid, &id)) {
+    return ReplyStatus(objproto::kDeleteReply, Err(objproto::kInvalid, "malformed Delete"));
+  }
+  return ReplyStatus(objproto::kDeleteReply, service_->Delete(id, DeadlineOf(0)));
+}
+
+Status ProgramSession::OnWait(const Frame& f) {
+  objproto::WaitRequest req{};
+  std::vector<std::string> ids;
+  objproto::WaitReply reply{};
+  if (!Decode(f.payload, &req) || req.n > objproto::kMaxSources || !ParseIds<objproto::WaitRequest>(f.payload, req.n, &ids) ||
+      req.num_ready == 0 || req.num_ready > req.n) {
+    reply.status = ToWire(Err(objproto::kInvalid, "malformed Wait (need 1 <= num_ready <= n <= %u valid ids)",
+                              objproto::kMaxSources));
+    return Reply(objproto::kWaitReply, Encode(reply));
+  }
+  std::vector<uint32_t> ready;
+  ObjStatus st = service_->Wait(ids, req.num_ready, DeadlineOf(req.timeout_ms), &ready);
+  reply.status = ToWire(st);
+  reply.nready = static_cast<uint32_t>(ready.size());
+  return Reply(objproto::kWaitReply, Encode(reply, ready.data(), ready.size() * sizeof(uint32_t)));
+}
+
+Status ProgramSession::OnReduce(const Frame& f) {
+  objproto::ReduceRequest req{};
+  std::vector<std::string> sources;
+  std::string target;
+  objproto::ReduceReply reply{};
+  if (!Decode(f.payload, &req) || !IdFromWire(req.target, &target) || req.nsources > objproto::kMaxSources ||
+      !ParseIds<objproto::ReduceRequest>(f.payload, req.nsources, &sources)) {
+    reply.status = ToWire(Err(objproto::kInvalid, "malformed Reduce"));
+    return Reply(objproto::kReduceReply, Encode(reply));
+  }
+  std::vector<uint32_t> used;
+  uint32_t degree = 0;
+  uint64_t size = 0;
+  ObjStatus st = service_->Reduce(target, sources, req.num_objects, req.op, req.dtype, DeadlineOf(req.timeout_ms),
+                                  &used, &degree, &size);
+  reply.status = ToWire(st);
+  reply.size = size;
+  reply.degree = degree;
+  reply.nused = static_cast<uint32_t>(used.size());
+  return Reply(objproto::kReduceReply, Encode(reply, used.data(), used.size() * sizeof(uint32_t)));
+}
+
+Status ProgramSession::OnState() {
+  std::string json = service_->StateJson();
+  if (json.size() > objproto::kMaxPayload - 512) json = "{\"error\":\"state too large\"}";
+  return Reply(objproto::kStateReply, Encode(ToWire(ObjStatus::Ok()), json.data(), json.size()));
+}
+
+}  // namespace conduit::objects

@@ -1,0 +1,198 @@
+#include "objects/transfer.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/peer_protocol.h"
+#include "objects/messages.h"
+#include "transport/tcp.h"
+
+namespace conduit::objects {
+namespace {
+
+constexpr int kConnectTimeoutMs = 2000;
+constexpr int kIdleConnectionMs = 600 * 1000;
+constexpr size_t kMaxIdlePerPeer = 8;
+constexpr int kInternalWaitMs = 5000;
+constexpr int kCopyWaitMs = 1000;
+
+}  // namespace
+
+ObjStatus DataPool::Take(const std::string& addr, Deadline deadline, UniqueFd* out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& v = idle_[addr];
+    if (!v.empty()) {
+      *out = std::move(v.back());
+      v.pop_back();
+      return ObjStatus::Ok();
+    }
+  }
+  Status st = TcpConnect(addr, deadline, out);
+  if (!st.ok()) return FromConduit(st, objproto::kUnavailable);
+  TuneTcpSocket(out->get(), 0);
+  return ObjStatus::Ok();
+}
+
+void DataPool::Return(const std::string& addr, UniqueFd fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& v = idle_[addr];
+  if (v.size() < kMaxIdlePerPeer) v.push_back(std::move(fd));
+}
+
+FetchStream::~FetchStream() = default;
+
+ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms) {
+  sender_ = sender;
+  timeout_ms_ = timeout_ms;
+  // A pooled connection may have been closed by the sender meanwhile: one retry on a new one.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    UniqueFd taken;
+    OBJ_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs), &taken));
+    {
+      std::lock_guard<std::mutex> lock(fd_mu_);
+      if (aborted_) return Err(objproto::kUnavailable, "fetch of %s aborted", Printable(id).c_str());
+      fd_ = std::move(taken);
+    }
+    objproto::Fetch f{};
+    f.id = IdToWire(id);
+    f.offset = offset;
+    f.timeout_ms = static_cast<uint32_t>(timeout_ms);
+    Status st = WriteFrame(fd_.get(), peerproto::kMagic, peerproto::kVersion, objproto::kFetch, 0, &f, sizeof(f),
+                           Deadline::AfterMs(timeout_ms));
+    Frame reply;
+    if (st.ok()) {
+      st = ReadFrame(fd_.get(), peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &reply,
+                     Deadline::AfterMs(timeout_ms));
+    }
+    if (!st.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(fd_mu_);
+        fd_.reset();
+      }
+      if (attempt == 0) continue;
+      return Err(objproto::kUnavailable, "fetch of %s from %s: %s", Printable(id).c_str(), sender.c_str(),
+                 st.message().c_str());
+    }
+    objproto::FetchReply r{};
+    if (reply.header.type != objproto::kFetchReply || !Decode(reply.payload, &r)) {
+      std::lock_guard<std::mutex> lock(fd_mu_);
+      fd_.reset();
+      return Err(objproto::kInternal, "malformed Fetch reply from %s", sender.c_str());
+    }
+    ObjStatus ost = FromWire(r.status);
+    if (!ost.ok()) {
+      std::lock_guard<std::mutex> lock(fd_mu_);
+      pool_->Return(sender, std::move(fd_));
+      return ost;
+    }
+    size_ = r.size;
+    left_ = r.size >= offset ? r.size - offset : 0;
+    return ObjStatus::Ok();
+  }
+  return Err(objproto::kUnavailable, "fetch of %s from %s failed", Printable(id).c_str(), sender.c_str());
+}
+
+ObjStatus FetchStream::Read(uint8_t* dst, size_t len) {
+  if (!fd_.valid() || broken_) return Err(objproto::kUnavailable, "fetch stream from %s is closed", sender_.c_str());
+  Status st = ReadFull(fd_.get(), dst, len, Deadline::AfterMs(timeout_ms_));
+  if (!st.ok()) {
+    broken_ = true;  // the descriptor stays owned until Finish or destruction (Abort may race)
+    return Err(objproto::kUnavailable, "transfer from daemon %s broke: %s", sender_.c_str(), st.message().c_str());
+  }
+  left_ -= std::min<uint64_t>(left_, len);
+  return ObjStatus::Ok();
+}
+
+void FetchStream::Abort() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  aborted_ = true;
+  if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
+}
+
+void FetchStream::Finish() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  if (fd_.valid() && left_ == 0 && !broken_ && !aborted_) pool_->Return(sender_, std::move(fd_));
+  fd_.reset();
+}
+
+ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
+                    int timeout_ms) {
+  FetchStream stream(pool);
+  OBJ_RETURN_IF_ERROR(stream.Open(sender, obj->id(), *offset, timeout_ms));
+  if (stream.size() != obj->size()) {
+    return Err(objproto::kInternal, "daemon %s has %s with %llu bytes, expected %llu", sender.c_str(),
+               Printable(obj->id()).c_str(), static_cast<unsigned long long>(stream.size()),
+               static_cast<unsigned long long>(obj->size()));
+  }
+  while (*offset < obj->size()) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(block, obj->size() - *offset));
+    OBJ_RETURN_IF_ERROR(stream.Read(obj->data() + *offset, n));
+    *offset += n;
+    obj->SetReady(*offset);
+  }
+  stream.Finish();
+  return ObjStatus::Ok();
+}
+
+void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats) {
+  // The reply header and the first bytes go out as separate writes: without TCP_NODELAY,
+  // Nagle holds the bytes of a small object until the header's delayed ACK (~40 ms).
+  TuneTcpSocket(fd.get(), 0);
+  for (;;) {
+    Frame frame;
+    Status st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &frame,
+                          Deadline::AfterMs(kIdleConnectionMs));
+    if (!st.ok()) return;
+    objproto::Fetch f{};
+    std::string id;
+    objproto::FetchReply r{};
+    ObjectRef obj;
+    if (frame.header.type != objproto::kFetch || !Decode(frame.payload, &f) || !IdFromWire(f.id, &id)) {
+      r.status = ToWire(Err(objproto::kInvalid, "expected a Fetch on a data connection"));
+      (void)WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
+                       sizeof(r), Deadline::AfterMs(timeout_ms));
+      return;
+    }
+    // The directory hands out a receiver as a sender as soon as it registers, which may be
+    // just before that daemon created its copy; a reduce's partial results (ids starting
+    // with \x01) may be asked for just before their task starts. Wait a little for both.
+    obj = store->FindOrWait(id, Deadline::AfterMs(id[0] == '\x01' ? kInternalWaitMs : kCopyWaitMs));
+    ObjStatus ost = obj == nullptr ? Err(objproto::kNotFound, "daemon has no copy of %s", Printable(id).c_str())
+                                   : obj->failure();
+    if (ost.ok() && f.offset > obj->size()) ost = Err(objproto::kInvalid, "fetch offset beyond the object");
+    r.status = ToWire(ost);
+    r.size = ost.ok() ? obj->size() : 0;
+    st = WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
+                    sizeof(r), Deadline::AfterMs(timeout_ms));
+    if (!st.ok()) return;
+    if (!ost.ok()) continue;
+    obj->AddUser();
+    (f.offset == 0 ? stats->served : stats->resumed) += 1;
+    uint64_t pos = f.offset;
+    const int wait_ms = f.timeout_ms > 0 ? static_cast<int>(std::min<uint32_t>(f.timeout_ms, timeout_ms)) : timeout_ms;
+    while (pos < obj->size()) {
+      uint64_t ready = 0;
+      ost = obj->WaitReady(pos + 1, Deadline::AfterMs(wait_ms), &ready);
+      if (!ost.ok()) break;
+      st = WriteFull(fd.get(), obj->data() + pos, ready - pos, Deadline::AfterMs(timeout_ms));
+      if (!st.ok()) {
+        ost = FromConduit(st, objproto::kUnavailable);
+        break;
+      }
+      pos = ready;
+    }
+    obj->DropUser();
+    if (!ost.ok()) {
+      // The receiver sees the stream end early and resumes from another copy.
+      CLOG_INFO("objects: sending %s to %s stopped at byte %llu: %s", Printable(id).c_str(), remote.c_str(),
+                static_cast<unsigned long long>(pos), ost.message().c_str());
+      return;
+    }
+  }
+}
+
+}  // namespace conduit::objects

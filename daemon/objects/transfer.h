@@ -1,0 +1,79 @@
+// Block-pipelined object transfers between daemons.
+//
+// A receiver opens a data connection to the sender's peer port (pooled per sender) and
+// sends Fetch{id, offset}; the sender answers with the size and then streams bytes
+// [offset, size) as they become ready in its own copy, which may itself still be
+// arriving (from a program's Put, another daemon, or a reduce). The receiver writes
+// straight into its copy's memory and publishes progress every block, so the next hop
+// can forward that block at once.
+#ifndef CONDUIT_DAEMON_OBJECTS_TRANSFER_H_
+#define CONDUIT_DAEMON_OBJECTS_TRANSFER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/fd_io.h"
+#include "objects/local_store.h"
+
+namespace conduit::objects {
+
+// Idle data connections, per sender address.
+class DataPool {
+ public:
+  ObjStatus Take(const std::string& addr, Deadline deadline, UniqueFd* out);
+  void Return(const std::string& addr, UniqueFd fd);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::vector<UniqueFd>> idle_;
+};
+
+// One Fetch on a data connection: Open, then Read the bytes in order.
+class FetchStream {
+ public:
+  explicit FetchStream(DataPool* pool) : pool_(pool) {}
+  ~FetchStream();
+
+  ObjStatus Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms);
+  uint64_t size() const { return size_; }
+  // Reads exactly len bytes (each byte may wait up to timeout_ms for the sender).
+  ObjStatus Read(uint8_t* dst, size_t len);
+  // Aborts a Read in progress from another thread (reduce cancellation).
+  void Abort();
+  // After the last byte: the connection goes back to the pool.
+  void Finish();
+
+ private:
+  DataPool* pool_;
+  std::string sender_;
+  std::mutex fd_mu_;  // fd_ changes (Open, Finish) vs Abort from another thread
+  bool aborted_ = false;
+  UniqueFd fd_;
+  uint64_t size_ = 0;
+  uint64_t left_ = 0;
+  int timeout_ms_ = 0;
+  bool broken_ = false;
+};
+
+// Fetches [*offset, obj.size) of obj's id from `sender` into obj, advancing *offset and the
+// object's ready mark every `block` bytes. On failure *offset says where to resume.
+ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
+                    int timeout_ms);
+
+// Counters of transfers, for the object state (tests check the broadcast tree's shape).
+struct TransferStats {
+  std::atomic<uint64_t> served{0};    // fetches of a whole object (from offset 0) served
+  std::atomic<uint64_t> resumed{0};   // fetches served from a later offset (a resume)
+  std::atomic<uint64_t> received{0};  // objects this daemon fetched completely
+};
+
+// Serves Fetch requests on one data connection until it closes.
+void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats);
+
+}  // namespace conduit::objects
+
+#endif  // CONDUIT_DAEMON_OBJECTS_TRANSFER_H_

@@ -1,0 +1,309 @@
+// Failures, with real daemons in 4 network namespaces killed with SIGKILL: senders and
+// directory owners dying mid-broadcast (receivers resume from surviving copies), creators
+// dying mid-Put, the only copy dying (a clear error, never a hang), reduce participants
+// dying (routed around or a clear error), random kills, and the store's memory limit with
+// LRU eviction. Object contents are checked by checksum after every failure.
+#include <random>
+#include <set>
+#include <thread>
+
+#include "../integration/integration_env.h"
+#include "object_cluster.h"
+
+namespace conduit::it {
+namespace {
+
+using hoplite::Code;
+
+constexpr int kHosts = 4;
+
+class ObjectsFailure : public ::testing::Test {
+ protected:
+  void SetUp() override { CONDUIT_SKIP_UNLESS_CLUSTER(); }
+  void StartCluster(std::vector<std::string> args = {}) {
+    oc_ = std::make_unique<ObjectCluster>("ofl", "10.84.0", kHosts, std::move(args));
+    std::string error;
+    ASSERT_TRUE(oc_->Start(&error)) << error;
+  }
+  std::string ReadyOf(int host, const std::string& id) {
+    std::string s = oc_->State(host);
+    size_t at = s.find("\"id\":\"" + id + "\",\"size\":");
+    size_t r = at == std::string::npos ? std::string::npos : s.find("\"ready\":", at);
+    return r == std::string::npos ? "" : s.substr(r + 8, s.find(',', r) - r - 8);
+  }
+  bool WaitReady(int host, const std::string& id, const std::string& ready) {
+    for (int i = 0; i < 300; ++i) {
+      if (ReadyOf(host, id) == ready) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::unique_ptr<ObjectCluster> oc_;
+};
+
+TEST_F(ObjectsFailure, ReceiverResumesFromTheOriginWhenItsSenderDies) {
+  StartCluster();
+  const size_t size = 16u << 20;
+  auto data = Pattern(size, 41);
+  RawPutter origin;
+  std::string error;
+  ASSERT_TRUE(origin.Begin(oc_->cluster().Socket(0), "resume", size, &error)) << error;
+  ASSERT_TRUE(origin.Write(data, 0, size / 2));
+  hoplite::Status st1, st2;
+  std::vector<uint8_t> got2;
+  std::thread r1([&] {
+    std::vector<uint8_t> got;
+    st1 = oc_->Connect(1)->Get("resume", &got, 20000);
+  });
+  ASSERT_TRUE(WaitReady(1, "resume", std::to_string(size / 2)));
+  std::thread r2([&] { st2 = oc_->Connect(2)->Get("resume", &got2, 20000); });
+  ASSERT_TRUE(WaitReady(2, "resume", std::to_string(size / 2))) << "host 2 should relay through host 1";
+  oc_->cluster().KillDaemon(1);  // host 2's sender dies half-way
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(origin.Write(data, size / 2, size));
+  ASSERT_TRUE(origin.Finish(&error)) << error;
+  r1.join();
+  r2.join();
+  EXPECT_EQ(st1.code(), Code::kUnavailable) << st1.ToString();  // its own daemon died
+  ASSERT_TRUE(st2.ok()) << st2.ToString();
+  EXPECT_EQ(Fnv(got2), Fnv(data));
+  EXPECT_GE(oc_->Counter(0, "resumed"), 1) << "host 2 continued from its offset, not from byte 0";
+  // Later receivers are not sent to the dead daemon.
+  std::vector<uint8_t> got3;
+  ASSERT_TRUE(oc_->Connect(3)->Get("resume", &got3, 10000).ok());
+  EXPECT_EQ(Fnv(got3), Fnv(data));
+}
+
+TEST_F(ObjectsFailure, CreatorDyingMidPutFailsReceiversAndFreesTheId) {
+  StartCluster();
+  const size_t size = 8u << 20;
+  auto data = Pattern(size, 42);
+  auto putter = std::make_unique<RawPutter>();
+  std::string error;
+  ASSERT_TRUE(putter->Begin(oc_->cluster().Socket(1), "orphan", size, &error)) << error;
+  ASSERT_TRUE(putter->Write(data, 0, size / 4));
+  hoplite::Status st;
+  std::thread r([&] {
+    std::vector<uint8_t> got;
+    st = oc_->Connect(2)->Get("orphan", &got, 15000);
+  });
+  ASSERT_TRUE(WaitReady(2, "orphan", std::to_string(size / 4)));
+  putter->Abandon();  // the program dies
+  r.join();
+  EXPECT_EQ(st.code(), Code::kLost) << st.ToString();
+  // Once the partial copies are gone the id can be created again (the task is re-run).
+  auto again = Pattern(size, 43);
+  hoplite::Status put;
+  for (int i = 0; i < 50; ++i) {
+    put = oc_->Connect(3)->Put("orphan", again.data(), again.size());
+    if (put.code() != Code::kExists) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(put.ok()) << put.ToString();
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(oc_->Connect(2)->Get("orphan", &got, 10000).ok());
+  EXPECT_EQ(Fnv(got), Fnv(again));
+}
+
+TEST_F(ObjectsFailure, ObjectsWithASurvivingCopyAreNeverLost) {
+  StartCluster();
+  // Several objects, so some directory shards live on the daemon that dies.
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < 12; ++i) {
+    data.push_back(Pattern(i % 2 ? (1u << 20) + i : 1000 + i, 60 + i));
+    std::string id = "survive-" + std::to_string(i);
+    ASSERT_TRUE(oc_->Connect(1)->Put(id, data[i].data(), data[i].size()).ok());
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(oc_->Connect(2)->Get(id, &got, 5000).ok());  // a second complete copy (large ones)
+  }
+  oc_->cluster().KillDaemon(1);
+  ASSERT_TRUE(oc_->WaitLive(0, kHosts - 1));
+  ASSERT_TRUE(oc_->WaitLive(2, kHosts - 1));
+  for (int i = 1; i < 12; i += 2) {
+    std::vector<uint8_t> got;
+    hoplite::Status st = oc_->Connect(3)->Get("survive-" + std::to_string(i), &got, 10000);
+    ASSERT_TRUE(st.ok()) << i << ": " << st.ToString();
+    EXPECT_EQ(Fnv(got), Fnv(data[i])) << i;
+  }
+  // The dead daemon comes back empty; everything with a surviving copy is still there.
+  std::string error;
+  ASSERT_TRUE(oc_->RestartDaemon(1, &error)) << error;
+  for (int i = 1; i < 12; i += 2) {
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(oc_->Connect(1)->Get("survive-" + std::to_string(i), &got, 10000).ok()) << i;
+    EXPECT_EQ(Fnv(got), Fnv(data[i])) << i;
+  }
+}
+
+TEST_F(ObjectsFailure, LosingTheOnlyCopyIsAClearErrorNotAHang) {
+  StartCluster();
+  const size_t size = 8u << 20;
+  auto data = Pattern(size, 44);
+  RawPutter origin;
+  std::string error;
+  ASSERT_TRUE(origin.Begin(oc_->cluster().Socket(1), "only", size, &error)) << error;
+  ASSERT_TRUE(origin.Write(data, 0, size / 2));
+  hoplite::Status st;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread r([&] {
+    std::vector<uint8_t> got;
+    st = oc_->Connect(2)->Get("only", &got, 8000);
+  });
+  ASSERT_TRUE(WaitReady(2, "only", std::to_string(size / 2)));
+  oc_->cluster().KillDaemon(1);
+  r.join();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(st.code() == Code::kLost || st.code() == Code::kTimeout) << st.ToString();
+  EXPECT_LT(ms, 12000);
+  std::vector<uint8_t> got;
+  EXPECT_EQ(oc_->Connect(3)->Get("only", &got, 500).code(), Code::kTimeout);
+}
+
+TEST_F(ObjectsFailure, ReduceRoutesAroundADeadDaemon) {
+  StartCluster();
+  using hoplite::DataType;
+  const size_t count = (4u << 20) / 4;
+  auto src = [&](int s) {
+    std::vector<uint8_t> v(count * 4);
+    for (size_t i = 0; i < count; ++i) {
+      int32_t x = static_cast<int32_t>((i * 13 + s * 1000) % 977);
+      memcpy(&v[i * 4], &x, 4);
+    }
+    return v;
+  };
+  // a: half written on host 1; b, c complete on hosts 2 and 3; d not there yet.
+  auto a = src(0);
+  RawPutter pa;
+  std::string error;
+  ASSERT_TRUE(pa.Begin(oc_->cluster().Socket(1), "ra", a.size(), &error)) << error;
+  ASSERT_TRUE(pa.Write(a, 0, a.size() / 2));
+  auto b = src(1), c = src(2), d = src(3);
+  ASSERT_TRUE(oc_->Connect(2)->Put("rb", b.data(), b.size()).ok());
+  ASSERT_TRUE(oc_->Connect(3)->Put("rc", c.data(), c.size()).ok());
+  std::vector<size_t> used;
+  hoplite::Status st;
+  std::thread reducer([&] {
+    st = oc_->Connect(0)->Reduce("rsum", {"ra", "rb", "rc", "rd"}, 3, hoplite::ReduceOp::kSum, DataType::kInt32, 20000,
+                                 &used);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  oc_->cluster().KillDaemon(1);  // a's host dies mid-reduce
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(oc_->Connect(0)->Put("rd", d.data(), d.size()).ok());  // the replacement arrives
+  reducer.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(std::set<size_t>(used.begin(), used.end()), (std::set<size_t>{1, 2, 3}));
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(oc_->Connect(2)->Get("rsum", &got, 5000).ok());
+  std::vector<uint8_t> want(count * 4);
+  for (size_t i = 0; i < count; ++i) {
+    int32_t x = 0, y;
+    for (auto* v : {&b, &c, &d}) {
+      memcpy(&y, &(*v)[i * 4], 4);
+      x += y;
+    }
+    memcpy(&want[i * 4], &x, 4);
+  }
+  EXPECT_EQ(Fnv(got), Fnv(want));
+}
+
+TEST_F(ObjectsFailure, ReduceWithTooFewSurvivorsFailsClearly) {
+  StartCluster();
+  const size_t size = 4u << 20;
+  auto a = Pattern(size, 1);
+  RawPutter pa;
+  std::string error;
+  ASSERT_TRUE(pa.Begin(oc_->cluster().Socket(3), "fa", size, &error)) << error;
+  ASSERT_TRUE(pa.Write(a, 0, size / 2));
+  ASSERT_TRUE(oc_->Connect(1)->Put("fb", a.data(), size).ok());
+  ASSERT_TRUE(oc_->Connect(2)->Put("fc", a.data(), size).ok());
+  hoplite::Status st;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread reducer([&] {
+    st = oc_->Connect(0)->Reduce("fsum", {"fa", "fb", "fc"}, 3, hoplite::ReduceOp::kMax, hoplite::DataType::kUint8, 20000);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pa.Abandon();  // the program creating fa dies: only 2 of the 3 needed objects remain
+  reducer.join();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(st.code(), Code::kLost) << st.ToString();
+  EXPECT_NE(st.message().find("only 2 of its 3 sources"), std::string::npos) << st.message();
+  EXPECT_LT(ms, 10000);
+}
+
+TEST_F(ObjectsFailure, RandomKillsDuringBroadcast) {
+  StartCluster();
+  std::mt19937 rng(20261123);
+  const size_t size = 12u << 20;
+  for (int round = 0; round < 4; ++round) {
+    std::string id = "rk-" + std::to_string(round);
+    auto data = Pattern(size, 300 + round);
+    ASSERT_TRUE(oc_->Connect(0)->Put(id, data.data(), size).ok());
+    int victim = 1 + static_cast<int>(rng() % 3);
+    int delay_ms = static_cast<int>(rng() % 25);
+    std::vector<hoplite::Status> st(kHosts);
+    std::vector<uint64_t> sum(kHosts, 0);
+    std::vector<std::thread> rs;
+    for (int h = 1; h < kHosts; ++h) {
+      rs.emplace_back([&, h] {
+        std::vector<uint8_t> got;
+        st[h] = oc_->Connect(h)->Get(id, &got, 15000);
+        if (st[h].ok()) sum[h] = Fnv(got);
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    oc_->cluster().KillDaemon(victim);
+    for (auto& t : rs) t.join();
+    for (int h = 1; h < kHosts; ++h) {
+      if (h == victim) {
+        EXPECT_TRUE(st[h].ok() || st[h].code() == Code::kUnavailable) << st[h].ToString();
+        if (st[h].ok()) {
+          EXPECT_EQ(sum[h], Fnv(data));
+        }
+        continue;
+      }
+      ASSERT_TRUE(st[h].ok()) << "round " << round << " host " << h << " (killed " << victim << " after " << delay_ms
+                              << " ms): " << st[h].ToString();
+      EXPECT_EQ(sum[h], Fnv(data)) << "round " << round << " host " << h;
+    }
+    std::string error;
+    ASSERT_TRUE(oc_->RestartDaemon(victim, &error)) << error;
+  }
+}
+
+TEST_F(ObjectsFailure, MemoryLimitAndLruEviction) {
+  StartCluster({"--object-memory-bytes", std::to_string(40u << 20)});
+  const size_t size = 24u << 20;
+  auto a = Pattern(size, 1), b = Pattern(size, 2), c = Pattern(size, 3);
+  ASSERT_TRUE(oc_->Connect(0)->Put("mem-a", a.data(), size).ok());
+  hoplite::Status st = oc_->Connect(0)->Put("mem-x", b.data(), size);
+  EXPECT_EQ(st.code(), Code::kOutOfMemory) << st.ToString();
+  EXPECT_NE(st.message().find("object store full"), std::string::npos) << st.message();
+  ASSERT_TRUE(oc_->Connect(2)->Put("mem-b", b.data(), size).ok());
+  ASSERT_TRUE(oc_->Connect(3)->Put("mem-c", c.data(), size).ok());
+  auto c1 = oc_->Connect(1);
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(c1->Get("mem-a", &got, 5000).ok());
+  // Host 1's copy of mem-a is not pinned and host 0 has it too: evicted to make room.
+  std::shared_ptr<const hoplite::ObjectView> vb;
+  ASSERT_TRUE(c1->GetReadOnly("mem-b", &vb, 5000).ok());
+  EXPECT_EQ(Fnv(vb->data(), vb->size()), Fnv(b));
+  std::string s1 = oc_->State(1);
+  EXPECT_EQ(s1.find("\"id\":\"mem-a\",\"size\":25165824,\"ready\""), std::string::npos) << s1;
+  // mem-b is in use by our view, so nothing can make room for mem-c.
+  st = c1->Get("mem-c", &got, 5000);
+  EXPECT_EQ(st.code(), Code::kOutOfMemory) << st.ToString();
+  vb.reset();  // released: now mem-b can go
+  ASSERT_TRUE(c1->Get("mem-c", &got, 5000).ok());
+  EXPECT_EQ(Fnv(got), Fnv(c));
+  // Evicted copies were the extra ones: every object is still readable (here mem-c's
+  // extra copy makes room for mem-a again).
+  for (auto [id, want] : {std::pair{"mem-a", &a}, std::pair{"mem-b", &b}}) {
+    st = c1->Get(id, &got, 5000);
+    ASSERT_TRUE(st.ok()) << id << ": " << st.ToString();
+    EXPECT_EQ(Fnv(got), Fnv(*want)) << id;
+  }
+}
+
+}  // namespace
+}  // namespace conduit::it

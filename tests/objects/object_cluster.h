@@ -1,0 +1,67 @@
+// Helpers for the object-store tests: a Cluster whose daemons form one object store,
+// clients connected to any host's daemon (Unix sockets are reachable from the test's own
+// namespace), deterministic object contents, checksums, and a raw program that can stop
+// in the middle of a Put (to test pipelining from a sender that is still receiving, and
+// a creator dying mid-Put).
+#ifndef CONDUIT_TESTS_OBJECTS_OBJECT_CLUSTER_H_
+#define CONDUIT_TESTS_OBJECTS_OBJECT_CLUSTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../integration/cluster.h"
+#include "common/fd_io.h"
+#include "conduit/hoplite.h"
+
+namespace conduit::it {
+
+std::vector<uint8_t> Pattern(size_t size, uint64_t seed);
+uint64_t Fnv(const uint8_t* p, size_t n);
+inline uint64_t Fnv(const std::vector<uint8_t>& v) { return Fnv(v.data(), v.size()); }
+// The first integer after "key": in json (-1 if absent).
+long long JsonNumber(const std::string& json, const std::string& key);
+
+class ObjectCluster {
+ public:
+  ObjectCluster(const std::string& prefix, const std::string& subnet, int hosts, std::vector<std::string> extra_args = {},
+                const std::string& rate = "");
+  // Starts namespaces and daemons and waits until every daemon sees all the others.
+  bool Start(std::string* error);
+  Cluster& cluster() { return cluster_; }
+  int hosts() const { return cluster_.config().hosts; }
+
+  std::unique_ptr<hoplite::Client> Connect(int host);
+  std::string State(int host);
+  // Waits until `host`'s daemon sees `live` daemons (bounded).
+  bool WaitLive(int host, int live, int timeout_ms = 15000);
+  bool RestartDaemon(int host, std::string* error);
+  long long Counter(int host, const std::string& key) { return JsonNumber(State(host), key); }
+
+ private:
+  Cluster cluster_;
+};
+
+// A program speaking the object protocol by hand, so a test can stop a Put half-way.
+class RawPutter {
+ public:
+  // Connects to `socket` and starts Put(id, size) (size >= 64 KiB); false with *error.
+  bool Begin(const std::string& socket, const std::string& id, size_t size, std::string* error);
+  // Copies data[from, to) into the object and reports `to` bytes ready.
+  bool Write(const std::vector<uint8_t>& data, size_t from, size_t to);
+  // Waits for the daemon's PutDone (after the last Write).
+  bool Finish(std::string* error);
+  // Disconnects without finishing, as a dying program would.
+  void Abandon();
+  ~RawPutter();
+
+ private:
+  UniqueFd fd_;
+  uint8_t* map_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace conduit::it
+
+#endif  // CONDUIT_TESTS_OBJECTS_OBJECT_CLUSTER_H_

@@ -1,0 +1,76 @@
+// Pieces of the object service that need no daemon: consistent hashing and the reduce
+// tree (shape, fill order, degree from eq. 2.1 of the Hoplite chapter).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "objects/hash_ring.h"
+#include "objects/reduce_tree.h"
+
+namespace conduit::objects {
+namespace {
+
+TEST(HashRing, SpreadsIdsAndMovesFewWhenAMemberLeaves) {
+  std::vector<std::string> members = {"10.0.0.1:7650", "10.0.0.2:7650", "10.0.0.3:7650", "10.0.0.4:7650"};
+  HashRing ring(members);
+  std::map<std::string, int> load;
+  const int kIds = 20000;
+  for (int i = 0; i < kIds; ++i) ++load[ring.Owner("obj-" + std::to_string(i))];
+  for (const auto& m : members) {
+    EXPECT_GT(load[m], kIds / 4 * 0.6) << m;
+    EXPECT_LT(load[m], kIds / 4 * 1.4) << m;
+  }
+  // Without member 2, only its ids move, and they spread over the others.
+  HashRing smaller({members[0], members[1], members[3]});
+  int moved = 0;
+  for (int i = 0; i < kIds; ++i) {
+    std::string id = "obj-" + std::to_string(i);
+    if (ring.Owner(id) != smaller.Owner(id)) {
+      ++moved;
+      EXPECT_EQ(ring.Owner(id), members[2]);
+    }
+  }
+  EXPECT_EQ(moved, load[members[2]]);
+  EXPECT_EQ(HashRing({}).Owner("x"), "");
+  EXPECT_EQ(HashRing({"a:1"}).Owner("x"), "a:1");
+}
+
+TEST(ReduceTree, BinaryTreeOfSixFillsInOrder) {
+  // The paper's Figure 2.5a: 6 objects, degree 2; arrivals fill the in-order traversal.
+  ReduceTree t = BuildReduceTree(6, 2);
+  EXPECT_EQ(t.parent, (std::vector<int>{-1, 0, 0, 1, 1, 2}));
+  EXPECT_EQ(t.fill_order, (std::vector<int>{3, 1, 4, 0, 5, 2}));
+}
+
+TEST(ReduceTree, ChainFillsFromTheDeepestSlot) {
+  ReduceTree t = BuildReduceTree(4, 1);
+  EXPECT_EQ(t.parent, (std::vector<int>{-1, 0, 1, 2}));
+  EXPECT_EQ(t.fill_order, (std::vector<int>{3, 2, 1, 0}));
+  ReduceTree star = BuildReduceTree(4, 4);
+  EXPECT_EQ(star.fill_order, (std::vector<int>{1, 0, 2, 3}));
+  std::set<int> all(star.fill_order.begin(), star.fill_order.end());
+  EXPECT_EQ(all.size(), 4u);
+}
+
+TEST(ReduceTree, DegreeFollowsEquation21) {
+  const double B = 125e6;  // 1 Gbit/s
+  const double L = 200e-6;
+  // Large objects: bandwidth dominates, a pipelined chain (d = 1) wins.
+  EXPECT_EQ(ChooseReduceDegree(8, 64e6, B, L), 1);
+  // Tiny objects: latency dominates, every object straight to the root (d = n).
+  EXPECT_EQ(ChooseReduceDegree(8, 8, B, L), 8);
+  // In between, the formula's minimum.
+  const int n = 16;
+  const double S = 20e3;
+  int d = ChooseReduceDegree(n, S, B, L);
+  for (int k = 1; k <= n; ++k) EXPECT_LE(ReduceTreeTime(n, d, S, B, L), ReduceTreeTime(n, k, S, B, L)) << k;
+  EXPECT_GT(d, 1);
+  EXPECT_LT(d, n);
+  EXPECT_DOUBLE_EQ(ReduceTreeTime(4, 1, 1e6, 1e6, 0.5), 4 * 0.5 + 1.0);
+  EXPECT_DOUBLE_EQ(ReduceTreeTime(4, 2, 1e6, 1e6, 0.5), 0.5 * 2 + 2.0);
+  EXPECT_EQ(ChooseReduceDegree(1, 1e9, B, L), 1);
+}
+
+}  // namespace
+}  // namespace conduit::objects

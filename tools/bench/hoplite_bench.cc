@@ -1,0 +1,179 @@
+// hoplite-bench: times libhoplite collectives the way the Hoplite chapter measures them.
+//
+//   hoplite-bench --sockets S0,S1,... --op bcast|gather|reduce|allreduce --sizes 1K,1M,...
+//                 [--iters N] [--prefix ID]
+// One "program" per host: host i's calls go to the daemon behind socket Si (each thread
+// its own client). All namespaces share this machine's clock, so one process can time a
+// collective across hosts. Inputs are Put (and complete) before the clock starts.
+//   bcast:     host 0 Puts; hosts 1.. Get (read-only) at once; until the last has it.
+//   gather:    every host Puts; host 0 Gets (read-only) every other object at once.
+//   reduce:    every host Puts; host 0 Reduces all (float32 sum) and Gets the result.
+//   allreduce: every host Puts; host 0 Reduces, the others Get the result; until the last.
+// Prints "op hosts size_bytes iters median_ms min_ms" per size.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conduit/hoplite.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t c = s.find(',', start);
+    if (c == std::string::npos) c = s.size();
+    if (c > start) out.push_back(s.substr(start, c - start));
+    start = c + 1;
+  }
+  return out;
+}
+
+size_t ParseSize(const std::string& s) {
+  double v = atof(s.c_str());
+  switch (s.back()) {
+    case 'K': case 'k': return static_cast<size_t>(v * 1024);
+    case 'M': case 'm': return static_cast<size_t>(v * 1024 * 1024);
+    case 'G': case 'g': return static_cast<size_t>(v * 1024 * 1024 * 1024);
+    default: return static_cast<size_t>(v);
+  }
+}
+
+[[noreturn]] void Die(const std::string& what, const hoplite::Status& st) {
+  fprintf(stderr, "hoplite-bench: %s: %s\n", what.c_str(), st.ToString().c_str());
+  exit(1);
+}
+
+struct Bench {
+  std::vector<std::string> sockets;
+  std::string op, prefix = "hb";
+  std::vector<uint8_t> buf;  // the input every host Puts (float32 ones, so sums are exact)
+
+  std::unique_ptr<hoplite::Client> Connect(int h) {
+    std::unique_ptr<hoplite::Client> c;
+    hoplite::Status st = hoplite::Client::Connect(&c, sockets[h]);
+    if (!st.ok()) Die("connect to " + sockets[h], st);
+    return c;
+  }
+
+  // One timed run; returns milliseconds.
+  double Run(size_t size, int iter) {
+    const int n = static_cast<int>(sockets.size());
+    const std::string tag = prefix + "-" + op + "-" + std::to_string(size) + "-" + std::to_string(iter);
+    std::vector<std::unique_ptr<hoplite::Client>> clients;
+    for (int h = 0; h < n; ++h) clients.push_back(Connect(h));
+    std::vector<std::string> ids;
+    std::vector<std::string> to_delete;
+    auto put = [&](int h, const std::string& id) {
+      hoplite::Status st = clients[h]->Put(id, buf.data(), size);
+      if (!st.ok()) Die("put " + id, st);
+      to_delete.push_back(id);
+    };
+    if (op == "bcast") {
+      put(0, tag);
+    } else {
+      for (int h = 0; h < n; ++h) {
+        ids.push_back(tag + "-s" + std::to_string(h));
+        put(h, ids.back());
+      }
+    }
+    const std::string target = tag + "-r";
+    // Every worker thread gets its own client, connected before the clock starts.
+    std::vector<std::unique_ptr<hoplite::Client>> workers;
+    std::vector<std::function<void(hoplite::Client&)>> jobs;
+    auto get_ro = [](const std::string& id) {
+      return [id](hoplite::Client& c) {
+        std::shared_ptr<const hoplite::ObjectView> v;
+        hoplite::Status st = c.GetReadOnly(id, &v, 600000);
+        if (!st.ok()) Die("get " + id, st);
+      };
+    };
+    std::vector<int> where;
+    if (op == "bcast") {
+      for (int h = 1; h < n; ++h) where.push_back(h), jobs.push_back(get_ro(tag));
+    } else if (op == "gather") {
+      for (int h = 1; h < n; ++h) where.push_back(0), jobs.push_back(get_ro(ids[h]));
+    } else if (op == "reduce" || op == "allreduce") {
+      where.push_back(0);
+      jobs.push_back([&, target](hoplite::Client& c) {
+        hoplite::Status st = c.Reduce(target, ids, ids.size(), hoplite::ReduceOp::kSum, hoplite::DataType::kFloat32, 600000);
+        if (!st.ok()) Die("reduce " + target, st);
+        get_ro(target)(c);
+      });
+      if (op == "allreduce") {
+        for (int h = 1; h < n; ++h) where.push_back(h), jobs.push_back(get_ro(target));
+      }
+    } else {
+      fprintf(stderr, "hoplite-bench: unknown --op %s\n", op.c_str());
+      exit(2);
+    }
+    for (int h : where) workers.push_back(Connect(h));
+    std::vector<Clock::time_point> done(jobs.size());
+    std::vector<std::thread> threads;
+    const Clock::time_point start = Clock::now();
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      threads.emplace_back([&, j] {
+        jobs[j](*workers[j]);
+        done[j] = Clock::now();
+      });
+    }
+    for (auto& t : threads) t.join();
+    double ms = std::chrono::duration<double, std::milli>(*std::max_element(done.begin(), done.end()) - start).count();
+    if (op == "reduce" || op == "allreduce") to_delete.push_back(target);
+    workers.clear();
+    for (const auto& id : to_delete) (void)clients[0]->Delete(id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(size >= (64u << 20) ? 300 : 20));
+    return ms;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Bench b;
+  std::vector<size_t> sizes;
+  int iters = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--sockets") b.sockets = Split(v);
+    else if (a == "--op") b.op = v;
+    else if (a == "--sizes") for (auto& s : Split(v)) sizes.push_back(ParseSize(s));
+    else if (a == "--iters") iters = atoi(v.c_str());
+    else if (a == "--prefix") b.prefix = v;
+    else {
+      fprintf(stderr, "hoplite-bench: unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (b.sockets.size() < 2 || b.op.empty() || sizes.empty()) {
+    fprintf(stderr, "usage: hoplite-bench --sockets S0,S1,... --op bcast|gather|reduce|allreduce --sizes 1K,1M\n");
+    return 2;
+  }
+  for (size_t size : sizes) {
+    size_t floats = (size + 3) / 4;
+    b.buf.assign(floats * 4, 0);
+    std::vector<float> ones(floats, 1.0f);
+    memcpy(b.buf.data(), ones.data(), floats * 4);
+    int n = iters > 0 ? iters : size <= (1u << 20) ? 10 : size <= (64u << 20) ? 3 : 1;
+    int warm = size <= (64u << 20) ? 1 : 0;
+    std::vector<double> t;
+    for (int i = 0; i < warm + n; ++i) {
+      double ms = b.Run(size, i);
+      if (i >= warm) t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    printf("%s %zu %zu %d %.3f %.3f\n", b.op.c_str(), b.sockets.size(), size, n, t[t.size() / 2], t[0]);
+    fflush(stdout);
+  }
+  return 0;
+}

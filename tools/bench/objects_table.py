@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Side-by-side table of objects_bench.sh results (markdown), with lower bounds.
+
+Reads RESULTS/<hosts>.link (iperf3 Gbit/s) and RESULTS/<hosts>.<system> lines
+"op hosts size_bytes iters median_ms min_ms"."""
+import argparse
+import os
+
+NAMES = {"hoplite": "Conduit (libhoplite)", "mpi": "OpenMPI", "gloo": "Gloo", "ray": "Ray"}
+
+
+def human(n):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return "%g %s" % (n / div, unit)
+    return "%d B" % n
+
+
+def lower_bound_ms(op, hosts, size, gbit):
+    bps = gbit * 1e9 / 8
+    factor = {"bcast": 1.0, "gather": hosts - 1.0, "reduce": 1.0, "allreduce": 2.0 * (hosts - 1) / hosts}[op]
+    return factor * size / bps * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--hosts", required=True)
+    ap.add_argument("--ops", required=True)
+    ap.add_argument("--systems", required=True)
+    ap.add_argument("--rate", required=True)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    systems = a.systems.split()
+    peers = [s for s in systems if s != "hoplite"]
+    lines = []
+    for hosts in a.hosts.split():
+        link = os.path.join(a.results, "%s.link" % hosts)
+        gbit = float(open(link).read().strip()) if os.path.exists(link) else 0.0
+        data = {}
+        for s in systems:
+            path = os.path.join(a.results, "%s.%s" % (hosts, s))
+            if not os.path.exists(path):
+                continue
+            for row in open(path):
+                f = row.split()
+                if len(f) == 6:
+                    data[(s, f[0], int(f[2]))] = float(f[4])
+        lines.append("### %s hosts, links shaped to %s (iperf3: %.3f Gbit/s)\n" % (hosts, a.rate, gbit))
+        head = ["op", "size", "lower bound"] + [NAMES.get(s, s) for s in systems] + ["ours / bound", "ours / best peer"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + " --- |" * len(head))
+        for op in a.ops.split():
+            sizes = sorted({k[2] for k in data if k[1] == op})
+            for size in sizes:
+                lb = lower_bound_ms(op, int(hosts), size, gbit) if gbit else 0
+                row = [op, human(size), "%.2f ms" % lb]
+                for s in systems:
+                    v = data.get((s, op, size))
+                    row.append("%.2f ms" % v if v is not None else "n/a")
+                ours = data.get(("hoplite", op, size))
+                best = min([data[(p, op, size)] for p in peers if (p, op, size) in data], default=None)
+                row.append("%.2fx" % (ours / lb) if ours and lb else "n/a")
+                row.append("%.2fx" % (ours / best) if ours and best else "n/a")
+                lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
