@@ -90,6 +90,21 @@ Json CommOn(const Cluster& cluster, int host, const std::string& key) {
   return AdminCall(cluster, host, "GET", "/v1/communicators/" + key).body;
 }
 
+// The communicator on `host` once that daemon has applied configuration `epoch` (a
+// reconfiguration answers when the asked daemon switched; the others switch after the same
+// collective, which they may still be running).
+Json CommAtEpoch(const Cluster& cluster, int host, const std::string& key, int64_t epoch) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    Json c = CommOn(cluster, host, key);
+    const Json* config = c.is_object() ? c.find("config") : nullptr;
+    if ((config != nullptr && config->find("epoch")->as_int() >= epoch) || std::chrono::steady_clock::now() > deadline) {
+      return c;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 std::vector<int64_t> RingOf(const Json& comm) {
   const Json* config = comm.is_object() ? comm.find("config") : nullptr;
   return Ints(config ? config->find("ring") : nullptr);
@@ -153,7 +168,7 @@ TEST(OperatorTest, LocalityAwareRingOrder) {
   ASSERT_EQ(re.rc, 0) << re.out;
   EXPECT_NE(re.out.find("\"applied\": true"), std::string::npos) << re.out;
   for (int h = 0; h < 4; ++h) {
-    Json c = CommOn(cluster, h, key2);
+    Json c = CommAtEpoch(cluster, h, key2, 1);
     EXPECT_EQ(RingOf(c), (std::vector<int64_t>{0, 2, 1, 3})) << "host " << h;
     EXPECT_EQ(c.find("config")->find("epoch")->as_int(), 1);
     EXPECT_EQ(c.find("reconfigurations")->as_int(), 1);
@@ -191,13 +206,15 @@ TEST(OperatorTest, FlowAssignmentSpreadsTenantsOverPaths) {
   EXPECT_EQ(CollectivePath(CommOn(cluster, 1, KeyOf(cc)), 0), 0);
 
   // Move it, while it runs, to path 1 and then to the primary address.
+  int epoch = 0;
   for (int path : {1, -1}) {
     AdminAnswer r = AdminCall(cluster, 0, "POST", "/v1/communicators/" + KeyOf(cc) + "/reconfigure",
                               R"({"paths": [{"hosts": [0, 1], "path": )" + std::to_string(path) + "}]}");
     ASSERT_EQ(r.status, 200) << r.text;
-    Json now = CommOn(cluster, 1, KeyOf(cc));
+    ++epoch;
+    Json now = CommAtEpoch(cluster, 1, KeyOf(cc), epoch);
     EXPECT_EQ(CollectivePath(now, 0), path) << now.Dump(2);
-    EXPECT_EQ(CollectivePath(CommOn(cluster, 0, KeyOf(cc)), 1), path);
+    EXPECT_EQ(CollectivePath(CommAtEpoch(cluster, 0, KeyOf(cc), epoch), 1), path);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   StopLoop(cluster, a);
