@@ -26,6 +26,7 @@
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
 #include "common/version.h"
+#include "policy/fabric.h"
 #include "objects/object_admin.h"
 #include "objects/object_service.h"
 #include "rpc/rpc_admin.h"
@@ -35,6 +36,7 @@
 #include "server/unix_socket.h"
 #include "session/collective_admin.h"
 #include "session/collective_service.h"
+#include "session/fabric_admin.h"
 #include "transport/tcp.h"
 
 namespace conduit {
@@ -50,6 +52,9 @@ struct Flags {
   CommOptions comm;
   std::vector<std::string> deny_exe;
   uint64_t max_shm_bytes = 64ull << 30;
+  std::string topology;
+  FlowPolicy flows;
+  RingPolicy ring;
   objects::ObjectOptions objects;
   std::string object_peers;
   uint32_t rpc_inline_max = 512;
@@ -73,8 +78,11 @@ std::vector<std::string> SplitList(const std::string& text) {
           "usage: conduitd [--socket PATH] [--listen IP:PORT] [--advertise IP] [--timeout-ms N]\n"
           "                [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
           "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
+          "                [--rd-latency-bytes N]\n"
           "                [--chunk-bytes N] [--max-shm-bytes N] [--rpc-inline-max N]\n"
           "                [--log-level debug|info|warn|error]\n"
+          "                [--topology FILE] [--ring-order locality|rank]\n"
+          "                [--flow-assignment primary|single|hash|balance]\n"
           "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
           "  --admin-socket  operator API, HTTP+JSON (default $CONDUIT_ADMIN_SOCKET, or the program\n"
           "                socket's name with -admin: conduitd.sock -> conduitd-admin.sock)\n"
@@ -84,6 +92,12 @@ std::vector<std::string> SplitList(const std::string& text) {
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
           "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
+          "  --rd-max-bytes N, --rd-latency-bytes N  all-reduce: recursive doubling up to N bytes\n"
+          "                (64 KiB) where it beats the ring given a link's latency x bandwidth (4096)\n"
+          "  --topology    the operator's host/topology description (JSON, docs/topology.md);\n"
+          "                re-read on SIGHUP and POST /v1/topology/reload\n"
+          "  --ring-order  ring order of new communicators (default locality)\n"
+          "  --flow-assignment  paths of collective connections (default balance)\n"
           "object store (libhoplite):\n"
           "  --object-peers IP:PORT,...   every daemon of the object store (this one included)\n"
           "  --object-memory-bytes N      store size; LRU copies with another copy are evicted (default 8 GiB)\n"
@@ -134,9 +148,18 @@ Flags ParseFlags(int argc, char** argv) {
         Usage("--allreduce-algo must be auto, ring or rd");
       }
     } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
+    else if (a == "--rd-latency-bytes") f.comm.rd_latency_bytes = number();
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
     else if (a == "--max-shm-bytes") f.max_shm_bytes = number();
     else if (a == "--rpc-inline-max") f.rpc_inline_max = static_cast<uint32_t>(number());
+    else if (a == "--topology") f.topology = value();
+    else if (a == "--ring-order") {
+      Json order = Json::Object();
+      order["order"] = value();
+      if (!RingPolicy::FromJson(order, &f.ring).ok()) Usage("--ring-order must be locality or rank");
+    } else if (a == "--flow-assignment") {
+      if (!ParseFlowAssignment(value(), &f.flows.assignment)) Usage("--flow-assignment must be primary, single, hash or balance");
+    }
     else if (a == "--object-peers") f.object_peers = value();
     else if (a == "--object-memory-bytes") f.objects.memory_bytes = number();
     else if (a == "--object-block-bytes") f.objects.block_bytes = number();
@@ -174,7 +197,19 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);  // reload the topology
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  static Fabric fabric(flags.topology);
+  fabric.set_flow_policy(flags.flows);
+  fabric.set_ring_policy(flags.ring);
+  if (!flags.topology.empty()) {
+    Status loaded = fabric.topology().Reload();
+    if (!loaded.ok()) {
+      CLOG_ERROR("%s", loaded.message().c_str());
+      return 1;
+    }
+  }
 
   UniqueFd peer_listener;
   SockAddr bound;
@@ -206,7 +241,7 @@ int Main(int argc, char** argv) {
   }
 
   // The services live until _exit: their threads are detached and never joined.
-  static CommRegistry registry(my_addr, flags.comm);
+  static CommRegistry registry(my_addr, flags.comm, &fabric);
   static ProgramPolicy policy(flags.deny_exe, flags.max_shm_bytes);
   static CollectiveService collectives(&registry, &policy);
   rpc::RpcOptions rpc_options;
@@ -229,6 +264,7 @@ int Main(int argc, char** argv) {
   AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket}, &router, &policy);
   AddCollectiveAdmin(&admin, &registry);
   rpc::AddRpcAdmin(&admin, &rpc);
+  AddFabricAdmin(&admin, &fabric);
   objects::AddObjectAdmin(&admin, &object_store);
   static AdminServer admin_server(&admin, flags.admin);
 
@@ -240,7 +276,12 @@ int Main(int argc, char** argv) {
             flags.comm.timeout_ms);
 
   int sig = 0;
-  sigwait(&stop, &sig);
+  for (;;) {
+    sigwait(&stop, &sig);
+    if (sig != SIGHUP) break;
+    Status reloaded = fabric.topology().Reload();
+    if (!reloaded.ok()) CLOG_WARN("SIGHUP: topology not reloaded: %s", reloaded.message().c_str());
+  }
   CLOG_INFO("signal %d: shutting down", sig);
   unlink(flags.socket_path.c_str());
   unlink(flags.admin_socket.c_str());

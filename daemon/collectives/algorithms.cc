@@ -194,6 +194,19 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   return Status::Ok();
 }
 
+bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes) {
+  if (nhosts <= 2) return true;  // one exchange of the whole buffer: the ring's bytes in fewer steps
+  int pow2 = 1, log2 = 0;
+  while (pow2 * 2 <= nhosts) {
+    pow2 *= 2;
+    ++log2;
+  }
+  const double rd_steps = log2 + (nhosts > pow2 ? 2 : 0);
+  const double ring_steps = 2.0 * (nhosts - 1);
+  const double extra_bytes = static_cast<double>(bytes) * (rd_steps - ring_steps / nhosts);
+  return extra_bytes <= (ring_steps - rd_steps) * static_cast<double>(latency_bytes);
+}
+
 Status ChainBroadcast(const HostGroup& g, int root, uint8_t* buf, size_t bytes) {
   const int n = g.nhosts;
   if (n == 1 || bytes == 0) return Status::Ok();

@@ -58,6 +58,12 @@ Status RingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDat
 Status RecursiveDoublingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDataType_t type,
                                   ncclRedOp_t op);
 
+// Whether recursive doubling should beat the ring for an all-reduce of `bytes` over
+// `nhosts` hosts: it takes fewer steps (2(H-1) for the ring, log2 H, plus 2 when hosts fold
+// into partners) but each step moves the whole buffer. `latency_bytes` is what a link
+// carries in one step's latency (latency x bandwidth), the exchange rate between the two.
+bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes);
+
 // Pipelined chain from `root` through the other hosts in ring order.
 Status ChainBroadcast(const HostGroup& group, int root, uint8_t* buf, size_t bytes);
 // Pipelined chain toward `root`; only root's buffer holds the full reduction afterwards.

@@ -8,10 +8,12 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "collectives/comm_config.h"
 #include "common/metrics.h"
 #include "common/shim_protocol.h"
 
@@ -32,6 +34,7 @@ struct CollRecord {
   int64_t start_unix_us = 0;
   double duration_us = 0;
   std::string error;  // empty when it succeeded
+  std::shared_ptr<const CommConfig> config;  // the configuration it ran under (epoch, ring)
 };
 
 class CommStats {

@@ -7,6 +7,7 @@
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
+#include "policy/tenant_pacer.h"
 #include "reduce/reduce.h"
 
 namespace conduit {
@@ -20,11 +21,25 @@ bool IsCollective(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <
 
 }  // namespace
 
-Communicator::Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options)
-    : key_(key), nranks_(nranks), my_addr_(std::move(my_addr)), options_(std::move(options)) {}
+Communicator::Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options, Fabric* fabric,
+                           std::string exe)
+    : key_(key),
+      nranks_(nranks),
+      my_addr_(std::move(my_addr)),
+      options_(std::move(options)),
+      fabric_(fabric),
+      exe_(std::move(exe)) {
+  auto config = std::make_shared<CommConfig>();
+  config->allreduce_algo = options_.allreduce_algo;
+  config_ = std::move(config);
+}
 
 Communicator::~Communicator() {
-  closing_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    cv_.notify_all();  // a reader thread applying a reconfiguration stops waiting
+  }
   // Tell peers this is a clean exit so they do not abort communicators that are done.
   peerproto::P2pData bye{-1, -1, 0};
   FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(bye), 0};
@@ -33,13 +48,13 @@ Communicator::~Communicator() {
     std::lock_guard<std::mutex> lock(p2p_send_mu_[host]);
     (void)p2p_links_[host]->Send({{&h, sizeof(h)}, {&bye, sizeof(bye)}}, Deadline::AfterMs(1000));
   }
-  for (auto& link : coll_links_) if (link) link->Shutdown();
+  for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
   for (auto& link : p2p_links_) if (link) link->Shutdown();
   for (auto& t : readers_) t.join();
   CLOG_DEBUG("communicator %016llx destroyed", static_cast<unsigned long long>(key_));
 }
 
-Status Communicator::Setup(const std::vector<std::string>& rank_addrs,
+Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std::vector<int>& ring,
                            const std::function<Status(Communicator&)>& connect_links) {
   std::unique_lock<std::mutex> lock(mu_);
   if (setup_started_) {
@@ -73,6 +88,19 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs,
         if (membership_.host_of_rank[r] == membership_.my_host) local_ranks_.push_back(r);
       }
       const size_t nhosts = membership_.host_addrs.size();
+      ReconfigPlan check;
+      check.set_ring = true;
+      check.ring = ring;
+      if (!ValidatePlan(check, static_cast<int>(nhosts)).ok()) {
+        // A root that did not choose (or chose nonsense): rank order, which every daemon
+        // derives the same way.
+        check.ring.clear();
+        for (size_t h = 0; h < nhosts; ++h) check.ring.push_back(static_cast<int>(h));
+      }
+      membership_.initial_ring = check.ring;
+      auto config = std::make_shared<CommConfig>(*config_);
+      config->ring = check.ring;
+      config_ = std::move(config);
       pending_.resize(local_ranks_.size());
       left_.assign(local_ranks_.size(), false);
       coll_links_.resize(nhosts);
@@ -90,20 +118,42 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs,
   }
   setup_done_ = true;
   cv_.notify_all();
+  // A peer that finished first may already have proposed a reconfiguration.
+  if (setup_status_.ok() && !proposals_.empty()) AdvanceReconfig(lock);
   return setup_status_;
 }
 
-void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link) {
+void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link, uint32_t epoch, int path,
+                              std::string local_ip, std::unique_ptr<PathLease> lease) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = channel == peerproto::kCollective ? coll_links_[host] : p2p_links_[host];
-  if (slot) {
-    CLOG_WARN("communicator %016llx: duplicate link from host %d ignored", static_cast<unsigned long long>(key_), host);
-    return;
+  if (!failed_.ok()) link->Shutdown();
+  if (channel == peerproto::kCollective) {
+    CollLink l{std::move(link), path, std::move(local_ip), epoch, std::move(lease)};
+    if (epoch > 0) {
+      // A replacement for a reconfiguration; ApplyProposal picks it up.
+      if (epoch <= config_->epoch || renewed_.count({host, epoch})) {
+        CLOG_WARN("communicator %016llx: stale or duplicate link from host %d for epoch %u ignored",
+                  static_cast<unsigned long long>(key_), host, epoch);
+        return;
+      }
+      renewed_[{host, epoch}] = std::move(l);
+      cv_.notify_all();
+      return;
+    }
+    if (coll_links_[host].link) {
+      CLOG_WARN("communicator %016llx: duplicate link from host %d ignored", static_cast<unsigned long long>(key_), host);
+      return;
+    }
+    coll_links_[host] = std::move(l);
+  } else {
+    if (p2p_links_[host] || epoch > 0) {
+      CLOG_WARN("communicator %016llx: duplicate link from host %d ignored", static_cast<unsigned long long>(key_), host);
+      return;
+    }
+    p2p_links_[host] = std::move(link);
+    readers_.emplace_back([this, host] { P2pReaderLoop(host); });
   }
-  slot = std::move(link);
   --links_missing_;
-  if (!failed_.ok()) slot->Shutdown();
-  if (channel == peerproto::kP2p) readers_.emplace_back([this, host] { P2pReaderLoop(host); });
   cv_.notify_all();
 }
 
@@ -134,7 +184,8 @@ void Communicator::Abort(const Status& reason) {
     failed_ = reason;
     CLOG_WARN("communicator %016llx aborted: %s: %s", static_cast<unsigned long long>(key_), ResultName(reason.code()),
               reason.message().c_str());
-    for (auto& link : coll_links_) if (link) link->Shutdown();
+    for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
+    for (auto& [key, l] : renewed_) l.link->Shutdown();
     for (auto& link : p2p_links_) if (link) link->Shutdown();
     cv_.notify_all();
   }
@@ -257,14 +308,25 @@ void Communicator::P2pReaderLoop(int host) {
     link = p2p_links_[host].get();
   }
   for (;;) {
-    FrameHeader h;
-    peerproto::P2pData head;
-    Status st = link->Recv({{&h, sizeof(h)}, {&head, sizeof(head)}}, Deadline::Never());
+    FrameHeader h{};
+    Status st = link->Recv({{&h, sizeof(h)}}, Deadline::Never());
+    const bool control = h.type == peerproto::kReconfigForward || h.type == peerproto::kReconfigPropose ||
+                         h.type == peerproto::kReconfigSeq;
     if (st.ok() && (h.magic != peerproto::kMagic || h.version != peerproto::kVersion ||
-                    h.type != peerproto::kP2pData || h.length != sizeof(head))) {
-      st = RemoteError("malformed point-to-point frame from daemon %s (magic 0x%08x type %u)",
-                       link->peer_name().c_str(), h.magic, h.type);
+                    (h.type == peerproto::kP2pData && h.length != sizeof(peerproto::P2pData)) ||
+                    (h.type != peerproto::kP2pData && !control) ||
+                    (control && h.length > peerproto::kMaxControlPayload))) {
+      st = RemoteError("malformed frame on the point-to-point link from daemon %s (magic 0x%08x type %u length %u)",
+                       link->peer_name().c_str(), h.magic, h.type, h.length);
     }
+    if (st.ok() && control) {
+      std::vector<uint8_t> payload(h.length);
+      st = link->Recv({{payload.data(), payload.size()}}, Deadline::AfterMs(options_.timeout_ms));
+      if (st.ok()) st = HandleControl(host, h.type, payload);
+      if (st.ok()) continue;
+    }
+    peerproto::P2pData head{};
+    if (st.ok()) st = link->Recv({{&head, sizeof(head)}}, Deadline::AfterMs(options_.timeout_ms));
     if (st.ok() && head.src_rank == -1) return;  // the peer destroyed the communicator cleanly
     if (st.ok()) {
       bool src_ok = head.src_rank >= 0 && head.src_rank < nranks_ && membership_.host_of_rank[head.src_rank] == host;
@@ -289,10 +351,11 @@ void Communicator::P2pReaderLoop(int host) {
   }
 }
 
-Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch) {
+Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, uint64_t seq,
+                                      std::shared_ptr<const CommConfig> config) {
   const shimproto::OpDesc& op = batch[0]->op;
   CollRecord record;
-  record.seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
+  record.seq = seq;
   record.kind = op.kind;
   record.dtype = op.dtype;
   record.redop = op.redop;
@@ -302,9 +365,10 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch) {
   record.start_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
   const auto start = std::chrono::steady_clock::now();
-  Status st = Execute(batch, &record.algorithm);
+  Status st = Execute(batch, *config, &record.algorithm);
   record.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   if (!st.ok()) record.error = st.message();
+  record.config = std::move(config);
   stats_.Record(std::move(record));
   return st;
 }
@@ -326,13 +390,15 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       return failed_;
     }
     bool all_here = std::all_of(pending_.begin(), pending_.end(), [](const auto& q) { return !q.empty(); });
-    if (all_here && !running_) {
+    if (all_here && !running_ && MayLaunch()) {
       // The last local rank to arrive runs the collective on its own thread.
       running_ = true;
       std::vector<CollRequest*> batch;
       for (auto& q : pending_) batch.push_back(q.front());
+      const uint64_t seq = coll_seq_++;
+      std::shared_ptr<const CommConfig> config = config_;
       lock.unlock();
-      Status st = ExecuteAndRecord(batch);
+      Status st = ExecuteAndRecord(batch, seq, std::move(config));
       if (!st.ok()) Abort(st);
       lock.lock();
       for (auto& q : pending_) q.pop_front();
@@ -342,6 +408,7 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       }
       running_ = false;
       cv_.notify_all();
+      if (!proposals_.empty()) AdvanceReconfig(lock);
       continue;
     }
     if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !request.done && !running_) {
@@ -349,8 +416,11 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       for (size_t i = 0; i < pending_.size(); ++i) {
         if (pending_[i].empty()) missing += (missing.empty() ? "" : ",") + std::to_string(local_ranks_[i]);
       }
-      Status st = RemoteError("timed out after %d ms waiting for local rank(s) %s to call the collective",
-                              options_.timeout_ms, missing.c_str());
+      Status st = missing.empty()
+                      ? RemoteError("timed out after %d ms waiting for the daemons to agree on reconfiguration epoch %llu",
+                                    options_.timeout_ms, static_cast<unsigned long long>(config_->epoch + 1))
+                      : RemoteError("timed out after %d ms waiting for local rank(s) %s to call the collective",
+                                    options_.timeout_ms, missing.c_str());
       lock.unlock();
       Abort(st);
       lock.lock();

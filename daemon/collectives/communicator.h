@@ -4,6 +4,10 @@
 // and runs collectives once all of this host's ranks have submitted the same one: the
 // host's buffers are combined here first, then only one stream per host crosses the
 // network (hierarchical), then results are handed back to every local rank.
+//
+// How collectives cross hosts (ring order, all-reduce algorithm, the path of each
+// collective link) is a CommConfig that the operator can change between collectives;
+// reconfig.cc holds the agreement that makes every daemon switch after the same one.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_COMMUNICATOR_H_
 #define CONDUIT_DAEMON_COLLECTIVES_COMMUNICATOR_H_
 
@@ -11,17 +15,21 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "collectives/algorithms.h"
+#include "collectives/comm_config.h"
 #include "collectives/comm_stats.h"
 #include "collectives/mailbox.h"
 #include "common/shim_protocol.h"
 #include "common/staging_control.h"
 #include "common/status.h"
+#include "policy/fabric.h"
 #include "transport/link.h"
 
 namespace conduit {
@@ -29,9 +37,11 @@ namespace conduit {
 struct CommOptions {
   int timeout_ms = 300000;
   size_t chunk_bytes = 512 * 1024;
-  // Allreduce algorithm: "auto" picks recursive doubling up to rd_max_bytes, ring above.
+  // Allreduce algorithm: "auto" picks recursive doubling up to rd_max_bytes where the
+  // cost model (RecursiveDoublingIsFaster with rd_latency_bytes) prefers it, ring above.
   std::string allreduce_algo = "auto";
   size_t rd_max_bytes = 64 * 1024;
+  size_t rd_latency_bytes = 4096;
 };
 
 // Where a local rank's op data lives: its shared segment as mapped in the daemon.
@@ -52,11 +62,31 @@ struct Membership {
   std::vector<std::string> host_addrs;  // communicator hosts, ordered by their lowest rank
   std::vector<int> host_of_rank;
   int my_host = 0;
+  std::vector<int> initial_ring;  // ring position -> host, as the rendezvous root chose it
+};
+
+// One link of this daemon, for the operator.
+struct LinkReport {
+  int host = 0;
+  const char* channel = "";
+  int path = -1;  // -1: the primary address
+  std::string local_ip;  // bound address ("" when the kernel chose)
+  std::string remote;    // where it was dialed / accepted from
+  uint64_t epoch = 0;    // the configuration epoch that created it
+};
+
+// The outcome of a reconfiguration request on this daemon.
+struct ReconfigResult {
+  uint64_t epoch = 0;     // the epoch it was sequenced as (0: not sequenced in time)
+  bool applied = false;   // this daemon switched to it
 };
 
 class Communicator {
  public:
-  Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options);
+  // `fabric` (may be null) supplies paths and tenant policies; `exe` names the programs of
+  // the ranks that created it here, for tenant matching.
+  Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options, Fabric* fabric = nullptr,
+               std::string exe = "");
   ~Communicator();
 
   uint64_t key() const { return key_; }
@@ -64,12 +94,15 @@ class Communicator {
   const Membership& membership() const { return membership_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
 
-  // Called by every local rank after the rendezvous with the same rank->daemon list. The
-  // first caller builds the membership and connects links; all wait until it is ready.
-  Status Setup(const std::vector<std::string>& rank_addrs,
+  // Called by every local rank after the rendezvous with the same rank->daemon list and
+  // ring order. The first caller builds the membership and connects links; all wait until
+  // it is ready.
+  Status Setup(const std::vector<std::string>& rank_addrs, const std::vector<int>& ring,
                const std::function<Status(Communicator&)>& connect_links);
-  // Installs the link to `host` for `channel` (0 collective, 1 p2p); the communicator owns it.
-  void AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link);
+  // Installs the link to `host` for `channel` (0 collective, 1 p2p); the communicator owns
+  // it. A link with epoch > 0 replaces a collective link when that epoch is applied.
+  void AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link, uint32_t epoch = 0, int path = -1,
+                  std::string local_ip = "", std::unique_ptr<PathLease> lease = nullptr);
   // Waits until links to every other host exist on both channels.
   Status WaitLinks();
 
@@ -93,8 +126,21 @@ class Communicator {
   }
   const CommOptions& options() const { return options_; }
   const CommStats& stats() const { return stats_; }
-  // Collectives executed so far (the next one's sequence number).
-  uint64_t collective_seq() const { return coll_seq_.load(std::memory_order_relaxed); }
+  // Collectives launched so far (the next one's sequence number).
+  uint64_t collective_seq() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return coll_seq_;
+  }
+  const std::string& exe() const { return exe_; }
+  Fabric* fabric() const { return fabric_; }
+
+  // The configuration collectives run with now.
+  std::shared_ptr<const CommConfig> config() const;
+  std::vector<LinkReport> Links() const;
+  uint64_t reconfigurations() const;
+  // Asks every daemon of the communicator to switch to `plan` after the same collective
+  // (sequenced by host 0). Waits up to wait_ms for this daemon to switch.
+  Status Reconfigure(const ReconfigPlan& plan, int wait_ms, ReconfigResult* result);
 
   // Delivery from a p2p link's reader thread.
   void DeliverP2p(int src, int dst, std::vector<uint8_t> bytes) { mailbox_.PostRemote(src, dst, std::move(bytes)); }
@@ -110,12 +156,46 @@ class Communicator {
     Status status;
   };
 
+  // A collective link and what the operator sees of it.
+  struct CollLink {
+    std::unique_ptr<Link> link;
+    int path = -1;
+    std::string local_ip;
+    uint64_t epoch = 0;
+    std::unique_ptr<PathLease> lease;  // set on the side that dialed it
+  };
+  // A configuration change sequenced by host 0, waiting to be applied.
+  struct Proposal {
+    uint64_t epoch = 0;
+    int origin = 0;
+    uint32_t request_id = 0;
+    ReconfigPlan plan;
+  };
+
   Deadline OpDeadline() const { return Deadline::AfterMs(options_.timeout_ms); }
   Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op, const GroupContext& context);
-  // Runs one collective; *algorithm names the inter-host algorithm it used.
-  Status Execute(const std::vector<CollRequest*>& batch, const char** algorithm);
+  // Runs one collective under `config`; *algorithm names the inter-host algorithm it used.
+  Status Execute(const std::vector<CollRequest*>& batch, const CommConfig& config, const char** algorithm);
+  // The inter-host part of Execute; `position[host]` is the host's ring position.
+  Status RunInterHost(const shimproto::OpDesc& op, const HostGroup& group, const std::vector<int>& position,
+                      const std::string& algo, uint8_t* work, const char** algorithm);
   // Runs Execute and records it in stats_.
-  Status ExecuteAndRecord(const std::vector<CollRequest*>& batch);
+  Status ExecuteAndRecord(const std::vector<CollRequest*>& batch, uint64_t seq,
+                          std::shared_ptr<const CommConfig> config);
+  // Whether a collective may be launched now (a pending reconfiguration holds launches
+  // past the agreed sequence number). Needs mu_.
+  bool MayLaunch() const;
+  // The tenant policy covering this communicator now (cached per policy generation).
+  std::shared_ptr<TenantState> CurrentTenant();
+
+  // Reconfiguration (reconfig.cc). All need mu_ held through `lock` and may release it.
+  void AdvanceReconfig(std::unique_lock<std::mutex>& lock);
+  void AddProposal(std::unique_lock<std::mutex>& lock, Proposal proposal);
+  Status ApplyProposal(const Proposal& proposal);
+  // Control messages from a peer daemon (p2p channel reader).
+  Status HandleControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
+  Status SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
+  void SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload);
   Status SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
                  std::shared_ptr<SendTicket>* ticket);
   void StartP2pReader(int host);
@@ -126,13 +206,18 @@ class Communicator {
   const int nranks_;
   const std::string my_addr_;
   const CommOptions options_;
+  Fabric* const fabric_;
+  const std::string exe_;
 
   // Set once by Setup, read-only afterwards.
   Membership membership_;
   std::vector<int> local_ranks_;
-  std::vector<std::unique_ptr<Link>> coll_links_;
   std::vector<std::unique_ptr<Link>> p2p_links_;
   std::vector<std::mutex> p2p_send_mu_;
+
+  // Replaced only by ApplyProposal, while it holds the running_ token (so never under a
+  // running collective); read by Execute (holding the token) or under mu_.
+  std::vector<CollLink> coll_links_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -149,7 +234,24 @@ class Communicator {
 
   Mailbox mailbox_;
   CommStats stats_;
-  std::atomic<uint64_t> coll_seq_{0};  // only the thread running a batch advances it
+  uint64_t coll_seq_ = 0;  // collectives launched; advanced under mu_ when a batch starts
+
+  // Configuration and its agreement (under mu_).
+  std::shared_ptr<const CommConfig> config_;
+  std::map<uint64_t, Proposal> proposals_;             // sequenced, not yet applied
+  std::map<uint64_t, std::vector<int64_t>> launched_;  // epoch -> collectives each host had launched
+  uint64_t entered_epoch_ = 0;   // the pending epoch whose count this daemon has published
+  bool target_known_ = false;
+  uint64_t target_ = 0;          // collectives to run under the old config before switching
+  uint64_t proposed_epoch_ = 0;  // host 0: the last epoch it sequenced
+  uint32_t next_request_id_ = 0;
+  std::map<uint32_t, uint64_t> request_epochs_;  // origin side: request -> sequenced epoch
+  std::map<std::pair<int, uint64_t>, CollLink> renewed_;  // (host, epoch) -> replacement link
+  uint64_t reconfigurations_ = 0;
+
+  // Only the thread holding the running_ token touches these.
+  uint64_t tenant_generation_ = 0;
+  std::shared_ptr<TenantState> tenant_;
 };
 
 }  // namespace conduit

@@ -2,7 +2,9 @@
 //
 //  1. combine: this host's ranks' contributions are folded into one work buffer (the first
 //     local rank's region), so only one copy per host crosses the network;
-//  2. inter-host: the daemons run a ring, recursive-doubling or chain algorithm on it;
+//  2. inter-host: the daemons run a ring, recursive-doubling or chain algorithm on it, with
+//     hosts in the ring order of the communicator's current configuration, its links
+//     paced by the tenant policy that covers it;
 //  3. distribute: results are copied into every other local rank's region.
 // LocalStage does 1 and 3 a chunk at a time, driven by the algorithm's hooks, so local
 // copies (and the programs' own copies in and out of shared memory) overlap the network.
@@ -12,6 +14,8 @@
 #include "collectives/comm_stats.h"
 #include "collectives/communicator.h"
 #include "collectives/local_stage.h"
+#include "common/unique_id.h"
+#include "policy/tenant_pacer.h"
 #include "reduce/reduce.h"
 
 namespace conduit {
@@ -25,7 +29,17 @@ ncclRedOp_t CombineOp(uint8_t redop) {
 
 }  // namespace
 
-Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char** algorithm) {
+std::shared_ptr<TenantState> Communicator::CurrentTenant() {
+  if (fabric_ == nullptr) return nullptr;
+  const uint64_t generation = fabric_->tenants().generation();
+  if (generation != tenant_generation_) {
+    tenant_ = fabric_->tenants().Resolve(exe_, CommKeyText(key_));
+    tenant_generation_ = generation;
+  }
+  return tenant_;
+}
+
+Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommConfig& config, const char** algorithm) {
   const shimproto::OpDesc& op = batch[0]->op;
   for (const CollRequest* r : batch) {
     const auto& o = r->op;
@@ -40,9 +54,6 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char*
                           o.dtype, o.redop, o.peer);
     }
   }
-  const auto type = static_cast<ncclDataType_t>(op.dtype);
-  const size_t elem = DataTypeSize(type);
-  const ncclRedOp_t combine = CombineOp(op.redop);
   const int nhosts = static_cast<int>(membership_.host_addrs.size());
   const int me = membership_.my_host;
 
@@ -53,22 +64,49 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char*
   LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); });
   uint8_t* work = stage.work();
 
+  // The algorithms see hosts in ring order: position p is host config.ring[p].
+  std::vector<int> position(nhosts);
+  for (int p = 0; p < nhosts; ++p) position[config.ring[p]] = p;
   HostGroup group;
   group.nhosts = nhosts;
-  group.me = me;
-  for (auto& link : coll_links_) group.links.push_back(link.get());
+  group.me = position[me];
+  for (int p = 0; p < nhosts; ++p) group.links.push_back(coll_links_[config.ring[p]].link.get());
   group.chunk_bytes = options_.chunk_bytes;
   group.deadline = OpDeadline();
   group.ensure = [&stage](const void* p, size_t n) { return stage.EnsureAt(static_cast<const uint8_t*>(p), n); };
   group.finalize = [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); };
 
+  // Tenant policy: pace this host's sends (cap, yield) and tell lower priorities we are busy.
+  std::shared_ptr<TenantState> tenant = nhosts > 1 ? CurrentTenant() : nullptr;
+  std::unique_ptr<TenantPacer> pacer;
+  if (tenant) {
+    pacer = std::make_unique<TenantPacer>(tenant.get(), &fabric_->tenants().board());
+    tenant->collectives.fetch_add(1, std::memory_order_relaxed);
+  }
+  const int priority = tenant ? tenant->policy().priority : 0;
+  for (Link* l : group.links) if (l != nullptr) l->SetPacer(pacer.get());
+  if (priority > 0) fabric_->tenants().board().Enter(priority);
+  Status st = RunInterHost(op, group, position, config.allreduce_algo, work, algorithm);
+  if (priority > 0) fabric_->tenants().board().Exit(priority);
+  for (Link* l : group.links) if (l != nullptr) l->SetPacer(nullptr);
+  CONDUIT_RETURN_IF_ERROR(st);
+  return stage.Finish();
+}
+
+Status Communicator::RunInterHost(const shimproto::OpDesc& op, const HostGroup& group, const std::vector<int>& position,
+                                  const std::string& algo, uint8_t* work, const char** algorithm) {
+  const auto type = static_cast<ncclDataType_t>(op.dtype);
+  const size_t elem = DataTypeSize(type);
+  const ncclRedOp_t combine = CombineOp(op.redop);
+  const int nhosts = group.nhosts;
   // Reduce and Broadcast run pipelined chains; AllGather and ReduceScatter rings.
   *algorithm = nhosts == 1 ? "local" : (op.kind == shimproto::kReduce || op.kind == shimproto::kBroadcast) ? "chain" : "ring";
   if (nhosts > 1) {
     switch (op.kind) {
       case shimproto::kAllReduce: {
-        bool use_rd = options_.allreduce_algo == "rd" ||
-                      (options_.allreduce_algo == "auto" && op.count * elem <= options_.rd_max_bytes);
+        const size_t bytes = op.count * elem;
+        bool use_rd = algo == "rd" || (algo == "auto" && bytes <= options_.rd_max_bytes &&
+                                       RecursiveDoublingIsFaster(bytes, nhosts, options_.rd_latency_bytes));
         if (use_rd) {
           *algorithm = "recursive-doubling";
           CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, work, op.count, type, combine));
@@ -78,18 +116,19 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char*
         break;
       }
       case shimproto::kReduce:
-        CONDUIT_RETURN_IF_ERROR(ChainReduce(group, membership_.host_of_rank[op.peer], work, op.count, type, combine));
+        CONDUIT_RETURN_IF_ERROR(ChainReduce(group, position[membership_.host_of_rank[op.peer]], work, op.count, type, combine));
         break;
       case shimproto::kBroadcast:
-        CONDUIT_RETURN_IF_ERROR(ChainBroadcast(group, membership_.host_of_rank[op.peer], work, op.count * elem));
+        CONDUIT_RETURN_IF_ERROR(ChainBroadcast(group, position[membership_.host_of_rank[op.peer]], work, op.count * elem));
         break;
       case shimproto::kAllGather:
       case shimproto::kReduceScatter: {
         const size_t block = op.count * elem;
-        // Each host owns the blocks of its ranks, wherever they sit in rank order.
+        // Each host owns the blocks of its ranks, wherever they sit in rank order; segments
+        // are indexed by ring position.
         HostSegments segments(nhosts);
         for (int r = 0; r < nranks_; ++r) {
-          segments[membership_.host_of_rank[r]].push_back({static_cast<size_t>(r) * block, block});
+          segments[position[membership_.host_of_rank[r]]].push_back({static_cast<size_t>(r) * block, block});
         }
         if (op.kind == shimproto::kAllGather) {
           CONDUIT_RETURN_IF_ERROR(RingAllGather(group, work, segments));
@@ -102,7 +141,7 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const char*
         return InternalError("op kind %u is not a collective", op.kind);
     }
   }
-  return stage.Finish();
+  return Status::Ok();
 }
 
 }  // namespace conduit

@@ -1,16 +1,25 @@
 #include "collectives/registry.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "collectives/link_dial.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
+#include "common/unique_id.h"
 #include "transport/tcp.h"
 
 namespace conduit {
 
-CommRegistry::CommRegistry(std::string my_addr, CommOptions options)
-    : my_addr_(std::move(my_addr)), options_(std::move(options)) {}
+CommRegistry::CommRegistry(std::string my_addr, CommOptions options, Fabric* fabric)
+    : my_addr_(std::move(my_addr)),
+      options_(std::move(options)),
+      fabric_(fabric),
+      rendezvous_(fabric == nullptr ? RingChooser()
+                                    : RingChooser([fabric](const std::vector<std::string>& hosts) {
+                                        return fabric->ChooseRing(hosts);
+                                      })) {}
 
 size_t CommRegistry::LiveCommunicators() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -28,7 +37,8 @@ std::vector<std::shared_ptr<Communicator>> CommRegistry::List() {
   return out;
 }
 
-Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out) {
+Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out,
+                          const std::string& exe) {
   if (nranks <= 0 || rank < 0 || rank >= nranks) {
     return InvalidArgument("invalid rank %d for nranks %d", rank, nranks);
   }
@@ -45,7 +55,7 @@ Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::sha
     }
     comm = comms_[id.key].lock();
     if (!comm) {
-      comm = std::make_shared<Communicator>(id.key, nranks, my_addr_, options_);
+      comm = std::make_shared<Communicator>(id.key, nranks, my_addr_, options_, fabric_, exe);
       comms_[id.key] = comm;
     }
   }
@@ -54,12 +64,14 @@ Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::sha
                         comm->nranks());
   }
   std::vector<std::string> rank_addrs;
-  CONDUIT_RETURN_IF_ERROR(RegisterWithRoot(id.root_addr, id.key, nranks, rank, my_addr_, options_.timeout_ms, &rank_addrs));
+  std::vector<int> ring;
+  CONDUIT_RETURN_IF_ERROR(
+      RegisterWithRoot(id.root_addr, id.key, nranks, rank, my_addr_, options_.timeout_ms, &rank_addrs, &ring));
   if (rank_addrs[rank] != my_addr_) {
     return InternalError("root reports rank %d at %s, but this daemon is %s", rank, rank_addrs[rank].c_str(),
                          my_addr_.c_str());
   }
-  CONDUIT_RETURN_IF_ERROR(comm->Setup(rank_addrs, [this](Communicator& c) { return ConnectLinks(c); }));
+  CONDUIT_RETURN_IF_ERROR(comm->Setup(rank_addrs, ring, [this](Communicator& c) { return ConnectLinks(c); }));
   *out = std::move(comm);
   return Status::Ok();
 }
@@ -82,29 +94,33 @@ Status CommRegistry::ConnectLinks(Communicator& comm) {
       CLOG_WARN("dropping link from %s claiming host index %d", p.peer.c_str(), p.from_host);
       continue;
     }
-    comm.AttachLink(p.from_host, p.channel, std::make_unique<TcpLink>(std::move(p.fd), m.host_addrs[p.from_host]));
+    comm.AttachLink(p.from_host, p.channel, std::make_unique<TcpLink>(std::move(p.fd), m.host_addrs[p.from_host]), 0,
+                    p.path, "");
   }
   // The higher-indexed daemon of each pair connects, so every pair gets exactly one link
-  // per channel.
+  // per channel. Collective links take the path the flow policy picks; p2p links (small,
+  // latency-bound, carrying control messages) stay on the primary address.
+  int priority = 0;
+  if (fabric_ != nullptr) {
+    if (auto tenant = fabric_->tenants().Resolve(comm.exe(), CommKeyText(comm.key())); tenant) {
+      priority = tenant->policy().priority;
+    }
+  }
+  const std::vector<int>& ring = m.initial_ring;
   for (int h = 0; h < m.my_host; ++h) {
     for (uint32_t channel : {peerproto::kCollective, peerproto::kP2p}) {
-      Deadline deadline = Deadline::AfterMs(options_.timeout_ms);
-      UniqueFd fd;
-      CONDUIT_RETURN_IF_ERROR(TcpConnect(m.host_addrs[h], deadline, &fd));
-      TuneTcpSocket(fd.get(), options_.timeout_ms);
-      peerproto::LinkHello hello{comm.key(), m.my_host, channel};
-      CONDUIT_RETURN_IF_ERROR(WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHello, 0,
-                                         &hello, sizeof(hello), deadline));
-      Frame frame;
-      CONDUIT_RETURN_IF_ERROR(
-          ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, sizeof(peerproto::LinkHelloReply), &frame, deadline));
-      peerproto::LinkHelloReply reply;
-      if (frame.header.type != peerproto::kLinkHelloReply || frame.payload.size() != sizeof(reply)) {
-        return SystemError("daemon %s answered a link request with a malformed frame", m.host_addrs[h].c_str());
+      LinkPath lp;
+      if (channel == peerproto::kCollective && fabric_ != nullptr) {
+        lp = fabric_->ChooseLinkPath(my_addr_, m.host_addrs[h], priority, comm.key(), RingNeighbours(ring, m.my_host, h),
+                                     kPolicyPath);
+      } else {
+        lp.connect_addr = m.host_addrs[h];
       }
-      memcpy(&reply, frame.payload.data(), sizeof(reply));
-      CONDUIT_RETURN_IF_ERROR(FromWire(reply.status));
-      comm.AttachLink(h, channel, std::make_unique<TcpLink>(std::move(fd), m.host_addrs[h]));
+      peerproto::LinkHello hello{comm.key(), m.my_host, channel, 0, lp.path};
+      UniqueFd fd;
+      CONDUIT_RETURN_IF_ERROR(DialLink(lp.connect_addr, lp.local_ip, hello, options_.timeout_ms, &fd));
+      comm.AttachLink(h, channel, std::make_unique<TcpLink>(std::move(fd), m.host_addrs[h]), 0, lp.path, lp.local_ip,
+                      std::move(lp.lease));
     }
   }
   return Status::Ok();
@@ -131,9 +147,10 @@ void CommRegistry::ServePeerConnection(UniqueFd fd, const std::string& peer) {
   }
   peerproto::LinkHello hello;
   memcpy(&hello, frame.payload.data(), sizeof(hello));
-  if (hello.channel > peerproto::kP2p || hello.from_host <= 0) {
-    CLOG_WARN("peer connection from %s rejected: bad link hello (channel %u, host %d)", peer.c_str(), hello.channel,
-              hello.from_host);
+  if (hello.channel > peerproto::kP2p || hello.from_host <= 0 || (hello.epoch > 0 && hello.channel != peerproto::kCollective) ||
+      hello.path < -1) {
+    CLOG_WARN("peer connection from %s rejected: bad link hello (channel %u, host %d, epoch %u, path %d)", peer.c_str(),
+              hello.channel, hello.from_host, hello.epoch, hello.path);
     return;
   }
   TuneTcpSocket(fd.get(), options_.timeout_ms);
@@ -147,7 +164,12 @@ void CommRegistry::ServePeerConnection(UniqueFd fd, const std::string& peer) {
     if (accepting_.count(hello.comm_key)) comm = comms_[hello.comm_key].lock();
     if (!comm) {
       auto& list = parked_[hello.comm_key];
-      list.push_back(ParkedLink{hello.from_host, hello.channel, std::move(fd), peer,
+      if (hello.epoch > 0) {
+        CLOG_WARN("dropping a reconfiguration link from %s for unknown communicator %016llx", peer.c_str(),
+                  static_cast<unsigned long long>(hello.comm_key));
+        return;
+      }
+      list.push_back(ParkedLink{hello.from_host, hello.channel, hello.path, std::move(fd), peer,
                                 Deadline::AfterMs(options_.timeout_ms)});
       // Links for communicators that never formed here are dropped after the timeout.
       for (auto it = parked_.begin(); it != parked_.end();) {
@@ -164,7 +186,8 @@ void CommRegistry::ServePeerConnection(UniqueFd fd, const std::string& peer) {
     return;
   }
   comm->AttachLink(hello.from_host, hello.channel,
-                   std::make_unique<TcpLink>(std::move(fd), comm->membership().host_addrs[hello.from_host]));
+                   std::make_unique<TcpLink>(std::move(fd), comm->membership().host_addrs[hello.from_host]), hello.epoch,
+                   hello.path, "");
 }
 
 }  // namespace conduit

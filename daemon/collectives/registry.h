@@ -18,14 +18,18 @@ namespace conduit {
 
 class CommRegistry {
  public:
-  CommRegistry(std::string my_addr, CommOptions options);
+  // `fabric` (may be null) decides ring orders (as rendezvous root) and link paths.
+  CommRegistry(std::string my_addr, CommOptions options, Fabric* fabric = nullptr);
 
   const std::string& my_addr() const { return my_addr_; }
   const CommOptions& options() const { return options_; }
+  Fabric* fabric() const { return fabric_; }
 
-  // Joins local rank `rank` to the communicator named by `id` (rendezvous with the root,
-  // then links to the other daemons). Blocks until ready or failed.
-  Status Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out);
+  // Joins local rank `rank` (a program named `exe`) to the communicator named by `id`
+  // (rendezvous with the root, then links to the other daemons). Blocks until ready or
+  // failed.
+  Status Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out,
+              const std::string& exe = "");
 
   // Serves one incoming TCP connection from another daemon (runs on its own thread).
   void ServePeerConnection(UniqueFd fd, const std::string& peer);
@@ -38,6 +42,7 @@ class CommRegistry {
   struct ParkedLink {
     int from_host;
     uint32_t channel;
+    int path;
     UniqueFd fd;
     std::string peer;
     Deadline expires;
@@ -47,6 +52,7 @@ class CommRegistry {
 
   const std::string my_addr_;
   const CommOptions options_;
+  Fabric* const fabric_;
   RendezvousTable rendezvous_;
 
   std::mutex mu_;

@@ -1,5 +1,6 @@
 #include "collectives/rendezvous.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/frame.h"
@@ -9,16 +10,30 @@
 namespace conduit {
 namespace {
 
-void Reply(int fd, const Status& status, const std::vector<std::string>& addrs, Deadline deadline) {
+void Reply(int fd, const Status& status, const std::vector<std::string>& addrs, const std::vector<int>& ring,
+           Deadline deadline) {
   peerproto::MembershipReply head{};
   head.status = ToWire(status);
   head.nranks = status.ok() ? static_cast<int32_t>(addrs.size()) : 0;
-  std::vector<uint8_t> payload(sizeof(head) + head.nranks * sizeof(shimproto::DaemonAddr));
+  peerproto::RingOrder order{static_cast<int32_t>(ring.size()), 0};
+  const size_t addrs_bytes = head.nranks * sizeof(shimproto::DaemonAddr);
+  std::vector<uint8_t> payload(sizeof(head) + addrs_bytes +
+                               (status.ok() ? sizeof(order) + ring.size() * sizeof(int32_t) : 0));
   memcpy(payload.data(), &head, sizeof(head));
   for (int r = 0; r < head.nranks; ++r) {
     shimproto::DaemonAddr a{};
     CopyCString(a.text, addrs[r].c_str());
     memcpy(payload.data() + sizeof(head) + r * sizeof(a), &a, sizeof(a));
+  }
+  if (status.ok()) {
+    uint8_t* p = payload.data() + sizeof(head) + addrs_bytes;
+    memcpy(p, &order, sizeof(order));
+    p += sizeof(order);
+    for (int h : ring) {
+      int32_t v = h;
+      memcpy(p, &v, sizeof(v));
+      p += sizeof(v);
+    }
   }
   Status st = WriteFrame(fd, peerproto::kMagic, peerproto::kVersion, peerproto::kMembership, 0, payload.data(),
                          static_cast<uint32_t>(payload.size()), deadline);
@@ -51,11 +66,19 @@ void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, D
     }
     if (!bad.ok()) {
       lock.unlock();
-      Reply(fd, bad, {}, deadline);
+      Reply(fd, bad, {}, {}, deadline);
       return;
     }
     entry->addrs[request.rank] = addr;
     ++entry->joined;
+    if (entry->joined == entry->nranks) {
+      std::vector<std::string> hosts = HostsOf(entry->addrs);
+      if (choose_ring_) entry->ring = choose_ring_(hosts);
+      if (entry->ring.size() != hosts.size()) {
+        entry->ring.clear();
+        for (size_t h = 0; h < hosts.size(); ++h) entry->ring.push_back(static_cast<int>(h));
+      }
+    }
     cv_.notify_all();
     while (entry->joined < entry->nranks && entry->failed.ok()) {
       if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && entry->joined < entry->nranks &&
@@ -75,11 +98,19 @@ void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, D
       if (it != entries_.end() && it->second == entry) entries_.erase(it);
     }
   }
-  Reply(fd, entry->failed, entry->addrs, deadline);
+  Reply(fd, entry->failed, entry->addrs, entry->ring, deadline);
+}
+
+std::vector<std::string> HostsOf(const std::vector<std::string>& rank_addrs) {
+  std::vector<std::string> hosts;
+  for (const auto& a : rank_addrs) {
+    if (std::find(hosts.begin(), hosts.end(), a) == hosts.end()) hosts.push_back(a);
+  }
+  return hosts;
 }
 
 Status RegisterWithRoot(const std::string& root_addr, uint64_t key, int nranks, int rank, const std::string& my_addr,
-                        int timeout_ms, std::vector<std::string>* rank_addrs) {
+                        int timeout_ms, std::vector<std::string>* rank_addrs, std::vector<int>* ring) {
   // The root waits up to its own timeout for the last rank; give it a little longer.
   Deadline deadline = Deadline::AfterMs(static_cast<int64_t>(timeout_ms) + 2000);
   UniqueFd fd;
@@ -102,7 +133,9 @@ Status RegisterWithRoot(const std::string& root_addr, uint64_t key, int nranks, 
   }
   memcpy(&head, frame.payload.data(), sizeof(head));
   CONDUIT_RETURN_IF_ERROR(FromWire(head.status));
-  if (head.nranks != nranks || frame.payload.size() != sizeof(head) + nranks * sizeof(shimproto::DaemonAddr)) {
+  const size_t addrs_end = sizeof(head) + nranks * sizeof(shimproto::DaemonAddr);
+  peerproto::RingOrder order{};
+  if (head.nranks != nranks || frame.payload.size() < addrs_end + sizeof(order)) {
     return SystemError("root daemon %s sent a membership of the wrong size", root_addr.c_str());
   }
   rank_addrs->resize(nranks);
@@ -110,6 +143,15 @@ Status RegisterWithRoot(const std::string& root_addr, uint64_t key, int nranks, 
     shimproto::DaemonAddr a;
     memcpy(&a, frame.payload.data() + sizeof(head) + r * sizeof(a), sizeof(a));
     (*rank_addrs)[r] = FromCString(a.text);
+  }
+  memcpy(&order, frame.payload.data() + addrs_end, sizeof(order));
+  if (order.nhosts < 0 || order.nhosts > nranks ||
+      frame.payload.size() != addrs_end + sizeof(order) + order.nhosts * sizeof(int32_t)) {
+    return SystemError("root daemon %s sent a malformed ring order", root_addr.c_str());
+  }
+  ring->resize(order.nhosts);
+  for (int i = 0; i < order.nhosts; ++i) {
+    memcpy(&(*ring)[i], frame.payload.data() + addrs_end + sizeof(order) + i * sizeof(int32_t), sizeof(int32_t));
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #define CONDUIT_DAEMON_COLLECTIVES_RENDEZVOUS_H_
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,9 +20,15 @@
 
 namespace conduit {
 
+// Chooses the ring order (position -> host) for a communicator's hosts ("ip:port", ordered
+// by lowest rank).
+using RingChooser = std::function<std::vector<int>(const std::vector<std::string>& host_addrs)>;
+
 // Root side: serves Register requests arriving on their own connections.
 class RendezvousTable {
  public:
+  explicit RendezvousTable(RingChooser choose_ring = nullptr) : choose_ring_(std::move(choose_ring)) {}
+
   // Blocks until the communicator is complete (or fails), then writes the reply on fd.
   void Serve(int fd, const peerproto::RegisterRequest& request, Deadline deadline);
 
@@ -32,16 +39,23 @@ class RendezvousTable {
     int joined = 0;
     int replied = 0;
     Status failed;
+    std::vector<int> ring;  // chosen once, when the last rank joined
   };
 
+  const RingChooser choose_ring_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
 };
 
-// Member side: registers one rank with the root daemon and returns every rank's daemon.
+// The communicator's hosts: distinct rank addresses ordered by their lowest rank.
+std::vector<std::string> HostsOf(const std::vector<std::string>& rank_addrs);
+
+// Member side: registers one rank with the root daemon and returns every rank's daemon
+// and the ring order the root chose.
 Status RegisterWithRoot(const std::string& root_addr, uint64_t key, int nranks, int rank,
-                        const std::string& my_addr, int timeout_ms, std::vector<std::string>* rank_addrs);
+                        const std::string& my_addr, int timeout_ms, std::vector<std::string>* rank_addrs,
+                        std::vector<int>* ring);
 
 }  // namespace conduit
 

@@ -67,6 +67,21 @@ std::string FormatSockAddr(const SockAddr& addr) {
   return text;
 }
 
+std::string HostOfAddr(const std::string& addr) {
+  if (!addr.empty() && addr[0] == '[') {
+    size_t close = addr.find(']');
+    return close == std::string::npos ? addr : addr.substr(1, close - 1);
+  }
+  size_t colon = addr.find(':');
+  if (colon == std::string::npos || addr.find(':', colon + 1) != std::string::npos) return addr;  // bare IPv6
+  return addr.substr(0, colon);
+}
+
+bool IsNumericIp(const std::string& ip) {
+  in6_addr buf;
+  return inet_pton(AF_INET, ip.c_str(), &buf) == 1 || inet_pton(AF_INET6, ip.c_str(), &buf) == 1;
+}
+
 std::string PrimaryIpv4Address() {
   ifaddrs* list = nullptr;
   std::string result = "127.0.0.1";

@@ -19,6 +19,11 @@ struct SockAddr {
 // Accepts "1.2.3.4:7650", "[::1]:7650" and "host" (with default_port).
 Status ParseHostPort(const std::string& text, int default_port, SockAddr* out);
 std::string FormatSockAddr(const SockAddr& addr);
+// The host part of "ip:port" / "[v6]:port" (brackets removed); the text itself when it has
+// no port.
+std::string HostOfAddr(const std::string& addr);
+// True for a numeric IPv4 or IPv6 address (no port).
+bool IsNumericIp(const std::string& ip);
 
 // First IPv4 address of an interface that is up and not loopback; "127.0.0.1" if none.
 std::string PrimaryIpv4Address();

@@ -1,12 +1,15 @@
-// The daemon <-> daemon protocol, version 1 (documented in docs/daemon-protocol.md).
+// The daemon <-> daemon protocol, version 2 (documented in docs/daemon-protocol.md).
 //
 // Three kinds of TCP connection, all opened by the side that needs them:
 //  * rendezvous: a daemon sends Register for one local rank to the communicator's root
-//    daemon (named in the unique id) and waits for Membership: every rank's daemon.
-//  * collective link: one per (communicator, pair of daemons); after LinkHello it carries
-//    raw collective payload in the order the algorithms agree on.
+//    daemon (named in the unique id) and waits for Membership: every rank's daemon and
+//    the ring order the root chose.
+//  * collective link: one per (communicator, pair of daemons, configuration epoch); after
+//    LinkHello it carries raw collective payload in the order the algorithms agree on. It
+//    may be bound to one of the topology's paths.
 //  * p2p link: one per (communicator, pair of daemons); after LinkHello it carries
-//    P2pData frames, each followed by its payload bytes.
+//    P2pData frames, each followed by its payload bytes, and the reconfiguration
+//    messages (ReconfigForward, ReconfigPropose, ReconfigSeq).
 #ifndef CONDUIT_DAEMON_COMMON_PEER_PROTOCOL_H_
 #define CONDUIT_DAEMON_COMMON_PEER_PROTOCOL_H_
 
@@ -18,7 +21,7 @@
 namespace conduit::peerproto {
 
 inline constexpr uint32_t kMagic = 0x50544443;  // "CDTP"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr uint32_t kMaxPayload = 1u << 22;  // Membership of up to ~65K ranks
 inline constexpr int kDefaultPort = 7650;
 
@@ -28,6 +31,9 @@ enum MsgType : uint16_t {
   kLinkHello = 3,
   kLinkHelloReply = 4,
   kP2pData = 5,
+  kReconfigForward = 6,  // a daemon -> host 0 of the communicator: please sequence this
+  kReconfigPropose = 7,  // host 0 -> every daemon: configuration epoch E is this
+  kReconfigSeq = 8,      // every daemon -> every daemon: I launched N collectives before E
 };
 
 struct RegisterRequest {
@@ -37,10 +43,16 @@ struct RegisterRequest {
   char daemon_addr[64];  // the registering daemon, as others reach it
 };
 
-// Followed by nranks shimproto::DaemonAddr.
+// Followed by nranks shimproto::DaemonAddr, then (on success) a RingOrder.
 struct MembershipReply {
   WireStatus status;
   int32_t nranks;
+  int32_t reserved;
+};
+
+// Followed by nhosts int32: ring position -> host index, hosts ordered by lowest rank.
+struct RingOrder {
+  int32_t nhosts;
   int32_t reserved;
 };
 
@@ -50,6 +62,8 @@ struct LinkHello {
   uint64_t comm_key;
   int32_t from_host;  // index of the connecting daemon in the communicator's host list
   uint32_t channel;
+  uint32_t epoch;     // 0: set up with the communicator; E: replaces the link at epoch E
+  int32_t path;       // the topology path it is bound to (-1: the primary address)
 };
 
 struct LinkHelloReply {
@@ -62,6 +76,38 @@ struct P2pData {
   int32_t dst_rank;
   uint64_t bytes;
 };
+
+// ReconfigForward / ReconfigPropose, followed by nhosts int32 (the new ring, position ->
+// host) and npins PathPin.
+struct ReconfigHeader {
+  uint64_t epoch;        // 0 in a Forward; the sequenced epoch in a Propose
+  int32_t origin_host;   // the daemon the operator asked
+  uint32_t request_id;   // the origin's id for the request, echoed in the Propose
+  uint32_t flags;        // ReconfigFlags
+  uint32_t nhosts;       // ring entries that follow: the communicator's host count, or 0
+  uint32_t npins;
+  char algorithm[20];    // with kSetAlgorithm: "auto", "ring" or "rd"
+};
+
+enum ReconfigFlags : uint32_t {
+  kSetRing = 1,
+  kSetAlgorithm = 2,
+  kRepath = 4,  // every connecting daemon re-chooses all its collective paths by its policy
+};
+
+// Collective link between hosts a and b (either order) moves to `path` (-1: primary).
+struct PathPin {
+  int32_t a;
+  int32_t b;
+  int32_t path;
+};
+
+struct ReconfigSeq {
+  uint64_t epoch;
+  uint64_t launched;  // collectives this daemon launched when it learned of the epoch
+};
+
+inline constexpr uint32_t kMaxControlPayload = 1u << 20;
 
 }  // namespace conduit::peerproto
 

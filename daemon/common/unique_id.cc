@@ -2,6 +2,8 @@
 
 #include <sys/random.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #include "common/frame.h"
@@ -62,6 +64,12 @@ uint64_t RandomCommKey() {
 uint64_t DeriveCommKey(uint64_t parent_key, uint64_t generation, int64_t color) {
   uint64_t key = Mix(Mix(parent_key ^ Mix(generation)) ^ static_cast<uint64_t>(color));
   return key == 0 ? 1 : key;
+}
+
+std::string CommKeyText(uint64_t key) {
+  char buf[20];
+  snprintf(buf, sizeof(buf), "%016" PRIx64, key);
+  return buf;
 }
 
 }  // namespace conduit

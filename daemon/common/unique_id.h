@@ -23,6 +23,9 @@ struct CommIdentity {
 void EncodeUniqueId(const CommIdentity& identity, char out[128]);
 Status DecodeUniqueId(const char in[128], CommIdentity* identity);
 
+// A communicator key as operators see it (16 lowercase hex digits).
+std::string CommKeyText(uint64_t key);
+
 // A fresh random key (from getrandom), never 0.
 uint64_t RandomCommKey();
 

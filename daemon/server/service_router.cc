@@ -49,9 +49,11 @@ ProgramCredentials CredentialsOf(int fd) {
   return c;
 }
 
-// The program's name without trusting anything it sent: its executable, or failing that
-// (another user's process when the daemon is not root) its comm.
-std::string ExeOf(int pid) {
+}  // namespace
+
+// Its comm when the executable cannot be read (another user's process when the daemon is
+// not root).
+std::string ProgramExe(int pid) {
   if (pid <= 0) return "?";
   char buf[4096];
   std::string proc = "/proc/" + std::to_string(pid);
@@ -68,8 +70,6 @@ std::string ExeOf(int pid) {
   while (!comm.empty() && comm.back() == '\n') comm.pop_back();
   return comm;
 }
-
-}  // namespace
 
 std::vector<ProgramConnection> ServiceRouter::Programs() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -117,7 +117,7 @@ void ServiceRouter::RouteProgram(UniqueFd fd) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_id_++;
-    programs_[id] = ProgramConnection{id, creds, ExeOf(creds.pid), service->name(), std::chrono::system_clock::now()};
+    programs_[id] = ProgramConnection{id, creds, ProgramExe(creds.pid), service->name(), std::chrono::system_clock::now()};
   }
   service->ServeProgram(std::move(fd), creds);
   std::lock_guard<std::mutex> lock(mu_);

@@ -25,6 +25,10 @@ struct ProgramConnection {
   std::chrono::system_clock::time_point since;
 };
 
+// A program's name as the kernel knows it: the basename of /proc/<pid>/exe, or its comm
+// when that cannot be read. Nothing the program sent is trusted.
+std::string ProgramExe(int pid);
+
 class ServiceRouter {
  public:
   // `service` must outlive the router; one service per id.

@@ -22,8 +22,8 @@ bool ParseExact(const Frame& frame, T* out) {
 
 }  // namespace
 
-ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy)
-    : fd_(std::move(fd)), registry_(registry), policy_(policy) {}
+ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe)
+    : fd_(std::move(fd)), registry_(registry), policy_(policy), exe_(std::move(exe)) {}
 
 ClientSession::~ClientSession() {
   // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
@@ -131,7 +131,7 @@ Status ClientSession::HandleCommInit(const Frame& frame) {
   CommIdentity id;
   Status st = DecodeUniqueId(req.id, &id);
   std::shared_ptr<Communicator> comm;
-  if (st.ok()) st = registry_->Join(id, req.nranks, req.rank, &comm);
+  if (st.ok()) st = registry_->Join(id, req.nranks, req.rank, &comm, exe_);
   if (!st.ok()) {
     CLOG_WARN("%s: ncclCommInitRank(rank %d of %d) failed: %s", who_.c_str(), req.rank, req.nranks, st.message().c_str());
     return ReplyStatus(shimproto::kCommInitReply, st);

@@ -16,7 +16,8 @@ namespace conduit {
 
 class ClientSession {
  public:
-  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy);
+  // `exe`: the program's executable as the kernel names it (tenant policies match on it).
+  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe);
   ~ClientSession();
 
   // Serves requests until the program disconnects or sends something unparseable.
@@ -33,6 +34,7 @@ class ClientSession {
   UniqueFd fd_;
   CommRegistry* registry_;
   const ProgramPolicy* policy_;
+  const std::string exe_;
   std::string who_ = "program";
   bool hello_done_ = false;
   std::shared_ptr<Communicator> comm_;

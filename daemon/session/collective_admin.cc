@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "reduce/reduce.h"
+#include "topology/locality.h"
 
 namespace conduit {
 namespace {
@@ -16,10 +17,30 @@ std::shared_ptr<Communicator> FindComm(CommRegistry* registry, const std::string
   return nullptr;
 }
 
+Json IntList(const std::vector<int>& v) {
+  Json list = Json::Array();
+  for (int x : v) list.push_back(x);
+  return list;
+}
+
+// {epoch, ring: [host index], ring_hosts: ["ip:port"], rack_crossings, allreduce_algo}
+Json ConfigJson(const CommConfig& config, const Membership& m, const Topology* topology) {
+  Json c = Json::Object();
+  c["epoch"] = config.epoch;
+  c["ring"] = IntList(config.ring);
+  Json hosts = Json::Array();
+  for (int h : config.ring) hosts.push_back(m.host_addrs[h]);
+  c["ring_hosts"] = std::move(hosts);
+  if (topology != nullptr) c["rack_crossings"] = RackCrossings(*topology, m.host_addrs, config.ring);
+  c["allreduce_algo"] = config.allreduce_algo;
+  return c;
+}
+
 Json Describe(const Communicator& comm) {
   Json c = Json::Object();
   c["key"] = CommKeyText(comm.key());
   c["nranks"] = comm.nranks();
+  c["exe"] = comm.exe();
   const bool ready = comm.ready();
   c["ready"] = ready;
   if (ready) {
@@ -31,6 +52,24 @@ Json Describe(const Communicator& comm) {
     Json local = Json::Array();
     for (int r : comm.local_ranks()) local.push_back(r);
     c["local_ranks"] = std::move(local);
+    std::shared_ptr<const Topology> topology = comm.fabric() ? comm.fabric()->topology().Get() : nullptr;
+    c["config"] = ConfigJson(*comm.config(), m, topology.get());
+    c["reconfigurations"] = comm.reconfigurations();
+    Json links = Json::Array();
+    for (const LinkReport& l : comm.Links()) {
+      Json e = Json::Object();
+      e["host"] = l.host;
+      e["channel"] = l.channel;
+      e["path"] = l.path;
+      e["local_ip"] = l.local_ip.empty() ? Json() : Json(l.local_ip);
+      e["peer"] = l.remote;
+      e["epoch"] = l.epoch;
+      links.push_back(std::move(e));
+    }
+    c["links"] = std::move(links);
+    std::shared_ptr<TenantState> tenant =
+        comm.fabric() ? comm.fabric()->tenants().Resolve(comm.exe(), CommKeyText(comm.key())) : nullptr;
+    c["tenant"] = tenant ? Json(tenant->policy().name) : Json();
   }
   const CommStats& s = comm.stats();
   c["collectives"] = s.ops();
@@ -58,6 +97,8 @@ Json TraceEntry(const CollRecord& r) {
   e["count"] = r.count;
   e["bytes"] = r.bytes;
   e["algorithm"] = r.algorithm;
+  e["epoch"] = r.config ? Json(r.config->epoch) : Json();
+  e["ring"] = r.config ? IntList(r.config->ring) : Json();
   e["start_unix_us"] = r.start_unix_us;
   e["duration_us"] = r.duration_us;
   e["error"] = r.error.empty() ? Json() : Json(r.error);
@@ -89,6 +130,15 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
     w.Sample("conduit_collective_errors_total", {{"comm", CommKeyText(c->key())}},
              static_cast<double>(c->stats().errors()));
   }
+  w.Family("conduit_comm_config_epoch", "gauge", "Configuration epoch each communicator runs with (0: as created).");
+  for (auto& c : comms) {
+    if (c->ready()) w.Sample("conduit_comm_config_epoch", {{"comm", CommKeyText(c->key())}}, static_cast<double>(c->config()->epoch));
+  }
+  w.Family("conduit_comm_reconfigurations_total", "counter", "Reconfigurations this daemon applied, per communicator.");
+  for (auto& c : comms) {
+    w.Sample("conduit_comm_reconfigurations_total", {{"comm", CommKeyText(c->key())}},
+             static_cast<double>(c->reconfigurations()));
+  }
   w.Family("conduit_collective_latency_seconds", "histogram",
            "Time from the last local rank's arrival to the result, per communicator and op.");
   for (auto& c : comms) {
@@ -101,12 +151,6 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
 }
 
 }  // namespace
-
-std::string CommKeyText(uint64_t key) {
-  char buf[20];
-  snprintf(buf, sizeof(buf), "%016" PRIx64, key);
-  return buf;
-}
 
 void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry) {
   api->Route("GET", "/v1/communicators", AdminAccess::kRead, [registry](const AdminRequest&) {
@@ -137,6 +181,37 @@ void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry) {
     body["key"] = CommKeyText(comm->key());
     body["trace"] = std::move(list);
     return AdminReply::Ok(std::move(body));
+  });
+  api->Route("POST", "/v1/communicators/{key}/reconfigure", AdminAccess::kOperator, [registry](const AdminRequest& req) {
+    auto comm = FindComm(registry, req.params.at("key"));
+    if (!comm) return AdminReply::Error(404, "no communicator " + req.params.at("key") + " on this daemon");
+    if (!comm->ready()) return AdminReply::Error(409, "communicator " + req.params.at("key") + " is still being set up");
+    int wait_ms = 10000;
+    if (const Json* w = req.body.is_object() ? req.body.find("wait_ms") : nullptr; w != nullptr) {
+      if (!w->is_int() || w->as_int() < 0 || w->as_int() > 600000) return AdminReply::Error(400, "wait_ms must be 0..600000");
+      wait_ms = static_cast<int>(w->as_int());
+    }
+    const Membership& m = comm->membership();
+    ReconfigContext ctx;
+    ctx.nhosts = static_cast<int>(m.host_addrs.size());
+    ctx.current_ring = comm->config()->ring;
+    ctx.locality_ring = registry->fabric() ? LocalityRing(*registry->fabric()->topology().Get(), m.host_addrs)
+                                           : ctx.current_ring;
+    ReconfigPlan plan;
+    Status st = ParseReconfigPlan(req.body, ctx, &plan);
+    if (!st.ok()) return AdminReply::FromStatus(st);
+    ReconfigResult result;
+    st = comm->Reconfigure(plan, wait_ms, &result);
+    if (!st.ok()) return AdminReply::Error(st.code() == ncclInvalidArgument ? 400 : 409, st.message());
+    Json body = Json::Object();
+    body["key"] = CommKeyText(comm->key());
+    body["epoch"] = result.epoch;
+    body["applied"] = result.applied;
+    std::shared_ptr<const Topology> topology = registry->fabric() ? registry->fabric()->topology().Get() : nullptr;
+    body["config"] = ConfigJson(*comm->config(), m, topology.get());
+    AdminReply reply = AdminReply::Ok(std::move(body));
+    if (!result.applied) reply.http_status = 202;  // accepted; collectives must still reach the switch point
+    return reply;
   });
   api->AddMetrics([registry](MetricsWriter& w) { WriteMetrics(registry, w); });
 }

@@ -5,15 +5,14 @@
 
 #include "admin/admin_api.h"
 #include "collectives/registry.h"
+#include "common/unique_id.h"
 
 namespace conduit {
 
-// GET /v1/communicators, /v1/communicators/{key}, /v1/communicators/{key}/trace, and
-// conduit_collective_* metrics.
+// GET /v1/communicators, /v1/communicators/{key}, /v1/communicators/{key}/trace,
+// POST /v1/communicators/{key}/reconfigure, and conduit_collective_* / conduit_comm_*
+// metrics.
 void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry);
-
-// A communicator key as the admin API writes it (16 hex digits).
-std::string CommKeyText(uint64_t key);
 
 }  // namespace conduit
 

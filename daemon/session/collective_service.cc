@@ -1,11 +1,12 @@
 #include "session/collective_service.h"
 
+#include "server/service_router.h"
 #include "session/client_session.h"
 
 namespace conduit {
 
-void CollectiveService::ServeProgram(UniqueFd fd, const ProgramCredentials&) {
-  ClientSession session(std::move(fd), registry_, policy_);
+void CollectiveService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
+  ClientSession session(std::move(fd), registry_, policy_, ProgramExe(creds.pid));
   session.Run();
 }
 

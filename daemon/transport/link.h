@@ -13,6 +13,7 @@
 
 #include "common/deadline.h"
 #include "common/status.h"
+#include "transport/pacer.h"
 
 namespace conduit {
 
@@ -49,6 +50,9 @@ class Link {
                           const RecvProgress& progress = nullptr, const SendGate& gate = nullptr) = 0;
   // Makes pending and future transfers on both ends fail promptly.
   virtual void Shutdown() = 0;
+  // Paces this link's sends from now on (nullptr: unpaced). The pacer must outlive its use;
+  // set it only while no transfer runs on the link.
+  virtual void SetPacer(SendPacer* pacer) { (void)pacer; }
   virtual const std::string& peer_name() const = 0;
 };
 

@@ -56,13 +56,23 @@ void TuneTcpSocket(int fd, int user_timeout_ms) {
   }
 }
 
-Status TcpConnect(const std::string& addr, Deadline deadline, UniqueFd* out) {
+Status TcpConnect(const std::string& addr, Deadline deadline, UniqueFd* out, const std::string& source_ip) {
   SockAddr sa;
   CONDUIT_RETURN_IF_ERROR(ParseHostPort(addr, 0, &sa));
+  SockAddr local;
+  if (!source_ip.empty()) {
+    const bool v6 = source_ip.find(':') != std::string::npos;
+    CONDUIT_RETURN_IF_ERROR(ParseHostPort(v6 ? "[" + source_ip + "]:1" : source_ip + ":1", 0, &local));
+    reinterpret_cast<sockaddr_in*>(&local.storage)->sin_port = 0;  // same offset in sockaddr_in6
+  }
   int backoff_ms = 10;
   for (;;) {
     UniqueFd fd(socket(sa.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) return SystemError("socket: %s", strerror(errno));
+    if (!source_ip.empty() && bind(fd.get(), local.get(), local.len) != 0) {
+      return SystemError("cannot bind a connection to %s to local address %s: %s", addr.c_str(), source_ip.c_str(),
+                         strerror(errno));
+    }
     int r = connect(fd.get(), sa.get(), sa.len);
     int err = r == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
@@ -148,10 +158,13 @@ struct Cursor {
 
 constexpr size_t kMaxBytesPerCall = 4u << 20;  // bounds the gap between progress callbacks
 
-// One non-blocking transfer step. Returns false with *status set on error or EOF.
-bool SendSome(int fd, Cursor<ConstSpan>& c, const std::string& peer, const SendGate& gate, Status* status) {
+// One non-blocking transfer step of at most `cap` bytes; *sent says how many went out.
+// Returns false with *status set on error or EOF.
+bool SendSome(int fd, Cursor<ConstSpan>& c, const std::string& peer, const SendGate& gate, size_t cap, size_t* sent,
+              Status* status) {
+  *sent = 0;
   iovec iov[16];
-  int n = c.Fill(iov, 16, kMaxBytesPerCall);
+  int n = c.Fill(iov, 16, cap);
   if (gate) {
     for (int i = 0; i < n; ++i) {
       *status = gate(iov[i].iov_base, iov[i].iov_len);
@@ -164,6 +177,7 @@ bool SendSome(int fd, Cursor<ConstSpan>& c, const std::string& peer, const SendG
   ssize_t r = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (r >= 0) {
     c.Advance(static_cast<size_t>(r));
+    *sent = static_cast<size_t>(r);
     return true;
   }
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
@@ -209,10 +223,22 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
   Cursor<ConstSpan> send{&out};
   Cursor<MutSpan> recv{&in};
   Status status;
+  // When the pacer refuses, sending pauses until then while receiving goes on.
+  std::chrono::steady_clock::time_point paused_until{};
   for (;;) {
     bool send_left = !send.done();
     bool recv_left = !recv.done();
     if (!send_left && !recv_left) return Status::Ok();
+    int timeout_ms = deadline.PollTimeoutMs();
+    if (send_left && pacer_ != nullptr) {
+      auto now = std::chrono::steady_clock::now();
+      if (now < paused_until) {
+        send_left = false;
+        int pause_ms = static_cast<int>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(paused_until - now).count()) + 1;
+        if (timeout_ms < 0 || pause_ms < timeout_ms) timeout_ms = pause_ms;
+      }
+    }
     pollfd fds[2];
     int nfds = 0;
     int send_slot = -1, recv_slot = -1;
@@ -229,7 +255,8 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
         recv_slot = nfds++;
       }
     }
-    int r = poll(fds, nfds, deadline.PollTimeoutMs());
+    int r = poll(fds, nfds, timeout_ms);
+    if (r == 0 && !deadline.expired()) continue;  // a pacer pause ended
     if (r == 0) {
       return RemoteError("timed out: sent %zu/%zu bytes to %s, received %zu/%zu bytes from %s", send.moved,
                          TotalBytes(out), peer_name_.c_str(), recv.moved, TotalBytes(in), from.peer_name().c_str());
@@ -244,7 +271,18 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
       if (progress && recv.moved != before) CONDUIT_RETURN_IF_ERROR(progress(recv.moved));
     }
     if (send_slot >= 0 && (fds[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      if (!SendSome(fd_.get(), send, peer_name_, gate, &status)) return status;
+      size_t cap = kMaxBytesPerCall, sent = 0;
+      if (pacer_ != nullptr) {
+        std::chrono::microseconds wait{0};
+        cap = pacer_->Grant(cap, &wait);
+        if (cap == 0) {
+          paused_until = std::chrono::steady_clock::now() + std::max(wait, std::chrono::microseconds(100));
+          continue;
+        }
+      }
+      bool ok = SendSome(fd_.get(), send, peer_name_, gate, cap, &sent, &status);
+      if (pacer_ != nullptr) pacer_->Sent(cap, sent);
+      if (!ok) return status;
     }
   }
 }

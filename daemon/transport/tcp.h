@@ -14,8 +14,9 @@ namespace conduit {
 // Binds and listens on `addr` ("ip:port"); port 0 picks a free one.
 Status TcpListen(const std::string& addr, UniqueFd* listener, SockAddr* bound);
 // Connects to "ip:port", retrying refused connections until the deadline (the peer daemon
-// may still be starting).
-Status TcpConnect(const std::string& addr, Deadline deadline, UniqueFd* out);
+// may still be starting). A non-empty `source_ip` binds the local end first, which pins
+// the connection to the path (interface) owning that address.
+Status TcpConnect(const std::string& addr, Deadline deadline, UniqueFd* out, const std::string& source_ip = "");
 // Low latency and prompt failure on a dead peer: TCP_NODELAY, keepalive, TCP_USER_TIMEOUT.
 void TuneTcpSocket(int fd, int user_timeout_ms);
 
@@ -29,6 +30,7 @@ class TcpLink : public Link {
   Status SendRecv(const std::vector<ConstSpan>& out, Link& from, const std::vector<MutSpan>& in,
                   Deadline deadline, const RecvProgress& progress = nullptr, const SendGate& gate = nullptr) override;
   void Shutdown() override;
+  void SetPacer(SendPacer* pacer) override { pacer_ = pacer; }
   const std::string& peer_name() const override { return peer_name_; }
 
   int fd() const { return fd_.get(); }
@@ -36,6 +38,7 @@ class TcpLink : public Link {
  private:
   UniqueFd fd_;
   std::string peer_name_;
+  SendPacer* pacer_ = nullptr;
 };
 
 }  // namespace conduit

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "coll_run.h"
+#include "conduitctl_run.h"
 #include "integration_env.h"
 
 namespace conduit::it {
@@ -25,32 +26,6 @@ ClusterConfig AdminCluster(int hosts, std::vector<std::string> daemon_args = {})
   c.hosts = hosts;
   c.daemon_args = std::move(daemon_args);
   return c;
-}
-
-std::string AdminSocket(const Cluster& cluster, int host) {
-  std::string s = cluster.Socket(host);
-  return s.substr(0, s.size() - 5) + "-admin.sock";  // "hN.sock" -> "hN-admin.sock"
-}
-
-struct CtlResult {
-  int rc;
-  std::string out;
-};
-
-// conduitctl against host's daemon; `as_uid` >= 0 runs it as that user (setpriv).
-CtlResult Ctl(const Cluster& cluster, int host, std::vector<std::string> args, int as_uid = -1) {
-  std::vector<std::string> argv;
-  if (as_uid >= 0) {
-    argv = {"/usr/bin/setpriv", "--reuid=" + std::to_string(as_uid), "--regid=" + std::to_string(as_uid),
-            "--clear-groups"};
-  }
-  argv.push_back(Cluster::BinPath("conduitctl"));
-  argv.push_back("--socket");
-  argv.push_back(AdminSocket(cluster, host));
-  argv.insert(argv.end(), args.begin(), args.end());
-  CtlResult r;
-  r.rc = RunCommand(argv, &r.out, std::chrono::seconds(30));
-  return r;
 }
 
 // A raw exchange on the admin socket, for requests conduitctl would never send.
@@ -177,7 +152,7 @@ TEST(AdminTest, MalformedRequestsGetErrors) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(AdminCluster(1));
   CONDUIT_START_CLUSTER(cluster);
-  const std::string sock = AdminSocket(cluster, 0);
+  const std::string sock = cluster.AdminSocket(0);
   EXPECT_NE(RawExchange(sock, "NONSENSE\r\n\r\n").find("HTTP/1.1 400"), std::string::npos);
   EXPECT_NE(RawExchange(sock, "GET /v1/status HTTP/1.1\r\nX: " + std::string(100000, 'a')).find("HTTP/1.1 400"),
             std::string::npos);

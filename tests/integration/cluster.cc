@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +103,7 @@ Cluster::~Cluster() {
 std::string Cluster::Netns(int host) const { return config_.prefix + "-h" + std::to_string(host); }
 std::string Cluster::Ip(int host) const { return config_.subnet + "." + std::to_string(host + 1); }
 std::string Cluster::Socket(int host) const { return dir_ + "/h" + std::to_string(host) + ".sock"; }
+std::string Cluster::AdminSocket(int host) const { return dir_ + "/h" + std::to_string(host) + "-admin.sock"; }
 std::string Cluster::PeerAddr(int host) const { return Ip(host) + ":" + std::to_string(config_.port); }
 
 bool Cluster::Start(std::string* error) {
@@ -111,19 +113,43 @@ bool Cluster::Start(std::string* error) {
   }
   // A previous run that crashed may have left namespaces behind under our prefix.
   RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
-  std::string out;
-  std::vector<std::string> up = {NetnsScript(), "up", "--hosts", std::to_string(config_.hosts), "--prefix", config_.prefix,
-                                 "--subnet", config_.subnet};
-  if (!config_.rate.empty()) {
-    up.push_back("--rate");
-    up.push_back(config_.rate);
+  std::vector<std::string> shape = {"--hosts", std::to_string(config_.hosts), "--subnet", config_.subnet,
+                                    "--racks", std::to_string(config_.racks), "--mesh", std::to_string(config_.mesh)};
+  std::vector<std::string> up = {NetnsScript(), "up", "--prefix", config_.prefix};
+  up.insert(up.end(), shape.begin(), shape.end());
+  for (const auto& [flag, value] : {std::pair<const char*, std::string>{"--rate", config_.rate},
+                                    {"--uplink-rate", config_.uplink_rate},
+                                    {"--mesh-rate", config_.mesh_rate}}) {
+    if (value.empty()) continue;
+    up.push_back(flag);
+    up.push_back(value);
   }
+  std::string out;
   int rc = RunCommand(up, &out);
   if (rc != 0) {
     *error = "conduit-netns up failed (exit " + std::to_string(rc) + "): " + out;
     return false;
   }
   netns_up_ = true;
+  std::string topology = config_.topology_json;
+  if (topology.empty() && config_.netns_topology) {
+    std::vector<std::string> describe = {NetnsScript(), "topology"};
+    describe.insert(describe.end(), shape.begin(), shape.end());
+    if (RunCommand(describe, &topology) != 0) {
+      *error = "conduit-netns topology failed: " + topology;
+      return false;
+    }
+  }
+  if (!topology.empty()) {
+    topology_path_ = dir_ + "/topology.json";
+    FILE* f = fopen(topology_path_.c_str(), "w");
+    if (f == nullptr || fwrite(topology.data(), 1, topology.size(), f) != topology.size()) {
+      *error = "cannot write " + topology_path_;
+      if (f != nullptr) fclose(f);
+      return false;
+    }
+    fclose(f);
+  }
   daemons_.resize(config_.hosts);
   for (int h = 0; h < config_.hosts; ++h) {
     if (!StartDaemon(h, error)) return false;
@@ -140,13 +166,19 @@ bool Cluster::StartDaemon(int host, std::string* error) {
                                    "--socket",
                                    Socket(host),
                                    "--listen",
-                                   Ip(host) + ":" + std::to_string(config_.port),
+                                   // With direct paths peers may dial any of this host's addresses.
+                                   (config_.mesh > 0 ? std::string("0.0.0.0") : Ip(host)) + ":" +
+                                       std::to_string(config_.port),
                                    "--advertise",
                                    Ip(host),
                                    "--timeout-ms",
                                    std::to_string(config_.timeout_ms),
                                    "--log-level",
                                    "info"};
+  if (!topology_path_.empty()) {
+    argv.push_back("--topology");
+    argv.push_back(topology_path_);
+  }
   argv.insert(argv.end(), config_.daemon_args.begin(), config_.daemon_args.end());
   if (config_.object_peers) {
     std::string peers;

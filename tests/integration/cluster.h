@@ -23,9 +23,19 @@ struct ClusterConfig {
   int timeout_ms = 10000;                // conduitd --timeout-ms
   std::vector<std::string> daemon_args;  // extra conduitd flags (--allreduce-algo, --deny-exe ...)
   int port = 29611;
+  // The emulated network (tools/netns/conduit-netns up): host link rate, racks joined by
+  // shaped uplinks, and `mesh` direct links (paths) between every pair of hosts.
+  std::string rate;
+  int racks = 1;
+  std::string uplink_rate;
+  int mesh = 0;
+  std::string mesh_rate;
+  // Daemons get --topology: this JSON when set, else (with netns_topology) the topology
+  // conduit-netns describes for the network above.
+  std::string topology_json;
+  bool netns_topology = false;
   // Pass every daemon the list of all daemons as --object-peers (the object store).
   bool object_peers = false;
-  std::string rate;  // conduit-netns --rate (e.g. "1gbit"): shaped links when set
 };
 
 class Cluster {
@@ -51,6 +61,9 @@ class Cluster {
   std::string Netns(int host) const;
   std::string Ip(int host) const;
   std::string Socket(int host) const;
+  std::string AdminSocket(int host) const;
+  // The topology file the daemons were started with ("" when none).
+  const std::string& topology_path() const { return topology_path_; }
   std::string PeerAddr(int host) const;  // "ip:port" of the host's daemon
 
   Subprocess& daemon(int host) { return *daemons_.at(host); }
@@ -74,6 +87,7 @@ class Cluster {
   ClusterConfig config_;
   std::string dir_;
   bool netns_up_ = false;
+  std::string topology_path_;
   int id_files_ = 0;
   std::vector<std::unique_ptr<Subprocess>> daemons_;
   std::vector<std::unique_ptr<Subprocess>> procs_;

@@ -90,9 +90,21 @@ std::vector<int> CaseRunner::Roots() const {
   return roots;
 }
 
+// With --seconds, whether to run another round: every rank must stop after the same one,
+// so the ranks all-reduce (max) whether their own time is up.
+bool CaseRunner::AnotherRound(std::chrono::steady_clock::time_point start) {
+  int32_t up = std::chrono::steady_clock::now() - start >= std::chrono::seconds(opt_.seconds) ? 1 : 0;
+  int32_t any = 0;
+  if (!Call("ncclAllReduce(stop vote)", Settle(comm_, ncclAllReduce(&up, &any, 1, ncclInt32, ncclMax, comm_, NoStream())))) {
+    return false;
+  }
+  return any == 0;
+}
+
 void CaseRunner::RunAll() {
   CheckIdentity("after init");
-  for (int it = 0; it < opt_.iters && !result_.aborted; ++it) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int it = 0; (it < opt_.iters || (opt_.seconds > 0 && AnotherRound(start))) && !result_.aborted; ++it) {
     for (const std::string& coll : opt_.colls) {
       if (coll == "split") {
         Split();

@@ -6,6 +6,7 @@
 #ifndef CONDUIT_TESTS_INTEGRATION_COLL_CASES_H_
 #define CONDUIT_TESTS_INTEGRATION_COLL_CASES_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -50,6 +51,7 @@ class CaseRunner {
   void Scatter(const Pattern& p, const std::string& d, int root, size_t n, bool inplace);
   void Split();
 
+  bool AnotherRound(std::chrono::steady_clock::time_point start);
   // Reports a failed call (and stops the run); returns true on success.
   bool Call(const std::string& what, ncclResult_t r);
   void Check(const std::string& desc, const Pattern& p, const unsigned char* buf, size_t n, const ExpectFn& want);

@@ -37,6 +37,7 @@ struct Options {
   bool outofplace = true;  // run out-of-place variants
   bool all_roots = false;  // every rank as root instead of first and last
   int iters = 1;
+  int seconds = 0;  // > 0: repeat the iterations until this long has passed (ranks agree when)
   uint64_t seed = 1;
   bool expect_error = false;
   int hold_ms = 0;

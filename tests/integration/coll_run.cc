@@ -11,7 +11,7 @@ std::vector<Subprocess*> LaunchCollCheck(Cluster& cluster, const CollLaunch& lau
     int per_proc = launch.threads ? launch.ranks_per_host : 1;
     for (int local = 0; local < launch.ranks_per_host; local += per_proc) {
       int rank = h * launch.ranks_per_host + local;
-      std::vector<std::string> argv = {Cluster::CollCheckPath(),
+      std::vector<std::string> argv = {launch.binary.empty() ? Cluster::CollCheckPath() : launch.binary,
                                        "--rank",
                                        std::to_string(rank),
                                        "--nranks",

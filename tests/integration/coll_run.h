@@ -16,6 +16,7 @@ struct CollLaunch {
   bool threads = false;           // one process per host running its ranks as threads
   std::vector<std::string> args;  // coll_check flags besides --rank/--nranks/--id-file/--threads
   std::vector<std::string> env;
+  std::string binary;  // a copy of coll_check under another name (tenant tests); "" = coll_check
 
   CollLaunch& OnHosts(int n) {
     hosts = n;

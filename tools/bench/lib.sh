@@ -101,16 +101,21 @@ bench_gloo_run() {
 
 bench_conduit_available() { [[ -x $BENCH_BUILD/bin/conduitd && -x $BENCH_BUILD/bin/conduit-perf ]]; }
 
+# BENCH_LISTEN_ANY=1: accept peers on every address (needed when links are bound to
+# per-path addresses).
+: "${BENCH_LISTEN_ANY:=0}"
+
 # bench_conduit_start HOSTS [CONDUITD ARGS...]: one conduitd per host namespace (extra
 # flags passed to each); waits for each socket.
 BENCH_CONDUITD_PIDS=()
 bench_conduit_start() {
-  local hosts=$1 i ip sock; shift
+  local hosts=$1 i ip sock listen; shift
   for ((i = 0; i < hosts; i++)); do
     ip=$(bench_ip "$i"); sock="$BENCH_WORK/h$i.sock"
+    listen=$ip; ((BENCH_LISTEN_ANY)) && listen=0.0.0.0
     rm -f "$sock"
     ip netns exec "$(bench_ns "$i")" "$BENCH_BUILD/bin/conduitd" --socket "$sock" \
-      --listen "$ip:7650" --advertise "$ip" "$@" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
+      --listen "$listen:7650" --advertise "$ip" "$@" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
     BENCH_CONDUITD_PIDS+=($!)
   done
   for ((i = 0; i < hosts; i++)); do

@@ -4,6 +4,7 @@
 // could not be reached.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -24,10 +25,16 @@ constexpr char kUsage[] =
     "  programs                     programs connected to the daemon\n"
     "  comms                        communicators with ranks on this host\n"
     "  comm KEY                     one communicator\n"
-    "  trace KEY [--limit N]        its most recent collectives (sequence, op, algorithm, time)\n"
+    "  trace KEY [--limit N]        its most recent collectives (sequence, epoch, ring, op, time)\n"
+    "  reconfigure KEY [--ring R] [--algorithm A] [--paths policy|A-B=K,...] [--wait-ms N]\n"
+    "                               switch a running communicator between two collectives;\n"
+    "                               R: locality|rank|reverse|H,H,... (host indices in ring order),\n"
+    "                               A: auto|ring|rd, K: a topology path index (-1: primary)\n"
+    "  topology [set JSON|@FILE | reload]  the host/topology description\n"
+    "  paths                        this daemon's collective connections per path\n"
     "  metrics                      Prometheus text metrics\n"
     "  routes                       every admin endpoint\n"
-    "  policy get KIND [NAME]       show policies of a kind (admission, and those services add)\n"
+    "  policy get KIND [NAME]       show policies of a kind: admission, ring, flows, tenant\n"
     "  policy set KIND [NAME] JSON  set one (JSON text, or @FILE)\n"
     "  policy rm KIND NAME          remove one\n"
     "  raw METHOD PATH [JSON]       any request, e.g. raw GET /v1/status\n"
@@ -56,6 +63,65 @@ std::string BodyArg(const std::string& arg) {
   Status st = Json::Parse(text, &parsed);
   if (!st.ok()) Usage("the request body is not JSON: " + st.message());
   return text;
+}
+
+// The reconfigure request body from flags: --ring, --algorithm, --paths, --wait-ms.
+std::string ReconfigureBody(const std::vector<std::string>& args) {
+  Json body = Json::Object();
+  for (size_t i = 2; i < args.size(); i += 2) {
+    if (i + 1 >= args.size()) Usage(args[i] + " needs a value");
+    const std::string& flag = args[i];
+    const std::string& v = args[i + 1];
+    if (flag == "--ring") {
+      if (v == "locality" || v == "rank" || v == "reverse") {
+        body["ring"] = v;
+      } else {
+        Json ring = Json::Array();
+        std::stringstream ss(v);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+          char* end = nullptr;
+          long h = strtol(item.c_str(), &end, 10);
+          if (item.empty() || *end != '\0') Usage("--ring takes locality, rank, reverse or host indices like 0,2,1,3");
+          ring.push_back(static_cast<int>(h));
+        }
+        body["ring"] = std::move(ring);
+      }
+    } else if (flag == "--algorithm") {
+      body["algorithm"] = v;
+    } else if (flag == "--paths") {
+      if (v == "policy") {
+        body["paths"] = v;
+      } else {
+        // A-B=K,...
+        Json pins = Json::Array();
+        std::stringstream ss(v);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+          int a, b, k;
+          char tail;
+          if (sscanf(item.c_str(), "%d-%d=%d%c", &a, &b, &k, &tail) != 3) Usage("--paths takes policy or A-B=K,...");
+          Json pin = Json::Object();
+          Json hosts = Json::Array();
+          hosts.push_back(a);
+          hosts.push_back(b);
+          pin["hosts"] = std::move(hosts);
+          pin["path"] = k;
+          pins.push_back(std::move(pin));
+        }
+        body["paths"] = std::move(pins);
+      }
+    } else if (flag == "--wait-ms") {
+      char* end = nullptr;
+      long ms = strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || ms < 0) Usage("--wait-ms takes milliseconds");
+      body["wait_ms"] = static_cast<int>(ms);
+    } else {
+      Usage("reconfigure KEY [--ring R] [--algorithm A] [--paths policy|A-B=K,...] [--wait-ms N]");
+    }
+  }
+  if (body.size() == 0) Usage("reconfigure needs --ring, --algorithm and/or --paths");
+  return body.Dump();
 }
 
 struct Request {
@@ -89,6 +155,25 @@ Request Build(const std::vector<std::string>& args) {
     if (args.size() >= 4 && args[2] == "--limit") r.target += "?limit=" + PercentEncode(args[3]);
     else if (args.size() > 2) Usage("trace KEY [--limit N]");
     r.render = Render::kTrace;
+  } else if (cmd == "reconfigure") {
+    need(2);
+    r.method = "POST";
+    r.target = "/v1/communicators/" + PercentEncode(args[1]) + "/reconfigure";
+    r.body = ReconfigureBody(args);
+  } else if (cmd == "topology") {
+    r.target = "/v1/topology";
+    if (args.size() >= 2 && args[1] == "reload") {
+      r.method = "POST";
+      r.target = "/v1/topology/reload";
+    } else if (args.size() == 3 && args[1] == "set") {
+      r.method = "PUT";
+      r.body = BodyArg(args[2]);
+    } else if (args.size() != 1) {
+      Usage("topology [set JSON|@FILE | reload]");
+    }
+  } else if (cmd == "paths") {
+    r.target = "/v1/paths";
+    r.render = Render::kPaths;
   } else if (cmd == "metrics") {
     r.target = "/metrics";
     r.render = Render::kText;

@@ -34,11 +34,24 @@ std::string Table(const std::vector<std::string>& header, const std::vector<std:
   return out;
 }
 
+// A field of an object; "a.b" descends into nested objects.
+const Json* Field(const Json& item, const std::string& path) {
+  const Json* cur = &item;
+  size_t start = 0;
+  while (cur != nullptr && cur->is_object()) {
+    size_t dot = path.find('.', start);
+    cur = cur->find(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) return cur;
+    start = dot + 1;
+  }
+  return nullptr;
+}
+
 std::string Rows(const Json& list, const std::vector<std::string>& fields) {
   std::vector<std::vector<std::string>> rows;
   for (const Json& item : list.items()) {
     std::vector<std::string> row;
-    for (const auto& f : fields) row.push_back(Cell(item.find(f)));
+    for (const auto& f : fields) row.push_back(Cell(Field(item, f)));
     rows.push_back(std::move(row));
   }
   return Table(fields, rows);
@@ -59,15 +72,20 @@ std::string RenderBody(Render how, const std::string& body) {
       break;
     case Render::kComms:
       list_name = "communicators";
-      fields = {"key", "nranks", "this_host", "local_ranks", "collectives", "bytes", "errors", "failure"};
+      fields = {"key",         "nranks", "this_host", "local_ranks", "config.epoch", "config.ring",
+                "collectives", "bytes",  "errors",    "failure"};
       break;
     case Render::kTrace:
       list_name = "trace";
-      fields = {"seq", "op", "dtype", "count", "bytes", "algorithm", "duration_us", "error"};
+      fields = {"seq", "epoch", "ring", "op", "dtype", "count", "bytes", "algorithm", "duration_us", "error"};
       break;
     case Render::kRoutes:
       list_name = "routes";
       fields = {"method", "path", "access"};
+      break;
+    case Render::kPaths:
+      list_name = "paths";
+      fields = {"group", "path", "connections", "load"};
       break;
     default:
       return doc.Dump(2) + "\n";

@@ -9,7 +9,7 @@
 
 namespace conduit {
 
-enum class Render { kJson, kText, kPrograms, kComms, kTrace, kRoutes };
+enum class Render { kJson, kText, kPrograms, kComms, kTrace, kRoutes, kPaths };
 
 // The text to print for a successful response body (falls back to the JSON itself when the
 // body does not have the expected shape).

@@ -1,0 +1,174 @@
+#include "collectives/comm_config.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/frame.h"
+
+namespace conduit {
+
+bool IsAllReduceAlgorithm(const std::string& name) { return name == "auto" || name == "ring" || name == "rd"; }
+
+bool ReconfigPlan::Renews(int me, int peer, int* pin) const {
+  *pin = kPolicyPath;
+  bool pinned = false;
+  for (const auto& p : pins) {
+    if ((p.a == me && p.b == peer) || (p.a == peer && p.b == me)) {
+      *pin = p.path;
+      pinned = true;
+    }
+  }
+  return repath || pinned;
+}
+
+Status ValidatePlan(const ReconfigPlan& plan, int nhosts) {
+  if (plan.set_ring) {
+    if (static_cast<int>(plan.ring.size()) != nhosts) {
+      return InvalidArgument("the ring must list each of the communicator's %d hosts once (got %zu entries)", nhosts,
+                             plan.ring.size());
+    }
+    std::vector<bool> seen(nhosts, false);
+    for (int h : plan.ring) {
+      if (h < 0 || h >= nhosts || seen[h]) {
+        return InvalidArgument("the ring must be a permutation of host indices 0..%d", nhosts - 1);
+      }
+      seen[h] = true;
+    }
+  }
+  if (plan.set_algorithm && !IsAllReduceAlgorithm(plan.algorithm)) {
+    return InvalidArgument("unknown algorithm '%s' (auto, ring, rd)", plan.algorithm.c_str());
+  }
+  for (const auto& p : plan.pins) {
+    if (p.a < 0 || p.b < 0 || p.a >= nhosts || p.b >= nhosts || p.a == p.b || p.path < -1 || p.path > 63) {
+      return InvalidArgument("path pin {hosts [%d, %d], path %d} does not fit %d hosts and paths -1..63", p.a, p.b,
+                             p.path, nhosts);
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseReconfigPlan(const Json& body, const ReconfigContext& ctx, ReconfigPlan* out) {
+  if (!body.is_object()) return InvalidArgument("expected a JSON object like {\"ring\": \"locality\"}");
+  ReconfigPlan plan;
+  for (const auto& [key, v] : body.members()) {
+    if (key == "ring") {
+      plan.set_ring = true;
+      if (v.is_string()) {
+        const std::string& s = v.as_string();
+        if (s == "locality") {
+          plan.ring = ctx.locality_ring;
+        } else if (s == "rank") {
+          for (int h = 0; h < ctx.nhosts; ++h) plan.ring.push_back(h);
+        } else if (s == "reverse") {
+          plan.ring = ctx.current_ring;
+          if (plan.ring.size() > 1) std::reverse(plan.ring.begin() + 1, plan.ring.end());
+        } else {
+          return InvalidArgument("unknown ring '%s' (a list of host indices, locality, rank, reverse)", s.c_str());
+        }
+      } else if (v.is_array()) {
+        for (const Json& h : v.items()) {
+          if (!h.is_int()) return InvalidArgument("ring entries must be host indices");
+          plan.ring.push_back(static_cast<int>(h.as_int()));
+        }
+      } else {
+        return InvalidArgument("\"ring\" must be a list of host indices or locality|rank|reverse");
+      }
+    } else if (key == "algorithm") {
+      if (!v.is_string()) return InvalidArgument("\"algorithm\" must be auto, ring or rd");
+      plan.set_algorithm = true;
+      plan.algorithm = v.as_string();
+    } else if (key == "paths") {
+      if (v.is_string() && v.as_string() == "policy") {
+        plan.repath = true;
+      } else if (v.is_array()) {
+        for (const Json& p : v.items()) {
+          const Json* hosts = p.is_object() ? p.find("hosts") : nullptr;
+          const Json* path = p.is_object() ? p.find("path") : nullptr;
+          if (hosts == nullptr || path == nullptr || !hosts->is_array() || hosts->size() != 2 ||
+              !hosts->items()[0].is_int() || !hosts->items()[1].is_int() || !path->is_int()) {
+            return InvalidArgument("path entries are {\"hosts\": [A, B], \"path\": K} (K = -1: primary address)");
+          }
+          plan.pins.push_back(peerproto::PathPin{static_cast<int32_t>(hosts->items()[0].as_int()),
+                                                 static_cast<int32_t>(hosts->items()[1].as_int()),
+                                                 static_cast<int32_t>(path->as_int())});
+        }
+      } else {
+        return InvalidArgument("\"paths\" must be \"policy\" or a list of {\"hosts\": [A, B], \"path\": K}");
+      }
+    } else if (key != "wait_ms") {
+      return InvalidArgument("unknown reconfiguration field \"%s\" (ring, algorithm, paths, wait_ms)", key.c_str());
+    }
+  }
+  if (plan.empty()) return InvalidArgument("nothing to change: give ring, algorithm and/or paths");
+  CONDUIT_RETURN_IF_ERROR(ValidatePlan(plan, ctx.nhosts));
+  *out = std::move(plan);
+  return Status::Ok();
+}
+
+std::vector<uint8_t> EncodeReconfig(const peerproto::ReconfigHeader& head_in, const ReconfigPlan& plan) {
+  peerproto::ReconfigHeader head = head_in;
+  head.flags = 0;
+  if (plan.set_ring) head.flags |= peerproto::kSetRing;
+  if (plan.set_algorithm) head.flags |= peerproto::kSetAlgorithm;
+  if (plan.repath) head.flags |= peerproto::kRepath;
+  head.nhosts = plan.set_ring ? static_cast<uint32_t>(plan.ring.size()) : 0;
+  head.npins = static_cast<uint32_t>(plan.pins.size());
+  CopyCString(head.algorithm, plan.set_algorithm ? plan.algorithm.c_str() : "");
+  std::vector<uint8_t> out(sizeof(head) + head.nhosts * sizeof(int32_t) + head.npins * sizeof(peerproto::PathPin));
+  uint8_t* p = out.data();
+  memcpy(p, &head, sizeof(head));
+  p += sizeof(head);
+  for (int h : plan.ring) {
+    int32_t v = h;
+    memcpy(p, &v, sizeof(v));
+    p += sizeof(v);
+  }
+  if (!plan.pins.empty()) memcpy(p, plan.pins.data(), plan.pins.size() * sizeof(peerproto::PathPin));
+  return out;
+}
+
+Status DecodeReconfig(const std::vector<uint8_t>& payload, int nhosts, peerproto::ReconfigHeader* head,
+                      ReconfigPlan* plan) {
+  if (payload.size() < sizeof(*head)) return RemoteError("reconfiguration message too short (%zu bytes)", payload.size());
+  memcpy(head, payload.data(), sizeof(*head));
+  const uint64_t want = sizeof(*head) + static_cast<uint64_t>(head->nhosts) * sizeof(int32_t) +
+                        static_cast<uint64_t>(head->npins) * sizeof(peerproto::PathPin);
+  if (want != payload.size() || (head->flags & ~7u) != 0 || ((head->flags & peerproto::kSetRing) != 0) != (head->nhosts > 0)) {
+    return RemoteError("malformed reconfiguration message (%zu bytes, flags 0x%x, %u ring entries, %u pins)",
+                       payload.size(), head->flags, head->nhosts, head->npins);
+  }
+  ReconfigPlan p;
+  p.set_ring = (head->flags & peerproto::kSetRing) != 0;
+  p.set_algorithm = (head->flags & peerproto::kSetAlgorithm) != 0;
+  p.repath = (head->flags & peerproto::kRepath) != 0;
+  p.algorithm = p.set_algorithm ? FromCString(head->algorithm) : "";
+  const uint8_t* cur = payload.data() + sizeof(*head);
+  for (uint32_t i = 0; i < head->nhosts; ++i) {
+    int32_t v;
+    memcpy(&v, cur, sizeof(v));
+    cur += sizeof(v);
+    p.ring.push_back(v);
+  }
+  p.pins.resize(head->npins);
+  if (head->npins > 0) memcpy(p.pins.data(), cur, head->npins * sizeof(peerproto::PathPin));
+  Status st = ValidatePlan(p, nhosts);
+  if (!st.ok()) return RemoteError("invalid reconfiguration from a peer daemon: %s", st.message().c_str());
+  *plan = std::move(p);
+  return Status::Ok();
+}
+
+bool RingNeighbours(const std::vector<int>& ring, int a, int b) {
+  const int n = static_cast<int>(ring.size());
+  if (n <= 2) return true;
+  const int pa = static_cast<int>(std::find(ring.begin(), ring.end(), a) - ring.begin());
+  const int pb = static_cast<int>(std::find(ring.begin(), ring.end(), b) - ring.begin());
+  return (pa - pb + n) % n == 1 || (pb - pa + n) % n == 1;
+}
+
+std::string RingText(const std::vector<int>& ring) {
+  std::string s;
+  for (size_t i = 0; i < ring.size(); ++i) s += (i ? ">" : "") + std::to_string(ring[i]);
+  return s;
+}
+
+}  // namespace conduit

@@ -1,0 +1,308 @@
+// Live reconfiguration of a communicator (MCCS's barrier on collective sequence numbers).
+//
+// Host 0 of the communicator sequences every change into an epoch and sends it to every
+// daemon (ReconfigPropose; other daemons forward operator requests to it). A daemon that
+// learns of epoch E stops launching collectives and tells every other daemon how many it
+// has launched (ReconfigSeq). The largest count is the switch point: every daemon runs
+// the collectives before it with the old configuration, then applies E, then resumes. As
+// every collective involves every daemon, none can be past the largest count, and none
+// runs a collective under a different configuration than the others. With nothing pending
+// the launch path checks one empty map, so an unchanged communicator pays nothing.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/communicator.h"
+#include "collectives/link_dial.h"
+#include "common/frame.h"
+#include "common/log.h"
+#include "transport/tcp.h"
+
+namespace conduit {
+
+std::shared_ptr<const CommConfig> Communicator::config() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return config_;
+}
+
+uint64_t Communicator::reconfigurations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reconfigurations_;
+}
+
+std::vector<LinkReport> Communicator::Links() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LinkReport> out;
+  for (size_t h = 0; h < coll_links_.size(); ++h) {
+    const CollLink& l = coll_links_[h];
+    if (l.link) out.push_back({static_cast<int>(h), "collective", l.path, l.local_ip, l.link->peer_name(), l.epoch});
+  }
+  for (size_t h = 0; h < p2p_links_.size(); ++h) {
+    if (p2p_links_[h]) out.push_back({static_cast<int>(h), "p2p", -1, "", p2p_links_[h]->peer_name(), 0});
+  }
+  return out;
+}
+
+bool Communicator::MayLaunch() const {
+  if (proposals_.empty()) return true;
+  const uint64_t next = config_->epoch + 1;
+  if (proposals_.count(next) == 0) return true;  // only later epochs arrived so far
+  return entered_epoch_ == next && target_known_ && coll_seq_ < target_;
+}
+
+Status Communicator::SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, type, static_cast<uint32_t>(payload.size()), 0};
+  std::lock_guard<std::mutex> lock(p2p_send_mu_[host]);
+  return p2p_links_[host]->Send({{&h, sizeof(h)}, {payload.data(), payload.size()}}, OpDeadline());
+}
+
+void Communicator::SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload) {
+  for (int h = 0; h < static_cast<int>(p2p_links_.size()); ++h) {
+    if (h == membership_.my_host) continue;
+    Status st = SendControl(h, type, payload);
+    if (!st.ok()) {
+      Abort(RemoteError("could not send a reconfiguration message to daemon %s: %s",
+                        membership_.host_addrs[h].c_str(), st.message().c_str()));
+      return;
+    }
+  }
+}
+
+void Communicator::AddProposal(std::unique_lock<std::mutex>& lock, Proposal proposal) {
+  const uint64_t e = proposal.epoch;
+  if (e <= config_->epoch || proposals_.count(e) != 0) {
+    CLOG_WARN("communicator %016llx: ignoring a duplicate or stale proposal for epoch %llu",
+              static_cast<unsigned long long>(key_), static_cast<unsigned long long>(e));
+    return;
+  }
+  if (proposal.origin == membership_.my_host && proposal.request_id != 0) request_epochs_[proposal.request_id] = e;
+  proposals_.emplace(e, std::move(proposal));
+  cv_.notify_all();
+  AdvanceReconfig(lock);
+}
+
+void Communicator::AdvanceReconfig(std::unique_lock<std::mutex>& lock) {
+  const int nhosts = static_cast<int>(membership_.host_addrs.size());
+  const int me = membership_.my_host;
+  for (;;) {
+    // Before setup finished, not every link to the other daemons exists yet.
+    if (!failed_.ok() || closing_ || !setup_done_ || !setup_status_.ok()) return;
+    const uint64_t e = config_->epoch + 1;
+    auto it = proposals_.find(e);
+    if (it == proposals_.end()) return;
+    auto& counts = launched_[e];
+    if (counts.empty()) counts.assign(nhosts, -1);
+    if (entered_epoch_ != e) {
+      // Stop launching and publish how far this daemon got.
+      entered_epoch_ = e;
+      target_known_ = false;
+      counts[me] = static_cast<int64_t>(coll_seq_);
+      peerproto::ReconfigSeq msg{e, coll_seq_};
+      std::vector<uint8_t> bytes(sizeof(msg));
+      memcpy(bytes.data(), &msg, sizeof(msg));
+      lock.unlock();
+      SendControlToAll(peerproto::kReconfigSeq, bytes);
+      lock.lock();
+      continue;
+    }
+    if (!target_known_) {
+      if (std::any_of(counts.begin(), counts.end(), [](int64_t c) { return c < 0; })) return;
+      target_ = static_cast<uint64_t>(*std::max_element(counts.begin(), counts.end()));
+      target_known_ = true;
+      cv_.notify_all();  // held ranks may run the collectives before the switch point
+      CLOG_INFO("communicator %016llx: epoch %llu agreed, switching after collective %llu",
+                static_cast<unsigned long long>(key_), static_cast<unsigned long long>(e),
+                static_cast<unsigned long long>(target_));
+    }
+    if (coll_seq_ > target_) {
+      lock.unlock();
+      Abort(InternalError("reconfiguration agreement broken: launched %llu collectives, switch point %llu",
+                          static_cast<unsigned long long>(coll_seq_), static_cast<unsigned long long>(target_)));
+      lock.lock();
+      return;
+    }
+    if (coll_seq_ != target_ || running_) return;
+    // Every collective before the switch point has run here: apply, holding the running
+    // token so no collective starts meanwhile.
+    running_ = true;
+    Proposal proposal = it->second;
+    lock.unlock();
+    Status st = ApplyProposal(proposal);
+    lock.lock();
+    running_ = false;
+    if (!st.ok()) {
+      if (closing_) return;  // destroyed meanwhile: nothing left to fail
+      lock.unlock();
+      Abort(st);
+      lock.lock();
+      cv_.notify_all();
+      return;
+    }
+    proposals_.erase(e);
+    launched_.erase(e);
+    ++reconfigurations_;
+    cv_.notify_all();
+  }
+}
+
+Status Communicator::ApplyProposal(const Proposal& proposal) {
+  const int nhosts = static_cast<int>(membership_.host_addrs.size());
+  const int me = membership_.my_host;
+  const ReconfigPlan& plan = proposal.plan;
+  std::shared_ptr<CommConfig> next = std::make_shared<CommConfig>(*config());
+  next->epoch = proposal.epoch;
+  if (plan.set_ring) next->ring = plan.ring;
+  if (plan.set_algorithm) next->allreduce_algo = plan.algorithm;
+
+  // New collective links: this daemon dials the hosts below it (as at setup) and takes
+  // the ones the hosts above it dial.
+  std::vector<std::pair<int, CollLink>> fresh;
+  const std::shared_ptr<TenantState> tenant = CurrentTenant();  // we hold the running token
+  const int priority = tenant ? tenant->policy().priority : 0;
+  for (int h = 0; h < me; ++h) {
+    int pin;
+    if (!plan.Renews(me, h, &pin)) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      coll_links_[h].lease.reset();  // its old path's load must not steer the new choice
+    }
+    LinkPath lp;
+    if (fabric_ != nullptr) {
+      lp = fabric_->ChooseLinkPath(my_addr_, membership_.host_addrs[h], priority, key_,
+                                   RingNeighbours(next->ring, me, h), pin);
+    } else {
+      lp.connect_addr = membership_.host_addrs[h];
+    }
+    peerproto::LinkHello hello{key_, me, peerproto::kCollective, static_cast<uint32_t>(proposal.epoch), lp.path};
+    UniqueFd fd;
+    Status st = DialLink(lp.connect_addr, lp.local_ip, hello, options_.timeout_ms, &fd);
+    if (!st.ok()) {
+      return RemoteError("reconfiguration to epoch %llu: cannot open the new link to daemon %s on path %d: %s",
+                         static_cast<unsigned long long>(proposal.epoch), membership_.host_addrs[h].c_str(), lp.path,
+                         st.message().c_str());
+    }
+    fresh.emplace_back(h, CollLink{std::make_unique<TcpLink>(std::move(fd), membership_.host_addrs[h]), lp.path,
+                                   lp.local_ip, proposal.epoch, std::move(lp.lease)});
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    Deadline deadline = OpDeadline();
+    for (int h = me + 1; h < nhosts; ++h) {
+      int pin;
+      if (!plan.Renews(me, h, &pin)) continue;
+      const auto key = std::make_pair(h, proposal.epoch);
+      while (renewed_.count(key) == 0 && failed_.ok() && !closing_) {
+        if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && renewed_.count(key) == 0) {
+          return RemoteError("reconfiguration to epoch %llu: daemon %s never opened its new link",
+                             static_cast<unsigned long long>(proposal.epoch), membership_.host_addrs[h].c_str());
+        }
+      }
+      if (!failed_.ok()) return failed_;
+      if (closing_) return InvalidUsage("communicator destroyed during a reconfiguration");
+      fresh.emplace_back(h, std::move(renewed_[key]));
+      renewed_.erase(key);
+    }
+  }
+  // Switch. The old links carried only collectives that finished here; closing them sends
+  // a FIN after anything still queued, so a slower peer still reads all of it.
+  std::vector<CollLink> retired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [h, link] : fresh) {
+      retired.push_back(std::move(coll_links_[h]));
+      coll_links_[h] = std::move(link);
+    }
+    config_ = next;
+  }
+  CLOG_INFO("communicator %016llx: now at epoch %llu (ring %s, all-reduce %s, %zu links replaced)",
+            static_cast<unsigned long long>(key_), static_cast<unsigned long long>(next->epoch),
+            RingText(next->ring).c_str(), next->allreduce_algo.c_str(), fresh.size());
+  return Status::Ok();
+}
+
+Status Communicator::Reconfigure(const ReconfigPlan& plan, int wait_ms, ReconfigResult* result) {
+  *result = ReconfigResult{};
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!setup_done_ || !setup_status_.ok()) return InvalidUsage("the communicator is not set up yet");
+  if (!failed_.ok()) return failed_;
+  const int nhosts = static_cast<int>(membership_.host_addrs.size());
+  const int me = membership_.my_host;
+  CONDUIT_RETURN_IF_ERROR(ValidatePlan(plan, nhosts));
+  Deadline deadline = Deadline::AfterMs(wait_ms);
+  uint64_t epoch = 0;
+  if (me == 0) {
+    epoch = ++proposed_epoch_;
+    peerproto::ReconfigHeader head{};
+    head.epoch = epoch;
+    head.origin_host = me;
+    std::vector<uint8_t> bytes = EncodeReconfig(head, plan);
+    lock.unlock();
+    SendControlToAll(peerproto::kReconfigPropose, bytes);
+    lock.lock();
+    AddProposal(lock, Proposal{epoch, me, 0, plan});
+  } else {
+    const uint32_t id = ++next_request_id_;
+    peerproto::ReconfigHeader head{};
+    head.origin_host = me;
+    head.request_id = id;
+    std::vector<uint8_t> bytes = EncodeReconfig(head, plan);
+    lock.unlock();
+    Status st = SendControl(0, peerproto::kReconfigForward, bytes);
+    lock.lock();
+    if (!st.ok()) return st;
+    while (request_epochs_.count(id) == 0 && failed_.ok()) {
+      if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout) break;
+    }
+    if (request_epochs_.count(id) == 0) return failed_;  // not sequenced in time: pending
+    epoch = request_epochs_[id];
+    request_epochs_.erase(id);
+  }
+  result->epoch = epoch;
+  while (config_->epoch < epoch && failed_.ok()) {
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout) break;
+  }
+  result->applied = config_->epoch >= epoch;
+  return failed_;
+}
+
+Status Communicator::HandleControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
+  const int nhosts = static_cast<int>(membership_.host_addrs.size());
+  const std::string& peer = membership_.host_addrs[host];
+  if (type == peerproto::kReconfigSeq) {
+    peerproto::ReconfigSeq msg;
+    if (payload.size() != sizeof(msg)) return RemoteError("malformed ReconfigSeq from daemon %s", peer.c_str());
+    memcpy(&msg, payload.data(), sizeof(msg));
+    std::unique_lock<std::mutex> lock(mu_);
+    if (msg.epoch <= config_->epoch) return Status::Ok();  // cannot happen; harmless
+    auto& counts = launched_[msg.epoch];
+    if (counts.empty()) counts.assign(nhosts, -1);
+    counts[host] = static_cast<int64_t>(msg.launched);
+    AdvanceReconfig(lock);
+    return Status::Ok();
+  }
+  peerproto::ReconfigHeader head;
+  ReconfigPlan plan;
+  CONDUIT_RETURN_IF_ERROR(DecodeReconfig(payload, nhosts, &head, &plan));
+  if (head.origin_host < 0 || head.origin_host >= nhosts) {
+    return RemoteError("reconfiguration from daemon %s names origin host %d", peer.c_str(), head.origin_host);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (type == peerproto::kReconfigForward) {
+    if (membership_.my_host != 0 || head.origin_host != host) {
+      return RemoteError("daemon %s forwarded a reconfiguration to a daemon that does not sequence them", peer.c_str());
+    }
+    head.epoch = ++proposed_epoch_;
+    std::vector<uint8_t> bytes = EncodeReconfig(head, plan);
+    lock.unlock();
+    SendControlToAll(peerproto::kReconfigPropose, bytes);
+    lock.lock();
+    AddProposal(lock, Proposal{head.epoch, head.origin_host, head.request_id, std::move(plan)});
+    return Status::Ok();
+  }
+  if (host != 0 || head.epoch == 0) {
+    return RemoteError("daemon %s proposed a configuration epoch but only host 0 sequences them", peer.c_str());
+  }
+  AddProposal(lock, Proposal{head.epoch, head.origin_host, head.request_id, std::move(plan)});
+  return Status::Ok();
+}
+
+}  // namespace conduit

@@ -1,0 +1,78 @@
+#include "session/fabric_admin.h"
+
+namespace conduit {
+namespace {
+
+// Not-found errors come back from the stores as InvalidUsage with "no ... named".
+AdminReply PolicyError(const Status& st) {
+  if (st.message().rfind("no tenant policy named", 0) == 0) return AdminReply::Error(404, st.message());
+  return AdminReply::FromStatus(st);
+}
+
+}  // namespace
+
+void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
+  api->Route("GET", "/v1/topology", AdminAccess::kRead,
+             [fabric](const AdminRequest&) { return AdminReply::Ok(fabric->topology().Describe()); });
+  api->Route("PUT", "/v1/topology", AdminAccess::kOperator, [fabric](const AdminRequest& req) {
+    Status st = fabric->topology().Replace(req.body);
+    if (!st.ok()) return AdminReply::FromStatus(st);
+    return AdminReply::Ok(fabric->topology().Describe());
+  });
+  api->Route("POST", "/v1/topology/reload", AdminAccess::kOperator, [fabric](const AdminRequest&) {
+    Status st = fabric->topology().Reload();
+    if (!st.ok()) return AdminReply::Error(st.code() == ncclInvalidUsage ? 409 : 400, st.message());
+    return AdminReply::Ok(fabric->topology().Describe());
+  });
+
+  api->Route("GET", "/v1/policies/ring", AdminAccess::kRead,
+             [fabric](const AdminRequest&) { return AdminReply::Ok(fabric->ring_policy().ToJson()); });
+  api->Route("PUT", "/v1/policies/ring", AdminAccess::kOperator, [fabric](const AdminRequest& req) {
+    RingPolicy p;
+    Status st = RingPolicy::FromJson(req.body, &p);
+    if (!st.ok()) return AdminReply::FromStatus(st);
+    fabric->set_ring_policy(p);
+    return AdminReply::Ok(p.ToJson());
+  });
+  api->Route("GET", "/v1/policies/flows", AdminAccess::kRead,
+             [fabric](const AdminRequest&) { return AdminReply::Ok(fabric->flow_policy().ToJson()); });
+  api->Route("PUT", "/v1/policies/flows", AdminAccess::kOperator, [fabric](const AdminRequest& req) {
+    FlowPolicy p;
+    Status st = FlowPolicy::FromJson(req.body, &p);
+    if (!st.ok()) return AdminReply::FromStatus(st);
+    fabric->set_flow_policy(p);
+    return AdminReply::Ok(p.ToJson());
+  });
+
+  api->Route("GET", "/v1/policies/tenant", AdminAccess::kRead,
+             [fabric](const AdminRequest&) { return AdminReply::Ok(fabric->tenants().List()); });
+  api->Route("GET", "/v1/policies/tenant/{name}", AdminAccess::kRead, [fabric](const AdminRequest& req) {
+    Json body;
+    Status st = fabric->tenants().Get(req.params.at("name"), &body);
+    return st.ok() ? AdminReply::Ok(std::move(body)) : PolicyError(st);
+  });
+  api->Route("PUT", "/v1/policies/tenant/{name}", AdminAccess::kOperator, [fabric](const AdminRequest& req) {
+    const std::string& name = req.params.at("name");
+    Status st = fabric->tenants().Put(name, req.body);
+    if (!st.ok()) return AdminReply::FromStatus(st);
+    Json body;
+    (void)fabric->tenants().Get(name, &body);
+    return AdminReply::Ok(std::move(body));
+  });
+  api->Route("DELETE", "/v1/policies/tenant/{name}", AdminAccess::kOperator, [fabric](const AdminRequest& req) {
+    Status st = fabric->tenants().Remove(req.params.at("name"));
+    return st.ok() ? AdminReply::Ok(Json::Object()) : PolicyError(st);
+  });
+
+  api->Route("GET", "/v1/paths", AdminAccess::kRead,
+             [fabric](const AdminRequest&) { return AdminReply::Ok(fabric->paths().Describe()); });
+
+  api->AddMetrics([fabric](MetricsWriter& w) {
+    w.Family("conduit_topology_generation", "gauge", "Topologies installed since start (file, SIGHUP, admin API).");
+    w.Sample("conduit_topology_generation", {}, static_cast<double>(fabric->topology().generation()));
+    fabric->paths().WriteMetrics(w);
+    fabric->tenants().WriteMetrics(w);
+  });
+}
+
+}  // namespace conduit

@@ -1,0 +1,33 @@
+// The all-reduce algorithm choice: recursive doubling where its fewer steps outweigh the
+// extra bytes it moves, the ring elsewhere.
+#include <gtest/gtest.h>
+
+#include "collectives/algorithms.h"
+
+namespace conduit {
+namespace {
+
+constexpr size_t kLatencyBytes = 4096;
+
+TEST(AlgorithmChoiceTest, TwoHostsAlwaysPreferRecursiveDoubling) {
+  EXPECT_TRUE(RecursiveDoublingIsFaster(1, 2, kLatencyBytes));
+  EXPECT_TRUE(RecursiveDoublingIsFaster(1 << 20, 2, kLatencyBytes));
+}
+
+TEST(AlgorithmChoiceTest, CrossoverShrinksWithMoreHosts) {
+  // 4 hosts: RD moves 0.5 x bytes more in 4 fewer steps: wins below 8 x latency_bytes.
+  EXPECT_TRUE(RecursiveDoublingIsFaster(32 * 1024, 4, kLatencyBytes));
+  EXPECT_FALSE(RecursiveDoublingIsFaster(33 * 1024, 4, kLatencyBytes));
+  // 8 hosts: 1.25 x bytes more in 11 fewer steps.
+  EXPECT_TRUE(RecursiveDoublingIsFaster(35 * 1024, 8, kLatencyBytes));
+  EXPECT_FALSE(RecursiveDoublingIsFaster(64 * 1024, 8, kLatencyBytes));
+}
+
+TEST(AlgorithmChoiceTest, FoldingHostsMakeRecursiveDoublingCostly) {
+  // 3 hosts: 3 steps of the whole buffer against the ring's 4 steps of 2/3 of it.
+  EXPECT_TRUE(RecursiveDoublingIsFaster(1024, 3, kLatencyBytes));
+  EXPECT_FALSE(RecursiveDoublingIsFaster(4096, 3, kLatencyBytes));
+}
+
+}  // namespace
+}  // namespace conduit
