@@ -8,6 +8,7 @@
 // for every call whose status it reports.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "greeter.grpc.pb.h"
 #include "greeter_util.h"
@@ -220,11 +222,56 @@ int ServerStream(Greeter::Stub* stub, const Options& o) {
   return Pass(o);
 }
 
+// Waits for the next event of a completion queue on which the caller has exactly the ops
+// whose tags it passes outstanding; false when the queue shut down or a tag is unexpected.
+bool Await(grpc::CompletionQueue* cq, std::initializer_list<intptr_t> tags, std::map<intptr_t, bool>* oks) {
+  for (size_t i = 0; i < tags.size(); ++i) {
+    void* tag;
+    bool ok;
+    if (!cq->Next(&tag, &ok)) return false;
+    auto t = reinterpret_cast<intptr_t>(tag);
+    if (std::find(tags.begin(), tags.end(), t) == tags.end() || oks->count(t)) return false;
+    (*oks)[t] = ok;
+  }
+  return true;
+}
+
+// One op on `cq` and its completion; false when it failed (the call is over).
+bool AwaitOne(grpc::CompletionQueue* cq, intptr_t tag, bool* queue_ok) {
+  std::map<intptr_t, bool> oks;
+  *queue_ok = Await(cq, {tag}, &oks);
+  return *queue_ok && oks[tag];
+}
+
+void* Tag(intptr_t t) { return reinterpret_cast<void*>(t); }
+
+// Signals a reactor's end to the thread that waits for it.
+class Done {
+ public:
+  void Set(const Status& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    st_ = st;
+    done_ = true;
+    cv_.notify_one();
+  }
+  Status Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return st_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status st_;
+};
+
 int ClientStream(Greeter::Stub* stub, const Options& o) {
   ClientContext ctx;
   Prepare(o, &ctx);
   HelloReply rep;
-  auto writer = stub->CollectNames(&ctx, &rep);
+  std::vector<HelloRequest> reqs;
   std::string names;
   uint64_t sum = Checksum("");
   for (int i = 0; i < o.count; ++i) {
@@ -232,11 +279,64 @@ int ClientStream(Greeter::Stub* stub, const Options& o) {
     req.set_payload(Pattern(o.bytes, i));
     sum = Checksum(req.payload(), sum);
     names += (i ? "," : "") + req.name();
-    // A failed write means the call is over (refused, cancelled): Finish says why.
-    if (!writer->Write(req)) break;
+    reqs.push_back(std::move(req));
   }
-  writer->WritesDone();
-  Status st = writer->Finish();
+  // A failed write means the call is over (refused, cancelled): Finish says why.
+  Status st;
+  if (o.mode == "async") {
+    grpc::CompletionQueue cq;
+    bool queue_ok;
+    auto writer = stub->AsyncCollectNames(&ctx, &rep, &cq, Tag(1));
+    if (AwaitOne(&cq, 1, &queue_ok)) {
+      for (const HelloRequest& req : reqs) {
+        writer->Write(req, Tag(2));
+        if (!AwaitOne(&cq, 2, &queue_ok)) break;
+      }
+      if (queue_ok) {
+        writer->WritesDone(Tag(3));
+        AwaitOne(&cq, 3, &queue_ok);
+      }
+    }
+    if (!queue_ok) return Fail(o, "completion queue out of order or shut down");
+    writer->Finish(&st, Tag(4));
+    if (!AwaitOne(&cq, 4, &queue_ok)) return Fail(o, "finish failed");
+  } else if (o.mode == "callback") {
+    class Writer : public grpc::ClientWriteReactor<HelloRequest> {
+     public:
+      Writer(Greeter::Stub* stub, ClientContext* ctx, HelloReply* rep, const std::vector<HelloRequest>& reqs)
+          : reqs_(reqs) {
+        stub->async()->CollectNames(ctx, rep, this);
+        Next();
+        StartCall();
+      }
+      void OnWriteDone(bool ok) override {
+        if (ok) Next();  // else the call is over: OnDone follows
+      }
+      void OnWritesDoneDone(bool) override {}
+      void OnDone(const Status& st) override { done.Set(st); }
+      Done done;
+
+     private:
+      void Next() {
+        if (sent_ == reqs_.size()) {
+          StartWritesDone();
+        } else {
+          StartWrite(&reqs_[sent_++]);
+        }
+      }
+      const std::vector<HelloRequest>& reqs_;
+      size_t sent_ = 0;
+    };
+    Writer writer(stub, &ctx, &rep, reqs);
+    st = writer.done.Wait();
+  } else {
+    auto writer = stub->CollectNames(&ctx, &rep);
+    for (const HelloRequest& req : reqs) {
+      if (!writer->Write(req)) break;
+    }
+    writer->WritesDone();
+    st = writer->Finish();
+  }
   if (int r = CheckStatus(o, st); r >= 0) return r;
   if (!st.ok()) return Pass(o);
   if (rep.message() != names || rep.seq() != o.count) return Fail(o, "server collected '" + rep.message() + "'");
@@ -244,24 +344,125 @@ int ClientStream(Greeter::Stub* stub, const Options& o) {
   return Pass(o);
 }
 
+// What the server answers to the i-th request of a Chat; empty when it is right.
+std::string CheckChatReply(const HelloRequest& req, const HelloReply& rep, int i) {
+  if (rep.message() != "echo " + req.name() || rep.seq() != i || rep.checksum() != Checksum(req.payload()) ||
+      rep.payload() != Pattern(req.reply_bytes(), i + 1)) {
+    return "reply " + std::to_string(i) + " wrong: " + rep.message();
+  }
+  return "";
+}
+
 int Bidi(Greeter::Stub* stub, const Options& o) {
   ClientContext ctx;
   Prepare(o, &ctx);
-  auto stream = stub->Chat(&ctx);
-  for (int i = 0; i < o.count; ++i) {
-    HelloRequest req = Request(o, o.name + std::to_string(i));
-    if (!stream->Write(req)) return Fail(o, "write " + std::to_string(i) + " failed");
-    HelloReply rep;
-    if (!stream->Read(&rep)) return Fail(o, "read " + std::to_string(i) + " failed");
-    if (rep.message() != "echo " + req.name() || rep.seq() != i || rep.checksum() != Checksum(req.payload())) {
-      return Fail(o, "reply " + std::to_string(i) + " wrong: " + rep.message());
+  std::vector<HelloRequest> reqs;
+  for (int i = 0; i < o.count; ++i) reqs.push_back(Request(o, o.name + std::to_string(i)));
+  Status st;
+  std::string wrong;
+  if (o.mode == "async") {
+    // Each write and the read of its answer are outstanding at the same time.
+    grpc::CompletionQueue cq;
+    bool queue_ok;
+    auto stream = stub->AsyncChat(&ctx, &cq, Tag(1));
+    if (!AwaitOne(&cq, 1, &queue_ok)) return Fail(o, "call did not start");
+    for (int i = 0; i < o.count && wrong.empty(); ++i) {
+      HelloReply rep;
+      stream->Write(reqs[i], Tag(2));
+      stream->Read(&rep, Tag(3));
+      std::map<intptr_t, bool> oks;
+      if (!Await(&cq, {2, 3}, &oks)) return Fail(o, "completion queue out of order or shut down");
+      if (!oks[2] || !oks[3]) return Fail(o, "write or read " + std::to_string(i) + " failed");
+      wrong = CheckChatReply(reqs[i], rep, i);
     }
+    HelloReply extra;
+    stream->WritesDone(Tag(4));
+    stream->Read(&extra, Tag(5));
+    std::map<intptr_t, bool> oks;
+    if (!Await(&cq, {4, 5}, &oks)) return Fail(o, "completion queue out of order or shut down");
+    if (oks[5]) return Fail(o, "a reply after the last request");
+    stream->Finish(&st, Tag(6));
+    if (!AwaitOne(&cq, 6, &queue_ok)) return Fail(o, "finish failed");
+  } else if (o.mode == "callback") {
+    // Ping-pong: the next request goes once the previous write and its answer are done.
+    class Chat : public grpc::ClientBidiReactor<HelloRequest, HelloReply> {
+     public:
+      Chat(Greeter::Stub* stub, ClientContext* ctx, const std::vector<HelloRequest>& reqs) : reqs_(reqs) {
+        stub->async()->Chat(ctx, this);
+        Step();
+        StartCall();
+      }
+      void OnWriteDone(bool ok) override {
+        if (ok) Arrived(/*wrote=*/true);
+      }
+      void OnReadDone(bool ok) override {
+        if (!ok) return;  // the end of the stream (after WritesDone) or a failed call
+        std::string why;
+        if (got_ == reqs_.size()) {
+          why = "a reply after the last request";
+        } else {
+          why = CheckChatReply(reqs_[got_], rep_, static_cast<int>(got_));
+        }
+        ++got_;
+        if (!why.empty()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (wrong.empty()) wrong = why;
+        }
+        Arrived(/*wrote=*/false);
+      }
+      void OnDone(const Status& st) override { done.Set(st); }
+      Done done;
+      std::string wrong;  // read after done.Wait()
+
+     private:
+      void Arrived(bool wrote) {
+        bool step;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          (wrote ? written_ : answered_) = true;
+          step = written_ && answered_;
+          if (step) written_ = answered_ = false;
+        }
+        if (step) Step();
+      }
+      // Sends the next request and reads its answer, or ends the writes and reads the end.
+      void Step() {
+        if (sent_ == reqs_.size()) {
+          StartWritesDone();
+        } else {
+          StartWrite(&reqs_[sent_++]);
+        }
+        StartRead(&rep_);
+      }
+      const std::vector<HelloRequest>& reqs_;
+      HelloReply rep_;
+      size_t sent_ = 0;
+      size_t got_ = 0;
+      std::mutex mu_;
+      bool written_ = false;
+      bool answered_ = false;
+    };
+    Chat chat(stub, &ctx, reqs);
+    st = chat.done.Wait();
+    wrong = chat.wrong;
+  } else {
+    auto stream = stub->Chat(&ctx);
+    for (int i = 0; i < o.count && wrong.empty(); ++i) {
+      if (!stream->Write(reqs[i])) return Fail(o, "write " + std::to_string(i) + " failed");
+      HelloReply rep;
+      if (!stream->Read(&rep)) return Fail(o, "read " + std::to_string(i) + " failed");
+      wrong = CheckChatReply(reqs[i], rep, i);
+    }
+    stream->WritesDone();
+    HelloReply extra;
+    if (stream->Read(&extra)) return Fail(o, "a reply after the last request");
+    st = stream->Finish();
   }
-  stream->WritesDone();
-  HelloReply extra;
-  if (stream->Read(&extra)) return Fail(o, "a reply after the last request");
-  Status st = stream->Finish();
+  if (!wrong.empty()) return Fail(o, wrong);
   if (int r = CheckStatus(o, st); r >= 0) return r;
+  if (st.ok() && Metadata(ctx.GetServerInitialMetadata(), "x-echo-reply") != "ping-" + o.name) {
+    return Fail(o, "initial metadata not echoed");
+  }
   return Pass(o);
 }
 

@@ -118,7 +118,7 @@ class SyncGreeter final : public Greeter::Service {
   }
 };
 
-// The completion-queue API: SayHello and ListGreetings, one state machine per call.
+// The completion-queue API: one state machine per call, for every method.
 class AsyncGreeter {
  public:
   AsyncGreeter(Greeter::AsyncService* service, grpc::ServerCompletionQueue* cq) : service_(service), cq_(cq) {}
@@ -126,6 +126,8 @@ class AsyncGreeter {
   void Run() {
     new UnaryCall(service_, cq_);
     new StreamCall(service_, cq_);
+    new CollectCall(service_, cq_);
+    new ChatCall(service_, cq_);
     void* tag;
     bool ok;
     while (cq_->Next(&tag, &ok)) static_cast<CallState*>(tag)->Proceed(ok);
@@ -203,11 +205,105 @@ class AsyncGreeter {
     int sent = 0;
   };
 
+  // CollectNames: reads until the client's half-close, then answers.
+  struct CollectCall : CallState {
+    CollectCall(Greeter::AsyncService* s, grpc::ServerCompletionQueue* cq) : service(s), cq(cq), reader(&ctx) {
+      service->RequestCollectNames(&ctx, &reader, cq, cq, this);
+    }
+    void Proceed(bool ok) override {
+      if (state == kRequested) {
+        if (!ok) {
+          delete this;
+          return;
+        }
+        new CollectCall(service, cq);
+        EchoMetadata(&ctx);
+        state = kReading;
+      } else if (state == kFinishing) {
+        delete this;
+        return;
+      } else if (ok) {
+        names += (n++ ? "," : "") + req.name();
+        sum = Checksum(req.payload(), sum);
+      } else {  // the client's half-close
+        HelloReply rep;
+        rep.set_message(names);
+        rep.set_seq(n);
+        rep.set_checksum(sum);
+        state = kFinishing;
+        reader.Finish(rep, Status::OK, this);
+        return;
+      }
+      reader.Read(&req, this);
+    }
+    enum { kRequested, kReading, kFinishing } state = kRequested;
+    Greeter::AsyncService* service;
+    grpc::ServerCompletionQueue* cq;
+    ServerContext ctx;
+    HelloRequest req;
+    grpc::ServerAsyncReader<HelloReply, HelloRequest> reader;
+    std::string names;
+    uint64_t sum = Checksum("");
+    int n = 0;
+  };
+
+  // Chat: read a request, write its answer, until the client's half-close.
+  struct ChatCall : CallState {
+    ChatCall(Greeter::AsyncService* s, grpc::ServerCompletionQueue* cq) : service(s), cq(cq), stream(&ctx) {
+      service->RequestChat(&ctx, &stream, cq, cq, this);
+    }
+    void Proceed(bool ok) override {
+      switch (state) {
+        case kRequested:
+          if (!ok) {
+            delete this;
+            return;
+          }
+          new ChatCall(service, cq);
+          EchoMetadata(&ctx);
+          break;
+        case kReading:
+          if (!ok) {
+            state = kFinishing;
+            stream.Finish(Status::OK, this);
+            return;
+          }
+          rep.set_message("echo " + req.name());
+          rep.set_seq(n++);
+          rep.set_checksum(Checksum(req.payload()));
+          rep.set_payload(Pattern(req.reply_bytes(), n));
+          state = kWriting;
+          stream.Write(rep, this);
+          return;
+        case kWriting:
+          if (!ok) {
+            state = kFinishing;
+            stream.Finish(Status(StatusCode::UNAVAILABLE, "write failed"), this);
+            return;
+          }
+          break;
+        case kFinishing:
+          delete this;
+          return;
+      }
+      state = kReading;
+      stream.Read(&req, this);
+    }
+    enum { kRequested, kReading, kWriting, kFinishing } state = kRequested;
+    Greeter::AsyncService* service;
+    grpc::ServerCompletionQueue* cq;
+    ServerContext ctx;
+    HelloRequest req;
+    HelloReply rep;
+    grpc::ServerAsyncReaderWriter<HelloReply, HelloRequest> stream;
+    int n = 0;
+  };
+
   Greeter::AsyncService* service_;
   grpc::ServerCompletionQueue* cq_;
 };
 
-// The callback API: SayHello and ListGreetings as reactors.
+// The callback API: every method as a reactor.
 class CallbackGreeter final : public Greeter::CallbackService {
   grpc::ServerUnaryReactor* SayHello(grpc::CallbackServerContext* ctx, const HelloRequest* req,
                                      HelloReply* rep) override {
@@ -251,6 +347,72 @@ class CallbackGreeter final : public Greeter::CallbackService {
       int sent_ = 0;
     };
     return new Writer(ctx, *req);
+  }
+
+  grpc::ServerReadReactor<HelloRequest>* CollectNames(grpc::CallbackServerContext* ctx, HelloReply* rep) override {
+    class Reader : public grpc::ServerReadReactor<HelloRequest> {
+     public:
+      Reader(grpc::CallbackServerContext* ctx, HelloReply* rep) : rep_(rep) {
+        EchoMetadata(ctx);
+        StartRead(&req_);
+      }
+      void OnReadDone(bool ok) override {
+        if (!ok) {  // the client's half-close
+          rep_->set_message(names_);
+          rep_->set_seq(n_);
+          rep_->set_checksum(sum_);
+          Finish(Status::OK);
+          return;
+        }
+        names_ += (n_++ ? "," : "") + req_.name();
+        sum_ = Checksum(req_.payload(), sum_);
+        StartRead(&req_);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      HelloReply* rep_;
+      HelloRequest req_;
+      std::string names_;
+      uint64_t sum_ = Checksum("");
+      int n_ = 0;
+    };
+    return new Reader(ctx, rep);
+  }
+
+  grpc::ServerBidiReactor<HelloRequest, HelloReply>* Chat(grpc::CallbackServerContext* ctx) override {
+    class Chatter : public grpc::ServerBidiReactor<HelloRequest, HelloReply> {
+     public:
+      explicit Chatter(grpc::CallbackServerContext* ctx) {
+        EchoMetadata(ctx);
+        StartRead(&req_);
+      }
+      void OnReadDone(bool ok) override {
+        if (!ok) {
+          Finish(Status::OK);
+          return;
+        }
+        rep_.set_message("echo " + req_.name());
+        rep_.set_seq(n_++);
+        rep_.set_checksum(Checksum(req_.payload()));
+        rep_.set_payload(Pattern(req_.reply_bytes(), n_));
+        StartWrite(&rep_);
+      }
+      void OnWriteDone(bool ok) override {
+        if (!ok) {
+          Finish(Status(StatusCode::UNAVAILABLE, "write failed"));
+          return;
+        }
+        StartRead(&req_);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      HelloRequest req_;
+      HelloReply rep_;
+      int n_ = 0;
+    };
+    return new Chatter(ctx);
   }
 };
 

@@ -63,7 +63,11 @@ TEST_F(RpcCallsTest, NativeBaselineWithoutPreload) {
            {"--case", "unary"},
            {"--case", "server_stream"},
            {"--case", "client_stream"},
+           {"--case", "client_stream", "--mode", "async"},
+           {"--case", "client_stream", "--mode", "callback"},
            {"--case", "bidi"},
+           {"--case", "bidi", "--mode", "async"},
+           {"--case", "bidi", "--mode", "callback"},
            {"--case", "unary", "--bytes", k16MiB},
            {"--case", "unary", "--fail-code", "5", "--expect", "5"}}) {
     ClientRun run = rig_->RunClient(0, rig_->Target(1, kNativePort), args, /*preload=*/false);
@@ -89,17 +93,21 @@ TEST_F(RpcCallsTest, ServerClientAndBidiStreaming) {
   for (const char* mode : {"sync", "async", "callback"}) {
     SCOPED_TRACE(mode);
     ExpectManagedPass(kSyncPort, {"--case", "server_stream", "--mode", mode, "--count", "20"});
+    ExpectManagedPass(kSyncPort, {"--case", "client_stream", "--mode", mode, "--count", "20"});
+    ExpectManagedPass(kSyncPort, {"--case", "bidi", "--mode", mode, "--count", "50"});
   }
-  ExpectManagedPass(kSyncPort, {"--case", "client_stream", "--count", "20"});
-  ExpectManagedPass(kSyncPort, {"--case", "bidi", "--count", "50"});
 }
 
+// Every call type against servers in the completion-queue and callback styles, from
+// clients in every style.
 TEST_F(RpcCallsTest, AsyncAndCallbackServers) {
   for (int port : {kAsyncPort, kCallbackPort}) {
     for (const char* mode : {"sync", "async", "callback"}) {
       SCOPED_TRACE(std::to_string(port) + " " + mode);
       ExpectManagedPass(port, {"--case", "unary", "--mode", mode});
       ExpectManagedPass(port, {"--case", "server_stream", "--mode", mode, "--count", "10"});
+      ExpectManagedPass(port, {"--case", "client_stream", "--mode", mode, "--count", "10", "--bytes", "1000"});
+      ExpectManagedPass(port, {"--case", "bidi", "--mode", mode, "--count", "10", "--bytes", "1000"});
     }
   }
 }
