@@ -250,7 +250,9 @@ Status FrameWriter::Flush() {
         }
       }
     };
+    bool bulk_waits = !bulk_.empty();
     take_from(urgent_);
+    if (bulk_waits && ahead_of_bulk_ != nullptr) ahead_of_bulk_->fetch_add(batch.size(), std::memory_order_relaxed);
     take_from(bulk_);
     lock.unlock();
     st = WriteBatch(batch);

@@ -9,6 +9,7 @@
 #ifndef CONDUIT_DAEMON_COMMON_FRAME_STREAM_H_
 #define CONDUIT_DAEMON_COMMON_FRAME_STREAM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -94,6 +95,9 @@ class FrameWriter {
   void Fail(const Status& why);
   Status failure() const;
   size_t queued_bytes() const;
+  // Adds to *counter every urgent frame sent while bulk frames waited in the queue (what
+  // the priority bought). Set before the writer is used.
+  void CountUrgentAheadOfBulk(std::atomic<uint64_t>* counter) { ahead_of_bulk_ = counter; }
 
  private:
   Status WriteBatch(std::vector<OutFrame>& batch);
@@ -104,6 +108,7 @@ class FrameWriter {
   std::deque<OutFrame> urgent_;
   std::deque<OutFrame> bulk_;
   size_t queued_bytes_ = 0;
+  std::atomic<uint64_t>* ahead_of_bulk_ = nullptr;
   bool sending_ = false;
   Status failed_;
 };

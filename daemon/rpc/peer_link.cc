@@ -69,6 +69,7 @@ PeerLink::PeerLink(RpcService* service, UniqueFd fd, std::string peer, bool acce
   // Blocking reads (FrameReader); writes never block (FrameWriter uses MSG_DONTWAIT).
   int flags = fcntl(fd_.get(), F_GETFL);
   if (flags >= 0) fcntl(fd_.get(), F_SETFL, flags & ~O_NONBLOCK);
+  writer_.CountUrgentAheadOfBulk(&service->small_first_frames());
 }
 
 PeerLink::~PeerLink() = default;

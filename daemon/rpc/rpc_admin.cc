@@ -139,7 +139,9 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
     Json policies = Json::Array();
     for (const InstalledPolicy& p : engine->List()) policies.push_back(Describe(p));
     body["policies"] = std::move(policies);
-    body["qos"] = QosJson(*engine);
+    Json qos = QosJson(*engine);
+    qos["small_first_frames"] = service->small_first_frames().load();
+    body["qos"] = std::move(qos);
     return AdminReply::Ok(std::move(body));
   });
   api->AddMetrics([service](MetricsWriter& w) {

@@ -5,6 +5,7 @@
 #ifndef CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 #define CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -39,6 +40,8 @@ class RpcService : public Service {
   Datapath& datapath() { return datapath_; }
   ServerTable& servers() { return servers_; }
   LinkPool& links() { return links_; }
+  // Small frames the QoS policy sent ahead of queued bulk ones, on every link.
+  std::atomic<uint64_t>& small_first_frames() { return small_first_frames_; }
 
  private:
   RpcOptions options_;
@@ -47,6 +50,7 @@ class RpcService : public Service {
   Datapath datapath_;
   ServerTable servers_;
   LinkPool links_;
+  std::atomic<uint64_t> small_first_frames_{0};
 };
 
 }  // namespace conduit::rpc
