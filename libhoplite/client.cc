@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/exe_name.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
 #include "common/object_protocol.h"
@@ -57,15 +58,6 @@ std::vector<uint8_t> Body(const T& head, const void* tail = nullptr, size_t n = 
   memcpy(b.data(), &head, sizeof(T));
   if (n > 0) memcpy(b.data() + sizeof(T), tail, n);
   return b;
-}
-
-std::string ExeName() {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return "unknown";
-  path[n] = '\0';
-  const char* slash = strrchr(path, '/');
-  return slash != nullptr ? slash + 1 : path;
 }
 
 // A read-only mapping of a store memfd.
@@ -418,7 +410,7 @@ Status Client::Connect(std::unique_ptr<Client>* out, const std::string& socket_p
   op::HelloRequest hello{};
   hello.pid = static_cast<uint32_t>(getpid());
   hello.version = op::kVersion;
-  conduit::CopyCString(hello.exe, ExeName().c_str());
+  conduit::CopyCString(hello.exe, conduit::ExeName().c_str());
   c->timeout_ms = 10000;
   conduit::Status w = c->Send(op::kHello, Body(hello));
   if (!w.ok()) return Wrap(w, "saying Hello");

@@ -8,14 +8,6 @@ namespace {
 constexpr int32_t kUnavailable = 14;
 constexpr int32_t kCancelled = 1;
 
-Event StatusEvent(int32_t code, std::string details) {
-  Event e;
-  e.sections = kStatus;
-  e.status_code = code;
-  e.status_details = std::move(details);
-  return e;
-}
-
 }  // namespace
 
 Datapath::Datapath(PolicyEngine* policies) : policies_(policies) {

@@ -47,6 +47,14 @@ CallEvent Event::View(uint64_t call) const {
   return v;
 }
 
+Event StatusEvent(int32_t code, std::string details) {
+  Event e;
+  e.sections = kStatus;
+  e.status_code = code;
+  e.status_details = std::move(details);
+  return e;
+}
+
 Event CancelEvent(int32_t code, std::string details) {
   Event e;
   e.sections = kCancel;

@@ -48,6 +48,8 @@ struct Event {
 };
 
 Event CancelEvent(int32_t code, std::string details);
+// A Status event alone (the call ends normally, e.g. refused by a policy).
+Event StatusEvent(int32_t code, std::string details);
 
 }  // namespace conduit::rpc
 

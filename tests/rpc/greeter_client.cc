@@ -84,6 +84,28 @@ void Prepare(const Options& o, ClientContext* ctx) {
   if (o.deadline_ms > 0) ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.deadline_ms));
 }
 
+// Signals a reactor's end to the thread that waits for it.
+class Done {
+ public:
+  void Set(const Status& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    st_ = st;
+    done_ = true;
+    cv_.notify_one();
+  }
+  Status Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return st_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status st_;
+};
+
 // One SayHello in the chosen API style.
 Status SayHello(Greeter::Stub* stub, const Options& o, ClientContext* ctx, const HelloRequest& req, HelloReply* rep) {
   if (o.mode == "async") {
@@ -97,19 +119,9 @@ Status SayHello(Greeter::Stub* stub, const Options& o, ClientContext* ctx, const
     return st;
   }
   if (o.mode == "callback") {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Status st;
-    stub->async()->SayHello(ctx, &req, rep, [&](Status s) {
-      std::lock_guard<std::mutex> lock(mu);
-      st = std::move(s);
-      done = true;
-      cv.notify_one();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    return st;
+    Done done;
+    stub->async()->SayHello(ctx, &req, rep, [&](Status s) { done.Set(s); });
+    return done.Wait();
   }
   return stub->SayHello(ctx, req, rep);
 }
@@ -182,28 +194,15 @@ int ServerStream(Greeter::Stub* stub, const Options& o) {
         got_->push_back(rep_);
         StartRead(&rep_);
       }
-      void OnDone(const Status& st) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        st_ = st;
-        done_ = true;
-        cv_.notify_one();
-      }
-      Status Wait() {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return done_; });
-        return st_;
-      }
+      void OnDone(const Status& st) override { done.Set(st); }
+      Done done;
 
      private:
       std::vector<HelloReply>* got_;
       HelloReply rep_;
-      std::mutex mu_;
-      std::condition_variable cv_;
-      bool done_ = false;
-      Status st_;
     };
     Reader reader(stub, &ctx, req, &got);
-    st = reader.Wait();
+    st = reader.done.Wait();
   } else {
     auto reader = stub->ListGreetings(&ctx, req);
     HelloReply rep;
@@ -244,28 +243,6 @@ bool AwaitOne(grpc::CompletionQueue* cq, intptr_t tag, bool* queue_ok) {
 }
 
 void* Tag(intptr_t t) { return reinterpret_cast<void*>(t); }
-
-// Signals a reactor's end to the thread that waits for it.
-class Done {
- public:
-  void Set(const Status& st) {
-    std::lock_guard<std::mutex> lock(mu_);
-    st_ = st;
-    done_ = true;
-    cv_.notify_one();
-  }
-  Status Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    return st_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  Status st_;
-};
 
 int ClientStream(Greeter::Stub* stub, const Options& o) {
   ClientContext ctx;

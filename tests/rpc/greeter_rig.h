@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.h"
+#include "integration_env.h"
 
 namespace conduit::it {
 
@@ -70,6 +71,32 @@ struct SuiteCluster {
   // the reason in `error`.
   void Start(ClusterConfig config, const std::function<bool(GreeterRig&, std::string*)>& servers);
   void Stop();
+};
+
+// A fixture whose tests share one SuiteCluster: the suite's SetUpTestSuite calls
+// StartSuite; each test is skipped without namespaces and fails when the start failed.
+template <typename Suite>
+class SharedClusterTest : public ::testing::Test {
+ protected:
+  static void StartSuite(ClusterConfig config, const std::function<bool(GreeterRig&, std::string*)>& servers) {
+    if (!Cluster::SkipReason().empty()) return;
+    suite_.Start(std::move(config), servers);
+    cluster_ = suite_.cluster;
+    rig_ = suite_.rig;
+  }
+  static void TearDownTestSuite() {
+    suite_.Stop();
+    cluster_ = nullptr;
+    rig_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(suite_.cluster, nullptr) << suite_.error;
+  }
+
+  inline static SuiteCluster suite_;
+  inline static Cluster* cluster_ = nullptr;
+  inline static GreeterRig* rig_ = nullptr;
 };
 
 }  // namespace conduit::it

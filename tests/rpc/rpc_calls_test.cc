@@ -19,27 +19,19 @@ constexpr int kCallbackPort = 50053;
 constexpr int kNativePort = 50054;
 constexpr const char* k16MiB = "16777216";
 
-class RpcCallsTest : public ::testing::Test {
+class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
  protected:
   static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
     ClusterConfig c;
     c.prefix = "rc";
     c.subnet = "10.231.41";
     c.hosts = 2;
-    suite_.Start(c, [](GreeterRig& rig, std::string* error) {
+    StartSuite(c, [](GreeterRig& rig, std::string* error) {
       return rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error) != nullptr &&
              rig.StartServer(1, kAsyncPort, "async", /*preload=*/true, error) != nullptr &&
              rig.StartServer(1, kCallbackPort, "callback", /*preload=*/true, error) != nullptr &&
              rig.StartServer(1, kNativePort, "sync", /*preload=*/false, error) != nullptr;
     });
-    cluster_ = suite_.cluster;
-    rig_ = suite_.rig;
-  }
-  static void TearDownTestSuite() { suite_.Stop(); }
-  void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_NE(suite_.cluster, nullptr) << suite_.error;
   }
 
   // A managed call from host 0 to the server on `port` of host 1 that must pass.
@@ -48,15 +40,7 @@ class RpcCallsTest : public ::testing::Test {
     EXPECT_TRUE(run.passed()) << run.output << cluster_->Describe();
     EXPECT_TRUE(run.managed()) << "the channel was not carried by conduitd:\n" << run.output;
   }
-
-  static SuiteCluster suite_;
-  static Cluster* cluster_;
-  static GreeterRig* rig_;
 };
-
-SuiteCluster RpcCallsTest::suite_;
-Cluster* RpcCallsTest::cluster_ = nullptr;
-GreeterRig* RpcCallsTest::rig_ = nullptr;
 
 TEST_F(RpcCallsTest, NativeBaselineWithoutPreload) {
   for (std::vector<std::string> args : std::vector<std::vector<std::string>>{

@@ -21,25 +21,17 @@ int NumberAfter(const std::string& text, const std::string& key) {
   return at == std::string::npos ? -1 : atoi(text.c_str() + at + key.size());
 }
 
-class RpcPolicyTest : public ::testing::Test {
+class RpcPolicyTest : public SharedClusterTest<RpcPolicyTest> {
  protected:
   static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
     ClusterConfig c;
     c.prefix = "rp";
     c.subnet = "10.231.43";
     c.hosts = 2;
     c.rate = "200mbit";  // bulk transfers queue on the daemons' link (QoS)
-    suite_.Start(c, [](GreeterRig& rig, std::string* error) {
+    StartSuite(c, [](GreeterRig& rig, std::string* error) {
       return rig.StartServer(1, kPort, "sync", /*preload=*/true, error) != nullptr;
     });
-    cluster_ = suite_.cluster;
-    rig_ = suite_.rig;
-  }
-  static void TearDownTestSuite() { suite_.Stop(); }
-  void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_NE(suite_.cluster, nullptr) << suite_.error;
   }
   void TearDown() override {
     if (cluster_ == nullptr) return;
@@ -52,9 +44,7 @@ class RpcPolicyTest : public ::testing::Test {
 
   // conduitctl against host h's admin socket; returns its exit code, output in *out.
   static int Admin(int h, std::vector<std::string> args, std::string* out = nullptr) {
-    std::string socket = cluster_->Socket(h);
-    socket = socket.substr(0, socket.size() - 5) + "-admin.sock";
-    std::vector<std::string> argv = {Cluster::BinPath("conduitctl"), "--socket", socket, "--json"};
+    std::vector<std::string> argv = {Cluster::BinPath("conduitctl"), "--socket", cluster_->AdminSocket(h), "--json"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::string ignored;
     return RunCommand(argv, out != nullptr ? out : &ignored);
@@ -71,15 +61,7 @@ class RpcPolicyTest : public ::testing::Test {
     Admin(h, {"raw", "GET", "/v1/rpc/methods"}, &out);
     return out;
   }
-
-  static SuiteCluster suite_;
-  static Cluster* cluster_;
-  static GreeterRig* rig_;
 };
-
-SuiteCluster RpcPolicyTest::suite_;
-Cluster* RpcPolicyTest::cluster_ = nullptr;
-GreeterRig* RpcPolicyTest::rig_ = nullptr;
 
 TEST_F(RpcPolicyTest, AclOnARequestFieldAtTheCallersDaemon) {
   std::string out;
