@@ -211,13 +211,14 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   uint64_t offset = 0;
   auto started = std::chrono::steady_clock::now();
   for (;;) {
-    ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, options_.block_bytes, options_.timeout_ms);
+    ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
+                             options_.timeout_ms);
     if (st.ok()) {
       obj->MarkComplete();
       dir_.Release(id, sender, true);
       stats_.received += 1;
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      reducer_->NoteTransfer(obj->size(), secs);
+      stats_.NoteTransfer(obj->size(), secs);
       return;
     }
     if (!obj->failure().ok()) {  // deleted or lost meanwhile

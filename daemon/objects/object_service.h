@@ -70,6 +70,7 @@ class ObjectService : public Service {
   Peers& peers() { return peers_; }
   DirectoryClient& directory() { return dir_; }
   DataPool& pool() { return pool_; }
+  TransferStats& transfer_stats() { return stats_; }
 
   // Put: creates the pinned origin copy and registers it (kExists if the id is known).
   // Small objects are complete at once; large ones are filled by the program.

@@ -123,6 +123,15 @@ std::string Peers::Owner(const std::string& id) const {
   return ring_->Owner(id);
 }
 
+double Peers::rtt_us() const {
+  std::lock_guard<std::mutex> lock(rtt_mu_);
+  double best = 0;
+  for (double v : rtt_samples_) {
+    if (v > 0 && (best == 0 || v < best)) best = v;
+  }
+  return best;
+}
+
 void Peers::Changed() {
   {
     // Connections come up and go down on their own threads: the live set is read and the
@@ -192,8 +201,8 @@ void Peers::ReadLoop(Channel* ch, int fd) {
       std::lock_guard<std::mutex> lock(ch->mu);
       if (ch->ping_outstanding) {
         double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - ch->ping_sent).count();
-        double old = rtt_us_.load();
-        rtt_us_.store(old == 0 ? us : 0.8 * old + 0.2 * us);
+        std::lock_guard<std::mutex> rlock(rtt_mu_);
+        rtt_samples_[rtt_next_++ % rtt_samples_.size()] = us;
         ch->ping_outstanding = false;
       }
       continue;

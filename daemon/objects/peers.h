@@ -16,6 +16,7 @@
 #ifndef CONDUIT_DAEMON_OBJECTS_PEERS_H_
 #define CONDUIT_DAEMON_OBJECTS_PEERS_H_
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -56,8 +57,9 @@ class Peers {
   bool IsLive(const std::string& addr) const;
   // The live daemon owning the directory shard of `id`.
   std::string Owner(const std::string& id) const;
-  // Smoothed round-trip time of pings, in microseconds (0 before the first pong).
-  double rtt_us() const { return rtt_us_.load(); }
+  // The lowest of the last 32 ping round trips, in microseconds (0 before the first pong):
+  // pings queue behind bulk transfers on the same link, which is not per-hop latency.
+  double rtt_us() const;
 
   // Request/reply; kUnavailable when `to` is down or dies before answering.
   ObjStatus Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
@@ -104,7 +106,9 @@ class Peers {
   std::mutex change_mu_;  // serializes Changed(): live set read + ring swap
   mutable std::mutex ring_mu_;
   std::shared_ptr<const HashRing> ring_;
-  std::atomic<double> rtt_us_{0};
+  mutable std::mutex rtt_mu_;
+  std::array<double, 32> rtt_samples_{};
+  size_t rtt_next_ = 0;
   Executor executor_;
 };
 

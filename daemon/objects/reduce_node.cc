@@ -1,6 +1,7 @@
 // The node side of the Reducer: tasks of tree slots on the hosts of their objects, and the
 // coordinator's sink, which streams the root's result into the target.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -56,6 +57,8 @@ class ChildReader {
       if (t_->cancelled) return Err(objproto::kTimeout, "cancelled");
       t_->streams.push_back(remote_.get());
     }
+    opened_ = std::chrono::steady_clock::now();
+    from_ = offset;
     ObjStatus st = remote_->Open(where, stream, offset, t_->timeout_ms);
     if (st.ok() && remote_->size() != t_->size) {
       st = Err(objproto::kInvalid, "%s has %llu bytes, the reduce expects %llu", Printable(stream).c_str(),
@@ -72,7 +75,13 @@ class ChildReader {
       return local_->WaitReady(off + len, Deadline::AfterMs(t_->timeout_ms), &ready);
     }
     *src = scratch;
-    return remote_->Read(scratch, len);
+    ObjStatus st = remote_->Read(scratch, len);
+    if (st.ok() && off + len == t_->size && from_ == 0) {
+      // A whole stream: it measured the link (eq. 2.1's B).
+      svc_->transfer_stats().NoteTransfer(
+          t_->size, std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count());
+    }
+    return st;
   }
 
   void Close() {
@@ -97,11 +106,14 @@ class ChildReader {
   size_t index_;
   ObjectRef local_;
   std::unique_ptr<FetchStream> remote_;
+  std::chrono::steady_clock::time_point opened_;
+  uint64_t from_ = 0;
 };
 
-size_t BlockFor(const ObjectOptions& o, uint32_t dtype) {
+// The pipelining block of a reduce: whole elements.
+size_t BlockFor(const ObjectOptions& o, uint32_t dtype, uint64_t size) {
   const size_t es = DataTypeSize(static_cast<ncclDataType_t>(dtype));
-  return std::max(es, o.block_bytes / es * es);
+  return std::max(es, PipelineBlock(o.block_bytes, size) / es * es);
 }
 
 }  // namespace
@@ -212,7 +224,7 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
   LocalStore& store = svc_->store();
   const auto type = static_cast<ncclDataType_t>(t->dtype);
   const size_t es = DataTypeSize(type);
-  const size_t block = BlockFor(svc_->options(), t->dtype);
+  const size_t block = BlockFor(svc_->options(), t->dtype, t->size);
   const size_t k = t->children.size();
   ObjectRef own, out;
   std::vector<std::unique_ptr<ChildReader>> kids;
@@ -273,7 +285,7 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
 
 void Reducer::RunSink(std::shared_ptr<Task> t) {
   Sink& sink = *t->sink;
-  const size_t block = BlockFor(svc_->options(), t->dtype);
+  const size_t block = BlockFor(svc_->options(), t->dtype, t->size);
   uint64_t off;
   {
     std::lock_guard<std::mutex> lock(sink.mu);

@@ -9,6 +9,7 @@
 #include "objects/object_service.h"
 #include "objects/reduce_tree.h"
 #include "objects/reducer_state.h"
+#include "objects/transfer.h"
 #include "objects/wait.h"
 #include "reduce/reduce.h"
 
@@ -39,13 +40,6 @@ void Reducer::Register() {
   p.Handle(objproto::kNodeChild, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeChild(b); });
   p.Handle(objproto::kNodeCancel, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeCancel(b); });
   p.Handle(objproto::kNodeReport, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnReport(b); });
-}
-
-void Reducer::NoteTransfer(uint64_t bytes, double secs) {
-  if (bytes < (1u << 20) || secs <= 0) return;
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  double bw = bytes / secs;
-  bandwidth_Bps_ = bandwidth_Bps_ == 0 ? bw : 0.7 * bandwidth_Bps_ + 0.3 * bw;
 }
 
 // ------------------------------------------------------------------ coordinator
@@ -168,6 +162,7 @@ ObjStatus Reducer::CreateTarget(Job& j) {
   auto sink = std::make_shared<Sink>();
   sink->out = out;
   std::lock_guard<std::mutex> lock(j.mu);
+  sink->final = j.final;  // no sink generation runs yet: nothing to lock
   j.sink = sink;
   UpdateFinal(j);
   if (!j.done) StartSink(j);
@@ -175,18 +170,14 @@ ObjStatus Reducer::CreateTarget(Job& j) {
 }
 
 void Reducer::ChooseDegree(Job& j) {
-  double bw;
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    bw = bandwidth_Bps_;
-  }
+  double bw = svc_->transfer_stats().bandwidth_Bps();
   const ObjectOptions& o = svc_->options();
   if (o.bandwidth_Bps > 0) bw = o.bandwidth_Bps;
   if (bw <= 0) bw = kDefaultBandwidthBps;
   // Per-hop latency: half a round trip plus one pipeline block (a hop forwards a block only
   // once it has it).
   double lat = o.latency_us > 0 ? o.latency_us * 1e-6 : svc_->peers().rtt_us() * 0.5e-6;
-  lat += static_cast<double>(std::min<uint64_t>(o.block_bytes, j.size)) / bw;
+  lat += static_cast<double>(std::min<uint64_t>(PipelineBlock(o.block_bytes, j.size), j.size)) / bw;
   int d = ChooseReduceDegree(j.n, static_cast<double>(j.size), bw, lat);
   j.tree = BuildReduceTree(j.n, d);
   j.slot_src.assign(j.n, -1);

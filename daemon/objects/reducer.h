@@ -55,8 +55,6 @@ class Reducer {
   ObjStatus Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects, uint32_t op,
                 uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size);
   void OnMembershipChange();
-  // A finished transfer of `bytes` in `secs`: feeds the bandwidth estimate of eq. 2.1.
-  void NoteTransfer(uint64_t bytes, double secs);
   std::string StateJson();
 
   struct Job;
@@ -98,8 +96,6 @@ class Reducer {
   std::map<uint64_t, std::shared_ptr<Job>> jobs_;
   std::map<std::string, std::shared_ptr<Task>> tasks_;
   std::atomic<uint64_t> next_key_;
-  std::mutex stats_mu_;
-  double bandwidth_Bps_ = 0;
 };
 
 }  // namespace conduit::objects
