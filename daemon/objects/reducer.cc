@@ -547,9 +547,16 @@ std::string Reducer::StateJson() {
     if (i) out += ",";
     int placed = 0;
     for (int s : j.slot_src) placed += s != -1 ? 1 : 0;
+    uint64_t written = 0;
+    if (j.sink) {
+      std::lock_guard<std::mutex> slock(j.sink->mu);
+      written = j.sink->written;
+    }
+    // written: target bytes the sink has produced; readable once "final" (see reducer.h).
     out += "{\"target\":\"" + Printable(j.target) + "\",\"n\":" + std::to_string(j.n) +
            ",\"degree\":" + std::to_string(j.have_tree ? j.tree.degree : 0) + ",\"placed\":" + std::to_string(placed) +
-           ",\"size\":" + std::to_string(j.size) + "}";
+           ",\"size\":" + std::to_string(j.size) + ",\"written\":" + std::to_string(written) +
+           ",\"final\":" + (j.final ? "true" : "false") + "}";
   }
   return out + "]}";
 }

@@ -99,6 +99,35 @@ bool ObjectCluster::WaitLive(int host, int live, int timeout_ms) {
   return false;
 }
 
+long long ObjectCluster::ReadyOf(int host, const std::string& id) {
+  // Local copies are listed as {"id":..,"size":..,"ready":..}; directory entries have no "ready".
+  std::string s = State(host);
+  size_t at = s.find("{\"id\":\"" + id + "\",\"size\":");
+  while (at != std::string::npos) {
+    size_t end = s.find('}', at);
+    std::string entry = s.substr(at, end - at);
+    if (entry.find("\"ready\":") != std::string::npos) return JsonNumber(entry, "ready");
+    at = s.find("{\"id\":\"" + id + "\",\"size\":", end);
+  }
+  return -1;
+}
+
+long long ObjectCluster::ReduceJobNumber(int host, const std::string& target, const std::string& key) {
+  std::string s = State(host);
+  size_t at = s.find("{\"target\":\"" + target + "\"");
+  if (at == std::string::npos) return -1;
+  return JsonNumber(s.substr(at, s.find('}', at) - at), key);
+}
+
+bool WaitFor(const std::function<bool()>& done, int timeout_ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 bool ObjectCluster::RestartDaemon(int host, std::string* error) {
   if (!cluster_.StartDaemon(host, error)) return false;
   for (int h = 0; h < hosts(); ++h) {
