@@ -372,6 +372,9 @@ std::string ObjectService::StateJson() {
   std::string out = "{\"self\":\"" + peers_.self() + "\",\"live\":[";
   auto live = peers_.Live();
   for (size_t i = 0; i < live.size(); ++i) out += (i ? ",\"" : "\"") + live[i] + "\"";
+  out += "],\"ring\":[";
+  auto ring = peers_.RingMembers();
+  for (size_t i = 0; i < ring.size(); ++i) out += (i ? ",\"" : "\"") + ring[i] + "\"";
   out += "],\"peers\":" + std::to_string(peers_.all().size()) + ",\"rtt_us\":" + std::to_string(peers_.rtt_us()) +
          ",\"transfers\":{\"served\":" + std::to_string(stats_.served.load()) +
          ",\"resumed\":" + std::to_string(stats_.resumed.load()) + ",\"received\":" +

@@ -123,6 +123,11 @@ std::string Peers::Owner(const std::string& id) const {
   return ring_->Owner(id);
 }
 
+std::vector<std::string> Peers::RingMembers() const {
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  return ring_->members();
+}
+
 double Peers::rtt_us() const {
   std::lock_guard<std::mutex> lock(rtt_mu_);
   double best = 0;

@@ -57,6 +57,8 @@ class Peers {
   bool IsLive(const std::string& addr) const;
   // The live daemon owning the directory shard of `id`.
   std::string Owner(const std::string& id) const;
+  // The daemons the hash ring was built from (the live set when it last changed).
+  std::vector<std::string> RingMembers() const;
   // The lowest of the last 32 ping round trips, in microseconds (0 before the first pong):
   // pings queue behind bulk transfers on the same link, which is not per-hop latency.
   double rtt_us() const;

@@ -86,14 +86,17 @@ std::string ObjectCluster::State(int host) {
 bool ObjectCluster::WaitLive(int host, int live, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
+    // Both the live set and the hash ring built from it (directory shard owners).
     std::string s = State(host);
-    size_t at = s.find("\"live\":[");
-    if (at != std::string::npos) {
+    auto count = [&](const std::string& key) {
+      size_t at = s.find("\"" + key + "\":[");
+      if (at == std::string::npos) return -1;
       size_t end = s.find(']', at);
       int n = 0;
       for (size_t i = at; i < end; ++i) n += s[i] == ':' && s[i - 1] != '"' ? 1 : 0;
-      if (n == live) return true;
-    }
+      return n;
+    };
+    if (count("live") == live && count("ring") == live) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
