@@ -1,4 +1,4 @@
-// The object-store protocol, version 1 (documented in docs/object-protocol.md).
+// The object-store protocol, version 2 (documented in docs/object-protocol.md).
 //
 // Message types 0x0200..0x02ff (service 2 in server/service.h), in both of Conduit's
 // framings: 0x0201..0x027f between a program (libhoplite) and its host's conduitd on the
@@ -12,7 +12,8 @@
 
 namespace conduit::objproto {
 
-inline constexpr uint32_t kVersion = 1;
+// Version 2: DirEvent carries a small object's bytes; Publish may reserve an id (kPubReserve).
+inline constexpr uint32_t kVersion = 2;
 // Objects smaller than this travel inline with directory messages (Hoplite's small-object
 // fast path) and never use shared memory.
 inline constexpr uint64_t kInlineLimit = 64 * 1024;
@@ -167,7 +168,7 @@ enum PeerType : uint16_t {
   kDirAcquireReply = 0x028a,// AcquireReply + inline bytes
   kDirRelease = 0x028b,     // Release, one-way
   kDirSubscribe = 0x028d,   // Subscribe, one-way; events follow
-  kDirEvent = 0x028e,       // DirEvent, pushed
+  kDirEvent = 0x028e,       // DirEvent + inline bytes, pushed
   kDirUnsubscribe = 0x028f, // Subscribe, one-way
   kDirDelete = 0x0291,      // Id
   kDirDeleteReply = 0x0292, // Status
@@ -197,6 +198,8 @@ enum PublishFlags : uint32_t {
   kPubOrigin = 2,     // the copy was created here by Put or Reduce (pinned until Delete)
   kPubCreate = 4,     // a new object: fail with kExists if the id is known
   kPubRepublish = 8,  // soft state re-sent to a new shard owner
+  kPubReserve = 16,   // with kPubCreate: claim the id (a Reduce target) before its size is
+                      // known; no location yet. Fails with kExists like a create.
 };
 
 struct Publish {
@@ -254,6 +257,8 @@ struct DirEvent {
   uint64_t size;
   uint32_t kind;
   uint32_t complete;
+  uint32_t inline_bytes;  // a small complete object's bytes follow (a Reduce needs no fetch)
+  uint32_t reserved;
 };
 
 struct CountReply {

@@ -68,13 +68,26 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
     std::lock_guard<std::mutex> lock(mu_);
     Entry& e = entries_[id];
     bool known = !e.locs.empty() || e.has_inline;
-    if ((p.flags & objproto::kPubCreate) && known && !(e.locs.size() == 1 && e.locs.count(where))) {
-      st = Err(objproto::kExists, "object %s already exists (objects are immutable; Delete it first)", Printable(id).c_str());
+    const bool create = p.flags & objproto::kPubCreate;
+    if (create && (!e.reserved_by.empty() || (known && !(e.locs.size() == 1 && e.locs.count(where))))) {
+      st = Err(objproto::kExists, "object %s already exists%s (objects are immutable; Delete it first)",
+               Printable(id).c_str(), e.reserved_by.empty() ? "" : " as the target of a running Reduce");
+    } else if (p.flags & objproto::kPubReserve) {
+      if (known) {
+        st = Err(objproto::kExists, "object %s already exists (objects are immutable; Delete it first)",
+                 Printable(id).c_str());
+      } else {
+        e.reserved_by = where;
+      }
+    } else if (!e.reserved_by.empty() && e.reserved_by != where) {
+      st = Err(objproto::kExists, "object %s is the target of a running Reduce on %s", Printable(id).c_str(),
+               e.reserved_by.c_str());
     } else if (known && e.size != p.size) {
       st = Err(objproto::kInvalid, "object %s is %llu bytes, not %llu", Printable(id).c_str(),
                static_cast<unsigned long long>(e.size), static_cast<unsigned long long>(p.size));
     } else {
       e.size = p.size;
+      e.reserved_by.clear();  // the location itself keeps the id taken from now on
       if (p.inline_bytes > 0 || (p.size == 0 && (p.flags & objproto::kPubComplete))) {
         e.has_inline = true;
         e.inline_data.assign(Tail<objproto::Publish>(body), Tail<objproto::Publish>(body) + p.inline_bytes);
@@ -103,6 +116,7 @@ void DirectoryShard::OnUnpublish(const Bytes& body) {
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     const std::string where = AddrFromWire(l.where);
+    if (it->second.reserved_by == where) it->second.reserved_by.clear();
     it->second.locs.erase(where);
     FreeBusy(it->second, where);
     CheckLost(id, it->second, &actions);
@@ -132,6 +146,14 @@ bool DirectoryShard::TryServe(const std::string& id, Entry& e, const Waiter& w, 
   if (e.has_inline) {
     out->push_back([reply = w.reply, size = e.size, data = e.inline_data] {
       reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, "", &data));
+    });
+    return true;
+  }
+  if (e.locs.count(w.requester) != 0 && AddrFromWire(w.req.prev_sender).empty()) {
+    // The requester registered a copy of its own (a Put or Reduce there began after its
+    // Get asked): it reads that one.
+    out->push_back([reply = w.reply, size = e.size, self = w.requester] {
+      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, self, nullptr));
     });
     return true;
   }
@@ -170,16 +192,23 @@ void DirectoryShard::ServeWaiters(const std::string& id, Entry& e, Actions* out)
   }
 }
 
+Bytes DirectoryShard::EventBody(uint64_t sub, const std::string& id, const Entry& e, const std::string& where,
+                                bool complete) {
+  objproto::DirEvent ev{};
+  ev.sub = sub;
+  ev.id = IdToWire(id);
+  ev.where = AddrToWire(where);
+  ev.size = e.size;
+  ev.kind = objproto::kEvLocation;
+  ev.complete = complete ? 1 : 0;
+  if (!e.has_inline) return Encode(ev);
+  ev.inline_bytes = static_cast<uint32_t>(e.inline_data.size());
+  return Encode(ev, e.inline_data.data(), e.inline_data.size());
+}
+
 void DirectoryShard::Notify(const std::string& id, Entry& e, const std::string& where, bool complete, Actions* out) {
   for (const Sub& s : e.subs) {
-    objproto::DirEvent ev{};
-    ev.sub = s.sub;
-    ev.id = IdToWire(id);
-    ev.where = AddrToWire(where);
-    ev.size = e.size;
-    ev.kind = objproto::kEvLocation;
-    ev.complete = complete ? 1 : 0;
-    out->push_back([push = s.push, body = Encode(ev)] { push(objproto::kDirEvent, body); });
+    out->push_back([push = s.push, body = EventBody(s.sub, id, e, where, complete)] { push(objproto::kDirEvent, body); });
   }
 }
 
@@ -290,14 +319,7 @@ void DirectoryShard::OnSubscribe(const std::string& from, const Bytes& body, con
         }
       }
       if (!where.empty()) {
-        objproto::DirEvent ev{};
-        ev.sub = s.sub;
-        ev.id = s.id;
-        ev.where = AddrToWire(where);
-        ev.size = e.size;
-        ev.kind = objproto::kEvLocation;
-        ev.complete = complete ? 1 : 0;
-        actions.push_back([reply, body = Encode(ev)] { reply(objproto::kDirEvent, body); });
+        actions.push_back([reply, body = EventBody(s.sub, id, e, where, complete)] { reply(objproto::kDirEvent, body); });
       }
     }
   }
@@ -343,6 +365,7 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
         actions.push_back([this, addr = addr, b = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, b); });
       }
       it->second.locs.clear();
+      it->second.reserved_by.clear();
       it->second.has_inline = false;
       it->second.inline_data.clear();
       it->second.size = 0;
@@ -396,6 +419,7 @@ void DirectoryShard::OnMembershipChange() {
         it = entries_.erase(it);
         continue;
       }
+      if (!e.reserved_by.empty() && !peers_->IsLive(e.reserved_by)) e.reserved_by.clear();
       for (auto l = e.locs.begin(); l != e.locs.end();) {
         if (!peers_->IsLive(l->first)) {
           FreeBusy(e, l->first);
@@ -458,7 +482,7 @@ std::string DirectoryShard::StateJson() {
     if (shown++ == 100) break;
     if (shown > 1) out += ",";
     out += "{\"id\":\"" + Printable(id) + "\",\"size\":" + std::to_string(e.size) +
-           ",\"inline\":" + (e.has_inline ? "true" : "false") + ",\"waiters\":" + std::to_string(e.waiters.size()) +
+           ",\"inline\":" + (e.has_inline ? "true" : "false") + ",\"reserved_by\":\"" + e.reserved_by + "\"" + ",\"waiters\":" + std::to_string(e.waiters.size()) +
            ",\"locations\":[";
     bool first = true;
     for (auto& [addr, loc] : e.locs) {

@@ -9,7 +9,8 @@
 //    location fetching from it: receiver-driven broadcast trees grow from this.
 //    With no free location the request waits (bounded by its timeout).
 //  * Subscribe (asynchronous location query): pushes an event for every location.
-//  * Publish / Unpublish / Release / Delete / Count.
+//  * Publish / Unpublish / Release / Delete / Count. A Reduce coordinator reserves its target
+//    id before the size is known (a create fails with kExists meanwhile).
 // Directory state is soft: when the ring changes, every daemon re-publishes its copies to
 // the new owners, and an owner drops what it no longer owns (its waiters are told to
 // retry). When the last complete copy of an object dies (and its creator is gone), the
@@ -65,7 +66,11 @@ class DirectoryShard {
     // entry rebuilt from re-published partial copies may just not have heard of its
     // origin yet).
     bool had_source = false;
-    bool empty() const { return locs.empty() && !has_inline && waiters.empty() && subs.empty(); }
+    // The daemon that reserved the id for a Reduce target, until it publishes a location.
+    std::string reserved_by;
+    bool empty() const {
+      return locs.empty() && !has_inline && waiters.empty() && subs.empty() && reserved_by.empty();
+    }
   };
   using Actions = std::vector<std::function<void()>>;
 
@@ -84,6 +89,8 @@ class DirectoryShard {
   bool TryServe(const std::string& id, Entry& e, const Waiter& w, Actions* out);
   void ServeWaiters(const std::string& id, Entry& e, Actions* out);
   void Notify(const std::string& id, Entry& e, const std::string& where, bool complete, Actions* out);
+  // A location event for one subscriber (with a small complete object's bytes).
+  static Bytes EventBody(uint64_t sub, const std::string& id, const Entry& e, const std::string& where, bool complete);
   void CheckLost(const std::string& id, Entry& e, Actions* out);
   bool InChain(const Entry& e, const std::string& start, const std::string& requester) const;
   void FreeBusy(Entry& e, const std::string& receiver);

@@ -41,27 +41,44 @@ ObjStatus DirectoryClient::CallOwner(const std::string& id, uint16_t type, const
   }
 }
 
-ObjStatus DirectoryClient::Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
-                                   Deadline deadline) {
+Bytes DirectoryClient::PublishBody(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data) {
   objproto::Publish p{};
   p.id = IdToWire(id);
   p.where = AddrToWire(peers_->self());
   p.size = size;
   p.flags = flags;
   p.inline_bytes = static_cast<uint32_t>(inline_data.size());
+  return Encode(p, inline_data.data(), inline_data.size());
+}
+
+ObjStatus DirectoryClient::Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
+                                   Deadline deadline) {
   Bytes reply;
-  return CallOwner(id, objproto::kDirPublish, Encode(p, inline_data.data(), inline_data.size()),
-                   objproto::kDirPublishReply, &reply, deadline);
+  return CallOwner(id, objproto::kDirPublish, PublishBody(id, size, flags, inline_data), objproto::kDirPublishReply,
+                   &reply, deadline);
+}
+
+DirectoryClient::PendingPublish DirectoryClient::PublishBegin(const std::string& id, uint64_t size, uint32_t flags,
+                                                              const Bytes& inline_data) {
+  PendingPublish p;
+  p.id = id;
+  p.body = PublishBody(id, size, flags, inline_data);
+  p.call = peers_->Begin(peers_->Owner(id), objproto::kDirPublish, p.body);
+  return p;
+}
+
+ObjStatus DirectoryClient::PublishFinish(PendingPublish& p, Deadline deadline) {
+  Bytes reply;
+  ObjStatus st = peers_->Await(p.call, objproto::kDirPublishReply, &reply, Deadline::AfterMs(RemainingMs(deadline) + kReplySlackMs));
+  objproto::Status ws{};
+  if (st.ok()) st = Decode(reply, &ws) ? FromWire(ws) : Err(objproto::kInternal, "short Publish reply");
+  if (st.code() != objproto::kRetry && st.code() != objproto::kUnavailable) return st;
+  // The shard moved (or its owner died) meanwhile: the slow path, with retries.
+  return CallOwner(p.id, objproto::kDirPublish, p.body, objproto::kDirPublishReply, &reply, deadline);
 }
 
 void DirectoryClient::PublishAsync(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data) {
-  objproto::Publish p{};
-  p.id = IdToWire(id);
-  p.where = AddrToWire(peers_->self());
-  p.size = size;
-  p.flags = flags;
-  p.inline_bytes = static_cast<uint32_t>(inline_data.size());
-  peers_->Send(peers_->Owner(id), objproto::kDirPublish, Encode(p, inline_data.data(), inline_data.size()));
+  peers_->Send(peers_->Owner(id), objproto::kDirPublish, PublishBody(id, size, flags, inline_data));
 }
 
 void DirectoryClient::Unpublish(const std::string& id) {
@@ -150,7 +167,7 @@ void DirectoryClient::Unsubscribe(uint64_t handle) {
 void DirectoryClient::OnPush(uint16_t type, const Bytes& body) {
   if (type != objproto::kDirEvent) return;
   objproto::DirEvent ev{};
-  if (!Decode(body, &ev)) return;
+  if (!Decode(body, &ev) || TailSize<objproto::DirEvent>(body) != ev.inline_bytes) return;
   EventFn fn;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -162,7 +179,8 @@ void DirectoryClient::OnPush(uint16_t type, const Bytes& body) {
     }
     fn = it->second.fn;
   }
-  fn(ev);
+  fn(ev, ev.inline_bytes > 0 ? Bytes(Tail<objproto::DirEvent>(body), Tail<objproto::DirEvent>(body) + ev.inline_bytes)
+                             : Bytes());
 }
 
 void DirectoryClient::OnMembershipChange() {

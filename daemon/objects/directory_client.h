@@ -23,12 +23,22 @@ struct AcquireResult {
 
 class DirectoryClient {
  public:
-  using EventFn = std::function<void(const objproto::DirEvent& ev)>;
+  // A location event; `inline_data` holds a small complete object's bytes (else empty).
+  using EventFn = std::function<void(const objproto::DirEvent& ev, const Bytes& inline_data)>;
 
   explicit DirectoryClient(Peers* peers);
   void Start();  // the resubscription thread
 
   ObjStatus Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data, Deadline deadline);
+  // Publish in two halves: Begin sends it, Finish waits for the answer (re-asking a moved
+  // shard's new owner), so the caller can send other requests in between.
+  struct PendingPublish {
+    std::string id;
+    Bytes body;
+    Peers::Outstanding call;
+  };
+  PendingPublish PublishBegin(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data);
+  ObjStatus PublishFinish(PendingPublish& p, Deadline deadline);
   // Fire-and-forget publication (re-publication of soft state to a new owner).
   void PublishAsync(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data);
   void Unpublish(const std::string& id);
@@ -53,6 +63,7 @@ class DirectoryClient {
     EventFn fn;
     std::string owner;  // where the subscription was sent, "" to resend
   };
+  Bytes PublishBody(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data);
   ObjStatus CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type, Bytes* reply,
                       Deadline deadline);
   void ResubscribeLoop();

@@ -1,6 +1,6 @@
-// Executor: one thread running queued closures in order. Membership changes and pushed
-// directory events run here, so they never run on a socket reader that a handler might
-// need in order to make progress.
+// Executor: one thread running queued closures in order. Membership changes and the
+// one-way messages a daemon sends itself run here, so they never run on a socket reader
+// that a handler might need in order to make progress.
 #ifndef CONDUIT_DAEMON_OBJECTS_EXECUTOR_H_
 #define CONDUIT_DAEMON_OBJECTS_EXECUTOR_H_
 

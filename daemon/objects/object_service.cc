@@ -16,6 +16,7 @@ namespace {
 
 constexpr int kPeekTimeoutMs = 10000;
 constexpr int kResumePauseMs = 50;
+constexpr int kRelocatePauseMs = 20;
 
 }  // namespace
 
@@ -109,11 +110,21 @@ void ObjectService::FinishPut(const ObjectRef& obj) {
   dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {});
 }
 
-void ObjectService::PublishReduced(const ObjectRef& obj) {
+void ObjectService::PublishReduceTarget(const ObjectRef& obj, bool complete) {
+  // Asynchronous: the id was reserved (kPubReserve) when the Reduce began, so no create
+  // check is needed, and a reader's Acquire that overtakes this waits for it.
   Bytes inline_bytes;
-  if (obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
-  dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, inline_bytes);
+  if (complete && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
+  dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | (complete ? objproto::kPubComplete : 0u),
+                    inline_bytes);
   NotePublished(obj->id());
+}
+
+void ObjectService::AbandonReduceTarget(const std::string& id, const LocalObject* obj, const ObjStatus& why) {
+  if (obj != nullptr) store_.Remove(id, why, obj);
+  dir_.Unpublish(id);
+  std::lock_guard<std::mutex> lock(fetch_mu_);
+  published_to_.erase(id);
 }
 
 void ObjectService::AbortPut(const ObjectRef& obj, const std::string& why) {
@@ -126,6 +137,15 @@ void ObjectService::AbortPut(const ObjectRef& obj, const std::string& why) {
 }
 
 ObjStatus ObjectService::Locate(const std::string& id, Deadline deadline, Located* out) {
+  for (;;) {
+    ObjStatus st = LocateOnce(id, deadline, out);
+    if (st.code() != objproto::kRetry) return st;
+    if (deadline.expired()) return Err(objproto::kTimeout, "object %s: %s", Printable(id).c_str(), st.message().c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(kRelocatePauseMs));
+  }
+}
+
+ObjStatus ObjectService::LocateOnce(const std::string& id, Deadline deadline, Located* out) {
   std::shared_ptr<PendingFetch> mine;
   {
     std::unique_lock<std::mutex> lock(fetch_mu_);
@@ -146,7 +166,10 @@ ObjStatus ObjectService::Locate(const std::string& id, Deadline deadline, Locate
         *out = p->result;
         return ObjStatus::Ok();
       }
-      if (!p->status.ok() && (p->status.code() != objproto::kTimeout || deadline.expired())) return p->status;
+      if (!p->status.ok() && ((p->status.code() != objproto::kTimeout && p->status.code() != objproto::kRetry) ||
+                              deadline.expired())) {
+        return p->status;
+      }
     }
     mine = std::make_shared<PendingFetch>();
     pending_[id] = mine;
@@ -154,7 +177,11 @@ ObjStatus ObjectService::Locate(const std::string& id, Deadline deadline, Locate
   AcquireResult r;
   ObjStatus st = dir_.Acquire(id, "", "", deadline, &r);
   Located result;
-  if (st.ok() && r.is_inline) {
+  if (st.ok() && r.sender == peers_.self()) {
+    // Our own copy (a Put or Reduce here registered it after this Get asked).
+    result.obj = store_.Find(id);
+    if (result.obj == nullptr) st = Err(objproto::kRetry, "the copy of %s here vanished", Printable(id).c_str());
+  } else if (st.ok() && r.is_inline) {
     result.is_inline = true;
     result.inline_data = std::move(r.inline_data);
   } else if (st.ok()) {
@@ -184,13 +211,14 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   uint64_t offset = 0;
   auto started = std::chrono::steady_clock::now();
   for (;;) {
-    ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, options_.block_bytes, options_.timeout_ms);
+    ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
+                             options_.timeout_ms);
     if (st.ok()) {
       obj->MarkComplete();
       dir_.Release(id, sender, true);
       stats_.received += 1;
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      reducer_->NoteTransfer(obj->size(), secs);
+      stats_.NoteTransfer(obj->size(), secs);
       return;
     }
     if (!obj->failure().ok()) {  // deleted or lost meanwhile
@@ -261,7 +289,7 @@ ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_re
   for (uint32_t i = 0; i < ids.size(); ++i) {
     ObjectRef local = store_.Find(ids[i]);
     if (local != nullptr && local->complete()) mark(i);
-    handles.push_back(dir_.Subscribe(ids[i], [mark, i](const objproto::DirEvent& ev) {
+    handles.push_back(dir_.Subscribe(ids[i], [mark, i](const objproto::DirEvent& ev, const Bytes&) {
       if (ev.complete) mark(i);
     }));
   }
@@ -344,6 +372,9 @@ std::string ObjectService::StateJson() {
   std::string out = "{\"self\":\"" + peers_.self() + "\",\"live\":[";
   auto live = peers_.Live();
   for (size_t i = 0; i < live.size(); ++i) out += (i ? ",\"" : "\"") + live[i] + "\"";
+  out += "],\"ring\":[";
+  auto ring = peers_.RingMembers();
+  for (size_t i = 0; i < ring.size(); ++i) out += (i ? ",\"" : "\"") + ring[i] + "\"";
   out += "],\"peers\":" + std::to_string(peers_.all().size()) + ",\"rtt_us\":" + std::to_string(peers_.rtt_us()) +
          ",\"transfers\":{\"served\":" + std::to_string(stats_.served.load()) +
          ",\"resumed\":" + std::to_string(stats_.resumed.load()) + ",\"received\":" +

@@ -70,6 +70,7 @@ class ObjectService : public Service {
   Peers& peers() { return peers_; }
   DirectoryClient& directory() { return dir_; }
   DataPool& pool() { return pool_; }
+  TransferStats& transfer_stats() { return stats_; }
 
   // Put: creates the pinned origin copy and registers it (kExists if the id is known).
   // Small objects are complete at once; large ones are filled by the program.
@@ -84,8 +85,12 @@ class ObjectService : public Service {
   ObjStatus Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
                    uint32_t op, uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree,
                    uint64_t* size);
-  // A new pinned copy made by a reduce on this host; registered once complete.
-  void PublishReduced(const ObjectRef& obj);
+  // A Reduce target made on this host (pinned, origin): registered partial while the reduce
+  // runs, so readers elsewhere pipeline from it, and complete at the end.
+  void PublishReduceTarget(const ObjectRef& obj, bool complete);
+  // A Reduce that failed: drops its target copy (if any) and its reservation in the
+  // directory; readers of the partial target get `why` (or "lost" on other hosts).
+  void AbandonReduceTarget(const std::string& id, const LocalObject* obj, const ObjStatus& why);
 
   // JSON text with this daemon's object state (admin API, conduitctl, tests).
   std::string StateJson();
@@ -97,6 +102,8 @@ class ObjectService : public Service {
     ObjStatus status;
     Located result;
   };
+  // One attempt of Locate; kRetry: the directory's answer was stale, ask again.
+  ObjStatus LocateOnce(const std::string& id, Deadline deadline, Located* out);
   void FetchLoop(ObjectRef obj, std::string sender);
   void OnMembershipChange();
   void OnDropCopy(const Bytes& body);

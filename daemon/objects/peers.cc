@@ -123,9 +123,28 @@ std::string Peers::Owner(const std::string& id) const {
   return ring_->Owner(id);
 }
 
+std::vector<std::string> Peers::RingMembers() const {
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  return ring_->members();
+}
+
+double Peers::rtt_us() const {
+  std::lock_guard<std::mutex> lock(rtt_mu_);
+  double best = 0;
+  for (double v : rtt_samples_) {
+    if (v > 0 && (best == 0 || v < best)) best = v;
+  }
+  return best;
+}
+
 void Peers::Changed() {
-  auto ring = std::make_shared<HashRing>(Live());
   {
+    // Connections come up and go down on their own threads: the live set is read and the
+    // ring replaced under one lock, so an older view can never overwrite a newer one
+    // (that left daemons disagreeing about shard owners for good, every directory call
+    // answered "moved").
+    std::lock_guard<std::mutex> change(change_mu_);
+    auto ring = std::make_shared<HashRing>(Live());
     std::lock_guard<std::mutex> lock(ring_mu_);
     ring_ = ring;
   }
@@ -187,8 +206,8 @@ void Peers::ReadLoop(Channel* ch, int fd) {
       std::lock_guard<std::mutex> lock(ch->mu);
       if (ch->ping_outstanding) {
         double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - ch->ping_sent).count();
-        double old = rtt_us_.load();
-        rtt_us_.store(old == 0 ? us : 0.8 * old + 0.2 * us);
+        std::lock_guard<std::mutex> rlock(rtt_mu_);
+        rtt_samples_[rtt_next_++ % rtt_samples_.size()] = us;
         ch->ping_outstanding = false;
       }
       continue;
@@ -205,7 +224,10 @@ void Peers::ReadLoop(Channel* ch, int fd) {
     if (p) {
       p->Finish(ObjStatus::Ok(), type, std::move(frame.payload));
     } else if (push_) {
-      executor_.Post([this, type, body = std::move(frame.payload)] { push_(type, body); });
+      // Pushed events are handled right here, without a thread handoff (a reduce's
+      // sources arrive this way): push handlers only take short locks and never wait for
+      // another daemon.
+      push_(type, frame.payload);
     }
   }
 }
@@ -256,45 +278,63 @@ void Peers::Dispatch(uint16_t type, const std::string& from, const Bytes& body, 
 
 ObjStatus Peers::Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
                       Deadline deadline) {
-  auto p = std::make_shared<Pending>();
-  Channel* ch = nullptr;
-  uint32_t tag = 0;
+  return Await(Begin(to, type, std::move(body)), reply_type, reply, deadline);
+}
+
+Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body) {
+  Outstanding o;
+  o.p = std::make_shared<Pending>();
+  o.to = to;
+  o.type = type;
+  auto p = o.p;
   if (to == self_) {
     Dispatch(type, self_, body, [p](uint16_t t, Bytes b) { p->Finish(ObjStatus::Ok(), t, std::move(b)); });
-  } else {
-    ch = Find(to);
-    if (ch == nullptr) return Err(objproto::kUnavailable, "%s is not one of this daemon's --object-peers", to.c_str());
-    int fd;
-    {
-      std::lock_guard<std::mutex> lock(ch->mu);
-      if (!ch->up) return Err(objproto::kUnavailable, "daemon %s is down", to.c_str());
-      fd = ch->fd;
-      tag = ch->next_tag++;
-      if (tag == 0) tag = ch->next_tag++;
-      ch->pending[tag] = p;
-    }
-    Status st;
-    {
-      std::lock_guard<std::mutex> wlock(ch->write_mu);
-      st = ch->wfd == fd ? WriteMsg(fd, type, tag, body) : SystemError("connection closed");
-    }
-    if (!st.ok()) {
-      MarkDown(ch, fd, st.message());
-      p->Finish(Err(objproto::kUnavailable, "lost contact with daemon %s: %s", to.c_str(), st.message().c_str()), 0, {});
-    }
+    return o;
   }
+  Channel* ch = Find(to);
+  if (ch == nullptr) {
+    p->Finish(Err(objproto::kUnavailable, "%s is not one of this daemon's --object-peers", to.c_str()), 0, {});
+    return o;
+  }
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(ch->mu);
+    if (!ch->up) {
+      p->Finish(Err(objproto::kUnavailable, "daemon %s is down", to.c_str()), 0, {});
+      return o;
+    }
+    fd = ch->fd;
+    o.tag = ch->next_tag++;
+    if (o.tag == 0) o.tag = ch->next_tag++;
+    ch->pending[o.tag] = p;
+  }
+  o.ch = ch;
+  Status st;
+  {
+    std::lock_guard<std::mutex> wlock(ch->write_mu);
+    st = ch->wfd == fd ? WriteMsg(fd, type, o.tag, body) : SystemError("connection closed");
+  }
+  if (!st.ok()) {
+    MarkDown(ch, fd, st.message());
+    p->Finish(Err(objproto::kUnavailable, "lost contact with daemon %s: %s", to.c_str(), st.message().c_str()), 0, {});
+  }
+  return o;
+}
+
+ObjStatus Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Deadline deadline) {
+  Pending* p = o.p.get();
   std::unique_lock<std::mutex> lock(p->mu);
   if (!WaitUntil(p->cv, lock, deadline, [&] { return p->done; })) {
     lock.unlock();
-    if (ch != nullptr) {
-      std::lock_guard<std::mutex> clock(ch->mu);
-      ch->pending.erase(tag);
+    if (o.ch != nullptr) {
+      std::lock_guard<std::mutex> clock(o.ch->mu);
+      o.ch->pending.erase(o.tag);
     }
-    return Err(objproto::kTimeout, "daemon %s did not answer message 0x%04x in time", to.c_str(), type);
+    return Err(objproto::kTimeout, "daemon %s did not answer message 0x%04x in time", o.to.c_str(), o.type);
   }
   if (!p->status.ok()) return p->status;
   if (p->type != reply_type) {
-    return Err(objproto::kInternal, "daemon %s answered 0x%04x with 0x%04x", to.c_str(), type, p->type);
+    return Err(objproto::kInternal, "daemon %s answered 0x%04x with 0x%04x", o.to.c_str(), o.type, p->type);
   }
   *reply = std::move(p->body);
   return ObjStatus::Ok();
@@ -304,7 +344,7 @@ void Peers::Send(const std::string& to, uint16_t type, Bytes body) {
   if (to == self_) {
     executor_.Post([this, type, body = std::move(body)] {
       Dispatch(type, self_, body, [this](uint16_t t, Bytes b) {
-        if (push_) executor_.Post([this, t, b = std::move(b)] { push_(t, b); });
+        if (push_) push_(t, b);
       });
     });
     return;

@@ -11,9 +11,12 @@
 // sends itself (Call/Send to self dispatch locally), so every directory and reduce
 // operation has a single code path whichever daemon owns it. A handler may call `reply`
 // later, from any thread, and more than once (subscriptions push events that way).
+// Pushed frames (OnPush) are handled on the thread that receives them: a push handler must
+// not block, nor wait for a reply from another daemon.
 #ifndef CONDUIT_DAEMON_OBJECTS_PEERS_H_
 #define CONDUIT_DAEMON_OBJECTS_PEERS_H_
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -54,12 +57,21 @@ class Peers {
   bool IsLive(const std::string& addr) const;
   // The live daemon owning the directory shard of `id`.
   std::string Owner(const std::string& id) const;
-  // Smoothed round-trip time of pings, in microseconds (0 before the first pong).
-  double rtt_us() const { return rtt_us_.load(); }
+  // The daemons the hash ring was built from (the live set when it last changed).
+  std::vector<std::string> RingMembers() const;
+  // The lowest of the last 32 ping round trips, in microseconds (0 before the first pong):
+  // pings queue behind bulk transfers on the same link, which is not per-hop latency.
+  double rtt_us() const;
 
   // Request/reply; kUnavailable when `to` is down or dies before answering.
   ObjStatus Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
                  Deadline deadline);
+  // The same in two halves, so a caller can do other work while the request travels.
+  struct Outstanding;
+  Outstanding Begin(const std::string& to, uint16_t type, Bytes body);
+  ObjStatus Await(const Outstanding& call, uint16_t reply_type, Bytes* reply, Deadline deadline);
+  // Runs fn later on the peers' executor thread (clean-ups off a latency path).
+  void Defer(std::function<void()> fn) { executor_.Post(std::move(fn)); }
   // One-way; silently dropped when `to` is down (its death is handled through membership).
   void Send(const std::string& to, uint16_t type, Bytes body);
 
@@ -67,6 +79,17 @@ class Peers {
   struct Pending;
   struct Channel;
   struct Incoming;
+
+ public:
+  struct Outstanding {
+    std::shared_ptr<Pending> p;
+    Channel* ch = nullptr;
+    uint32_t tag = 0;
+    std::string to;
+    uint16_t type = 0;
+  };
+
+ private:
 
   void ConnectLoop(Channel* ch);
   void ReadLoop(Channel* ch, int fd);
@@ -82,9 +105,12 @@ class Peers {
   std::function<void()> changed_;
   std::function<void(uint16_t, const Bytes&)> push_;
   std::vector<std::unique_ptr<Channel>> channels_;
+  std::mutex change_mu_;  // serializes Changed(): live set read + ring swap
   mutable std::mutex ring_mu_;
   std::shared_ptr<const HashRing> ring_;
-  std::atomic<double> rtt_us_{0};
+  mutable std::mutex rtt_mu_;
+  std::array<double, 32> rtt_samples_{};
+  size_t rtt_next_ = 0;
   Executor executor_;
 };
 

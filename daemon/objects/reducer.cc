@@ -1,17 +1,14 @@
 #include "objects/reducer.h"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "common/log.h"
 #include "objects/object_service.h"
 #include "objects/reduce_tree.h"
+#include "objects/reducer_state.h"
 #include "objects/transfer.h"
 #include "objects/wait.h"
 #include "reduce/reduce.h"
@@ -28,63 +25,7 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
-std::string TaskName(const std::string& coord, uint64_t key, int slot, uint32_t gen) {
-  return coord + "/" + Hex(key) + "/" + std::to_string(slot) + "/" + std::to_string(gen);
-}
-
 }  // namespace
-
-struct Reducer::Job {
-  uint64_t key = 0;
-  std::string target;
-  std::vector<std::string> sources;
-  int n = 0;
-  uint32_t op = 0, dtype = 0;
-  Deadline deadline = Deadline::Never();
-
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  ObjStatus result;
-
-  bool have_tree = false;
-  ReduceTree tree;
-  uint64_t size = 0;
-  bool size_known = false;
-
-  enum State { kWaiting, kArrived, kAssigned, kFailed };
-  struct Src {
-    State state = kWaiting;
-    std::string where;
-  };
-  std::vector<Src> src;
-  std::deque<int> spares;           // arrived, not placed (arrival order)
-  std::vector<int> arrival;         // every source in the order it arrived
-  std::vector<int> slot_src;        // -1: empty
-  std::vector<uint32_t> slot_gen;
-  std::vector<int> slot_restarts;
-  uint32_t sink_gen = 0;
-  std::string sink_output;
-  std::set<std::string> hosts;      // daemons that ran tasks (cleanup)
-};
-
-struct Reducer::Task {
-  std::string coord;
-  objproto::ReduceKey key{};
-  int slot = 0;
-  uint32_t gen = 0;
-  std::string name;
-  std::string own, output;
-  uint64_t size = 0;
-  uint32_t op = 0, dtype = 0;
-  int timeout_ms = 0;
-
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<objproto::ChildInfo> children;
-  std::vector<FetchStream*> streams;
-  bool cancelled = false;
-};
 
 Reducer::Reducer(ObjectService* service) : svc_(service) {
   std::random_device rd;
@@ -99,13 +40,6 @@ void Reducer::Register() {
   p.Handle(objproto::kNodeChild, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeChild(b); });
   p.Handle(objproto::kNodeCancel, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeCancel(b); });
   p.Handle(objproto::kNodeReport, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnReport(b); });
-}
-
-void Reducer::NoteTransfer(uint64_t bytes, double secs) {
-  if (bytes < (1u << 20) || secs <= 0) return;
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  double bw = bytes / secs;
-  bandwidth_Bps_ = bandwidth_Bps_ == 0 ? bw : 0.7 * bandwidth_Bps_ + 0.3 * bw;
 }
 
 // ------------------------------------------------------------------ coordinator
@@ -133,81 +67,117 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   j->dtype = dtype;
   j->deadline = deadline;
   j->src.resize(sources.size());
-  j->sink_output = std::string("\x01t") + Hex(j->key);
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[j->key] = j;
   }
+  // The target's reservation and the subscriptions (asynchronous location queries) travel
+  // at the same time.
+  auto reservation = svc_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {});
   std::vector<uint64_t> subs;
   for (size_t i = 0; i < sources.size(); ++i) {
-    subs.push_back(svc_->directory().Subscribe(sources[i], [this, j, i](const objproto::DirEvent& ev) {
-      std::string where = AddrFromWire(ev.where);
-      if (ev.kind != objproto::kEvLocation || where.empty()) return;
-      std::lock_guard<std::mutex> lock(j->mu);
-      if (!j->done) OnArrival(*j, static_cast<int>(i), where, ev.size);
-    }));
+    subs.push_back(svc_->directory().Subscribe(
+        sources[i], [this, j, i](const objproto::DirEvent& ev, const Bytes& inline_data) {
+          std::string where = AddrFromWire(ev.where);
+          if (ev.kind != objproto::kEvLocation || where.empty()) return;
+          std::lock_guard<std::mutex> lock(j->mu);
+          if (!j->done) OnArrival(*j, static_cast<int>(i), where, ev.size, inline_data);
+        }));
   }
+  ObjStatus reserved =
+      svc_->directory().PublishFinish(reservation, Deadline::AfterMs(svc_->options().timeout_ms));
   {
     std::unique_lock<std::mutex> lock(j->mu);
-    if (!WaitUntil(j->cv, lock, deadline, [&] { return j->done; })) {
-      int arrived = 0;
-      for (auto& s : j->src) arrived += s.state != Job::kWaiting ? 1 : 0;
-      Finish(*j, Err(objproto::kTimeout, "Reduce into %s: %d of the %d objects needed arrived and the tree did not "
-                                         "finish in time",
-                     Printable(target).c_str(), std::min(arrived, j->n), j->n));
+    if (!reserved.ok()) Finish(*j, reserved);
+    for (;;) {
+      // Wakes for the end, or to create the target once the size is known.
+      if (!WaitUntil(j->cv, lock, deadline, [&] { return j->done || (j->have_tree && j->sink == nullptr); })) {
+        int arrived = 0;
+        for (auto& s : j->src) arrived += s.state != Job::kWaiting ? 1 : 0;
+        Finish(*j, Err(objproto::kTimeout, "Reduce into %s: %d of the %d objects needed arrived and the tree did not "
+                                           "finish in time",
+                       Printable(target).c_str(), std::min(arrived, j->n), j->n));
+      }
+      if (j->done) break;
+      lock.unlock();
+      ObjStatus st = CreateTarget(*j);
+      lock.lock();
+      if (!st.ok()) Finish(*j, st);
     }
   }
-  for (uint64_t h : subs) svc_->directory().Unsubscribe(h);
   ObjStatus st;
   std::set<std::string> hosts;
+  ObjectRef out;
+  Bytes small_result;
   {
     std::lock_guard<std::mutex> lock(j->mu);
     st = j->result;
     hosts = j->hosts;
-    *degree = static_cast<uint32_t>(j->tree.degree);
+    *degree = static_cast<uint32_t>(j->small ? j->n : j->tree.degree);
     *size = j->size;
     for (int i : j->arrival) {
       if (j->src[i].state == Job::kAssigned) used->push_back(static_cast<uint32_t>(i));
     }
+    if (j->sink) out = j->sink->out;
+    small_result = std::move(j->small_result);
   }
-  if (st.ok()) {
-    st = svc_->store().Rename(j->sink_output, target);
+  // Small sources may all arrive (and be reduced) before a failed reservation's answer.
+  if (!reserved.ok()) st = reserved;
+  if (st.ok() && out == nullptr) {  // reduced inline: the target is a small object
+    st = svc_->store().Create(target, small_result.size(), /*pinned=*/true, /*internal=*/false, &out);
     if (st.ok()) {
-      ObjectRef obj = svc_->store().Find(target);
-      Bytes inline_bytes;
-      if (obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
-      st = svc_->directory().Publish(target, obj->size(),
-                                     objproto::kPubCreate | objproto::kPubOrigin | objproto::kPubComplete,
-                                     inline_bytes, Deadline::AfterMs(svc_->options().timeout_ms));
-      if (!st.ok()) svc_->store().Remove(target, st, obj.get());
+      if (!small_result.empty()) memcpy(out->data(), small_result.data(), small_result.size());
+    } else {
+      out.reset();
     }
   }
-  objproto::NodeCancel c{};
-  c.key.value = j->key;
-  c.key.coordinator = AddrToWire(svc_->peers().self());
-  c.slot = -1;
-  for (const auto& h : hosts) svc_->peers().Send(h, objproto::kNodeCancel, Encode(c));
+  if (st.ok()) {
+    out->MarkComplete();
+    svc_->PublishReduceTarget(out, /*complete=*/true);
+  } else if (reserved.ok()) {
+    svc_->AbandonReduceTarget(target, out.get(), st);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.erase(j->key);
   }
+  // Clean-ups travel after the program has its answer.
+  svc_->peers().Defer([this, subs = std::move(subs), hosts = std::move(hosts), key = j->key] {
+    for (uint64_t h : subs) svc_->directory().Unsubscribe(h);
+    objproto::NodeCancel c{};
+    c.key.value = key;
+    c.key.coordinator = AddrToWire(svc_->peers().self());
+    c.slot = -1;
+    for (const auto& h : hosts) svc_->peers().Send(h, objproto::kNodeCancel, Encode(c));
+  });
   if (!st.ok()) used->clear();
   return st;
 }
 
+ObjStatus Reducer::CreateTarget(Job& j) {
+  // Creating may evict (asking other daemons), so it happens here, not under Job::mu.
+  ObjectRef out;
+  OBJ_RETURN_IF_ERROR(svc_->store().Create(j.target, j.size, /*pinned=*/true, /*internal=*/false, &out));
+  svc_->PublishReduceTarget(out, /*complete=*/false);
+  auto sink = std::make_shared<Sink>();
+  sink->out = out;
+  std::lock_guard<std::mutex> lock(j.mu);
+  sink->final = j.final;  // no sink generation runs yet: nothing to lock
+  j.sink = sink;
+  UpdateFinal(j);
+  if (!j.done) StartSink(j);
+  return ObjStatus::Ok();
+}
+
 void Reducer::ChooseDegree(Job& j) {
-  double bw;
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    bw = bandwidth_Bps_;
-  }
+  double bw = svc_->transfer_stats().bandwidth_Bps();
   const ObjectOptions& o = svc_->options();
   if (o.bandwidth_Bps > 0) bw = o.bandwidth_Bps;
   if (bw <= 0) bw = kDefaultBandwidthBps;
   // Per-hop latency: half a round trip plus one pipeline block (a hop forwards a block only
   // once it has it).
   double lat = o.latency_us > 0 ? o.latency_us * 1e-6 : svc_->peers().rtt_us() * 0.5e-6;
-  lat += static_cast<double>(std::min<uint64_t>(o.block_bytes, j.size)) / bw;
+  lat += static_cast<double>(std::min<uint64_t>(PipelineBlock(o.block_bytes, j.size), j.size)) / bw;
   int d = ChooseReduceDegree(j.n, static_cast<double>(j.size), bw, lat);
   j.tree = BuildReduceTree(j.n, d);
   j.slot_src.assign(j.n, -1);
@@ -219,7 +189,7 @@ void Reducer::ChooseDegree(Job& j) {
             lat * 1e6);
 }
 
-void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size) {
+void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size, const Bytes& inline_data) {
   if (j.src[src].state != Job::kWaiting) return;
   if (!j.size_known) {
     size_t es = DataTypeSize(static_cast<ncclDataType_t>(j.dtype));
@@ -230,8 +200,7 @@ void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size
     }
     j.size = size;
     j.size_known = true;
-    ChooseDegree(j);
-    StartSink(j);
+    j.small = size < objproto::kInlineLimit;
   } else if (size != j.size) {
     Finish(j, Err(objproto::kInvalid, "Reduce sources differ in size: %s has %llu bytes, others %llu",
                   Printable(j.sources[src]).c_str(), static_cast<unsigned long long>(size),
@@ -241,8 +210,46 @@ void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size
   j.src[src].state = Job::kArrived;
   j.src[src].where = where;
   j.arrival.push_back(src);
-  j.spares.push_back(src);
+  if (j.small && inline_data.size() == size) {
+    j.src[src].bytes = inline_data;
+    if (static_cast<int>(j.arrival.size()) == j.n) ReduceInline(j);
+    return;
+  }
+  if (j.small) {
+    // A small object without its bytes (not expected: the directory keeps them): fall back
+    // to the tree, which fetches every source.
+    CLOG_WARN("objects: Reduce into %s: the directory sent no bytes for small object %s; using a reduce tree",
+              Printable(j.target).c_str(), Printable(j.sources[src]).c_str());
+    j.small = false;
+  }
+  if (j.have_tree) {
+    j.spares.push_back(src);
+  } else {
+    UseTree(j);  // queues every source arrived so far, this one included
+  }
   AssignSpares(j);
+}
+
+void Reducer::ReduceInline(Job& j) {
+  // The first n arrivals, combined in arrival order.
+  const auto type = static_cast<ncclDataType_t>(j.dtype);
+  const size_t count = j.size / DataTypeSize(type);
+  j.small_result = j.src[j.arrival[0]].bytes;
+  for (int k = 0; k < j.n; ++k) {
+    Job::Src& s = j.src[j.arrival[k]];
+    if (k > 0) ReduceInto(j.small_result.data(), s.bytes.data(), count, type, static_cast<ncclRedOp_t>(j.op));
+    s.state = Job::kAssigned;
+  }
+  Finish(j, ObjStatus::Ok());
+}
+
+void Reducer::UseTree(Job& j) {
+  ChooseDegree(j);
+  // Sources that arrived while the inline path was still hoped for queue up in order.
+  for (int s : j.arrival) {
+    if (j.src[s].state == Job::kArrived) j.spares.push_back(s);
+  }
+  j.cv.notify_all();  // Run's thread creates the target, then the sink starts
 }
 
 void Reducer::AssignSpares(Job& j) {
@@ -257,7 +264,7 @@ void Reducer::AssignSpares(Job& j) {
     for (size_t k = 0; slot == -1 && k < j.tree.fill_order.size(); ++k) {
       if (j.slot_src[j.tree.fill_order[k]] == -1) slot = j.tree.fill_order[k];
     }
-    if (slot == -1) return;
+    if (slot == -1) break;
     j.spares.pop_front();
     j.slot_src[slot] = s;
     j.src[s].state = Job::kAssigned;
@@ -265,6 +272,24 @@ void Reducer::AssignSpares(Job& j) {
     StartSlot(j, slot);
     NotifyParent(j, slot);
   }
+  UpdateFinal(j);
+}
+
+void Reducer::UpdateFinal(Job& j) {
+  // Final: every source that has not failed is in the tree and the tree is full, so a
+  // failure can no longer bring in another source (it fails the Reduce instead).
+  if (j.final || !j.have_tree) return;
+  int placed = 0, alive = 0;
+  for (const auto& s : j.src) {
+    placed += s.state == Job::kAssigned ? 1 : 0;
+    alive += s.state != Job::kFailed ? 1 : 0;
+  }
+  if (placed != j.n || alive != j.n) return;
+  j.final = true;
+  if (j.sink == nullptr) return;
+  std::lock_guard<std::mutex> lock(j.sink->mu);
+  j.sink->final = true;
+  j.sink->out->SetReady(j.sink->written);
 }
 
 std::string Reducer::StreamOf(const Job& j, int slot) const {
@@ -311,12 +336,22 @@ void Reducer::StartSlot(Job& j, int slot) {
 
 void Reducer::StartSink(Job& j) {
   ++j.sink_gen;
+  if (j.sink == nullptr) return;  // CreateTarget starts it
+  {
+    // From now on only this generation writes the target. It resumes after the bytes
+    // already written unless a source was replaced (then nobody has read them: the
+    // source set was not final).
+    std::lock_guard<std::mutex> lock(j.sink->mu);
+    j.sink->gen = j.sink_gen;
+    if (j.sources_changed) j.sink->written = 0;
+    j.sources_changed = false;
+  }
   objproto::NodeStart s{};
   s.key.value = j.key;
   s.key.coordinator = AddrToWire(svc_->peers().self());
   s.slot = -1;
   s.gen = j.sink_gen;
-  s.output = IdToWire(j.sink_output);
+  s.output = IdToWire(j.target);
   s.size = j.size;
   s.op = j.op;
   s.dtype = j.dtype;
@@ -376,7 +411,9 @@ void Reducer::FailSlot(Job& j, int slot, const std::string& why) {
                   Printable(j.target).c_str(), j.n, possible, j.sources.size(), why.c_str()));
     return;
   }
-  // Every partial result that included the failed object is recomputed.
+  // Another source takes the slot: every partial result that included the failed object
+  // is recomputed, and so is the target from its first byte. (Not final: nobody read it.)
+  j.sources_changed = true;
   RestartPath(j, j.tree.parent[slot]);
   AssignSpares(j);
 }
@@ -422,7 +459,8 @@ void Reducer::OnReport(const Bytes& body) {
     if (r.outcome == objproto::kNodeDone) {
       Finish(*j, ObjStatus::Ok());
     } else if (r.outcome == objproto::kNodeChildFailed) {
-      int root = 0;
+      const int root = 0;
+      if (j->slot_src[root] == -1) return;  // emptied meanwhile: the refill restarts the sink
       if (!svc_->peers().IsLive(j->src[j->slot_src[root]].where) || st.code() == objproto::kNotFound ||
           st.code() == objproto::kLost) {
         FailSlot(*j, root, st.message());
@@ -476,6 +514,7 @@ void Reducer::OnMembershipChange() {
         ++it;
       }
     }
+    if (!j->done) UpdateFinal(*j);
   }
   // Tasks for coordinators that died are abandoned.
   std::vector<std::shared_ptr<Task>> orphans;
@@ -490,224 +529,7 @@ void Reducer::OnMembershipChange() {
       }
     }
   }
-  for (auto& t : orphans) {
-    std::lock_guard<std::mutex> lock(t->mu);
-    t->cancelled = true;
-    for (FetchStream* s : t->streams) s->Abort();
-    t->cv.notify_all();
-    svc_->store().Remove(t->output, Err(objproto::kNotFound, "reduce cancelled"));
-  }
-}
-
-// ------------------------------------------------------------------ node side
-
-void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
-  objproto::NodeStart s{};
-  auto t = std::make_shared<Task>();
-  if (!Decode(body, &s) || s.nchildren > 1024 ||
-      TailSize<objproto::NodeStart>(body) != s.nchildren * sizeof(objproto::ChildInfo) ||
-      !IdFromWire(s.output, &t->output) || !IsValidDataType(static_cast<int>(s.dtype))) {
-    CLOG_WARN("objects: malformed NodeStart from %s", from.c_str());
-    return;
-  }
-  IdFromWire(s.own, &t->own);  // empty for the sink
-  t->coord = AddrFromWire(s.key.coordinator);
-  t->key = s.key;
-  t->slot = s.slot;
-  t->gen = s.gen;
-  t->size = s.size;
-  t->op = s.op;
-  t->dtype = s.dtype;
-  t->timeout_ms = static_cast<int>(std::min<uint32_t>(s.timeout_ms, static_cast<uint32_t>(svc_->options().timeout_ms)));
-  t->children.resize(s.nchildren);
-  memcpy(t->children.data(), Tail<objproto::NodeStart>(body), s.nchildren * sizeof(objproto::ChildInfo));
-  t->name = TaskName(t->coord, s.key.value, s.slot, s.gen);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_[t->name] = t;
-  }
-  std::thread([this, t] { RunTask(t); }).detach();
-}
-
-void Reducer::OnNodeChild(const Bytes& body) {
-  objproto::NodeChild m{};
-  if (!Decode(body, &m)) return;
-  std::shared_ptr<Task> t;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = tasks_.find(TaskName(AddrFromWire(m.key.coordinator), m.key.value, m.slot, m.gen));
-    if (it == tasks_.end()) return;
-    t = it->second;
-  }
-  std::lock_guard<std::mutex> lock(t->mu);
-  if (m.index < t->children.size()) t->children[m.index] = m.child;
-  t->cv.notify_all();
-}
-
-void Reducer::OnNodeCancel(const Bytes& body) {
-  objproto::NodeCancel c{};
-  if (!Decode(body, &c)) return;
-  const std::string coord = AddrFromWire(c.key.coordinator);
-  std::vector<std::shared_ptr<Task>> victims;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = tasks_.begin(); it != tasks_.end();) {
-      const Task& t = *it->second;
-      bool match = t.coord == coord && t.key.value == c.key.value &&
-                   (c.slot == -1 && c.gen == 0 ? true : (t.slot == c.slot && t.gen == c.gen));
-      if (match) {
-        victims.push_back(it->second);
-        it = tasks_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto& t : victims) {
-    {
-      std::lock_guard<std::mutex> lock(t->mu);
-      t->cancelled = true;
-      for (FetchStream* s : t->streams) s->Abort();
-      t->cv.notify_all();
-    }
-    svc_->store().Remove(t->output, Err(objproto::kNotFound, "partial reduce result cancelled"));
-  }
-}
-
-void Reducer::Report(const Task& t, uint32_t outcome, uint32_t child, const ObjStatus& st) {
-  objproto::NodeReport r{};
-  r.key = t.key;
-  r.slot = t.slot;
-  r.gen = t.gen;
-  r.outcome = outcome;
-  r.child = child;
-  r.status = ToWire(st);
-  svc_->peers().Send(t.coord, objproto::kNodeReport, Encode(r));
-}
-
-void Reducer::RunTask(std::shared_ptr<Task> t) {
-  LocalStore& store = svc_->store();
-  const size_t es = DataTypeSize(static_cast<ncclDataType_t>(t->dtype));
-  const size_t block = std::max(es, svc_->options().block_bytes / es * es);
-  const size_t k = t->children.size();
-  const std::string self = svc_->peers().self();
-  ObjectRef own, out;
-  std::vector<ObjectRef> local(k);
-  std::vector<std::unique_ptr<FetchStream>> remote(k);
-  std::vector<bool> opened(k, false);
-  Bytes scratch(std::min<uint64_t>(block, t->size));
-
-  auto cancelled = [&] {
-    std::lock_guard<std::mutex> lock(t->mu);
-    return t->cancelled;
-  };
-  auto cleanup = [&] {
-    {
-      std::lock_guard<std::mutex> lock(t->mu);
-      t->streams.clear();
-    }
-    for (auto& r : remote) {
-      if (r) r->Finish();
-    }
-    for (auto& l : local) {
-      if (l) l->DropUser();
-    }
-    if (own) own->DropUser();
-  };
-  auto fail = [&](uint32_t outcome, uint32_t child, const ObjStatus& st) {
-    bool was_cancelled = cancelled();
-    cleanup();
-    if (out) store.Remove(t->output, st, out.get());
-    if (!was_cancelled) Report(*t, outcome, child, st);
-  };
-
-  if (!t->own.empty()) {
-    own = store.Find(t->own);
-    if (own == nullptr || !own->failure().ok()) {
-      fail(objproto::kNodeOwnFailed, 0, Err(objproto::kLost, "object %s is no longer on daemon %s",
-                                            Printable(t->own).c_str(), self.c_str()));
-      return;
-    }
-    own->AddUser();
-  }
-  ObjStatus st = store.Create(t->output, t->size, false, /*internal=*/true, &out);
-  if (!st.ok()) {
-    out.reset();
-    fail(objproto::kNodeOwnFailed, 0, st);
-    return;
-  }
-  for (uint64_t off = 0; off < t->size;) {
-    const size_t len = static_cast<size_t>(std::min<uint64_t>(block, t->size - off));
-    uint8_t* dst = out->data() + off;
-    uint64_t ready = 0;
-    if (own) {
-      st = own->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
-      if (!st.ok()) return fail(objproto::kNodeOwnFailed, 0, st);
-      memcpy(dst, own->data() + off, len);
-    }
-    for (size_t c = 0; c < k; ++c) {
-      if (!opened[c]) {
-        objproto::ChildInfo info{};
-        {
-          std::unique_lock<std::mutex> lock(t->mu);
-          // A child slot is filled when its object arrives; the job's deadline bounds this.
-          if (!WaitUntil(t->cv, lock, Deadline::AfterMs(t->timeout_ms),
-                         [&] { return t->cancelled || t->children[c].slot >= 0; }) ||
-              t->cancelled) {
-            lock.unlock();
-            return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c),
-                        Err(objproto::kTimeout, "child %zu of reduce slot %d never arrived", c, t->slot));
-          }
-          info = t->children[c];
-        }
-        std::string where = AddrFromWire(info.where), stream;
-        IdFromWire(info.stream, &stream);
-        if (where == self) {
-          // An inner slot's partial result may not exist yet: its task starts asynchronously.
-          local[c] = stream[0] == '\x01' ? store.FindOrWait(stream, Deadline::AfterMs(5000)) : store.Find(stream);
-          if (local[c] == nullptr) {
-            return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c),
-                        Err(objproto::kNotFound, "no local copy of %s", Printable(stream).c_str()));
-          }
-          local[c]->AddUser();
-        } else {
-          remote[c] = std::make_unique<FetchStream>(&svc_->pool());
-          {
-            std::lock_guard<std::mutex> lock(t->mu);
-            if (t->cancelled) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), Err(objproto::kTimeout, "cancelled"));
-            t->streams.push_back(remote[c].get());
-          }
-          st = remote[c]->Open(where, stream, 0, t->timeout_ms);
-          if (st.ok() && remote[c]->size() != t->size) {
-            st = Err(objproto::kInvalid, "%s has %llu bytes, the reduce expects %llu", Printable(stream).c_str(),
-                     static_cast<unsigned long long>(remote[c]->size()), static_cast<unsigned long long>(t->size));
-          }
-          if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
-        }
-        opened[c] = true;
-      }
-      const uint8_t* src;
-      if (local[c]) {
-        st = local[c]->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
-        src = local[c]->data() + off;
-      } else {
-        st = remote[c]->Read(scratch.data(), len);
-        src = scratch.data();
-      }
-      if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
-      if (!own && c == 0) {
-        memcpy(dst, src, len);
-      } else {
-        ReduceInto(dst, src, len / es, static_cast<ncclDataType_t>(t->dtype), static_cast<ncclRedOp_t>(t->op));
-      }
-    }
-    off += len;
-    out->SetReady(off);
-    if (cancelled()) return fail(objproto::kNodeDone, 0, Err(objproto::kTimeout, "cancelled"));
-  }
-  out->MarkComplete();
-  cleanup();
-  if (t->slot == -1) Report(*t, objproto::kNodeDone, 0, ObjStatus::Ok());
+  CancelTasks(std::move(orphans));
 }
 
 std::string Reducer::StateJson() {
@@ -725,9 +547,16 @@ std::string Reducer::StateJson() {
     if (i) out += ",";
     int placed = 0;
     for (int s : j.slot_src) placed += s != -1 ? 1 : 0;
+    uint64_t written = 0;
+    if (j.sink) {
+      std::lock_guard<std::mutex> slock(j.sink->mu);
+      written = j.sink->written;
+    }
+    // written: target bytes the sink has produced; readable once "final" (see reducer.h).
     out += "{\"target\":\"" + Printable(j.target) + "\",\"n\":" + std::to_string(j.n) +
            ",\"degree\":" + std::to_string(j.have_tree ? j.tree.degree : 0) + ",\"placed\":" + std::to_string(placed) +
-           ",\"size\":" + std::to_string(j.size) + "}";
+           ",\"size\":" + std::to_string(j.size) + ",\"written\":" + std::to_string(written) +
+           ",\"final\":" + (j.final ? "true" : "false") + "}";
   }
   return out + "]}";
 }

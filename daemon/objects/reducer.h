@@ -1,19 +1,30 @@
 // Reducer: Hoplite's tree reduce, both roles.
 //
-// Coordinator (the daemon where a program calls Reduce): subscribes to every source
-// object's locations; as objects appear it places them, in arrival order, into the slots
-// of a tree whose degree comes from eq. 2.1 (reduce_tree.h), and asks each slot's host to
-// run the slot's task. The coordinator itself runs the sink, which streams the root's
-// result into the target object. Only the first num_objects to arrive are used.
+// Coordinator (the daemon where a program calls Reduce; reducer.cc): reserves the target id
+// in the directory and subscribes to every source object's locations, both at once. Small
+// objects (< 64 KiB) arrive with their bytes in the directory's events and are reduced
+// right here: no tree, no fetch. Larger ones are placed, in arrival order, into the slots
+// of a tree whose degree comes from eq. 2.1 (reduce_tree.h), and each slot's host is asked
+// to run the slot's task. The coordinator runs the sink, which streams the root's result
+// into the target object. Only the first num_objects to arrive are used.
 //
-// Node task (on the host of a slot's object): for each block, its own object's block
-// (waiting for it if the object is still being written) is combined with the same block
-// of every child's stream (a child is a leaf's source object or an inner slot's partial
-// result, fetched pipelined) and the result block is published at once for the parent.
+// The target is a partial copy in the directory while it is being reduced, so readers
+// anywhere pipeline from it (a broadcast overlapping the reduce, as in the paper's
+// allreduce). Its blocks become readable only once they are final: when every source that
+// can still take part is in the tree, a failure can only fail the Reduce, never change its
+// bytes. With spare sources left, a failure may replace a source, so the result becomes
+// readable when complete.
+//
+// Node task (on the host of a slot's object; reduce_node.cc): for each block, its own
+// object's block (waiting for it if the object is still being written) is combined with the
+// same block of every child's stream (a child is a leaf's source object or an inner slot's
+// partial result, fetched pipelined) and the result block is published at once for the
+// parent.
 //
 // Failures: a slot whose host died or whose object vanished is emptied and refilled by
 // the next object to arrive; the tasks of its ancestors (and the sink) restart with a new
-// generation, refetching their children's partial results from the start. If fewer than
+// generation, refetching their children's partial results from the start (the sink from
+// the first byte it has not written when the sources stayed the same). If fewer than
 // num_objects sources can still take part, or the deadline passes, Reduce fails with a
 // message naming what is missing. Nothing waits without a bound.
 #ifndef CONDUIT_DAEMON_OBJECTS_REDUCER_H_
@@ -44,17 +55,19 @@ class Reducer {
   ObjStatus Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects, uint32_t op,
                 uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size);
   void OnMembershipChange();
-  // A finished transfer of `bytes` in `secs`: feeds the bandwidth estimate of eq. 2.1.
-  void NoteTransfer(uint64_t bytes, double secs);
   std::string StateJson();
 
- private:
   struct Job;
   struct Task;
+  struct Sink;
 
+ private:
   // Coordinator side; Job::mu is held.
-  void OnArrival(Job& j, int src, const std::string& where, uint64_t size);
+  void OnArrival(Job& j, int src, const std::string& where, uint64_t size, const Bytes& inline_data);
+  void ReduceInline(Job& j);
+  void UseTree(Job& j);
   void AssignSpares(Job& j);
+  void UpdateFinal(Job& j);
   void StartSlot(Job& j, int slot);
   void StartSink(Job& j);
   void NotifyParent(Job& j, int slot);
@@ -66,21 +79,23 @@ class Reducer {
   void Finish(Job& j, ObjStatus st);
   void OnReport(const Bytes& body);
   void ChooseDegree(Job& j);
+  // Run's thread: the target's local copy, once the size is known.
+  ObjStatus CreateTarget(Job& j);
 
-  // Node side.
+  // Node side (reduce_node.cc).
   void OnNodeStart(const std::string& from, const Bytes& body);
   void OnNodeChild(const Bytes& body);
   void OnNodeCancel(const Bytes& body);
   void RunTask(std::shared_ptr<Task> t);
+  void RunSink(std::shared_ptr<Task> t);
   void Report(const Task& t, uint32_t outcome, uint32_t child, const ObjStatus& st);
+  void CancelTasks(std::vector<std::shared_ptr<Task>> victims);
 
   ObjectService* svc_;
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Job>> jobs_;
   std::map<std::string, std::shared_ptr<Task>> tasks_;
   std::atomic<uint64_t> next_key_;
-  std::mutex stats_mu_;
-  double bandwidth_Bps_ = 0;
 };
 
 }  // namespace conduit::objects

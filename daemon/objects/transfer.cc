@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/frame.h"
 #include "common/log.h"
@@ -119,6 +120,24 @@ void FetchStream::Finish() {
   fd_.reset();
 }
 
+void TransferStats::NoteTransfer(uint64_t bytes, double secs) {
+  if (bytes < (1u << 20) || secs <= 0) return;
+  std::lock_guard<std::mutex> lock(bw_mu_);
+  double bw = bytes / secs;
+  bandwidth_Bps_ = bandwidth_Bps_ == 0 ? bw : 0.7 * bandwidth_Bps_ + 0.3 * bw;
+}
+
+double TransferStats::bandwidth_Bps() const {
+  std::lock_guard<std::mutex> lock(bw_mu_);
+  return bandwidth_Bps_;
+}
+
+size_t PipelineBlock(size_t block_bytes, uint64_t size) {
+  constexpr size_t kMinBlock = 16 << 10;
+  constexpr uint64_t kBlocksPerObject = 16;
+  return static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(kMinBlock, size / kBlocksPerObject)));
+}
+
 ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
                     int timeout_ms) {
   FetchStream stream(pool);
@@ -172,6 +191,7 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
     if (!ost.ok()) continue;
     obj->AddUser();
     (f.offset == 0 ? stats->served : stats->resumed) += 1;
+    const auto started = std::chrono::steady_clock::now();
     uint64_t pos = f.offset;
     const int wait_ms = f.timeout_ms > 0 ? static_cast<int>(std::min<uint32_t>(f.timeout_ms, timeout_ms)) : timeout_ms;
     while (pos < obj->size()) {
@@ -186,6 +206,9 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
       pos = ready;
     }
     obj->DropUser();
+    if (ost.ok() && f.offset == 0) {
+      stats->NoteTransfer(obj->size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    }
     if (!ost.ok()) {
       // The receiver sees the stream end early and resumes from another copy.
       CLOG_INFO("objects: sending %s to %s stopped at byte %llu: %s", Printable(id).c_str(), remote.c_str(),

@@ -59,16 +59,32 @@ class FetchStream {
   bool broken_ = false;
 };
 
+// The pipelining unit for an object of `size` bytes: `block_bytes` (--object-block-bytes),
+// but at most a 16th of the object and at least 16 KiB, so that a hop forwards a small
+// object's first bytes long before it has all of them (measured: docs/benchmarks.md).
+size_t PipelineBlock(size_t block_bytes, uint64_t size);
+
 // Fetches [*offset, obj.size) of obj's id from `sender` into obj, advancing *offset and the
 // object's ready mark every `block` bytes. On failure *offset says where to resume.
 ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
                     int timeout_ms);
 
-// Counters of transfers, for the object state (tests check the broadcast tree's shape).
+// Counters of transfers, for the object state (tests check the broadcast tree's shape), and
+// the link bandwidth they showed (eq. 2.1's B for the reduce degree).
 struct TransferStats {
   std::atomic<uint64_t> served{0};    // fetches of a whole object (from offset 0) served
   std::atomic<uint64_t> resumed{0};   // fetches served from a later offset (a resume)
   std::atomic<uint64_t> received{0};  // objects this daemon fetched completely
+
+  // A whole transfer of `bytes` in `secs`, sent or received; only transfers >= 1 MiB count
+  // (smaller ones measure latency, not bandwidth).
+  void NoteTransfer(uint64_t bytes, double secs);
+  // Bytes/s, smoothed; 0 before the first transfer.
+  double bandwidth_Bps() const;
+
+ private:
+  mutable std::mutex bw_mu_;
+  double bandwidth_Bps_ = 0;
 };
 
 // Serves Fetch requests on one data connection until it closes.

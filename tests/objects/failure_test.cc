@@ -25,18 +25,8 @@ class ObjectsFailure : public ::testing::Test {
     std::string error;
     ASSERT_TRUE(oc_->Start(&error)) << error;
   }
-  std::string ReadyOf(int host, const std::string& id) {
-    std::string s = oc_->State(host);
-    size_t at = s.find("\"id\":\"" + id + "\",\"size\":");
-    size_t r = at == std::string::npos ? std::string::npos : s.find("\"ready\":", at);
-    return r == std::string::npos ? "" : s.substr(r + 8, s.find(',', r) - r - 8);
-  }
-  bool WaitReady(int host, const std::string& id, const std::string& ready) {
-    for (int i = 0; i < 300; ++i) {
-      if (ReadyOf(host, id) == ready) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+  bool WaitReady(int host, const std::string& id, size_t ready) {
+    return WaitFor([&] { return oc_->ReadyOf(host, id) == static_cast<long long>(ready); });
   }
   std::unique_ptr<ObjectCluster> oc_;
 };
@@ -55,9 +45,9 @@ TEST_F(ObjectsFailure, ReceiverResumesFromTheOriginWhenItsSenderDies) {
     std::vector<uint8_t> got;
     st1 = oc_->Connect(1)->Get("resume", &got, 20000);
   });
-  ASSERT_TRUE(WaitReady(1, "resume", std::to_string(size / 2)));
+  ASSERT_TRUE(WaitReady(1, "resume", size / 2));
   std::thread r2([&] { st2 = oc_->Connect(2)->Get("resume", &got2, 20000); });
-  ASSERT_TRUE(WaitReady(2, "resume", std::to_string(size / 2))) << "host 2 should relay through host 1";
+  ASSERT_TRUE(WaitReady(2, "resume", size / 2)) << "host 2 should relay through host 1";
   oc_->cluster().KillDaemon(1);  // host 2's sender dies half-way
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(origin.Write(data, size / 2, size));
@@ -87,7 +77,7 @@ TEST_F(ObjectsFailure, CreatorDyingMidPutFailsReceiversAndFreesTheId) {
     std::vector<uint8_t> got;
     st = oc_->Connect(2)->Get("orphan", &got, 15000);
   });
-  ASSERT_TRUE(WaitReady(2, "orphan", std::to_string(size / 4)));
+  ASSERT_TRUE(WaitReady(2, "orphan", size / 4));
   putter->Abandon();  // the program dies
   r.join();
   EXPECT_EQ(st.code(), Code::kLost) << st.ToString();
@@ -149,7 +139,7 @@ TEST_F(ObjectsFailure, LosingTheOnlyCopyIsAClearErrorNotAHang) {
     std::vector<uint8_t> got;
     st = oc_->Connect(2)->Get("only", &got, 8000);
   });
-  ASSERT_TRUE(WaitReady(2, "only", std::to_string(size / 2)));
+  ASSERT_TRUE(WaitReady(2, "only", size / 2));
   oc_->cluster().KillDaemon(1);
   r.join();
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
@@ -181,17 +171,22 @@ TEST_F(ObjectsFailure, ReduceRoutesAroundADeadDaemon) {
   ASSERT_TRUE(oc_->Connect(2)->Put("rb", b.data(), b.size()).ok());
   ASSERT_TRUE(oc_->Connect(3)->Put("rc", c.data(), c.size()).ok());
   std::vector<size_t> used;
-  hoplite::Status st;
+  hoplite::Status st, read;
   std::thread reducer([&] {
     st = oc_->Connect(0)->Reduce("rsum", {"ra", "rb", "rc", "rd"}, 3, hoplite::ReduceOp::kSum, DataType::kInt32, 20000,
                                  &used);
   });
+  // A reader of the target from the start: the source swap must not show it wrong bytes.
+  std::vector<uint8_t> early;
+  std::thread reader([&] { read = oc_->Connect(3)->Get("rsum", &early, 20000); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   oc_->cluster().KillDaemon(1);  // a's host dies mid-reduce
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(oc_->Connect(0)->Put("rd", d.data(), d.size()).ok());  // the replacement arrives
   reducer.join();
+  reader.join();
   ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(read.ok()) << read.ToString();
   EXPECT_EQ(std::set<size_t>(used.begin(), used.end()), (std::set<size_t>{1, 2, 3}));
   std::vector<uint8_t> got;
   ASSERT_TRUE(oc_->Connect(2)->Get("rsum", &got, 5000).ok());
@@ -205,6 +200,36 @@ TEST_F(ObjectsFailure, ReduceRoutesAroundADeadDaemon) {
     memcpy(&want[i * 4], &x, 4);
   }
   EXPECT_EQ(Fnv(got), Fnv(want));
+  EXPECT_EQ(Fnv(early), Fnv(want));
+}
+
+// Every source is in the tree, so the target's blocks are readable as they are reduced; a
+// source's daemon dying then fails the Reduce, and its reader gets an error, not bytes.
+TEST_F(ObjectsFailure, ReaderOfAFailedReduceGetsAnErrorNotBytes) {
+  StartCluster();
+  const size_t size = 8u << 20;
+  auto a = Pattern(size, 7);
+  ASSERT_TRUE(oc_->Connect(1)->Put("xa", a.data(), size).ok());
+  ASSERT_TRUE(oc_->Connect(2)->Put("xb", a.data(), size).ok());
+  RawPutter pc;  // half written: the Reduce is still running when the kill comes
+  std::string error;
+  ASSERT_TRUE(pc.Begin(oc_->cluster().Socket(3), "xc", size, &error)) << error;
+  ASSERT_TRUE(pc.Write(a, 0, size / 2));
+  hoplite::Status st, read;
+  std::thread reducer([&] {
+    st = oc_->Connect(0)->Reduce("xsum", {"xa", "xb", "xc"}, 3, hoplite::ReduceOp::kMax, hoplite::DataType::kUint8, 20000);
+  });
+  std::vector<uint8_t> got;
+  std::thread reader([&] { read = oc_->Connect(2)->Get("xsum", &got, 6000); });
+  EXPECT_TRUE(WaitFor([&] { return oc_->ReadyOf(2, "xsum") > 0; })) << "the reader got no final block";
+  oc_->cluster().KillDaemon(1);
+  reducer.join();
+  reader.join();
+  EXPECT_EQ(st.code(), Code::kLost) << st.ToString();
+  // Lost once the directory sees the target's only complete-able copy gone; a timeout if the
+  // dead daemon also owned the target's directory shard.
+  EXPECT_TRUE(read.code() == Code::kLost || read.code() == Code::kTimeout) << read.ToString();
+  pc.Abandon();
 }
 
 TEST_F(ObjectsFailure, ReduceWithTooFewSurvivorsFailsClearly) {

@@ -86,17 +86,49 @@ std::string ObjectCluster::State(int host) {
 bool ObjectCluster::WaitLive(int host, int live, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
+    // Both the live set and the hash ring built from it (directory shard owners).
     std::string s = State(host);
-    size_t at = s.find("\"live\":[");
-    if (at != std::string::npos) {
+    auto count = [&](const std::string& key) {
+      size_t at = s.find("\"" + key + "\":[");
+      if (at == std::string::npos) return -1;
       size_t end = s.find(']', at);
       int n = 0;
       for (size_t i = at; i < end; ++i) n += s[i] == ':' && s[i - 1] != '"' ? 1 : 0;
-      if (n == live) return true;
-    }
+      return n;
+    };
+    if (count("live") == live && count("ring") == live) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+long long ObjectCluster::ReadyOf(int host, const std::string& id) {
+  // Local copies are listed as {"id":..,"size":..,"ready":..}; directory entries have no "ready".
+  std::string s = State(host);
+  size_t at = s.find("{\"id\":\"" + id + "\",\"size\":");
+  while (at != std::string::npos) {
+    size_t end = s.find('}', at);
+    std::string entry = s.substr(at, end - at);
+    if (entry.find("\"ready\":") != std::string::npos) return JsonNumber(entry, "ready");
+    at = s.find("{\"id\":\"" + id + "\",\"size\":", end);
+  }
+  return -1;
+}
+
+long long ObjectCluster::ReduceJobNumber(int host, const std::string& target, const std::string& key) {
+  std::string s = State(host);
+  size_t at = s.find("{\"target\":\"" + target + "\"");
+  if (at == std::string::npos) return -1;
+  return JsonNumber(s.substr(at, s.find('}', at) - at), key);
+}
+
+bool WaitFor(const std::function<bool()>& done, int timeout_ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 bool ObjectCluster::RestartDaemon(int host, std::string* error) {

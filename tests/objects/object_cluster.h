@@ -7,6 +7,7 @@
 #define CONDUIT_TESTS_OBJECTS_OBJECT_CLUSTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ uint64_t Fnv(const uint8_t* p, size_t n);
 inline uint64_t Fnv(const std::vector<uint8_t>& v) { return Fnv(v.data(), v.size()); }
 // The first integer after "key": in json (-1 if absent).
 long long JsonNumber(const std::string& json, const std::string& key);
+// Polls `done` every 10 ms until it holds (true) or timeout_ms pass (false).
+bool WaitFor(const std::function<bool()>& done, int timeout_ms = 6000);
 
 class ObjectCluster {
  public:
@@ -38,6 +41,10 @@ class ObjectCluster {
   bool WaitLive(int host, int live, int timeout_ms = 15000);
   bool RestartDaemon(int host, std::string* error);
   long long Counter(int host, const std::string& key) { return JsonNumber(State(host), key); }
+  // How many bytes of `id` host's daemon has (-1: no copy there).
+  long long ReadyOf(int host, const std::string& id);
+  // The first integer after "key": in the running Reduce into `target` on `host` (-1: none).
+  long long ReduceJobNumber(int host, const std::string& target, const std::string& key);
 
  private:
   Cluster cluster_;

@@ -1,7 +1,8 @@
 // Reduce over 5 hosts: every NCCL data type with sum/prod/max/min (checked against
 // references computed here), num_objects out of more sources in arrival order,
-// stragglers and sources still being written, composed reduces, the chosen tree degree,
-// and bad requests.
+// stragglers and sources still being written, the target read while it is reduced,
+// composed reduces, the chosen tree degree, and bad requests.
+#include <atomic>
 #include <cmath>
 #include <set>
 #include <thread>
@@ -164,6 +165,38 @@ TEST_F(ObjectsReduce, UsesTheFirstNumObjectsToArrive) {
   EXPECT_EQ(got, Expected(t, ReduceOp::kSum, {1, 3, 4}, count));
 }
 
+// Small objects (< 64 KiB) come with their directory events and are reduced at the
+// coordinator: still the first num_objects to arrive, in arrival order.
+TEST_F(ObjectsReduce, SmallObjectsUseTheFirstToArrive) {
+  const DataType t = DataType::kFloat64;
+  const size_t count = 4000;  // 32000 bytes
+  std::vector<std::string> ids = {"sm-0", "sm-1", "sm-2", "sm-3"};
+  auto put = [&](int s) {
+    auto d = Source(t, s, count);
+    ASSERT_TRUE(oc_->Connect(s % kHosts)->Put(ids[s], d.data(), d.size()).ok());
+  };
+  put(2);
+  put(0);
+  std::vector<size_t> used;
+  hoplite::Status st;
+  std::thread reducer([&] { st = oc_->Connect(3)->Reduce("sm-max", ids, 3, ReduceOp::kMax, t, 20000, &used); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  put(3);
+  reducer.join();
+  put(1);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(used.size(), 3u);
+  EXPECT_EQ(std::set<size_t>(used.begin(), used.end()), (std::set<size_t>{0, 2, 3}));
+  EXPECT_EQ(used[2], 3u);
+  EXPECT_EQ(oc_->cluster().daemon(3).Output().find("Reduce into sm-max"), std::string::npos)
+      << "no reduce tree (nor a fallback to one) for small objects";
+  for (int h : {3, 1}) {  // the coordinator's copy, and one served inline by the directory
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(oc_->Connect(h)->Get("sm-max", &got, 5000).ok());
+    EXPECT_EQ(got, Expected(t, ReduceOp::kMax, {0, 2, 3}, count)) << "host " << h;
+  }
+}
+
 TEST_F(ObjectsReduce, StragglersAndSourcesStillBeingWritten) {
   const DataType t = DataType::kFloat32;
   const size_t count = (8u << 20) / 4;
@@ -197,6 +230,85 @@ TEST_F(ObjectsReduce, StragglersAndSourcesStillBeingWritten) {
   std::vector<uint8_t> got;
   ASSERT_TRUE(oc_->Connect(0)->Get("str-sum", &got, 5000).ok());
   EXPECT_EQ(got, Expected(t, ReduceOp::kSum, {0, 1, 2, 3, 4}, count));
+}
+
+// The target is a partial copy while it is reduced: a reader on another host receives the
+// blocks that are final (every source is in the tree) before the Reduce returns.
+TEST_F(ObjectsReduce, TargetIsReadableWhileItIsReduced) {
+  const DataType t = DataType::kInt32;
+  const size_t count = (8u << 20) / 4;
+  const size_t bytes = count * 4;
+  std::vector<std::string> ids = {"live-0", "live-1", "live-2", "live-3"};
+  for (int s : {0, 2, 3}) {
+    auto d = Source(t, s, count);
+    ASSERT_TRUE(oc_->Connect(s + 1)->Put(ids[s], d.data(), d.size()).ok());
+  }
+  auto d1 = Source(t, 1, count);
+  RawPutter slow;  // source 1 is half written: the Reduce cannot finish yet
+  std::string error;
+  ASSERT_TRUE(slow.Begin(oc_->cluster().Socket(2), ids[1], d1.size(), &error)) << error;
+  ASSERT_TRUE(slow.Write(d1, 0, bytes / 2));
+  std::atomic<bool> reduced{false};
+  hoplite::Status st, read;
+  std::thread reducer([&] {
+    st = oc_->Connect(0)->Reduce("live-sum", ids, 4, ReduceOp::kSum, t, 30000);
+    reduced = true;
+  });
+  std::vector<uint8_t> got;
+  std::thread reader([&] { read = oc_->Connect(3)->Get("live-sum", &got, 30000); });
+  EXPECT_TRUE(WaitFor([&] { return oc_->ReadyOf(3, "live-sum") >= static_cast<long long>(bytes / 4); }))
+      << "no block of the target reached host 3 while it was reduced";
+  EXPECT_FALSE(reduced.load());
+  auto other = Source(t, 9, 1000);
+  EXPECT_EQ(oc_->Connect(4)->Put("live-sum", other.data(), other.size()).code(), Code::kExists)
+      << "a running Reduce's target is taken";
+  ASSERT_TRUE(slow.Write(d1, bytes / 2, bytes));
+  ASSERT_TRUE(slow.Finish(&error)) << error;
+  reducer.join();
+  reader.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(read.ok()) << read.ToString();
+  auto want = Expected(t, ReduceOp::kSum, {0, 1, 2, 3}, count);
+  EXPECT_EQ(Fnv(got), Fnv(want));
+  std::vector<uint8_t> local;
+  ASSERT_TRUE(oc_->Connect(0)->Get("live-sum", &local, 5000).ok());
+  EXPECT_EQ(Fnv(local), Fnv(want));
+}
+
+// With a spare source left, a failure could still swap a source and change every byte, so
+// the target stays unreadable (ready 0) until the Reduce completes, however much of it the
+// sink has written.
+TEST_F(ObjectsReduce, TargetWithASpareSourceIsReadableOnlyWhenComplete) {
+  const DataType t = DataType::kInt32;
+  const size_t count = (8u << 20) / 4;
+  const size_t bytes = count * 4;
+  std::vector<std::string> ids = {"spare-0", "spare-1", "spare-2", "spare-3", "spare-4"};  // spare-4 never comes
+  for (int s : {0, 2, 3}) {
+    auto d = Source(t, s, count);
+    ASSERT_TRUE(oc_->Connect(s + 1)->Put(ids[s], d.data(), d.size()).ok());
+  }
+  auto d1 = Source(t, 1, count);
+  RawPutter slow;
+  std::string error;
+  ASSERT_TRUE(slow.Begin(oc_->cluster().Socket(2), ids[1], d1.size(), &error)) << error;
+  ASSERT_TRUE(slow.Write(d1, 0, bytes / 2));
+  hoplite::Status st, read;
+  std::vector<size_t> used;
+  std::thread reducer([&] { st = oc_->Connect(0)->Reduce("spare-sum", ids, 4, ReduceOp::kSum, t, 30000, &used); });
+  std::vector<uint8_t> got;
+  std::thread reader([&] { read = oc_->Connect(3)->Get("spare-sum", &got, 30000); });
+  EXPECT_TRUE(WaitFor([&] { return oc_->ReduceJobNumber(0, "spare-sum", "written") >= static_cast<long long>(bytes / 4); }))
+      << oc_->State(0);
+  EXPECT_EQ(oc_->ReadyOf(0, "spare-sum"), 0);
+  EXPECT_LE(oc_->ReadyOf(3, "spare-sum"), 0);
+  ASSERT_TRUE(slow.Write(d1, bytes / 2, bytes));
+  ASSERT_TRUE(slow.Finish(&error)) << error;
+  reducer.join();
+  reader.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(std::set<size_t>(used.begin(), used.end()), (std::set<size_t>{0, 1, 2, 3}));
+  ASSERT_TRUE(read.ok()) << read.ToString();
+  EXPECT_EQ(Fnv(got), Fnv(Expected(t, ReduceOp::kSum, {0, 1, 2, 3}, count)));
 }
 
 TEST_F(ObjectsReduce, ReducesCompose) {

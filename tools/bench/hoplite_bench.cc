@@ -1,16 +1,18 @@
 // hoplite-bench: times libhoplite collectives the way the Hoplite chapter measures them.
 //
 //   hoplite-bench --sockets S0,S1,... --op bcast|gather|reduce|allreduce --sizes 1K,1M,...
-//                 [--iters N] [--prefix ID]
+//                 [--iters N] [--prefix ID] [--verbose 1 (every run's time on stderr)]
 // One "program" per host: host i's calls go to the daemon behind socket Si (each thread
 // its own client). All namespaces share this machine's clock, so one process can time a
-// collective across hosts. Inputs are Put (and complete) before the clock starts.
+// collective across hosts. Inputs are Put (and complete) before the clock starts, and the
+// threads that play the hosts are started (and connected) before it too.
 //   bcast:     host 0 Puts; hosts 1.. Get (read-only) at once; until the last has it.
 //   gather:    every host Puts; host 0 Gets (read-only) every other object at once.
 //   reduce:    every host Puts; host 0 Reduces all (float32 sum) and Gets the result.
 //   allreduce: every host Puts; host 0 Reduces, the others Get the result; until the last.
 // Prints "op hosts size_bytes iters median_ms min_ms" per size.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -118,15 +120,26 @@ struct Bench {
       exit(2);
     }
     for (int h : where) workers.push_back(Connect(h));
+    // Every job but the first gets a thread that is running before the clock starts and
+    // waits for the start flag (yielding, as MPI ranks leaving a barrier); the first job
+    // runs on this thread. Thread creation is not part of the collective.
     std::vector<Clock::time_point> done(jobs.size());
     std::vector<std::thread> threads;
-    const Clock::time_point start = Clock::now();
-    for (size_t j = 0; j < jobs.size(); ++j) {
+    std::atomic<int> waiting{0};
+    std::atomic<bool> go{false};
+    for (size_t j = 1; j < jobs.size(); ++j) {
       threads.emplace_back([&, j] {
+        ++waiting;
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
         jobs[j](*workers[j]);
         done[j] = Clock::now();
       });
     }
+    while (waiting.load() < static_cast<int>(threads.size())) std::this_thread::yield();
+    const Clock::time_point start = Clock::now();
+    go.store(true, std::memory_order_release);
+    jobs[0](*workers[0]);
+    done[0] = Clock::now();
     for (auto& t : threads) t.join();
     double ms = std::chrono::duration<double, std::milli>(*std::max_element(done.begin(), done.end()) - start).count();
     if (op == "reduce" || op == "allreduce") to_delete.push_back(target);
@@ -143,6 +156,7 @@ int main(int argc, char** argv) {
   Bench b;
   std::vector<size_t> sizes;
   int iters = 0;
+  bool verbose = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--sockets") b.sockets = Split(v);
@@ -150,6 +164,7 @@ int main(int argc, char** argv) {
     else if (a == "--sizes") for (auto& s : Split(v)) sizes.push_back(ParseSize(s));
     else if (a == "--iters") iters = atoi(v.c_str());
     else if (a == "--prefix") b.prefix = v;
+    else if (a == "--verbose") verbose = v == "1";
     else {
       fprintf(stderr, "hoplite-bench: unknown flag %s\n", a.c_str());
       return 2;
@@ -170,6 +185,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < warm + n; ++i) {
       double ms = b.Run(size, i);
       if (i >= warm) t.push_back(ms);
+      if (verbose) fprintf(stderr, "%s %zu run %d: %.3f ms%s\n", b.op.c_str(), size, i, ms, i < warm ? " (warmup)" : "");
     }
     std::sort(t.begin(), t.end());
     printf("%s %zu %zu %d %.3f %.3f\n", b.op.c_str(), b.sockets.size(), size, n, t[t.size() / 2], t[0]);

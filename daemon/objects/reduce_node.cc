@@ -1,0 +1,329 @@
+// The node side of the Reducer: tasks of tree slots on the hosts of their objects, and the
+// coordinator's sink, which streams the root's result into the target.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/log.h"
+#include "objects/object_service.h"
+#include "objects/reducer.h"
+#include "objects/reducer_state.h"
+#include "objects/wait.h"
+#include "reduce/reduce.h"
+
+namespace conduit::objects {
+namespace {
+
+std::string TaskName(const std::string& coord, uint64_t key, int slot, uint32_t gen) {
+  char hex[24];
+  snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(key));
+  return coord + "/" + hex + "/" + std::to_string(slot) + "/" + std::to_string(gen);
+}
+
+// One child of a task (or the sink's root): a local copy read in place, or a remote one
+// fetched pipelined; either may still be being produced.
+class ChildReader {
+ public:
+  ChildReader(ObjectService* svc, Reducer::Task* t, size_t index) : svc_(svc), t_(t), index_(index) {}
+  ~ChildReader() { Close(); }
+
+  // Waits (bounded) for the child's slot to be filled, then opens its stream at `offset`.
+  ObjStatus Open(uint64_t offset) {
+    objproto::ChildInfo info{};
+    {
+      std::unique_lock<std::mutex> lock(t_->mu);
+      // A child slot is filled when its object arrives; the job's deadline bounds this.
+      if (!WaitUntil(t_->cv, lock, Deadline::AfterMs(t_->timeout_ms),
+                     [&] { return t_->cancelled || t_->children[index_].slot >= 0; })) {
+        return Err(objproto::kTimeout, "child %zu of reduce slot %d never arrived", index_, t_->slot);
+      }
+      if (t_->cancelled) return Err(objproto::kTimeout, "cancelled");
+      info = t_->children[index_];
+    }
+    std::string where = AddrFromWire(info.where), stream;
+    IdFromWire(info.stream, &stream);
+    if (where == svc_->peers().self()) {
+      // An inner slot's partial result may not exist yet: its task starts asynchronously.
+      LocalStore& store = svc_->store();
+      local_ = stream[0] == '\x01' ? store.FindOrWait(stream, Deadline::AfterMs(5000)) : store.Find(stream);
+      if (local_ == nullptr) return Err(objproto::kNotFound, "no local copy of %s", Printable(stream).c_str());
+      local_->AddUser();
+      return ObjStatus::Ok();
+    }
+    remote_ = std::make_unique<FetchStream>(&svc_->pool());
+    {
+      std::lock_guard<std::mutex> lock(t_->mu);
+      if (t_->cancelled) return Err(objproto::kTimeout, "cancelled");
+      t_->streams.push_back(remote_.get());
+    }
+    opened_ = std::chrono::steady_clock::now();
+    from_ = offset;
+    ObjStatus st = remote_->Open(where, stream, offset, t_->timeout_ms);
+    if (st.ok() && remote_->size() != t_->size) {
+      st = Err(objproto::kInvalid, "%s has %llu bytes, the reduce expects %llu", Printable(stream).c_str(),
+               static_cast<unsigned long long>(remote_->size()), static_cast<unsigned long long>(t_->size));
+    }
+    return st;
+  }
+
+  // The bytes [off, off + len) (consecutive calls): in place, or read into scratch.
+  ObjStatus Read(uint64_t off, size_t len, uint8_t* scratch, const uint8_t** src) {
+    if (local_) {
+      uint64_t ready = 0;
+      *src = local_->data() + off;
+      return local_->WaitReady(off + len, Deadline::AfterMs(t_->timeout_ms), &ready);
+    }
+    *src = scratch;
+    ObjStatus st = remote_->Read(scratch, len);
+    if (st.ok() && off + len == t_->size && from_ == 0) {
+      // A whole stream: it measured the link (eq. 2.1's B).
+      svc_->transfer_stats().NoteTransfer(
+          t_->size, std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count());
+    }
+    return st;
+  }
+
+  void Close() {
+    if (remote_) {
+      {
+        std::lock_guard<std::mutex> lock(t_->mu);
+        auto& v = t_->streams;
+        v.erase(std::remove(v.begin(), v.end(), remote_.get()), v.end());
+      }
+      remote_->Finish();
+      remote_.reset();
+    }
+    if (local_) {
+      local_->DropUser();
+      local_.reset();
+    }
+  }
+
+ private:
+  ObjectService* svc_;
+  Reducer::Task* t_;
+  size_t index_;
+  ObjectRef local_;
+  std::unique_ptr<FetchStream> remote_;
+  std::chrono::steady_clock::time_point opened_;
+  uint64_t from_ = 0;
+};
+
+// The pipelining block of a reduce: whole elements.
+size_t BlockFor(const ObjectOptions& o, uint32_t dtype, uint64_t size) {
+  const size_t es = DataTypeSize(static_cast<ncclDataType_t>(dtype));
+  return std::max(es, PipelineBlock(o.block_bytes, size) / es * es);
+}
+
+}  // namespace
+
+void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
+  objproto::NodeStart s{};
+  auto t = std::make_shared<Task>();
+  if (!Decode(body, &s) || s.nchildren > 1024 ||
+      TailSize<objproto::NodeStart>(body) != s.nchildren * sizeof(objproto::ChildInfo) ||
+      !IdFromWire(s.output, &t->output) || !IsValidDataType(static_cast<int>(s.dtype))) {
+    CLOG_WARN("objects: malformed NodeStart from %s", from.c_str());
+    return;
+  }
+  IdFromWire(s.own, &t->own);  // empty for the sink
+  t->coord = AddrFromWire(s.key.coordinator);
+  t->key = s.key;
+  t->slot = s.slot;
+  t->gen = s.gen;
+  t->size = s.size;
+  t->op = s.op;
+  t->dtype = s.dtype;
+  t->timeout_ms = static_cast<int>(std::min<uint32_t>(s.timeout_ms, static_cast<uint32_t>(svc_->options().timeout_ms)));
+  t->children.resize(s.nchildren);
+  memcpy(t->children.data(), Tail<objproto::NodeStart>(body), s.nchildren * sizeof(objproto::ChildInfo));
+  t->name = TaskName(t->coord, s.key.value, s.slot, s.gen);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (t->slot == -1) {
+      // The sink runs where its job is: it writes the job's target.
+      auto it = jobs_.find(s.key.value);
+      if (t->coord != svc_->peers().self() || it == jobs_.end()) return;
+      std::lock_guard<std::mutex> jlock(it->second->mu);
+      t->sink = it->second->sink;
+      if (t->sink == nullptr) return;
+    }
+    tasks_[t->name] = t;
+  }
+  if (t->sink) {
+    std::thread([this, t] { RunSink(t); }).detach();
+  } else {
+    std::thread([this, t] { RunTask(t); }).detach();
+  }
+}
+
+void Reducer::OnNodeChild(const Bytes& body) {
+  objproto::NodeChild m{};
+  if (!Decode(body, &m)) return;
+  std::shared_ptr<Task> t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(TaskName(AddrFromWire(m.key.coordinator), m.key.value, m.slot, m.gen));
+    if (it == tasks_.end()) return;
+    t = it->second;
+  }
+  std::lock_guard<std::mutex> lock(t->mu);
+  if (m.index < t->children.size()) t->children[m.index] = m.child;
+  t->cv.notify_all();
+}
+
+void Reducer::OnNodeCancel(const Bytes& body) {
+  objproto::NodeCancel c{};
+  if (!Decode(body, &c)) return;
+  const std::string coord = AddrFromWire(c.key.coordinator);
+  std::vector<std::shared_ptr<Task>> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      const Task& t = *it->second;
+      bool match = t.coord == coord && t.key.value == c.key.value &&
+                   (c.slot == -1 && c.gen == 0 ? true : (t.slot == c.slot && t.gen == c.gen));
+      if (match) {
+        victims.push_back(it->second);
+        it = tasks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  CancelTasks(std::move(victims));
+}
+
+void Reducer::CancelTasks(std::vector<std::shared_ptr<Task>> victims) {
+  for (auto& t : victims) {
+    {
+      std::lock_guard<std::mutex> lock(t->mu);
+      t->cancelled = true;
+      for (FetchStream* s : t->streams) s->Abort();
+      t->cv.notify_all();
+    }
+    // A partial result goes (its readers fail and restart); the sink's target stays.
+    if (t->sink == nullptr) svc_->store().Remove(t->output, Err(objproto::kNotFound, "partial reduce result cancelled"));
+  }
+}
+
+void Reducer::Report(const Task& t, uint32_t outcome, uint32_t child, const ObjStatus& st) {
+  objproto::NodeReport r{};
+  r.key = t.key;
+  r.slot = t.slot;
+  r.gen = t.gen;
+  r.outcome = outcome;
+  r.child = child;
+  r.status = ToWire(st);
+  svc_->peers().Send(t.coord, objproto::kNodeReport, Encode(r));
+}
+
+
+void Reducer::RunTask(std::shared_ptr<Task> t) {
+  LocalStore& store = svc_->store();
+  const auto type = static_cast<ncclDataType_t>(t->dtype);
+  const size_t es = DataTypeSize(type);
+  const size_t block = BlockFor(svc_->options(), t->dtype, t->size);
+  const size_t k = t->children.size();
+  ObjectRef own, out;
+  std::vector<std::unique_ptr<ChildReader>> kids;
+  Bytes scratch(std::min<uint64_t>(block, t->size));
+
+  auto cancelled = [&] {
+    std::lock_guard<std::mutex> lock(t->mu);
+    return t->cancelled;
+  };
+  auto cleanup = [&] {
+    kids.clear();
+    if (own) own->DropUser();
+  };
+  auto fail = [&](uint32_t outcome, uint32_t child, const ObjStatus& st) {
+    bool was_cancelled = cancelled();
+    cleanup();
+    if (out) store.Remove(t->output, st, out.get());
+    if (!was_cancelled) Report(*t, outcome, child, st);
+  };
+
+  own = store.Find(t->own);
+  if (own == nullptr || !own->failure().ok()) {
+    own.reset();
+    return fail(objproto::kNodeOwnFailed, 0, Err(objproto::kLost, "object %s is no longer on daemon %s",
+                                                 Printable(t->own).c_str(), svc_->peers().self().c_str()));
+  }
+  own->AddUser();
+  ObjStatus st = store.Create(t->output, t->size, false, /*internal=*/true, &out);
+  if (!st.ok()) {
+    out.reset();
+    return fail(objproto::kNodeOwnFailed, 0, st);
+  }
+  for (uint64_t off = 0; off < t->size;) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(block, t->size - off));
+    uint8_t* dst = out->data() + off;
+    uint64_t ready = 0;
+    st = own->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
+    if (!st.ok()) return fail(objproto::kNodeOwnFailed, 0, st);
+    memcpy(dst, own->data() + off, len);
+    for (size_t c = 0; c < k; ++c) {
+      if (kids.size() == c) {  // children open lazily, in order: the first may be all there is yet
+        kids.push_back(std::make_unique<ChildReader>(svc_, t.get(), c));
+        st = kids[c]->Open(0);
+        if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
+      }
+      const uint8_t* src = nullptr;
+      st = kids[c]->Read(off, len, scratch.data(), &src);
+      if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
+      ReduceInto(dst, src, len / es, type, static_cast<ncclRedOp_t>(t->op));
+    }
+    off += len;
+    out->SetReady(off);
+    if (cancelled()) return fail(objproto::kNodeDone, 0, Err(objproto::kTimeout, "cancelled"));
+  }
+  out->MarkComplete();
+  cleanup();
+}
+
+void Reducer::RunSink(std::shared_ptr<Task> t) {
+  Sink& sink = *t->sink;
+  const size_t block = BlockFor(svc_->options(), t->dtype, t->size);
+  uint64_t off;
+  {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    if (sink.gen != t->gen) return;  // already replaced by a newer generation
+    off = sink.written;
+  }
+  ChildReader root(svc_, t.get(), 0);
+  ObjStatus st = root.Open(off);
+  Bytes scratch(std::min<uint64_t>(block, t->size));
+  bool stale = false;
+  while (st.ok() && off < t->size && !stale) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(block, t->size - off));
+    const uint8_t* src = nullptr;
+    st = root.Read(off, len, scratch.data(), &src);
+    if (!st.ok()) break;
+    std::lock_guard<std::mutex> lock(sink.mu);
+    if (sink.gen != t->gen) {
+      stale = true;
+    } else {
+      memcpy(sink.out->data() + off, src, len);
+      off += len;
+      sink.written = off;
+      // Readers see the block at once when it is final (see reducer.h).
+      if (sink.final) sink.out->SetReady(off);
+    }
+  }
+  root.Close();
+  bool was_cancelled;
+  {
+    std::lock_guard<std::mutex> lock(t->mu);
+    was_cancelled = t->cancelled;
+  }
+  if (stale || was_cancelled) return;
+  if (st.ok()) {
+    Report(*t, objproto::kNodeDone, 0, st);
+  } else {
+    Report(*t, objproto::kNodeChildFailed, 0, st);
+  }
+}
+
+}  // namespace conduit::objects
