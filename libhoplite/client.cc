@@ -52,6 +52,42 @@ Status CheckId(const std::string& id) {
   return Status();
 }
 
+// Checks every id, then the list's length against the protocol's limit.
+Status CheckIds(const std::vector<std::string>& ids, const char* what) {
+  for (const auto& id : ids) {
+    Status st = CheckId(id);
+    if (!st.ok()) return st;
+  }
+  if (ids.size() > op::kMaxSources) return Status(Code::kInvalid, std::string("too many ") + what + " ids");
+  return Status();
+}
+
+std::vector<op::Id> IdsToWire(const std::vector<std::string>& ids) {
+  std::vector<op::Id> wire;
+  for (const auto& id : ids) wire.push_back(IdToWire(id));
+  return wire;
+}
+
+// Reduce and Wait replies: a head R, then `head.*count` uint32 indices into the request's
+// ids (the sources used, the objects ready). Fills *head and *indices (when not null).
+template <typename R>
+Status ParseIndexedReply(const Frame& f, const char* what, uint32_t R::*count, R* head, std::vector<size_t>* indices) {
+  if (f.payload.size() < sizeof(R)) return Status(Code::kInternal, std::string("short ") + what + " reply");
+  memcpy(head, f.payload.data(), sizeof(R));
+  if (f.payload.size() != sizeof(R) + size_t{head->*count} * sizeof(uint32_t)) {
+    return Status(Code::kInternal, std::string("bad ") + what + " reply");
+  }
+  if (indices != nullptr) {
+    indices->clear();
+    for (uint32_t i = 0; i < head->*count; ++i) {
+      uint32_t v;
+      memcpy(&v, f.payload.data() + sizeof(R) + i * sizeof(v), sizeof(v));
+      indices->push_back(v);
+    }
+  }
+  return Status();
+}
+
 template <typename T>
 std::vector<uint8_t> Body(const T& head, const void* tail = nullptr, size_t n = 0) {
   std::vector<uint8_t> b(sizeof(T) + n);
@@ -283,11 +319,8 @@ Status DaemonClient::Delete(const std::string& id) {
 Status DaemonClient::Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
                             ReduceOp rop, DataType dtype, int timeout_ms, std::vector<size_t>* used) {
   Status st = CheckId(target);
-  for (const auto& s : sources) {
-    if (st.ok()) st = CheckId(s);
-  }
+  if (st.ok()) st = CheckIds(sources, "Reduce source");
   if (!st.ok()) return st;
-  if (sources.size() > op::kMaxSources) return Status(Code::kInvalid, "too many Reduce sources");
   op::ReduceRequest req{};
   req.target = IdToWire(target);
   req.op = static_cast<uint32_t>(rop);
@@ -295,8 +328,7 @@ Status DaemonClient::Reduce(const std::string& target, const std::vector<std::st
   req.num_objects = static_cast<uint32_t>(num_objects);
   req.nsources = static_cast<uint32_t>(sources.size());
   req.timeout_ms = static_cast<uint32_t>(std::max(timeout_ms, 0));
-  std::vector<op::Id> ids;
-  for (const auto& s : sources) ids.push_back(IdToWire(s));
+  std::vector<op::Id> ids = IdsToWire(sources);
   std::lock_guard<std::mutex> lock(c_->mu);
   conduit::Status w = c_->Send(op::kReduce, Body(req, ids.data(), ids.size() * sizeof(op::Id)), timeout_ms);
   if (!w.ok()) return Wrap(w, "sending Reduce");
@@ -304,34 +336,20 @@ Status DaemonClient::Reduce(const std::string& target, const std::vector<std::st
   st = c_->Read(op::kReduceReply, &f, timeout_ms, "waiting for Reduce");
   if (!st.ok()) return st;
   op::ReduceReply r{};
-  if (f.payload.size() < sizeof(r)) return Status(Code::kInternal, "short Reduce reply");
-  memcpy(&r, f.payload.data(), sizeof(r));
-  if (f.payload.size() != sizeof(r) + r.nused * sizeof(uint32_t)) return Status(Code::kInternal, "bad Reduce reply");
-  if (used != nullptr) {
-    used->clear();
-    for (uint32_t i = 0; i < r.nused; ++i) {
-      uint32_t v;
-      memcpy(&v, f.payload.data() + sizeof(r) + i * sizeof(v), sizeof(v));
-      used->push_back(v);
-    }
-  }
-  return FromWire(r.status);
+  st = ParseIndexedReply(f, "Reduce", &op::ReduceReply::nused, &r, used);
+  return st.ok() ? FromWire(r.status) : st;
 }
 
 Status DaemonClient::Wait(const std::vector<std::string>& ids, size_t num_ready, int timeout_ms,
                           std::vector<size_t>* ready) {
-  Status st;
-  for (const auto& s : ids) {
-    if (st.ok()) st = CheckId(s);
-  }
+  Status st = CheckIds(ids, "Wait");
   if (!st.ok()) return st;
-  if (ids.empty() || ids.size() > op::kMaxSources) return Status(Code::kInvalid, "Wait needs 1..4096 ids");
+  if (ids.empty()) return Status(Code::kInvalid, "Wait needs at least one id");
   op::WaitRequest req{};
   req.timeout_ms = static_cast<uint32_t>(std::max(timeout_ms, 0));
   req.num_ready = static_cast<uint32_t>(num_ready);
   req.n = static_cast<uint32_t>(ids.size());
-  std::vector<op::Id> wire;
-  for (const auto& s : ids) wire.push_back(IdToWire(s));
+  std::vector<op::Id> wire = IdsToWire(ids);
   std::lock_guard<std::mutex> lock(c_->mu);
   conduit::Status w = c_->Send(op::kWait, Body(req, wire.data(), wire.size() * sizeof(op::Id)), timeout_ms);
   if (!w.ok()) return Wrap(w, "sending Wait");
@@ -339,18 +357,8 @@ Status DaemonClient::Wait(const std::vector<std::string>& ids, size_t num_ready,
   st = c_->Read(op::kWaitReply, &f, timeout_ms, "waiting for objects");
   if (!st.ok()) return st;
   op::WaitReply r{};
-  if (f.payload.size() < sizeof(r)) return Status(Code::kInternal, "short Wait reply");
-  memcpy(&r, f.payload.data(), sizeof(r));
-  if (f.payload.size() != sizeof(r) + r.nready * sizeof(uint32_t)) return Status(Code::kInternal, "bad Wait reply");
-  if (ready != nullptr) {
-    ready->clear();
-    for (uint32_t i = 0; i < r.nready; ++i) {
-      uint32_t v;
-      memcpy(&v, f.payload.data() + sizeof(r) + i * sizeof(v), sizeof(v));
-      ready->push_back(v);
-    }
-  }
-  return FromWire(r.status);
+  st = ParseIndexedReply(f, "Wait", &op::WaitReply::nready, &r, ready);
+  return st.ok() ? FromWire(r.status) : st;
 }
 
 Status DaemonClient::State(std::string* json) {

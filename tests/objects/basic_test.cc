@@ -17,27 +17,10 @@ namespace {
 
 using hoplite::Code;
 
-class ObjectsBasic : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
-    oc_ = new ObjectCluster("ob", "10.81.0", 3);
-    std::string error;
-    if (!oc_->Start(&error)) start_error_ = error;
-  }
-  static void TearDownTestSuite() {
-    delete oc_;
-    oc_ = nullptr;
-  }
-  void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_TRUE(start_error_.empty()) << start_error_;
-  }
-  static ObjectCluster* oc_;
-  static std::string start_error_;
+class ObjectsBasic : public SharedObjectClusterTest<ObjectsBasic> {
+ public:
+  static ObjectCluster* MakeCluster() { return new ObjectCluster("ob", "10.81.0", 3); }
 };
-ObjectCluster* ObjectsBasic::oc_ = nullptr;
-std::string ObjectsBasic::start_error_;
 
 TEST_F(ObjectsBasic, PutThenGetEverySizeFromEveryHost) {
   const size_t sizes[] = {0, 1, 4096, 64 * 1024 - 1, 64 * 1024, (1 << 20) + 3, 24u << 20};

@@ -13,32 +13,19 @@ namespace {
 
 constexpr int kHosts = 8;
 
-class ObjectsBroadcast : public ::testing::Test {
+class ObjectsBroadcast : public SharedObjectClusterTest<ObjectsBroadcast> {
+ public:
+  static ObjectCluster* MakeCluster() {
+    return new ObjectCluster("obc", "10.82.0", kHosts, {"--object-memory-bytes", "4000000000"}, "4gbit");
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
-    oc_ = new ObjectCluster("obc", "10.82.0", kHosts, {"--object-memory-bytes", "4000000000"}, "4gbit");
-    std::string error;
-    if (!oc_->Start(&error)) start_error_ = error;
-  }
-  static void TearDownTestSuite() {
-    delete oc_;
-    oc_ = nullptr;
-  }
-  void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_TRUE(start_error_.empty()) << start_error_;
-  }
   std::vector<long long> Served() {
     std::vector<long long> v;
     for (int h = 0; h < kHosts; ++h) v.push_back(oc_->Counter(h, "served"));
     return v;
   }
-  static ObjectCluster* oc_;
-  static std::string start_error_;
 };
-ObjectCluster* ObjectsBroadcast::oc_ = nullptr;
-std::string ObjectsBroadcast::start_error_;
 
 TEST_F(ObjectsBroadcast, ReceiversArrivingAtDifferentTimesFormATree) {
   const size_t size = 48u << 20;  // ~100 ms per hop at 4 Gbit/s

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "../integration/cluster.h"
+#include "../integration/integration_env.h"
 #include "common/fd_io.h"
 #include "conduit/hoplite.h"
 
@@ -67,6 +70,30 @@ class RawPutter {
   UniqueFd fd_;
   uint8_t* map_ = nullptr;
   size_t size_ = 0;
+};
+
+// A fixture whose tests share one ObjectCluster: Suite::MakeCluster() builds it and it is
+// started once for the suite; each test is skipped without namespaces and fails when the
+// start failed.
+template <typename Suite>
+class SharedObjectClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    oc_ = Suite::MakeCluster();
+    std::string error;
+    if (!oc_->Start(&error)) start_error_ = error;
+  }
+  static void TearDownTestSuite() {
+    delete oc_;
+    oc_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_TRUE(start_error_.empty()) << start_error_;
+  }
+  inline static ObjectCluster* oc_ = nullptr;
+  inline static std::string start_error_;
 };
 
 }  // namespace conduit::it

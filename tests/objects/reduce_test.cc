@@ -76,27 +76,10 @@ std::vector<uint8_t> Expected(DataType t, ReduceOp op, const std::vector<int>& s
   return out;
 }
 
-class ObjectsReduce : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
-    oc_ = new ObjectCluster("orr", "10.83.0", kHosts, {"--object-block-bytes", "262144"});
-    std::string error;
-    if (!oc_->Start(&error)) start_error_ = error;
-  }
-  static void TearDownTestSuite() {
-    delete oc_;
-    oc_ = nullptr;
-  }
-  void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_TRUE(start_error_.empty()) << start_error_;
-  }
-  static ObjectCluster* oc_;
-  static std::string start_error_;
+class ObjectsReduce : public SharedObjectClusterTest<ObjectsReduce> {
+ public:
+  static ObjectCluster* MakeCluster() { return new ObjectCluster("orr", "10.83.0", kHosts, {"--object-block-bytes", "262144"}); }
 };
-ObjectCluster* ObjectsReduce::oc_ = nullptr;
-std::string ObjectsReduce::start_error_;
 
 TEST_F(ObjectsReduce, EveryDataTypeAndOp) {
   const char* kOpNames[] = {"sum", "prod", "max", "min"};
