@@ -44,6 +44,7 @@ inline constexpr CUresult kErrorNotInitialized = 3;
 inline constexpr CUresult kErrorNoDevice = 100;
 inline constexpr CUresult kErrorAlreadyMapped = 208;
 inline constexpr CUresult kErrorNotReady = 600;
+inline constexpr CUresult kErrorPeerAccessAlreadyEnabled = 704;
 
 // CUpointer_attribute.
 inline constexpr int kPointerAttributeContext = 1;

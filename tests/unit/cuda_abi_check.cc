@@ -27,6 +27,7 @@ TEST(CudaAbiTest, Constants) {
   EXPECT_EQ(ours::kErrorNoDevice, CUDA_ERROR_NO_DEVICE);
   EXPECT_EQ(ours::kErrorAlreadyMapped, CUDA_ERROR_ALREADY_MAPPED);
   EXPECT_EQ(ours::kErrorNotReady, CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(ours::kErrorPeerAccessAlreadyEnabled, CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
   EXPECT_EQ(ours::kPointerAttributeContext, CU_POINTER_ATTRIBUTE_CONTEXT);
   EXPECT_EQ(ours::kPointerAttributeMemoryType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
   EXPECT_EQ(ours::kPointerAttributeBufferId, CU_POINTER_ATTRIBUTE_BUFFER_ID);
