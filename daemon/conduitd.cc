@@ -21,6 +21,7 @@
 #include "admin/admin_socket.h"
 #include "admin/daemon_routes.h"
 #include "collectives/registry.h"
+#include "gpu/runtime.h"
 #include "common/log.h"
 #include "common/net_addr.h"
 #include "common/peer_protocol.h"
@@ -239,6 +240,10 @@ int Main(int argc, char** argv) {
     CLOG_ERROR("admin socket: %s", st.message().c_str());
     return 1;
   }
+
+  // GPUs, if any: probed (and the combine kernels compiled) before programs can arrive;
+  // logs whether device buffers are served and, if not, why.
+  gpu::Runtime::Get();
 
   // The services live until _exit: their threads are detached and never joined.
   static CommRegistry registry(my_addr, flags.comm, &fabric);

@@ -1,5 +1,6 @@
 // Collective and point-to-point calls on the managed path. Gather, Scatter and AlltoAll
 // are grouped sends and receives, as NCCL defines them.
+#include "device_path.h"
 #include "managed.h"
 #include "ops.h"
 #include "reduce/reduce.h"
@@ -8,9 +9,12 @@
 namespace conduit::managed {
 namespace {
 
-// stream: there is no device work on the host-memory path; calls complete before returning.
-ncclResult_t Submit(const char* call, ncclResult_t built, const PendingOp& op) {
-  return built != ncclSuccess ? built : SubmitOp(call, op);
+// Host and staged buffers: the call completes before returning. Device buffers: the
+// work is ordered on `stream` (device_path.h).
+ncclResult_t Submit(const char* call, ncclResult_t built, PendingOp& op, cudaStream_t stream) {
+  if (built != ncclSuccess) return built;
+  ncclResult_t r = PlaceOp(call, &op, stream);
+  return r != ncclSuccess ? r : SubmitOp(call, op);
 }
 
 // Runs `body` as one group (joining the caller's group if one is open).
@@ -25,32 +29,32 @@ ncclResult_t AsGroup(Body body) {
 }  // namespace
 
 ncclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                       ncclComm_t comm, cudaStream_t) {
+                       ncclComm_t comm, cudaStream_t stream) {
   PendingOp p;
   ncclResult_t r = BuildReduceLike("ncclAllReduce", shimproto::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, &p);
-  return Submit("ncclAllReduce", r, p);
+  return Submit("ncclAllReduce", r, p, stream);
 }
 
 ncclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
-                    ncclComm_t comm, cudaStream_t) {
+                    ncclComm_t comm, cudaStream_t stream) {
   PendingOp p;
   ncclResult_t r = BuildReduceLike("ncclReduce", shimproto::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, &p);
-  return Submit("ncclReduce", r, p);
+  return Submit("ncclReduce", r, p, stream);
 }
 
 ncclResult_t ReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   PendingOp p;
   ncclResult_t r = BuildReduceLike("ncclReduceScatter", shimproto::kReduceScatter, sendbuff, recvbuff, recvcount,
                                    datatype, op, 0, comm, &p);
-  return Submit("ncclReduceScatter", r, p);
+  return Submit("ncclReduceScatter", r, p, stream);
 }
 
 ncclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t) {
+                       ncclComm_t comm, cudaStream_t stream) {
   PendingOp p;
   ncclResult_t r = BuildBroadcast("ncclBroadcast", sendbuff, recvbuff, count, datatype, root, comm, &p);
-  return Submit("ncclBroadcast", r, p);
+  return Submit("ncclBroadcast", r, p, stream);
 }
 
 ncclResult_t Bcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
@@ -58,22 +62,22 @@ ncclResult_t Bcast(void* buff, size_t count, ncclDataType_t datatype, int root, 
 }
 
 ncclResult_t AllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
-                       cudaStream_t) {
+                       cudaStream_t stream) {
   PendingOp p;
   ncclResult_t r = BuildAllGather("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, comm, &p);
-  return Submit("ncclAllGather", r, p);
+  return Submit("ncclAllGather", r, p, stream);
 }
 
-ncclResult_t Send(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t) {
+ncclResult_t Send(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
   PendingOp p;
   ncclResult_t r = BuildP2p("ncclSend", shimproto::kSend, sendbuff, nullptr, count, datatype, peer, comm, &p);
-  return Submit("ncclSend", r, p);
+  return Submit("ncclSend", r, p, stream);
 }
 
-ncclResult_t Recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t) {
+ncclResult_t Recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
   PendingOp p;
   ncclResult_t r = BuildP2p("ncclRecv", shimproto::kRecv, nullptr, recvbuff, count, datatype, peer, comm, &p);
-  return Submit("ncclRecv", r, p);
+  return Submit("ncclRecv", r, p, stream);
 }
 
 ncclResult_t AlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,

@@ -14,6 +14,7 @@
 
 #include "common/shim_protocol.h"
 #include "daemon_connection.h"
+#include "device_path.h"
 #include "nccl.h"
 #include "staging_buffer.h"
 
@@ -55,6 +56,7 @@ struct ncclComm {
   std::thread init_thread;
 
   std::mutex op_mu;  // one request at a time on this rank's connection
+  conduit::DevicePath device_path;  // device buffers on this connection (under op_mu)
   uint64_t split_generation = 0;
   uint64_t shrink_generation = 0;
   std::mutex redop_mu;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/staging_control.h"
+#include "device_path.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
 #include "streaming.h"
@@ -56,6 +57,114 @@ ncclResult_t ResolveRedOp(const char* call, ncclComm* comm, ncclRedOp_t op, nccl
   return ncclSuccess;
 }
 
+// What went out on one communicator's connection, for reading its reply.
+struct Sent {
+  bool streamed = false;
+  bool device = false;              // a device group: the reply carries the done event
+  cudaStream_t device_stream = nullptr;
+  std::vector<PendingOp*> staged;   // ops whose results come back with CUDA copies
+};
+
+// Waits for the staged copies of `ops`, once per stream.
+Status SyncStagedStreams(const std::vector<PendingOp*>& ops) {
+  std::vector<cudaStream_t> done;
+  for (const PendingOp* op : ops) {
+    if (std::find(done.begin(), done.end(), op->stream) != done.end()) continue;
+    done.push_back(op->stream);
+    CONDUIT_RETURN_IF_ERROR(SyncStaged(*op));
+  }
+  return Status::Ok();
+}
+
+// Lays out one communicator's ops and sends its Group request (device_path.h for what
+// device and staged ops add).
+Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
+  bool any_device = false;
+  for (const PendingOp* op : list) any_device |= op->place == MemoryKind::kDevice;
+  if (any_device) CONDUIT_RETURN_IF_ERROR(comm->device_path.Prepare(*comm->conn, list));
+  size_t total = 0;
+  const PendingOp* first_device = nullptr;
+  for (PendingOp* op : list) {
+    if (op->place == MemoryKind::kDevice) {
+      op->desc.flags = shimproto::kOpDevice;
+      op->desc.offset = 0;
+      if (first_device != nullptr && op->stream != first_device->stream) {
+        return InvalidUsage("device buffers of one communicator in one group must use one stream");
+      }
+      if (first_device == nullptr) first_device = op;
+      continue;
+    }
+    op->desc.flags = 0;
+    op->desc.offset = kStagingControlBytes + total;
+    total += AlignUp(op->region_bytes);
+    if (op->place == MemoryKind::kStaged) sent->staged.push_back(op);
+  }
+  CONDUIT_RETURN_IF_ERROR(comm->staging.Reserve(total, *comm->conn));
+  sent->streamed = CanStream(list);
+  sent->device = first_device != nullptr;
+  const size_t device_bytes =
+      sent->device ? sizeof(shimproto::DeviceGroupHeader) + list.size() * sizeof(shimproto::DeviceOpRef) : 0;
+  std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc) + device_bytes);
+  shimproto::GroupRequest head{static_cast<uint32_t>(list.size()),
+                               (sent->streamed ? shimproto::kGroupStreamed : 0) | (sent->device ? shimproto::kGroupDevice : 0)};
+  memcpy(request.data(), &head, sizeof(head));
+  if (sent->streamed) ResetForStreaming(comm->staging.data());
+  uint8_t* descs = request.data() + sizeof(head);
+  for (size_t i = 0; i < list.size(); ++i) {
+    PendingOp* op = list[i];
+    if (op->place == MemoryKind::kHost && !sent->streamed && op->in_bytes > 0) {
+      memcpy(comm->staging.data() + op->desc.offset + op->in_at, op->in, op->in_bytes);
+    } else if (op->place == MemoryKind::kStaged) {
+      CONDUIT_RETURN_IF_ERROR(StageIn(*op, comm->staging.data()));
+    }
+    memcpy(descs + i * sizeof(shimproto::OpDesc), &op->desc, sizeof(op->desc));
+  }
+  // The daemon reads staged inputs as soon as the request arrives.
+  CONDUIT_RETURN_IF_ERROR(SyncStagedStreams(sent->staged));
+  if (sent->device) {
+    shimproto::DeviceGroupHeader dev;
+    const BufferInfo& info = first_device->in_bytes > 0 ? first_device->in_info : first_device->out_info;
+    CONDUIT_RETURN_IF_ERROR(comm->device_path.RecordReady(first_device->stream, info.device, info.context, &dev));
+    sent->device_stream = first_device->stream;
+    uint8_t* p = descs + list.size() * sizeof(shimproto::OpDesc);
+    memcpy(p, &dev, sizeof(dev));
+    p += sizeof(dev);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const shimproto::DeviceOpRef ref = list[i]->place == MemoryKind::kDevice ? list[i]->ref : shimproto::DeviceOpRef{};
+      memcpy(p + i * sizeof(ref), &ref, sizeof(ref));
+    }
+  }
+  return comm->conn->SendRequest(shimproto::kGroup, request.data(), request.size());
+}
+
+// After a successful reply: results to the program's buffers (or its stream ordered after
+// the daemon's work).
+Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Sent& sent, const Frame& reply,
+                   std::optional<OutputPump>& pump) {
+  if (pump) {
+    pump->CopyRest();
+    return Status::Ok();
+  }
+  for (PendingOp* op : list) {
+    if (op->place == MemoryKind::kHost && op->out_bytes > 0) {
+      memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->out_bytes);
+    } else if (op->place == MemoryKind::kStaged) {
+      CONDUIT_RETURN_IF_ERROR(StageOut(*op, comm->staging.data()));
+    }
+  }
+  // The segment is reused by the next request: staged copies out of it finish first.
+  CONDUIT_RETURN_IF_ERROR(SyncStagedStreams(sent.staged));
+  if (sent.device) {
+    shimproto::DeviceGroupReplyTail tail;
+    if (reply.payload.size() != sizeof(shimproto::GroupReply) + sizeof(tail)) {
+      return SystemError("malformed reply to a device group (%zu bytes)", reply.payload.size());
+    }
+    memcpy(&tail, reply.payload.data() + sizeof(shimproto::GroupReply), sizeof(tail));
+    CONDUIT_RETURN_IF_ERROR(comm->device_path.WaitDone(sent.device_stream, tail));
+  }
+  return Status::Ok();
+}
+
 // Runs a batch: all requests are sent before any reply is read, so a thread driving
 // several communicators (ncclCommInitAll style) never waits on itself.
 ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
@@ -63,8 +172,8 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   for (auto& op : ops) by_comm[op.comm].push_back(&op);
   std::vector<std::unique_lock<std::mutex>> locks;
   ncclResult_t result = ncclSuccess;
-  std::vector<ncclComm*> sent;
-  std::map<ncclComm*, bool> streamed;
+  std::vector<ncclComm*> sent_to;
+  std::map<ncclComm*, Sent> sent;
   for (auto& [comm, list] : by_comm) {
     ncclResult_t init = WaitInit(comm);
     if (init != ncclSuccess) {
@@ -72,58 +181,29 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       break;
     }
     locks.emplace_back(comm->op_mu);
-    size_t total = 0;
-    for (PendingOp* op : list) {
-      op->desc.offset = kStagingControlBytes + total;
-      total += AlignUp(op->region_bytes);
-    }
-    Status st = comm->staging.Reserve(total, *comm->conn);
-    const bool stream = CanStream(list);
-    std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc));
-    if (st.ok()) {
-      shimproto::GroupRequest head{static_cast<uint32_t>(list.size()), stream ? shimproto::kGroupStreamed : 0};
-      memcpy(request.data(), &head, sizeof(head));
-      if (stream) ResetForStreaming(comm->staging.data());
-      for (size_t i = 0; i < list.size(); ++i) {
-        PendingOp* op = list[i];
-        if (!stream && op->in_bytes > 0) {
-          memcpy(comm->staging.data() + op->desc.offset + op->in_at, op->in, op->in_bytes);
-        }
-        memcpy(request.data() + sizeof(head) + i * sizeof(shimproto::OpDesc), &op->desc, sizeof(op->desc));
-      }
-      st = comm->conn->SendRequest(shimproto::kGroup, request.data(), request.size());
-    }
+    Status st = SendGroup(comm, list, &sent[comm]);
     if (!st.ok()) {
-      comm->async_error = st.code();
+      if (st.code() == ncclSystemError || st.code() == ncclRemoteError) comm->async_error = st.code();
       result = Fail(call, st);
       break;
     }
     // The daemon is already waiting for these bytes and starts on the first ones.
-    if (stream) StreamInput(comm->staging.data(), *list[0]);
-    streamed[comm] = stream;
-    sent.push_back(comm);
+    if (sent[comm].streamed) StreamInput(comm->staging.data(), *list[0]);
+    sent_to.push_back(comm);
   }
   // Every request that went out gets its reply read, even after a failure elsewhere, so
   // no connection is left with an unread reply.
-  for (ncclComm* comm : sent) {
+  for (ncclComm* comm : sent_to) {
     std::vector<PendingOp*>& list = by_comm[comm];
     std::optional<OutputPump> pump;
-    if (streamed[comm]) {
+    if (sent[comm].streamed) {
       pump.emplace(comm->staging.data(), comm->staging.size(), *list[0]);
       pump->PumpUntilReply(comm->conn->fd(), Deadline::AfterMs(3ll * comm->conn->daemon_timeout_ms() + 30000));
     }
     Frame reply;
     Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply);
-    if (st.ok()) {
-      if (pump) {
-        pump->CopyRest();
-        continue;
-      }
-      for (PendingOp* op : list) {
-        if (op->out_bytes > 0) memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->out_bytes);
-      }
-      continue;
-    }
+    if (st.ok()) st = FinishGroup(comm, list, sent[comm], reply, pump);
+    if (st.ok()) continue;
     if (st.code() == ncclRemoteError || st.code() == ncclSystemError) comm->async_error = st.code();
     ncclResult_t code = Fail(call, Status(st.code(), "rank " + std::to_string(comm->rank) + ": " + st.message()));
     if (result == ncclSuccess) result = code;

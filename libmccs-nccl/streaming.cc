@@ -31,7 +31,8 @@ bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && ki
 }  // namespace
 
 bool CanStream(const std::vector<PendingOp*>& ops) {
-  return ops.size() == 1 && IsCollectiveKind(ops[0]->desc.kind) && ops[0]->region_bytes >= StreamMinBytes();
+  return ops.size() == 1 && IsCollectiveKind(ops[0]->desc.kind) && ops[0]->place == MemoryKind::kHost &&
+         ops[0]->region_bytes >= StreamMinBytes();
 }
 
 void ResetForStreaming(uint8_t* segment) {

@@ -14,8 +14,8 @@
 
 namespace conduit {
 
-// Whether a group's ops for one communicator should stream: exactly one collective, big
-// enough that overlapping its copies beats the wakeups streaming costs.
+// Whether a group's ops for one communicator should stream: exactly one collective on
+// host memory, big enough that overlapping its copies beats the wakeups streaming costs.
 bool CanStream(const std::vector<PendingOp*>& ops);
 
 // Before the request goes out: no input yet, no output chunk done.

@@ -7,6 +7,7 @@
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
+#include "gpu/comm_stream.h"
 #include "policy/tenant_pacer.h"
 #include "reduce/reduce.h"
 
@@ -205,6 +206,11 @@ void Communicator::Leave(int rank, bool graceful) {
 
 Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const {
   if (op.kind < shimproto::kAllReduce || op.kind > shimproto::kRecv) return InvalidArgument("unknown op kind %u", op.kind);
+  if ((op.flags & ~shimproto::kOpDevice) != 0) return InvalidArgument("unknown op flags 0x%x", op.flags);
+  const bool device = (op.flags & shimproto::kOpDevice) != 0;
+  if (device && !IsCollective(op.kind)) {
+    return InvalidArgument("%s on device buffers must be staged through the segment", OpKindName(op.kind));
+  }
   if (!IsValidDataType(op.dtype)) return InvalidArgument("invalid ncclDataType_t %u", op.dtype);
   if (op.redop > shimproto::kRedOpPreMulSum) return InvalidArgument("invalid reduction op %u", op.redop);
   const bool rooted = op.kind == shimproto::kBroadcast || op.kind == shimproto::kReduce ||
@@ -222,7 +228,8 @@ Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimpr
       __builtin_add_overflow(bytes, op.offset, &end)) {
     return InvalidArgument("op size overflows (count %llu)", static_cast<unsigned long long>(op.count));
   }
-  if (bytes > 0 && end > buffer.size) {
+  // A device op's buffers were checked against their registered sizes by the session.
+  if (!device && bytes > 0 && end > buffer.size) {
     return InvalidArgument("op needs bytes [%llu, %llu) of the shared segment but rank %d attached %zu bytes",
                            static_cast<unsigned long long>(op.offset), static_cast<unsigned long long>(end), rank,
                            buffer.size);
@@ -246,6 +253,10 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     Status st = ValidateOp(rank, buffer, ops[i]);
+    if (st.ok() && (ops[i].flags & shimproto::kOpDevice) &&
+        (context.device_ops == nullptr || context.device_ops->size() != ops.size() || context.streamed)) {
+      st = InvalidArgument("a device op outside a (non-streamed) device group");
+    }
     if (!st.ok()) {
       *failed_op = static_cast<int>(i);
       return st;
@@ -268,8 +279,12 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     note(i, SendP2p(rank, buffer, ops[i], &ticket));
     if (ticket) tickets.push_back(std::move(ticket));
   }
+  bool ran_on_device = false;
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
-    if (IsCollective(ops[i].kind)) note(i, RunCollective(rank, buffer, ops[i], context));
+    if (!IsCollective(ops[i].kind)) continue;
+    const bool device = (ops[i].flags & shimproto::kOpDevice) != 0;
+    note(i, RunCollective(rank, buffer, ops[i], context, device ? &(*context.device_ops)[i] : nullptr));
+    ran_on_device |= device;
   }
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     const auto& op = ops[i];
@@ -282,6 +297,11 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     if (!st.ok() && first.ok()) first = st;
   }
   if (!first.ok() && first.code() != ncclInvalidUsage) Abort(first);
+  if (first.ok() && ran_on_device && context.done_event != nullptr) {
+    // device_ exists (the collective that created it ran) and is replaced only by ~Communicator.
+    std::lock_guard<std::mutex> lock(mu_);
+    *context.done_event = device_->done_handle();
+  }
   return first;
 }
 
@@ -374,9 +394,12 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, ui
 }
 
 Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
-                                   const GroupContext& context) {
-  CollRequest request{rank, buffer, op, context.streamed ? ControlOf(buffer.base) : nullptr, context.session_fd,
-                      false, Status()};
+                                   const GroupContext& context, const DeviceOpBuffers* device) {
+  CollRequest request{rank,   buffer,
+                      op,     context.streamed ? ControlOf(buffer.base) : nullptr,
+                      context.session_fd, device,
+                      device != nullptr ? context.ready_event : nullptr, false,
+                      Status()};
   std::unique_lock<std::mutex> lock(mu_);
   pending_[LocalIndex(rank)].push_back(&request);
   cv_.notify_all();

@@ -29,10 +29,15 @@
 #include "common/shim_protocol.h"
 #include "common/staging_control.h"
 #include "common/status.h"
+#include "cuda/cuda_abi.h"
 #include "policy/fabric.h"
 #include "transport/link.h"
 
 namespace conduit {
+
+namespace gpu {
+class CommStream;
+}
 
 struct CommOptions {
   int timeout_ms = 300000;
@@ -50,12 +55,29 @@ struct RankBuffer {
   size_t size = 0;
 };
 
+// Where a device op's data lives (shim protocol, "Device buffers"): program allocations
+// mapped into the daemon (gpu/ipc_memory.h). An address is 0 when this rank has no such
+// buffer in the op (a broadcast's non-root input, a reduce's non-root output).
+struct DeviceOpBuffers {
+  uint64_t send = 0;  // device address (in the daemon) of the op's input
+  int send_device = -1;
+  uint64_t recv = 0;  // of its output
+  int recv_device = -1;
+  int stream_device = -1;  // the GPU of the program's stream
+  std::vector<std::shared_ptr<const void>> keep;  // the mappings, held while the op runs
+};
+
 // How one group request's data reaches the daemon.
 struct GroupContext {
   // The shim is still copying the inputs and copies outputs out as they become final
   // (StagingControl at the start of the segment). Only for a group of one collective.
   bool streamed = false;
   int session_fd = -1;  // the program's connection, to notice it dying mid-copy
+  // A device group: per op its device buffers (used by ops flagged kOpDevice), the event
+  // the program recorded on its stream, and where to put the event its stream waits on.
+  const std::vector<DeviceOpBuffers>* device_ops = nullptr;
+  cuda::CUevent ready_event = nullptr;
+  cuda::IpcEventHandle* done_event = nullptr;
 };
 
 struct Membership {
@@ -152,6 +174,8 @@ class Communicator {
     shimproto::OpDesc op;
     StagingControl* control = nullptr;  // set for streamed groups
     int session_fd = -1;
+    const DeviceOpBuffers* device = nullptr;  // set for device ops
+    cuda::CUevent ready = nullptr;            // device ops: the program's ready event
     bool done = false;
     Status status;
   };
@@ -173,9 +197,18 @@ class Communicator {
   };
 
   Deadline OpDeadline() const { return Deadline::AfterMs(options_.timeout_ms); }
-  Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op, const GroupContext& context);
+  Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op, const GroupContext& context,
+                       const DeviceOpBuffers* device);
   // Runs one collective under `config`; *algorithm names the inter-host algorithm it used.
   Status Execute(const std::vector<CollRequest*>& batch, const CommConfig& config, const char** algorithm);
+  // Execute for device buffers (device_collective.cc): combined on this host's GPU, across
+  // hosts through pinned host memory.
+  Status ExecuteOnDevice(const std::vector<CollRequest*>& batch, const CommConfig& config, const char** algorithm);
+  // The inter-host part of a collective on this host's combined data at `work`, with the
+  // configuration's ring and the tenant policy's pacing. ensure/finalize: HostGroup's.
+  Status CrossHosts(const shimproto::OpDesc& op, const CommConfig& config, uint8_t* work,
+                    SendGate ensure,
+                    std::function<void(const uint8_t*, size_t)> finalize, const char** algorithm);
   // The inter-host part of Execute; `position[host]` is the host's ring position.
   Status RunInterHost(const shimproto::OpDesc& op, const HostGroup& group, const std::vector<int>& position,
                       const std::string& algo, uint8_t* work, const char** algorithm);
@@ -252,6 +285,7 @@ class Communicator {
   // Only the thread holding the running_ token touches these.
   uint64_t tenant_generation_ = 0;
   std::shared_ptr<TenantState> tenant_;
+  std::unique_ptr<gpu::CommStream> device_;  // created by the first device collective
 };
 
 }  // namespace conduit

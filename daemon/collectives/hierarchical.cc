@@ -53,17 +53,30 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
                           op.dtype, op.redop, op.peer, OpKindName(o.kind), static_cast<unsigned long long>(o.count),
                           o.dtype, o.redop, o.peer);
     }
+    if ((r->device != nullptr) != (batch[0]->device != nullptr)) {
+      return InvalidUsage("ranks %d and %d on one host passed %s and %s buffers to one collective; Conduit needs the "
+                          "same kind on a host (device memory that cannot be shared is staged by the program)",
+                          batch[0]->rank, r->rank, batch[0]->device ? "device" : "host", r->device ? "device" : "host");
+    }
   }
-  const int nhosts = static_cast<int>(membership_.host_addrs.size());
-  const int me = membership_.my_host;
+  if (batch[0]->device != nullptr) return ExecuteOnDevice(batch, config, algorithm);
 
   std::vector<StageRank> ranks;
   for (const CollRequest* r : batch) {
     ranks.push_back(StageRank{r->rank, r->buffer.base, r->buffer.size, r->op, r->control, r->session_fd});
   }
   LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); });
-  uint8_t* work = stage.work();
+  CONDUIT_RETURN_IF_ERROR(CrossHosts(
+      op, config, stage.work(),
+      [&stage](const void* p, size_t n) { return stage.EnsureAt(static_cast<const uint8_t*>(p), n); },
+      [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); }, algorithm));
+  return stage.Finish();
+}
 
+Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& config, uint8_t* work, SendGate ensure,
+                                std::function<void(const uint8_t*, size_t)> finalize, const char** algorithm) {
+  const int nhosts = static_cast<int>(membership_.host_addrs.size());
+  const int me = membership_.my_host;
   // The algorithms see hosts in ring order: position p is host config.ring[p].
   std::vector<int> position(nhosts);
   for (int p = 0; p < nhosts; ++p) position[config.ring[p]] = p;
@@ -73,8 +86,8 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
   for (int p = 0; p < nhosts; ++p) group.links.push_back(coll_links_[config.ring[p]].link.get());
   group.chunk_bytes = options_.chunk_bytes;
   group.deadline = OpDeadline();
-  group.ensure = [&stage](const void* p, size_t n) { return stage.EnsureAt(static_cast<const uint8_t*>(p), n); };
-  group.finalize = [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); };
+  group.ensure = std::move(ensure);
+  group.finalize = std::move(finalize);
 
   // Tenant policy: pace this host's sends (cap, yield) and tell lower priorities we are busy.
   std::shared_ptr<TenantState> tenant = nhosts > 1 ? CurrentTenant() : nullptr;
@@ -89,8 +102,7 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
   Status st = RunInterHost(op, group, position, config.allreduce_algo, work, algorithm);
   if (priority > 0) fabric_->tenants().board().Exit(priority);
   for (Link* l : group.links) if (l != nullptr) l->SetPacer(nullptr);
-  CONDUIT_RETURN_IF_ERROR(st);
-  return stage.Finish();
+  return st;
 }
 
 Status Communicator::RunInterHost(const shimproto::OpDesc& op, const HostGroup& group, const std::vector<int>& position,

@@ -8,6 +8,7 @@
 #ifndef CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_
 #define CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "common/frame.h"
@@ -34,6 +35,15 @@ enum MsgType : uint16_t {
   kGroupReply = 10,
   kCommDestroy = 11,
   kCommDestroyReply = 12,
+  // Device buffers (docs/shim-protocol.md, "Device buffers"). A daemon that predates them
+  // answers "unknown request type"; one without GPU support answers DeviceInfo with
+  // supported = 0 and refuses the others.
+  kDeviceInfo = 13,
+  kDeviceInfoReply = 14,
+  kRegisterBuffer = 15,
+  kRegisterBufferReply = 16,
+  kReleaseBuffer = 17,
+  kReleaseBufferReply = 18,
 };
 
 struct HelloRequest {
@@ -107,7 +117,7 @@ struct OpDesc {
   uint8_t kind;
   uint8_t dtype;
   uint8_t redop;
-  uint8_t flags;
+  uint8_t flags;  // kOpDevice, else 0
   int32_t peer;  // root for Broadcast/Reduce, peer for Send/Recv, else 0
   uint64_t count;
   uint64_t offset;
@@ -115,8 +125,12 @@ struct OpDesc {
 };
 static_assert(sizeof(OpDesc) == 32);
 
+// OpDesc::flags.
+inline constexpr uint8_t kOpDevice = 1;  // data in registered device buffers (DeviceOpRef), not the segment
+
 // GroupRequest::flags.
 inline constexpr uint32_t kGroupStreamed = 1;  // see common/staging_control.h
+inline constexpr uint32_t kGroupDevice = 2;    // DeviceGroupHeader and DeviceOpRefs follow the ops
 
 // Followed by nops OpDesc. Collectives run in order; sends and receives of the group
 // progress together, so any grouped point-to-point pattern completes.
@@ -133,6 +147,60 @@ struct GroupReply {
 
 struct CommDestroyReply {
   WireStatus status;
+};
+
+// ---- Device buffers ----
+
+inline constexpr size_t kIpcHandleBytes = 64;  // a CUDA IPC memory or event handle
+
+struct DeviceUuid {
+  uint8_t bytes[16];
+};
+
+// Followed by ndevices DeviceUuid: the GPUs this daemon can reach.
+struct DeviceInfoReply {
+  WireStatus status;
+  uint32_t supported;  // 1: RegisterBuffer and device groups are served
+  int32_t ndevices;
+  int32_t driver_version;  // cuDriverGetVersion, 0 without a driver
+  uint32_t reserved;
+  char reason[128];  // why not, when supported == 0
+};
+
+// Shares one device allocation (the whole of it, as cuMemGetAddressRange finds it).
+struct RegisterBufferRequest {
+  uint64_t buffer_id;  // the driver's process-unique id of the allocation
+  uint64_t size;       // bytes of the allocation
+  DeviceUuid device;   // the GPU it lives on
+  uint8_t ipc_handle[kIpcHandleBytes];  // cuIpcGetMemHandle of its base
+};
+
+// The program no longer uses the allocation (it was freed; its id will not come back).
+struct ReleaseBufferRequest {
+  uint64_t buffer_id;
+};
+
+// After the OpDescs of a group with kGroupDevice.
+struct DeviceGroupHeader {
+  uint8_t ready_event[kIpcHandleBytes];  // IPC event the program recorded on its stream
+  DeviceUuid device;                     // the GPU of that stream
+};
+
+// After DeviceGroupHeader: one per op. For a kOpDevice op, where its data is (registered
+// buffer id and byte offset in it; the op reads `send` and writes `recv`, in place when
+// they are the same); all zero for other ops.
+struct DeviceOpRef {
+  uint64_t send_id;
+  uint64_t send_offset;
+  uint64_t recv_id;
+  uint64_t recv_offset;
+};
+static_assert(sizeof(DeviceOpRef) == 32);
+
+// Appended to the GroupReply of a successful device group: the program's stream waits on
+// this IPC event, which the daemon recorded after the group's last device op.
+struct DeviceGroupReplyTail {
+  uint8_t done_event[kIpcHandleBytes];
 };
 
 }  // namespace conduit::shimproto

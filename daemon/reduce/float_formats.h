@@ -7,11 +7,14 @@
 //
 // Every encoder rounds to nearest, ties to even, using the default floating-point
 // environment (no FTZ/DAZ, round-to-nearest), which is what the daemon runs with.
+//
+// This header is also CUDA device code: the daemon's GPU kernels (gpu/reduce_kernels.cu)
+// are compiled at run time by NVRTC from this very text, so host and GPU reductions
+// share one definition (portable_types.h supplies what NVRTC lacks).
 #ifndef CONDUIT_DAEMON_REDUCE_FLOAT_FORMATS_H_
 #define CONDUIT_DAEMON_REDUCE_FLOAT_FORMATS_H_
 
-#include <bit>
-#include <cstdint>
+#include "reduce/portable_types.h"
 
 namespace conduit {
 namespace reduce_internal {
@@ -50,14 +53,14 @@ struct E4M3Format {
 };
 
 template <typename F>
-inline float DecodeNarrow(uint32_t v) {
+CONDUIT_HD float DecodeNarrow(uint32_t v) {
   constexpr int kBits = F::kExpBits + F::kMantBits;
   constexpr int kShift = 23 - F::kMantBits;
   constexpr uint32_t kMagMask = (1u << kBits) - 1;
   constexpr uint32_t kExpAllOnes = ((1u << F::kExpBits) - 1) << F::kMantBits;
   // Weight of one subnormal step, 2^(1 - bias - mant_bits), built from its bits.
   constexpr float kSubnormalUnit =
-      std::bit_cast<float>(static_cast<uint32_t>(127 + 1 - F::kBias - F::kMantBits) << 23);
+      BitCast<float>(static_cast<uint32_t>(127 + 1 - F::kBias - F::kMantBits) << 23);
 
   const uint32_t sign = ((v >> kBits) & 1u) << 31;
   const uint32_t mag = v & kMagMask;
@@ -76,12 +79,12 @@ inline float DecodeNarrow(uint32_t v) {
   // (Signed int32 compares and conversions throughout: baseline SSE2 has no
   // unsigned ones, and every value here is far below 2^31.)
   const float sub = static_cast<float>(static_cast<int32_t>(mag)) * kSubnormalUnit;
-  bits = static_cast<int32_t>(mag) < (1 << F::kMantBits) ? std::bit_cast<uint32_t>(sub) : bits;
-  return std::bit_cast<float>(bits | sign);
+  bits = static_cast<int32_t>(mag) < (1 << F::kMantBits) ? BitCast<uint32_t>(sub) : bits;
+  return BitCast<float>(bits | sign);
 }
 
 template <typename F>
-inline uint32_t EncodeNarrow(float f) {
+CONDUIT_HD uint32_t EncodeNarrow(float f) {
   constexpr int kBits = F::kExpBits + F::kMantBits;
   constexpr int kShift = 23 - F::kMantBits;
   // Float bit pattern of the smallest normal of the narrow format.
@@ -90,9 +93,9 @@ inline uint32_t EncodeNarrow(float f) {
   // magnitude makes the FPU do the round-to-nearest-even for us.
   constexpr uint32_t kMagicBits =
       static_cast<uint32_t>(127 + 24 - F::kBias - F::kMantBits) << 23;
-  constexpr float kMagic = std::bit_cast<float>(kMagicBits);
+  constexpr float kMagic = BitCast<float>(kMagicBits);
 
-  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t x = BitCast<uint32_t>(f);
   const uint32_t sign = (x >> (31 - kBits)) & (1u << kBits);
   const uint32_t ax = x & 0x7fffffffu;
 
@@ -107,7 +110,7 @@ inline uint32_t EncodeNarrow(float f) {
   normal = static_cast<int32_t>(normal) > static_cast<int32_t>(F::kMaxCode) ? F::kMaxCode : normal;
 
   const uint32_t sub =
-      std::bit_cast<uint32_t>(std::bit_cast<float>(ax) + kMagic) - kMagicBits;
+      BitCast<uint32_t>(BitCast<float>(ax) + kMagic) - kMagicBits;
 
   const int32_t sax = static_cast<int32_t>(ax);  // ax < 2^31: signed compares are exact.
   uint32_t r = sax < static_cast<int32_t>(kMinNormal) ? sub : normal;
@@ -115,10 +118,10 @@ inline uint32_t EncodeNarrow(float f) {
   return r | sign;
 }
 
-inline float DecodeBf16(uint32_t b) { return std::bit_cast<float>(b << 16); }
+CONDUIT_HD float DecodeBf16(uint32_t b) { return BitCast<float>(b << 16); }
 
-inline uint32_t EncodeBf16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
+CONDUIT_HD uint32_t EncodeBf16(float f) {
+  const uint32_t x = BitCast<uint32_t>(f);
   // Round half to even on the 16 dropped bits; overflow carries into inf as it should.
   const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   // NaN: truncate but force the quiet bit, so a payload living only in the low

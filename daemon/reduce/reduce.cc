@@ -2,127 +2,40 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
-#include "reduce/float_formats.h"
+#include "reduce/element_ops.h"
 
 // Everything below is templated on an element "encoding" (how a stored element is
-// widened for arithmetic and narrowed back) and an operator, and instantiated once
-// per (type, op) behind a switch. The inner loops are plain restrict-qualified loops
-// over typed pointers so the compiler vectorizes them; keep them free of calls that
-// are not inlined and of data-dependent branches.
+// widened for arithmetic and narrowed back) and an operator (both in element_ops.h,
+// // shared with the GPU kernels), and instantiated once per (type, op) behind a switch.
+// The inner loops are plain restrict-qualified loops over typed pointers so the
+// compiler vectorizes them; keep them free of calls that are not inlined and of
+// data-dependent branches.
 
 namespace conduit {
 namespace {
 
-using reduce_internal::DecodeBf16;
-using reduce_internal::DecodeNarrow;
+using reduce_internal::Bf16;
+using reduce_internal::CombineElement;
+using reduce_internal::DivideElement;
 using reduce_internal::E4M3Format;
 using reduce_internal::E5M2Format;
-using reduce_internal::EncodeBf16;
-using reduce_internal::EncodeNarrow;
 using reduce_internal::HalfFormat;
-
-// ---- Element encodings ----
-
-template <typename T>
-struct Native {
-  using Storage = T;
-  using Compute = T;
-  static T Load(T v) { return v; }
-  static T Store(T v) { return v; }
-};
-
-// Narrow floats are combined in float. One float operation followed by one rounding
-// to the narrow format gives the correctly rounded result, because float has more
-// than twice the precision (plus two bits) of any of them, so double rounding is
-// harmless for +, * and /.
-template <typename F, typename S>
-struct NarrowFloat {
-  using Storage = S;
-  using Compute = float;
-  static float Load(S v) { return DecodeNarrow<F>(v); }
-  static S Store(float f) { return static_cast<S>(EncodeNarrow<F>(f)); }
-};
-
-struct Bf16 {
-  using Storage = uint16_t;
-  using Compute = float;
-  static float Load(uint16_t v) { return DecodeBf16(v); }
-  static uint16_t Store(float f) { return static_cast<uint16_t>(EncodeBf16(f)); }
-};
-
-// ---- Arithmetic ----
-
-// Integer sums and products are computed in an unsigned type at least as wide as
-// int: signed overflow would be UB, and a small unsigned type would promote to
-// (signed) int and could overflow there. Converting back is modular (C++20).
-template <typename T>
-using WideUnsigned = decltype(std::make_unsigned_t<T>{} + 0u);
-
-template <typename T>
-inline T Add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using W = WideUnsigned<T>;
-    return static_cast<T>(static_cast<W>(a) + static_cast<W>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename T>
-inline T Mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using W = WideUnsigned<T>;
-    return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
-  } else {
-    return a * b;
-  }
-}
-
-// Max and min propagate NaN from either side (std::max would drop it when it is
-// the second argument). `a != a` is a NaN test that the vectorizer understands.
-template <typename T>
-inline T Max(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return (a > b || a != a) ? a : b;
-  } else {
-    return a > b ? a : b;
-  }
-}
-
-template <typename T>
-inline T Min(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return (a < b || a != a) ? a : b;
-  } else {
-    return a < b ? a : b;
-  }
-}
-
-struct SumOp {
-  template <typename T>
-  static T Apply(T a, T b) { return Add(a, b); }
-};
-struct ProdOp {
-  template <typename T>
-  static T Apply(T a, T b) { return Mul(a, b); }
-};
-struct MaxOp {
-  template <typename T>
-  static T Apply(T a, T b) { return Max(a, b); }
-};
-struct MinOp {
-  template <typename T>
-  static T Apply(T a, T b) { return Min(a, b); }
-};
+using reduce_internal::MaxOp;
+using reduce_internal::MinOp;
+using reduce_internal::NarrowFloat;
+using reduce_internal::Native;
+using reduce_internal::Num;
+using reduce_internal::ProdOp;
+using reduce_internal::ScaleElement;
+using reduce_internal::SumOp;
 
 // ---- Loops ----
 
 template <typename E, typename Op>
 void Combine3(typename E::Storage* __restrict out, const typename E::Storage* __restrict a,
               const typename E::Storage* __restrict b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = E::Store(Op::Apply(E::Load(a[i]), E::Load(b[i])));
+  for (size_t i = 0; i < n; ++i) out[i] = CombineElement<E, Op>(a[i], b[i]);
 }
 
 // acc is the left operand when kAccOnLeft, else the right one; the order matters
@@ -132,39 +45,24 @@ template <typename E, typename Op, bool kAccOnLeft>
 void CombineInto(typename E::Storage* __restrict acc, const typename E::Storage* __restrict in,
                  size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    const typename E::Compute x = E::Load(acc[i]);
-    const typename E::Compute y = E::Load(in[i]);
-    acc[i] = E::Store(kAccOnLeft ? Op::Apply(x, y) : Op::Apply(y, x));
+    acc[i] = kAccOnLeft ? CombineElement<E, Op>(acc[i], in[i]) : CombineElement<E, Op>(in[i], acc[i]);
   }
 }
 
 // out == a == b: no restrict is possible. Rare (x op x), so unoptimized is fine.
 template <typename E, typename Op>
 void CombineSelf(typename E::Storage* buf, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const typename E::Compute x = E::Load(buf[i]);
-    buf[i] = E::Store(Op::Apply(x, x));
-  }
+  for (size_t i = 0; i < n; ++i) buf[i] = CombineElement<E, Op>(buf[i], buf[i]);
 }
 
 template <typename E>
 void ScaleLoop(typename E::Storage* __restrict buf, size_t n, typename E::Compute s) {
-  for (size_t i = 0; i < n; ++i) buf[i] = E::Store(Mul(E::Load(buf[i]), s));
+  for (size_t i = 0; i < n; ++i) buf[i] = ScaleElement<E>(buf[i], s);
 }
 
 template <typename E>
 void DivideLoop(typename E::Storage* __restrict buf, size_t n, int divisor) {
-  using C = typename E::Compute;
-  if constexpr (std::is_integral_v<C>) {
-    // Widen to 64 bits so the divisor is never truncated to a small type; the
-    // quotient always fits back because divisor >= 1 (checked by the caller).
-    using W = std::conditional_t<std::is_signed_v<C>, int64_t, uint64_t>;
-    const W d = static_cast<W>(divisor);
-    for (size_t i = 0; i < n; ++i) buf[i] = static_cast<C>(static_cast<W>(buf[i]) / d);
-  } else {
-    const C d = static_cast<C>(divisor);
-    for (size_t i = 0; i < n; ++i) buf[i] = E::Store(E::Load(buf[i]) / d);
-  }
+  for (size_t i = 0; i < n; ++i) buf[i] = DivideElement<E>(buf[i], divisor);
 }
 
 // ---- Alignment ----
@@ -248,7 +146,7 @@ void Divide(void* buf, size_t n, int divisor) {
   // ncclAvg divides by the rank count, which is positive. An integer division by
   // zero would be UB and a negative divisor is meaningless for the unsigned types,
   // so integer buffers are left alone then; floats follow IEEE.
-  if (std::is_integral_v<typename E::Compute> && divisor <= 0) return;
+  if (Num<typename E::Compute>::kInteger && divisor <= 0) return;
   InPlace<S>(buf, n, [divisor](S* p, size_t m) { DivideLoop<E>(p, m, divisor); });
 }
 

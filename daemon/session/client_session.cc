@@ -22,8 +22,8 @@ bool ParseExact(const Frame& frame, T* out) {
 
 }  // namespace
 
-ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe)
-    : fd_(std::move(fd)), registry_(registry), policy_(policy), exe_(std::move(exe)) {}
+ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid)
+    : fd_(std::move(fd)), registry_(registry), policy_(policy), exe_(std::move(exe)), device_(pid) {}
 
 ClientSession::~ClientSession() {
   // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
@@ -79,6 +79,19 @@ void ClientSession::Run() {
         break;
       case shimproto::kGroup:
         st = HandleGroup(frame);
+        break;
+      case shimproto::kDeviceInfo: {
+        std::vector<uint8_t> reply = DeviceSession::InfoReply();
+        st = frame.payload.empty()
+                 ? Reply(shimproto::kDeviceInfoReply, reply.data(), reply.size())
+                 : ReplyStatus(shimproto::kDeviceInfoReply, InvalidArgument("DeviceInfo takes no payload"));
+        break;
+      }
+      case shimproto::kRegisterBuffer:
+        st = HandleRegisterBuffer(frame);
+        break;
+      case shimproto::kReleaseBuffer:
+        st = HandleReleaseBuffer(frame);
         break;
       case shimproto::kCommDestroy:
         if (comm_) comm_->Leave(rank_, /*graceful=*/true);
@@ -179,34 +192,72 @@ Status ClientSession::HandleAttach(Frame& frame) {
   return ReplyStatus(shimproto::kAttachShmReply, st);
 }
 
+Status ClientSession::HandleRegisterBuffer(const Frame& frame) {
+  shimproto::RegisterBufferRequest req;
+  Status st = ParseExact(frame, &req) ? device_.Register(req)
+                                      : InvalidArgument("malformed RegisterBuffer (%zu bytes)", frame.payload.size());
+  if (!st.ok()) CLOG_INFO("%s: RegisterBuffer refused: %s", who_.c_str(), st.message().c_str());
+  return ReplyStatus(shimproto::kRegisterBufferReply, st);
+}
+
+Status ClientSession::HandleReleaseBuffer(const Frame& frame) {
+  shimproto::ReleaseBufferRequest req;
+  Status st = ParseExact(frame, &req) ? device_.Release(req.buffer_id)
+                                      : InvalidArgument("malformed ReleaseBuffer (%zu bytes)", frame.payload.size());
+  return ReplyStatus(shimproto::kReleaseBufferReply, st);
+}
+
 Status ClientSession::HandleGroup(const Frame& frame) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
   shimproto::GroupRequest head;
   Status st;
   std::vector<shimproto::OpDesc> ops;
+  constexpr uint32_t kKnownFlags = shimproto::kGroupStreamed | shimproto::kGroupDevice;
+  shimproto::DeviceGroupReplyTail tail{};
+  bool device = false;
   if (frame.payload.size() < sizeof(head)) {
     st = InvalidArgument("malformed Group request (%zu bytes)", frame.payload.size());
   } else {
     memcpy(&head, frame.payload.data(), sizeof(head));
-    if (head.nops > shimproto::kMaxOpsPerGroup ||
-        frame.payload.size() != sizeof(head) + static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc)) {
+    device = (head.flags & shimproto::kGroupDevice) != 0;
+    const size_t ops_bytes = static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc);
+    const size_t device_bytes =
+        device ? sizeof(shimproto::DeviceGroupHeader) + static_cast<size_t>(head.nops) * sizeof(shimproto::DeviceOpRef) : 0;
+    if (head.nops > shimproto::kMaxOpsPerGroup || frame.payload.size() != sizeof(head) + ops_bytes + device_bytes) {
       st = InvalidArgument("malformed Group request: %u ops in %zu bytes", head.nops, frame.payload.size());
-    } else if ((head.flags & ~shimproto::kGroupStreamed) != 0) {
+    } else if ((head.flags & ~kKnownFlags) != 0) {
       st = InvalidArgument("unknown Group flags 0x%x", head.flags);
+    } else if (device && (head.flags & shimproto::kGroupStreamed)) {
+      st = InvalidArgument("a device group cannot be streamed");
     } else if (!comm_) {
       st = InvalidUsage("no communicator on this connection (CommInit first)");
     } else {
       ops.resize(head.nops);
-      memcpy(ops.data(), frame.payload.data() + sizeof(head), head.nops * sizeof(shimproto::OpDesc));
-      int failed_op = -1;
+      const uint8_t* p = frame.payload.data() + sizeof(head);
+      memcpy(ops.data(), p, ops_bytes);
       GroupContext context{(head.flags & shimproto::kGroupStreamed) != 0, fd_.get()};
-      st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op, context);
+      std::vector<DeviceOpBuffers> device_ops;
+      if (device) {
+        shimproto::DeviceGroupHeader dev;
+        memcpy(&dev, p + ops_bytes, sizeof(dev));
+        std::vector<shimproto::DeviceOpRef> refs(head.nops);
+        memcpy(refs.data(), p + ops_bytes + sizeof(dev), refs.size() * sizeof(shimproto::DeviceOpRef));
+        st = device_.Resolve(dev, ops, refs, rank_, comm_->nranks(), &device_ops, &context.ready_event);
+        context.device_ops = &device_ops;
+        context.done_event = reinterpret_cast<cuda::IpcEventHandle*>(tail.done_event);
+      }
+      int failed_op = -1;
+      if (st.ok()) st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op, context);
       reply.failed_op = failed_op;
     }
   }
   reply.status = ToWire(st);
-  return Reply(shimproto::kGroupReply, &reply, sizeof(reply));
+  if (!device || !st.ok()) return Reply(shimproto::kGroupReply, &reply, sizeof(reply));
+  std::vector<uint8_t> payload(sizeof(reply) + sizeof(tail));
+  memcpy(payload.data(), &reply, sizeof(reply));
+  memcpy(payload.data() + sizeof(reply), &tail, sizeof(tail));
+  return Reply(shimproto::kGroupReply, payload.data(), payload.size());
 }
 
 }  // namespace conduit

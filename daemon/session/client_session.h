@@ -11,13 +11,15 @@
 #include "common/frame.h"
 #include "server/program_policy.h"
 #include "common/shm_segment.h"
+#include "session/device_session.h"
 
 namespace conduit {
 
 class ClientSession {
  public:
-  // `exe`: the program's executable as the kernel names it (tenant policies match on it).
-  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe);
+  // `exe`: the program's executable as the kernel names it (tenant policies match on it);
+  // `pid`: its process, as the kernel reports the socket's peer.
+  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid);
   ~ClientSession();
 
   // Serves requests until the program disconnects or sends something unparseable.
@@ -28,6 +30,8 @@ class ClientSession {
   Status HandleCommInit(const Frame& frame);
   Status HandleAttach(Frame& frame);
   Status HandleGroup(const Frame& frame);
+  Status HandleRegisterBuffer(const Frame& frame);
+  Status HandleReleaseBuffer(const Frame& frame);
   Status Reply(uint16_t type, const void* payload, size_t len);
   Status ReplyStatus(uint16_t type, const Status& status);
 
@@ -40,6 +44,7 @@ class ClientSession {
   std::shared_ptr<Communicator> comm_;
   int rank_ = -1;
   ShmSegment shm_;
+  DeviceSession device_;
 };
 
 }  // namespace conduit

@@ -6,7 +6,7 @@
 namespace conduit {
 
 void CollectiveService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
-  ClientSession session(std::move(fd), registry_, policy_, ProgramExe(creds.pid));
+  ClientSession session(std::move(fd), registry_, policy_, ProgramExe(creds.pid), creds.pid);
   session.Run();
 }
 

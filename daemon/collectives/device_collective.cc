@@ -1,0 +1,150 @@
+// Communicator::ExecuteOnDevice: one collective whose local ranks passed device buffers.
+//
+// Everything local runs on the communicator's stream (gpu/comm_stream.h), in stream order
+// after each rank's ready event, without the daemon's thread waiting for the GPU:
+//  * one host: a reduction is one combine kernel reading every local rank's input and
+//    writing every local rank's output; gathers and broadcasts are device copies;
+//  * several hosts: the local ranks are combined into pinned host memory, the stream is
+//    drained, the usual inter-host algorithm runs on that memory over TCP (CrossHosts,
+//    exactly as for host buffers), and the result is spread back to the ranks' buffers.
+// Then the done event is recorded; each program's stream waits on it.
+#include <cstring>
+
+#include "collectives/communicator.h"
+#include "gpu/comm_stream.h"
+#include "gpu/runtime.h"
+#include "reduce/reduce.h"
+
+namespace conduit {
+namespace {
+
+using gpu::DeviceBuf;
+
+DeviceBuf At(DeviceBuf b, size_t offset) { return DeviceBuf{b.ptr + offset, b.device}; }
+
+}  // namespace
+
+Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, const CommConfig& config,
+                                     const char** algorithm) {
+  gpu::Runtime& runtime = gpu::Runtime::Get();
+  if (!runtime.available()) {
+    return InvalidUsage("device buffers reached a daemon without GPU support: %s", runtime.unavailable_reason().c_str());
+  }
+  if (!device_) CONDUIT_RETURN_IF_ERROR(gpu::CommStream::Create(runtime, batch[0]->device->stream_device, &device_));
+  gpu::CommStream& cs = *device_;
+  cuda::ScopedContext ctx(runtime.driver(), cs.context());
+  if (!ctx.ok()) return SystemError("cannot make GPU %d's context current", cs.device());
+  const Deadline deadline = OpDeadline();
+  auto failed = [this] { return failure(); };
+
+  const shimproto::OpDesc& op = batch[0]->op;
+  const auto type = static_cast<ncclDataType_t>(op.dtype);
+  const size_t elem = DataTypeSize(type);
+  const size_t block = op.count * elem;
+  const bool premul = op.redop == shimproto::kRedOpPreMulSum;
+  const ncclRedOp_t kernel_op = premul || op.redop == ncclAvg ? ncclSum : static_cast<ncclRedOp_t>(op.redop);
+  const int divisor = op.redop == ncclAvg ? nranks_ : 0;
+  const bool one_host = membership_.host_addrs.size() == 1;
+  *algorithm = "local";
+
+  std::vector<DeviceBuf> sends, recvs;
+  std::vector<uint64_t> scalars;
+  int root = -1;  // local index of the root, if it is here
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const CollRequest* r = batch[i];
+    CONDUIT_RETURN_IF_ERROR(cs.WaitFor(r->ready));
+    sends.push_back(DeviceBuf{r->device->send, r->device->send_device});
+    recvs.push_back(DeviceBuf{r->device->recv, r->device->recv_device});
+    uint64_t s = 0;
+    memcpy(&s, r->op.scalar, sizeof(s));
+    scalars.push_back(s);
+    if (r->rank == op.peer) root = static_cast<int>(i);
+  }
+  const std::vector<uint64_t>* scale = premul ? &scalars : nullptr;
+
+  // Several hosts: this host's contribution in pinned memory, the network, the result back.
+  uint8_t* work = nullptr;
+  DeviceBuf pinned;
+  auto cross = [&]() -> Status {
+    CONDUIT_RETURN_IF_ERROR(cs.Drain(deadline, failed));
+    return CrossHosts(op, config, work, nullptr, nullptr, algorithm);
+  };
+  auto stage = [&](size_t bytes) -> Status {
+    CONDUIT_RETURN_IF_ERROR(cs.Staging(bytes, deadline, &work));
+    pinned = DeviceBuf{reinterpret_cast<uint64_t>(work), -1};
+    return Status::Ok();
+  };
+
+  switch (op.kind) {
+    case shimproto::kAllReduce:
+      if (one_host) {
+        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, recvs, deadline));
+        break;
+      }
+      CONDUIT_RETURN_IF_ERROR(stage(block));
+      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline));
+      CONDUIT_RETURN_IF_ERROR(cross());
+      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {pinned}, nullptr, divisor, recvs, deadline));
+      break;
+    case shimproto::kReduce:
+      if (one_host) {
+        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, {recvs[root]}, deadline));
+        break;
+      }
+      CONDUIT_RETURN_IF_ERROR(stage(block));
+      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline));
+      CONDUIT_RETURN_IF_ERROR(cross());
+      if (root >= 0) {
+        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {pinned}, nullptr, divisor, {recvs[root]}, deadline));
+      }
+      break;
+    case shimproto::kReduceScatter:
+      if (one_host) {
+        for (size_t j = 0; j < batch.size(); ++j) {
+          std::vector<DeviceBuf> blocks;
+          for (const DeviceBuf& s : sends) blocks.push_back(At(s, static_cast<size_t>(batch[j]->rank) * block));
+          CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, blocks, scale, divisor, {recvs[j]}, deadline));
+        }
+        break;
+      }
+      CONDUIT_RETURN_IF_ERROR(stage(block * nranks_));
+      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count * nranks_, sends, scale, 0, {pinned}, deadline));
+      CONDUIT_RETURN_IF_ERROR(cross());
+      for (size_t j = 0; j < batch.size(); ++j) {
+        DeviceBuf mine = At(pinned, static_cast<size_t>(batch[j]->rank) * block);
+        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {mine}, nullptr, divisor, {recvs[j]}, deadline));
+      }
+      break;
+    case shimproto::kAllGather:
+      if (one_host) {
+        for (const DeviceBuf& dst : recvs) {
+          for (size_t i = 0; i < batch.size(); ++i) {
+            CONDUIT_RETURN_IF_ERROR(cs.Copy(At(dst, static_cast<size_t>(batch[i]->rank) * block), sends[i], block));
+          }
+        }
+        break;
+      }
+      CONDUIT_RETURN_IF_ERROR(stage(block * nranks_));
+      for (size_t i = 0; i < batch.size(); ++i) {
+        CONDUIT_RETURN_IF_ERROR(cs.Copy(At(pinned, static_cast<size_t>(batch[i]->rank) * block), sends[i], block));
+      }
+      CONDUIT_RETURN_IF_ERROR(cross());
+      for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(cs.Copy(dst, pinned, block * nranks_));
+      break;
+    case shimproto::kBroadcast:
+      if (one_host) {
+        for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(cs.Copy(dst, sends[root], block));
+        break;
+      }
+      CONDUIT_RETURN_IF_ERROR(stage(block));
+      if (root >= 0) CONDUIT_RETURN_IF_ERROR(cs.Copy(pinned, sends[root], block));
+      CONDUIT_RETURN_IF_ERROR(cross());
+      for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(cs.Copy(dst, pinned, block));
+      break;
+    default:
+      return InternalError("op kind %u is not a collective", op.kind);
+  }
+  return cs.RecordDone();
+}
+
+}  // namespace conduit

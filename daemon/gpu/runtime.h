@@ -1,0 +1,74 @@
+// Runtime: the GPUs this daemon can work on, found once at start.
+//
+// Device buffers need the CUDA driver (to map programs' allocations and run kernels) and
+// NVRTC (to build the combine kernels for these GPUs). On a host without either the
+// runtime is simply unavailable, with the reason, and the daemon serves host memory as
+// before; programs then stage device buffers through host memory themselves.
+#ifndef CONDUIT_DAEMON_GPU_RUNTIME_H_
+#define CONDUIT_DAEMON_GPU_RUNTIME_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "cuda/cuda_driver.h"
+#include "gpu/ipc_memory.h"
+#include "nccl.h"
+
+namespace conduit::gpu {
+
+class Runtime {
+ public:
+  // The daemon's runtime, probed on first call (driver, devices, NVRTC, kernels).
+  static Runtime& Get();
+
+  bool available() const { return available_; }
+  const std::string& unavailable_reason() const { return reason_; }
+  // Only when available().
+  const cuda::CudaDriver& driver() const { return *driver_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const cuda::Uuid& uuid(int device) const { return devices_[device].uuid; }
+  // The ordinal here of the GPU with this UUID (programs may see other ordinals), or -1.
+  int DeviceOfUuid(const uint8_t uuid[16]) const;
+  cuda::CUcontext context(int device) const { return devices_[device].context; }
+  int multiprocessors(int device) const { return devices_[device].multiprocessors; }
+
+  // The combine kernel for (type, op) on `device` (gpu/reduce_kernels.h).
+  Status Kernel(int device, ncclDataType_t type, ncclRedOp_t op, cuda::CUfunction* fn);
+  // Lets kernels on `device` read and write memory of `peer`; false when the hardware
+  // cannot (the caller then bounces through host memory).
+  bool EnablePeerAccess(int device, int peer);
+
+  // Programs' allocations mapped into this daemon, shared by all sessions.
+  IpcMemoryCache& memory() { return *memory_; }
+
+ private:
+  struct Device {
+    cuda::CUdevice handle = 0;
+    cuda::Uuid uuid{};
+    int cc = 0;  // compute capability, major * 10 + minor
+    int multiprocessors = 1;
+    cuda::CUcontext context = nullptr;
+    cuda::CUmodule module = nullptr;  // combine kernels, loaded on first use
+    std::map<std::string, cuda::CUfunction> kernels;
+  };
+
+  Runtime();
+  void Probe();
+
+  bool available_ = false;
+  std::string reason_;
+  const cuda::CudaDriver* driver_ = nullptr;
+  std::vector<Device> devices_;
+  std::map<int, std::string> ptx_by_cc_;
+  std::map<std::pair<int, int>, bool> peer_;
+  std::mutex mu_;  // kernels, modules, peer access
+  std::unique_ptr<IpcMemoryCache> memory_;
+};
+
+}  // namespace conduit::gpu
+
+#endif  // CONDUIT_DAEMON_GPU_RUNTIME_H_

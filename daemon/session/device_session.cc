@@ -1,0 +1,151 @@
+#include "session/device_session.h"
+
+#include <cstring>
+
+#include "gpu/runtime.h"
+#include "reduce/reduce.h"
+
+namespace conduit {
+namespace {
+
+// Bytes a rank's op reads from `send` and writes to `recv` (shim_protocol.h, OpDesc).
+Status OpBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, uint64_t* recv) {
+  uint64_t block, all;
+  if (__builtin_mul_overflow(op.count, static_cast<uint64_t>(DataTypeSize(static_cast<ncclDataType_t>(op.dtype))), &block) ||
+      __builtin_mul_overflow(block, static_cast<uint64_t>(nranks), &all)) {
+    return InvalidArgument("op size overflows (count %llu)", static_cast<unsigned long long>(op.count));
+  }
+  *send = op.kind == shimproto::kReduceScatter ? all : block;
+  *recv = op.kind == shimproto::kAllGather ? all : block;
+  return Status::Ok();
+}
+
+}  // namespace
+
+DeviceSession::~DeviceSession() {
+  if (ready_ == nullptr) return;
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  cuda::ScopedContext ctx(rt.driver(), rt.context(ready_device_));
+  rt.driver().EventDestroy(ready_);
+}
+
+std::vector<uint8_t> DeviceSession::InfoReply() {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  shimproto::DeviceInfoReply head{};
+  head.status = ToWire(Status::Ok());
+  head.supported = rt.available() ? 1 : 0;
+  head.ndevices = rt.available() ? rt.device_count() : 0;
+  head.driver_version = rt.available() ? rt.driver().version() : 0;
+  CopyCString(head.reason, rt.available() ? "" : rt.unavailable_reason().c_str());
+  std::vector<uint8_t> payload(sizeof(head) + head.ndevices * sizeof(shimproto::DeviceUuid));
+  memcpy(payload.data(), &head, sizeof(head));
+  for (int d = 0; d < head.ndevices; ++d) {
+    memcpy(payload.data() + sizeof(head) + d * sizeof(shimproto::DeviceUuid), rt.uuid(d).bytes,
+           sizeof(shimproto::DeviceUuid));
+  }
+  return payload;
+}
+
+Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request) {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
+  if (request.buffer_id == 0 || request.size == 0) return InvalidArgument("RegisterBuffer needs a buffer id and a size");
+  const int device = rt.DeviceOfUuid(request.device.bytes);
+  if (device < 0) return InvalidArgument("RegisterBuffer names a GPU this daemon does not see");
+  auto it = buffers_.find(request.buffer_id);
+  if (it != buffers_.end()) {
+    if (it->second->size == request.size && memcmp(it->second->handle, request.ipc_handle, sizeof(request.ipc_handle)) == 0) {
+      return Status::Ok();  // the same registration again
+    }
+    return InvalidArgument("buffer id %llu is already registered differently on this connection (release it first)",
+                           static_cast<unsigned long long>(request.buffer_id));
+  }
+  std::shared_ptr<const gpu::DeviceMapping> mapping;
+  CONDUIT_RETURN_IF_ERROR(rt.memory().Acquire(pid_, request, device, &mapping));
+  buffers_[request.buffer_id] = std::move(mapping);
+  return Status::Ok();
+}
+
+Status DeviceSession::Release(uint64_t buffer_id) {
+  // A group running on another connection may still hold the mapping; it closes when the
+  // last holder lets go.
+  if (buffers_.erase(buffer_id) == 0) {
+    return InvalidArgument("buffer id %llu is not registered on this connection", static_cast<unsigned long long>(buffer_id));
+  }
+  return Status::Ok();
+}
+
+Status DeviceSession::Find(uint64_t id, uint64_t offset, uint64_t bytes, const char* what,
+                           std::shared_ptr<const gpu::DeviceMapping>* out) const {
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) {
+    return InvalidArgument("the %s buffer id %llu is not registered", what, static_cast<unsigned long long>(id));
+  }
+  uint64_t end;
+  if (__builtin_add_overflow(offset, bytes, &end) || end > it->second->size) {
+    return InvalidArgument("the %s needs bytes [%llu, +%llu) of a registered buffer of %llu bytes", what,
+                           static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes),
+                           static_cast<unsigned long long>(it->second->size));
+  }
+  *out = it->second;
+  return Status::Ok();
+}
+
+Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const std::vector<shimproto::OpDesc>& ops,
+                              const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
+                              std::vector<DeviceOpBuffers>* out, cuda::CUevent* ready) {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
+  const int stream_device = rt.DeviceOfUuid(header.device.bytes);
+  if (stream_device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+  out->assign(ops.size(), DeviceOpBuffers{});
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const shimproto::DeviceOpRef& ref = refs[i];
+    if (!(ops[i].flags & shimproto::kOpDevice)) {
+      if (ref.send_id != 0 || ref.recv_id != 0) return InvalidArgument("op %zu is not a device op but names buffers", i);
+      continue;
+    }
+    uint64_t send_bytes = 0, recv_bytes = 0;
+    CONDUIT_RETURN_IF_ERROR(OpBytes(ops[i], nranks, &send_bytes, &recv_bytes));
+    DeviceOpBuffers& b = (*out)[i];
+    b.stream_device = stream_device;
+    std::shared_ptr<const gpu::DeviceMapping> m;
+    if (ref.send_id != 0) {
+      CONDUIT_RETURN_IF_ERROR(Find(ref.send_id, ref.send_offset, send_bytes, "input", &m));
+      b.send = m->base + ref.send_offset;
+      b.send_device = m->device;
+      b.keep.push_back(m);
+    }
+    if (ref.recv_id != 0) {
+      CONDUIT_RETURN_IF_ERROR(Find(ref.recv_id, ref.recv_offset, recv_bytes, "output", &m));
+      b.recv = m->base + ref.recv_offset;
+      b.recv_device = m->device;
+      b.keep.push_back(m);
+    }
+    // A buffer the collective needs from this rank must be there, so no kernel or copy
+    // ever sees address 0: only a broadcast's non-root input and a reduce's non-root output
+    // may be missing.
+    const bool root = ops[i].peer == rank;
+    const bool needs_send = ops[i].kind != shimproto::kBroadcast || root;
+    const bool needs_recv = ops[i].kind != shimproto::kReduce || root;
+    if ((needs_send && b.send == 0) || (needs_recv && b.recv == 0)) {
+      return InvalidArgument("device op %zu (%s) lacks its %s buffer", i, OpKindName(ops[i].kind),
+                             needs_send && b.send == 0 ? "input" : "output");
+    }
+  }
+  if (memcmp(ready_handle_, header.ready_event, sizeof(ready_handle_)) != 0 || ready_ == nullptr) {
+    cuda::ScopedContext ctx(rt.driver(), rt.context(stream_device));
+    if (ready_ != nullptr) rt.driver().EventDestroy(ready_);
+    ready_ = nullptr;
+    cuda::IpcEventHandle handle;
+    memcpy(handle.reserved, header.ready_event, sizeof(handle.reserved));
+    cuda::CUresult r = rt.driver().IpcOpenEventHandle(&ready_, handle);
+    if (r != cuda::kSuccess) return rt.driver().Error("cuIpcOpenEventHandle of the program's ready event", r);
+    memcpy(ready_handle_, header.ready_event, sizeof(ready_handle_));
+    ready_device_ = stream_device;
+  }
+  *ready = ready_;
+  return Status::Ok();
+}
+
+}  // namespace conduit

@@ -1,0 +1,54 @@
+// DeviceSession: one program connection's device buffers (shim protocol, "Device
+// buffers"): the allocations it registered, mapped through the daemon-wide cache, and the
+// ready event its shim records on the program's stream.
+#ifndef CONDUIT_DAEMON_SESSION_DEVICE_SESSION_H_
+#define CONDUIT_DAEMON_SESSION_DEVICE_SESSION_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "common/shim_protocol.h"
+#include "common/status.h"
+#include "gpu/ipc_memory.h"
+
+namespace conduit {
+
+class DeviceSession {
+ public:
+  explicit DeviceSession(int pid) : pid_(pid) {}
+  ~DeviceSession();
+  DeviceSession(const DeviceSession&) = delete;
+  DeviceSession& operator=(const DeviceSession&) = delete;
+
+  // The DeviceInfo reply: whether this daemon serves device buffers, and its GPUs.
+  static std::vector<uint8_t> InfoReply();
+
+  Status Register(const shimproto::RegisterBufferRequest& request);
+  Status Release(uint64_t buffer_id);
+
+  // Resolves a device group of `rank` of a communicator of `nranks`: each kOpDevice op's buffers,
+  // checked against the registered sizes, and the program's ready event (opened once and
+  // reused while the program keeps recording the same one).
+  Status Resolve(const shimproto::DeviceGroupHeader& header, const std::vector<shimproto::OpDesc>& ops,
+                 const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
+                 std::vector<DeviceOpBuffers>* out,
+                 cuda::CUevent* ready);
+
+ private:
+  // The mapping of `id` if it covers [offset, offset + bytes).
+  Status Find(uint64_t id, uint64_t offset, uint64_t bytes, const char* what,
+              std::shared_ptr<const gpu::DeviceMapping>* out) const;
+
+  const int pid_;
+  std::map<uint64_t, std::shared_ptr<const gpu::DeviceMapping>> buffers_;
+  uint8_t ready_handle_[shimproto::kIpcHandleBytes] = {};
+  cuda::CUevent ready_ = nullptr;
+  int ready_device_ = -1;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_SESSION_DEVICE_SESSION_H_

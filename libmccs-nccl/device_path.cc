@@ -1,0 +1,266 @@
+#include "device_path.h"
+
+#include <cstring>
+
+#include "common/log.h"
+#include "ops.h"
+#include "shim_log.h"
+
+namespace conduit {
+namespace {
+
+cuda::CUstream AsStream(cudaStream_t s) { return reinterpret_cast<cuda::CUstream>(s); }
+cuda::CUdeviceptr AsDevicePtr(const void* p) { return reinterpret_cast<cuda::CUdeviceptr>(p); }
+
+bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
+
+// The context work on `stream` runs in: the stream's own, or for the default streams
+// (which belong to whatever context is current) the current one, else `fallback`.
+cuda::CUcontext StreamContext(const cuda::CudaDriver& d, cudaStream_t stream, cuda::CUcontext fallback) {
+  cuda::CUcontext ctx = nullptr;
+  if (d.StreamGetCtx(AsStream(stream), &ctx) == cuda::kSuccess && ctx != nullptr) return ctx;
+  return fallback;
+}
+
+// The context of the op's CUDA-known buffer.
+cuda::CUcontext BufferContext(const PendingOp& op) {
+  return op.in_info.kind != MemoryKind::kHost ? op.in_info.context : op.out_info.context;
+}
+
+}  // namespace
+
+ncclResult_t PlaceOp(const char* call, PendingOp* op, cudaStream_t stream) {
+  op->stream = stream;
+  const cuda::CudaDriver* cuda = ProcessCuda();
+  if (cuda == nullptr) return ncclSuccess;  // no CUDA in this process: host memory only
+  int capture = cuda::kStreamCaptureStatusNone;
+  if (cuda->StreamIsCapturing(AsStream(stream), &capture) == cuda::kSuccess &&
+      capture != cuda::kStreamCaptureStatusNone) {
+    return Fail(call, ncclInvalidUsage,
+                "the stream is being captured into a CUDA graph; Conduit runs collectives in conduitd, which a "
+                "graph cannot contain: capture without NCCL calls, or run with CONDUIT_DISABLE=1");
+  }
+  Status st;
+  if (op->in_bytes > 0) st = ClassifyBuffer(op->in, &op->in_info);
+  if (st.ok() && op->out_bytes > 0) st = ClassifyBuffer(op->out, &op->out_info);
+  if (!st.ok()) return Fail(call, st);
+  const bool in_cuda = op->in_bytes > 0 && op->in_info.kind != MemoryKind::kHost;
+  const bool out_cuda = op->out_bytes > 0 && op->out_info.kind != MemoryKind::kHost;
+  if (!in_cuda && !out_cuda) return ncclSuccess;  // host memory: the path as it always was
+  const bool in_ok = op->in_bytes == 0 || op->in_info.kind == MemoryKind::kDevice;
+  const bool out_ok = op->out_bytes == 0 || op->out_info.kind == MemoryKind::kDevice;
+  const bool one_gpu = op->in_bytes == 0 || op->out_bytes == 0 || op->in_info.device == op->out_info.device;
+  op->place = IsCollectiveKind(op->desc.kind) && in_ok && out_ok && one_gpu ? MemoryKind::kDevice : MemoryKind::kStaged;
+  return ncclSuccess;
+}
+
+Status StageIn(const PendingOp& op, uint8_t* segment) {
+  if (op.in_bytes == 0) return Status::Ok();
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::ScopedContext ctx(d, StreamContext(d, op.stream, BufferContext(op)));
+  // Unified addressing: the driver tells device, managed and host memory apart.
+  cuda::CUresult r = d.MemcpyAsync(AsDevicePtr(segment + op.desc.offset + op.in_at), AsDevicePtr(op.in), op.in_bytes,
+                                   AsStream(op.stream));
+  return r == cuda::kSuccess ? Status::Ok() : d.Error("copying a device buffer into the staging segment", r);
+}
+
+Status StageOut(const PendingOp& op, const uint8_t* segment) {
+  if (op.out_bytes == 0) return Status::Ok();
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::ScopedContext ctx(d, StreamContext(d, op.stream, BufferContext(op)));
+  cuda::CUresult r = d.MemcpyAsync(AsDevicePtr(op.out), AsDevicePtr(segment + op.desc.offset + op.out_at),
+                                   op.out_bytes, AsStream(op.stream));
+  return r == cuda::kSuccess ? Status::Ok() : d.Error("copying a result to a device buffer", r);
+}
+
+Status SyncStaged(const PendingOp& op) {
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::ScopedContext ctx(d, StreamContext(d, op.stream, BufferContext(op)));
+  cuda::CUresult r = d.StreamSynchronize(AsStream(op.stream));
+  return r == cuda::kSuccess ? Status::Ok() : d.Error("cuStreamSynchronize for staged buffers", r);
+}
+
+DevicePath::~DevicePath() {
+  const cuda::CudaDriver* d = ProcessCuda();
+  if (d == nullptr) return;
+  if (ready_ != nullptr) {
+    cuda::ScopedContext ctx(*d, ready_context_);
+    d->EventDestroy(ready_);
+  }
+  for (auto& [handle, event] : done_events_) {
+    cuda::ScopedContext ctx(*d, event.second);
+    d->EventDestroy(event.first);
+  }
+}
+
+Status DevicePath::Uuid(int device, shimproto::DeviceUuid* out) {
+  auto it = uuids_.find(device);
+  if (it == uuids_.end()) {
+    const cuda::CudaDriver& d = *ProcessCuda();
+    cuda::CUdevice dev = 0;
+    cuda::Uuid uuid{};
+    cuda::CUresult r = d.DeviceGet(&dev, device);
+    if (r == cuda::kSuccess) r = d.DeviceGetUuid(&uuid, dev);
+    if (r != cuda::kSuccess) return d.Error("identifying the buffer's GPU", r);
+    shimproto::DeviceUuid u;
+    memcpy(u.bytes, uuid.bytes, sizeof(u.bytes));
+    it = uuids_.emplace(device, u).first;
+  }
+  *out = it->second;
+  return Status::Ok();
+}
+
+bool DevicePath::DaemonSees(const shimproto::DeviceUuid& uuid) const {
+  for (const auto& d : daemon_devices_) {
+    if (memcmp(d.bytes, uuid.bytes, sizeof(uuid.bytes)) == 0) return true;
+  }
+  return false;
+}
+
+Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>& ops) {
+  if (!probed_) {
+    Frame reply;
+    Status st = conn.Call(shimproto::kDeviceInfo, nullptr, 0, shimproto::kDeviceInfoReply, &reply);
+    std::string why;
+    if (st.ok()) {
+      shimproto::DeviceInfoReply head;
+      if (reply.payload.size() < sizeof(head)) return SystemError("malformed DeviceInfo reply");
+      memcpy(&head, reply.payload.data(), sizeof(head));
+      if (head.ndevices < 0 || reply.payload.size() != sizeof(head) + head.ndevices * sizeof(shimproto::DeviceUuid)) {
+        return SystemError("malformed DeviceInfo reply (%zu bytes)", reply.payload.size());
+      }
+      daemon_serves_ = head.supported != 0;
+      daemon_devices_.resize(head.ndevices);
+      memcpy(daemon_devices_.data(), reply.payload.data() + sizeof(head), head.ndevices * sizeof(shimproto::DeviceUuid));
+      why = FromCString(head.reason);
+    } else if (st.code() == ncclInvalidArgument) {
+      why = "it predates device buffers";  // "unknown request type"
+    } else {
+      return st;
+    }
+    probed_ = true;
+    if (!daemon_serves_) CLOG_INFO("conduitd does not map device buffers (%s): staging them through host memory", why.c_str());
+  }
+  for (PendingOp* op : ops) {
+    if (op->place != MemoryKind::kDevice) continue;
+    const BufferInfo& info = op->in_bytes > 0 ? op->in_info : op->out_info;
+    shimproto::DeviceUuid uuid;
+    CONDUIT_RETURN_IF_ERROR(Uuid(info.device, &uuid));
+    bool shared = daemon_serves_ && DaemonSees(uuid);
+    op->ref = shimproto::DeviceOpRef{};
+    if (shared && op->in_bytes > 0) {
+      CONDUIT_RETURN_IF_ERROR(Register(conn, op->in, op->in_info, &shared, &op->ref.send_id, &op->ref.send_offset));
+    }
+    if (shared && op->out_bytes > 0) {
+      CONDUIT_RETURN_IF_ERROR(Register(conn, op->out, op->out_info, &shared, &op->ref.recv_id, &op->ref.recv_offset));
+    }
+    if (!shared) {
+      op->place = MemoryKind::kStaged;
+      op->ref = shimproto::DeviceOpRef{};
+    }
+  }
+  return Status::Ok();
+}
+
+Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferInfo& info, bool* shared, uint64_t* id,
+                            uint64_t* offset) {
+  const uint64_t addr = AsDevicePtr(p);
+  auto it = registered_.find(info.buffer_id);
+  if (it == registered_.end()) {
+    const cuda::CudaDriver& d = *ProcessCuda();
+    cuda::ScopedContext ctx(d, info.context);
+    cuda::CUdeviceptr base = 0;
+    size_t size = 0;
+    cuda::CUresult r = d.MemGetAddressRange(&base, &size, addr);
+    if (r != cuda::kSuccess) return d.Error("cuMemGetAddressRange", r);
+    // Allocations registered earlier that overlap this one have been freed: the daemon
+    // lets go of them (their ids never come back).
+    for (auto old = registered_.begin(); old != registered_.end();) {
+      if (old->second.base < base + size && base < old->second.base + old->second.size) {
+        shimproto::ReleaseBufferRequest rel{old->first};
+        Frame reply;
+        Status st = conn.Call(shimproto::kReleaseBuffer, &rel, sizeof(rel), shimproto::kReleaseBufferReply, &reply);
+        if (!st.ok() && st.code() != ncclInvalidArgument) return st;
+        old = registered_.erase(old);
+      } else {
+        ++old;
+      }
+    }
+    cuda::IpcMemHandle handle;
+    r = d.IpcGetMemHandle(&handle, base);
+    if (r != cuda::kSuccess) {
+      CLOG_DEBUG("%s: staging this allocation instead", d.Error("cuIpcGetMemHandle", r).message().c_str());
+      *shared = false;
+      return Status::Ok();
+    }
+    shimproto::RegisterBufferRequest req{};
+    req.buffer_id = info.buffer_id;
+    req.size = size;
+    CONDUIT_RETURN_IF_ERROR(Uuid(info.device, &req.device));
+    memcpy(req.ipc_handle, handle.reserved, sizeof(req.ipc_handle));
+    Frame reply;
+    Status st = conn.Call(shimproto::kRegisterBuffer, &req, sizeof(req), shimproto::kRegisterBufferReply, &reply);
+    if (!st.ok()) {
+      if (st.code() == ncclSystemError || st.code() == ncclRemoteError) return st;
+      CLOG_INFO("conduitd could not map a %zu-byte device allocation (%s): staging it", size, st.message().c_str());
+      *shared = false;
+      return Status::Ok();
+    }
+    it = registered_.emplace(info.buffer_id, Registered{base, size}).first;
+  }
+  if (addr < it->second.base || addr >= it->second.base + it->second.size) {
+    return InternalError("pointer outside the allocation the driver named for it");
+  }
+  *id = info.buffer_id;
+  *offset = addr - it->second.base;
+  return Status::Ok();
+}
+
+Status DevicePath::RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback,
+                               shimproto::DeviceGroupHeader* header) {
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::CUcontext ctx = StreamContext(d, stream, fallback);
+  cuda::ScopedContext scope(d, ctx);
+  if (ready_ == nullptr || ready_context_ != ctx) {
+    if (ready_ != nullptr) d.EventDestroy(ready_);  // a stream of another context: rare
+    ready_ = nullptr;
+    cuda::CUresult r = d.EventCreate(&ready_, cuda::kEventDisableTiming | cuda::kEventInterprocess);
+    if (r != cuda::kSuccess) return d.Error("cuEventCreate (interprocess)", r);
+    ready_context_ = ctx;
+    cuda::IpcEventHandle handle;
+    r = d.IpcGetEventHandle(&handle, ready_);
+    if (r != cuda::kSuccess) return d.Error("cuIpcGetEventHandle", r);
+    memcpy(ready_header_.ready_event, handle.reserved, sizeof(ready_header_.ready_event));
+  }
+  CONDUIT_RETURN_IF_ERROR(Uuid(device, &ready_header_.device));
+  // One event per connection is enough: requests on a connection are sequential and the
+  // daemon's stream has queued its wait on this recording before it replies.
+  cuda::CUresult r = d.EventRecord(ready_, AsStream(stream));
+  if (r != cuda::kSuccess) return d.Error("cuEventRecord on the caller's stream", r);
+  *header = ready_header_;
+  return Status::Ok();
+}
+
+Status DevicePath::WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail) {
+  const cuda::CudaDriver& d = *ProcessCuda();
+  std::array<uint8_t, shimproto::kIpcHandleBytes> key;
+  memcpy(key.data(), tail.done_event, key.size());
+  auto it = done_events_.find(key);
+  if (it == done_events_.end()) {
+    cuda::CUcontext ctx = StreamContext(d, stream, ready_context_);
+    cuda::ScopedContext scope(d, ctx);
+    cuda::IpcEventHandle handle;
+    memcpy(handle.reserved, key.data(), key.size());
+    cuda::CUevent event = nullptr;
+    cuda::CUresult r = d.IpcOpenEventHandle(&event, handle);
+    if (r != cuda::kSuccess) return d.Error("cuIpcOpenEventHandle of conduitd's done event", r);
+    it = done_events_.emplace(key, std::make_pair(event, ctx)).first;
+  }
+  cuda::ScopedContext scope(d, it->second.second);
+  // The daemon recorded this event after the group's work before replying, so the wait
+  // covers exactly that work.
+  cuda::CUresult r = d.StreamWaitEvent(AsStream(stream), it->second.first, 0);
+  return r == cuda::kSuccess ? Status::Ok() : d.Error("cuStreamWaitEvent on conduitd's done event", r);
+}
+
+}  // namespace conduit

@@ -1,0 +1,85 @@
+// The shim's side of device buffers (docs/shim-protocol.md, "Device buffers").
+//
+// Placement: each op is sorted by where its buffers live (device_memory.h). Host ops go
+// through the staging segment with memcpy as always. Staged ops go through it too, with
+// CUDA copies ordered on the caller's stream (the copy in waits for the program's prior
+// work on the stream; the call returns when the result is in place). Device ops are not
+// copied by the program at all: their allocations are registered with the daemon (CUDA
+// IPC), the shim records an IPC event on the caller's stream, the daemon's stream waits
+// on it, and the caller's stream waits on the daemon's done event (MCCS section 4.4.1).
+//
+// CUDA graph capture is refused: the daemon's work cannot become part of a graph.
+#ifndef CONDUIT_LIBMCCS_NCCL_DEVICE_PATH_H_
+#define CONDUIT_LIBMCCS_NCCL_DEVICE_PATH_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/shim_protocol.h"
+#include "common/status.h"
+#include "daemon_connection.h"
+#include "device_memory.h"
+#include "nccl.h"
+
+namespace conduit {
+
+struct PendingOp;
+
+// Classifies op's buffers and records its stream. Refuses a call made while the stream
+// is being captured into a CUDA graph.
+ncclResult_t PlaceOp(const char* call, PendingOp* op, cudaStream_t stream);
+
+// Staged ops: copy the input into the segment / the output out of it, on the op's stream.
+// SyncStaged waits (on the host) until those copies are done.
+Status StageIn(const PendingOp& op, uint8_t* segment);
+Status StageOut(const PendingOp& op, const uint8_t* segment);
+Status SyncStaged(const PendingOp& op);
+
+// One communicator rank's device state on its connection to the daemon.
+class DevicePath {
+ public:
+  DevicePath() = default;
+  ~DevicePath();
+  DevicePath(const DevicePath&) = delete;
+  DevicePath& operator=(const DevicePath&) = delete;
+
+  // Readies the group's device ops: asks the daemon once whether it serves device
+  // buffers, registers allocations it has not seen (releasing ones they replaced), fills
+  // each op's DeviceOpRef. Ops that cannot be shared (daemon without GPU support, a GPU it
+  // does not see, an allocation CUDA will not export) become staged.
+  Status Prepare(DaemonConnection& conn, const std::vector<PendingOp*>& ops);
+  // Records the ready event on `stream` (after the program's work on it) and fills the
+  // group header. `device`: the CUDA ordinal of the ops' buffers.
+  Status RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback, shimproto::DeviceGroupHeader* header);
+  // After the daemon accepted the group: the stream waits for the daemon's work.
+  Status WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail);
+
+ private:
+  struct Registered {
+    uint64_t base = 0;
+    uint64_t size = 0;
+  };
+  // Registers the allocation behind `p` if needed; false in *shared when it cannot be
+  // shared (the op is staged instead). Fills id and offset.
+  Status Register(DaemonConnection& conn, const void* p, const BufferInfo& info, bool* shared, uint64_t* id,
+                  uint64_t* offset);
+  Status Uuid(int device, shimproto::DeviceUuid* out);
+  bool DaemonSees(const shimproto::DeviceUuid& uuid) const;
+
+  bool probed_ = false;
+  bool daemon_serves_ = false;
+  std::vector<shimproto::DeviceUuid> daemon_devices_;
+  std::map<uint64_t, Registered> registered_;  // by buffer id
+  std::map<int, shimproto::DeviceUuid> uuids_;  // by CUDA ordinal
+  cuda::CUevent ready_ = nullptr;
+  cuda::CUcontext ready_context_ = nullptr;
+  shimproto::DeviceGroupHeader ready_header_{};
+  std::map<std::array<uint8_t, shimproto::kIpcHandleBytes>, std::pair<cuda::CUevent, cuda::CUcontext>> done_events_;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_LIBMCCS_NCCL_DEVICE_PATH_H_

@@ -1,0 +1,207 @@
+// The device-buffer messages of the shim protocol against a real conduitd. On a host
+// without a GPU (CI) the daemon must say so plainly and refuse device work with a clear
+// error while serving everything else; on a GPU host it must report its GPUs. Malformed
+// device requests are refused and never take the daemon down either way.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "integration_env.h"
+#include "raw_shim_client.h"
+
+namespace conduit::it {
+namespace {
+
+using namespace shimproto;
+
+constexpr int kDaemonTimeoutMs = 3000;
+constexpr auto kReplyBound = std::chrono::milliseconds(kDaemonTimeoutMs + 5000);
+constexpr size_t kShmSize = 1 << 20;
+
+class DeviceProtocolTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    ClusterConfig c;
+    c.prefix = "dv";
+    c.subnet = "10.231.28";
+    c.hosts = 1;
+    c.timeout_ms = kDaemonTimeoutMs;
+    cluster_ = new Cluster(c);
+    if (!cluster_->Start(&start_error_)) {
+      delete cluster_;
+      cluster_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(cluster_, nullptr) << start_error_;
+    ASSERT_TRUE(client_.Connect(cluster_->Socket(0)));
+    ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  }
+  // What DeviceInfo says, from a fresh connection.
+  static DeviceInfoReply Info(std::vector<uint8_t>* payload) {
+    RawShimClient c;
+    EXPECT_TRUE(c.Connect(cluster_->Socket(0)));
+    EXPECT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
+    EXPECT_TRUE(c.SendFrame(kDeviceInfo, nullptr, 0));
+    EXPECT_EQ(c.ReadStatus(kReplyBound, payload), 0) << c.last_message();
+    DeviceInfoReply info{};
+    EXPECT_GE(payload->size(), sizeof(info));
+    if (payload->size() >= sizeof(info)) memcpy(&info, payload->data(), sizeof(info));
+    return info;
+  }
+  // The error must be an ncclResult_t the shim hands to the program, and the daemon must
+  // keep serving this and other connections.
+  void ExpectRefused(int status, const char* what) {
+    EXPECT_GT(status, 0) << what << ": want an error reply, got " << status;
+    EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+    RawShimClient other;
+    ASSERT_TRUE(other.Connect(cluster_->Socket(0)));
+    EXPECT_EQ(other.OpenSession(kShmSize, kReplyBound), "") << "daemon stopped serving after " << what;
+  }
+  // A device group of one AllReduce on registered buffer 7.
+  std::vector<uint8_t> DeviceGroup(uint32_t flags, uint8_t op_flags, size_t extra_bytes = 0) {
+    GroupRequest g{1, flags};
+    OpDesc op{};
+    op.kind = kAllReduce;
+    op.dtype = ncclFloat32;
+    op.count = 16;
+    op.flags = op_flags;
+    DeviceGroupHeader dev{};
+    DeviceOpRef ref{7, 0, 7, 0};
+    std::vector<uint8_t> msg(sizeof g + sizeof op + sizeof dev + sizeof ref + extra_bytes);
+    uint8_t* p = msg.data();
+    memcpy(p, &g, sizeof g);
+    memcpy(p += sizeof g, &op, sizeof op);
+    memcpy(p += sizeof op, &dev, sizeof dev);
+    memcpy(p += sizeof dev, &ref, sizeof ref);
+    return msg;
+  }
+
+  RawShimClient client_;
+  static Cluster* cluster_;
+  static std::string start_error_;
+};
+Cluster* DeviceProtocolTest::cluster_ = nullptr;
+std::string DeviceProtocolTest::start_error_;
+
+TEST_F(DeviceProtocolTest, DeviceInfoReportsSupportOrWhyNot) {
+  std::vector<uint8_t> payload;
+  DeviceInfoReply info = Info(&payload);
+  const std::string reason = FromCString(info.reason);
+  if (info.supported == 0) {
+    // A host without a usable GPU: the reason names what is missing.
+    EXPECT_FALSE(reason.empty());
+    EXPECT_EQ(info.ndevices, 0);
+    EXPECT_EQ(payload.size(), sizeof(info));
+    std::cout << "daemon without GPU support: " << reason << "\n";
+  } else {
+    EXPECT_GT(info.ndevices, 0);
+    EXPECT_GT(info.driver_version, 0);
+    EXPECT_EQ(payload.size(), sizeof(info) + info.ndevices * sizeof(DeviceUuid));
+  }
+}
+
+TEST_F(DeviceProtocolTest, DeviceWorkWithoutGpuSupportIsRefusedClearly) {
+  std::vector<uint8_t> payload;
+  if (Info(&payload).supported != 0) GTEST_SKIP() << "this daemon has GPU support";
+  RegisterBufferRequest reg{};
+  reg.buffer_id = 7;
+  reg.size = 4096;
+  ASSERT_TRUE(client_.SendFrame(kRegisterBuffer, &reg, sizeof reg));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidUsage);
+  EXPECT_NE(client_.last_message().find("no GPU support"), std::string::npos) << client_.last_message();
+  std::vector<uint8_t> group = DeviceGroup(kGroupDevice, kOpDevice);
+  ASSERT_TRUE(client_.SendFrame(kGroup, group.data(), group.size()));
+  st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidUsage);
+  EXPECT_NE(client_.last_message().find("no GPU support"), std::string::npos) << client_.last_message();
+  // The same connection still runs host-memory work.
+  struct {
+    GroupRequest g;
+    OpDesc op;
+  } host{{1, 0}, {}};
+  host.op.kind = kAllReduce;
+  host.op.dtype = ncclFloat32;
+  host.op.count = 16;
+  host.op.offset = 4096;
+  ASSERT_TRUE(client_.SendFrame(kGroup, &host, sizeof host));
+  EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  ExpectRefused(ncclInvalidUsage, "device requests");
+}
+
+TEST_F(DeviceProtocolTest, ReleasingAnUnknownBufferIsAnError) {
+  ReleaseBufferRequest rel{12345};
+  ASSERT_TRUE(client_.SendFrame(kReleaseBuffer, &rel, sizeof rel));
+  ExpectRefused(client_.ReadStatus(kReplyBound), "ReleaseBuffer of an unknown id");
+}
+
+TEST_F(DeviceProtocolTest, MalformedRegisterBuffer) {
+  uint8_t half[sizeof(RegisterBufferRequest) / 2] = {};
+  ASSERT_TRUE(client_.SendFrame(kRegisterBuffer, half, sizeof half));
+  ExpectRefused(client_.ReadStatus(kReplyBound), "a short RegisterBuffer");
+}
+
+TEST_F(DeviceProtocolTest, DeviceInfoWithAPayload) {
+  uint32_t junk = 5;
+  ASSERT_TRUE(client_.SendFrame(kDeviceInfo, &junk, sizeof junk));
+  ExpectRefused(client_.ReadStatus(kReplyBound), "DeviceInfo with a payload");
+}
+
+TEST_F(DeviceProtocolTest, DeviceGroupOfTheWrongSize) {
+  std::vector<uint8_t> group = DeviceGroup(kGroupDevice, kOpDevice, 8);
+  ASSERT_TRUE(client_.SendFrame(kGroup, group.data(), group.size()));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
+  ExpectRefused(st, "a device group with trailing bytes");
+}
+
+TEST_F(DeviceProtocolTest, StreamedDeviceGroup) {
+  std::vector<uint8_t> group = DeviceGroup(kGroupDevice | kGroupStreamed, kOpDevice);
+  ASSERT_TRUE(client_.SendFrame(kGroup, group.data(), group.size()));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
+  ExpectRefused(st, "a streamed device group");
+}
+
+TEST_F(DeviceProtocolTest, DeviceOpOutsideADeviceGroup) {
+  struct {
+    GroupRequest g;
+    OpDesc op;
+  } msg{{1, 0}, {}};
+  msg.op.kind = kAllReduce;
+  msg.op.dtype = ncclFloat32;
+  msg.op.count = 16;
+  msg.op.offset = 4096;
+  msg.op.flags = kOpDevice;
+  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
+  EXPECT_NE(client_.last_message().find("device op outside"), std::string::npos) << client_.last_message();
+  ExpectRefused(st, "a device op in a host group");
+}
+
+TEST_F(DeviceProtocolTest, UnknownOpFlags) {
+  struct {
+    GroupRequest g;
+    OpDesc op;
+  } msg{{1, 0}, {}};
+  msg.op.kind = kAllReduce;
+  msg.op.dtype = ncclFloat32;
+  msg.op.count = 16;
+  msg.op.offset = 4096;
+  msg.op.flags = 0x80;
+  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
+  ExpectRefused(st, "unknown op flags");
+}
+
+}  // namespace
+}  // namespace conduit::it
