@@ -28,29 +28,10 @@ void RunOn(Cluster& cluster, CollLaunch launch) {
 }
 
 // One cluster for the layout tests: daemons must serve communicator after communicator.
-class TwoHostTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
-    cluster_ = new Cluster(TwoHosts());
-    if (!cluster_->Start(&start_error_)) {
-      delete cluster_;
-      cluster_ = nullptr;
-    }
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_NE(cluster_, nullptr) << start_error_;
-  }
-  static Cluster* cluster_;
-  static std::string start_error_;
+class TwoHostTest : public ClusterSuiteTest<TwoHostTest> {
+ public:
+  static ClusterConfig Config() { return TwoHosts(); }
 };
-Cluster* TwoHostTest::cluster_ = nullptr;
-std::string TwoHostTest::start_error_;
 
 TEST_F(TwoHostTest, OneRankPerHost) { RunOn(*cluster_, Ranks(1, kAllSmall)); }
 TEST_F(TwoHostTest, TwoRanksPerHost) { RunOn(*cluster_, Ranks(2, kAllSmall)); }

@@ -10,38 +10,23 @@ namespace {
 
 constexpr auto kRunTimeout = std::chrono::seconds(300);
 
-class FourHostTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
+class FourHostTest : public ClusterSuiteTest<FourHostTest> {
+ public:
+  static ClusterConfig Config() {
     ClusterConfig c;
     c.prefix = "c4";
     c.subnet = "10.231.13";
     c.hosts = 4;
-    cluster_ = new Cluster(c);
-    if (!cluster_->Start(&start_error_)) {
-      delete cluster_;
-      cluster_ = nullptr;
-    }
+    return c;
   }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_NE(cluster_, nullptr) << start_error_;
-  }
+
+ protected:
   void RunOn(CollLaunch launch) {
     auto procs = LaunchCollCheck(*cluster_, launch);
     std::string failure = WaitCollCheck(*cluster_, procs, kRunTimeout);
     EXPECT_TRUE(failure.empty()) << failure;
   }
-  static Cluster* cluster_;
-  static std::string start_error_;
 };
-Cluster* FourHostTest::cluster_ = nullptr;
-std::string FourHostTest::start_error_;
 
 const std::vector<std::string> kAllSmall = {"--types", "all", "--ops", "all", "--sizes", "0,1,7,1000,65539"};
 

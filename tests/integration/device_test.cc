@@ -18,28 +18,21 @@ constexpr int kDaemonTimeoutMs = 3000;
 constexpr auto kReplyBound = std::chrono::milliseconds(kDaemonTimeoutMs + 5000);
 constexpr size_t kShmSize = 1 << 20;
 
-class DeviceProtocolTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
+class DeviceProtocolTest : public ClusterSuiteTest<DeviceProtocolTest> {
+ public:
+  static ClusterConfig Config() {
     ClusterConfig c;
     c.prefix = "dv";
     c.subnet = "10.231.28";
     c.hosts = 1;
     c.timeout_ms = kDaemonTimeoutMs;
-    cluster_ = new Cluster(c);
-    if (!cluster_->Start(&start_error_)) {
-      delete cluster_;
-      cluster_ = nullptr;
-    }
+    return c;
   }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+
+ protected:
   void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_NE(cluster_, nullptr) << start_error_;
+    ClusterSuiteTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_TRUE(client_.Connect(cluster_->Socket(0)));
     ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
   }
@@ -84,11 +77,7 @@ class DeviceProtocolTest : public ::testing::Test {
   }
 
   RawShimClient client_;
-  static Cluster* cluster_;
-  static std::string start_error_;
 };
-Cluster* DeviceProtocolTest::cluster_ = nullptr;
-std::string DeviceProtocolTest::start_error_;
 
 TEST_F(DeviceProtocolTest, DeviceInfoReportsSupportOrWhyNot) {
   std::vector<uint8_t> payload;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "cluster.h"
 
 namespace conduit::it {
@@ -32,5 +34,37 @@ inline constexpr int kSanitizerSlowdown = 1;
     std::string conduit_start_error;                                           \
     ASSERT_TRUE((cluster).Start(&conduit_start_error)) << conduit_start_error; \
   } while (0)
+
+
+namespace conduit::it {
+
+// A fixture whose tests share one Cluster, built from Suite::Config() and started once for
+// the suite; each test is skipped without namespaces and fails when the start failed. A
+// suite with more to set up calls ClusterSuiteTest::SetUp() first and returns when it
+// skipped or failed (IsSkipped() || HasFatalFailure()).
+template <typename Suite>
+class ClusterSuiteTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!Cluster::SkipReason().empty()) return;
+    cluster_ = new Cluster(Suite::Config());
+    if (!cluster_->Start(&start_error_)) {
+      delete cluster_;
+      cluster_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ASSERT_NE(cluster_, nullptr) << start_error_;
+  }
+  inline static Cluster* cluster_ = nullptr;
+  inline static std::string start_error_;
+};
+
+}  // namespace conduit::it
 
 #endif  // CONDUIT_TESTS_INTEGRATION_INTEGRATION_ENV_H_

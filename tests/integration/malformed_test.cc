@@ -18,28 +18,21 @@ constexpr int kDaemonTimeoutMs = 3000;
 constexpr auto kReplyBound = std::chrono::milliseconds(kDaemonTimeoutMs + 5000);
 constexpr size_t kShmSize = 1 << 20;
 
-class MalformedTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!Cluster::SkipReason().empty()) return;
+class MalformedTest : public ClusterSuiteTest<MalformedTest> {
+ public:
+  static ClusterConfig Config() {
     ClusterConfig c;
     c.prefix = "mf";
     c.subnet = "10.231.16";
     c.hosts = 2;
     c.timeout_ms = kDaemonTimeoutMs;
-    cluster_ = new Cluster(c);
-    if (!cluster_->Start(&start_error_)) {
-      delete cluster_;
-      cluster_ = nullptr;
-    }
+    return c;
   }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+
+ protected:
   void SetUp() override {
-    CONDUIT_SKIP_UNLESS_CLUSTER();
-    ASSERT_NE(cluster_, nullptr) << start_error_;
+    ClusterSuiteTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_TRUE(client_.Connect(cluster_->Socket(0)));
   }
   // Every case ends here: the bad client got an error or was dropped, the daemon lives,
@@ -76,11 +69,7 @@ class MalformedTest : public ::testing::Test {
   }
 
   RawShimClient client_;
-  static Cluster* cluster_;
-  static std::string start_error_;
 };
-Cluster* MalformedTest::cluster_ = nullptr;
-std::string MalformedTest::start_error_;
 
 // The baseline: our client speaks the protocol well enough that rejections below mean
 // something.
