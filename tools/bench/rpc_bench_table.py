@@ -20,7 +20,7 @@ def parse(path):
     for line in open(path):
         words = line.split()
         if words[0] == "bulk":
-            f = dict(zip(words[3::2], words[4::2]))
+            f = dict(zip(words[2::2], words[3::2]))  # bulk QOS calls N seconds S ...
             bulk[words[1]] = f
             continue
         config, policy, workload = words[:3]
