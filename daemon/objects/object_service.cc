@@ -213,7 +213,7 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   for (;;) {
     ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
                              options_.timeout_ms);
-    if (st.ok()) {
+    if (st.ok() && obj->failure().ok()) {
       obj->MarkComplete();
       dir_.Release(id, sender, true);
       stats_.received += 1;
@@ -229,8 +229,19 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
               Printable(id).c_str(), sender.c_str(), static_cast<unsigned long long>(offset),
               static_cast<unsigned long long>(obj->size()), st.message().c_str());
     std::this_thread::sleep_for(std::chrono::milliseconds(kResumePauseMs));
+    if (!obj->failure().ok()) {  // the directory dropped this copy while we paused
+      dir_.Release(id, sender, false);
+      return;
+    }
     AcquireResult r;
     st = dir_.Acquire(id, sender, sender, Deadline::AfterMs(options_.timeout_ms), &r);
+    if (st.ok() && !obj->failure().ok()) {
+      // Dropped while we asked: the id may already name a new object (its creator re-ran
+      // the Put). Our copy is gone, so we must not stay registered as a receiver of it,
+      // or a later Get here would be sent to a copy that no longer exists.
+      if (!r.is_inline) dir_.Release(id, r.sender, false);
+      return;
+    }
     if (st.ok() && !r.is_inline && r.size != obj->size()) st = Err(objproto::kInternal, "size changed");
     if (st.ok() && r.is_inline) {
       memcpy(obj->data(), r.inline_data.data(), std::min<size_t>(r.inline_data.size(), obj->size()));
