@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -94,6 +96,7 @@ Cluster::~Cluster() {
   procs_.clear();
   daemons_.clear();
   if (netns_up_) RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
+  if (prefix_lock_ >= 0) ::close(prefix_lock_);
   if (!dir_.empty() && std::getenv("CONDUIT_IT_KEEP") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -109,6 +112,18 @@ std::string Cluster::PeerAddr(int host) const { return Ip(host) + ":" + std::to_
 bool Cluster::Start(std::string* error) {
   if (dir_.empty()) {
     *error = "cannot create a temp dir";
+    return false;
+  }
+  // Starting (and stopping) a cluster deletes every namespace under its prefix, so two live
+  // clusters with one prefix silently break each other's links (ctest runs executables in
+  // parallel). The lock turns that into a clear error.
+  const std::string lock_path = "/tmp/conduit-netns-" + config_.prefix + ".lock";
+  prefix_lock_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (prefix_lock_ < 0 || ::flock(prefix_lock_, LOCK_EX | LOCK_NB) != 0) {
+    *error = "namespace prefix '" + config_.prefix + "' is in use by another running cluster (" + lock_path +
+             " is locked): each test executable needs its own prefix";
+    if (prefix_lock_ >= 0) ::close(prefix_lock_);
+    prefix_lock_ = -1;
     return false;
   }
   // A previous run that crashed may have left namespaces behind under our prefix.

@@ -17,7 +17,7 @@ namespace conduit::it {
 struct ClusterConfig {
   // Namespace prefix, unique per test executable; with $CONDUIT_IT_NS_TAG in front it must
   // stay <= 6 chars, so keep it to 3.
-  std::string prefix;
+  std::string prefix;  // namespace names; unique per test executable (a lock enforces it)
   std::string subnet;  // "A.B.C", unique per test executable
   int hosts = 2;
   int timeout_ms = 10000;                // conduitd --timeout-ms
@@ -87,6 +87,7 @@ class Cluster {
   ClusterConfig config_;
   std::string dir_;
   bool netns_up_ = false;
+  int prefix_lock_ = -1;  // flock on /tmp/conduit-netns-<prefix>.lock while this cluster lives
   std::string topology_path_;
   int id_files_ = 0;
   std::vector<std::unique_ptr<Subprocess>> daemons_;

@@ -23,8 +23,8 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
  protected:
   static void SetUpTestSuite() {
     ClusterConfig c;
-    c.prefix = "rc";
-    c.subnet = "10.231.41";
+    c.prefix = "rcl";
+    c.subnet = "10.231.44";
     c.hosts = 2;
     StartSuite(c, [](GreeterRig& rig, std::string* error) {
       return rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error) != nullptr &&
