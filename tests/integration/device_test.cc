@@ -14,10 +14,6 @@ namespace {
 
 using namespace shimproto;
 
-constexpr int kDaemonTimeoutMs = 3000;
-constexpr auto kReplyBound = std::chrono::milliseconds(kDaemonTimeoutMs + 5000);
-constexpr size_t kShmSize = 1 << 20;
-
 class DeviceProtocolTest : public ClusterSuiteTest<DeviceProtocolTest> {
  public:
   static ClusterConfig Config() {
@@ -56,6 +52,12 @@ class DeviceProtocolTest : public ClusterSuiteTest<DeviceProtocolTest> {
     RawShimClient other;
     ASSERT_TRUE(other.Connect(cluster_->Socket(0)));
     EXPECT_EQ(other.OpenSession(kShmSize, kReplyBound), "") << "daemon stopped serving after " << what;
+  }
+  // A host-memory group of one float AllReduce of 16 elements at offset 4096 of the segment.
+  static OneOpGroup HostGroup(uint8_t op_flags) {
+    OneOpGroup msg{{1, 0}, AllReduceFloat(16, 4096)};
+    msg.op.flags = op_flags;
+    return msg;
   }
   // A device group of one AllReduce on registered buffer 7.
   std::vector<uint8_t> DeviceGroup(uint32_t flags, uint8_t op_flags, size_t extra_bytes = 0) {
@@ -112,14 +114,7 @@ TEST_F(DeviceProtocolTest, DeviceWorkWithoutGpuSupportIsRefusedClearly) {
   EXPECT_EQ(st, ncclInvalidUsage);
   EXPECT_NE(client_.last_message().find("no GPU support"), std::string::npos) << client_.last_message();
   // The same connection still runs host-memory work.
-  struct {
-    GroupRequest g;
-    OpDesc op;
-  } host{{1, 0}, {}};
-  host.op.kind = kAllReduce;
-  host.op.dtype = ncclFloat32;
-  host.op.count = 16;
-  host.op.offset = 4096;
+  OneOpGroup host = HostGroup(0);
   ASSERT_TRUE(client_.SendFrame(kGroup, &host, sizeof host));
   EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
   ExpectRefused(ncclInvalidUsage, "device requests");
@@ -160,15 +155,7 @@ TEST_F(DeviceProtocolTest, StreamedDeviceGroup) {
 }
 
 TEST_F(DeviceProtocolTest, DeviceOpOutsideADeviceGroup) {
-  struct {
-    GroupRequest g;
-    OpDesc op;
-  } msg{{1, 0}, {}};
-  msg.op.kind = kAllReduce;
-  msg.op.dtype = ncclFloat32;
-  msg.op.count = 16;
-  msg.op.offset = 4096;
-  msg.op.flags = kOpDevice;
+  OneOpGroup msg = HostGroup(kOpDevice);
   ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
   int st = client_.ReadStatus(kReplyBound);
   EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
@@ -177,15 +164,7 @@ TEST_F(DeviceProtocolTest, DeviceOpOutsideADeviceGroup) {
 }
 
 TEST_F(DeviceProtocolTest, UnknownOpFlags) {
-  struct {
-    GroupRequest g;
-    OpDesc op;
-  } msg{{1, 0}, {}};
-  msg.op.kind = kAllReduce;
-  msg.op.dtype = ncclFloat32;
-  msg.op.count = 16;
-  msg.op.offset = 4096;
-  msg.op.flags = 0x80;
+  OneOpGroup msg = HostGroup(0x80);
   ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
   int st = client_.ReadStatus(kReplyBound);
   EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();

@@ -14,10 +14,6 @@ namespace {
 
 using namespace shimproto;
 
-constexpr int kDaemonTimeoutMs = 3000;
-constexpr auto kReplyBound = std::chrono::milliseconds(kDaemonTimeoutMs + 5000);
-constexpr size_t kShmSize = 1 << 20;
-
 class MalformedTest : public ClusterSuiteTest<MalformedTest> {
  public:
   static ClusterConfig Config() {
@@ -51,21 +47,9 @@ class MalformedTest : public ClusterSuiteTest<MalformedTest> {
   int SendOp(const OpDesc& op) {
     std::string err = client_.OpenSession(kShmSize, kReplyBound);
     EXPECT_EQ(err, "");
-    struct {
-      GroupRequest g;
-      OpDesc op;
-    } msg{{1, 0}, op};
+    OneOpGroup msg{{1, 0}, op};
     EXPECT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
     return client_.ReadStatus(kReplyBound);
-  }
-  static OpDesc AllReduceFloat(uint64_t count, uint64_t offset) {
-    OpDesc op{};
-    op.kind = kAllReduce;
-    op.dtype = ncclFloat32;
-    op.redop = ncclSum;
-    op.count = count;
-    op.offset = offset;
-    return op;
   }
 
   RawShimClient client_;
@@ -115,10 +99,7 @@ TEST_F(MalformedTest, UnknownMessageType) {
 
 TEST_F(MalformedTest, GroupAnnouncingMoreOpsThanSent) {
   ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
-  struct {
-    GroupRequest g;
-    OpDesc op;
-  } msg{{5, 0}, AllReduceFloat(16, 0)};
+  OneOpGroup msg{{5, 0}, AllReduceFloat(16, 0)};
   client_.SendFrame(kGroup, &msg, sizeof msg);
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
 }
@@ -167,10 +148,7 @@ TEST_F(MalformedTest, PeerOutOfRange) {
 }
 
 TEST_F(MalformedTest, GroupBeforeSession) {
-  struct {
-    GroupRequest g;
-    OpDesc op;
-  } msg{{1, 0}, AllReduceFloat(16, 0)};
+  OneOpGroup msg{{1, 0}, AllReduceFloat(16, 0)};
   client_.SendFrame(kGroup, &msg, sizeof msg);
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
 }

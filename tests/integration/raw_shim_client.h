@@ -13,6 +13,29 @@
 
 namespace conduit::it {
 
+// What the suites that use this client give their daemons and wait for: a short daemon
+// timeout, so a refusal that waits on it comes quickly; replies bounded well past it; a
+// 1 MiB session segment.
+constexpr int kDaemonTimeoutMs = 3000;
+constexpr auto kReplyBound = std::chrono::milliseconds(kDaemonTimeoutMs + 5000);
+constexpr size_t kShmSize = 1 << 20;
+
+// A Group request carrying one op, laid out as the shim sends it.
+struct OneOpGroup {
+  shimproto::GroupRequest g;
+  shimproto::OpDesc op;
+};
+// A float sum AllReduce of `count` elements at `offset` of the session's segment.
+inline shimproto::OpDesc AllReduceFloat(uint64_t count, uint64_t offset) {
+  shimproto::OpDesc op{};
+  op.kind = shimproto::kAllReduce;
+  op.dtype = ncclFloat32;
+  op.redop = ncclSum;
+  op.count = count;
+  op.offset = offset;
+  return op;
+}
+
 class RawShimClient {
  public:
   RawShimClient() = default;
