@@ -90,6 +90,13 @@ class ScatteredReducer {
   size_t done_ = 0;
 };
 
+// `bytes` of staging for one call: the group's scratch, or a buffer owned by `own`.
+uint8_t* Staging(const HostGroup& g, size_t bytes, std::unique_ptr<uint8_t[]>* own) {
+  if (g.scratch != nullptr) return g.scratch->Get(bytes, own);
+  own->reset(new uint8_t[std::max<size_t>(bytes, 1)]);
+  return own->get();
+}
+
 // Finalizes what has arrived of a receive into `ranges` (cumulative: finalize is idempotent).
 RecvProgress FinalizeArrivals(const HostGroup& g, uint8_t* buf, const std::vector<ByteRange>& ranges) {
   if (!g.finalize) return nullptr;
@@ -100,6 +107,20 @@ RecvProgress FinalizeArrivals(const HostGroup& g, uint8_t* buf, const std::vecto
 }
 
 }  // namespace
+
+uint8_t* Scratch::Get(size_t bytes, std::unique_ptr<uint8_t[]>* transient) {
+  bytes = std::max<size_t>(bytes, 1);
+  if (bytes > kKeepBytes) {
+    transient->reset(new uint8_t[bytes]);
+    return transient->get();
+  }
+  if (bytes > kept_bytes_) {
+    kept_.reset();  // before allocating: never hold both
+    kept_.reset(new uint8_t[bytes]);
+    kept_bytes_ = bytes;
+  }
+  return kept_.get();
+}
 
 HostSegments EvenSegments(size_t count, size_t elem, int parts) {
   HostSegments segments(parts);
@@ -120,15 +141,16 @@ Status RingReduceScatter(const HostGroup& g, uint8_t* buf, const HostSegments& s
   Link& prev = *g.links[Mod(g.me - 1, n)];
   size_t max_seg = 0;
   for (const auto& s : segments) max_seg = std::max(max_seg, RangesBytes(s));
-  std::unique_ptr<uint8_t[]> staging(new uint8_t[std::max<size_t>(max_seg, 1)]);
+  std::unique_ptr<uint8_t[]> own;
+  uint8_t* staging = Staging(g, max_seg, &own);
   // Step s sends segment me-s-1 (reduced over s+1 hosts) and folds the incoming copy of
   // segment me-s-2 into ours; after n-1 steps segment `me` is complete here.
   for (int s = 0; s < n - 1; ++s) {
     const auto& send_seg = segments[Mod(g.me - s - 1, n)];
     const auto& recv_seg = segments[Mod(g.me - s - 2, n)];
     size_t recv_bytes = RangesBytes(recv_seg);
-    ScatteredReducer reducer(g, buf, recv_seg, staging.get(), type, op, /*last=*/s == n - 2);
-    std::vector<MutSpan> in{{staging.get(), recv_bytes}};
+    ScatteredReducer reducer(g, buf, recv_seg, staging, type, op, /*last=*/s == n - 2);
+    std::vector<MutSpan> in{{staging, recv_bytes}};
     CONDUIT_RETURN_IF_ERROR(next.SendRecv(
         AsConst(buf, send_seg), prev, in, g.deadline,
         [&](size_t received) { return reducer.Advance(received, false); }, g.ensure));
@@ -164,9 +186,10 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   if (n == 1) return Status::Ok();
   const size_t bytes = count * DataTypeSize(type);
   if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
-  std::unique_ptr<uint8_t[]> staging(new uint8_t[std::max<size_t>(bytes, 1)]);
+  std::unique_ptr<uint8_t[]> own;
+  uint8_t* staging = Staging(g, bytes, &own);
   std::vector<ConstSpan> out{{buf, bytes}};
-  std::vector<MutSpan> in{{staging.get(), bytes}};
+  std::vector<MutSpan> in{{staging, bytes}};
   int pow2 = 1;
   while (pow2 * 2 <= n) pow2 *= 2;
   const int extra = n - pow2;
@@ -179,7 +202,7 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
       return partner.Recv({{buf, bytes}}, g.deadline);
     }
     CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv(in, g.deadline));
-    ReduceInto(buf, staging.get(), count, type, op);
+    ReduceInto(buf, staging, count, type, op);
     vrank = g.me / 2;
   } else {
     vrank = g.me - extra;
@@ -188,7 +211,7 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   for (int mask = 1; mask < pow2; mask <<= 1) {
     Link& partner = *g.links[real_host(vrank ^ mask)];
     CONDUIT_RETURN_IF_ERROR(partner.SendRecv(out, partner, in, g.deadline));
-    ReduceInto(buf, staging.get(), count, type, op);  // commutative ops: same bits on both sides
+    ReduceInto(buf, staging, count, type, op);  // commutative ops: same bits on both sides
   }
   if (g.me < 2 * extra) return g.links[g.me - 1]->Send(out, g.deadline);
   return Status::Ok();
@@ -244,8 +267,9 @@ Status ChainReduce(const HostGroup& g, int root, uint8_t* buf, size_t count, ncc
   Link* from = pos == n - 1 ? nullptr : g.links[Mod(g.me + 1, n)];
   if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline, g.ensure);
   const size_t chunk = std::max<size_t>(g.chunk_bytes - g.chunk_bytes % elem, elem);
-  std::unique_ptr<uint8_t[]> staging(new uint8_t[std::min(chunk, bytes) * 2]);
-  uint8_t* slots[2] = {staging.get(), staging.get() + std::min(chunk, bytes)};
+  std::unique_ptr<uint8_t[]> own;
+  uint8_t* staging = Staging(g, std::min(chunk, bytes) * 2, &own);
+  uint8_t* slots[2] = {staging, staging + std::min(chunk, bytes)};
   // Receive chunk k into a staging slot, fold it into buf, then send the folded chunk on
   // while chunk k+1 arrives.
   size_t k_begin = 0, k_end = std::min(chunk, bytes);

@@ -286,6 +286,7 @@ class Communicator {
   uint64_t tenant_generation_ = 0;
   std::shared_ptr<TenantState> tenant_;
   std::unique_ptr<gpu::CommStream> device_;  // created by the first device collective
+  Scratch scratch_;                           // the inter-host algorithms' receive staging
 };
 
 }  // namespace conduit

@@ -88,6 +88,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   group.deadline = OpDeadline();
   group.ensure = std::move(ensure);
   group.finalize = std::move(finalize);
+  group.scratch = &scratch_;
 
   // Tenant policy: pace this host's sends (cap, yield) and tell lower priorities we are busy.
   std::shared_ptr<TenantState> tenant = nhosts > 1 ? CurrentTenant() : nullptr;
