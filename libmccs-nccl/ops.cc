@@ -174,6 +174,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   ncclResult_t result = ncclSuccess;
   std::vector<ncclComm*> sent_to;
   std::map<ncclComm*, Sent> sent;
+  std::map<ncclComm*, std::optional<InputFeeder>> feeders;  // streamed communicators' inputs
   for (auto& [comm, list] : by_comm) {
     ncclResult_t init = WaitInit(comm);
     if (init != ncclSuccess) {
@@ -188,8 +189,16 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       break;
     }
     // The daemon is already waiting for these bytes and starts on the first ones.
-    if (sent[comm].streamed) StreamInput(comm->staging.data(), *list[0]);
+    if (sent[comm].streamed) {
+      feeders[comm].emplace(comm->staging.data(), comm->staging.size(), *list[0]);
+      feeders[comm]->Serve();
+    }
     sent_to.push_back(comm);
+  }
+  // The pumps below serve one communicator at a time, and other programs' daemons may
+  // need these communicators' inputs in another order: with more than one, copy all now.
+  if (sent_to.size() > 1) {
+    for (auto& [comm, feeder] : feeders) feeder->CopyAll();
   }
   // Every request that went out gets its reply read, even after a failure elsewhere, so
   // no connection is left with an unread reply.
@@ -198,7 +207,8 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     std::optional<OutputPump> pump;
     if (sent[comm].streamed) {
       pump.emplace(comm->staging.data(), comm->staging.size(), *list[0]);
-      pump->PumpUntilReply(comm->conn->fd(), Deadline::AfterMs(3ll * comm->conn->daemon_timeout_ms() + 30000));
+      pump->PumpUntilReply(comm->conn->fd(), Deadline::AfterMs(3ll * comm->conn->daemon_timeout_ms() + 30000),
+                           &*feeders[comm]);
     }
     Frame reply;
     Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply);

@@ -11,9 +11,6 @@
 namespace conduit {
 namespace {
 
-// Input is published in pieces this big: small enough that the daemon starts early, big
-// enough that the wakeups cost nothing next to the copy.
-constexpr size_t kInputPieceBytes = 1 << 20;
 // How long the output pump sleeps before looking at the reply socket again.
 constexpr int kPumpSliceMs = 20;
 // Below this, copies take less than the two futex wakeups streaming adds: latency wins.
@@ -37,22 +34,68 @@ bool CanStream(const std::vector<PendingOp*>& ops) {
 
 void ResetForStreaming(uint8_t* segment) {
   StagingControl* c = ControlOf(segment);
-  c->input_ready.store(0, std::memory_order_relaxed);
+  c->input_complete.store(0, std::memory_order_relaxed);
+  c->input_wanted.store(0, std::memory_order_relaxed);
+  for (auto& word : c->input_done) word.store(0, std::memory_order_relaxed);
   for (auto& word : c->done) word.store(0, std::memory_order_relaxed);
   // The request's send (a syscall) orders these stores before anything the daemon reads.
 }
 
-void StreamInput(uint8_t* segment, const PendingOp& op) {
-  StagingControl* c = ControlOf(segment);
-  const size_t base = op.desc.offset + op.in_at;
-  const auto* in = static_cast<const uint8_t*>(op.in);
-  for (size_t done = 0; done < op.in_bytes;) {
-    size_t take = std::min(kInputPieceBytes, op.in_bytes - done);
-    memcpy(segment + base + done, in + done, take);
-    done += take;
-    PublishInput(c, base + done);
+InputFeeder::InputFeeder(uint8_t* segment, size_t segment_bytes, const PendingOp& op)
+    : segment_(segment),
+      op_(op),
+      chunk_(StagingChunkBytes(segment_bytes)),
+      begin_(op.desc.offset + op.in_at),
+      end_(op.desc.offset + op.in_at + op.in_bytes) {
+  if (op.in_bytes == 0) {
+    PublishInputComplete(ControlOf(segment_));
+    return;
   }
-  PublishInput(c, kInputComplete);
+  first_ = begin_ / chunk_;
+  left_ = (end_ - 1) / chunk_ - first_ + 1;
+  copied_.assign(left_, false);
+}
+
+void InputFeeder::CopyChunk(size_t k) {
+  const size_t from = std::max(begin_, k * chunk_), to = std::min(end_, (k + 1) * chunk_);
+  memcpy(segment_ + from, static_cast<const uint8_t*>(op_.in) + (from - begin_), to - from);
+  copied_[k - first_] = true;
+  StagingControl* c = ControlOf(segment_);
+  if (--left_ == 0) {
+    PublishInputComplete(c);
+  } else {
+    PublishInputChunk(c, k);
+  }
+}
+
+bool InputFeeder::Serve() {
+  if (left_ == 0) return false;
+  const uint64_t wanted = ControlOf(segment_)->input_wanted.load(std::memory_order_relaxed);
+  size_t k;
+  if (wanted == 0) {
+    if (initial_done_) return false;
+    initial_done_ = true;
+    k = first_;
+  } else {
+    if (wanted == served_) return false;
+    served_ = wanted;
+    k = (wanted - 1) / chunk_;
+    if (k < first_ || k >= first_ + copied_.size()) return false;  // not this op's input: ignore
+  }
+  const size_t stop = std::min(first_ + copied_.size(), k + std::max<size_t>(kWindowBytes / chunk_, 1));
+  bool any = false;
+  for (; k < stop; ++k) {
+    if (copied_[k - first_]) continue;
+    CopyChunk(k);
+    any = true;
+  }
+  return any;
+}
+
+void InputFeeder::CopyAll() {
+  for (size_t i = 0; i < copied_.size() && left_ > 0; ++i) {
+    if (!copied_[i]) CopyChunk(first_ + i);
+  }
 }
 
 OutputPump::OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op)
@@ -80,19 +123,20 @@ bool OutputPump::CopyReady() {
   for (size_t i = 0; i < copied_.size() && left_ > 0; ++i) {
     if (copied_[i]) continue;
     size_t c = first_chunk_ + i;
-    if (ctl->done[c / 64].load(std::memory_order_acquire) & (1ull << (c % 64))) CopyChunk(c);
+    if (TestChunkBit(ctl->done, c)) CopyChunk(c);
   }
   return left_ == 0;
 }
 
-void OutputPump::PumpUntilReply(int reply_fd, Deadline deadline) {
+void OutputPump::PumpUntilReply(int reply_fd, Deadline deadline, InputFeeder* input) {
   StagingControl* ctl = ControlOf(segment_);
   for (;;) {
     uint32_t seen = ctl->output_seq.load(std::memory_order_acquire);
-    if (CopyReady()) return;
+    const bool fed = input != nullptr && input->Serve();
+    if (CopyReady() && (input == nullptr || input->done())) return;
     pollfd p{reply_fd, POLLIN, 0};
     if (poll(&p, 1, 0) > 0 || deadline.expired()) return;
-    FutexWait(&ctl->output_seq, seen, kPumpSliceMs);
+    if (!fed) FutexWait(&ctl->output_seq, seen, kPumpSliceMs);
   }
 }
 

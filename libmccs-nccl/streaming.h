@@ -21,18 +21,50 @@ bool CanStream(const std::vector<PendingOp*>& ops);
 // Before the request goes out: no input yet, no output chunk done.
 void ResetForStreaming(uint8_t* segment);
 
-// After the request went out: copies the op's input into the segment in pieces,
-// publishing progress after each so the daemon can start on the first ones.
-void StreamInput(uint8_t* segment, const PendingOp& op);
+// Copies a streamed op's input into the segment, a chunk (StagingChunkBytes) at a time,
+// as the daemon asks for it: the daemon names, in input_wanted, the first chunk it lacks
+// within a read-ahead window of where its algorithm reads, and the feeder copies a window
+// from there. Copying on demand rather than all at once keeps the copies from competing
+// for the CPU with the daemon's network threads just when every program starts a large
+// collective (on a 2-core host, copying 256 MiB in one go stalled the ring's first step).
+class InputFeeder {
+ public:
+  // Chunks copied per request, and before the first one (most algorithms start at the
+  // beginning of the buffer). Matches the daemon's read-ahead.
+  static constexpr size_t kWindowBytes = size_t{4} << 20;
+
+  InputFeeder(uint8_t* segment, size_t segment_bytes, const PendingOp& op);
+
+  // Copies the window the daemon last asked for (the input's first window before any
+  // request); true if it copied anything.
+  bool Serve();
+  // Copies everything not yet copied, in segment order.
+  void CopyAll();
+  bool done() const { return left_ == 0; }
+
+ private:
+  void CopyChunk(size_t k);
+
+  uint8_t* segment_;
+  const PendingOp& op_;
+  size_t chunk_;
+  size_t begin_, end_;  // segment offsets of the input
+  size_t first_ = 0;    // its first chunk
+  std::vector<bool> copied_;
+  size_t left_ = 0;
+  bool initial_done_ = false;  // the first window, copied before any request
+  uint64_t served_ = 0;        // the request last served
+};
 
 // Copies finalized output chunks to the program's buffer.
 class OutputPump {
  public:
   OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op);
 
-  // Copies chunks as the daemon finalizes them, sleeping in between, until every chunk is
-  // out, a reply (or EOF) is readable on reply_fd, or the deadline passes.
-  void PumpUntilReply(int reply_fd, Deadline deadline);
+  // Copies chunks as the daemon finalizes them, and feeds `input` (if any) as the daemon
+  // asks, sleeping in between, until every output chunk is out and all input in, a reply
+  // (or EOF) is readable on reply_fd, or the deadline passes.
+  void PumpUntilReply(int reply_fd, Deadline deadline, InputFeeder* input);
   // After a successful reply: copies whatever is still missing.
   void CopyRest();
 

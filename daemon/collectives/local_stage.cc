@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "reduce/reduce.h"
 
@@ -15,6 +16,9 @@ namespace {
 constexpr size_t kCombineChunkBytes = 512 * 1024;
 // How often a wait for streamed input looks at aborts and at the program's connection.
 constexpr int kWaitSliceMs = 100;
+// How far past what it reads the daemon asks a shim for streamed input: the shim copies as
+// asked, and this much lead hides its wake-up and copy.
+constexpr size_t kReadAheadBytes = 4 << 20;
 
 bool IsReduction(uint8_t kind) {
   return kind == shimproto::kAllReduce || kind == shimproto::kReduce || kind == shimproto::kReduceScatter;
@@ -64,6 +68,7 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
     }
   }
 
+  asked_.assign(ranks_.size(), 0);
   pending_.resize(ranks_.size());
   done_chunk_.resize(ranks_.size(), 0);
   for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -109,12 +114,29 @@ LocalStage::Range LocalStage::OutputOf(size_t i) const {
 Status LocalStage::WaitInput(size_t i, Range r) {
   StagingControl* c = ranks_[i].control;
   if (c == nullptr) return Status::Ok();
-  Range x = Intersect(r, InputOf(i));
+  const Range input = InputOf(i);
+  Range x = Intersect(r, input);
   if (x.empty()) return Status::Ok();
-  const uint64_t need = ranks_[i].op.offset + x.end;
+  const size_t chunk = StagingChunkBytes(ranks_[i].segment_bytes);
+  const size_t base = ranks_[i].op.offset;
+  // The shim copies input only as asked (libmccs-nccl/streaming.h): ask for the first chunk
+  // missing up to kReadAheadBytes past this range, so the next ones are copied before they
+  // are needed.
+  const Range ahead = Intersect({x.begin, x.end + kReadAheadBytes}, input);
   for (;;) {
     uint32_t seen = c->input_seq.load(std::memory_order_acquire);
-    if (c->input_ready.load(std::memory_order_acquire) >= need) return Status::Ok();
+    if (c->input_complete.load(std::memory_order_acquire) != 0) return Status::Ok();
+    std::optional<size_t> missing;
+    for (size_t k = (base + ahead.begin) / chunk; k * chunk < base + ahead.end && !missing; ++k) {
+      if (!TestChunkBit(c->input_done, k)) missing = std::max(base + ahead.begin, k * chunk);
+    }
+    if (missing && asked_[i] != *missing + 1) {
+      asked_[i] = *missing + 1;
+      c->input_wanted.store(asked_[i], std::memory_order_relaxed);
+      c->output_seq.fetch_add(1, std::memory_order_release);  // the shim sleeps on this word
+      FutexWakeAll(&c->output_seq);
+    }
+    if (!missing || *missing >= base + x.end) return Status::Ok();
     CONDUIT_RETURN_IF_ERROR(failed_());
     if (deadline_.expired()) {
       return RemoteError("timed out waiting for rank %d's program to copy its input into shared memory",
@@ -203,16 +225,14 @@ void LocalStage::Finalize(size_t offset, size_t len) {
   finalized_.erase(lo, hi);
   finalized_[begin] = end;
 
+  // Wake a shim only when one of its chunks became whole: it copies whole chunks only.
   std::vector<bool> woke(ranks_.size(), false);
   for (Range f : fresh) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       Range x = Intersect(f, OutputOf(i));
       if (x.empty()) continue;
       if (i != work_index_) memcpy(DataOf(i) + x.begin, work_ + x.begin, x.end - x.begin);
-      if (ranks_[i].control != nullptr) {
-        MarkDone(i, x);
-        woke[i] = true;
-      }
+      if (ranks_[i].control != nullptr && MarkDone(i, x)) woke[i] = true;
     }
   }
   for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -222,7 +242,8 @@ void LocalStage::Finalize(size_t offset, size_t len) {
   }
 }
 
-void LocalStage::MarkDone(size_t i, Range r) {
+bool LocalStage::MarkDone(size_t i, Range r) {
+  bool any = false;
   const size_t g = done_chunk_[i];
   const size_t base = ranks_[i].op.offset;
   for (size_t p = base + r.begin; p < base + r.end;) {
@@ -232,12 +253,14 @@ void LocalStage::MarkDone(size_t i, Range r) {
     if (it != pending_[i].end()) {
       it->second -= std::min(it->second, end - p);
       if (it->second == 0) {
-        ranks_[i].control->done[c / 64].fetch_or(1ull << (c % 64), std::memory_order_release);
+        SetChunkBit(ranks_[i].control->done, c);
         pending_[i].erase(it);
+        any = true;
       }
     }
     p = end;
   }
+  return any;
 }
 
 Status LocalStage::Finish() {

@@ -70,7 +70,7 @@ class LocalStage {
   Range OutputOf(size_t i) const;  // op-relative bytes rank i's program reads back
   Status WaitInput(size_t i, Range r);
   Status CombineChunk(size_t chunk);
-  void MarkDone(size_t i, Range r);
+  bool MarkDone(size_t i, Range r);  // true if a done bit was set
 
   std::vector<StageRank> ranks_;
   const int nranks_;
@@ -92,6 +92,7 @@ class LocalStage {
   // Per streamed rank: output bytes not yet final in each done-bit chunk of its segment.
   std::vector<std::map<size_t, size_t>> pending_;
   std::vector<size_t> done_chunk_;
+  std::vector<uint64_t> asked_;  // per rank: the input_wanted value last stored
 };
 
 }  // namespace conduit

@@ -1,4 +1,4 @@
-// The shim <-> daemon protocol, version 2 (documented in docs/shim-protocol.md).
+// The shim <-> daemon protocol, version 3 (documented in docs/shim-protocol.md).
 //
 // Each communicator rank in a program owns one Unix-socket connection to its host's
 // conduitd and issues one request at a time on it; the daemon answers every request
@@ -16,7 +16,7 @@
 namespace conduit::shimproto {
 
 inline constexpr uint32_t kMagic = 0x53544443;  // "CDTS"
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr uint32_t kMaxPayload = 1u << 20;
 inline constexpr uint32_t kMaxOpsPerGroup = 16384;
 inline constexpr char kDefaultSocketPath[] = "/run/conduit/conduitd.sock";

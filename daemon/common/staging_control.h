@@ -1,18 +1,23 @@
 // StagingControl: the first page of every staging segment, through which a shim and its
-// daemon overlap their copies with the network (shim protocol v1, "streamed" groups).
+// daemon overlap their copies with the network (shim protocol v3, "streamed" groups).
 //
 // Without it a collective costs copy-in + network + copy-out. With it:
-//  * the shim sends the Group request first and then copies the input into the segment,
-//    publishing how far it got (input_ready); the daemon starts sending as soon as the
-//    first bytes it needs are there;
+//  * the shim sends the Group request first and then copies the input into the segment a
+//    chunk at a time, setting one input bit per chunk; the daemon starts sending as soon
+//    as the chunks it needs are there;
+//  * the daemon reads input in the order its algorithm needs it, which is not the segment's
+//    order (in a ring each host starts on a different part of the buffer). When it has to
+//    wait it names the chunk it waits for (input_wanted) and the shim copies from there on
+//    next, so no host waits for a whole copy-in before its first send;
 //  * the daemon marks each chunk of the output as final the moment it is (done bits); the
 //    shim copies those chunks out while the rest is still on the wire.
 // Both sides sleep on futexes in this shared page rather than spinning: the machine's cores
 // are the programs'.
 //
 // Ownership: between requests everything here belongs to the shim, which resets it before
-// each streamed Group request; while the request is outstanding the shim writes only
-// input_*, the daemon only output_* and the done bits.
+// each streamed Group request; while the request is outstanding the shim writes only the
+// input_seq/input_complete words and the input bits, the daemon only input_wanted,
+// output_seq and the done bits.
 #ifndef CONDUIT_DAEMON_COMMON_STAGING_CONTROL_H_
 #define CONDUIT_DAEMON_COMMON_STAGING_CONTROL_H_
 
@@ -29,30 +34,40 @@ namespace conduit {
 
 // Op data starts after this control page.
 inline constexpr size_t kStagingControlBytes = 4096;
-inline constexpr uint64_t kInputComplete = ~0ull;
 
 struct StagingControl {
-  std::atomic<uint32_t> input_seq;    // futex word: bumped after input_ready grows
+  std::atomic<uint32_t> input_seq;       // futex word: bumped after input bits are set
   uint32_t reserved0;
-  std::atomic<uint64_t> input_ready;  // segment bytes [0, input_ready) hold the group's inputs
-  std::atomic<uint32_t> output_seq;   // futex word: bumped after done bits are set
+  std::atomic<uint64_t> input_complete;  // 1: every byte of the group's input is in place
+  std::atomic<uint32_t> output_seq;      // futex word: bumped after done bits are set
   uint32_t reserved1;
-  uint64_t reserved2[5];
-  // Bit c: segment bytes [c*chunk, (c+1)*chunk) of this rank's output are final
-  // (chunk = StagingChunkBytes(segment size)).
-  std::atomic<uint64_t> done[(kStagingControlBytes - 64) / 8];
+  std::atomic<uint64_t> input_wanted;    // daemon's request: 1 + segment offset it waits for; 0: none
+  uint64_t reserved2[4];
+  // Bit c of input_done: the input bytes within segment bytes [c*chunk, (c+1)*chunk) are in
+  // place. Bit c of done: this rank's output bytes in that chunk are final.
+  // (chunk = StagingChunkBytes(segment size), the same for both.)
+  std::atomic<uint64_t> input_done[(kStagingControlBytes - 64) / 16];
+  std::atomic<uint64_t> done[(kStagingControlBytes - 64) / 16];
 };
 static_assert(sizeof(StagingControl) == kStagingControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
 
 inline constexpr size_t kStagingDoneBits = sizeof(StagingControl::done) * 8;
 
-// Bytes per done bit for a segment of `segment_bytes`: a power of two, at least 256 KiB,
-// large enough that the bitmap covers the whole segment.
+// Bytes per input/done bit for a segment of `segment_bytes`: a power of two, at least
+// 256 KiB, large enough that a bitmap covers the whole segment.
 inline size_t StagingChunkBytes(size_t segment_bytes) {
   size_t chunk = 256 * 1024;
   while (chunk * kStagingDoneBits < segment_bytes) chunk *= 2;
   return chunk;
+}
+
+inline bool TestChunkBit(const std::atomic<uint64_t>* bits, size_t c) {
+  return (bits[c / 64].load(std::memory_order_acquire) >> (c % 64)) & 1;
+}
+
+inline void SetChunkBit(std::atomic<uint64_t>* bits, size_t c) {
+  bits[c / 64].fetch_or(1ull << (c % 64), std::memory_order_release);
 }
 
 inline StagingControl* ControlOf(uint8_t* segment) { return reinterpret_cast<StagingControl*>(segment); }
@@ -68,10 +83,21 @@ inline void FutexWakeAll(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
-inline void PublishInput(StagingControl* c, uint64_t ready) {
-  c->input_ready.store(ready, std::memory_order_release);
+inline void WakeInputWaiters(StagingControl* c) {
   c->input_seq.fetch_add(1, std::memory_order_release);
   FutexWakeAll(&c->input_seq);
+}
+
+// Shim side: the input bytes of chunk `chunk_index` are in place.
+inline void PublishInputChunk(StagingControl* c, size_t chunk_index) {
+  SetChunkBit(c->input_done, chunk_index);
+  WakeInputWaiters(c);
+}
+
+// Shim side: all of the input is in place (also covers chunks whose bits were never set).
+inline void PublishInputComplete(StagingControl* c) {
+  c->input_complete.store(1, std::memory_order_release);
+  WakeInputWaiters(c);
 }
 
 }  // namespace conduit

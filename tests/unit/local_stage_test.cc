@@ -32,7 +32,9 @@ shimproto::OpDesc Op(uint8_t kind, uint64_t count, uint8_t redop = ncclSum, int 
 
 StageRank Rank(FakeRank& f, int rank, const shimproto::OpDesc& op, bool streamed) {
   if (streamed) {
-    f.control()->input_ready.store(0);
+    f.control()->input_complete.store(0);
+    f.control()->input_wanted.store(0);
+    for (auto& w : f.control()->input_done) w.store(0);
     for (auto& w : f.control()->done) w.store(0);
   }
   return StageRank{rank, f.mem.data(), f.mem.size(), op, streamed ? f.control() : nullptr, -1};
@@ -71,8 +73,8 @@ TEST(LocalStageTest, AvgDividesOnceAtTheEnd) {
   for (size_t i = 0; i < n; ++i) a.data()[i] = b.data()[i] = 8.0f;
   auto op = Op(shimproto::kAllReduce, n, ncclAvg);
   LocalStage stage({Rank(a, 0, op, true), Rank(b, 1, op, true)}, 2, Deadline::AfterMs(5000), NoFailure);
-  a.control()->input_ready.store(kInputComplete);
-  b.control()->input_ready.store(kInputComplete);
+  a.control()->input_complete.store(1);
+  b.control()->input_complete.store(1);
   ASSERT_TRUE(stage.Ensure(0, 4 * n).ok());
   stage.Finalize(0, 4 * n);  // deferred for Avg
   EXPECT_FALSE(Done(a, 0));
@@ -90,10 +92,11 @@ TEST(LocalStageTest, WaitsForStreamedInput) {
     // Rank b's "shim" copies its input in late and in pieces.
     for (size_t i = 0; i < n; ++i) b.data()[i] = 1.0f;
     for (size_t i = 0; i < n; ++i) a.data()[i] = 2.0f;
-    PublishInput(a.control(), kInputComplete);
-    for (size_t piece = 1; piece <= 4; ++piece) {
+    PublishInputComplete(a.control());
+    // 4 MiB + the control page span chunks 0..16 of 256 KiB: publish them in four batches.
+    for (size_t batch = 0; batch < 4; ++batch) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      PublishInput(b.control(), kStagingControlBytes + piece * n);  // n bytes = a quarter
+      for (size_t c = batch * 5; c < std::min<size_t>(17, (batch + 1) * 5); ++c) PublishInputChunk(b.control(), c);
     }
   });
   ASSERT_TRUE(stage.Finish().ok());
@@ -102,6 +105,42 @@ TEST(LocalStageTest, WaitsForStreamedInput) {
   // 4 MiB + the control page in 256 KiB chunks: chunks 0..16 hold output bytes.
   for (size_t c = 0; c <= 16; ++c) EXPECT_TRUE(Done(b, c)) << c;
   EXPECT_FALSE(Done(b, 17));
+}
+
+TEST(LocalStageTest, AsksForTheInputItWaitsFor) {
+  // A "shim" that copies only what the daemon asks for: each wait must name its chunk,
+  // and the daemon must get the end of the buffer without the start being copied first.
+  const size_t n = 1 << 20;  // 4 MiB + the control page: chunks 0..16 of 256 KiB
+  const size_t chunks = 17;
+  FakeRank a;
+  for (size_t i = 0; i < n; ++i) a.data()[i] = 1.0f;
+  auto op = Op(shimproto::kAllReduce, n);
+  LocalStage stage({Rank(a, 0, op, true)}, 2, Deadline::AfterMs(10000), NoFailure);
+  std::vector<size_t> served;
+  std::thread shim([&] {
+    const size_t g = StagingChunkBytes(kSegment);
+    uint64_t last = 0;
+    Deadline give_up = Deadline::AfterMs(10000);
+    while (served.size() < chunks && !give_up.expired()) {
+      uint64_t wanted = a.control()->input_wanted.load();
+      if (wanted == 0 || wanted == last) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      last = wanted;
+      served.push_back((wanted - 1) / g);
+      PublishInputChunk(a.control(), served.back());
+    }
+  });
+  ASSERT_TRUE(stage.Ensure(4 * (n - 1000), 4 * 1000).ok());  // the last 4000 bytes: chunk 16
+  ASSERT_TRUE(stage.Finish().ok());
+  shim.join();
+  // The daemon combines 512 KiB of the work buffer at a time: the last such piece (work
+  // bytes [3.5, 4) MiB, segment chunks 14..16 after the control page) first, then the rest
+  // in order, as Finish needs it.
+  std::vector<size_t> expected{14, 15, 16};
+  for (size_t c = 0; c < 14; ++c) expected.push_back(c);
+  EXPECT_EQ(served, expected);
 }
 
 TEST(LocalStageTest, StreamedWaitEndsOnAbortAndDeadline) {
@@ -126,8 +165,8 @@ TEST(LocalStageTest, ReduceScatterMarksOnlyEachRanksBlock) {
   auto op = Op(shimproto::kReduceScatter, block);
   // Local ranks 1 and 3 of 4.
   LocalStage stage({Rank(a, 1, op, true), Rank(b, 3, op, true)}, 4, Deadline::AfterMs(5000), NoFailure);
-  PublishInput(a.control(), kInputComplete);
-  PublishInput(b.control(), kInputComplete);
+  PublishInputComplete(a.control());
+  PublishInputComplete(b.control());
   ASSERT_TRUE(stage.Ensure(0, 4 * 4 * block).ok());
   stage.Finalize(4 * 3 * block, 4 * block);  // rank 3's block only
   const size_t g = StagingChunkBytes(kSegment);
