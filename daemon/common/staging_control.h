@@ -5,10 +5,11 @@
 //  * the shim sends the Group request first and then copies the input into the segment a
 //    chunk at a time, setting one input bit per chunk; the daemon starts sending as soon
 //    as the chunks it needs are there;
-//  * the daemon reads input in the order its algorithm needs it, which is not the segment's
-//    order (in a ring each host starts on a different part of the buffer). When it has to
-//    wait it names the chunk it waits for (input_wanted) and the shim copies from there on
-//    next, so no host waits for a whole copy-in before its first send;
+//  * the shim copies on demand: the first window at once, then the window the daemon names
+//    in input_wanted (the first chunk it lacks within a read-ahead of where it reads). Each
+//    host's algorithm reads the buffer in its own order (in a ring each host starts on a
+//    different segment), and copies spread over the collective do not compete, in one
+//    burst, with the daemons' network threads for the CPU;
 //  * the daemon marks each chunk of the output as final the moment it is (done bits); the
 //    shim copies those chunks out while the rest is still on the wire.
 // Both sides sleep on futexes in this shared page rather than spinning: the machine's cores
