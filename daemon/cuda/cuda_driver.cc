@@ -1,6 +1,7 @@
 #include "cuda/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -18,6 +19,19 @@ std::string DriverName() {
 }
 
 std::mutex g_mu;
+
+// How many shared objects this process has loaded so far (glibc's dlpi_adds: it only
+// grows), read from the first object dl_iterate_phdr visits.
+unsigned long long LibrariesLoaded() {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        *static_cast<unsigned long long*>(out) = info->dlpi_adds;
+        return 1;  // stop after the first
+      },
+      &adds);
+  return adds;
+}
 
 }  // namespace
 
@@ -64,11 +78,21 @@ const CudaDriver* CudaDriver::Load(std::string* why) {
 
 const CudaDriver* CudaDriver::IfLoaded() {
   static std::atomic<const CudaDriver*> found{nullptr};
+  // dlopen(RTLD_NOLOAD) of a library that is not loaded still searches for its file (the
+  // ld.so cache mapped and unmapped, directories walked): tens of microseconds, twice per
+  // collective on a CPU-only program, doubled its small-message latency. Ask again only
+  // after the process has loaded some library since the last miss.
+  static std::atomic<unsigned long long> missed_at{~0ull};
   const CudaDriver* d = found.load(std::memory_order_acquire);
   if (d != nullptr) return d;
+  const unsigned long long loads = LibrariesLoaded();
+  if (loads == missed_at.load(std::memory_order_relaxed)) return nullptr;
   const std::string name = DriverName();
   void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  if (handle == nullptr) return nullptr;  // not in this process: no device memory either
+  if (handle == nullptr) {  // not in this process: no device memory either
+    missed_at.store(loads, std::memory_order_relaxed);
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(g_mu);
   if ((d = found.load(std::memory_order_acquire)) != nullptr) {
     dlclose(handle);  // drop the reference this call added
