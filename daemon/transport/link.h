@@ -36,6 +36,16 @@ using RecvProgress = std::function<Status(size_t received)>;
 // that aborts the transfer.
 using SendGate = std::function<Status(const void* data, size_t len)>;
 
+// For a transfer whose two directions depend on each other (a pipelined ring forwards
+// bytes it has received and reduced): only the first send_limit() bytes of the output and
+// recv_limit() bytes of the input may move. Both are asked again after every progress
+// callback, which is what raises them; an empty function means no limit. Limits that stop
+// both directions before the transfer is done fail it (a caller's bug, never a hang).
+struct FlowLimits {
+  std::function<size_t()> send_limit;
+  std::function<size_t()> recv_limit;
+};
+
 class Link {
  public:
   virtual ~Link() = default;
@@ -47,7 +57,8 @@ class Link {
   // the full-duplex step of ring algorithms. `from` must come from the same transport.
   virtual Status SendRecv(const std::vector<ConstSpan>& out, Link& from,
                           const std::vector<MutSpan>& in, Deadline deadline,
-                          const RecvProgress& progress = nullptr, const SendGate& gate = nullptr) = 0;
+                          const RecvProgress& progress = nullptr, const SendGate& gate = nullptr,
+                          const FlowLimits& limits = {}) = 0;
   // Makes pending and future transfers on both ends fail promptly.
   virtual void Shutdown() = 0;
   // Paces this link's sends from now on (nullptr: unpaced). The pacer must outlive its use;

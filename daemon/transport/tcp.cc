@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <thread>
 
 namespace conduit {
@@ -185,9 +186,9 @@ bool SendSome(int fd, Cursor<ConstSpan>& c, const std::string& peer, const SendG
   return false;
 }
 
-bool RecvSome(int fd, Cursor<MutSpan>& c, const std::string& peer, Status* status) {
+bool RecvSome(int fd, Cursor<MutSpan>& c, const std::string& peer, size_t cap, Status* status) {
   iovec iov[16];
-  int n = c.Fill(iov, 16, kMaxBytesPerCall);
+  int n = c.Fill(iov, 16, std::min(cap, kMaxBytesPerCall));
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = n;
@@ -218,7 +219,8 @@ Status TcpLink::Recv(const std::vector<MutSpan>& in, Deadline deadline, const Re
 }
 
 Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, const std::vector<MutSpan>& in,
-                         Deadline deadline, const RecvProgress& progress, const SendGate& gate) {
+                         Deadline deadline, const RecvProgress& progress, const SendGate& gate,
+                         const FlowLimits& limits) {
   auto& from = static_cast<TcpLink&>(from_link);
   Cursor<ConstSpan> send{&out};
   Cursor<MutSpan> recv{&in};
@@ -229,6 +231,23 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
     bool send_left = !send.done();
     bool recv_left = !recv.done();
     if (!send_left && !recv_left) return Status::Ok();
+    // Bytes each direction may move now under the caller's flow limits.
+    size_t send_room = SIZE_MAX, recv_room = SIZE_MAX;
+    if (send_left && limits.send_limit) {
+      const size_t limit = limits.send_limit();
+      send_room = limit > send.moved ? limit - send.moved : 0;
+    }
+    if (recv_left && limits.recv_limit) {
+      const size_t limit = limits.recv_limit();
+      recv_room = limit > recv.moved ? limit - recv.moved : 0;
+    }
+    if ((!send_left || send_room == 0) && (!recv_left || recv_room == 0)) {
+      return InternalError("flow limits stalled a transfer with %s: sent %zu/%zu bytes, received %zu/%zu from %s",
+                           peer_name_.c_str(), send.moved, TotalBytes(out), recv.moved, TotalBytes(in),
+                           from.peer_name().c_str());
+    }
+    send_left = send_left && send_room > 0;
+    recv_left = recv_left && recv_room > 0;
     int timeout_ms = deadline.PollTimeoutMs();
     if (send_left && pacer_ != nullptr) {
       auto now = std::chrono::steady_clock::now();
@@ -267,11 +286,11 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
     }
     if (recv_slot >= 0 && fds[recv_slot].revents != 0 && (fds[recv_slot].revents & (POLLIN | POLLHUP | POLLERR))) {
       size_t before = recv.moved;
-      if (!RecvSome(from.fd(), recv, from.peer_name(), &status)) return status;
+      if (!RecvSome(from.fd(), recv, from.peer_name(), recv_room, &status)) return status;
       if (progress && recv.moved != before) CONDUIT_RETURN_IF_ERROR(progress(recv.moved));
     }
     if (send_slot >= 0 && (fds[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      size_t cap = kMaxBytesPerCall, sent = 0;
+      size_t cap = std::min(kMaxBytesPerCall, send_room), sent = 0;
       if (pacer_ != nullptr) {
         std::chrono::microseconds wait{0};
         cap = pacer_->Grant(cap, &wait);

@@ -28,7 +28,8 @@ class TcpLink : public Link {
   Status Send(const std::vector<ConstSpan>& out, Deadline deadline, const SendGate& gate = nullptr) override;
   Status Recv(const std::vector<MutSpan>& in, Deadline deadline, const RecvProgress& progress) override;
   Status SendRecv(const std::vector<ConstSpan>& out, Link& from, const std::vector<MutSpan>& in,
-                  Deadline deadline, const RecvProgress& progress = nullptr, const SendGate& gate = nullptr) override;
+                  Deadline deadline, const RecvProgress& progress = nullptr, const SendGate& gate = nullptr,
+                  const FlowLimits& limits = {}) override;
   void Shutdown() override;
   void SetPacer(SendPacer* pacer) override { pacer_ = pacer; }
   const std::string& peer_name() const override { return peer_name_; }
