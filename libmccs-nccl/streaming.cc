@@ -41,27 +41,27 @@ void ResetForStreaming(uint8_t* segment) {
   // The request's send (a syscall) orders these stores before anything the daemon reads.
 }
 
+ChunkSpan::ChunkSpan(size_t segment_bytes, size_t begin_at, size_t end_at)
+    : chunk(StagingChunkBytes(segment_bytes)), begin(begin_at), end(end_at) {
+  if (end == begin) return;
+  first = begin / chunk;
+  count = (end - 1) / chunk - first + 1;
+}
+
 InputFeeder::InputFeeder(uint8_t* segment, size_t segment_bytes, const PendingOp& op)
     : segment_(segment),
       op_(op),
-      chunk_(StagingChunkBytes(segment_bytes)),
-      begin_(op.desc.offset + op.in_at),
-      end_(op.desc.offset + op.in_at + op.in_bytes) {
-  if (op.in_bytes == 0) {
-    PublishInputComplete(ControlOf(segment_));
-    return;
-  }
-  first_ = begin_ / chunk_;
-  left_ = (end_ - 1) / chunk_ - first_ + 1;
-  copied_.assign(left_, false);
+      input_(ChunkSpan(segment_bytes, op.desc.offset + op.in_at, op.desc.offset + op.in_at + op.in_bytes)) {
+  if (input_.left() == 0) PublishInputComplete(ControlOf(segment_));
 }
 
 void InputFeeder::CopyChunk(size_t k) {
-  const size_t from = std::max(begin_, k * chunk_), to = std::min(end_, (k + 1) * chunk_);
-  memcpy(segment_ + from, static_cast<const uint8_t*>(op_.in) + (from - begin_), to - from);
-  copied_[k - first_] = true;
+  const ChunkSpan& in = input_.span();
+  const size_t from = in.From(k), to = in.To(k);
+  memcpy(segment_ + from, static_cast<const uint8_t*>(op_.in) + (from - in.begin), to - from);
+  input_.Mark(k);
   StagingControl* c = ControlOf(segment_);
-  if (--left_ == 0) {
+  if (input_.left() == 0) {
     PublishInputComplete(c);
   } else {
     PublishInputChunk(c, k);
@@ -69,23 +69,25 @@ void InputFeeder::CopyChunk(size_t k) {
 }
 
 bool InputFeeder::Serve() {
-  if (left_ == 0) return false;
+  if (input_.left() == 0) return false;
   const uint64_t wanted = ControlOf(segment_)->input_wanted.load(std::memory_order_relaxed);
+  const ChunkSpan& in = input_.span();
+  const size_t first = in.first, last = in.first + in.count;
   size_t k;
   if (wanted == 0) {
     if (initial_done_) return false;
     initial_done_ = true;
-    k = first_;
+    k = first;
   } else {
     if (wanted == served_) return false;
     served_ = wanted;
-    k = (wanted - 1) / chunk_;
-    if (k < first_ || k >= first_ + copied_.size()) return false;  // not this op's input: ignore
+    k = (wanted - 1) / in.chunk;
+    if (k < first || k >= last) return false;  // not this op's input: ignore
   }
-  const size_t stop = std::min(first_ + copied_.size(), k + std::max<size_t>(kWindowBytes / chunk_, 1));
+  const size_t stop = std::min(last, k + std::max<size_t>(kWindowBytes / in.chunk, 1));
   bool any = false;
   for (; k < stop; ++k) {
-    if (copied_[k - first_]) continue;
+    if (input_.copied(k)) continue;
     CopyChunk(k);
     any = true;
   }
@@ -93,39 +95,31 @@ bool InputFeeder::Serve() {
 }
 
 void InputFeeder::CopyAll() {
-  for (size_t i = 0; i < copied_.size() && left_ > 0; ++i) {
-    if (!copied_[i]) CopyChunk(first_ + i);
+  const ChunkSpan& in = input_.span();
+  for (size_t k = in.first; k < in.first + in.count && input_.left() > 0; ++k) {
+    if (!input_.copied(k)) CopyChunk(k);
   }
 }
 
 OutputPump::OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op)
     : segment_(segment),
       op_(op),
-      chunk_(StagingChunkBytes(segment_bytes)),
-      out_begin_(op.desc.offset + op.out_at),
-      out_end_(op.desc.offset + op.out_at + op.out_bytes) {
-  if (op.out_bytes == 0) return;
-  first_chunk_ = out_begin_ / chunk_;
-  left_ = (out_end_ - 1) / chunk_ - first_chunk_ + 1;
-  copied_.assign(left_, false);
-}
+      output_(ChunkSpan(segment_bytes, op.desc.offset + op.out_at, op.desc.offset + op.out_at + op.out_bytes)) {}
 
 void OutputPump::CopyChunk(size_t c) {
-  size_t begin = std::max(out_begin_, c * chunk_);
-  size_t end = std::min(out_end_, (c + 1) * chunk_);
-  memcpy(static_cast<uint8_t*>(op_.out) + (begin - out_begin_), segment_ + begin, end - begin);
-  copied_[c - first_chunk_] = true;
-  --left_;
+  const ChunkSpan& out = output_.span();
+  const size_t begin = out.From(c), end = out.To(c);
+  memcpy(static_cast<uint8_t*>(op_.out) + (begin - out.begin), segment_ + begin, end - begin);
+  output_.Mark(c);
 }
 
 bool OutputPump::CopyReady() {
   StagingControl* ctl = ControlOf(segment_);
-  for (size_t i = 0; i < copied_.size() && left_ > 0; ++i) {
-    if (copied_[i]) continue;
-    size_t c = first_chunk_ + i;
-    if (TestChunkBit(ctl->done, c)) CopyChunk(c);
+  const ChunkSpan& out = output_.span();
+  for (size_t c = out.first; c < out.first + out.count && output_.left() > 0; ++c) {
+    if (!output_.copied(c) && TestChunkBit(ctl->done, c)) CopyChunk(c);
   }
-  return left_ == 0;
+  return output_.left() == 0;
 }
 
 void OutputPump::PumpUntilReply(int reply_fd, Deadline deadline, InputFeeder* input) {
@@ -141,8 +135,9 @@ void OutputPump::PumpUntilReply(int reply_fd, Deadline deadline, InputFeeder* in
 }
 
 void OutputPump::CopyRest() {
-  for (size_t i = 0; i < copied_.size(); ++i) {
-    if (!copied_[i]) CopyChunk(first_chunk_ + i);
+  const ChunkSpan& out = output_.span();
+  for (size_t c = out.first; c < out.first + out.count; ++c) {
+    if (!output_.copied(c)) CopyChunk(c);
   }
 }
 

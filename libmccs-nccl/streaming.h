@@ -5,6 +5,7 @@
 #ifndef CONDUIT_LIBMCCS_NCCL_STREAMING_H_
 #define CONDUIT_LIBMCCS_NCCL_STREAMING_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -20,6 +21,36 @@ bool CanStream(const std::vector<PendingOp*>& ops);
 
 // Before the request goes out: no input yet, no output chunk done.
 void ResetForStreaming(uint8_t* segment);
+
+// The staging chunks (StagingChunkBytes of the segment: the unit of the input and done
+// bits) that segment bytes [begin, end) touch: chunks first .. first + count - 1.
+struct ChunkSpan {
+  ChunkSpan(size_t segment_bytes, size_t begin, size_t end);
+  // The part of [begin, end) in chunk k.
+  size_t From(size_t k) const { return std::max(begin, k * chunk); }
+  size_t To(size_t k) const { return std::min(end, (k + 1) * chunk); }
+
+  size_t chunk, begin, end;
+  size_t first = 0, count = 0;
+};
+
+// The chunks of a ChunkSpan copied so far (the shim's side of the input or done bits).
+class CopiedChunks {
+ public:
+  explicit CopiedChunks(const ChunkSpan& span) : span_(span), copied_(span.count, false), left_(span.count) {}
+  const ChunkSpan& span() const { return span_; }
+  bool copied(size_t k) const { return copied_[k - span_.first]; }
+  void Mark(size_t k) {
+    copied_[k - span_.first] = true;
+    --left_;
+  }
+  size_t left() const { return left_; }
+
+ private:
+  ChunkSpan span_;
+  std::vector<bool> copied_;
+  size_t left_;
+};
 
 // Copies a streamed op's input into the segment, a chunk (StagingChunkBytes) at a time,
 // as the daemon asks for it: the daemon names, in input_wanted, the first chunk it lacks
@@ -40,18 +71,14 @@ class InputFeeder {
   bool Serve();
   // Copies everything not yet copied, in segment order.
   void CopyAll();
-  bool done() const { return left_ == 0; }
+  bool done() const { return input_.left() == 0; }
 
  private:
   void CopyChunk(size_t k);
 
   uint8_t* segment_;
   const PendingOp& op_;
-  size_t chunk_;
-  size_t begin_, end_;  // segment offsets of the input
-  size_t first_ = 0;    // its first chunk
-  std::vector<bool> copied_;
-  size_t left_ = 0;
+  CopiedChunks input_;  // where the input goes in the segment, and what is there
   bool initial_done_ = false;  // the first window, copied before any request
   uint64_t served_ = 0;        // the request last served
 };
@@ -75,11 +102,7 @@ class OutputPump {
 
   uint8_t* segment_;
   const PendingOp& op_;
-  size_t chunk_;
-  size_t out_begin_, out_end_;  // segment offsets of the output
-  size_t first_chunk_ = 0;
-  std::vector<bool> copied_;
-  size_t left_ = 0;
+  CopiedChunks output_;  // where the output is in the segment, and what is out
 };
 
 }  // namespace conduit
