@@ -19,11 +19,11 @@
 
 namespace conduit {
 
-// Receive staging that outlives one collective. Fresh memory costs a page fault and a
-// kernel zeroing per page on first touch, on the receiving thread: a 256 MiB allreduce over
-// 4 hosts stages 64 MiB (16k faults) per call, CPU taken from the network on a host whose
-// cores the programs share. Buffers up to kKeepBytes are kept for the next call (freed
-// with the communicator); larger ones are freed after use.
+// Receive staging that outlives one collective (the ring's chunk slots, recursive
+// doubling's copy of the buffer, the chain's two chunks). Fresh memory costs a page fault
+// and a kernel zeroing per page on first touch, on the receiving thread: CPU taken from
+// the network on a host whose cores the programs share. Buffers up to kKeepBytes are kept
+// for the next call (freed with the communicator); larger ones are freed after use.
 class Scratch {
  public:
   static constexpr size_t kKeepBytes = 256u << 20;
