@@ -13,6 +13,7 @@
 
 #include "byte_buffers.h"
 #include "call.h"
+#include "common/fd_io.h"
 #include "common/log.h"
 #include "common/release_ring.h"
 #include "common/exe_name.h"
@@ -437,6 +438,12 @@ void DaemonConnection::PollWithGrpc() {
   // The connection stays alive as long as gRPC may call back.
   fcntl(fd_.get(), F_SETFL, fcntl(fd_.get(), F_GETFL) | O_NONBLOCK);
   if (!GrpcInitialized()) return;
+  Status st = InputOnlyPollFd(fd_.get(), &poll_fd_);
+  if (!st.ok()) {
+    CLOG_WARN("cannot watch the conduitd socket with gRPC's poller (%s); a reader thread reads it instead",
+              st.message().c_str());
+    return;
+  }
   memset(closure_, 0, sizeof(closure_));
   void (*cb)(void*, absl::Status) = &DaemonConnection::OnReadable;
   void* arg = this;
@@ -447,7 +454,7 @@ void DaemonConnection::PollWithGrpc() {
   RunInGrpcExecCtx(
       [](void* p) {
         auto* self = static_cast<DaemonConnection*>(p);
-        self->grpc_fd_ = Real().grpc_fd_create(self->fd_.get(), "conduitd", false);
+        self->grpc_fd_ = Real().grpc_fd_create(self->poll_fd_.get(), "conduitd", false);
         Real().grpc_fd_notify_on_read(self->grpc_fd_, reinterpret_cast<grpc_closure*>(self->closure_));
       },
       this);

@@ -117,6 +117,10 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   alignas(16) unsigned char orphan_done_[128];
   std::mutex read_mu_;
   std::atomic<std::chrono::steady_clock::time_point> last_drain_{};
+  // What gRPC's poller watches instead of fd_ (InputOnlyPollFd): watched directly, every
+  // frame we send would wake a poller thread for nothing once the daemon read it (and, in
+  // gRPC's sync server, pass the poller role between its threads: four futex calls a call).
+  UniqueFd poll_fd_;
   ::grpc_fd* grpc_fd_ = nullptr;
   alignas(16) unsigned char closure_[128];  // a grpc_closure (its layout: real_grpc.h)
   std::atomic<bool> alive_{false};

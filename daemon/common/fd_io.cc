@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -124,6 +125,16 @@ Status WriteWithFd(int fd, const iovec* iov_in, int n, int pass_fd, Deadline dea
     if (errno == EPIPE || errno == ECONNRESET) return SystemError("connection closed by peer while sending");
     return SystemError("send failed: %s", strerror(errno));
   }
+  return Status::Ok();
+}
+
+Status InputOnlyPollFd(int fd, UniqueFd* out) {
+  UniqueFd set(epoll_create1(EPOLL_CLOEXEC));
+  if (!set.valid()) return SystemError("epoll_create1: %s", strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: every new input wakes the set's own watchers
+  if (epoll_ctl(set.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return SystemError("epoll_ctl: %s", strerror(errno));
+  *out = std::move(set);
   return Status::Ok();
 }
 

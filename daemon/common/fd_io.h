@@ -53,6 +53,12 @@ Status ReadWithFd(int fd, void* buf, size_t len, UniqueFd* received, Deadline de
 // Waits until fd is readable/writable (events as for poll). Returns SystemError on timeout.
 Status WaitFd(int fd, short events, Deadline deadline, const char* what);
 
+// A descriptor that turns readable whenever `fd` has input, and reports nothing else: an
+// epoll set holding `fd` for input only, for event loops that register every descriptor
+// for output as well (gRPC's iomgr does, edge-triggered). A socket turns writable each
+// time its peer reads, so watched directly it wakes such a loop for every message sent.
+Status InputOnlyPollFd(int fd, UniqueFd* out);
+
 }  // namespace conduit
 
 #endif  // CONDUIT_DAEMON_COMMON_FD_IO_H_
