@@ -10,7 +10,9 @@
 
 namespace conduit {
 
-Status ParseHostPort(const std::string& text, int default_port, SockAddr* out) {
+namespace {
+
+Status ParseAddr(const std::string& text, int default_port, int min_port, SockAddr* out) {
   std::string host = text;
   int port = default_port;
   if (!text.empty() && text[0] == '[') {
@@ -28,7 +30,7 @@ Status ParseHostPort(const std::string& text, int default_port, SockAddr* out) {
       port = atoi(text.c_str() + colon + 1);
     }
   }
-  if (port <= 0 || port > 65535) return InvalidArgument("bad port in address '%s'", text.c_str());
+  if (port < min_port || port > 65535) return InvalidArgument("bad port in address '%s'", text.c_str());
   *out = SockAddr{};
   auto* v4 = reinterpret_cast<sockaddr_in*>(&out->storage);
   auto* v6 = reinterpret_cast<sockaddr_in6*>(&out->storage);
@@ -46,6 +48,14 @@ Status ParseHostPort(const std::string& text, int default_port, SockAddr* out) {
   }
   return InvalidArgument("bad address '%s': expected a numeric IPv4/IPv6 address", text.c_str());
 }
+
+}  // namespace
+
+Status ParseHostPort(const std::string& text, int default_port, SockAddr* out) {
+  return ParseAddr(text, default_port, 1, out);
+}
+
+Status ParseListenAddr(const std::string& text, SockAddr* out) { return ParseAddr(text, -1, 0, out); }
 
 std::string FormatSockAddr(const SockAddr& addr) {
   char host[INET6_ADDRSTRLEN] = "?";

@@ -18,6 +18,8 @@ struct SockAddr {
 
 // Accepts "1.2.3.4:7650", "[::1]:7650" and "host" (with default_port).
 Status ParseHostPort(const std::string& text, int default_port, SockAddr* out);
+// An address to listen on: as above, but the port must be given, and may be 0 (any free one).
+Status ParseListenAddr(const std::string& text, SockAddr* out);
 std::string FormatSockAddr(const SockAddr& addr);
 // The host part of "ip:port" / "[v6]:port" (brackets removed); the text itself when it has
 // no port.

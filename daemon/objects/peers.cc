@@ -309,11 +309,7 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
     ch->pending[o.tag] = p;
   }
   o.ch = ch;
-  Status st;
-  {
-    std::lock_guard<std::mutex> wlock(ch->write_mu);
-    st = ch->wfd == fd ? WriteMsg(fd, type, o.tag, body) : SystemError("connection closed");
-  }
+  Status st = Write(ch, fd, type, o.tag, body);
   if (!st.ok()) {
     MarkDown(ch, fd, st.message());
     p->Finish(Err(objproto::kUnavailable, "lost contact with daemon %s: %s", to.c_str(), st.message().c_str()), 0, {});
@@ -357,10 +353,55 @@ void Peers::Send(const std::string& to, uint16_t type, Bytes body) {
     if (!ch->up) return;
     fd = ch->fd;
   }
+  Status st = Write(ch, fd, type, 0, body);
+  if (!st.ok()) MarkDown(ch, fd, st.message());
+}
+
+struct Peers::Cork::Held {
+  Channel* ch;
+  int fd;
+  std::string frames;
+};
+
+namespace {
+thread_local Peers::Cork* t_cork = nullptr;
+}  // namespace
+
+Peers::Cork::Cork(Peers* peers) : peers_(peers), active_(t_cork == nullptr) {
+  if (active_) t_cork = this;
+}
+
+Peers::Cork::~Cork() {
+  if (!active_) return;
+  t_cork = nullptr;
+  for (const auto& h : held_) peers_->WriteHeld(h->ch, h->fd, h->frames);
+}
+
+Status Peers::Write(Channel* ch, int fd, uint16_t type, uint32_t tag, const Bytes& body) {
+  if (t_cork != nullptr && t_cork->peers_ == this) {
+    Cork::Held* held = nullptr;
+    for (auto& h : t_cork->held_) {
+      if (h->ch == ch && h->fd == fd) held = h.get();
+    }
+    if (held == nullptr) {
+      t_cork->held_.push_back(std::make_unique<Cork::Held>(Cork::Held{ch, fd, {}}));
+      held = t_cork->held_.back().get();
+    }
+    FrameHeader h{peerproto::kMagic, peerproto::kVersion, type, static_cast<uint32_t>(body.size()), tag};
+    held->frames.append(reinterpret_cast<const char*>(&h), sizeof(h));
+    held->frames.append(reinterpret_cast<const char*>(body.data()), body.size());
+    return Status::Ok();
+  }
+  std::lock_guard<std::mutex> wlock(ch->write_mu);
+  return ch->wfd == fd ? WriteMsg(fd, type, tag, body) : SystemError("connection closed");
+}
+
+void Peers::WriteHeld(Channel* ch, int fd, const std::string& frames) {
   Status st;
   {
     std::lock_guard<std::mutex> wlock(ch->write_mu);
-    st = ch->wfd == fd ? WriteMsg(fd, type, 0, body) : SystemError("connection closed");
+    st = ch->wfd == fd ? WriteFull(fd, frames.data(), frames.size(), Deadline::AfterMs(kWriteTimeoutMs))
+                       : SystemError("connection closed");
   }
   if (!st.ok()) MarkDown(ch, fd, st.message());
 }

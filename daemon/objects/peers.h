@@ -75,6 +75,27 @@ class Peers {
   // One-way; silently dropped when `to` is down (its death is handled through membership).
   void Send(const std::string& to, uint16_t type, Bytes body);
 
+  // While a Cork lives, the messages this thread sends to other daemons (Send, Begin) are
+  // held and then written with one write per daemon, in order: a Reduce's reservation and
+  // subscriptions cost one system call and one wake-up per daemon instead of one per
+  // message (each a few tens of microseconds through a veth). A failed write takes the
+  // connection down, which fails its outstanding calls as usual. Await a call begun under
+  // a Cork only after the Cork ends. Corks do not nest: an inner one adds to the outer.
+  class Cork {
+   public:
+    explicit Cork(Peers* peers);
+    ~Cork();
+    Cork(const Cork&) = delete;
+    Cork& operator=(const Cork&) = delete;
+
+   private:
+    friend class Peers;
+    struct Held;
+    Peers* peers_;
+    bool active_;
+    std::vector<std::unique_ptr<Held>> held_;
+  };
+
  private:
   struct Pending;
   struct Channel;
@@ -95,6 +116,9 @@ class Peers {
   void ReadLoop(Channel* ch, int fd);
   void PingLoop();
   void MarkDown(Channel* ch, int fd, const std::string& why);
+  // Writes one message on `fd` (still ch's), or holds it for this thread's Cork.
+  Status Write(Channel* ch, int fd, uint16_t type, uint32_t tag, const Bytes& body);
+  void WriteHeld(Channel* ch, int fd, const std::string& frames);
   void Dispatch(uint16_t type, const std::string& from, const Bytes& body, const ReplyFn& reply);
   void Changed();
   Channel* Find(const std::string& addr) const;

@@ -72,17 +72,21 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
     jobs_[j->key] = j;
   }
   // The target's reservation and the subscriptions (asynchronous location queries) travel
-  // at the same time.
-  auto reservation = svc_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {});
+  // at the same time, in one write per daemon.
+  DirectoryClient::PendingPublish reservation;
   std::vector<uint64_t> subs;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    subs.push_back(svc_->directory().Subscribe(
-        sources[i], [this, j, i](const objproto::DirEvent& ev, const Bytes& inline_data) {
-          std::string where = AddrFromWire(ev.where);
-          if (ev.kind != objproto::kEvLocation || where.empty()) return;
-          std::lock_guard<std::mutex> lock(j->mu);
-          if (!j->done) OnArrival(*j, static_cast<int>(i), where, ev.size, inline_data);
-        }));
+  {
+    Peers::Cork cork(&svc_->peers());
+    reservation = svc_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {});
+    for (size_t i = 0; i < sources.size(); ++i) {
+      subs.push_back(svc_->directory().Subscribe(
+          sources[i], [this, j, i](const objproto::DirEvent& ev, const Bytes& inline_data) {
+            std::string where = AddrFromWire(ev.where);
+            if (ev.kind != objproto::kEvLocation || where.empty()) return;
+            std::lock_guard<std::mutex> lock(j->mu);
+            if (!j->done) OnArrival(*j, static_cast<int>(i), where, ev.size, inline_data);
+          }));
+    }
   }
   ObjStatus reserved =
       svc_->directory().PublishFinish(reservation, Deadline::AfterMs(svc_->options().timeout_ms));

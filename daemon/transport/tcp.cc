@@ -28,7 +28,7 @@ size_t TotalBytes(const std::vector<MutSpan>& spans) {
 
 Status TcpListen(const std::string& addr, UniqueFd* listener, SockAddr* bound) {
   SockAddr sa;
-  CONDUIT_RETURN_IF_ERROR(ParseHostPort(addr, 0, &sa));
+  CONDUIT_RETURN_IF_ERROR(ParseListenAddr(addr, &sa));
   UniqueFd fd(socket(sa.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return SystemError("socket: %s", strerror(errno));
   int one = 1;
