@@ -54,11 +54,17 @@ uint8_t* Staging(const HostGroup& g, size_t bytes, std::unique_ptr<uint8_t[]>* o
   return own->get();
 }
 
+// Finalizes the bytes at linear positions [from, to) of `ranges`.
+void FinalizeLinear(const HostGroup& g, uint8_t* buf, const std::vector<ByteRange>& ranges, size_t from, size_t to) {
+  if (!g.finalize || to <= from) return;
+  VisitLinear(ranges, from, to - from, [&](size_t, size_t offset, size_t len) { g.finalize(buf + offset, len); });
+}
+
 // Finalizes what has arrived of a receive into `ranges` (cumulative: finalize is idempotent).
 RecvProgress FinalizeArrivals(const HostGroup& g, uint8_t* buf, const std::vector<ByteRange>& ranges) {
   if (!g.finalize) return nullptr;
   return [&g, buf, &ranges](size_t received) {
-    VisitLinear(ranges, 0, received, [&](size_t, size_t offset, size_t len) { g.finalize(buf + offset, len); });
+    FinalizeLinear(g, buf, ranges, 0, received);
     return Status::Ok();
   };
 }
@@ -151,10 +157,7 @@ class RingPass {
           ++reduced_chunks_;
         }
       } else if (arrived > step.done) {
-        if (g_.finalize) {
-          VisitLinear(*step.ranges, step.done, arrived - step.done,
-                      [&](size_t, size_t offset, size_t len) { g_.finalize(buf_ + offset, len); });
-        }
+        FinalizeLinear(g_, buf_, *step.ranges, step.done, arrived);
         step.done = arrived;
       }
       processed_ = step.begin + step.done;

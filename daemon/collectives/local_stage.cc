@@ -70,11 +70,11 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
 
   asked_.assign(ranks_.size(), 0);
   pending_.resize(ranks_.size());
-  done_chunk_.resize(ranks_.size(), 0);
+  staging_chunk_.resize(ranks_.size(), 0);
   for (size_t i = 0; i < ranks_.size(); ++i) {
     if (ranks_[i].control == nullptr) continue;
     const size_t g = StagingChunkBytes(ranks_[i].segment_bytes);
-    done_chunk_[i] = g;
+    staging_chunk_[i] = g;
     Range out = OutputOf(i);
     for (size_t p = ranks_[i].op.offset + out.begin; p < ranks_[i].op.offset + out.end;) {
       size_t c = p / g;
@@ -117,7 +117,7 @@ Status LocalStage::WaitInput(size_t i, Range r) {
   const Range input = InputOf(i);
   Range x = Intersect(r, input);
   if (x.empty()) return Status::Ok();
-  const size_t chunk = StagingChunkBytes(ranks_[i].segment_bytes);
+  const size_t chunk = staging_chunk_[i];
   const size_t base = ranks_[i].op.offset;
   // The shim copies input only as asked (libmccs-nccl/streaming.h): ask for the first chunk
   // missing up to kReadAheadBytes past this range, so the next ones are copied before they
@@ -244,7 +244,7 @@ void LocalStage::Finalize(size_t offset, size_t len) {
 
 bool LocalStage::MarkDone(size_t i, Range r) {
   bool any = false;
-  const size_t g = done_chunk_[i];
+  const size_t g = staging_chunk_[i];
   const size_t base = ranks_[i].op.offset;
   for (size_t p = base + r.begin; p < base + r.end;) {
     size_t c = p / g;

@@ -91,7 +91,7 @@ class LocalStage {
   std::map<size_t, size_t> finalized_;  // disjoint [begin, end) ranges already final
   // Per streamed rank: output bytes not yet final in each done-bit chunk of its segment.
   std::vector<std::map<size_t, size_t>> pending_;
-  std::vector<size_t> done_chunk_;
+  std::vector<size_t> staging_chunk_;  // per streamed rank: its input and done bits' chunk size
   std::vector<uint64_t> asked_;  // per rank: the input_wanted value last stored
 };
 
