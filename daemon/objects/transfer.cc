@@ -133,7 +133,7 @@ double TransferStats::bandwidth_Bps() const {
 }
 
 size_t PipelineBlock(size_t block_bytes, uint64_t size) {
-  constexpr size_t kMinBlock = 16 << 10;
+  constexpr size_t kMinBlock = 32 << 10;
   constexpr uint64_t kBlocksPerObject = 16;
   return static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(kMinBlock, size / kBlocksPerObject)));
 }

@@ -60,8 +60,9 @@ class FetchStream {
 };
 
 // The pipelining unit for an object of `size` bytes: `block_bytes` (--object-block-bytes),
-// but at most a 16th of the object and at least 16 KiB, so that a hop forwards a small
-// object's first bytes long before it has all of them (measured: docs/benchmarks.md).
+// but at most a 16th of the object, so that a hop forwards a small object's first bytes
+// long before it has all of them, and at least 32 KiB, below which each block's messages
+// cost more than the pipelining gains (measured: docs/benchmarks.md).
 size_t PipelineBlock(size_t block_bytes, uint64_t size);
 
 // Fetches [*offset, obj.size) of obj's id from `sender` into obj, advancing *offset and the
