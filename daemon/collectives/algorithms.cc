@@ -112,8 +112,11 @@ class RingPass {
     }
   }
 
-  Status Run(Link& next, Link& prev) {
+  // Sends to the next host of the ring and receives from the previous one.
+  Status Run() {
     if (send_total_ == 0 && recv_total_ == 0) return Status::Ok();
+    Link& next = *g_.links[Mod(g_.me + 1, g_.nhosts)];
+    Link& prev = *g_.links[Mod(g_.me - 1, g_.nhosts)];
     FlowLimits limits;
     limits.send_limit = [this] { return std::min(send_total_, first_bytes_ + processed_); };
     limits.recv_limit = [this] {
@@ -229,21 +232,20 @@ Status RingReduceScatter(const HostGroup& g, uint8_t* buf, const HostSegments& s
                          ncclRedOp_t op) {
   const int n = g.nhosts;
   if (n == 1) return Status::Ok();
-  return RingPass(g, buf, segments, n - 1, 0, type, op).Run(*g.links[Mod(g.me + 1, n)], *g.links[Mod(g.me - 1, n)]);
+  return RingPass(g, buf, segments, n - 1, 0, type, op).Run();
 }
 
 Status RingAllGather(const HostGroup& g, uint8_t* buf, const HostSegments& segments) {
   const int n = g.nhosts;
   if (n == 1) return Status::Ok();
-  return RingPass(g, buf, segments, 0, n - 1, ncclInt8, ncclSum)
-      .Run(*g.links[Mod(g.me + 1, n)], *g.links[Mod(g.me - 1, n)]);
+  return RingPass(g, buf, segments, 0, n - 1, ncclInt8, ncclSum).Run();
 }
 
 Status RingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type, ncclRedOp_t op) {
   const int n = g.nhosts;
   if (n == 1) return Status::Ok();
   HostSegments segments = EvenSegments(count, DataTypeSize(type), n);
-  return RingPass(g, buf, segments, n - 1, n - 1, type, op).Run(*g.links[Mod(g.me + 1, n)], *g.links[Mod(g.me - 1, n)]);
+  return RingPass(g, buf, segments, n - 1, n - 1, type, op).Run();
 }
 
 Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type,
