@@ -95,10 +95,7 @@ bool InputFeeder::Serve() {
 }
 
 void InputFeeder::CopyAll() {
-  const ChunkSpan& in = input_.span();
-  for (size_t k = in.first; k < in.first + in.count && input_.left() > 0; ++k) {
-    if (!input_.copied(k)) CopyChunk(k);
-  }
+  input_.ForEachMissing([this](size_t k) { CopyChunk(k); });
 }
 
 OutputPump::OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op)
@@ -115,10 +112,9 @@ void OutputPump::CopyChunk(size_t c) {
 
 bool OutputPump::CopyReady() {
   StagingControl* ctl = ControlOf(segment_);
-  const ChunkSpan& out = output_.span();
-  for (size_t c = out.first; c < out.first + out.count && output_.left() > 0; ++c) {
-    if (!output_.copied(c) && TestChunkBit(ctl->done, c)) CopyChunk(c);
-  }
+  output_.ForEachMissing([&](size_t c) {
+    if (TestChunkBit(ctl->done, c)) CopyChunk(c);
+  });
   return output_.left() == 0;
 }
 
@@ -135,10 +131,7 @@ void OutputPump::PumpUntilReply(int reply_fd, Deadline deadline, InputFeeder* in
 }
 
 void OutputPump::CopyRest() {
-  const ChunkSpan& out = output_.span();
-  for (size_t c = out.first; c < out.first + out.count; ++c) {
-    if (!output_.copied(c)) CopyChunk(c);
-  }
+  output_.ForEachMissing([this](size_t c) { CopyChunk(c); });
 }
 
 }  // namespace conduit

@@ -45,6 +45,13 @@ class CopiedChunks {
     --left_;
   }
   size_t left() const { return left_; }
+  // Calls fn(k) for each chunk not copied yet, in order, until none is left (fn may Mark).
+  template <typename Fn>
+  void ForEachMissing(Fn fn) {
+    for (size_t k = span_.first; k < span_.first + span_.count && left_ > 0; ++k) {
+      if (!copied(k)) fn(k);
+    }
+  }
 
  private:
   ChunkSpan span_;
