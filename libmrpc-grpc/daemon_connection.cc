@@ -454,8 +454,14 @@ void DaemonConnection::PollWithGrpc() {
   RunInGrpcExecCtx(
       [](void* p) {
         auto* self = static_cast<DaemonConnection*>(p);
-        self->grpc_fd_ = Real().grpc_fd_create(self->poll_fd_.get(), "conduitd", false);
-        Real().grpc_fd_notify_on_read(self->grpc_fd_, reinterpret_cast<grpc_closure*>(self->closure_));
+        ::grpc_fd* fd = Real().grpc_fd_create(self->poll_fd_.get(), "conduitd", false);
+        {
+          // OnReadable reads grpc_fd_ under grpc_mu_ on a gRPC poller thread; gRPC orders
+          // that after this, but ThreadSanitizer cannot see gRPC's synchronization.
+          std::lock_guard<std::mutex> lock(self->grpc_mu_);
+          self->grpc_fd_ = fd;
+        }
+        Real().grpc_fd_notify_on_read(fd, reinterpret_cast<grpc_closure*>(self->closure_));
       },
       this);
 }

@@ -121,7 +121,7 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   // frame we send would wake a poller thread for nothing once the daemon read it (and, in
   // gRPC's sync server, pass the poller role between its threads: four futex calls a call).
   UniqueFd poll_fd_;
-  ::grpc_fd* grpc_fd_ = nullptr;
+  ::grpc_fd* grpc_fd_ = nullptr;  // set once, under grpc_mu_
   alignas(16) unsigned char closure_[128];  // a grpc_closure (its layout: real_grpc.h)
   std::atomic<bool> alive_{false};
   uint32_t timeout_ms_ = 10000;
