@@ -32,6 +32,8 @@
 #include "objects/object_service.h"
 #include "rpc/rpc_admin.h"
 #include "rpc/rpc_service.h"
+#include "security/cluster_key.h"
+#include "security/peer_security.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
 #include "server/unix_socket.h"
@@ -59,6 +61,9 @@ struct Flags {
   objects::ObjectOptions objects;
   std::string object_peers;
   uint32_t rpc_inline_max = 512;
+  std::string cluster_key;
+  bool insecure_peers = false;
+  bool encrypt_peers = false;
 };
 
 std::vector<std::string> SplitList(const std::string& text) {
@@ -83,6 +88,7 @@ std::vector<std::string> SplitList(const std::string& text) {
           "                [--chunk-bytes N] [--max-shm-bytes N] [--rpc-inline-max N]\n"
           "                [--log-level debug|info|warn|error]\n"
           "                [--topology FILE] [--ring-order locality|rank]\n"
+          "                [--cluster-key FILE [--encrypt-peers] | --insecure-peers]\n"
           "                [--flow-assignment primary|single|hash|balance]\n"
           "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
           "  --admin-socket  operator API, HTTP+JSON (default $CONDUIT_ADMIN_SOCKET, or the program\n"
@@ -90,6 +96,14 @@ std::vector<std::string> SplitList(const std::string& text) {
           "  --admin-mode  permission bits of the admin socket (default 0660); whoever can connect\n"
           "                may read, only root, the daemon's uid and --admin-uid may change policy\n"
           "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
+          "  --cluster-key FILE  the cluster's shared key (64 hex digits, mode 0600, owned by root or\n"
+          "                this user; `conduitctl keygen FILE` makes one): every connection between\n"
+          "                daemons proves it, both ways. Without it the daemon serves only programs\n"
+          "                on this host (its peer port answers nobody else). docs/security.md\n"
+          "  --encrypt-peers  also encrypt RPC and object traffic between daemons (AES-256-GCM);\n"
+          "                every daemon of the cluster must agree\n"
+          "  --insecure-peers  no authentication between daemons (trusted networks only): any host\n"
+          "                that reaches the peer port can join communicators and read their data\n"
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
           "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
@@ -162,6 +176,9 @@ Flags ParseFlags(int argc, char** argv) {
       if (!ParseFlowAssignment(value(), &f.flows.assignment)) Usage("--flow-assignment must be primary, single, hash or balance");
     }
     else if (a == "--object-peers") f.object_peers = value();
+    else if (a == "--cluster-key") f.cluster_key = value();
+    else if (a == "--insecure-peers") f.insecure_peers = true;
+    else if (a == "--encrypt-peers") f.encrypt_peers = true;
     else if (a == "--object-memory-bytes") f.objects.memory_bytes = number();
     else if (a == "--object-block-bytes") f.objects.block_bytes = number();
     else if (a == "--object-bandwidth-bps") f.objects.bandwidth_Bps = static_cast<double>(number());
@@ -180,6 +197,8 @@ Flags ParseFlags(int argc, char** argv) {
   if (f.comm.timeout_ms <= 0) Usage("--timeout-ms must be positive");
   if (f.comm.chunk_bytes == 0) Usage("--chunk-bytes must be positive");
   if (f.objects.block_bytes < 4096) Usage("--object-block-bytes must be at least 4096");
+  if (f.insecure_peers && !f.cluster_key.empty()) Usage("--insecure-peers and --cluster-key exclude each other");
+  if (f.encrypt_peers && f.cluster_key.empty()) Usage("--encrypt-peers needs --cluster-key");
   return f;
 }
 
@@ -241,6 +260,33 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
+  // How this daemon proves itself to other daemons and checks them (docs/security.md).
+  PeerSecurityOptions peer_options;
+  peer_options.self = my_addr;
+  peer_options.seal = flags.encrypt_peers;
+  if (flags.insecure_peers) {
+    peer_options.mode = PeerMode::kInsecure;
+  } else if (!flags.cluster_key.empty()) {
+    peer_options.mode = PeerMode::kClusterKey;
+    st = LoadClusterKey(flags.cluster_key, &peer_options.key);
+    if (!st.ok()) {
+      CLOG_ERROR("%s", st.message().c_str());
+      return 1;
+    }
+  }
+  static std::unique_ptr<PeerSecurity> security;
+  st = PeerSecurity::Create(std::move(peer_options), &security);
+  if (!st.ok()) {
+    CLOG_ERROR("%s", st.message().c_str());
+    return 1;
+  }
+  if (security->mode() == PeerMode::kInsecure) {
+    CLOG_WARN("%s", security->Describe().c_str());
+  } else {
+    CLOG_INFO("%s", security->Describe().c_str());
+  }
+  flags.comm.security = security.get();
+
   // GPUs, if any: probed (and the combine kernels compiled) before programs can arrive;
   // logs whether device buffers are served and, if not, why.
   gpu::Runtime::Get();
@@ -250,17 +296,19 @@ int Main(int argc, char** argv) {
   static ProgramPolicy policy(flags.deny_exe, flags.max_shm_bytes);
   static CollectiveService collectives(&registry, &policy);
   rpc::RpcOptions rpc_options;
+  rpc_options.security = security.get();
   rpc_options.my_addr = my_addr;
   rpc_options.peer_port = static_cast<uint32_t>(std::stoul(port));
   rpc_options.timeout_ms = flags.comm.timeout_ms;
   rpc_options.inline_max = flags.rpc_inline_max;
   static rpc::RpcService rpc(rpc_options, &policy);
+  flags.objects.security = security.get();
   flags.objects.self = my_addr;
   flags.objects.peers = SplitList(flags.object_peers);
   flags.objects.timeout_ms = flags.comm.timeout_ms;
   static objects::ObjectService object_store(flags.objects, &policy);
   object_store.Start();
-  static ServiceRouter router;
+  static ServiceRouter router(security.get());
   router.Add(ServiceId::kCollectives, &collectives);
   router.Add(ServiceId::kRpc, &rpc);
   router.Add(ServiceId::kObjects, &object_store);

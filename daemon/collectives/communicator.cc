@@ -7,6 +7,7 @@
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
+#include "common/thread_guard.h"
 #include "gpu/comm_stream.h"
 #include "policy/tenant_pacer.h"
 #include "reduce/reduce.h"
@@ -14,17 +15,24 @@
 namespace conduit {
 namespace {
 
-// Bounds one point-to-point message from a peer daemon (a corrupt length must not make
-// us allocate the world).
+// Bounds one point-to-point message from a peer daemon. Memory is taken as the bytes
+// arrive, in pieces of at least this size, doubling.
 constexpr uint64_t kMaxP2pBytes = 64ull << 30;
+constexpr size_t kP2pPieceBytes = 4u << 20;
+// How long an abort notice may take to leave for each peer.
+constexpr int kAbortNoticeMs = 200;
+// A collective that failed on a link waits this long for a peer's abort notice, so its
+// ranks get the reason (a disagreement, a dead rank) rather than "connection closed".
+constexpr int kAbortReasonWaitMs = 300;
 
 bool IsCollective(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
 
 }  // namespace
 
 Communicator::Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options, Fabric* fabric,
-                           std::string exe)
+                           std::string exe, CommSecret secret)
     : key_(key),
+      secret_(secret),
       nranks_(nranks),
       my_addr_(std::move(my_addr)),
       options_(std::move(options)),
@@ -169,6 +177,24 @@ Status Communicator::WaitLinks() {
   return failed_;
 }
 
+void Communicator::TellPeersAborted(const Status& reason) {
+  // Best effort and bounded: a p2p link busy with a large send is skipped (its peer then
+  // learns of the abort from the closed links, as before).
+  const std::string why = "communicator aborted by daemon " + my_addr_ + ": " + reason.message();
+  WireStatus wire = ToWire(Status(reason.code(), why));
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kAbort, sizeof(wire), 0};
+  for (size_t host = 0; host < p2p_links_.size(); ++host) {
+    Link* link;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      link = p2p_links_[host].get();
+    }
+    if (link == nullptr || !p2p_send_mu_[host].try_lock()) continue;
+    (void)link->Send({{&h, sizeof(h)}, {&wire, sizeof(wire)}}, Deadline::AfterMs(kAbortNoticeMs));
+    p2p_send_mu_[host].unlock();
+  }
+}
+
 size_t Communicator::LocalIndex(int rank) const {
   return std::lower_bound(local_ranks_.begin(), local_ranks_.end(), rank) - local_ranks_.begin();
 }
@@ -178,13 +204,20 @@ Status Communicator::failure() const {
   return failed_;
 }
 
-void Communicator::Abort(const Status& reason) {
+void Communicator::Abort(const Status& reason) { Abort(reason, /*tell_peers=*/true); }
+
+void Communicator::Abort(const Status& reason, bool tell_peers) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_.ok()) return;
     failed_ = reason;
     CLOG_WARN("communicator %016llx aborted: %s: %s", static_cast<unsigned long long>(key_), ResultName(reason.code()),
               reason.message().c_str());
+    cv_.notify_all();
+  }
+  if (tell_peers) TellPeersAborted(reason);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
     for (auto& [key, l] : renewed_) l.link->Shutdown();
     for (auto& link : p2p_links_) if (link) link->Shutdown();
@@ -327,45 +360,61 @@ void Communicator::P2pReaderLoop(int host) {
     std::lock_guard<std::mutex> lock(mu_);
     link = p2p_links_[host].get();
   }
+  Status st = SystemError("point-to-point link from daemon %s failed", link->peer_name().c_str());
+  // std::bad_alloc when memory runs out for a large message: this communicator fails, the
+  // daemon and every other communicator go on.
+  RunGuarded("point-to-point reader", [&] { st = ReadP2p(host, link); });
+  if (!st.ok() && !closing_) Abort(st);
+}
+
+Status Communicator::ReadP2p(int host, Link* link) {
   for (;;) {
     FrameHeader h{};
-    Status st = link->Recv({{&h, sizeof(h)}}, Deadline::Never());
+    CONDUIT_RETURN_IF_ERROR(link->Recv({{&h, sizeof(h)}}, Deadline::Never()));
     const bool control = h.type == peerproto::kReconfigForward || h.type == peerproto::kReconfigPropose ||
                          h.type == peerproto::kReconfigSeq;
-    if (st.ok() && (h.magic != peerproto::kMagic || h.version != peerproto::kVersion ||
-                    (h.type == peerproto::kP2pData && h.length != sizeof(peerproto::P2pData)) ||
-                    (h.type != peerproto::kP2pData && !control) ||
-                    (control && h.length > peerproto::kMaxControlPayload))) {
-      st = RemoteError("malformed frame on the point-to-point link from daemon %s (magic 0x%08x type %u length %u)",
-                       link->peer_name().c_str(), h.magic, h.type, h.length);
+    if (h.magic != peerproto::kMagic || h.version != peerproto::kVersion ||
+        (h.type == peerproto::kP2pData && h.length != sizeof(peerproto::P2pData)) ||
+        (h.type == peerproto::kAbort && h.length != sizeof(WireStatus)) ||
+        (h.type != peerproto::kP2pData && h.type != peerproto::kAbort && !control) ||
+        (control && h.length > peerproto::kMaxControlPayload)) {
+      return RemoteError("malformed frame on the point-to-point link from daemon %s (magic 0x%08x type %u length %u)",
+                         link->peer_name().c_str(), h.magic, h.type, h.length);
     }
-    if (st.ok() && control) {
+    const Deadline rest = Deadline::AfterMs(options_.timeout_ms);
+    if (h.type == peerproto::kAbort) {
+      WireStatus wire{};
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{&wire, sizeof(wire)}}, rest));
+      Status why = FromWire(wire);
+      if (why.ok()) why = RemoteError("daemon %s aborted the communicator", link->peer_name().c_str());
+      Abort(why, /*tell_peers=*/false);
+      return Status::Ok();
+    }
+    if (control) {
       std::vector<uint8_t> payload(h.length);
-      st = link->Recv({{payload.data(), payload.size()}}, Deadline::AfterMs(options_.timeout_ms));
-      if (st.ok()) st = HandleControl(host, h.type, payload);
-      if (st.ok()) continue;
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{payload.data(), payload.size()}}, rest));
+      CONDUIT_RETURN_IF_ERROR(HandleControl(host, h.type, payload));
+      continue;
     }
     peerproto::P2pData head{};
-    if (st.ok()) st = link->Recv({{&head, sizeof(head)}}, Deadline::AfterMs(options_.timeout_ms));
-    if (st.ok() && head.src_rank == -1) return;  // the peer destroyed the communicator cleanly
-    if (st.ok()) {
-      bool src_ok = head.src_rank >= 0 && head.src_rank < nranks_ && membership_.host_of_rank[head.src_rank] == host;
-      bool dst_ok = head.dst_rank >= 0 && head.dst_rank < nranks_ &&
-                    membership_.host_of_rank[head.dst_rank] == membership_.my_host;
-      if (!src_ok || !dst_ok || head.bytes > kMaxP2pBytes) {
-        st = RemoteError("malformed point-to-point frame from daemon %s (src %d dst %d bytes %llu)",
+    CONDUIT_RETURN_IF_ERROR(link->Recv({{&head, sizeof(head)}}, rest));
+    if (head.src_rank == -1) return Status::Ok();  // the peer destroyed the communicator cleanly
+    bool src_ok = head.src_rank >= 0 && head.src_rank < nranks_ && membership_.host_of_rank[head.src_rank] == host;
+    bool dst_ok = head.dst_rank >= 0 && head.dst_rank < nranks_ &&
+                  membership_.host_of_rank[head.dst_rank] == membership_.my_host;
+    if (!src_ok || !dst_ok || head.bytes > kMaxP2pBytes) {
+      return RemoteError("malformed point-to-point frame from daemon %s (src %d dst %d bytes %llu)",
                          link->peer_name().c_str(), head.src_rank, head.dst_rank,
                          static_cast<unsigned long long>(head.bytes));
-      }
     }
+    // Memory follows the bytes that arrive, not the length announced: a message is read
+    // in pieces into a buffer that grows as they come.
     std::vector<uint8_t> bytes;
-    if (st.ok()) {
-      bytes.resize(head.bytes);
-      st = link->Recv({{bytes.data(), bytes.size()}}, Deadline::AfterMs(options_.timeout_ms));
-    }
-    if (!st.ok()) {
-      if (!closing_) Abort(st);
-      return;
+    while (bytes.size() < head.bytes) {
+      const size_t at = bytes.size();
+      const size_t piece = static_cast<size_t>(std::min<uint64_t>(head.bytes - at, std::max<size_t>(at, kP2pPieceBytes)));
+      bytes.resize(at + piece);
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data() + at, piece}}, rest));
     }
     DeliverP2p(head.src_rank, head.dst_rank, std::move(bytes));
   }
@@ -385,6 +434,7 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, ui
   record.start_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
   const auto start = std::chrono::steady_clock::now();
+  running_seq_ = seq;
   Status st = Execute(batch, *config, &record.algorithm);
   record.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   if (!st.ok()) record.error = st.message();
@@ -422,8 +472,18 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       std::shared_ptr<const CommConfig> config = config_;
       lock.unlock();
       Status st = ExecuteAndRecord(batch, seq, std::move(config));
-      if (!st.ok()) Abort(st);
       lock.lock();
+      if (!st.ok()) {
+        // A peer that found the failure (a host calling a different collective, a rank that
+        // died) says why in an abort notice, which may trail the closed link we saw.
+        if (st.code() != ncclInvalidUsage) {
+          cv_.wait_for(lock, std::chrono::milliseconds(kAbortReasonWaitMs), [this] { return !failed_.ok(); });
+        }
+        lock.unlock();
+        Abort(st);
+        lock.lock();
+        st = failed_;  // the first reason, ours or a peer's
+      }
       for (auto& q : pending_) q.pop_front();
       for (CollRequest* r : batch) {
         r->done = true;

@@ -29,6 +29,7 @@
 #include "common/shim_protocol.h"
 #include "common/staging_control.h"
 #include "common/status.h"
+#include "common/unique_id.h"
 #include "cuda/cuda_abi.h"
 #include "policy/fabric.h"
 #include "transport/link.h"
@@ -39,7 +40,12 @@ namespace gpu {
 class CommStream;
 }
 
+class PeerSecurity;
+
 struct CommOptions {
+  // Authenticates every connection to other daemons (rendezvous, links); must be set for
+  // a communicator that spans hosts. Not owned.
+  const PeerSecurity* security = nullptr;
   int timeout_ms = 300000;
   size_t chunk_bytes = 512 * 1024;
   // Allreduce algorithm: "auto" picks recursive doubling up to rd_max_bytes where the
@@ -107,11 +113,14 @@ class Communicator {
  public:
   // `fabric` (may be null) supplies paths and tenant policies; `exe` names the programs of
   // the ranks that created it here, for tenant matching.
+  // `secret`: the communicator's (security/comm_secret.h), from which split and shrink
+  // derive their children's.
   Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options, Fabric* fabric = nullptr,
-               std::string exe = "");
+               std::string exe = "", CommSecret secret = {});
   ~Communicator();
 
   uint64_t key() const { return key_; }
+  const CommSecret& secret() const { return secret_; }
   int nranks() const { return nranks_; }
   const Membership& membership() const { return membership_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
@@ -136,7 +145,8 @@ class Communicator {
 
   // A local rank leaves: gracefully (destroy) or not (its program died).
   void Leave(int rank, bool graceful);
-  // Fails all current and future ops and drops the links (peers notice promptly).
+  // Fails all current and future ops and drops the links (peers notice promptly; they are
+  // told the reason first).
   void Abort(const Status& reason);
   Status failure() const;
 
@@ -233,9 +243,15 @@ class Communicator {
                  std::shared_ptr<SendTicket>* ticket);
   void StartP2pReader(int host);
   void P2pReaderLoop(int host);
+  // Reads the p2p link from `host` until it ends; the reason it ended.
+  Status ReadP2p(int host, Link* link);
+  void Abort(const Status& reason, bool tell_peers);
+  // Sends kAbort with the reason on every p2p link (bounded, best effort).
+  void TellPeersAborted(const Status& reason);
   size_t LocalIndex(int rank) const;
 
   const uint64_t key_;
+  const CommSecret secret_;
   const int nranks_;
   const std::string my_addr_;
   const CommOptions options_;
@@ -283,6 +299,7 @@ class Communicator {
   uint64_t reconfigurations_ = 0;
 
   // Only the thread holding the running_ token touches these.
+  uint64_t running_seq_ = 0;  // the sequence number of the collective being executed
   uint64_t tenant_generation_ = 0;
   std::shared_ptr<TenantState> tenant_;
   std::unique_ptr<gpu::CommStream> device_;  // created by the first device collective

@@ -10,6 +10,7 @@
 // copies (and the programs' own copies in and out of shared memory) overlap the network.
 #include <string>
 
+#include "collectives/agreement.h"
 #include "collectives/algorithms.h"
 #include "collectives/comm_stats.h"
 #include "collectives/communicator.h"
@@ -83,7 +84,14 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   HostGroup group;
   group.nhosts = nhosts;
   group.me = position[me];
-  for (int p = 0; p < nhosts; ++p) group.links.push_back(coll_links_[config.ring[p]].link.get());
+  // Every transfer of this collective carries (and checks) what each host calls.
+  const peerproto::CollectiveHeader mine = DescribeCollective(op, running_seq_, config.epoch);
+  std::vector<std::unique_ptr<AgreementLink>> agreed(nhosts);
+  for (int p = 0; p < nhosts; ++p) {
+    Link* link = coll_links_[config.ring[p]].link.get();
+    if (link != nullptr) agreed[p] = std::make_unique<AgreementLink>(link, &mine, my_addr_);
+    group.links.push_back(agreed[p].get());
+  }
   group.chunk_bytes = options_.chunk_bytes;
   group.deadline = OpDeadline();
   group.ensure = std::move(ensure);

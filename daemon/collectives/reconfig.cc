@@ -174,7 +174,8 @@ Status Communicator::ApplyProposal(const Proposal& proposal) {
     }
     peerproto::LinkHello hello{key_, me, peerproto::kCollective, static_cast<uint32_t>(proposal.epoch), lp.path};
     UniqueFd fd;
-    Status st = DialLink(lp.connect_addr, lp.local_ip, hello, options_.timeout_ms, &fd);
+    Status st = DialLink(*options_.security, membership_.host_addrs[h], lp.connect_addr, lp.local_ip, hello,
+                         options_.timeout_ms, &fd);
     if (!st.ok()) {
       return RemoteError("reconfiguration to epoch %llu: cannot open the new link to daemon %s on path %d: %s",
                          static_cast<unsigned long long>(proposal.epoch), membership_.host_addrs[h].c_str(), lp.path,

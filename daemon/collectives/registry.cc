@@ -8,6 +8,8 @@
 #include "common/log.h"
 #include "common/peer_protocol.h"
 #include "common/unique_id.h"
+#include "security/comm_secret.h"
+#include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit {
@@ -19,7 +21,46 @@ CommRegistry::CommRegistry(std::string my_addr, CommOptions options, Fabric* fab
       rendezvous_(fabric == nullptr ? RingChooser()
                                     : RingChooser([fabric](const std::vector<std::string>& hosts) {
                                         return fabric->ChooseRing(hosts);
-                                      })) {}
+                                      })),
+      expirer_([this] { ExpireParkedLoop(); }) {}
+
+CommRegistry::~CommRegistry() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  expirer_.join();
+}
+
+void CommRegistry::ExpireParkedLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    stop_cv_.wait_for(lock, std::chrono::seconds(1));
+    if (stopping_) return;
+    size_t dropped = ExpireParked();
+    if (dropped > 0) {
+      CLOG_WARN("dropped %zu link(s) from other daemons for communicators that did not form here within %d ms",
+                dropped, options_.timeout_ms);
+    }
+  }
+}
+
+size_t CommRegistry::ExpireParked() {
+  size_t dropped = 0;
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    auto& links = it->second;
+    dropped += std::erase_if(links, [](const ParkedLink& p) { return p.expires.expired(); });
+    it = links.empty() ? parked_.erase(it) : std::next(it);
+  }
+  parked_count_ -= dropped;
+  return dropped;
+}
+
+size_t CommRegistry::ParkedLinks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return parked_count_;
+}
 
 size_t CommRegistry::LiveCommunicators() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -55,7 +96,7 @@ Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::sha
     }
     comm = comms_[id.key].lock();
     if (!comm) {
-      comm = std::make_shared<Communicator>(id.key, nranks, my_addr_, options_, fabric_, exe);
+      comm = std::make_shared<Communicator>(id.key, nranks, my_addr_, options_, fabric_, exe, id.secret);
       comms_[id.key] = comm;
     }
   }
@@ -66,7 +107,7 @@ Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::sha
   std::vector<std::string> rank_addrs;
   std::vector<int> ring;
   CONDUIT_RETURN_IF_ERROR(
-      RegisterWithRoot(id.root_addr, id.key, nranks, rank, my_addr_, options_.timeout_ms, &rank_addrs, &ring));
+      RegisterWithRoot(*options_.security, id, nranks, rank, my_addr_, options_.timeout_ms, &rank_addrs, &ring));
   if (rank_addrs[rank] != my_addr_) {
     return InternalError("root reports rank %d at %s, but this daemon is %s", rank, rank_addrs[rank].c_str(),
                          my_addr_.c_str());
@@ -84,6 +125,7 @@ Status CommRegistry::ConnectLinks(Communicator& comm) {
     auto it = parked_.find(comm.key());
     if (it != parked_.end()) {
       parked = std::move(it->second);
+      parked_count_ -= parked.size();
       parked_.erase(it);
     }
   }
@@ -91,7 +133,13 @@ Status CommRegistry::ConnectLinks(Communicator& comm) {
   const int nhosts = static_cast<int>(m.host_addrs.size());
   for (auto& p : parked) {
     if (p.from_host <= m.my_host || p.from_host >= nhosts) {
-      CLOG_WARN("dropping link from %s claiming host index %d", p.peer.c_str(), p.from_host);
+      CLOG_WARN("dropping link from %s claiming host index %d", p.peer.Describe().c_str(), p.from_host);
+      continue;
+    }
+    if (p.peer.authenticated() && p.peer.daemon != m.host_addrs[p.from_host]) {
+      CLOG_WARN("dropping link from %s claiming to be host %d of communicator %s, which is %s",
+                p.peer.Describe().c_str(), p.from_host, CommKeyShort(comm.key()).c_str(),
+                m.host_addrs[p.from_host].c_str());
       continue;
     }
     comm.AttachLink(p.from_host, p.channel, std::make_unique<TcpLink>(std::move(p.fd), m.host_addrs[p.from_host]), 0,
@@ -118,7 +166,8 @@ Status CommRegistry::ConnectLinks(Communicator& comm) {
       }
       peerproto::LinkHello hello{comm.key(), m.my_host, channel, 0, lp.path};
       UniqueFd fd;
-      CONDUIT_RETURN_IF_ERROR(DialLink(lp.connect_addr, lp.local_ip, hello, options_.timeout_ms, &fd));
+      CONDUIT_RETURN_IF_ERROR(
+          DialLink(*options_.security, m.host_addrs[h], lp.connect_addr, lp.local_ip, hello, options_.timeout_ms, &fd));
       comm.AttachLink(h, channel, std::make_unique<TcpLink>(std::move(fd), m.host_addrs[h]), 0, lp.path, lp.local_ip,
                       std::move(lp.lease));
     }
@@ -126,67 +175,99 @@ Status CommRegistry::ConnectLinks(Communicator& comm) {
   return Status::Ok();
 }
 
-void CommRegistry::ServePeerConnection(UniqueFd fd, const std::string& peer) {
+void CommRegistry::ServePeerConnection(Conn conn, const PeerIdentity& peer) {
   Deadline first_frame = Deadline::AfterMs(10000);
+  UniqueFd fd = conn.ReleaseFd();  // the router never hands collectives a sealed connection
+  if (!fd.valid()) return;
   Frame frame;
   Status st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kMaxPayload, &frame, first_frame);
   if (!st.ok()) {
-    CLOG_WARN("peer connection from %s rejected: %s", peer.c_str(), st.message().c_str());
+    CLOG_WARN("peer connection from %s rejected: %s", peer.Describe().c_str(), st.message().c_str());
     return;
   }
-  if (frame.header.type == peerproto::kRegister && frame.payload.size() == sizeof(peerproto::RegisterRequest)) {
+  if (frame.header.type == peerproto::kRegister) {
     peerproto::RegisterRequest req;
+    if (frame.payload.size() != sizeof(req)) {
+      CLOG_WARN("peer connection from %s rejected: Register of %zu bytes (expected %zu)", peer.Describe().c_str(),
+                frame.payload.size(), sizeof(req));
+      return;
+    }
     memcpy(&req, frame.payload.data(), sizeof(req));
-    rendezvous_.Serve(fd.get(), req, Deadline::AfterMs(options_.timeout_ms));
+    // The rank's daemon is the one this connection proved to be; its claim must agree.
+    std::string daemon = FromCString(req.daemon_addr);
+    if (peer.authenticated() && daemon != peer.daemon) {
+      CLOG_WARN("rendezvous: %s registered a rank as daemon %s; refused", peer.Describe().c_str(), daemon.c_str());
+      daemon.clear();
+    }
+    rendezvous_.Serve(fd.get(), req, daemon, Deadline::AfterMs(options_.timeout_ms));
     return;
   }
   if (frame.header.type != peerproto::kLinkHello || frame.payload.size() != sizeof(peerproto::LinkHello)) {
-    CLOG_WARN("peer connection from %s rejected: unexpected first frame type %u (%zu bytes)", peer.c_str(),
+    CLOG_WARN("peer connection from %s rejected: unexpected first frame type %u (%zu bytes)", peer.Describe().c_str(),
               frame.header.type, frame.payload.size());
     return;
   }
   peerproto::LinkHello hello;
   memcpy(&hello, frame.payload.data(), sizeof(hello));
-  if (hello.channel > peerproto::kP2p || hello.from_host <= 0 || (hello.epoch > 0 && hello.channel != peerproto::kCollective) ||
-      hello.path < -1) {
-    CLOG_WARN("peer connection from %s rejected: bad link hello (channel %u, host %d, epoch %u, path %d)", peer.c_str(),
-              hello.channel, hello.from_host, hello.epoch, hello.path);
+  if (hello.channel > peerproto::kP2p || hello.from_host <= 0 || hello.from_host >= peerproto::kMaxRanks ||
+      (hello.epoch > 0 && hello.channel != peerproto::kCollective) || hello.path < -1) {
+    CLOG_WARN("peer connection from %s rejected: bad link hello (channel %u, host %d, epoch %u, path %d)",
+              peer.Describe().c_str(), hello.channel, hello.from_host, hello.epoch, hello.path);
     return;
   }
   TuneTcpSocket(fd.get(), options_.timeout_ms);
-  peerproto::LinkHelloReply reply{ToWire(Status::Ok())};
-  st = WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHelloReply, 0, &reply,
-                  sizeof(reply), first_frame);
-  if (!st.ok()) return;
   std::shared_ptr<Communicator> comm;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (accepting_.count(hello.comm_key)) comm = comms_[hello.comm_key].lock();
     if (!comm) {
-      auto& list = parked_[hello.comm_key];
       if (hello.epoch > 0) {
-        CLOG_WARN("dropping a reconfiguration link from %s for unknown communicator %016llx", peer.c_str(),
-                  static_cast<unsigned long long>(hello.comm_key));
+        CLOG_WARN("dropping a reconfiguration link from %s for unknown communicator %s", peer.Describe().c_str(),
+                  CommKeyShort(hello.comm_key).c_str());
         return;
       }
+      auto& list = parked_[hello.comm_key];
+      if (list.size() >= kMaxParkedPerComm || parked_count_ >= kMaxParked) {
+        CLOG_WARN("dropping a link from %s for communicator %s: %zu links are already waiting for communicators that "
+                  "have not formed here", peer.Describe().c_str(), CommKeyShort(hello.comm_key).c_str(), parked_count_);
+        if (list.empty()) parked_.erase(hello.comm_key);
+        return;
+      }
+      peerproto::LinkHelloReply reply{ToWire(Status::Ok())};
+      if (!WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHelloReply, 0, &reply,
+                      sizeof(reply), first_frame)
+               .ok()) {
+        if (list.empty()) parked_.erase(hello.comm_key);
+        return;
+      }
+      // Links for communicators that never form here are dropped after the timeout
+      // (ExpireParkedLoop).
       list.push_back(ParkedLink{hello.from_host, hello.channel, hello.path, std::move(fd), peer,
                                 Deadline::AfterMs(options_.timeout_ms)});
-      // Links for communicators that never formed here are dropped after the timeout.
-      for (auto it = parked_.begin(); it != parked_.end();) {
-        auto& links = it->second;
-        std::erase_if(links, [](const ParkedLink& p) { return p.expires.expired(); });
-        it = links.empty() ? parked_.erase(it) : std::next(it);
-      }
+      ++parked_count_;
       return;
     }
   }
   const int nhosts = static_cast<int>(comm->membership().host_addrs.size());
   if (hello.from_host <= comm->membership().my_host || hello.from_host >= nhosts) {
-    CLOG_WARN("dropping link from %s claiming host index %d", peer.c_str(), hello.from_host);
+    CLOG_WARN("dropping link from %s claiming host index %d", peer.Describe().c_str(), hello.from_host);
     return;
   }
-  comm->AttachLink(hello.from_host, hello.channel,
-                   std::make_unique<TcpLink>(std::move(fd), comm->membership().host_addrs[hello.from_host]), hello.epoch,
+  const std::string& member = comm->membership().host_addrs[hello.from_host];
+  if (peer.authenticated() && peer.daemon != member) {
+    Status refused = InvalidUsage("daemon %s is not host %d of communicator %s (%s is)", peer.daemon.c_str(),
+                                  hello.from_host, CommKeyShort(hello.comm_key).c_str(), member.c_str());
+    CLOG_WARN("dropping link from %s: %s", peer.Describe().c_str(), refused.message().c_str());
+    peerproto::LinkHelloReply no{ToWire(refused)};
+    (void)WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHelloReply, 0, &no, sizeof(no),
+                     first_frame);
+    return;
+  }
+  peerproto::LinkHelloReply reply{ToWire(Status::Ok())};
+  st = WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHelloReply, 0, &reply,
+                  sizeof(reply), first_frame);
+  if (!st.ok()) return;
+  comm->AttachLink(hello.from_host, hello.channel, std::make_unique<TcpLink>(std::move(fd), member), hello.epoch,
                    hello.path, "");
 }
 

@@ -2,24 +2,35 @@
 #ifndef CONDUIT_DAEMON_COLLECTIVES_REGISTRY_H_
 #define CONDUIT_DAEMON_COLLECTIVES_REGISTRY_H_
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/communicator.h"
 #include "collectives/rendezvous.h"
+#include "common/conn.h"
 #include "common/fd_io.h"
+#include "common/peer_identity.h"
 #include "common/unique_id.h"
 
 namespace conduit {
 
 class CommRegistry {
  public:
+  // Links that arrive for a communicator this daemon has not formed yet wait ("parked")
+  // at most --timeout-ms, and at most this many at once (per communicator, in all).
+  static constexpr size_t kMaxParkedPerComm = 4096;
+  static constexpr size_t kMaxParked = 16384;
+
   // `fabric` (may be null) decides ring orders (as rendezvous root) and link paths.
+  // options.security must be set: it authenticates every connection to other daemons.
   CommRegistry(std::string my_addr, CommOptions options, Fabric* fabric = nullptr);
+  ~CommRegistry();
 
   const std::string& my_addr() const { return my_addr_; }
   const CommOptions& options() const { return options_; }
@@ -27,16 +38,18 @@ class CommRegistry {
 
   // Joins local rank `rank` (a program named `exe`) to the communicator named by `id`
   // (rendezvous with the root, then links to the other daemons). Blocks until ready or
-  // failed.
+  // failed. The identity's key must be its secret's (CheckCommIdentity).
   Status Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out,
               const std::string& exe = "");
 
-  // Serves one incoming TCP connection from another daemon (runs on its own thread).
-  void ServePeerConnection(UniqueFd fd, const std::string& peer);
+  // Serves one incoming connection from another daemon (runs on its own thread).
+  void ServePeerConnection(Conn conn, const PeerIdentity& peer);
 
   size_t LiveCommunicators();
   // The communicators alive now (their setup may still be in progress).
   std::vector<std::shared_ptr<Communicator>> List();
+  // Links parked now (for tests and the operator).
+  size_t ParkedLinks();
 
  private:
   struct ParkedLink {
@@ -44,11 +57,14 @@ class CommRegistry {
     uint32_t channel;
     int path;
     UniqueFd fd;
-    std::string peer;
+    PeerIdentity peer;
     Deadline expires;
   };
 
   Status ConnectLinks(Communicator& comm);
+  // Drops parked links whose communicator did not form in time; runs every second.
+  void ExpireParkedLoop();
+  size_t ExpireParked();  // needs mu_
 
   const std::string my_addr_;
   const CommOptions options_;
@@ -56,9 +72,13 @@ class CommRegistry {
   RendezvousTable rendezvous_;
 
   std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
   std::map<uint64_t, std::weak_ptr<Communicator>> comms_;
   std::set<uint64_t> accepting_;  // communicators whose incoming links attach directly
   std::map<uint64_t, std::vector<ParkedLink>> parked_;
+  size_t parked_count_ = 0;
+  std::thread expirer_;
 };
 
 }  // namespace conduit

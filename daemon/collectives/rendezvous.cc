@@ -5,6 +5,8 @@
 
 #include "common/frame.h"
 #include "common/log.h"
+#include "security/comm_secret.h"
+#include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit {
@@ -42,63 +44,90 @@ void Reply(int fd, const Status& status, const std::vector<std::string>& addrs, 
 
 }  // namespace
 
-void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, Deadline deadline) {
-  const std::string addr = FromCString(request.daemon_addr);
+Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& daemon) {
+  if (request.nranks < 1 || request.nranks > peerproto::kMaxRanks) {
+    return InvalidArgument("nranks %d is out of range [1, %d]", request.nranks, peerproto::kMaxRanks);
+  }
+  if (request.rank < 0 || request.rank >= request.nranks) {
+    return InvalidArgument("rank %d out of range for nranks %d", request.rank, request.nranks);
+  }
+  CommSecret secret;
+  memcpy(secret.data(), request.secret, secret.size());
+  if (CommKeyOf(secret) != request.comm_key) {
+    return InvalidUsage("rank %d registered for communicator %s with a secret that is not that communicator's: a "
+                        "forged or altered ncclUniqueId", request.rank, CommKeyShort(request.comm_key).c_str());
+  }
+  if (daemon.empty()) return InvalidArgument("rank %d's daemon has no address", request.rank);
+  return Status::Ok();
+}
+
+void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, const std::string& daemon,
+                            Deadline deadline) {
+  Status bad = ValidateRegister(request, daemon);
   std::shared_ptr<Entry> entry;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto& slot = entries_[request.comm_key];
-    if (!slot) {
-      slot = std::make_shared<Entry>();
-      slot->nranks = request.nranks;
-      slot->addrs.resize(request.nranks);
-    }
-    entry = slot;
-    Status bad;
-    if (request.nranks != entry->nranks) {
-      bad = InvalidUsage("rank %d joined with nranks %d but the communicator has nranks %d", request.rank,
-                         request.nranks, entry->nranks);
-    } else if (request.rank < 0 || request.rank >= entry->nranks) {
-      bad = InvalidArgument("rank %d out of range for nranks %d", request.rank, entry->nranks);
-    } else if (!entry->addrs[request.rank].empty()) {
-      bad = InvalidUsage("rank %d joined the communicator twice (from %s and %s)", request.rank,
-                         entry->addrs[request.rank].c_str(), addr.c_str());
-    }
-    if (!bad.ok()) {
-      lock.unlock();
-      Reply(fd, bad, {}, {}, deadline);
-      return;
-    }
-    entry->addrs[request.rank] = addr;
-    ++entry->joined;
-    if (entry->joined == entry->nranks) {
-      std::vector<std::string> hosts = HostsOf(entry->addrs);
-      if (choose_ring_) entry->ring = choose_ring_(hosts);
-      if (entry->ring.size() != hosts.size()) {
-        entry->ring.clear();
-        for (size_t h = 0; h < hosts.size(); ++h) entry->ring.push_back(static_cast<int>(h));
-      }
-    }
-    cv_.notify_all();
-    while (entry->joined < entry->nranks && entry->failed.ok()) {
-      if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && entry->joined < entry->nranks &&
-          entry->failed.ok()) {
-        std::string missing;
-        for (int r = 0; r < entry->nranks && missing.size() < 200; ++r) {
-          if (entry->addrs[r].empty()) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-        }
-        entry->failed = SystemError("only %d of %d ranks joined the communicator before the timeout; missing ranks: %s",
-                                    entry->joined, entry->nranks, missing.c_str());
-        cv_.notify_all();
-      }
-    }
-    ++entry->replied;
-    if (entry->replied == entry->joined) {
-      auto it = entries_.find(request.comm_key);
-      if (it != entries_.end() && it->second == entry) entries_.erase(it);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (bad.ok()) {
+    auto it = entries_.find(request.comm_key);
+    if (it != entries_.end()) {
+      entry = it->second;
+    } else if (entries_.size() >= peerproto::kMaxPendingRendezvous) {
+      bad = SystemError("this root daemon is serving %zu rendezvous already; try again later", entries_.size());
+    } else {
+      entry = std::make_shared<Entry>();
+      entry->nranks = request.nranks;
+      entries_[request.comm_key] = entry;
     }
   }
-  Reply(fd, entry->failed, entry->addrs, entry->ring, deadline);
+  if (bad.ok() && request.nranks != entry->nranks) {
+    bad = InvalidUsage("rank %d joined with nranks %d but the communicator has nranks %d", request.rank,
+                       request.nranks, entry->nranks);
+  } else if (bad.ok() && entry->addrs.count(request.rank) != 0) {
+    bad = InvalidUsage("rank %d joined the communicator twice (from %s and %s)", request.rank,
+                       entry->addrs[request.rank].c_str(), daemon.c_str());
+  }
+  if (!bad.ok()) {
+    lock.unlock();
+    CLOG_WARN("rendezvous: refused a Register from daemon %s: %s", daemon.c_str(), bad.message().c_str());
+    Reply(fd, bad, {}, {}, deadline);
+    return;
+  }
+  entry->addrs[request.rank] = daemon;
+  const int joined = static_cast<int>(entry->addrs.size());
+  std::vector<std::string> addrs;
+  if (joined == entry->nranks) {
+    for (const auto& [rank, addr] : entry->addrs) addrs.push_back(addr);
+    std::vector<std::string> hosts = HostsOf(addrs);
+    if (choose_ring_) entry->ring = choose_ring_(hosts);
+    if (entry->ring.size() != hosts.size()) {
+      entry->ring.clear();
+      for (size_t h = 0; h < hosts.size(); ++h) entry->ring.push_back(static_cast<int>(h));
+    }
+  }
+  cv_.notify_all();
+  auto complete = [&] { return static_cast<int>(entry->addrs.size()) == entry->nranks; };
+  while (!complete() && entry->failed.ok()) {
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !complete() && entry->failed.ok()) {
+      std::string missing;
+      for (int r = 0; r < entry->nranks && missing.size() < 200; ++r) {
+        if (entry->addrs.count(r) == 0) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      }
+      entry->failed = SystemError("only %zu of %d ranks joined the communicator before the timeout; missing ranks: %s",
+                                  entry->addrs.size(), entry->nranks, missing.c_str());
+      cv_.notify_all();
+    }
+  }
+  if (entry->failed.ok() && addrs.empty()) {
+    for (const auto& [rank, addr] : entry->addrs) addrs.push_back(addr);
+  }
+  ++entry->replied;
+  if (entry->replied == static_cast<int>(entry->addrs.size())) {
+    auto it = entries_.find(request.comm_key);
+    if (it != entries_.end() && it->second == entry) entries_.erase(it);
+  }
+  Status failed = entry->failed;
+  std::vector<int> ring = entry->ring;
+  lock.unlock();
+  Reply(fd, failed, addrs, ring, deadline);
 }
 
 std::vector<std::string> HostsOf(const std::vector<std::string>& rank_addrs) {
@@ -109,19 +138,28 @@ std::vector<std::string> HostsOf(const std::vector<std::string>& rank_addrs) {
   return hosts;
 }
 
-Status RegisterWithRoot(const std::string& root_addr, uint64_t key, int nranks, int rank, const std::string& my_addr,
-                        int timeout_ms, std::vector<std::string>* rank_addrs, std::vector<int>* ring) {
+Status RegisterWithRoot(const PeerSecurity& security, const CommIdentity& id, int nranks, int rank,
+                        const std::string& my_addr, int timeout_ms, std::vector<std::string>* rank_addrs,
+                        std::vector<int>* ring) {
+  const std::string& root_addr = id.root_addr;
   // The root waits up to its own timeout for the last rank; give it a little longer.
   Deadline deadline = Deadline::AfterMs(static_cast<int64_t>(timeout_ms) + 2000);
-  UniqueFd fd;
-  Status st = TcpConnect(root_addr, Deadline::AfterMs(timeout_ms), &fd);
+  Conn conn;
+  PeerIdentity root;
+  Status st = security.Dial(root_addr, Deadline::AfterMs(timeout_ms), /*sealable=*/false, &conn, &root);
   if (!st.ok()) return SystemError("cannot reach the communicator's root daemon: %s", st.message().c_str());
+  if (root.authenticated() && root.daemon != root_addr) {
+    return RemoteError("the daemon answering at %s (the ncclUniqueId's root) is %s", root_addr.c_str(),
+                       root.daemon.c_str());
+  }
+  UniqueFd fd = conn.ReleaseFd();
   TuneTcpSocket(fd.get(), 0);
   peerproto::RegisterRequest req{};
-  req.comm_key = key;
+  req.comm_key = id.key;
   req.nranks = nranks;
   req.rank = rank;
   CopyCString(req.daemon_addr, my_addr.c_str());
+  memcpy(req.secret, id.secret.data(), sizeof(req.secret));
   CONDUIT_RETURN_IF_ERROR(WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kRegister, 0, &req,
                                      sizeof(req), deadline));
   Frame frame;

@@ -3,6 +3,10 @@
 // Each rank's daemon sends Register to the root daemon named in the unique id; the root
 // answers all of them with the full rank -> daemon list once the last rank has joined,
 // or with an error naming the missing ranks when the deadline passes.
+//
+// The root trusts nothing in a Register but what it can check: the rank's daemon is the
+// one its connection authenticated as, the communicator's secret must produce its key, the
+// rank count is bounded, and state grows with the ranks that actually joined.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_RENDEZVOUS_H_
 #define CONDUIT_DAEMON_COLLECTIVES_RENDEZVOUS_H_
 
@@ -17,12 +21,19 @@
 #include "common/deadline.h"
 #include "common/peer_protocol.h"
 #include "common/status.h"
+#include "common/unique_id.h"
 
 namespace conduit {
+
+class PeerSecurity;
 
 // Chooses the ring order (position -> host) for a communicator's hosts ("ip:port", ordered
 // by lowest rank).
 using RingChooser = std::function<std::vector<int>(const std::vector<std::string>& host_addrs)>;
+
+// Whether a Register may be served, before any state is created for it. `daemon` is the
+// address of the daemon that sent it (authenticated, or its claim under --insecure-peers).
+Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& daemon);
 
 // Root side: serves Register requests arriving on their own connections.
 class RendezvousTable {
@@ -30,13 +41,13 @@ class RendezvousTable {
   explicit RendezvousTable(RingChooser choose_ring = nullptr) : choose_ring_(std::move(choose_ring)) {}
 
   // Blocks until the communicator is complete (or fails), then writes the reply on fd.
-  void Serve(int fd, const peerproto::RegisterRequest& request, Deadline deadline);
+  // `daemon` is the registering rank's daemon (see ValidateRegister).
+  void Serve(int fd, const peerproto::RegisterRequest& request, const std::string& daemon, Deadline deadline);
 
  private:
   struct Entry {
     int nranks = 0;
-    std::vector<std::string> addrs;
-    int joined = 0;
+    std::map<int, std::string> addrs;  // joined ranks only: memory follows what arrived
     int replied = 0;
     Status failed;
     std::vector<int> ring;  // chosen once, when the last rank joined
@@ -53,7 +64,7 @@ std::vector<std::string> HostsOf(const std::vector<std::string>& rank_addrs);
 
 // Member side: registers one rank with the root daemon and returns every rank's daemon
 // and the ring order the root chose.
-Status RegisterWithRoot(const std::string& root_addr, uint64_t key, int nranks, int rank,
+Status RegisterWithRoot(const PeerSecurity& security, const CommIdentity& id, int nranks, int rank,
                         const std::string& my_addr, int timeout_ms, std::vector<std::string>* rank_addrs,
                         std::vector<int>* ring);
 

@@ -71,6 +71,38 @@ Status ReadFrame(int fd, uint32_t magic, uint16_t version, uint32_t max_payload,
   return Status::Ok();
 }
 
+Status ReadFrameAfterIdle(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, Frame* frame,
+                          int frame_timeout_ms, bool accept_fd) {
+  CONDUIT_RETURN_IF_ERROR(WaitFd(fd, POLLIN, Deadline::Never(), "receive"));
+  return ReadFrame(fd, magic, version, max_payload, frame, Deadline::AfterMs(frame_timeout_ms), accept_fd);
+}
+
+Status ReadFrame(Conn& conn, uint32_t magic, uint16_t version, uint32_t max_payload, Frame* frame, Deadline deadline) {
+  if (!conn.sealed()) return ReadFrame(conn.fd(), magic, version, max_payload, frame, deadline);
+  frame->fd.reset();
+  CONDUIT_RETURN_IF_ERROR(conn.ReadFull(&frame->header, sizeof(FrameHeader), deadline));
+  const FrameHeader& h = frame->header;
+  CONDUIT_RETURN_IF_ERROR(CheckHeader(h, magic, version));
+  if (h.length > max_payload) {
+    return InvalidUsage("frame of type %u announces %u payload bytes, limit is %u", h.type, h.length, max_payload);
+  }
+  frame->payload.resize(h.length);
+  if (h.length > 0) CONDUIT_RETURN_IF_ERROR(conn.ReadFull(frame->payload.data(), h.length, deadline));
+  return Status::Ok();
+}
+
+Status PeekFrameHeader(Conn& conn, uint32_t magic, uint16_t version, FrameHeader* header, Deadline deadline) {
+  CONDUIT_RETURN_IF_ERROR(conn.Peek(header, sizeof(*header), deadline));
+  return CheckHeader(*header, magic, version);
+}
+
+Status WriteFrame(Conn& conn, uint32_t magic, uint16_t version, uint16_t type, uint32_t tag, const void* payload,
+                  uint32_t length, Deadline deadline) {
+  FrameHeader h{magic, version, type, length, tag};
+  iovec iov[2] = {{&h, sizeof(h)}, {const_cast<void*>(payload), length}};
+  return conn.WriteV(iov, length > 0 ? 2 : 1, deadline);
+}
+
 Status WriteFrame(int fd, uint32_t magic, uint16_t version, uint16_t type, uint32_t tag,
                   const void* payload, uint32_t length, Deadline deadline, int pass_fd) {
   FrameHeader h{magic, version, type, length, tag};

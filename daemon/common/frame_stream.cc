@@ -20,8 +20,14 @@ constexpr size_t kBatchBytes = 1 << 20;
 FrameReader::FrameReader(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, bool accept_fds)
     : fd_(fd), magic_(magic), version_(version), max_payload_(max_payload), accept_fds_(accept_fds), buf_(kReadBuffer) {}
 
+FrameReader::FrameReader(Conn* conn, uint32_t magic, uint16_t version, uint32_t max_payload)
+    : FrameReader(conn->fd(), magic, version, max_payload, /*accept_fds=*/false) {
+  if (conn->sealed()) conn_ = conn;
+}
+
 Status FrameReader::ReceiveNow(void* dst, size_t n, size_t* got, bool blocking, bool* would_block) {
   *would_block = false;
+  if (conn_ != nullptr) return conn_->ReadNow(dst, n, got, blocking, would_block);
   for (;;) {
     iovec iov{dst, n};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
@@ -186,6 +192,10 @@ void PutFrameHeader(OutFrame* f, uint32_t magic, uint16_t version, uint16_t type
 
 FrameWriter::FrameWriter(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
 
+FrameWriter::FrameWriter(Conn* conn, int timeout_ms) : FrameWriter(conn->fd(), timeout_ms) {
+  if (conn->sealed()) conn_ = conn;
+}
+
 FrameWriter::~FrameWriter() { Fail(SystemError("connection closed")); }
 
 bool FrameWriter::Enqueue(OutFrame frame) {
@@ -221,6 +231,7 @@ Status FrameWriter::WriteBatch(std::vector<OutFrame>& batch) {
     if (f.data_len > 0) iov[n++] = {const_cast<void*>(f.data), f.data_len};
     if (!f.owned.empty()) iov[n++] = {f.owned.data(), f.owned.size()};
   }
+  if (conn_ != nullptr) return conn_->WriteV(iov, n, Deadline::AfterMs(timeout_ms_));
   return WriteWithFd(fd_, iov, n, pass_fd, Deadline::AfterMs(timeout_ms_));
 }
 

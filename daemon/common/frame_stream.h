@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/conn.h"
 #include "common/deadline.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
@@ -30,6 +31,8 @@ namespace conduit {
 class FrameReader {
  public:
   FrameReader(int fd, uint32_t magic, uint16_t version, uint32_t max_payload, bool accept_fds);
+  // On a connection to another daemon, which may be sealed (its records are opened here).
+  FrameReader(Conn* conn, uint32_t magic, uint16_t version, uint32_t max_payload);
 
   // Reads and checks the next frame header (magic, version, length). Its payload must be
   // consumed with Read before the next call. A clean close between frames sets closed().
@@ -52,6 +55,7 @@ class FrameReader {
   Status ReceiveNow(void* dst, size_t n, size_t* got, bool blocking, bool* would_block);
 
   int fd_;
+  Conn* conn_ = nullptr;  // set when reading a sealed connection
   uint32_t magic_;
   uint16_t version_;
   uint32_t max_payload_;
@@ -81,6 +85,8 @@ void PutFrameHeader(OutFrame* f, uint32_t magic, uint16_t version, uint16_t type
 class FrameWriter {
  public:
   FrameWriter(int fd, int timeout_ms);
+  // On a connection to another daemon, which may be sealed (frames are sealed here).
+  FrameWriter(Conn* conn, int timeout_ms);
   ~FrameWriter();
 
   // Queues a frame; never blocks. Fails (running on_done(false)) once the writer failed.
@@ -103,6 +109,7 @@ class FrameWriter {
   Status WriteBatch(std::vector<OutFrame>& batch);
 
   int fd_;
+  Conn* conn_ = nullptr;  // set when writing a sealed connection
   int timeout_ms_;
   mutable std::mutex mu_;
   std::deque<OutFrame> urgent_;

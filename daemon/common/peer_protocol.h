@@ -1,4 +1,7 @@
-// The daemon <-> daemon protocol, version 2 (documented in docs/daemon-protocol.md).
+// The daemon <-> daemon protocol, version 3 (documented in docs/daemon-protocol.md).
+//
+// Every connection is authenticated first (common/auth_protocol.h); the identity a daemon
+// acts on is the one the handshake proved, never an address a message names.
 //
 // Three kinds of TCP connection, all opened by the side that needs them:
 //  * rendezvous: a daemon sends Register for one local rank to the communicator's root
@@ -21,8 +24,12 @@
 namespace conduit::peerproto {
 
 inline constexpr uint32_t kMagic = 0x50544443;  // "CDTP"
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr uint32_t kMaxPayload = 1u << 22;  // Membership of up to ~65K ranks
+// The largest communicator a rendezvous accepts (its Membership fits in kMaxPayload).
+inline constexpr int32_t kMaxRanks = 1 << 15;
+// Rendezvous a root serves at once; more are refused until some complete or time out.
+inline constexpr size_t kMaxPendingRendezvous = 1024;
 inline constexpr int kDefaultPort = 7650;
 
 enum MsgType : uint16_t {
@@ -34,13 +41,15 @@ enum MsgType : uint16_t {
   kReconfigForward = 6,  // a daemon -> host 0 of the communicator: please sequence this
   kReconfigPropose = 7,  // host 0 -> every daemon: configuration epoch E is this
   kReconfigSeq = 8,      // every daemon -> every daemon: I launched N collectives before E
+  kAbort = 9,            // a daemon -> every daemon: the communicator is aborted, and why
 };
 
 struct RegisterRequest {
   uint64_t comm_key;
   int32_t nranks;
   int32_t rank;
-  char daemon_addr[64];  // the registering daemon, as others reach it
+  char daemon_addr[64];  // the registering daemon, as others reach it (must be who it proved to be)
+  uint8_t secret[32];    // the communicator's secret: comm_key must be its key (security/comm_secret.h)
 };
 
 // Followed by nranks shimproto::DaemonAddr, then (on success) a RingOrder.
@@ -101,6 +110,27 @@ struct PathPin {
   int32_t b;
   int32_t path;
 };
+
+// Every collective's inter-host transfers begin, in each direction of each link the
+// algorithm uses, with the sender's description of the collective; the receiver checks it
+// against its own before it uses a byte of the data (docs/daemon-protocol.md, "Agreement").
+inline constexpr uint32_t kCollectiveMagic = 0x4b544443;  // "CDTK"
+struct CollectiveHeader {
+  uint32_t magic;
+  uint8_t kind;      // shimproto::OpKind
+  uint8_t dtype;     // ncclDataType_t
+  uint8_t redop;     // the reduction (0 for collectives that do not reduce)
+  uint8_t reserved;
+  uint64_t seq;      // the communicator's collective sequence number
+  uint64_t count;    // elements per rank, as the ranks passed it
+  int32_t root;      // the root rank of Broadcast/Reduce, else -1
+  uint32_t epoch;    // the configuration epoch it runs under
+};
+static_assert(sizeof(CollectiveHeader) == 32);
+
+// kAbort: a daemon that aborts a communicator tells the others why, on the p2p channel,
+// before it drops its links, so their ranks fail with the same code and reason instead of
+// a lost connection. Payload: a WireStatus.
 
 struct ReconfigSeq {
   uint64_t epoch;

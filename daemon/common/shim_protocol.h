@@ -19,6 +19,9 @@ inline constexpr uint32_t kMagic = 0x53544443;  // "CDTS"
 inline constexpr uint16_t kVersion = 3;
 inline constexpr uint32_t kMaxPayload = 1u << 20;
 inline constexpr uint32_t kMaxOpsPerGroup = 16384;
+// A request's bytes must all arrive within this long of its first byte (a program may idle
+// between requests as long as it likes).
+inline constexpr int kFrameTimeoutMs = 10000;
 inline constexpr char kDefaultSocketPath[] = "/run/conduit/conduitd.sock";
 inline constexpr char kSocketEnv[] = "CONDUIT_SOCKET";
 
@@ -44,6 +47,10 @@ enum MsgType : uint16_t {
   kRegisterBufferReply = 16,
   kReleaseBuffer = 17,
   kReleaseBufferReply = 18,
+  // Split/shrink: the unique id of a child communicator. Only the daemon derives it (from
+  // the secret of the connection's communicator), so the shim needs no cryptography.
+  kDeriveId = 19,
+  kDeriveIdReply = 20,  // a UniqueIdReply
 };
 
 struct HelloRequest {
@@ -62,6 +69,12 @@ struct HelloReply {
 struct UniqueIdReply {
   WireStatus status;
   char id[128];
+};
+
+struct DeriveIdRequest {
+  uint64_t generation;  // the parent's split (or shrink) counter, identical on every member
+  int64_t color;        // the split color (0 for shrink)
+  char root[64];        // the child's root: the daemon of its lowest member
 };
 
 struct CommInitRequest {

@@ -1,7 +1,5 @@
 #include "common/unique_id.h"
 
-#include <sys/random.h>
-
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -17,16 +15,10 @@ struct UniqueIdLayout {
   uint16_t reserved;
   uint64_t key;
   char root[64];
-  char unused[48];
+  uint8_t secret[32];
+  char unused[16];
 };
 static_assert(sizeof(UniqueIdLayout) == 128);
-
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer: spreads every input bit
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -36,6 +28,7 @@ void EncodeUniqueId(const CommIdentity& identity, char out[128]) {
   id.version = kUniqueIdVersion;
   id.key = identity.key;
   CopyCString(id.root, identity.root_addr.c_str());
+  memcpy(id.secret, identity.secret.data(), sizeof(id.secret));
   memcpy(out, &id, sizeof(id));
 }
 
@@ -45,25 +38,16 @@ Status DecodeUniqueId(const char in[128], CommIdentity* identity) {
   if (id.magic != kUniqueIdMagic) {
     return InvalidArgument("ncclUniqueId was not made by Conduit's ncclGetUniqueId (bad magic)");
   }
-  if (id.version != kUniqueIdVersion) return InvalidArgument("ncclUniqueId has unsupported version %u", id.version);
+  if (id.version != kUniqueIdVersion) {
+    return InvalidArgument("ncclUniqueId has version %u; this Conduit uses version %u (ids from an older conduitd "
+                           "cannot be used)", id.version, kUniqueIdVersion);
+  }
   if (id.key == 0) return InvalidArgument("ncclUniqueId has a zero communicator key");
   identity->key = id.key;
   identity->root_addr = FromCString(id.root);
+  memcpy(identity->secret.data(), id.secret, sizeof(id.secret));
   if (identity->root_addr.empty()) return InvalidArgument("ncclUniqueId names no root daemon");
   return Status::Ok();
-}
-
-uint64_t RandomCommKey() {
-  uint64_t key = 0;
-  while (key == 0) {
-    if (getrandom(&key, sizeof(key), 0) != sizeof(key)) key = 0;
-  }
-  return key;
-}
-
-uint64_t DeriveCommKey(uint64_t parent_key, uint64_t generation, int64_t color) {
-  uint64_t key = Mix(Mix(parent_key ^ Mix(generation)) ^ static_cast<uint64_t>(color));
-  return key == 0 ? 1 : key;
 }
 
 std::string CommKeyText(uint64_t key) {
@@ -71,5 +55,7 @@ std::string CommKeyText(uint64_t key) {
   snprintf(buf, sizeof(buf), "%016" PRIx64, key);
   return buf;
 }
+
+std::string CommKeyShort(uint64_t key) { return CommKeyText(key).substr(0, 8); }
 
 }  // namespace conduit

@@ -1,10 +1,13 @@
-// Layout of the 128-byte ncclUniqueId as Conduit fills it.
+// Layout of the 128-byte ncclUniqueId as Conduit fills it (version 2).
 //
-// The id names the root daemon (which runs the rendezvous for the communicator) and a
-// random 64-bit key that identifies the communicator in every daemon.
+// The id names the root daemon (which runs the rendezvous for the communicator), the
+// communicator's 256-bit secret and its 64-bit key, a one-way function of the secret
+// (security/comm_secret.h). Holding the id is what lets a rank join: programs hand it only
+// to their own ranks, and nothing the daemons print contains the secret.
 #ifndef CONDUIT_DAEMON_COMMON_UNIQUE_ID_H_
 #define CONDUIT_DAEMON_COMMON_UNIQUE_ID_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -13,25 +16,26 @@
 namespace conduit {
 
 inline constexpr uint32_t kUniqueIdMagic = 0x55544443;  // "CDTU"
-inline constexpr uint16_t kUniqueIdVersion = 1;
+inline constexpr uint16_t kUniqueIdVersion = 2;
+
+using CommSecret = std::array<uint8_t, 32>;
 
 struct CommIdentity {
   uint64_t key = 0;
   std::string root_addr;  // "ip:port" of the root daemon
+  CommSecret secret{};
 };
 
 void EncodeUniqueId(const CommIdentity& identity, char out[128]);
+// Checks the layout (magic, version, a key, a root); the daemon also checks the key
+// against the secret (CheckCommIdentity).
 Status DecodeUniqueId(const char in[128], CommIdentity* identity);
 
-// A communicator key as operators see it (16 lowercase hex digits).
+// A communicator key in full, as operators see it (16 lowercase hex digits).
 std::string CommKeyText(uint64_t key);
-
-// A fresh random key (from getrandom), never 0.
-uint64_t RandomCommKey();
-
-// Deterministic key for a communicator derived from a parent (CommSplit/Shrink): every
-// rank computes the same value without talking.
-uint64_t DeriveCommKey(uint64_t parent_key, uint64_t generation, int64_t color);
+// Its first 8 hex digits: what read-only views and metrics show. Operators address a
+// communicator by any unambiguous prefix of its key.
+std::string CommKeyShort(uint64_t key);
 
 }  // namespace conduit
 

@@ -23,10 +23,11 @@ constexpr int kRelocatePauseMs = 20;
 ObjectService::ObjectService(ObjectOptions options, const ProgramPolicy* policy)
     : options_(std::move(options)),
       policy_(policy),
-      peers_(options_.self, options_.peers),
+      peers_(options_.self, options_.peers, options_.security),
       shard_(&peers_),
       dir_(&peers_),
-      store_(options_.memory_bytes, objproto::kInlineLimit) {
+      store_(options_.memory_bytes, objproto::kInlineLimit),
+      pool_(options_.security) {
   reducer_ = std::make_unique<Reducer>(this);
 }
 
@@ -66,16 +67,22 @@ void ObjectService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
   session.Run();
 }
 
-void ObjectService::ServePeer(UniqueFd fd, const std::string& peer) {
+void ObjectService::ServePeer(Conn conn, const PeerIdentity& peer) {
   FrameHeader h{};
-  Status st = PeekFrameHeader(fd.get(), peerproto::kMagic, peerproto::kVersion, &h, Deadline::AfterMs(kPeekTimeoutMs));
+  Status st = PeekFrameHeader(conn, peerproto::kMagic, peerproto::kVersion, &h, Deadline::AfterMs(kPeekTimeoutMs));
   if (!st.ok()) return;
-  if (h.type == objproto::kPeerHello) {
-    peers_.ServeIncoming(std::move(fd), peer);
+  // Only daemons of this object store may fetch its objects (or join its control mesh).
+  const bool member = !peer.authenticated() ||
+                      std::find(options_.peers.begin(), options_.peers.end(), peer.daemon) != options_.peers.end() ||
+                      peer.daemon == options_.self;
+  if (!member) {
+    CLOG_WARN("objects: connection from %s refused: that daemon is not in --object-peers", peer.Describe().c_str());
+  } else if (h.type == objproto::kPeerHello) {
+    peers_.ServeIncoming(std::move(conn), peer);
   } else if (h.type == objproto::kFetch) {
-    ServeFetches(std::move(fd), &store_, options_.timeout_ms, peer, &stats_);
+    ServeFetches(std::move(conn), &store_, options_.timeout_ms, peer.Describe(), &stats_);
   } else {
-    CLOG_WARN("objects: connection from %s starts with message 0x%04x; closed", peer.c_str(), h.type);
+    CLOG_WARN("objects: connection from %s starts with message 0x%04x; closed", peer.Describe().c_str(), h.type);
   }
 }
 

@@ -25,11 +25,16 @@
 #include "server/program_policy.h"
 #include "server/service.h"
 
+namespace conduit {
+class PeerSecurity;
+}
+
 namespace conduit::objects {
 
 class Reducer;
 
 struct ObjectOptions {
+  const PeerSecurity* security = nullptr;  // authenticates (and seals) connections to daemons
   std::string self;                 // this daemon's peer address, as in `peers`
   std::vector<std::string> peers;   // --object-peers (may include self)
   uint64_t memory_bytes = 8ull << 30;
@@ -62,7 +67,7 @@ class ObjectService : public Service {
 
   const char* name() const override { return "objects"; }
   void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) override;
-  void ServePeer(UniqueFd fd, const std::string& peer) override;
+  void ServePeer(Conn conn, const PeerIdentity& peer) override;
 
   const ObjectOptions& options() const { return options_; }
   const ProgramPolicy* policy() const { return policy_; }

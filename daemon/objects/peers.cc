@@ -7,9 +7,11 @@
 #include <condition_variable>
 #include <thread>
 
+#include "common/auth_protocol.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
+#include "security/peer_security.h"
 #include "objects/wait.h"
 #include "transport/tcp.h"
 
@@ -21,13 +23,13 @@ constexpr int kSilenceMs = 2000;       // a peer silent this long is dead
 constexpr int kReconnectMs = 200;
 constexpr int kWriteTimeoutMs = 5000;
 
-Status WriteMsg(int fd, uint16_t type, uint32_t tag, const Bytes& body) {
-  return WriteFrame(fd, peerproto::kMagic, peerproto::kVersion, type, tag, body.data(),
+Status WriteMsg(Conn& conn, uint16_t type, uint32_t tag, const Bytes& body) {
+  return WriteFrame(conn, peerproto::kMagic, peerproto::kVersion, type, tag, body.data(),
                     static_cast<uint32_t>(body.size()), Deadline::AfterMs(kWriteTimeoutMs));
 }
 
-Status ReadMsg(int fd, Frame* frame, Deadline deadline) {
-  return ReadFrame(fd, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, frame, deadline);
+Status ReadMsg(Conn& conn, Frame* frame, Deadline deadline) {
+  return ReadFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, frame, deadline);
 }
 
 }  // namespace
@@ -55,8 +57,9 @@ struct Peers::Channel {
   std::string addr;
   std::mutex mu;        // fd, up, pending, ping state
   std::mutex write_mu;  // one frame at a time on the socket; guards wfd
-  int fd = -1;
+  int fd = -1;          // the live connection's socket (names it while it lives)
   int wfd = -1;         // the descriptor writers use; -1 once it is about to be closed
+  Conn* wconn = nullptr;  // the connection writers use (with wfd, under write_mu)
   bool up = false;
   uint32_t next_tag = 1;
   std::map<uint32_t, std::shared_ptr<Pending>> pending;
@@ -65,12 +68,13 @@ struct Peers::Channel {
 };
 
 struct Peers::Incoming {
-  UniqueFd fd;
+  Conn conn;
   std::mutex write_mu;
   std::atomic<bool> closed{false};
 };
 
-Peers::Peers(std::string self, std::vector<std::string> peers) : self_(std::move(self)), all_(std::move(peers)) {
+Peers::Peers(std::string self, std::vector<std::string> peers, const PeerSecurity* security)
+    : self_(std::move(self)), all_(std::move(peers)), security_(security) {
   if (std::find(all_.begin(), all_.end(), self_) == all_.end()) all_.push_back(self_);
   std::sort(all_.begin(), all_.end());
   for (const auto& a : all_) {
@@ -152,17 +156,31 @@ void Peers::Changed() {
 }
 
 void Peers::ConnectLoop(Channel* ch) {
+  std::string last_refusal;  // logged once, not every retry
   for (;;) {
-    UniqueFd fd;
-    Status st = TcpConnect(ch->addr, Deadline::AfterMs(1000), &fd);
+    Conn conn;
+    PeerIdentity peer;
+    Status st = security_->Dial(ch->addr, Deadline::AfterMs(1000 + authproto::kHandshakeTimeoutMs), /*sealable=*/true,
+                                &conn, &peer);
+    if (st.ok() && peer.authenticated() && peer.daemon != ch->addr) {
+      st = RemoteError("the daemon answering at %s is %s, not the --object-peers entry %s", ch->addr.c_str(),
+                       peer.daemon.c_str(), ch->addr.c_str());
+    }
+    // A daemon that is not up yet refuses the TCP connection: routine. One that answers
+    // but fails authentication is a misconfiguration (or worse): say so, once.
+    if (!st.ok() && !peer.remote.empty() && st.message() != last_refusal) {
+      CLOG_WARN("objects: peer %s: %s", ch->addr.c_str(), st.message().c_str());
+      last_refusal = st.message();
+    }
     if (st.ok()) {
-      TuneTcpSocket(fd.get(), 3 * kSilenceMs);
+      last_refusal.clear();
+      TuneTcpSocket(conn.fd(), 3 * kSilenceMs);
       objproto::PeerHello hello{};
       hello.version = objproto::kVersion;
       hello.from = AddrToWire(self_);
-      st = WriteMsg(fd.get(), objproto::kPeerHello, 0, Encode(hello));
+      st = WriteMsg(conn, objproto::kPeerHello, 0, Encode(hello));
       Frame reply;
-      if (st.ok()) st = ReadMsg(fd.get(), &reply, Deadline::AfterMs(kSilenceMs));
+      if (st.ok()) st = ReadMsg(conn, &reply, Deadline::AfterMs(kSilenceMs));
       objproto::Status ws{};
       if (st.ok() && (reply.header.type != objproto::kPeerHelloReply || !Decode(reply.payload, &ws))) {
         st = SystemError("bad PeerHello reply");
@@ -171,20 +189,22 @@ void Peers::ConnectLoop(Channel* ch) {
       if (ost.ok()) {
         {
           std::lock_guard<std::mutex> lock(ch->mu);
-          ch->fd = fd.get();
+          ch->fd = conn.fd();
           ch->up = true;
           ch->ping_outstanding = false;
         }
         {
           std::lock_guard<std::mutex> wlock(ch->write_mu);
-          ch->wfd = fd.get();
+          ch->wfd = conn.fd();
+          ch->wconn = &conn;
         }
-        CLOG_INFO("objects: peer %s is up", ch->addr.c_str());
+        CLOG_INFO("objects: peer %s is up%s", ch->addr.c_str(), conn.sealed() ? " (sealed)" : "");
         Changed();
-        ReadLoop(ch, fd.get());
-        // No writer may use the descriptor once it is closed (and its number reused).
+        ReadLoop(ch, conn);
+        // No writer may use the connection once it is closed (and its number reused).
         std::lock_guard<std::mutex> wlock(ch->write_mu);
         ch->wfd = -1;
+        ch->wconn = nullptr;
       } else {
         CLOG_WARN("objects: peer %s refused the control connection: %s", ch->addr.c_str(), ost.message().c_str());
       }
@@ -193,10 +213,11 @@ void Peers::ConnectLoop(Channel* ch) {
   }
 }
 
-void Peers::ReadLoop(Channel* ch, int fd) {
+void Peers::ReadLoop(Channel* ch, Conn& conn) {
+  const int fd = conn.fd();
   for (;;) {
     Frame frame;
-    Status st = ReadMsg(fd, &frame, Deadline::AfterMs(kSilenceMs));
+    Status st = ReadMsg(conn, &frame, Deadline::AfterMs(kSilenceMs));
     if (!st.ok()) {
       MarkDown(ch, fd, st.message());
       return;
@@ -262,7 +283,7 @@ void Peers::PingLoop() {
         }
       }
       std::lock_guard<std::mutex> wlock(ch->write_mu);
-      if (ch->wfd >= 0) (void)WriteMsg(ch->wfd, objproto::kPing, 0, {});
+      if (ch->wfd >= 0) (void)WriteMsg(*ch->wconn, objproto::kPing, 0, {});
     }
   }
 }
@@ -393,24 +414,25 @@ Status Peers::Write(Channel* ch, int fd, uint16_t type, uint32_t tag, const Byte
     return Status::Ok();
   }
   std::lock_guard<std::mutex> wlock(ch->write_mu);
-  return ch->wfd == fd ? WriteMsg(fd, type, tag, body) : SystemError("connection closed");
+  return ch->wfd == fd ? WriteMsg(*ch->wconn, type, tag, body) : SystemError("connection closed");
 }
 
 void Peers::WriteHeld(Channel* ch, int fd, const std::string& frames) {
   Status st;
   {
     std::lock_guard<std::mutex> wlock(ch->write_mu);
-    st = ch->wfd == fd ? WriteFull(fd, frames.data(), frames.size(), Deadline::AfterMs(kWriteTimeoutMs))
+    st = ch->wfd == fd ? ch->wconn->Write(frames.data(), frames.size(), Deadline::AfterMs(kWriteTimeoutMs))
                        : SystemError("connection closed");
   }
   if (!st.ok()) MarkDown(ch, fd, st.message());
 }
 
-void Peers::ServeIncoming(UniqueFd fd, const std::string& remote) {
+void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
   auto conn = std::make_shared<Incoming>();
-  conn->fd = std::move(fd);
-  const int sock = conn->fd.get();
-  TuneTcpSocket(sock, 3 * kSilenceMs);
+  conn->conn = std::move(conn_in);
+  Conn& sock = conn->conn;
+  const std::string remote = peer.Describe();
+  TuneTcpSocket(sock.fd(), 3 * kSilenceMs);
   Frame frame;
   Status st = ReadMsg(sock, &frame, Deadline::AfterMs(kSilenceMs));
   objproto::PeerHello hello{};
@@ -421,7 +443,12 @@ void Peers::ServeIncoming(UniqueFd fd, const std::string& remote) {
   if (verdict.ok() && hello.version != objproto::kVersion) {
     verdict = Err(objproto::kInvalid, "object protocol version %u, this daemon speaks %u", hello.version, objproto::kVersion);
   }
-  const std::string from = AddrFromWire(hello.from);
+  // Who the peer is was proven by the handshake; its hello must agree (under
+  // --insecure-peers, the hello is all there is).
+  const std::string from = peer.authenticated() ? peer.daemon : AddrFromWire(hello.from);
+  if (verdict.ok() && peer.authenticated() && AddrFromWire(hello.from) != peer.daemon) {
+    verdict = Err(objproto::kRefused, "daemon %s said hello as %s", peer.daemon.c_str(), AddrFromWire(hello.from).c_str());
+  }
   if (verdict.ok() && std::find(all_.begin(), all_.end(), from) == all_.end()) {
     verdict = Err(objproto::kRefused, "daemon %s is not in this daemon's --object-peers", from.c_str());
   }
@@ -444,11 +471,11 @@ void Peers::ServeIncoming(UniqueFd fd, const std::string& remote) {
     Dispatch(type, from, f.payload, [conn, tag](uint16_t t, Bytes b) {
       if (conn->closed.load()) return;
       std::lock_guard<std::mutex> wlock(conn->write_mu);
-      if (!WriteMsg(conn->fd.get(), t, tag, b).ok()) conn->closed.store(true);
+      if (!WriteMsg(conn->conn, t, tag, b).ok()) conn->closed.store(true);
     });
   }
   conn->closed.store(true);
-  shutdown(sock, SHUT_RDWR);
+  sock.Shutdown();
 }
 
 }  // namespace conduit::objects

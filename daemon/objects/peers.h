@@ -25,12 +25,18 @@
 #include <string>
 #include <vector>
 
+#include "common/conn.h"
 #include "common/deadline.h"
 #include "common/fd_io.h"
+#include "common/peer_identity.h"
 #include "objects/executor.h"
 #include "objects/hash_ring.h"
 #include "objects/messages.h"
 #include "objects/obj_status.h"
+
+namespace conduit {
+class PeerSecurity;
+}
 
 namespace conduit::objects {
 
@@ -39,7 +45,8 @@ using Handler = std::function<void(const std::string& from, const Bytes& body, c
 
 class Peers {
  public:
-  Peers(std::string self, std::vector<std::string> peers);
+  // `security` authenticates (and, when the cluster encrypts, seals) every connection.
+  Peers(std::string self, std::vector<std::string> peers, const PeerSecurity* security);
   ~Peers();
 
   // Registration happens before Start.
@@ -48,8 +55,9 @@ class Peers {
   void OnPush(std::function<void(uint16_t type, const Bytes& body)> push);
   void Start();
 
-  // An incoming control connection whose first frame (PeerHello) is still unread.
-  void ServeIncoming(UniqueFd fd, const std::string& remote);
+  // An incoming, authenticated control connection whose first frame (PeerHello) is still
+  // unread.
+  void ServeIncoming(Conn conn, const PeerIdentity& peer);
 
   const std::string& self() const { return self_; }
   const std::vector<std::string>& all() const { return all_; }
@@ -113,7 +121,7 @@ class Peers {
  private:
 
   void ConnectLoop(Channel* ch);
-  void ReadLoop(Channel* ch, int fd);
+  void ReadLoop(Channel* ch, Conn& conn);
   void PingLoop();
   void MarkDown(Channel* ch, int fd, const std::string& why);
   // Writes one message on `fd` (still ch's), or holds it for this thread's Cork.
@@ -125,6 +133,7 @@ class Peers {
 
   const std::string self_;
   std::vector<std::string> all_;
+  const PeerSecurity* security_;
   std::map<uint16_t, Handler> handlers_;
   std::function<void()> changed_;
   std::function<void(uint16_t, const Bytes&)> push_;

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/auth_protocol.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
 #include "objects/messages.h"
+#include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit::objects {
@@ -22,7 +24,7 @@ constexpr int kCopyWaitMs = 1000;
 
 }  // namespace
 
-ObjStatus DataPool::Take(const std::string& addr, Deadline deadline, UniqueFd* out) {
+ObjStatus DataPool::Take(const std::string& addr, Deadline deadline, Conn* out) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& v = idle_[addr];
@@ -32,16 +34,20 @@ ObjStatus DataPool::Take(const std::string& addr, Deadline deadline, UniqueFd* o
       return ObjStatus::Ok();
     }
   }
-  Status st = TcpConnect(addr, deadline, out);
+  PeerIdentity peer;
+  Status st = security_->Dial(addr, deadline, /*sealable=*/true, out, &peer);
+  if (st.ok() && peer.authenticated() && peer.daemon != addr) {
+    st = RemoteError("the daemon answering at %s is %s", addr.c_str(), peer.daemon.c_str());
+  }
   if (!st.ok()) return FromConduit(st, objproto::kUnavailable);
-  TuneTcpSocket(out->get(), 0);
+  TuneTcpSocket(out->fd(), 0);
   return ObjStatus::Ok();
 }
 
-void DataPool::Return(const std::string& addr, UniqueFd fd) {
+void DataPool::Return(const std::string& addr, Conn conn) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& v = idle_[addr];
-  if (v.size() < kMaxIdlePerPeer) v.push_back(std::move(fd));
+  if (v.size() < kMaxIdlePerPeer) v.push_back(std::move(conn));
 }
 
 FetchStream::~FetchStream() = default;
@@ -51,28 +57,28 @@ ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, ui
   timeout_ms_ = timeout_ms;
   // A pooled connection may have been closed by the sender meanwhile: one retry on a new one.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    UniqueFd taken;
-    OBJ_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs), &taken));
+    Conn taken;
+    OBJ_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs + authproto::kHandshakeTimeoutMs), &taken));
     {
       std::lock_guard<std::mutex> lock(fd_mu_);
       if (aborted_) return Err(objproto::kUnavailable, "fetch of %s aborted", Printable(id).c_str());
-      fd_ = std::move(taken);
+      conn_ = std::move(taken);
     }
     objproto::Fetch f{};
     f.id = IdToWire(id);
     f.offset = offset;
     f.timeout_ms = static_cast<uint32_t>(timeout_ms);
-    Status st = WriteFrame(fd_.get(), peerproto::kMagic, peerproto::kVersion, objproto::kFetch, 0, &f, sizeof(f),
+    Status st = WriteFrame(conn_, peerproto::kMagic, peerproto::kVersion, objproto::kFetch, 0, &f, sizeof(f),
                            Deadline::AfterMs(timeout_ms));
     Frame reply;
     if (st.ok()) {
-      st = ReadFrame(fd_.get(), peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &reply,
+      st = ReadFrame(conn_, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &reply,
                      Deadline::AfterMs(timeout_ms));
     }
     if (!st.ok()) {
       {
         std::lock_guard<std::mutex> lock(fd_mu_);
-        fd_.reset();
+        conn_ = Conn();
       }
       if (attempt == 0) continue;
       return Err(objproto::kUnavailable, "fetch of %s from %s: %s", Printable(id).c_str(), sender.c_str(),
@@ -81,13 +87,13 @@ ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, ui
     objproto::FetchReply r{};
     if (reply.header.type != objproto::kFetchReply || !Decode(reply.payload, &r)) {
       std::lock_guard<std::mutex> lock(fd_mu_);
-      fd_.reset();
+      conn_ = Conn();
       return Err(objproto::kInternal, "malformed Fetch reply from %s", sender.c_str());
     }
     ObjStatus ost = FromWire(r.status);
     if (!ost.ok()) {
       std::lock_guard<std::mutex> lock(fd_mu_);
-      pool_->Return(sender, std::move(fd_));
+      pool_->Return(sender, std::move(conn_));
       return ost;
     }
     size_ = r.size;
@@ -98,8 +104,8 @@ ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, ui
 }
 
 ObjStatus FetchStream::Read(uint8_t* dst, size_t len) {
-  if (!fd_.valid() || broken_) return Err(objproto::kUnavailable, "fetch stream from %s is closed", sender_.c_str());
-  Status st = ReadFull(fd_.get(), dst, len, Deadline::AfterMs(timeout_ms_));
+  if (!conn_.valid() || broken_) return Err(objproto::kUnavailable, "fetch stream from %s is closed", sender_.c_str());
+  Status st = conn_.ReadFull(dst, len, Deadline::AfterMs(timeout_ms_));
   if (!st.ok()) {
     broken_ = true;  // the descriptor stays owned until Finish or destruction (Abort may race)
     return Err(objproto::kUnavailable, "transfer from daemon %s broke: %s", sender_.c_str(), st.message().c_str());
@@ -111,13 +117,13 @@ ObjStatus FetchStream::Read(uint8_t* dst, size_t len) {
 void FetchStream::Abort() {
   std::lock_guard<std::mutex> lock(fd_mu_);
   aborted_ = true;
-  if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
+  conn_.Shutdown();
 }
 
 void FetchStream::Finish() {
   std::lock_guard<std::mutex> lock(fd_mu_);
-  if (fd_.valid() && left_ == 0 && !broken_ && !aborted_) pool_->Return(sender_, std::move(fd_));
-  fd_.reset();
+  if (conn_.valid() && left_ == 0 && !broken_ && !aborted_) pool_->Return(sender_, std::move(conn_));
+  conn_ = Conn();
 }
 
 void TransferStats::NoteTransfer(uint64_t bytes, double secs) {
@@ -157,13 +163,13 @@ ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj,
   return ObjStatus::Ok();
 }
 
-void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats) {
+void ServeFetches(Conn conn, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats) {
   // The reply header and the first bytes go out as separate writes: without TCP_NODELAY,
   // Nagle holds the bytes of a small object until the header's delayed ACK (~40 ms).
-  TuneTcpSocket(fd.get(), 0);
+  TuneTcpSocket(conn.fd(), 0);
   for (;;) {
     Frame frame;
-    Status st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &frame,
+    Status st = ReadFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &frame,
                           Deadline::AfterMs(kIdleConnectionMs));
     if (!st.ok()) return;
     objproto::Fetch f{};
@@ -172,7 +178,7 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
     ObjectRef obj;
     if (frame.header.type != objproto::kFetch || !Decode(frame.payload, &f) || !IdFromWire(f.id, &id)) {
       r.status = ToWire(Err(objproto::kInvalid, "expected a Fetch on a data connection"));
-      (void)WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
+      (void)WriteFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
                        sizeof(r), Deadline::AfterMs(timeout_ms));
       return;
     }
@@ -185,7 +191,7 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
     if (ost.ok() && f.offset > obj->size()) ost = Err(objproto::kInvalid, "fetch offset beyond the object");
     r.status = ToWire(ost);
     r.size = ost.ok() ? obj->size() : 0;
-    st = WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
+    st = WriteFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
                     sizeof(r), Deadline::AfterMs(timeout_ms));
     if (!st.ok()) return;
     if (!ost.ok()) continue;
@@ -198,7 +204,7 @@ void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::str
       uint64_t ready = 0;
       ost = obj->WaitReady(pos + 1, Deadline::AfterMs(wait_ms), &ready);
       if (!ost.ok()) break;
-      st = WriteFull(fd.get(), obj->data() + pos, ready - pos, Deadline::AfterMs(timeout_ms));
+      st = conn.Write(obj->data() + pos, ready - pos, Deadline::AfterMs(timeout_ms));
       if (!st.ok()) {
         ost = FromConduit(st, objproto::kUnavailable);
         break;

@@ -16,20 +16,28 @@
 #include <string>
 #include <vector>
 
+#include "common/conn.h"
 #include "common/fd_io.h"
 #include "objects/local_store.h"
 
+namespace conduit {
+class PeerSecurity;
+}
+
 namespace conduit::objects {
 
-// Idle data connections, per sender address.
+// Idle data connections, per sender address; new ones are authenticated (and sealed when
+// the cluster encrypts) by `security`.
 class DataPool {
  public:
-  ObjStatus Take(const std::string& addr, Deadline deadline, UniqueFd* out);
-  void Return(const std::string& addr, UniqueFd fd);
+  explicit DataPool(const PeerSecurity* security) : security_(security) {}
+  ObjStatus Take(const std::string& addr, Deadline deadline, Conn* out);
+  void Return(const std::string& addr, Conn conn);
 
  private:
+  const PeerSecurity* security_;
   std::mutex mu_;
-  std::map<std::string, std::vector<UniqueFd>> idle_;
+  std::map<std::string, std::vector<Conn>> idle_;
 };
 
 // One Fetch on a data connection: Open, then Read the bytes in order.
@@ -52,7 +60,7 @@ class FetchStream {
   std::string sender_;
   std::mutex fd_mu_;  // fd_ changes (Open, Finish) vs Abort from another thread
   bool aborted_ = false;
-  UniqueFd fd_;
+  Conn conn_;
   uint64_t size_ = 0;
   uint64_t left_ = 0;
   int timeout_ms_ = 0;
@@ -88,8 +96,8 @@ struct TransferStats {
   double bandwidth_Bps_ = 0;
 };
 
-// Serves Fetch requests on one data connection until it closes.
-void ServeFetches(UniqueFd fd, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats);
+// Serves Fetch requests on one (authenticated) data connection until it closes.
+void ServeFetches(Conn conn, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats);
 
 }  // namespace conduit::objects
 

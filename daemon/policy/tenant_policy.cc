@@ -5,8 +5,9 @@
 namespace conduit {
 namespace {
 
+// A key or its start, as views show it (8 of its 16 hex digits).
 bool IsCommKey(const std::string& s) {
-  if (s.size() != 16) return false;
+  if (s.size() < 8 || s.size() > 16) return false;
   for (char c : s) {
     if (!isxdigit(static_cast<unsigned char>(c)) || isupper(static_cast<unsigned char>(c))) return false;
   }
@@ -27,7 +28,10 @@ Status TenantPolicy::FromJson(const std::string& name, const Json& json, TenantP
         if (mk == "exe") {
           p.match_exe = mv.as_string();
         } else if (mk == "comm") {
-          if (!IsCommKey(mv.as_string())) return InvalidArgument("match.comm must be a communicator key (16 lowercase hex digits)");
+          if (!IsCommKey(mv.as_string())) {
+            return InvalidArgument("match.comm must be a communicator key or its start (8 to 16 lowercase hex digits, "
+                                   "as `conduitctl comms` shows)");
+          }
           p.match_comm = mv.as_string();
         } else {
           return InvalidArgument("unknown match field \"%s\" (exe, comm)", mk.c_str());
@@ -76,7 +80,7 @@ Json TenantPolicy::ToJson() const {
 }
 
 int TenantPolicy::MatchStrength(const std::string& exe, const std::string& comm_key) const {
-  if (!match_comm.empty() && match_comm != comm_key) return 0;
+  if (!match_comm.empty() && comm_key.rfind(match_comm, 0) != 0) return 0;
   if (!match_exe.empty() && match_exe != exe) return 0;
   return match_comm.empty() ? 1 : 2;
 }

@@ -24,7 +24,7 @@ struct TenantPolicy {
 
   std::string name;
   std::string match_exe;   // executable basename; "" = any
-  std::string match_comm;  // communicator key (16 hex digits); "" = any
+  std::string match_comm;  // start of a communicator key (8-16 hex digits); "" = any
   int priority = 0;        // 0 (default) .. kMaxPriority
   double max_mbit_per_s = 0;  // 0 = no cap
   bool yield = false;

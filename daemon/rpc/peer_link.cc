@@ -8,11 +8,14 @@
 #include <chrono>
 #include <thread>
 
+#include "common/auth_protocol.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
 #include "common/rpc_protocol.h"
+#include "common/thread_guard.h"
 #include "rpc/program_session.h"
 #include "rpc/rpc_service.h"
+#include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit::rpc {
@@ -59,27 +62,29 @@ void Merge(Event& into, Event&& from) {
 
 }  // namespace
 
-PeerLink::PeerLink(RpcService* service, UniqueFd fd, std::string peer, bool accepted)
+PeerLink::PeerLink(RpcService* service, Conn conn, std::string peer, bool accepted)
     : service_(service),
-      fd_(std::move(fd)),
+      conn_(std::move(conn)),
       peer_(std::move(peer)),
       accepted_(accepted),
-      reader_(fd_.get(), peerproto::kMagic, peerproto::kVersion, rpcproto::kMaxFrame, /*accept_fds=*/false),
-      writer_(fd_.get(), service->options().timeout_ms) {
+      reader_(&conn_, peerproto::kMagic, peerproto::kVersion, rpcproto::kMaxFrame),
+      writer_(&conn_, service->options().timeout_ms) {
   // Blocking reads (FrameReader); writes never block (FrameWriter uses MSG_DONTWAIT).
-  int flags = fcntl(fd_.get(), F_GETFL);
-  if (flags >= 0) fcntl(fd_.get(), F_SETFL, flags & ~O_NONBLOCK);
+  int flags = fcntl(conn_.fd(), F_GETFL);
+  if (flags >= 0) fcntl(conn_.fd(), F_SETFL, flags & ~O_NONBLOCK);
   writer_.CountUrgentAheadOfBulk(&service->small_first_frames());
 }
 
 PeerLink::~PeerLink() = default;
 
 Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out) {
-  UniqueFd fd;
-  Status st = TcpConnect(addr, Deadline::AfterMs(kConnectTimeoutMs), &fd);
+  Conn conn;
+  PeerIdentity peer;
+  Status st = service->options().security->Dial(addr, Deadline::AfterMs(kConnectTimeoutMs + authproto::kHandshakeTimeoutMs),
+                                                /*sealable=*/true, &conn, &peer);
   if (!st.ok()) return SystemError("no conduitd at %s: %s", addr.c_str(), st.message().c_str());
-  TuneTcpSocket(fd.get(), service->options().timeout_ms);
-  std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(fd), addr, /*accepted=*/false));
+  TuneTcpSocket(conn.fd(), service->options().timeout_ms);
+  std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(conn), addr, /*accepted=*/false));
   rpcproto::PeerHello hello{};
   hello.rpc_version = rpcproto::kRpcVersion;
   CopyCString(hello.daemon, service->options().my_addr.c_str());
@@ -95,15 +100,16 @@ Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shar
   }
   memcpy(&reply, payload.data(), sizeof(reply));
   CONDUIT_RETURN_IF_ERROR(FromWire(reply.status));
-  std::thread([link] { link->ReadLoop(); }).detach();
+  std::thread([link] { RunGuarded("RPC link reader", [&] { link->ReadLoop(); }); }).detach();
   CLOG_INFO("RPC link to daemon %s is up", addr.c_str());
   *out = std::move(link);
   return Status::Ok();
 }
 
-void PeerLink::Accept(RpcService* service, UniqueFd fd, const std::string& peer) {
-  TuneTcpSocket(fd.get(), service->options().timeout_ms);
-  std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(fd), peer, /*accepted=*/true));
+void PeerLink::Accept(RpcService* service, Conn conn, const PeerIdentity& identity) {
+  TuneTcpSocket(conn.fd(), service->options().timeout_ms);
+  const std::string peer = identity.remote;
+  std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(conn), peer, /*accepted=*/true));
   FrameHeader h;
   std::string payload;
   Deadline deadline = Deadline::AfterMs(kHelloTimeoutMs);
@@ -125,7 +131,9 @@ void PeerLink::Accept(RpcService* service, UniqueFd fd, const std::string& peer)
     CLOG_WARN("RPC link from %s refused: %s", peer.c_str(), st.message().c_str());
     return;
   }
-  CLOG_INFO("RPC link from daemon %s (%s) is up", FromCString(hello.daemon).c_str(), peer.c_str());
+  CLOG_INFO("RPC link from daemon %s (%s%s) is up",
+            identity.authenticated() ? identity.daemon.c_str() : FromCString(hello.daemon).c_str(), peer.c_str(),
+            link->conn_.sealed() ? ", sealed" : "");
   link->ReadLoop();
 }
 
@@ -381,7 +389,7 @@ void PeerLink::Fail(const std::string& why) {
   if (!alive_.exchange(false)) return;
   CLOG_WARN("RPC link to daemon %s is down: %s", peer_.c_str(), why.c_str());
   writer_.Fail(SystemError("%s", why.c_str()));
-  shutdown(fd_.get(), SHUT_RDWR);
+  conn_.Shutdown();
   std::vector<std::shared_ptr<RpcCall>> calls;
   {
     std::lock_guard<std::mutex> lock(mu_);

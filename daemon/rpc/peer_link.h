@@ -20,7 +20,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/conn.h"
 #include "common/frame_stream.h"
+#include "common/peer_identity.h"
 #include "rpc/call.h"
 
 namespace conduit::rpc {
@@ -31,10 +33,12 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
  public:
   static constexpr size_t kFragmentBytes = 256 << 10;
 
-  // Connects to the daemon at `addr` and says hello; the link then reads on its own thread.
+  // Connects to the daemon at `addr`, authenticates it and says hello; the link then reads
+  // on its own thread.
   static Status Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out);
-  // Serves a connection another daemon opened, on the calling thread, until it ends.
-  static void Accept(RpcService* service, UniqueFd fd, const std::string& peer);
+  // Serves an authenticated connection another daemon opened, on the calling thread, until
+  // it ends.
+  static void Accept(RpcService* service, Conn conn, const PeerIdentity& peer);
   ~PeerLink() override;
 
   bool alive() const { return alive_.load(std::memory_order_acquire); }
@@ -58,7 +62,7 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
     std::atomic<int> bulk_queued{0};
   };
 
-  PeerLink(RpcService* service, UniqueFd fd, std::string peer, bool accepted);
+  PeerLink(RpcService* service, Conn conn, std::string peer, bool accepted);
   void ReadLoop();
   Status HandleFrame(const FrameHeader& h);
   Status HandleCall(const FrameHeader& h);
@@ -69,7 +73,7 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   void Fail(const std::string& why);
 
   RpcService* service_;
-  UniqueFd fd_;
+  Conn conn_;  // sealed when the cluster encrypts (--encrypt-peers)
   std::string peer_;
   bool accepted_;  // the other daemon connected: it starts the calls
   FrameReader reader_;

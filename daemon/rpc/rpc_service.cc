@@ -15,6 +15,6 @@ void RpcService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
   session->Run();
 }
 
-void RpcService::ServePeer(UniqueFd fd, const std::string& peer) { PeerLink::Accept(this, std::move(fd), peer); }
+void RpcService::ServePeer(Conn conn, const PeerIdentity& peer) { PeerLink::Accept(this, std::move(conn), peer); }
 
 }  // namespace conduit::rpc

@@ -16,9 +16,14 @@
 #include "server/program_policy.h"
 #include "server/service.h"
 
+namespace conduit {
+class PeerSecurity;
+}
+
 namespace conduit::rpc {
 
 struct RpcOptions {
+  const PeerSecurity* security = nullptr;  // authenticates (and seals) links to other daemons
   std::string my_addr;             // this daemon, "ip:port", for logs and hellos
   uint32_t peer_port = 7650;       // where other daemons listen (all daemons share it)
   int timeout_ms = 300000;         // bound on any wait
@@ -32,7 +37,7 @@ class RpcService : public Service {
 
   const char* name() const override { return "rpc"; }
   void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) override;
-  void ServePeer(UniqueFd fd, const std::string& peer) override;
+  void ServePeer(Conn conn, const PeerIdentity& peer) override;
 
   const RpcOptions& options() const { return options_; }
   const ProgramPolicy& admission() const { return *admission_; }

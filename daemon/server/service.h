@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "common/conn.h"
 #include "common/fd_io.h"
+#include "common/peer_identity.h"
 #include "common/status.h"
 
 namespace conduit {
@@ -38,8 +40,10 @@ class Service {
   // Its first frame is still unread.
   virtual void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) = 0;
   // Serves one connection from another daemon (peer protocol) until it ends; runs on its
-  // own thread. Its first frame is still unread.
-  virtual void ServePeer(UniqueFd fd, const std::string& peer) = 0;
+  // own thread. The connection is authenticated (`peer` says who proved to be at the other
+  // end, security/peer_security.h) and its first frame is still unread. Connections that
+  // services cannot take sealed (collective links) never are: the router refuses them.
+  virtual void ServePeer(Conn conn, const PeerIdentity& peer) = 0;
 };
 
 }  // namespace conduit

@@ -1,12 +1,14 @@
 #include "server/service_router.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <chrono>
+#include <system_error>
 #include <thread>
 
 #include "common/frame.h"
@@ -14,26 +16,83 @@
 #include "common/net_addr.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
+#include "common/thread_guard.h"
+#include "security/peer_security.h"
 
 namespace conduit {
 namespace {
 
-// A connection must name its service this soon after connecting.
+// A connection must name its service this soon after connecting (after its handshake).
 constexpr int kFirstFrameTimeoutMs = 10000;
 
+// Refusals come in floods (a connection storm, a full descriptor table): one line per
+// second per kind, with how many were refused meanwhile.
+class RateLimitedLog {
+ public:
+  void Warn(const char* what, const std::string& detail) {
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++suppressed_;
+    if (now - last_ < std::chrono::seconds(1)) return;
+    CLOG_WARN("%s: %s (%llu refused since the last such line)", what, detail.c_str(),
+              static_cast<unsigned long long>(suppressed_));
+    suppressed_ = 0;
+    last_ = now;
+  }
+
+ private:
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_{};
+  uint64_t suppressed_ = 0;
+};
+
+// accept(2) failing with EMFILE leaves the connection queued, and the listener readable:
+// the loop would spin and the peer would wait. A descriptor kept in reserve is given up
+// for a moment to accept the connection and close it, which refuses it promptly.
+class DescriptorReserve {
+ public:
+  DescriptorReserve() : fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
+  void RefuseOne(int listener) {
+    fd_.reset();
+    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) close(fd);
+    fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
 template <typename Handler>
-void AcceptLoop(int listener, const char* what, Handler handle) {
+void AcceptLoop(int listener, const char* what, std::atomic<uint64_t>* refused, Handler handle) {
+  DescriptorReserve reserve;
+  RateLimitedLog log;
   for (;;) {
     SockAddr peer;
     peer.len = sizeof(peer.storage);
     int fd = accept4(listener, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        reserve.RefuseOne(listener);
+        ++*refused;
+        log.Warn(what, "out of file descriptors: a new connection was refused (raise the daemon's RLIMIT_NOFILE)");
+        continue;
+      }
       CLOG_ERROR("accept on the %s socket failed: %s", what, strerror(errno));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    std::thread(handle, UniqueFd(fd), peer).detach();
+    UniqueFd conn(fd);
+    try {
+      std::thread([handle, what](UniqueFd c, SockAddr a) { RunGuarded(what, [&] { handle(std::move(c), a); }); },
+                  std::move(conn), peer)
+          .detach();
+    } catch (const std::system_error& e) {
+      // pthread_create failed (RLIMIT_NPROC, memory): the connection closes unserved.
+      ++*refused;
+      log.Warn(what, std::string("cannot start a thread for a new connection, refused: ") + e.what());
+    }
   }
 }
 
@@ -47,6 +106,11 @@ ProgramCredentials CredentialsOf(int fd) {
     c.gid = static_cast<int>(cred.gid);
   }
   return c;
+}
+
+RateLimitedLog& CapLog() {
+  static RateLimitedLog log;
+  return log;
 }
 
 }  // namespace
@@ -83,26 +147,81 @@ void ServiceRouter::Add(ServiceId id, Service* service) { services_[static_cast<
 Service* ServiceRouter::Find(uint16_t type) const { return services_[static_cast<uint8_t>(ServiceOfType(type))]; }
 
 void ServiceRouter::ServePrograms(int unix_listener) {
-  AcceptLoop(unix_listener, "program", [this](UniqueFd fd, SockAddr) { RouteProgram(std::move(fd)); });
+  AcceptLoop(unix_listener, "program socket", &refused_, [this](UniqueFd fd, SockAddr) { RouteProgram(std::move(fd)); });
 }
 
 void ServiceRouter::ServePeers(int tcp_listener) {
-  AcceptLoop(tcp_listener, "peer",
+  AcceptLoop(tcp_listener, "peer port", &refused_,
              [this](UniqueFd fd, SockAddr addr) { RoutePeer(std::move(fd), FormatSockAddr(addr)); });
 }
 
-Status ServiceRouter::FindService(int fd, uint32_t magic, uint16_t version, Service** service) const {
-  FrameHeader h;
-  CONDUIT_RETURN_IF_ERROR(PeekFrameHeader(fd, magic, version, &h, Deadline::AfterMs(kFirstFrameTimeoutMs)));
-  *service = Find(h.type);
-  if (*service == nullptr) return InvalidArgument("no service handles message type %u", h.type);
-  return Status::Ok();
+bool ServiceRouter::AdmitPeer(const std::string& source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int& from_source = handshakes_by_source_[source];
+  const char* why = nullptr;
+  if (handshakes_ >= limits_.max_handshakes) why = "too many connections in their handshake";
+  else if (from_source >= limits_.max_handshakes_per_source) why = "too many connections in their handshake from this address";
+  else if (peers_ + handshakes_ >= limits_.max_peer_connections) why = "too many peer connections";
+  if (why != nullptr) {
+    if (from_source == 0) handshakes_by_source_.erase(source);
+    ++refused_;
+    CapLog().Warn("peer port", "connection from " + source + " refused: " + why);
+    return false;
+  }
+  ++handshakes_;
+  ++from_source;
+  return true;
+}
+
+void ServiceRouter::EndHandshake(const std::string& source, bool authenticated) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --handshakes_;
+  auto it = handshakes_by_source_.find(source);
+  if (it != handshakes_by_source_.end() && --it->second == 0) handshakes_by_source_.erase(it);
+  if (authenticated) ++peers_;
+}
+
+void ServiceRouter::ReleasePeer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --peers_;
+}
+
+bool ServiceRouter::AdmitProgram(int uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int& mine = programs_by_uid_[uid];
+  const char* why = nullptr;
+  if (program_conns_ >= limits_.max_program_connections) why = "too many program connections";
+  else if (mine >= limits_.max_program_connections_per_uid) why = "too many program connections from this uid";
+  if (why != nullptr) {
+    if (mine == 0) programs_by_uid_.erase(uid);
+    ++refused_;
+    CapLog().Warn("program socket", "connection from uid " + std::to_string(uid) + " refused: " + why);
+    return false;
+  }
+  ++program_conns_;
+  ++mine;
+  return true;
+}
+
+void ServiceRouter::ReleaseProgram(int uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --program_conns_;
+  auto it = programs_by_uid_.find(uid);
+  if (it != programs_by_uid_.end() && --it->second == 0) programs_by_uid_.erase(it);
 }
 
 void ServiceRouter::RouteProgram(UniqueFd fd) {
   ProgramCredentials creds = CredentialsOf(fd.get());
-  Service* service = nullptr;
-  Status st = FindService(fd.get(), shimproto::kMagic, shimproto::kVersion, &service);
+  if (!AdmitProgram(creds.uid)) {
+    WireStatus wire = ToWire(SystemError("conduitd refused the connection: too many connections from uid %d", creds.uid));
+    (void)WriteFrame(fd.get(), shimproto::kMagic, shimproto::kVersion, 0, 0, &wire, sizeof(wire), Deadline::AfterMs(100));
+    return;
+  }
+  FrameHeader h;
+  Status st = PeekFrameHeader(fd.get(), shimproto::kMagic, shimproto::kVersion, &h,
+                              Deadline::AfterMs(kFirstFrameTimeoutMs));
+  Service* service = st.ok() ? Find(h.type) : nullptr;
+  if (st.ok() && service == nullptr) st = InvalidArgument("no service handles message type %u", h.type);
   if (!st.ok()) {
     // Probes that connect and close (the listener's own liveness check) are not news.
     if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
@@ -111,6 +230,7 @@ void ServiceRouter::RouteProgram(UniqueFd fd) {
       (void)WriteFrame(fd.get(), shimproto::kMagic, shimproto::kVersion, 0, 0, &wire, sizeof(wire),
                        Deadline::AfterMs(1000));
     }
+    ReleaseProgram(creds.uid);
     return;
   }
   uint64_t id;
@@ -120,18 +240,43 @@ void ServiceRouter::RouteProgram(UniqueFd fd) {
     programs_[id] = ProgramConnection{id, creds, ProgramExe(creds.pid), service->name(), std::chrono::system_clock::now()};
   }
   service->ServeProgram(std::move(fd), creds);
-  std::lock_guard<std::mutex> lock(mu_);
-  programs_.erase(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    programs_.erase(id);
+  }
+  ReleaseProgram(creds.uid);
 }
 
 void ServiceRouter::RoutePeer(UniqueFd fd, const std::string& peer) {
-  Service* service = nullptr;
-  Status st = FindService(fd.get(), peerproto::kMagic, peerproto::kVersion, &service);
+  const std::string source = HostOfAddr(peer);
+  if (!AdmitPeer(source)) return;
+  Conn conn;
+  PeerIdentity identity;
+  Status st = security_->Accept(std::move(fd), peer, &conn, &identity);
+  EndHandshake(source, st.ok());
   if (!st.ok()) {
-    CLOG_WARN("peer connection from %s rejected: %s", peer.c_str(), st.message().c_str());
+    CLOG_WARN("peer connection from %s refused: %s", peer.c_str(), st.message().c_str());
     return;
   }
-  service->ServePeer(std::move(fd), peer);
+  FrameHeader h;
+  st = PeekFrameHeader(conn, peerproto::kMagic, peerproto::kVersion, &h, Deadline::AfterMs(kFirstFrameTimeoutMs));
+  Service* service = st.ok() ? Find(h.type) : nullptr;
+  if (st.ok() && service == nullptr) st = InvalidArgument("no service handles message type %u", h.type);
+  if (st.ok()) {
+    const ServiceId id = ServiceOfType(h.type);
+    if (conn.sealed() && id == ServiceId::kCollectives) {
+      st = InvalidUsage("collective connections are never sealed, but this one is");
+    } else if (!conn.sealed() && security_->seal() && id != ServiceId::kCollectives) {
+      st = InvalidUsage("this daemon seals %s connections (--encrypt-peers) but this one is not sealed: start every "
+                        "daemon with the same --encrypt-peers", service->name());
+    }
+  }
+  if (!st.ok()) {
+    CLOG_WARN("peer connection from %s rejected: %s", identity.Describe().c_str(), st.message().c_str());
+  } else {
+    service->ServePeer(std::move(conn), identity);
+  }
+  ReleasePeer();
 }
 
 }  // namespace conduit

@@ -1,10 +1,18 @@
 // ServiceRouter: the daemon's accept loops. Each accepted connection gets a thread that
-// peeks at the first frame header, picks the service owning its type and hands it the
-// connection. Connections that send garbage or nothing are dropped with a log line.
+// authenticates it (peer port: security/peer_security.h), peeks at the first frame header,
+// picks the service owning its type and hands it the connection. Connections that send
+// garbage or nothing are dropped with a log line.
+//
+// Every connection costs a thread and a descriptor, so both are capped: connections still
+// in their handshake per source address and in all, peer connections being served, program
+// connections per uid and in all. Over a cap, or when the process runs out of threads or
+// descriptors, the new connection is refused with a log line (a program's shim then falls
+// back to its native library); the daemon never aborts for it.
 #ifndef CONDUIT_DAEMON_SERVER_SERVICE_ROUTER_H_
 #define CONDUIT_DAEMON_SERVER_SERVICE_ROUTER_H_
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -16,6 +24,8 @@
 
 namespace conduit {
 
+class PeerSecurity;
+
 // A program connection being served, as the admin API lists it.
 struct ProgramConnection {
   uint64_t id = 0;
@@ -25,12 +35,24 @@ struct ProgramConnection {
   std::chrono::system_clock::time_point since;
 };
 
+struct RouterLimits {
+  int max_handshakes = 256;              // peer connections not yet authenticated, in all
+  int max_handshakes_per_source = 32;    // ... from one IP address
+  int max_peer_connections = 4096;       // peer connections being served (one thread each)
+  int max_program_connections = 8192;    // program connections (one thread each)
+  int max_program_connections_per_uid = 1024;
+};
+
 // A program's name as the kernel knows it: the basename of /proc/<pid>/exe, or its comm
 // when that cannot be read. Nothing the program sent is trusted.
 std::string ProgramExe(int pid);
 
 class ServiceRouter {
  public:
+  // `security` authenticates peer connections; it must outlive the router.
+  explicit ServiceRouter(const PeerSecurity* security, RouterLimits limits = {})
+      : security_(security), limits_(limits) {}
+
   // `service` must outlive the router; one service per id.
   void Add(ServiceId id, Service* service);
 
@@ -40,18 +62,33 @@ class ServiceRouter {
 
   // Program connections currently served, oldest first.
   std::vector<ProgramConnection> Programs() const;
+  // Connections refused so far because of a cap or missing threads/descriptors.
+  uint64_t refused() const { return refused_.load(); }
 
  private:
   void RouteProgram(UniqueFd fd);
   void RoutePeer(UniqueFd fd, const std::string& peer);
   Service* Find(uint16_t type) const;
-  // Peeks at a new connection's first frame header and finds the service owning its type.
-  Status FindService(int fd, uint32_t magic, uint16_t version, Service** service) const;
+  // Admission of a new connection against the caps; `Release*` undo it when it ends.
+  bool AdmitPeer(const std::string& source);
+  void EndHandshake(const std::string& source, bool authenticated);
+  void ReleasePeer();
+  bool AdmitProgram(int uid);
+  void ReleaseProgram(int uid);
 
+  const PeerSecurity* security_;
+  const RouterLimits limits_;
   std::array<Service*, 256> services_{};
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, ProgramConnection> programs_;
+  // Under mu_: connections per stage.
+  int handshakes_ = 0;
+  std::map<std::string, int> handshakes_by_source_;
+  int peers_ = 0;
+  int program_conns_ = 0;
+  std::map<int, int> programs_by_uid_;
+  std::atomic<uint64_t> refused_{0};
 };
 
 }  // namespace conduit

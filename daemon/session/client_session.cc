@@ -7,6 +7,7 @@
 #include "common/shim_protocol.h"
 #include "common/unique_id.h"
 #include "common/version.h"
+#include "security/comm_secret.h"
 
 namespace conduit {
 namespace {
@@ -23,7 +24,7 @@ bool ParseExact(const Frame& frame, T* out) {
 }  // namespace
 
 ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid)
-    : fd_(std::move(fd)), registry_(registry), policy_(policy), exe_(std::move(exe)), device_(pid) {}
+    : fd_(std::move(fd)), registry_(registry), policy_(policy), exe_(std::move(exe)), pid_(pid), device_(pid) {}
 
 ClientSession::~ClientSession() {
   // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
@@ -44,8 +45,8 @@ Status ClientSession::ReplyStatus(uint16_t type, const Status& status) {
 void ClientSession::Run() {
   for (;;) {
     Frame frame;
-    Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &frame,
-                          Deadline::Never(), /*accept_fd=*/true);
+    Status st = ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &frame,
+                                   shimproto::kFrameTimeoutMs, /*accept_fd=*/true);
     if (!st.ok()) {
       if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
         CLOG_WARN("%s: dropping connection after a malformed request: %s", who_.c_str(), st.message().c_str());
@@ -66,11 +67,17 @@ void ClientSession::Run() {
         break;
       case shimproto::kGetUniqueId: {
         shimproto::UniqueIdReply reply{};
-        EncodeUniqueId(CommIdentity{RandomCommKey(), registry_->my_addr()}, reply.id);
-        reply.status = ToWire(Status::Ok());
+        CommIdentity id;
+        Status made = frame.payload.empty() ? NewCommIdentity(registry_->my_addr(), &id)
+                                            : InvalidArgument("GetUniqueId takes no payload");
+        if (made.ok()) EncodeUniqueId(id, reply.id);
+        reply.status = ToWire(made);
         st = Reply(shimproto::kGetUniqueIdReply, &reply, sizeof(reply));
         break;
       }
+      case shimproto::kDeriveId:
+        st = HandleDeriveId(frame);
+        break;
       case shimproto::kCommInit:
         st = HandleCommInit(frame);
         break;
@@ -116,12 +123,13 @@ Status ClientSession::HandleHello(const Frame& frame, bool* close_after) {
     *close_after = true;
     return ReplyStatus(shimproto::kHelloReply, InvalidArgument("malformed Hello (%zu bytes)", frame.payload.size()));
   }
-  std::string exe = FromCString(req.exe);
-  who_ = exe + "[" + std::to_string(req.pid) + "]";
+  // Who the program is comes from the kernel (the socket's peer pid and its executable),
+  // never from what the Hello claims.
+  who_ = exe_ + "[" + std::to_string(pid_) + "]";
   shimproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(registry_->options().timeout_ms);
   CopyCString(reply.daemon_version, kDaemonVersion);
-  Status admission = policy_->CheckAdmission(exe);
+  Status admission = policy_->CheckAdmission(exe_);
   if (!admission.ok()) {
     reply.accepted = 0;
     reply.status = ToWire(admission);
@@ -143,6 +151,7 @@ Status ClientSession::HandleCommInit(const Frame& frame) {
   if (comm_) return ReplyStatus(shimproto::kCommInitReply, InvalidUsage("this connection already joined a communicator"));
   CommIdentity id;
   Status st = DecodeUniqueId(req.id, &id);
+  if (st.ok()) st = CheckCommIdentity(id);
   std::shared_ptr<Communicator> comm;
   if (st.ok()) st = registry_->Join(id, req.nranks, req.rank, &comm, exe_);
   if (!st.ok()) {
@@ -177,6 +186,27 @@ Status ClientSession::HandleCommInit(const Frame& frame) {
   CLOG_DEBUG("%s joined communicator %016llx as rank %d/%d", who_.c_str(), static_cast<unsigned long long>(comm->key()),
              req.rank, req.nranks);
   return Reply(shimproto::kCommInitReply, payload.data(), payload.size());
+}
+
+Status ClientSession::HandleDeriveId(const Frame& frame) {
+  shimproto::DeriveIdRequest req;
+  shimproto::UniqueIdReply reply{};
+  Status st;
+  if (!ParseExact(frame, &req)) {
+    st = InvalidArgument("malformed DeriveId (%zu bytes)", frame.payload.size());
+  } else if (!comm_) {
+    st = InvalidUsage("no communicator on this connection to split or shrink (CommInit first)");
+  } else if (FromCString(req.root).empty()) {
+    st = InvalidArgument("DeriveId names no root daemon");
+  } else {
+    CommIdentity child;
+    child.secret = DeriveChildSecret(comm_->secret(), req.generation, req.color);
+    child.key = CommKeyOf(child.secret);
+    child.root_addr = FromCString(req.root);
+    EncodeUniqueId(child, reply.id);
+  }
+  reply.status = ToWire(st);
+  return Reply(shimproto::kDeriveIdReply, &reply, sizeof(reply));
 }
 
 Status ClientSession::HandleAttach(Frame& frame) {

@@ -28,6 +28,7 @@ class ClientSession {
  private:
   Status HandleHello(const Frame& frame, bool* close_after);
   Status HandleCommInit(const Frame& frame);
+  Status HandleDeriveId(const Frame& frame);
   Status HandleAttach(Frame& frame);
   Status HandleGroup(const Frame& frame);
   Status HandleRegisterBuffer(const Frame& frame);
@@ -39,6 +40,7 @@ class ClientSession {
   CommRegistry* registry_;
   const ProgramPolicy* policy_;
   const std::string exe_;
+  const int pid_;
   std::string who_ = "program";
   bool hello_done_ = false;
   std::shared_ptr<Communicator> comm_;

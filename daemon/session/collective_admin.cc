@@ -10,10 +10,23 @@
 namespace conduit {
 namespace {
 
-std::shared_ptr<Communicator> FindComm(CommRegistry* registry, const std::string& text) {
-  for (auto& comm : registry->List()) {
-    if (CommKeyText(comm->key()) == text) return comm;
+// The communicator whose key starts with `prefix` (views show 8 hex digits of a key, never
+// all of it); *error says why there is none (HTTP status and text).
+std::shared_ptr<Communicator> FindComm(CommRegistry* registry, const std::string& prefix, AdminReply* error) {
+  std::shared_ptr<Communicator> found;
+  int matches = 0;
+  if (!prefix.empty()) {
+    for (auto& comm : registry->List()) {
+      if (CommKeyShort(comm->key()).rfind(prefix, 0) == 0) {
+        found = comm;
+        ++matches;
+      }
+    }
   }
+  if (matches == 1) return found;
+  *error = matches == 0 ? AdminReply::Error(404, "no communicator " + prefix + " on this daemon")
+                        : AdminReply::Error(409, "communicator key prefix " + prefix + " is ambiguous on this daemon; "
+                                                 "give more of the key");
   return nullptr;
 }
 
@@ -38,7 +51,7 @@ Json ConfigJson(const CommConfig& config, const Membership& m, const Topology* t
 
 Json Describe(const Communicator& comm) {
   Json c = Json::Object();
-  c["key"] = CommKeyText(comm.key());
+  c["key"] = CommKeyShort(comm.key());
   c["nranks"] = comm.nranks();
   c["exe"] = comm.exe();
   const bool ready = comm.ready();
@@ -114,29 +127,29 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
   w.Family("conduit_collective_ops_total", "counter", "Collectives run, per communicator and op.");
   for (auto& c : comms) {
     for (uint8_t k : kinds) {
-      w.Sample("conduit_collective_ops_total", {{"comm", CommKeyText(c->key())}, {"op", OpKindName(k)}},
+      w.Sample("conduit_collective_ops_total", {{"comm", CommKeyShort(c->key())}, {"op", OpKindName(k)}},
                static_cast<double>(c->stats().ops_of(k)));
     }
   }
   w.Family("conduit_collective_bytes_total", "counter", "Bytes of one rank's buffer summed over collectives.");
   for (auto& c : comms) {
     for (uint8_t k : kinds) {
-      w.Sample("conduit_collective_bytes_total", {{"comm", CommKeyText(c->key())}, {"op", OpKindName(k)}},
+      w.Sample("conduit_collective_bytes_total", {{"comm", CommKeyShort(c->key())}, {"op", OpKindName(k)}},
                static_cast<double>(c->stats().bytes_of(k)));
     }
   }
   w.Family("conduit_collective_errors_total", "counter", "Collectives that failed, per communicator.");
   for (auto& c : comms) {
-    w.Sample("conduit_collective_errors_total", {{"comm", CommKeyText(c->key())}},
+    w.Sample("conduit_collective_errors_total", {{"comm", CommKeyShort(c->key())}},
              static_cast<double>(c->stats().errors()));
   }
   w.Family("conduit_comm_config_epoch", "gauge", "Configuration epoch each communicator runs with (0: as created).");
   for (auto& c : comms) {
-    if (c->ready()) w.Sample("conduit_comm_config_epoch", {{"comm", CommKeyText(c->key())}}, static_cast<double>(c->config()->epoch));
+    if (c->ready()) w.Sample("conduit_comm_config_epoch", {{"comm", CommKeyShort(c->key())}}, static_cast<double>(c->config()->epoch));
   }
   w.Family("conduit_comm_reconfigurations_total", "counter", "Reconfigurations this daemon applied, per communicator.");
   for (auto& c : comms) {
-    w.Sample("conduit_comm_reconfigurations_total", {{"comm", CommKeyText(c->key())}},
+    w.Sample("conduit_comm_reconfigurations_total", {{"comm", CommKeyShort(c->key())}},
              static_cast<double>(c->reconfigurations()));
   }
   w.Family("conduit_collective_latency_seconds", "histogram",
@@ -144,7 +157,7 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
   for (auto& c : comms) {
     for (uint8_t k : kinds) {
       if (c->stats().ops_of(k) == 0) continue;
-      w.Histogram("conduit_collective_latency_seconds", {{"comm", CommKeyText(c->key())}, {"op", OpKindName(k)}},
+      w.Histogram("conduit_collective_latency_seconds", {{"comm", CommKeyShort(c->key())}, {"op", OpKindName(k)}},
                   c->stats().latency_of(k));
     }
   }
@@ -161,13 +174,15 @@ void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry) {
     return AdminReply::Ok(std::move(body));
   });
   api->Route("GET", "/v1/communicators/{key}", AdminAccess::kRead, [registry](const AdminRequest& req) {
-    auto comm = FindComm(registry, req.params.at("key"));
-    if (!comm) return AdminReply::Error(404, "no communicator " + req.params.at("key") + " on this daemon");
+    AdminReply error;
+    auto comm = FindComm(registry, req.params.at("key"), &error);
+    if (!comm) return error;
     return AdminReply::Ok(Describe(*comm));
   });
   api->Route("GET", "/v1/communicators/{key}/trace", AdminAccess::kRead, [registry](const AdminRequest& req) {
-    auto comm = FindComm(registry, req.params.at("key"));
-    if (!comm) return AdminReply::Error(404, "no communicator " + req.params.at("key") + " on this daemon");
+    AdminReply error;
+    auto comm = FindComm(registry, req.params.at("key"), &error);
+    if (!comm) return error;
     size_t limit = 100;
     if (auto it = req.query.find("limit"); it != req.query.end()) {
       char* end = nullptr;
@@ -178,13 +193,14 @@ void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry) {
     Json list = Json::Array();
     for (const CollRecord& r : comm->stats().Trace(limit)) list.push_back(TraceEntry(r));
     Json body = Json::Object();
-    body["key"] = CommKeyText(comm->key());
+    body["key"] = CommKeyShort(comm->key());
     body["trace"] = std::move(list);
     return AdminReply::Ok(std::move(body));
   });
   api->Route("POST", "/v1/communicators/{key}/reconfigure", AdminAccess::kOperator, [registry](const AdminRequest& req) {
-    auto comm = FindComm(registry, req.params.at("key"));
-    if (!comm) return AdminReply::Error(404, "no communicator " + req.params.at("key") + " on this daemon");
+    AdminReply error;
+    auto comm = FindComm(registry, req.params.at("key"), &error);
+    if (!comm) return error;
     if (!comm->ready()) return AdminReply::Error(409, "communicator " + req.params.at("key") + " is still being set up");
     int wait_ms = 10000;
     if (const Json* w = req.body.is_object() ? req.body.find("wait_ms") : nullptr; w != nullptr) {
@@ -204,7 +220,7 @@ void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry) {
     st = comm->Reconfigure(plan, wait_ms, &result);
     if (!st.ok()) return AdminReply::Error(st.code() == ncclInvalidArgument ? 400 : 409, st.message());
     Json body = Json::Object();
-    body["key"] = CommKeyText(comm->key());
+    body["key"] = CommKeyShort(comm->key());
     body["epoch"] = result.epoch;
     body["applied"] = result.applied;
     std::shared_ptr<const Topology> topology = registry->fabric() ? registry->fabric()->topology().Get() : nullptr;

@@ -10,8 +10,8 @@ void CollectiveService::ServeProgram(UniqueFd fd, const ProgramCredentials& cred
   session.Run();
 }
 
-void CollectiveService::ServePeer(UniqueFd fd, const std::string& peer) {
-  registry_->ServePeerConnection(std::move(fd), peer);
+void CollectiveService::ServePeer(Conn conn, const PeerIdentity& peer) {
+  registry_->ServePeerConnection(std::move(conn), peer);
 }
 
 }  // namespace conduit

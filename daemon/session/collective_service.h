@@ -15,7 +15,7 @@ class CollectiveService : public Service {
 
   const char* name() const override { return "collectives"; }
   void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) override;
-  void ServePeer(UniqueFd fd, const std::string& peer) override;
+  void ServePeer(Conn conn, const PeerIdentity& peer) override;
 
  private:
   CommRegistry* registry_;

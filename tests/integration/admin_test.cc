@@ -69,8 +69,9 @@ TEST(AdminTest, ObservesRunningCollectives) {
 
   CtlResult comms = Ctl(cluster, 0, {"--json", "comms"});
   ASSERT_EQ(comms.rc, 0) << comms.out;
+  // Views name a communicator by the start of its key, never the whole of it.
   std::smatch key;
-  ASSERT_TRUE(std::regex_search(comms.out, key, std::regex("\"key\": \"([0-9a-f]{16})\""))) << comms.out;
+  ASSERT_TRUE(std::regex_search(comms.out, key, std::regex("\"key\": \"([0-9a-f]{8})\""))) << comms.out;
   EXPECT_NE(comms.out.find("\"nranks\": 4"), std::string::npos) << comms.out;
   EXPECT_NE(comms.out.find("\"local_ranks\": [\n        0,\n        1\n      ]"), std::string::npos) << comms.out;
 

@@ -45,6 +45,25 @@ bool CanConnect(const std::string& path) {
 
 std::string Tail(const std::string& s) { return s.size() <= kTailBytes ? s : "..." + s.substr(s.size() - kTailBytes); }
 
+// A fresh cluster key file (64 hex digits, mode 0600), as `conduitctl keygen` writes one.
+bool WriteKeyFile(const std::string& path) {
+  unsigned char bytes[32];
+  int rnd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  bool ok = rnd >= 0 && ::read(rnd, bytes, sizeof(bytes)) == static_cast<ssize_t>(sizeof(bytes));
+  if (rnd >= 0) ::close(rnd);
+  if (!ok) return false;
+  std::string hex;
+  for (unsigned char b : bytes) {
+    hex.push_back("0123456789abcdef"[b >> 4]);
+    hex.push_back("0123456789abcdef"[b & 15]);
+  }
+  hex.push_back('\n');
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ok = fd >= 0 && ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
+
 }  // namespace
 
 std::string Cluster::SkipReason() {
@@ -165,6 +184,13 @@ bool Cluster::Start(std::string* error) {
     }
     fclose(f);
   }
+  if (config_.peer_auth == ClusterConfig::PeerAuth::kClusterKey) {
+    key_path_ = dir_ + "/cluster.key";
+    if (!WriteKeyFile(key_path_)) {
+      *error = "cannot write the cluster key " + key_path_;
+      return false;
+    }
+  }
   daemons_.resize(config_.hosts);
   for (int h = 0; h < config_.hosts; ++h) {
     if (!StartDaemon(h, error)) return false;
@@ -194,6 +220,12 @@ bool Cluster::StartDaemon(int host, std::string* error) {
     argv.push_back("--topology");
     argv.push_back(topology_path_);
   }
+  if (!key_path_.empty()) {
+    argv.push_back("--cluster-key");
+    argv.push_back(key_path_);
+    if (config_.encrypt) argv.push_back("--encrypt-peers");
+  }
+  if (config_.peer_auth == ClusterConfig::PeerAuth::kInsecure) argv.push_back("--insecure-peers");
   argv.insert(argv.end(), config_.daemon_args.begin(), config_.daemon_args.end());
   if (config_.object_peers) {
     std::string peers;

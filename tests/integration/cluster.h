@@ -36,6 +36,12 @@ struct ClusterConfig {
   bool netns_topology = false;
   // Pass every daemon the list of all daemons as --object-peers (the object store).
   bool object_peers = false;
+  // How the daemons authenticate each other: a cluster key the harness writes (the
+  // default, as operators deploy it), no key at all (each daemon talks only to itself), or
+  // --insecure-peers. `encrypt` adds --encrypt-peers to the cluster key.
+  enum class PeerAuth { kClusterKey, kNoKey, kInsecure };
+  PeerAuth peer_auth = PeerAuth::kClusterKey;
+  bool encrypt = false;
 };
 
 class Cluster {
@@ -64,6 +70,8 @@ class Cluster {
   std::string AdminSocket(int host) const;
   // The topology file the daemons were started with ("" when none).
   const std::string& topology_path() const { return topology_path_; }
+  // The cluster key file every daemon was given (PeerAuth::kClusterKey), else "".
+  const std::string& key_path() const { return key_path_; }
   std::string PeerAddr(int host) const;  // "ip:port" of the host's daemon
 
   Subprocess& daemon(int host) { return *daemons_.at(host); }
@@ -89,6 +97,7 @@ class Cluster {
   bool netns_up_ = false;
   int prefix_lock_ = -1;  // flock on /tmp/conduit-netns-<prefix>.lock while this cluster lives
   std::string topology_path_;
+  std::string key_path_;
   int id_files_ = 0;
   std::vector<std::unique_ptr<Subprocess>> daemons_;
   std::vector<std::unique_ptr<Subprocess>> procs_;

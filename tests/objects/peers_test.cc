@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "objects/peers.h"
+#include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit::objects {
@@ -26,6 +27,8 @@ std::string S(const Bytes& b) { return std::string(b.begin(), b.end()); }
 // A sender (which connects) and a receiver (which only serves), both leaked on purpose:
 // Peers' threads run for the life of the process, as in the daemon.
 struct Pair {
+  PeerSecurity* sender_security;
+  PeerSecurity* receiver_security;
   Peers* sender;
   Peers* receiver;
   std::string receiver_addr;
@@ -40,8 +43,21 @@ struct Pair {
     EXPECT_TRUE(st.ok()) << st.message();
     receiver_addr = FormatSockAddr(bound);
     const std::string sender_addr = "127.0.0.1:1";  // never dialled: the receiver is not started
-    sender = new Peers(sender_addr, {sender_addr, receiver_addr});
-    receiver = new Peers(receiver_addr, {sender_addr, receiver_addr});
+    // Both hold one cluster key; the sender seals (so the Cork's writes go through records).
+    ClusterKey key;
+    EXPECT_TRUE(EphemeralClusterKey(&key).ok());
+    for (auto [self, out] : {std::pair{sender_addr, &sender_security}, std::pair{receiver_addr, &receiver_security}}) {
+      PeerSecurityOptions o;
+      o.mode = PeerMode::kClusterKey;
+      o.key = key;
+      o.self = self;
+      o.seal = true;
+      std::unique_ptr<PeerSecurity> made;
+      EXPECT_TRUE(PeerSecurity::Create(o, &made).ok());
+      *out = made.release();
+    }
+    sender = new Peers(sender_addr, {sender_addr, receiver_addr}, sender_security);
+    receiver = new Peers(receiver_addr, {sender_addr, receiver_addr}, receiver_security);
     auto record = [this](const Bytes& body) {
       std::lock_guard<std::mutex> lock(mu);
       received.push_back(S(body));
@@ -55,7 +71,13 @@ struct Pair {
     std::thread([this, l = listener.release()] {
       UniqueFd fd(accept(l, nullptr, nullptr));
       close(l);
-      receiver->ServeIncoming(std::move(fd), "sender");
+      Conn conn;
+      PeerIdentity who;
+      Status accepted = receiver_security->Accept(std::move(fd), "sender", &conn, &who);
+      EXPECT_TRUE(accepted.ok()) << accepted.message();
+      EXPECT_TRUE(conn.sealed());
+      EXPECT_EQ(who.daemon, "127.0.0.1:1");
+      receiver->ServeIncoming(std::move(conn), who);
     }).detach();
     sender->Start();
     for (int i = 0; i < 500 && !sender->IsLive(receiver_addr); ++i) {

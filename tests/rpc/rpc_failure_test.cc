@@ -139,7 +139,7 @@ TEST_F(RpcFailureTest, MalformedFramesBetweenDaemons) {
     SCOPED_TRACE(c.name);
     Subprocess& raw = cluster_->Launch(0, "rpc_raw_peer",
                                        {Cluster::BinPath("rpc_raw_peer"), "--daemon", daemon, "--case", c.name,
-                                        "--port", std::to_string(kPort)});
+                                        "--port", std::to_string(kPort), "--cluster-key", cluster_->key_path()});
     ASSERT_TRUE(raw.Wait(std::chrono::seconds(15)));
     EXPECT_NE(raw.Output().find(c.want), std::string::npos) << raw.Output();
     ASSERT_TRUE(cluster_->DaemonAlive(1)) << cluster_->Describe();

@@ -1,7 +1,11 @@
 // rpc_raw_peer: plays a broken daemon against a real conduitd's peer port. It opens an RPC
 // link and sends one kind of malformed input, then reports what the daemon did:
 //
-//   rpc_raw_peer --daemon IP:PORT --case CASE
+//   rpc_raw_peer --daemon IP:PORT --case CASE [--cluster-key FILE]
+//
+// With the cluster's key it first authenticates as a daemon would (so the malformed input
+// reaches the RPC service: what an authenticated but broken daemon could send); without it,
+// the daemon must refuse it at the handshake.
 //   -> "closed"                 the daemon dropped the link (what it must do with garbage)
 //   -> "answered status CODE"   it answered on the call with a status (refusals)
 //   -> "open"                   it neither closed nor answered within 3 s
@@ -18,6 +22,7 @@
 #include "common/peer_protocol.h"
 #include "common/rpc_event.h"
 #include "common/rpc_protocol.h"
+#include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit {
@@ -89,19 +94,28 @@ std::string Reaction(int fd) {
 }
 
 int Main(int argc, char** argv) {
-  std::string daemon, what;
+  std::string daemon, what, key_file;
   uint32_t port = 50051;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--daemon") == 0) daemon = argv[i + 1];
     else if (strcmp(argv[i], "--case") == 0) what = argv[i + 1];
     else if (strcmp(argv[i], "--port") == 0) port = static_cast<uint32_t>(atoi(argv[i + 1]));
+    else if (strcmp(argv[i], "--cluster-key") == 0) key_file = argv[i + 1];
   }
-  UniqueFd fd;
-  Status st = TcpConnect(daemon, Deadline::AfterMs(kWaitMs), &fd);
+  PeerSecurityOptions options;
+  options.mode = key_file.empty() ? PeerMode::kInsecure : PeerMode::kClusterKey;
+  options.self = "127.0.0.1:1";
+  Status st = key_file.empty() ? Status::Ok() : LoadClusterKey(key_file, &options.key);
+  std::unique_ptr<PeerSecurity> security;
+  if (st.ok()) st = PeerSecurity::Create(options, &security);
+  Conn conn;
+  PeerIdentity peer;
+  if (st.ok()) st = security->Dial(daemon, Deadline::AfterMs(kWaitMs), /*sealable=*/false, &conn, &peer);
   if (!st.ok()) {
     printf("cannot connect: %s\n", st.message().c_str());
     return 1;
   }
+  UniqueFd fd = conn.ReleaseFd();
   std::string out;
   std::mt19937 rng(42);
   if (what == "bad_magic") {

@@ -107,15 +107,29 @@ bench_conduit_available() { [[ -x $BENCH_BUILD/bin/conduitd && -x $BENCH_BUILD/b
 
 # bench_conduit_start HOSTS [CONDUITD ARGS...]: one conduitd per host namespace (extra
 # flags passed to each); waits for each socket.
+# BENCH_PEER_AUTH: how the daemons authenticate each other: "key" (a cluster key, the
+# default, as deployed), "encrypt" (the key plus --encrypt-peers) or "insecure"
+# (--insecure-peers: no handshake, the baseline the authentication overhead is measured against).
+: "${BENCH_PEER_AUTH:=key}"
 BENCH_CONDUITD_PIDS=()
 bench_conduit_start() {
-  local hosts=$1 i ip sock listen; shift
+  local hosts=$1 i ip sock listen auth=(); shift
+  case $BENCH_PEER_AUTH in
+    key | encrypt)
+      # 64 hex digits, readable by root only (what `conduitctl keygen` writes).
+      [[ -f $BENCH_WORK/cluster.key ]] ||
+        (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$BENCH_WORK/cluster.key")
+      auth=(--cluster-key "$BENCH_WORK/cluster.key")
+      [[ $BENCH_PEER_AUTH == encrypt ]] && auth+=(--encrypt-peers) ;;
+    insecure) auth=(--insecure-peers) ;;
+    *) bench_die "BENCH_PEER_AUTH must be key, encrypt or insecure" ;;
+  esac
   for ((i = 0; i < hosts; i++)); do
     ip=$(bench_ip "$i"); sock="$BENCH_WORK/h$i.sock"
     listen=$ip; ((BENCH_LISTEN_ANY)) && listen=0.0.0.0
     rm -f "$sock"
     ip netns exec "$(bench_ns "$i")" "$BENCH_BUILD/bin/conduitd" --socket "$sock" \
-      --listen "$listen:7650" --advertise "$ip" "$@" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
+      --listen "$listen:7650" --advertise "$ip" "${auth[@]}" "$@" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
     BENCH_CONDUITD_PIDS+=($!)
   done
   for ((i = 0; i < hosts; i++)); do

@@ -14,6 +14,7 @@
 #include "admin_client.h"
 #include "common/json.h"
 #include "render.h"
+#include "security/cluster_key.h"
 
 namespace conduit {
 namespace {
@@ -38,6 +39,8 @@ constexpr char kUsage[] =
     "  policy set KIND [NAME] JSON  set one (JSON text, or @FILE)\n"
     "  policy rm KIND NAME          remove one\n"
     "  raw METHOD PATH [JSON]       any request, e.g. raw GET /v1/status\n"
+    "  keygen FILE                  write a new cluster key (mode 0600) for conduitd --cluster-key;\n"
+    "                               copy the same file to every host (talks to no daemon)\n"
     "\n"
     "The admin socket: --socket, else $CONDUIT_ADMIN_SOCKET, else the one next to\n"
     "$CONDUIT_SOCKET (default /run/conduit/conduitd-admin.sock).\n";
@@ -226,6 +229,18 @@ int Main(int argc, char** argv) {
     else args.push_back(a);
   }
   if (timeout_ms <= 0) Usage("--timeout-ms must be positive");
+  if (!args.empty() && args[0] == "keygen") {
+    if (args.size() != 2) Usage("keygen FILE");
+    Status made = WriteNewClusterKeyFile(args[1]);
+    if (!made.ok()) {
+      fprintf(stderr, "conduitctl: %s\n", made.message().c_str());
+      return 1;
+    }
+    ClusterKey key;
+    Status loaded = LoadClusterKey(args[1], &key);
+    if (loaded.ok()) printf("wrote cluster key %s (key id %s)\n", args[1].c_str(), key.id.c_str());
+    return loaded.ok() ? 0 : 1;
+  }
   Request req = Build(args);
   AdminClient client(socket, timeout_ms);
   HttpResponse resp;

@@ -1,0 +1,30 @@
+// RunGuarded: the outermost frame of every thread that serves something untrusted.
+//
+// An exception escaping a thread ends the whole process (std::terminate). A thread that
+// serves one connection, one communicator's link or one request must never take the
+// daemon down with it, whatever it hit (std::bad_alloc on a huge message, std::system_error
+// when no thread can be started for a sub-task): the exception becomes a log line and the
+// thread ends, which closes what it served; everything else goes on.
+#ifndef CONDUIT_DAEMON_COMMON_THREAD_GUARD_H_
+#define CONDUIT_DAEMON_COMMON_THREAD_GUARD_H_
+
+#include <exception>
+
+#include "common/log.h"
+
+namespace conduit {
+
+template <typename Fn>
+void RunGuarded(const char* what, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    CLOG_ERROR("%s stopped on an unexpected error, the daemon goes on: %s", what, e.what());
+  } catch (...) {
+    CLOG_ERROR("%s stopped on an unexpected non-standard exception, the daemon goes on", what);
+  }
+}
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COMMON_THREAD_GUARD_H_
