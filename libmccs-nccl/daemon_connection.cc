@@ -69,7 +69,10 @@ Status DaemonConnection::SendRequest(uint16_t type, const void* payload, size_t 
 Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* reply) {
   // The daemon answers every request within its own timeout per wait; the margin covers
   // several waits in one group. A daemon that stops answering still cannot hang us.
-  Deadline deadline = Deadline::AfterMs(3ll * timeout_ms_ + 30000);
+  return ReadReply(type, reply_type, reply, ReplyDeadline());
+}
+
+Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline) {
   Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, reply, deadline);
   if (!st.ok()) {
     return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),

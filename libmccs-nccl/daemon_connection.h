@@ -28,7 +28,11 @@ class DaemonConnection {
 
   // The two halves of Call, so a group can have requests in flight on several connections.
   Status SendRequest(uint16_t type, const void* payload, size_t len, int pass_fd = -1);
+  // A reply is awaited at most ReplyDeadline() (3 x the daemon's timeout + 30 s) from when
+  // the caller asked for it, whatever else it waits for meanwhile.
   Status ReadReply(uint16_t type, uint16_t reply_type, Frame* reply);
+  Status ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline);
+  Deadline ReplyDeadline() const { return Deadline::AfterMs(3ll * timeout_ms_ + 30000); }
 
   uint32_t daemon_timeout_ms() const { return timeout_ms_; }
   // For waiting on "a reply has arrived" alongside other events; never read or write it.

@@ -59,6 +59,26 @@ Status Join(ncclComm* comm, const CommIdentity& id) {
   return Status::Ok();
 }
 
+// The unique id of a child of `comm` (split, shrink): the daemon derives it from the
+// parent's secret, which every member's daemon holds, so every member gets the same id.
+Status DeriveChildId(ncclComm* comm, uint64_t generation, int64_t color, const std::string& root, ncclUniqueId* out) {
+  if (!comm->conn) return InvalidUsage("the parent communicator is not initialized");
+  shimproto::DeriveIdRequest req{};
+  req.generation = generation;
+  req.color = color;
+  CopyCString(req.root, root.c_str());
+  Frame reply;
+  {
+    std::lock_guard<std::mutex> lock(comm->op_mu);
+    CONDUIT_RETURN_IF_ERROR(comm->conn->Call(shimproto::kDeriveId, &req, sizeof(req), shimproto::kDeriveIdReply, &reply));
+  }
+  shimproto::UniqueIdReply body;
+  if (reply.payload.size() != sizeof(body)) return SystemError("malformed DeriveId reply");
+  memcpy(&body, reply.payload.data(), sizeof(body));
+  memcpy(out->internal, body.id, sizeof(body.id));
+  return Status::Ok();
+}
+
 // Finishes an init: records the outcome and wakes anyone waiting on the communicator.
 ncclResult_t Complete(const char* call, ncclComm* comm, const Status& st) {
   ncclResult_t r = st.ok() ? ncclSuccess : Fail(call, st);
@@ -202,8 +222,10 @@ ncclResult_t CommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
   }
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
   int new_rank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
-  CommIdentity id{DeriveCommKey(comm->key, generation, color), comm->host_addrs[comm->host_of_rank[members[0]]]};
-  return StartInit(call, newcomm, static_cast<int>(members.size()), new_rank, id, config);
+  ncclUniqueId child;
+  Status st = DeriveChildId(comm, generation, color, comm->host_addrs[comm->host_of_rank[members[0]]], &child);
+  if (!st.ok()) return Fail(call, st);
+  return InitFromUniqueId(call, newcomm, static_cast<int>(members.size()), child, new_rank, config);
 }
 
 ncclResult_t CommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
@@ -228,8 +250,10 @@ ncclResult_t CommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanks
   }
   int new_rank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
   const uint64_t generation = (1ull << 63) | ++comm->shrink_generation;
-  CommIdentity id{DeriveCommKey(comm->key, generation, 0), comm->host_addrs[comm->host_of_rank[members[0]]]};
-  return StartInit(call, newcomm, static_cast<int>(members.size()), new_rank, id, config);
+  ncclUniqueId child;
+  Status st = DeriveChildId(comm, generation, 0, comm->host_addrs[comm->host_of_rank[members[0]]], &child);
+  if (!st.ok()) return Fail(call, st);
+  return InitFromUniqueId(call, newcomm, static_cast<int>(members.size()), child, new_rank, config);
 }
 
 ncclResult_t CommFinalize(ncclComm_t comm) {

@@ -202,16 +202,19 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   }
   // Every request that went out gets its reply read, even after a failure elsewhere, so
   // no connection is left with an unread reply.
+  // One bound for the whole group, pumps and replies together: the documented 3 x timeout
+  // + 30 s (docs/shim-protocol.md), not that much for each wait (communicators of one
+  // program share their daemon, hence its timeout).
+  const Deadline deadline = sent_to.empty() ? Deadline::Never() : sent_to.front()->conn->ReplyDeadline();
   for (ncclComm* comm : sent_to) {
     std::vector<PendingOp*>& list = by_comm[comm];
     std::optional<OutputPump> pump;
     if (sent[comm].streamed) {
       pump.emplace(comm->staging.data(), comm->staging.size(), *list[0]);
-      pump->PumpUntilReply(comm->conn->fd(), Deadline::AfterMs(3ll * comm->conn->daemon_timeout_ms() + 30000),
-                           &*feeders[comm]);
+      pump->PumpUntilReply(comm->conn->fd(), deadline, &*feeders[comm]);
     }
     Frame reply;
-    Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply);
+    Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline);
     if (st.ok()) st = FinishGroup(comm, list, sent[comm], reply, pump);
     if (st.ok()) continue;
     if (st.code() == ncclRemoteError || st.code() == ncclSystemError) comm->async_error = st.code();

@@ -364,7 +364,14 @@ void Communicator::P2pReaderLoop(int host) {
   // std::bad_alloc when memory runs out for a large message: this communicator fails, the
   // daemon and every other communicator go on.
   RunGuarded("point-to-point reader", [&] { st = ReadP2p(host, link); });
-  if (!st.ok() && !closing_) Abort(st);
+  if (st.ok() || closing_) return;
+  // This link may have closed because its daemon learned of an abort from a third one,
+  // whose notice to us is still on its way: give it a moment to say why.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(kAbortReasonWaitMs), [this] { return !failed_.ok() || closing_; });
+  }
+  Abort(st);
 }
 
 Status Communicator::ReadP2p(int host, Link* link) {

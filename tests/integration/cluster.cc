@@ -199,11 +199,9 @@ bool Cluster::Start(std::string* error) {
 }
 
 bool Cluster::StartDaemon(int host, std::string* error) {
-  std::vector<std::string> argv = {IpTool(),
-                                   "netns",
-                                   "exec",
-                                   Netns(host),
-                                   ConduitdPath(),
+  std::vector<std::string> argv = {IpTool(), "netns", "exec", Netns(host)};
+  argv.insert(argv.end(), config_.daemon_wrapper.begin(), config_.daemon_wrapper.end());
+  std::vector<std::string> daemon = {ConduitdPath(),
                                    "--socket",
                                    Socket(host),
                                    "--listen",
@@ -216,6 +214,7 @@ bool Cluster::StartDaemon(int host, std::string* error) {
                                    std::to_string(config_.timeout_ms),
                                    "--log-level",
                                    "info"};
+  argv.insert(argv.end(), daemon.begin(), daemon.end());
   if (!topology_path_.empty()) {
     argv.push_back("--topology");
     argv.push_back(topology_path_);

@@ -42,6 +42,9 @@ struct ClusterConfig {
   enum class PeerAuth { kClusterKey, kNoKey, kInsecure };
   PeerAuth peer_auth = PeerAuth::kClusterKey;
   bool encrypt = false;
+  // Words put in front of conduitd's command line inside the namespace (e.g. prlimit,
+  // setpriv), to start daemons under resource limits or as another user.
+  std::vector<std::string> daemon_wrapper;
 };
 
 class Cluster {

@@ -13,7 +13,7 @@ namespace conduit::it {
 
 ErrorWait LoopUntilError(ncclComm_t comm, int rank, int nranks, const Options& opt) {
   using Clock = std::chrono::steady_clock;
-  const size_t n = 1024;
+  const size_t n = opt.error_count;
   auto start = Clock::now();
   auto last_ok = start;
   bool announced = false;

@@ -42,6 +42,7 @@ struct Options {
   bool expect_error = false;
   int hold_ms = 0;
   int max_seconds = 120;  // --expect-error gives up (exit 3) after this long without an error
+  size_t error_count = 1024;  // --expect-error's allreduce, in floats (>= 256K: streamed copies)
   bool nonblocking = false;
   bool verbose = false;
 };

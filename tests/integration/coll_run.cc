@@ -5,7 +5,7 @@ namespace conduit::it {
 std::vector<Subprocess*> LaunchCollCheck(Cluster& cluster, const CollLaunch& launch) {
   int hosts = launch.hosts > 0 ? launch.hosts : cluster.config().hosts;
   int nranks = hosts * launch.ranks_per_host;
-  std::string id_file = cluster.NewIdFile();
+  std::string id_file = launch.id_file.empty() ? cluster.NewIdFile() : launch.id_file;
   std::vector<Subprocess*> procs;
   for (int h = 0; h < hosts; ++h) {
     int per_proc = launch.threads ? launch.ranks_per_host : 1;

@@ -17,6 +17,7 @@ struct CollLaunch {
   std::vector<std::string> args;  // coll_check flags besides --rank/--nranks/--id-file/--threads
   std::vector<std::string> env;
   std::string binary;  // a copy of coll_check under another name (tenant tests); "" = coll_check
+  std::string id_file;  // where rank 0 writes the unique id; "" = a fresh one
 
   CollLaunch& OnHosts(int n) {
     hosts = n;
