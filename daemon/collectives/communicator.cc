@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "collectives/peer_messages.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
@@ -378,15 +379,8 @@ Status Communicator::ReadP2p(int host, Link* link) {
   for (;;) {
     FrameHeader h{};
     CONDUIT_RETURN_IF_ERROR(link->Recv({{&h, sizeof(h)}}, Deadline::Never()));
-    const bool control = h.type == peerproto::kReconfigForward || h.type == peerproto::kReconfigPropose ||
-                         h.type == peerproto::kReconfigSeq;
-    if (h.magic != peerproto::kMagic || h.version != peerproto::kVersion ||
-        (h.type == peerproto::kP2pData && h.length != sizeof(peerproto::P2pData)) ||
-        (h.type == peerproto::kAbort && h.length != sizeof(WireStatus)) ||
-        (h.type != peerproto::kP2pData && h.type != peerproto::kAbort && !control) ||
-        (control && h.length > peerproto::kMaxControlPayload)) {
-      return RemoteError("malformed frame on the point-to-point link from daemon %s (magic 0x%08x type %u length %u)",
-                         link->peer_name().c_str(), h.magic, h.type, h.length);
+    if (Status bad = CheckP2pFrameHeader(h); !bad.ok()) {
+      return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
     }
     const Deadline rest = Deadline::AfterMs(options_.timeout_ms);
     if (h.type == peerproto::kAbort) {
@@ -397,7 +391,7 @@ Status Communicator::ReadP2p(int host, Link* link) {
       Abort(why, /*tell_peers=*/false);
       return Status::Ok();
     }
-    if (control) {
+    if (h.type != peerproto::kP2pData) {  // reconfiguration
       std::vector<uint8_t> payload(h.length);
       CONDUIT_RETURN_IF_ERROR(link->Recv({{payload.data(), payload.size()}}, rest));
       CONDUIT_RETURN_IF_ERROR(HandleControl(host, h.type, payload));
@@ -406,13 +400,8 @@ Status Communicator::ReadP2p(int host, Link* link) {
     peerproto::P2pData head{};
     CONDUIT_RETURN_IF_ERROR(link->Recv({{&head, sizeof(head)}}, rest));
     if (head.src_rank == -1) return Status::Ok();  // the peer destroyed the communicator cleanly
-    bool src_ok = head.src_rank >= 0 && head.src_rank < nranks_ && membership_.host_of_rank[head.src_rank] == host;
-    bool dst_ok = head.dst_rank >= 0 && head.dst_rank < nranks_ &&
-                  membership_.host_of_rank[head.dst_rank] == membership_.my_host;
-    if (!src_ok || !dst_ok || head.bytes > kMaxP2pBytes) {
-      return RemoteError("malformed point-to-point frame from daemon %s (src %d dst %d bytes %llu)",
-                         link->peer_name().c_str(), head.src_rank, head.dst_rank,
-                         static_cast<unsigned long long>(head.bytes));
+    if (Status bad = CheckP2pData(head, membership_.host_of_rank, host, membership_.my_host, kMaxP2pBytes); !bad.ok()) {
+      return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
     }
     // Memory follows the bytes that arrive, not the length announced: a message is read
     // in pieces into a buffer that grows as they come.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "collectives/link_dial.h"
+#include "collectives/peer_messages.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/peer_protocol.h"
@@ -209,10 +210,8 @@ void CommRegistry::ServePeerConnection(Conn conn, const PeerIdentity& peer) {
   }
   peerproto::LinkHello hello;
   memcpy(&hello, frame.payload.data(), sizeof(hello));
-  if (hello.channel > peerproto::kP2p || hello.from_host <= 0 || hello.from_host >= peerproto::kMaxRanks ||
-      (hello.epoch > 0 && hello.channel != peerproto::kCollective) || hello.path < -1) {
-    CLOG_WARN("peer connection from %s rejected: bad link hello (channel %u, host %d, epoch %u, path %d)",
-              peer.Describe().c_str(), hello.channel, hello.from_host, hello.epoch, hello.path);
+  if (Status bad = ValidateLinkHello(hello); !bad.ok()) {
+    CLOG_WARN("peer connection from %s rejected: %s", peer.Describe().c_str(), bad.message().c_str());
     return;
   }
   TuneTcpSocket(fd.get(), options_.timeout_ms);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/frame.h"
+#include "collectives/peer_messages.h"
 #include "common/log.h"
 #include "security/comm_secret.h"
 #include "security/peer_security.h"
@@ -43,23 +44,6 @@ void Reply(int fd, const Status& status, const std::vector<std::string>& addrs, 
 }
 
 }  // namespace
-
-Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& daemon) {
-  if (request.nranks < 1 || request.nranks > peerproto::kMaxRanks) {
-    return InvalidArgument("nranks %d is out of range [1, %d]", request.nranks, peerproto::kMaxRanks);
-  }
-  if (request.rank < 0 || request.rank >= request.nranks) {
-    return InvalidArgument("rank %d out of range for nranks %d", request.rank, request.nranks);
-  }
-  CommSecret secret;
-  memcpy(secret.data(), request.secret, secret.size());
-  if (CommKeyOf(secret) != request.comm_key) {
-    return InvalidUsage("rank %d registered for communicator %s with a secret that is not that communicator's: a "
-                        "forged or altered ncclUniqueId", request.rank, CommKeyShort(request.comm_key).c_str());
-  }
-  if (daemon.empty()) return InvalidArgument("rank %d's daemon has no address", request.rank);
-  return Status::Ok();
-}
 
 void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, const std::string& daemon,
                             Deadline deadline) {
@@ -165,32 +149,11 @@ Status RegisterWithRoot(const PeerSecurity& security, const CommIdentity& id, in
   Frame frame;
   st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kMaxPayload, &frame, deadline);
   if (!st.ok()) return SystemError("rendezvous with root daemon %s failed: %s", root_addr.c_str(), st.message().c_str());
-  peerproto::MembershipReply head;
-  if (frame.header.type != peerproto::kMembership || frame.payload.size() < sizeof(head)) {
-    return SystemError("root daemon %s sent a malformed membership reply", root_addr.c_str());
+  if (frame.header.type != peerproto::kMembership) {
+    return SystemError("root daemon %s answered a Register with message type %u", root_addr.c_str(), frame.header.type);
   }
-  memcpy(&head, frame.payload.data(), sizeof(head));
-  CONDUIT_RETURN_IF_ERROR(FromWire(head.status));
-  const size_t addrs_end = sizeof(head) + nranks * sizeof(shimproto::DaemonAddr);
-  peerproto::RingOrder order{};
-  if (head.nranks != nranks || frame.payload.size() < addrs_end + sizeof(order)) {
-    return SystemError("root daemon %s sent a membership of the wrong size", root_addr.c_str());
-  }
-  rank_addrs->resize(nranks);
-  for (int r = 0; r < nranks; ++r) {
-    shimproto::DaemonAddr a;
-    memcpy(&a, frame.payload.data() + sizeof(head) + r * sizeof(a), sizeof(a));
-    (*rank_addrs)[r] = FromCString(a.text);
-  }
-  memcpy(&order, frame.payload.data() + addrs_end, sizeof(order));
-  if (order.nhosts < 0 || order.nhosts > nranks ||
-      frame.payload.size() != addrs_end + sizeof(order) + order.nhosts * sizeof(int32_t)) {
-    return SystemError("root daemon %s sent a malformed ring order", root_addr.c_str());
-  }
-  ring->resize(order.nhosts);
-  for (int i = 0; i < order.nhosts; ++i) {
-    memcpy(&(*ring)[i], frame.payload.data() + addrs_end + sizeof(order) + i * sizeof(int32_t), sizeof(int32_t));
-  }
+  st = ParseMembership(frame.payload, nranks, rank_addrs, ring);
+  if (!st.ok()) return Status(st.code(), "root daemon " + root_addr + ": " + st.message());
   return Status::Ok();
 }
 

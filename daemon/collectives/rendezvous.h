@@ -31,17 +31,13 @@ class PeerSecurity;
 // by lowest rank).
 using RingChooser = std::function<std::vector<int>(const std::vector<std::string>& host_addrs)>;
 
-// Whether a Register may be served, before any state is created for it. `daemon` is the
-// address of the daemon that sent it (authenticated, or its claim under --insecure-peers).
-Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& daemon);
-
 // Root side: serves Register requests arriving on their own connections.
 class RendezvousTable {
  public:
   explicit RendezvousTable(RingChooser choose_ring = nullptr) : choose_ring_(std::move(choose_ring)) {}
 
   // Blocks until the communicator is complete (or fails), then writes the reply on fd.
-  // `daemon` is the registering rank's daemon (see ValidateRegister).
+  // `daemon` is the registering rank's daemon (see ValidateRegister, peer_messages.h).
   void Serve(int fd, const peerproto::RegisterRequest& request, const std::string& daemon, Deadline deadline);
 
  private:

@@ -8,6 +8,7 @@
 #include "common/unique_id.h"
 #include "common/version.h"
 #include "security/comm_secret.h"
+#include "session/group_request.h"
 
 namespace conduit {
 namespace {
@@ -240,47 +241,22 @@ Status ClientSession::HandleReleaseBuffer(const Frame& frame) {
 Status ClientSession::HandleGroup(const Frame& frame) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
-  shimproto::GroupRequest head;
-  Status st;
-  std::vector<shimproto::OpDesc> ops;
-  constexpr uint32_t kKnownFlags = shimproto::kGroupStreamed | shimproto::kGroupDevice;
   shimproto::DeviceGroupReplyTail tail{};
-  bool device = false;
-  if (frame.payload.size() < sizeof(head)) {
-    st = InvalidArgument("malformed Group request (%zu bytes)", frame.payload.size());
-  } else {
-    memcpy(&head, frame.payload.data(), sizeof(head));
-    device = (head.flags & shimproto::kGroupDevice) != 0;
-    const size_t ops_bytes = static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc);
-    const size_t device_bytes =
-        device ? sizeof(shimproto::DeviceGroupHeader) + static_cast<size_t>(head.nops) * sizeof(shimproto::DeviceOpRef) : 0;
-    if (head.nops > shimproto::kMaxOpsPerGroup || frame.payload.size() != sizeof(head) + ops_bytes + device_bytes) {
-      st = InvalidArgument("malformed Group request: %u ops in %zu bytes", head.nops, frame.payload.size());
-    } else if ((head.flags & ~kKnownFlags) != 0) {
-      st = InvalidArgument("unknown Group flags 0x%x", head.flags);
-    } else if (device && (head.flags & shimproto::kGroupStreamed)) {
-      st = InvalidArgument("a device group cannot be streamed");
-    } else if (!comm_) {
-      st = InvalidUsage("no communicator on this connection (CommInit first)");
-    } else {
-      ops.resize(head.nops);
-      const uint8_t* p = frame.payload.data() + sizeof(head);
-      memcpy(ops.data(), p, ops_bytes);
-      GroupContext context{(head.flags & shimproto::kGroupStreamed) != 0, fd_.get()};
-      std::vector<DeviceOpBuffers> device_ops;
-      if (device) {
-        shimproto::DeviceGroupHeader dev;
-        memcpy(&dev, p + ops_bytes, sizeof(dev));
-        std::vector<shimproto::DeviceOpRef> refs(head.nops);
-        memcpy(refs.data(), p + ops_bytes + sizeof(dev), refs.size() * sizeof(shimproto::DeviceOpRef));
-        st = device_.Resolve(dev, ops, refs, rank_, comm_->nranks(), &device_ops, &context.ready_event);
-        context.device_ops = &device_ops;
-        context.done_event = reinterpret_cast<cuda::IpcEventHandle*>(tail.done_event);
-      }
-      int failed_op = -1;
-      if (st.ok()) st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, ops, &failed_op, context);
-      reply.failed_op = failed_op;
+  ParsedGroup group;
+  Status st = ParseGroupRequest(frame.payload, &group);
+  const bool device = st.ok() && group.device;
+  if (st.ok() && !comm_) st = InvalidUsage("no communicator on this connection (CommInit first)");
+  if (st.ok()) {
+    GroupContext context{(group.head.flags & shimproto::kGroupStreamed) != 0, fd_.get()};
+    std::vector<DeviceOpBuffers> device_ops;
+    if (device) {
+      st = device_.Resolve(group.dev, group.ops, group.refs, rank_, comm_->nranks(), &device_ops, &context.ready_event);
+      context.device_ops = &device_ops;
+      context.done_event = reinterpret_cast<cuda::IpcEventHandle*>(tail.done_event);
     }
+    int failed_op = -1;
+    if (st.ok()) st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, group.ops, &failed_op, context);
+    reply.failed_op = failed_op;
   }
   reply.status = ToWire(st);
   if (!device || !st.ok()) return Reply(shimproto::kGroupReply, &reply, sizeof(reply));
