@@ -377,8 +377,12 @@ void Communicator::P2pReaderLoop(int host) {
 
 Status Communicator::ReadP2p(int host, Link* link) {
   for (;;) {
+    // The link may idle between frames for as long as the communicator lives, but once a
+    // frame has begun the rest of it must follow within the timeout.
     FrameHeader h{};
-    CONDUIT_RETURN_IF_ERROR(link->Recv({{&h, sizeof(h)}}, Deadline::Never()));
+    auto* head_bytes = reinterpret_cast<uint8_t*>(&h);
+    CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes, 1}}, Deadline::Never()));
+    CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes + 1, sizeof(h) - 1}}, Deadline::AfterMs(options_.timeout_ms)));
     if (Status bad = CheckP2pFrameHeader(h); !bad.ok()) {
       return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
     }
