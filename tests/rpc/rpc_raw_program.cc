@@ -10,6 +10,9 @@
 //   header_silence   a Call header announcing 1000 bytes, 10 of them, then silence
 //   huge_frame       a Call header announcing the largest frame, 1 KiB of it, "holding",
 //                    then silence (the daemon must not reserve what was only announced)
+//   channels         opens channels to --target until one is refused ("opened N",
+//                    "refused: why"), closes one (CloseChannel) and opens another
+//                    ("after close: managed" / "after close: refused: why")
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -72,6 +75,43 @@ std::string Hello(int fd, const std::string& exe) {
   return "";
 }
 
+// Opens channel `id` to `target`; "" when managed, else why not.
+std::string OpenChannel(FrameWriter& writer, FrameReader& reader, uint64_t id, const std::string& target) {
+  rpcproto::OpenChannelRequest req{};
+  req.channel = id;
+  CopyCString(req.target, target.c_str());
+  OutFrame f;
+  f.head.assign(reinterpret_cast<const char*>(&req), sizeof(req));
+  PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, rpcproto::kOpenChannel, 2, sizeof(req));
+  if (!writer.Send(std::move(f)).ok()) return "cannot send OpenChannel";
+  FrameHeader h;
+  std::string payload;
+  Deadline deadline = Deadline::AfterMs(5000);
+  Status st = reader.NextHeader(&h, deadline);
+  if (st.ok()) st = reader.ReadString(h.length, &payload, deadline);
+  rpcproto::OpenChannelReply reply;
+  if (!st.ok() || h.type != rpcproto::kOpenChannelReply || payload.size() != sizeof(reply)) return "no reply";
+  memcpy(&reply, payload.data(), sizeof(reply));
+  return reply.managed != 0 ? "" : FromWire(reply.status).message();
+}
+
+int Channels(int fd, const std::string& target) {
+  FrameWriter writer(fd, 3000);
+  FrameReader reader(fd, shimproto::kMagic, shimproto::kVersion, rpcproto::kMaxFrame, /*accept_fds=*/true);
+  uint64_t id = 1;
+  std::string why;
+  for (; id <= 1000000 && why.empty(); ++id) why = OpenChannel(writer, reader, id, target);
+  printf("opened %llu\nrefused: %s\n", static_cast<unsigned long long>(id - 2), why.c_str());
+  rpcproto::CloseChannelRequest close{1};
+  OutFrame f;
+  f.head.assign(reinterpret_cast<const char*>(&close), sizeof(close));
+  PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, rpcproto::kCloseChannel, 0, sizeof(close));
+  if (!writer.Send(std::move(f)).ok()) return 1;
+  why = OpenChannel(writer, reader, id, target);
+  printf("after close: %s\n", why.empty() ? "managed" : ("refused: " + why).c_str());
+  return 0;
+}
+
 // Waits until the daemon closes the connection (whatever it sends first is drained).
 std::string WaitForClose(int fd, int wait_ms, Clock::time_point since) {
   char buf[4096];
@@ -90,12 +130,13 @@ std::string WaitForClose(int fd, int wait_ms, Clock::time_point since) {
 }
 
 int Main(int argc, char** argv) {
-  std::string what, exe = "rpc_raw_program";
+  std::string what, exe = "rpc_raw_program", target;
   int wait_ms = 10000;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--case") == 0) what = argv[i + 1];
     else if (strcmp(argv[i], "--exe") == 0) exe = argv[i + 1];
     else if (strcmp(argv[i], "--wait-ms") == 0) wait_ms = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--target") == 0) target = argv[i + 1];
   }
   const char* path = getenv(shimproto::kSocketEnv);
   if (path == nullptr) path = shimproto::kDefaultSocketPath;
@@ -116,6 +157,7 @@ int Main(int argc, char** argv) {
     printf("refused: %s\n", refused.c_str());
     return 1;
   }
+  if (what == "channels") return Channels(fd.get(), target);
   std::string out;
   if (what == "partial_header") {
     out = Header(rpcproto::kCall, 100).substr(0, 8);

@@ -180,6 +180,14 @@ TEST_F(RpcTrustTest, AdmissionGoesByTheKernelsNameNotTheClaimedOne) {
   EXPECT_NE(out.find("accepted"), std::string::npos) << out;
 }
 
+TEST_F(RpcTrustTest, ProgramChannelsAreCappedAndClosedChannelsFreed) {
+  std::string out = RawProgram(Cluster::BinPath("rpc_raw_program"),
+                               {"--case", "channels", "--target", Local(kWildcardPort)});
+  EXPECT_NE(out.find("opened 16384\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("refused: this program has 16384 channels open"), std::string::npos) << out;
+  EXPECT_NE(out.find("after close: managed"), std::string::npos) << out;
+}
+
 // Both kinds of half frame at once (each waits out the bound).
 void ExpectDroppedWithinBound(std::vector<Subprocess*> raws) {
   for (Subprocess* raw : raws) {
