@@ -125,7 +125,7 @@ void PeerLink::Accept(RpcService* service, UniqueFd fd, const std::string& peer)
   if (st.ok() && h.length == sizeof(rpcproto::PeerHello)) st = link->reader_.ReadString(h.length, &payload, deadline);
   rpcproto::PeerHello hello;
   if (st.ok() && (h.type != rpcproto::kPeerHello || payload.size() != sizeof(hello))) {
-    st = InvalidArgument("expected an RPC PeerHello, got message 0x%04x of %zu bytes", h.type, payload.size());
+    st = InvalidArgument("expected an RPC PeerHello, got message 0x%04x of %u bytes", h.type, h.length);
   }
   if (st.ok()) {
     memcpy(&hello, payload.data(), sizeof(hello));
@@ -167,7 +167,6 @@ void PeerLink::ReadLoop() {
 Status PeerLink::HandleFrame(const FrameHeader& h) {
   Deadline deadline = Deadline::AfterMs(service_->frame_timeout_ms());
   if (h.type == rpcproto::kCall) return HandleCall(h);
-  std::string payload;
   if (h.type == rpcproto::kProbe && accepted_) {
     rpcproto::ProbeRequest req;
     if (h.length != sizeof(req)) return InvalidArgument("malformed Probe (%u bytes)", h.length);

@@ -1,7 +1,7 @@
 // rpc_raw_peer: plays a broken daemon against a real conduitd's peer port. It opens an RPC
 // link and sends one kind of malformed input, then reports what the daemon did:
 //
-//   rpc_raw_peer --daemon IP:PORT --case CASE [--port P] [--wait-ms N] [--calls K]
+//   rpc_raw_peer --daemon IP:PORT --case CASE [--port P] [--wait-ms N] [--calls K] [--bytes B]
 //   -> "closed after N ms"              the daemon dropped the link (what it must do with
 //                                       garbage, or with a frame that stops half-way)
 //   -> "answered status CODE: DETAILS"  it answered on the call with a status (refusals)
@@ -111,12 +111,14 @@ int Main(int argc, char** argv) {
   uint32_t port = 50051;
   int wait_ms = kWaitMs;
   int calls = 3;
+  uint64_t bytes = 300ull << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--daemon") == 0) daemon = argv[i + 1];
     else if (strcmp(argv[i], "--case") == 0) what = argv[i + 1];
     else if (strcmp(argv[i], "--port") == 0) port = static_cast<uint32_t>(atoi(argv[i + 1]));
     else if (strcmp(argv[i], "--wait-ms") == 0) wait_ms = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--calls") == 0) calls = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--bytes") == 0) bytes = strtoull(argv[i + 1], nullptr, 10);
   }
   UniqueFd fd;
   Status st = TcpConnect(daemon, Deadline::AfterMs(kWaitMs), &fd);
@@ -169,8 +171,8 @@ int Main(int argc, char** argv) {
       for (int c = 0; c < calls; ++c) out += StartWithFragment(port, 400ull << 20, 0, 1024, true, 7 + c);
     } else if (what == "over_budget") {
       // One call whose 1.5 GiB message (more than a program's receive memory, so it is
-      // assembled in the daemon's private memory) keeps coming, 256 KiB at a time, past
-      // the link's budget for incomplete messages (256 MiB).
+      // assembled in the daemon's private memory) keeps coming, 256 KiB at a time, until
+      // `bytes` were sent: past the link's budget for incomplete messages.
       constexpr uint64_t kTotal = 3ull << 29;
       constexpr uint64_t kPiece = 256 << 10;
       if (!SendRaw(fd.get(), out + StartWithFragment(port, kTotal, 0, kPiece))) {
@@ -178,7 +180,7 @@ int Main(int argc, char** argv) {
         return 0;
       }
       out.clear();
-      for (uint64_t off = kPiece; off < (300ull << 20); off += kPiece) {
+      for (uint64_t off = kPiece; off < bytes; off += kPiece) {
         std::string frame = StartWithFragment(port, kTotal, off, kPiece, /*start=*/false);
         if (!SendRaw(fd.get(), frame)) {
           printf("closed while sending\n");

@@ -31,6 +31,7 @@ constexpr int kSharedPort = 50074;    // two programs: 127.0.0.1 and host 1's ad
 constexpr int kFrameBoundMs = 3000;   // the daemons' --timeout-ms, so the frame deadline
 constexpr int kSlackMs = 2500;        // scheduling, sanitizers
 constexpr const char* kDeniedExe = "rpc_denied_program";
+constexpr int kAssemblyBudget = 16 << 20;  // --rpc-link-assembly-bytes
 
 // Resident memory of a process, in KiB (-1 when unreadable).
 long RssKb(pid_t pid) {
@@ -57,8 +58,10 @@ class RpcTrustTest : public SharedClusterTest<RpcTrustTest> {
     c.hosts = 2;
     c.timeout_ms = kFrameBoundMs;
     // Every address of the host reaches its daemon (the address-bound test dials a second
-    // one); programs named rpc_denied_program are refused.
-    c.daemon_args = {"--listen", "0.0.0.0:" + std::to_string(c.port), "--deny-exe", kDeniedExe};
+    // one); programs named rpc_denied_program are refused; a link may assemble 16 MiB of
+    // incomplete messages.
+    c.daemon_args = {"--listen", "0.0.0.0:" + std::to_string(c.port), "--deny-exe", kDeniedExe,
+                     "--rpc-link-assembly-bytes", std::to_string(kAssemblyBudget)};
     StartSuite(c, [](GreeterRig& rig, std::string* error) {
       return rig.StartServerOn(1, "127.0.0.1:" + std::to_string(kLoopbackPort), "sync", true, error) != nullptr &&
              rig.StartServerOn(1, "0.0.0.0:" + std::to_string(kWildcardPort), "sync", true, error) != nullptr &&
@@ -259,7 +262,7 @@ TEST_F(RpcTrustTest, PeerAnnouncingHugeMessagesCostsOnlyWhatItSent) {
 }
 
 TEST_F(RpcTrustTest, PeerPastTheIncompleteMessageBudgetLosesTheCall) {
-  std::string out = RawPeer("over_budget", kWildcardPort);
+  std::string out = RawPeer("over_budget", kWildcardPort, {"--bytes", std::to_string(kAssemblyBudget + (4 << 20))});
   EXPECT_NE(out.find("answered status 8"), std::string::npos) << out;
   ExpectStillServing();
 }
