@@ -64,6 +64,7 @@ struct Flags {
   std::string cluster_key;
   bool insecure_peers = false;
   bool encrypt_peers = false;
+  uint64_t rpc_link_assembly_bytes = 256ull << 20;
 };
 
 std::vector<std::string> SplitList(const std::string& text) {
@@ -121,7 +122,9 @@ std::vector<std::string> SplitList(const std::string& text) {
           "  --object-latency-us N        reduce-degree model: per-hop latency (default: measured)\n"
           "RPC service (libmrpc-grpc):\n"
           "  --rpc-inline-max N           messages up to N bytes travel inside frames, larger ones\n"
-          "                               through shared memory (default 512)\n",
+          "                               through shared memory (default 512)\n"
+          "  --rpc-link-assembly-bytes N  private memory the incomplete messages of one link may\n"
+          "                               hold; past it the call fails (default 256 MiB)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
   exit(2);
 }
@@ -167,6 +170,7 @@ Flags ParseFlags(int argc, char** argv) {
     else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
     else if (a == "--max-shm-bytes") f.max_shm_bytes = number();
     else if (a == "--rpc-inline-max") f.rpc_inline_max = static_cast<uint32_t>(number());
+    else if (a == "--rpc-link-assembly-bytes") f.rpc_link_assembly_bytes = number();
     else if (a == "--topology") f.topology = value();
     else if (a == "--ring-order") {
       Json order = Json::Object();
@@ -301,6 +305,7 @@ int Main(int argc, char** argv) {
   rpc_options.peer_port = static_cast<uint32_t>(std::stoul(port));
   rpc_options.timeout_ms = flags.comm.timeout_ms;
   rpc_options.inline_max = flags.rpc_inline_max;
+  rpc_options.max_link_assembling_bytes = flags.rpc_link_assembly_bytes;
   static rpc::RpcService rpc(rpc_options, &policy);
   flags.objects.security = security.get();
   flags.objects.self = my_addr;

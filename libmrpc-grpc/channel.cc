@@ -97,6 +97,10 @@ std::shared_ptr<ManagedChannel> ManagedChannel::Open(grpc_channel* real, const c
   return ch;
 }
 
+ManagedChannel::~ManagedChannel() {
+  if (conn_ != nullptr && conn_->alive()) conn_->QueueCloseChannel(id_);
+}
+
 std::shared_ptr<ManagedChannel> ManagedChannel::Find(grpc_channel* real) {
   Registry& r = Channels();
   std::lock_guard<std::mutex> lock(r.mu);

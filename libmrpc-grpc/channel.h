@@ -25,6 +25,8 @@ MessageLimits LimitsFromArgs(const grpc_channel_args* args);
 
 class ManagedChannel {
  public:
+  // Lets the daemon forget the channel (once no call holds it either).
+  ~ManagedChannel();
   // Decides for a channel gRPC just created; nullptr when it stays native (logged).
   static std::shared_ptr<ManagedChannel> Open(grpc_channel* real, const char* target, const grpc_channel_args* args);
   static std::shared_ptr<ManagedChannel> Find(grpc_channel* real);

@@ -343,6 +343,14 @@ void DaemonConnection::Flush() {
   if (!st.ok()) Die("cannot write to conduitd: " + st.message());
 }
 
+void DaemonConnection::QueueCloseChannel(uint64_t channel) {
+  rpcproto::CloseChannelRequest req{channel};
+  OutFrame f;
+  f.head.assign(reinterpret_cast<const char*>(&req), sizeof(req));
+  PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, rpcproto::kCloseChannel, 0, sizeof(req));
+  (void)writer_->Enqueue(std::move(f));
+}
+
 void DaemonConnection::SendFree(const rpcproto::FreeEntry& entry) {
   OutFrame f;
   f.head.assign(reinterpret_cast<const char*>(&entry), sizeof(entry));

@@ -80,6 +80,9 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   // blocks. Flush sends what is queued (call it after dropping call locks).
   void QueueCall(rpc::CallEvent ev, PlacedMessage* msg);
   void Flush();
+  // Tells the daemon a channel is gone (one-way; queued, it leaves with the next flush, so
+  // it never blocks whoever drops the channel's last reference).
+  void QueueCloseChannel(uint64_t channel);
 
  private:
   DaemonConnection() = default;

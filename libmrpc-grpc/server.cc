@@ -41,6 +41,14 @@ int PortOf(const char* addr) {
   return static_cast<int>(port);
 }
 
+// The host of "host:port" or "[v6]:port", without brackets ("" for ":port").
+std::string HostOf(const char* addr) {
+  const char* colon = strrchr(addr, ':');
+  std::string host(addr, colon == nullptr ? strlen(addr) : static_cast<size_t>(colon - addr));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
 // gRPC picks a free port for ":0"; so do we, keeping the socket bound so the port stays ours.
 int ReservePort() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -125,12 +133,18 @@ ManagedServer::Method* ManagedServer::MethodFor(const std::string& name) {
   return it == by_name_.end() ? &generic_ : it->second;
 }
 
-Status ManagedServer::Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<int>& ports) {
-  for (int port : ports) {
-    rpcproto::ServeRequest req{id_, static_cast<uint32_t>(port), 0};
-    std::string reply;
-    CONDUIT_RETURN_IF_ERROR(conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply));
-  }
+Status ManagedServer::RequestServe(const std::shared_ptr<DaemonConnection>& conn, uint64_t server, const Port& port) {
+  rpcproto::ServeRequest req{};
+  req.server = server;
+  req.port = static_cast<uint32_t>(port.port);
+  if (port.host.size() >= sizeof(req.host)) return InvalidArgument("host '%s' is too long", port.host.c_str());
+  CopyCString(req.host, port.host.c_str());
+  std::string reply;
+  return conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply);
+}
+
+Status ManagedServer::Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<Port>& ports) {
+  for (const Port& port : ports) CONDUIT_RETURN_IF_ERROR(RequestServe(conn, id_, port));
   conn->RegisterServer(id_, shared_from_this());
   return Status::Ok();
 }
@@ -148,6 +162,7 @@ int ManagedServer::AddPort(const char* addr, bool insecure) {
   }
   int port = PortOf(addr);
   if (port == 0) port = ReservePort();
+  Port served{port, HostOf(addr)};
   std::string why;
   std::shared_ptr<DaemonConnection> conn;
   Status st;
@@ -157,9 +172,7 @@ int ManagedServer::AddPort(const char* addr, bool insecure) {
     st = SystemError("%s", why.c_str());
   } else {
     // No lock across the round trip: the thread waiting may handle incoming calls meanwhile.
-    rpcproto::ServeRequest req{id_, static_cast<uint32_t>(port), 0};
-    std::string reply;
-    st = conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply);
+    st = RequestServe(conn, id_, served);
   }
   if (!st.ok()) {
     if (managed_before) {
@@ -175,7 +188,7 @@ int ManagedServer::AddPort(const char* addr, bool insecure) {
     std::lock_guard<std::mutex> lock(mu_);
     managed_ = true;
     conn_ = conn;
-    ports_.push_back(port);
+    ports_.push_back(served);
   }
   conn->RegisterServer(id_, shared_from_this());
   CLOG_INFO("server port %d is served through conduitd", port);
@@ -392,7 +405,7 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
   if (shutting_down_ || !managed_) return;
   conn_.reset();
   CLOG_WARN("server on port %d lost conduitd (%s); it will serve again when the daemon is back",
-            ports_.empty() ? 0 : ports_[0], why.c_str());
+            ports_.empty() ? 0 : ports_[0].port, why.c_str());
   // Re-register once the daemon is back (calls in flight already failed).
   std::weak_ptr<ManagedServer> weak = weak_from_this();
   std::thread([weak] {
@@ -400,7 +413,7 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       std::shared_ptr<ManagedServer> self = weak.lock();
       if (self == nullptr) return;
-      std::vector<int> ports;
+      std::vector<Port> ports;
       {
         std::lock_guard<std::mutex> lock(self->mu_);
         if (self->shutting_down_) return;
@@ -411,7 +424,7 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
       if (conn == nullptr || !self->Serve(conn, ports).ok()) continue;
       std::lock_guard<std::mutex> lock(self->mu_);
       self->conn_ = conn;
-      CLOG_INFO("server on port %d is served through conduitd again", ports.empty() ? 0 : ports[0]);
+      CLOG_INFO("server on port %d is served through conduitd again", ports.empty() ? 0 : ports[0].port);
       return;
     }
   }).detach();

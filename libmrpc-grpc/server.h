@@ -91,7 +91,14 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   // Hands `call` to a request or allocator of `m`, or leaves it waiting. Takes the lock.
   void Match(Method* m, ManagedCall* call);
   void FinishShutdownIfIdle();
-  Status Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<int>& ports);
+  // A port served through conduitd, and the host part of the address it was asked for
+  // (the daemon carries calls to it only as a socket bound there would receive them).
+  struct Port {
+    int port;
+    std::string host;
+  };
+  static Status RequestServe(const std::shared_ptr<DaemonConnection>& conn, uint64_t server, const Port& port);
+  Status Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<Port>& ports);
 
   grpc_server* server_;
   const void* core_server_ = nullptr;
@@ -102,7 +109,7 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
 
   std::mutex mu_;
   std::shared_ptr<DaemonConnection> conn_;
-  std::vector<int> ports_;
+  std::vector<Port> ports_;
   std::map<void*, std::unique_ptr<Method>> by_handle_;
   std::map<std::string, Method*> by_name_;
   Method generic_;

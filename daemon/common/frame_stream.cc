@@ -91,10 +91,21 @@ Status FrameReader::Fill(Deadline deadline) {
 }
 
 Status FrameReader::NextHeader(FrameHeader* header, Deadline deadline) {
+  return NextHeader(header, deadline, /*started_ms=*/-1);
+}
+
+// started_ms < 0: `idle` bounds the whole header.
+Status FrameReader::NextHeader(FrameHeader* header, Deadline idle, int started_ms) {
   closed_ = false;
+  Deadline started = idle;
+  bool began = false;
   while (end_ - begin_ < sizeof(FrameHeader)) {
     bool empty = end_ == begin_;
-    Status st = Fill(deadline);
+    if (!empty && !began && started_ms >= 0) {
+      started = Deadline::AfterMs(started_ms);
+      began = true;
+    }
+    Status st = Fill(empty ? idle : started);
     if (!st.ok()) {
       if (empty && st.message() == "connection closed by peer") closed_ = true;
       return st;

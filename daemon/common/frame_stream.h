@@ -37,6 +37,10 @@ class FrameReader {
   // Reads and checks the next frame header (magic, version, length). Its payload must be
   // consumed with Read before the next call. A clean close between frames sets closed().
   Status NextHeader(FrameHeader* header, Deadline deadline);
+  // Like NextHeader, but waits for the header's first byte until `idle` and, once part of
+  // it has arrived, for the rest at most `started_ms` more: a connection may idle between
+  // frames, never in the middle of a header.
+  Status NextHeader(FrameHeader* header, Deadline idle, int started_ms);
   // Like NextHeader, but never waits: *got is false when no whole header has arrived yet
   // (what did arrive stays buffered).
   Status TryNextHeader(FrameHeader* header, bool* got);

@@ -24,11 +24,19 @@
 
 namespace conduit::rpcproto {
 
-inline constexpr uint32_t kRpcVersion = 1;
+// Version 2: Serve carries the host the server listens on (its bind address, enforced by
+// the daemon), and CloseChannel exists. docs/rpc-protocol.md says what changed.
+inline constexpr uint32_t kRpcVersion = 2;
 // Largest frame either side accepts: a 64 MiB message sent inline plus its sections.
 inline constexpr uint32_t kMaxFrame = (64u << 20) + (1u << 20);
-// Largest non-message part of a Call frame (method, authority, metadata, details).
+// Largest variable part of one section of a Call frame (a metadata block, details).
 inline constexpr uint32_t kMaxSectionBytes = 1u << 20;
+// Largest part of a Call frame before its inline message bytes: every section at its
+// largest (Start: method, authority and peer up to 8 KiB + metadata; Headers; Status:
+// details + trailers; Cancel) is under 5 section limits plus 16 KiB.
+inline constexpr uint32_t kMaxCallSectionsBytes = 5 * kMaxSectionBytes + (16u << 10);
+// Largest message: gRPC frames a message with a 32-bit length, so none is larger.
+inline constexpr uint64_t kMaxMessageBytes = 0xffffffffull;
 
 enum MsgType : uint16_t {
   // shim <-> daemon, requests and replies (the reply echoes the request's frame tag)
@@ -45,6 +53,7 @@ enum MsgType : uint16_t {
   // shim <-> daemon, one-way
   kAddSegment = 0x010b,  // daemon -> shim: a receive segment, memfd attached
   kFree = 0x010c,        // either way: released blocks, when the ring was full
+  kCloseChannel = 0x010d,  // shim -> daemon (version 2): the program destroyed a channel
   // both protocols
   kCall = 0x0110,
   // daemon <-> daemon
@@ -96,6 +105,15 @@ struct ServeRequest {
   uint64_t server;  // id chosen by the shim; Start sections of incoming calls name it
   uint32_t port;    // the TCP port the program asked gRPC to listen on
   uint32_t reserved;
+  // Version 2: the host part of the address the program asked gRPC to listen on, without
+  // brackets: "" (none), "0.0.0.0" or "::" (every address), "127.0.0.1", "::1",
+  // "localhost", another address or name of this host. The daemon carries calls to the
+  // server only as a socket bound there would receive them (docs/rpc-protocol.md).
+  char host[256];
+};
+
+struct CloseChannelRequest {
+  uint64_t channel;  // an id from OpenChannel; Starts naming it are refused afterwards
 };
 
 struct UnserveRequest {

@@ -13,14 +13,17 @@
 #include "common/peer_protocol.h"
 #include "common/rpc_protocol.h"
 #include "common/thread_guard.h"
+#include "rpc/frame_input.h"
 #include "rpc/program_session.h"
 #include "rpc/rpc_service.h"
+#include "rpc/target.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit::rpc {
 namespace {
 
+constexpr int32_t kResourceExhausted = 8;
 constexpr int32_t kUnavailable = 14;
 constexpr int kConnectTimeoutMs = 1000;
 constexpr int kHelloTimeoutMs = 5000;
@@ -73,9 +76,20 @@ PeerLink::PeerLink(RpcService* service, Conn conn, std::string peer, bool accept
   int flags = fcntl(conn_.fd(), F_GETFL);
   if (flags >= 0) fcntl(conn_.fd(), F_SETFL, flags & ~O_NONBLOCK);
   writer_.CountUrgentAheadOfBulk(&service->small_first_frames());
+  if (accepted_) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (getsockname(conn_.fd(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      local_ip_ = NumericIp(reinterpret_cast<sockaddr*>(&local));
+    }
+  }
 }
 
 PeerLink::~PeerLink() = default;
+
+PeerLink::LinkCall::~LinkCall() {
+  if (budget != nullptr) budget->fetch_sub(charged);
+}
 
 Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out) {
   Conn conn;
@@ -92,9 +106,9 @@ Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shar
   FrameHeader h;
   Deadline deadline = Deadline::AfterMs(kHelloTimeoutMs);
   CONDUIT_RETURN_IF_ERROR(link->reader_.NextHeader(&h, deadline));
-  std::string payload;
-  CONDUIT_RETURN_IF_ERROR(link->reader_.ReadString(h.length, &payload, deadline));
   rpcproto::StatusReply reply;
+  std::string payload;
+  if (h.length == sizeof(reply)) CONDUIT_RETURN_IF_ERROR(link->reader_.ReadString(h.length, &payload, deadline));
   if (h.type != rpcproto::kPeerHelloReply || payload.size() != sizeof(reply)) {
     return SystemError("daemon %s answered the RPC hello with message 0x%04x", addr.c_str(), h.type);
   }
@@ -114,10 +128,10 @@ void PeerLink::Accept(RpcService* service, Conn conn, const PeerIdentity& identi
   std::string payload;
   Deadline deadline = Deadline::AfterMs(kHelloTimeoutMs);
   Status st = link->reader_.NextHeader(&h, deadline);
-  if (st.ok()) st = link->reader_.ReadString(h.length, &payload, deadline);
+  if (st.ok() && h.length == sizeof(rpcproto::PeerHello)) st = link->reader_.ReadString(h.length, &payload, deadline);
   rpcproto::PeerHello hello;
   if (st.ok() && (h.type != rpcproto::kPeerHello || payload.size() != sizeof(hello))) {
-    st = InvalidArgument("expected an RPC PeerHello, got message 0x%04x of %zu bytes", h.type, payload.size());
+    st = InvalidArgument("expected an RPC PeerHello, got message 0x%04x of %u bytes", h.type, h.length);
   }
   if (st.ok()) {
     memcpy(&hello, payload.data(), sizeof(hello));
@@ -141,7 +155,8 @@ void PeerLink::ReadLoop() {
   std::shared_ptr<PeerLink> self = shared_from_this();
   for (;;) {
     FrameHeader h;
-    Status st = reader_.NextHeader(&h, Deadline::Never());
+    // Idle between frames as long as it likes; a frame it started must follow promptly.
+    Status st = reader_.NextHeader(&h, Deadline::Never(), service_->frame_timeout_ms());
     if (st.ok()) st = HandleFrame(h);
     if (!st.ok()) {
       if (!alive()) return;
@@ -158,55 +173,81 @@ void PeerLink::ReadLoop() {
 }
 
 Status PeerLink::HandleFrame(const FrameHeader& h) {
-  Deadline deadline = Deadline::AfterMs(service_->options().timeout_ms);
+  Deadline deadline = Deadline::AfterMs(service_->frame_timeout_ms());
   if (h.type == rpcproto::kCall) return HandleCall(h);
-  std::string payload;
-  CONDUIT_RETURN_IF_ERROR(reader_.ReadString(h.length, &payload, deadline));
   if (h.type == rpcproto::kProbe && accepted_) {
     rpcproto::ProbeRequest req;
-    if (payload.size() != sizeof(req)) return InvalidArgument("malformed Probe (%zu bytes)", payload.size());
-    memcpy(&req, payload.data(), sizeof(req));
+    if (h.length != sizeof(req)) return InvalidArgument("malformed Probe (%u bytes)", h.length);
+    CONDUIT_RETURN_IF_ERROR(reader_.Read(&req, sizeof(req), deadline));
+    std::string why;
+    bool served = service_->servers().Find(req.port, local_ip_, /*from_link=*/true, &why) != nullptr;
     rpcproto::ProbeReply reply{};
-    reply.status = ToWire(Status::Ok());
-    reply.served = service_->servers().Find(req.port) != nullptr ? 1 : 0;
+    reply.status = ToWire(served || why.empty() ? Status::Ok() : SystemError("%s", why.c_str()));
+    reply.served = served ? 1 : 0;
     return writer_.Send(SmallFrame(rpcproto::kProbeReply, h.tag, reply));
   }
   if (h.type == rpcproto::kProbeReply && !accepted_) {
     rpcproto::ProbeReply reply;
-    if (payload.size() != sizeof(reply)) return InvalidArgument("malformed ProbeReply (%zu bytes)", payload.size());
-    memcpy(&reply, payload.data(), sizeof(reply));
+    if (h.length != sizeof(reply)) return InvalidArgument("malformed ProbeReply (%u bytes)", h.length);
+    CONDUIT_RETURN_IF_ERROR(reader_.Read(&reply, sizeof(reply), deadline));
+    Status st = FromWire(reply.status);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = probes_.find(h.tag);
-    if (it != probes_.end()) it->second = {true, reply.served != 0 && FromWire(reply.status).ok()};
+    if (it != probes_.end()) it->second = ProbeWait{true, reply.served != 0 && st.ok(), st.ok() ? "" : st.message()};
     probe_cv_.notify_all();
     return Status::Ok();
   }
   return InvalidArgument("unexpected message type 0x%04x on an RPC link", h.type);
 }
 
-Status PeerLink::Skip(size_t n) {
-  char scratch[64 << 10];
-  while (n > 0) {
-    size_t take = std::min(n, sizeof(scratch));
-    CONDUIT_RETURN_IF_ERROR(reader_.Read(scratch, take, Deadline::AfterMs(service_->options().timeout_ms)));
-    n -= take;
+bool PeerLink::Charge(LinkCall& lc, uint64_t n) {
+  uint64_t cap = service_->options().max_link_assembling_bytes;
+  uint64_t now = assembling_->load(std::memory_order_relaxed);
+  if (n > cap - std::min(now, cap)) return false;
+  if (lc.budget == nullptr) lc.budget = assembling_;
+  assembling_->fetch_add(n, std::memory_order_relaxed);
+  lc.charged += n;
+  return true;
+}
+
+void PeerLink::Abandon(const std::shared_ptr<LinkCall>& lc, uint64_t id, int32_t code, const std::string& why) {
+  // The other daemon hears it on the call (a status to a caller, a cancel to a server),
+  // the local end through the datapath, which also ends the call on both ends.
+  Event wire = accepted_ ? StatusEvent(code, why) : CancelEvent(code, why);
+  OutFrame f;
+  EncodeCallEvent(wire.View(id), &f.head);
+  PutFrameHeader(&f, peerproto::kMagic, peerproto::kVersion, rpcproto::kCall, 0, f.head.size());
+  if (!writer_.Send(std::move(f)).ok()) Fail("cannot write to daemon " + peer_);
+  if (accepted_) {
+    service_->datapath().FromClient(lc->call, CancelEvent(code, why));
+  } else {
+    service_->datapath().FromServer(lc->call, StatusEvent(code, why));
   }
-  return Status::Ok();
+  Forget(id);
 }
 
 Status PeerLink::HandleCall(const FrameHeader& h) {
-  Deadline deadline = Deadline::AfterMs(service_->options().timeout_ms);
+  Deadline deadline = Deadline::AfterMs(service_->frame_timeout_ms());
   if (h.length < sizeof(CallHead)) return InvalidArgument("Call frame of %u bytes has no head", h.length);
   CallHead head;
   CONDUIT_RETURN_IF_ERROR(reader_.Read(&head, sizeof(head), deadline));
   if (head.inline_bytes > h.length - sizeof(head)) return InvalidArgument("Call frame shorter than its inline bytes");
-  std::string sections(h.length - head.inline_bytes, '\0');
-  memcpy(sections.data(), &head, sizeof(head));
-  CONDUIT_RETURN_IF_ERROR(reader_.Read(sections.data() + sizeof(head), sections.size() - sizeof(head), deadline));
+  size_t sections_len = h.length - head.inline_bytes;
+  if (sections_len > rpcproto::kMaxCallSectionsBytes) {
+    return InvalidArgument("Call frame with %zu bytes of sections (at most %u)", sections_len,
+                           rpcproto::kMaxCallSectionsBytes);
+  }
+  std::string sections;
+  CONDUIT_RETURN_IF_ERROR(ReadArriving(reader_, sections_len - sizeof(head), &sections, deadline));
+  sections.insert(0, reinterpret_cast<const char*>(&head), sizeof(head));
   CallEvent view;
   CONDUIT_RETURN_IF_ERROR(DecodeCallEvent(sections, &view));
   if (view.has(kMessage) && view.message.segment != kInlineSegment) {
     return InvalidArgument("a message between daemons must travel inline");
+  }
+  if (view.has(kMessage) && view.message.total_length > rpcproto::kMaxMessageBytes) {
+    return InvalidArgument("a message of %llu bytes is larger than gRPC can frame",
+                           static_cast<unsigned long long>(view.message.total_length));
   }
   if (view.has(kStart) && !accepted_) return InvalidArgument("a daemon tried to start a call on a link we opened");
 
@@ -216,39 +257,63 @@ Status PeerLink::HandleCall(const FrameHeader& h) {
     auto it = calls_.find(view.call);
     if (it != calls_.end()) lc = it->second;
   }
+  if (lc != nullptr && view.has(kStart)) {
+    return InvalidArgument("Start for call %llu, which is already open", static_cast<unsigned long long>(view.call));
+  }
   if (lc == nullptr && view.has(kStart)) CONDUIT_RETURN_IF_ERROR(StartIncoming(view, &lc));
-  if (lc == nullptr) return Skip(head.inline_bytes);  // a call that already ended, or was refused
+  // A call that already ended, or was refused: its bytes are read and dropped.
+  if (lc == nullptr) return SkipArriving(reader_, head.inline_bytes, deadline);
 
   Event ev = Event::From(view);
   if (!view.has(kMessage)) {
-    if (!lc->assembling.empty()) return InvalidArgument("call event in the middle of a fragmented message");
+    if (lc->assembling) return InvalidArgument("call event in the middle of a fragmented message");
     Forward(lc->call, std::move(ev));
     return Status::Ok();
   }
   const MessageWire& m = view.message;
   if (m.fragment_offset == 0) {
-    if (!lc->assembling.empty()) return InvalidArgument("a new message before the previous one was complete");
+    if (lc->assembling) return InvalidArgument("a new message before the previous one was complete");
+    lc->assembling = true;
+    lc->total = m.total_length;
+    lc->received = 0;
     // Read the bytes where the message is going: the receiving program's memory, unless a
-    // policy there must check them before the program may see them.
+    // policy there must check them before the program may see them. A block there costs
+    // memory only as bytes are written into it.
     const std::shared_ptr<Endpoint>& dest = accepted_ ? lc->call->server_end : lc->call->client_end;
     auto* program = dynamic_cast<ProgramSession*>(dest.get());
     bool private_first = accepted_ && lc->call->reads_body;
-    lc->assembling = program != nullptr && !private_first ? program->ReceiveBuffer(m.total_length)
-                                                           : Message::Owned(std::string(m.total_length, '\0'));
-    lc->received = 0;
-  } else if (lc->assembling.empty() || m.total_length != lc->assembling.size() || m.fragment_offset != lc->received) {
+    if (program != nullptr && !private_first) program->ReceiveBlock(m.total_length, &lc->block);
+  } else if (!lc->assembling || m.total_length != lc->total || m.fragment_offset != lc->received) {
     return InvalidArgument("message fragment at %llu of %llu does not follow the %llu bytes received",
                            static_cast<unsigned long long>(m.fragment_offset),
                            static_cast<unsigned long long>(m.total_length),
                            static_cast<unsigned long long>(lc->received));
   }
-  CONDUIT_RETURN_IF_ERROR(reader_.Read(lc->assembling.mutable_data() + m.fragment_offset, m.fragment_length, deadline));
+  if (!lc->block.empty()) {
+    CONDUIT_RETURN_IF_ERROR(reader_.Read(lc->block.mutable_data() + m.fragment_offset, m.fragment_length, deadline));
+  } else if (Charge(*lc, m.fragment_length)) {
+    size_t at = lc->partial.size();
+    lc->partial.resize(at + m.fragment_length);
+    CONDUIT_RETURN_IF_ERROR(reader_.Read(lc->partial.data() + at, m.fragment_length, deadline));
+  } else {
+    CLOG_WARN("daemon %s has more than %llu bytes of incomplete messages on its RPC link; failing call %llu",
+              peer_.c_str(), static_cast<unsigned long long>(service_->options().max_link_assembling_bytes),
+              static_cast<unsigned long long>(view.call));
+    Abandon(lc, view.call, kResourceExhausted,
+            "conduit: the link from daemon " + peer_ + " holds too many bytes of incomplete messages");
+    return SkipArriving(reader_, m.fragment_length, deadline);
+  }
   lc->received += m.fragment_length;
   Merge(lc->pending, std::move(ev));
-  if (lc->received < m.total_length) return Status::Ok();
+  if (lc->received < lc->total) return Status::Ok();
   Event whole = std::move(lc->pending);
   lc->pending = Event{};
-  whole.message = std::move(lc->assembling);
+  whole.message = lc->block.empty() ? Message::Owned(std::move(lc->partial)) : std::move(lc->block);
+  lc->partial = std::string();
+  if (lc->budget != nullptr) lc->budget->fetch_sub(lc->charged);
+  lc->charged = 0;
+  lc->assembling = false;
+  lc->total = 0;
   lc->received = 0;
   Forward(lc->call, std::move(whole));
   return Status::Ok();
@@ -256,11 +321,24 @@ Status PeerLink::HandleCall(const FrameHeader& h) {
 
 Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>* out) {
   uint32_t port = static_cast<uint32_t>(view.target);
-  std::shared_ptr<ProgramSession> session = service_->servers().Find(port);
+  std::string why;
+  std::shared_ptr<ProgramSession> session = service_->servers().Find(port, local_ip_, /*from_link=*/true, &why);
   if (session == nullptr) {
     SendStatus(view.call, kUnavailable,
-               "conduit: no program serves port " + std::to_string(port) + " through the daemon at " +
-                   service_->options().my_addr);
+               why.empty() ? "conduit: no program serves port " + std::to_string(port) + " through the daemon at " +
+                                 service_->options().my_addr
+                           : "conduit: " + why + " (daemon at " + service_->options().my_addr + ")");
+    return Status::Ok();
+  }
+  size_t open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open = calls_.size();
+  }
+  if (open >= service_->options().max_link_calls) {
+    SendStatus(view.call, kResourceExhausted,
+               "conduit: daemon " + service_->options().my_addr + " already carries " + std::to_string(open) +
+                   " calls from this daemon, the most one link may");
     return Status::Ok();
   }
   RpcInfo info;
@@ -300,21 +378,26 @@ void PeerLink::SendStatus(uint64_t id, int32_t code, const std::string& why) {
   if (!writer_.Send(std::move(f)).ok()) Fail("cannot write to daemon " + peer_);
 }
 
-Status PeerLink::Probe(uint32_t port, bool* served) {
+Status PeerLink::Probe(uint32_t port) {
   uint32_t tag;
   {
     std::lock_guard<std::mutex> lock(mu_);
     tag = next_probe_++;
-    probes_[tag] = {false, false};
+    probes_[tag] = ProbeWait{};
   }
   Status st = writer_.Send(SmallFrame(rpcproto::kProbe, tag, rpcproto::ProbeRequest{port, 0}));
   std::unique_lock<std::mutex> lock(mu_);
   if (st.ok()) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(service_->options().timeout_ms);
-    probe_cv_.wait_until(lock, deadline, [&] { return probes_[tag].first || !alive(); });
-    if (!probes_[tag].first) st = SystemError("daemon %s did not answer a probe", peer_.c_str());
+    probe_cv_.wait_until(lock, deadline, [&] { return probes_[tag].answered || !alive(); });
+    const ProbeWait& w = probes_[tag];
+    if (!w.answered) {
+      st = SystemError("daemon %s did not answer a probe", peer_.c_str());
+    } else if (!w.served) {
+      st = w.why.empty() ? SystemError("no program serves port %u through the daemon at %s", port, peer_.c_str())
+                         : SystemError("daemon %s: %s", peer_.c_str(), w.why.c_str());
+    }
   }
-  *served = probes_[tag].second;
   probes_.erase(tag);
   return st;
 }

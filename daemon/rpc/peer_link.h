@@ -9,6 +9,12 @@
 // link's writer sends every small frame queued before them, across calls and programs
 // (a call's own frames keep their order). A malformed frame, a lost connection or an
 // unanswered write ends the link: its calls fail with UNAVAILABLE on both sides.
+//
+// The other daemon is not trusted with this daemon's memory or threads: every length in
+// its frames is checked before use, a message's private memory grows with the fragments
+// that arrive (within a per-link budget), the calls it may have open are capped, a frame
+// it started must arrive whole within the frame deadline, and calls it starts reach only
+// servers whose bind address admits a call arriving at this link's local address.
 #ifndef CONDUIT_DAEMON_RPC_PEER_LINK_H_
 #define CONDUIT_DAEMON_RPC_PEER_LINK_H_
 
@@ -42,8 +48,10 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   ~PeerLink() override;
 
   bool alive() const { return alive_.load(std::memory_order_acquire); }
-  // Asks the other daemon whether a program there serves `port`.
-  Status Probe(uint32_t port, bool* served);
+  // Asks the other daemon whether a program there serves `port` for callers from this
+  // host: Ok when it does, else why not (no such server, or one bound to loopback or to
+  // another address).
+  Status Probe(uint32_t port);
   // Makes this link the server end of `call` (connecting side).
   void AddCall(const std::shared_ptr<RpcCall>& call);
 
@@ -55,11 +63,25 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // A call as this link sees it: where its incoming message is being assembled, and how
   // many of its bulk frames are still queued (later frames of the call must not pass them).
   struct LinkCall {
+    ~LinkCall();
     std::shared_ptr<RpcCall> call;
-    Event pending;          // sections received with the fragments so far
-    Message assembling;     // the message whose fragments are arriving
+    Event pending;  // sections received with the fragments so far
+    // The message whose fragments are arriving: in a block of the receiving program's
+    // receive memory, or in private memory that grows with the bytes that arrive, charged
+    // to the link's budget.
+    bool assembling = false;
+    uint64_t total = 0;
     uint64_t received = 0;
+    Message block;
+    std::string partial;
+    std::shared_ptr<std::atomic<uint64_t>> budget;
+    uint64_t charged = 0;
     std::atomic<int> bulk_queued{0};
+  };
+  struct ProbeWait {
+    bool answered = false;
+    bool served = false;
+    std::string why;
   };
 
   PeerLink(RpcService* service, Conn conn, std::string peer, bool accepted);
@@ -67,7 +89,11 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   Status HandleFrame(const FrameHeader& h);
   Status HandleCall(const FrameHeader& h);
   Status StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>* out);
-  Status Skip(size_t n);
+  // Charges `n` more private bytes of `lc`'s message to the link's budget; false when
+  // that would pass the cap.
+  bool Charge(LinkCall& lc, uint64_t n);
+  // Ends a call this link's peer overran (budget): a status or cancel both ways.
+  void Abandon(const std::shared_ptr<LinkCall>& lc, uint64_t id, int32_t code, const std::string& why);
   void Forward(const std::shared_ptr<RpcCall>& call, Event ev);
   void SendStatus(uint64_t id, int32_t code, const std::string& why);
   void Fail(const std::string& why);
@@ -76,14 +102,19 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   Conn conn_;  // sealed when the cluster encrypts (--encrypt-peers)
   std::string peer_;
   bool accepted_;  // the other daemon connected: it starts the calls
+  // Accepted links: this daemon's address the other daemon dialled (getsockname), the
+  // address its calls reached this host at.
+  std::string local_ip_;
   FrameReader reader_;
   FrameWriter writer_;
   std::atomic<bool> alive_{true};
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<LinkCall>> calls_;
+  // Private bytes of incomplete incoming messages, shared with the LinkCalls charged.
+  std::shared_ptr<std::atomic<uint64_t>> assembling_ = std::make_shared<std::atomic<uint64_t>>(0);
   uint64_t next_call_ = 1;
-  std::map<uint32_t, std::pair<bool, bool>> probes_;  // tag -> (answered, served)
+  std::map<uint32_t, ProbeWait> probes_;
   uint32_t next_probe_ = 1;
   std::condition_variable probe_cv_;
 };

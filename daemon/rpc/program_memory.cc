@@ -1,5 +1,7 @@
 #include "rpc/program_memory.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/release_ring.h"
 #include "common/shim_protocol.h"
@@ -12,8 +14,9 @@ constexpr uint64_t kMaxSendSegment = 16ull << 30;
 
 }  // namespace
 
-ProgramMemory::ProgramMemory(std::function<void(const rpcproto::FreeEntry&)> overflow, uint64_t max_receive_bytes)
-    : overflow_(std::move(overflow)), max_receive_bytes_(max_receive_bytes) {}
+ProgramMemory::ProgramMemory(std::function<void(const rpcproto::FreeEntry&)> overflow, uint64_t max_receive_bytes,
+                             uint64_t max_send_bytes)
+    : overflow_(std::move(overflow)), max_receive_bytes_(max_receive_bytes), max_send_bytes_(max_send_bytes) {}
 
 Status ProgramMemory::MapControl(int fd) {
   return control_.Map(fd, rpcproto::kControlRegionBytes, rpcproto::kControlRegionBytes, /*writable=*/true);
@@ -25,10 +28,16 @@ Status ProgramMemory::AttachSend(const rpcproto::SegmentInfo& info, int fd) {
   if (info.segment < send_.size() && send_[info.segment] != nullptr) {
     return InvalidArgument("send segment %u attached twice", info.segment);
   }
+  if (info.size > max_send_bytes_ - std::min(send_bytes_, max_send_bytes_)) {
+    return InvalidArgument("send segment %u of %llu bytes would take this program past %llu bytes of shared memory",
+                           info.segment, static_cast<unsigned long long>(info.size),
+                           static_cast<unsigned long long>(max_send_bytes_));
+  }
   auto shm = std::make_shared<ShmSegment>();
   CONDUIT_RETURN_IF_ERROR(shm->Map(fd, info.size, kMaxSendSegment, /*writable=*/false));
   if (send_.size() <= info.segment) send_.resize(info.segment + 1);
   send_[info.segment] = std::move(shm);
+  send_bytes_ += info.size;
   return Status::Ok();
 }
 

@@ -26,8 +26,9 @@ namespace conduit::rpc {
 class ProgramMemory : public std::enable_shared_from_this<ProgramMemory> {
  public:
   // `overflow` sends a Free frame when the to-shim ring is full; `max_receive_bytes` caps
-  // the receive segments.
-  ProgramMemory(std::function<void(const rpcproto::FreeEntry&)> overflow, uint64_t max_receive_bytes);
+  // the receive segments, `max_send_bytes` the send segments the program may attach.
+  ProgramMemory(std::function<void(const rpcproto::FreeEntry&)> overflow, uint64_t max_receive_bytes,
+                uint64_t max_send_bytes);
 
   Status MapControl(int fd);
   Status AttachSend(const rpcproto::SegmentInfo& info, int fd);
@@ -57,9 +58,11 @@ class ProgramMemory : public std::enable_shared_from_this<ProgramMemory> {
 
   std::function<void(const rpcproto::FreeEntry&)> overflow_;
   uint64_t max_receive_bytes_;
+  uint64_t max_send_bytes_;
   ShmSegment control_;
   std::mutex mu_;
   std::vector<std::shared_ptr<ShmSegment>> send_;
+  uint64_t send_bytes_ = 0;
   std::vector<ReceiveSegment> receive_;
   uint64_t receive_bytes_ = 0;
   uint64_t to_shim_head_ = 0;    // our producer index

@@ -6,12 +6,15 @@
 #include "common/log.h"
 #include "common/rpc_protocol.h"
 #include "common/shim_protocol.h"
+#include "rpc/frame_input.h"
 #include "rpc/peer_link.h"
 #include "rpc/rpc_service.h"
+#include "server/service_router.h"
 
 namespace conduit::rpc {
 namespace {
 
+constexpr int32_t kResourceExhausted = 8;
 constexpr int32_t kUnavailable = 14;
 constexpr int kHelloTimeoutMs = 10000;
 // Ids this daemon gives calls to a program's servers; the program's own ids are small.
@@ -68,12 +71,13 @@ void ProgramSession::Run() {
           self->Send(std::move(f));
         }
       },
-      service_->options().max_receive_bytes);
+      service_->options().max_receive_bytes, service_->admission().max_shm_bytes());
   FrameHeader h;
   Status st = reader_.NextHeader(&h, Deadline::AfterMs(kHelloTimeoutMs));
   if (st.ok()) st = Hello(h);
   while (st.ok()) {
-    st = reader_.NextHeader(&h, Deadline::Never());
+    // Idle between frames as long as it likes; a frame it started must follow promptly.
+    st = reader_.NextHeader(&h, Deadline::Never(), service_->frame_timeout_ms());
     if (st.ok()) st = HandleFrame(h);
   }
   if (!reader_.closed()) {
@@ -92,6 +96,7 @@ void ProgramSession::EndAll(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, call] : calls_) calls.push_back(call);
     calls_.clear();
+    client_calls_ = 0;
     ports.swap(server_of_port_);
   }
   for (auto& [port, server] : ports) service_->servers().Remove(port, this);
@@ -101,14 +106,21 @@ void ProgramSession::EndAll(const std::string& why) {
 }
 
 Status ProgramSession::Hello(const FrameHeader& h) {
+  if (h.type != rpcproto::kHello) return InvalidUsage("the first request on an RPC connection must be Hello");
+  if (h.length != sizeof(rpcproto::HelloRequest)) {
+    return InvalidArgument("malformed Hello (%u bytes, expected %zu)", h.length, sizeof(rpcproto::HelloRequest));
+  }
   std::string payload;
   CONDUIT_RETURN_IF_ERROR(reader_.ReadString(h.length, &payload, Deadline::AfterMs(kHelloTimeoutMs)));
-  if (h.type != rpcproto::kHello) return InvalidUsage("the first request on an RPC connection must be Hello");
   rpcproto::HelloRequest req;
   UniqueFd control = reader_.TakeFd();
   rpcproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
   reply.inline_max = service_->options().inline_max;
+  // Who the program is comes from the kernel (SO_PEERCRED, /proc/PID/exe), never from the
+  // pid and name its Hello claims.
+  std::string exe = ProgramExe(creds_.pid);
+  who_ = exe + "[" + std::to_string(creds_.pid) + "]";
   Status st;
   if (!ParseExact(payload, &req)) {
     st = InvalidArgument("malformed Hello (%zu bytes)", payload.size());
@@ -118,8 +130,9 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   } else if (!control.valid()) {
     st = InvalidArgument("Hello arrived without its control region");
   } else {
-    std::string exe = FromCString(req.exe);
-    who_ = exe + "[" + std::to_string(req.pid) + "]";
+    if (FromCString(req.exe) != exe) {
+      CLOG_DEBUG("%s calls itself %s; admitted by what the kernel says", who_.c_str(), FromCString(req.exe).c_str());
+    }
     st = service_->admission().CheckAdmission(exe);
     if (st.ok()) st = memory_->MapControl(control.get());
   }
@@ -136,7 +149,7 @@ Status ProgramSession::Hello(const FrameHeader& h) {
 
 Status ProgramSession::HandleFrame(const FrameHeader& h) {
   std::string payload;
-  CONDUIT_RETURN_IF_ERROR(reader_.ReadString(h.length, &payload, Deadline::AfterMs(service_->options().timeout_ms)));
+  CONDUIT_RETURN_IF_ERROR(ReadArriving(reader_, h.length, &payload, Deadline::AfterMs(service_->frame_timeout_ms())));
   switch (h.type) {
     case rpcproto::kCall:
       return HandleCall(std::move(payload));
@@ -144,6 +157,8 @@ Status ProgramSession::HandleFrame(const FrameHeader& h) {
       return AttachSegment(payload, h.tag);
     case rpcproto::kOpenChannel:
       return OpenChannel(payload, h.tag);
+    case rpcproto::kCloseChannel:
+      return CloseChannel(payload);
     case rpcproto::kServe:
       return Serve(payload, h.tag);
     case rpcproto::kUnserve:
@@ -184,18 +199,26 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag) {
   }
   std::string text = FromCString(req.target);
   Channel ch;
-  Status st = ResolveTarget(text, &ch.target);
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t cap = service_->options().max_program_channels;
+    if (channels_.size() >= cap && channels_.count(req.channel) == 0) {
+      st = InvalidUsage("this program has %zu channels open through conduitd, the most one program may", cap);
+    }
+  }
+  if (st.ok()) st = ResolveTarget(text, &ch.target);
   if (st.ok() && ch.target.local) {
-    if (service_->servers().Find(ch.target.port) == nullptr) {
-      st = SystemError("no program on this host serves port %u through conduitd", ch.target.port);
+    std::string why;
+    if (service_->servers().Find(ch.target.port, ch.target.ip, /*from_link=*/false, &why) == nullptr) {
+      st = why.empty() ? SystemError("no program on this host serves port %u through conduitd", ch.target.port)
+                       : SystemError("%s", why.c_str());
     }
   } else if (st.ok()) {
     std::shared_ptr<PeerLink> link;
     std::string daemon = JoinHostPort(ch.target.ip, service_->options().peer_port);
     st = service_->links().Get(daemon, &link);
-    bool served = false;
-    if (st.ok()) st = link->Probe(ch.target.port, &served);
-    if (st.ok() && !served) st = SystemError("no program serves port %u through the daemon at %s", ch.target.port, daemon.c_str());
+    if (st.ok()) st = link->Probe(ch.target.port);
   }
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -208,20 +231,40 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag) {
   return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
 }
 
+Status ProgramSession::CloseChannel(const std::string& payload) {
+  rpcproto::CloseChannelRequest req;
+  if (!ParseExact(payload, &req)) return InvalidArgument("malformed CloseChannel (%zu bytes)", payload.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  channels_.erase(req.channel);  // calls already started on it go on
+  return Status::Ok();
+}
+
 Status ProgramSession::Serve(const std::string& payload, uint32_t tag) {
   rpcproto::ServeRequest req;
+  BindAddress bind;
   Status st;
   if (!ParseExact(payload, &req)) {
     st = InvalidArgument("malformed Serve (%zu bytes)", payload.size());
   } else if (req.port == 0 || req.port > 65535) {
     st = InvalidArgument("cannot serve port %u", req.port);
   } else {
-    st = service_->servers().Add(req.port, shared_from_this());
-    if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      server_of_port_[req.port] = req.server;
-      CLOG_INFO("%s serves port %u through conduitd", who_.c_str(), req.port);
+    st = ParseBindHost(FromCString(req.host), &bind);
+  }
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = server_of_port_.find(req.port);
+    size_t cap = service_->options().max_program_ports;
+    if (it != server_of_port_.end() && it->second != req.server) {
+      st = InvalidUsage("this program already serves port %u with another server", req.port);
+    } else if (it == server_of_port_.end() && server_of_port_.size() >= cap) {
+      st = InvalidUsage("this program serves %zu ports through conduitd, the most one program may", cap);
     }
+  }
+  if (st.ok()) st = service_->servers().Add(req.port, bind, shared_from_this());
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    server_of_port_[req.port] = req.server;
+    CLOG_INFO("%s serves port %u on %s through conduitd", who_.c_str(), req.port, bind.Describe().c_str());
   }
   return ReplyStatus(rpcproto::kServeReply, tag, st);
 }
@@ -274,6 +317,9 @@ Status ProgramSession::HandleCall(std::string payload) {
     if (view.has(kStart)) return StartCall(view, std::move(ev));
     return Status::Ok();  // an event for a call that already ended
   }
+  if (view.has(kStart)) {
+    return InvalidArgument("Start for call %llu, which is already open", static_cast<unsigned long long>(view.call));
+  }
   if (call->client_end.get() == this && call->client_id == view.call) {
     service_->datapath().FromClient(call, std::move(ev));
   } else {
@@ -298,22 +344,33 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
   if ((view.call & kIncomingBit) != 0) return InvalidArgument("client call id %llu uses the daemon's range",
                                                               static_cast<unsigned long long>(view.call));
   Target target;
+  int32_t refusal = 0;
+  std::string why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto ch = channels_.find(view.target);
     if (ch == channels_.end()) {
-      Refuse(view.call, kUnavailable, "conduit: this program has no channel " + std::to_string(view.target));
-      return Status::Ok();
+      refusal = kUnavailable;
+      why = "conduit: this program has no channel " + std::to_string(view.target);
+    } else if (client_calls_ >= service_->options().max_program_calls) {
+      refusal = kResourceExhausted;
+      why = "conduit: this program has " + std::to_string(client_calls_) +
+            " calls open through conduitd, the most one program may";
+    } else {
+      target = ch->second.target;
     }
-    target = ch->second.target;
   }
-  std::shared_ptr<Endpoint> server_end;
+  if (refusal != 0) {
+    Refuse(view.call, refusal, why);
+    return Status::Ok();
+  }
   std::shared_ptr<ProgramSession> local;
   std::shared_ptr<PeerLink> link;
   if (target.local) {
-    local = service_->servers().Find(target.port);
+    local = service_->servers().Find(target.port, target.ip, /*from_link=*/false, &why);
     if (local == nullptr) {
-      Refuse(view.call, kUnavailable, "conduit: no program on this host serves port " + std::to_string(target.port));
+      Refuse(view.call, kUnavailable,
+             "conduit: " + (why.empty() ? "no program on this host serves port " + std::to_string(target.port) : why));
       return Status::Ok();
     }
     ev.peer = "local:" + who_;
@@ -335,6 +392,7 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     calls_[view.call] = call;
+    ++client_calls_;
   }
   ev.target = target.port;
   if (local != nullptr) {
@@ -356,22 +414,21 @@ void ProgramSession::AddIncoming(const std::shared_ptr<RpcCall>& call) {
 
 void ProgramSession::Forget(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  calls_.erase(id);
+  if (calls_.erase(id) > 0 && (id & kIncomingBit) == 0) --client_calls_;
 }
 
-Message ProgramSession::ReceiveBuffer(size_t len) {
+bool ProgramSession::ReceiveBlock(size_t len, Message* out) {
   uint32_t segment;
   uint64_t offset;
   uint8_t* data;
   std::vector<OutFrame> announce;
-  if (len > service_->options().inline_max && memory_->AllocateReceive(len, &segment, &offset, &data, &announce)) {
-    for (auto& f : announce) writer_->Enqueue(std::move(f));
-    std::shared_ptr<ProgramMemory> memory = memory_;
-    return Message::Received(data, len, this, segment, offset,
-                             [memory, segment, offset] { memory->FreeReceive(segment, offset); });
-  }
+  bool placed = len > service_->options().inline_max && memory_->AllocateReceive(len, &segment, &offset, &data, &announce);
   for (auto& f : announce) writer_->Enqueue(std::move(f));
-  return Message::Owned(std::string(len, '\0'));
+  if (!placed) return false;
+  std::shared_ptr<ProgramMemory> memory = memory_;
+  *out = Message::Received(data, len, this, segment, offset,
+                           [memory, segment, offset] { memory->FreeReceive(segment, offset); });
+  return true;
 }
 
 void ProgramSession::Deliver(RpcCall&, uint64_t id, Event ev) {

@@ -5,6 +5,11 @@
 // end) and calls to its servers (the server end). Message bytes arrive in its send
 // segments and leave through its receive segments (program_memory.h). When the program
 // goes away, every call it was part of fails towards the other end.
+//
+// The program is not trusted: it is admitted by the executable the kernel names for the
+// connecting process (not the name its Hello claims), every count and size it sends is
+// checked, what it may hold is capped (channels, calls, ports, shared memory; RpcOptions),
+// and a frame it started must arrive whole within the frame deadline.
 #ifndef CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
 #define CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
 
@@ -39,9 +44,10 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
 
   // A call for one of this program's servers: becomes its server end.
   void AddIncoming(const std::shared_ptr<RpcCall>& call);
-  // Room for an incoming message of `len` bytes, in this program's receive memory when
-  // possible (a link then reads the bytes straight there).
-  Message ReceiveBuffer(size_t len);
+  // A block of this program's receive memory for an incoming message of `len` bytes (a
+  // link then reads the bytes straight there); false when the message is small enough to
+  // go inline or that memory is exhausted.
+  bool ReceiveBlock(size_t len, Message* out);
 
  private:
   struct Channel {
@@ -53,6 +59,7 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
   Status HandleCall(std::string payload);
   Status StartCall(const CallEvent& view, Event ev);
   Status OpenChannel(const std::string& payload, uint32_t tag);
+  Status CloseChannel(const std::string& payload);
   Status Serve(const std::string& payload, uint32_t tag);
   Status Unserve(const std::string& payload, uint32_t tag);
   Status AttachSegment(const std::string& payload, uint32_t tag);
@@ -75,6 +82,7 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
   std::unordered_map<uint64_t, std::shared_ptr<RpcCall>> calls_;
   std::map<uint64_t, Channel> channels_;
   std::map<uint32_t, uint64_t> server_of_port_;  // port -> the program's server id
+  size_t client_calls_ = 0;                      // calls in calls_ this program started
   std::atomic<uint64_t> next_incoming_{1};
 };
 

@@ -133,6 +133,15 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
     Json ports = Json::Array();
     for (uint32_t port : service->servers().Ports()) ports.push_back(port);
     body["served_ports"] = std::move(ports);
+    Json servers = Json::Array();
+    for (const ServerTable::Served& served : service->servers().List()) {
+      Json one = Json::Object();
+      one["port"] = served.port;
+      one["bind"] = served.bind;
+      one["program"] = served.program;
+      servers.push_back(std::move(one));
+    }
+    body["servers"] = std::move(servers);
     Json links = Json::Array();
     for (const std::string& l : service->links().Live()) links.push_back(l);
     body["links"] = std::move(links);

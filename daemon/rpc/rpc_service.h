@@ -5,6 +5,7 @@
 #ifndef CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 #define CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,14 @@ struct RpcOptions {
   int timeout_ms = 300000;         // bound on any wait
   uint32_t inline_max = 512;       // messages up to this size travel inside frames
   uint64_t max_receive_bytes = 1ull << 30;  // receive memory per program
+  // Caps on what one program connection or one link may hold (docs/rpc-design.md, Limits).
+  size_t max_program_channels = 16384;  // channels open at once
+  size_t max_program_calls = 16384;     // calls it started that are still open
+  size_t max_program_ports = 1024;      // ports it serves
+  size_t max_link_calls = 65536;        // calls another daemon started on one link
+  uint64_t max_link_assembling_bytes = 256ull << 20;  // private memory of incomplete messages
+  // A frame whose first byte arrived must arrive whole within min(this, timeout_ms).
+  int max_frame_ms = 30000;
 };
 
 class RpcService : public Service {
@@ -40,6 +49,8 @@ class RpcService : public Service {
   void ServePeer(Conn conn, const PeerIdentity& peer) override;
 
   const RpcOptions& options() const { return options_; }
+  // How long a frame may take to arrive once its first byte did (program and link).
+  int frame_timeout_ms() const { return std::min(options_.timeout_ms, options_.max_frame_ms); }
   const ProgramPolicy& admission() const { return *admission_; }
   PolicyEngine& policies() { return policies_; }
   Datapath& datapath() { return datapath_; }

@@ -9,28 +9,54 @@
 #include <cstdlib>
 
 namespace conduit::rpc {
-namespace {
+
+std::string NumericIp(const sockaddr* addr) {
+  char host[INET6_ADDRSTRLEN] = "";
+  if (addr->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, host, sizeof(host));
+  } else if (addr->sa_family == AF_INET6) {
+    const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+      inet_ntop(AF_INET, a6.s6_addr + 12, host, sizeof(host));
+    } else {
+      inet_ntop(AF_INET6, &a6, host, sizeof(host));
+    }
+  }
+  return host;
+}
+
+std::string NormalizeIp(const std::string& ip) {
+  sockaddr_storage ss{};
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET, ip.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+  } else if (inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+  } else {
+    return "";
+  }
+  return NumericIp(reinterpret_cast<sockaddr*>(&ss));
+}
+
+bool IsLoopbackIp(const std::string& ip) {
+  std::string n = NormalizeIp(ip);
+  return n.rfind("127.", 0) == 0 || n == "::1";
+}
 
 bool IsLocalAddress(const std::string& ip) {
-  if (ip.rfind("127.", 0) == 0 || ip == "::1") return true;
+  std::string n = NormalizeIp(ip);
+  if (n.empty()) return false;
+  if (IsLoopbackIp(n)) return true;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return false;
   bool found = false;
   for (ifaddrs* it = list; it != nullptr && !found; it = it->ifa_next) {
-    if (it->ifa_addr == nullptr) continue;
-    char host[INET6_ADDRSTRLEN] = "";
-    if (it->ifa_addr->sa_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, host, sizeof(host));
-    } else if (it->ifa_addr->sa_family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(it->ifa_addr)->sin6_addr, host, sizeof(host));
-    }
-    found = ip == host;
+    if (it->ifa_addr != nullptr) found = n == NumericIp(it->ifa_addr);
   }
   freeifaddrs(list);
   return found;
 }
-
-}  // namespace
 
 std::string JoinHostPort(const std::string& ip, uint32_t port) {
   return (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
@@ -75,12 +101,7 @@ Status ResolveTarget(const std::string& text, Target* out) {
   if (rc != 0 || res == nullptr) {
     return InvalidArgument("cannot resolve '%s': %s", host.c_str(), gai_strerror(rc));
   }
-  char ip[INET6_ADDRSTRLEN] = "";
-  if (res->ai_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, ip, sizeof(ip));
-  } else {
-    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(res->ai_addr)->sin6_addr, ip, sizeof(ip));
-  }
+  std::string ip = NumericIp(res->ai_addr);
   freeaddrinfo(res);
   out->ip = ip;
   out->port = static_cast<uint32_t>(port);

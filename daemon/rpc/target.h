@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <sys/socket.h>
+
 #include "common/status.h"
 
 namespace conduit::rpc {
@@ -22,6 +24,16 @@ Status ResolveTarget(const std::string& text, Target* out);
 
 // "ip:port" of a daemon, with brackets for IPv6.
 std::string JoinHostPort(const std::string& ip, uint32_t port);
+
+// A numeric address in 127.0.0.0/8 or ::1 (also as an IPv4-mapped IPv6 address).
+bool IsLoopbackIp(const std::string& ip);
+// A loopback address, or one of this host's interfaces' addresses.
+bool IsLocalAddress(const std::string& ip);
+// The numeric form of a socket address, IPv4-mapped IPv6 addresses as IPv4 ("" for other
+// families), so one address has one spelling wherever it is compared.
+std::string NumericIp(const sockaddr* addr);
+// `ip` in that same spelling ("" when it is not a numeric address).
+std::string NormalizeIp(const std::string& ip);
 
 }  // namespace conduit::rpc
 

@@ -33,10 +33,14 @@ std::string GreeterRig::PreloadEnv() {
 
 Subprocess* GreeterRig::StartServer(int host, int port, const std::string& mode, bool preload, std::string* error,
                                     std::vector<std::string> env) {
+  return StartServerOn(host, "0.0.0.0:" + std::to_string(port), mode, preload, error, std::move(env));
+}
+
+Subprocess* GreeterRig::StartServerOn(int host, const std::string& listen, const std::string& mode, bool preload,
+                                      std::string* error, std::vector<std::string> env) {
   env = ProgramEnv(std::move(env), preload);
   Subprocess& p = cluster_->Launch(
-      host, "greeter_server", {Cluster::BinPath("greeter_server"), "--listen", "0.0.0.0:" + std::to_string(port), "--mode", mode},
-      env);
+      host, "greeter_server", {Cluster::BinPath("greeter_server"), "--listen", listen, "--mode", mode}, env);
   if (!Cluster::WaitForOutput(p, "greeter_server listening", std::chrono::seconds(20))) {
     *error = "greeter_server did not start: " + p.Output();
     return nullptr;

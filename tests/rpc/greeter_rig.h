@@ -48,6 +48,9 @@ class GreeterRig {
   // in *error) when it does not.
   Subprocess* StartServer(int host, int port, const std::string& mode, bool preload, std::string* error,
                           std::vector<std::string> env = {});
+  // The same, listening on `listen` ("127.0.0.1:50071", "[::1]:50071", "10.0.0.2:50071").
+  Subprocess* StartServerOn(int host, const std::string& listen, const std::string& mode, bool preload,
+                            std::string* error, std::vector<std::string> env = {});
   // Runs greeter_client on `host` to completion (bounded by `timeout`).
   ClientRun RunClient(int host, const std::string& target, std::vector<std::string> args, bool preload,
                       std::chrono::seconds timeout = std::chrono::seconds(60), std::vector<std::string> env = {});
