@@ -2,7 +2,8 @@
 // hosts (network namespaces, one daemon each): unary and streaming, sync/async/callback
 // clients and servers, 16 MiB messages, deadlines, cancellation, errors with details and
 // trailers, many calls at once, and a call between two programs of the same host. The
-// same programs without the preload are the baseline.
+// same programs without the preload are the baseline. The daemons run --encrypt-peers, so
+// every call here crosses a sealed link (the other RPC suites run unsealed).
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -26,6 +27,7 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
     c.prefix = "rcl";
     c.subnet = "10.231.44";
     c.hosts = 2;
+    c.encrypt = true;
     StartSuite(c, [](GreeterRig& rig, std::string* error) {
       return rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error) != nullptr &&
              rig.StartServer(1, kAsyncPort, "async", /*preload=*/true, error) != nullptr &&
@@ -154,6 +156,14 @@ TEST_F(RpcCallsTest, ProgramsOnTheSameHost) {
     EXPECT_TRUE(run.passed()) << run.output;
     EXPECT_TRUE(run.managed()) << run.output;
   }
+}
+
+TEST_F(RpcCallsTest, LinksBetweenTheDaemonsAreSealed) {
+  ExpectManagedPass(kSyncPort, {"--case", "unary", "--bytes", "100000"});
+  // The accepting daemon names every RPC link it serves, and whether it is sealed.
+  std::string log = cluster_->daemon(1).Output();
+  EXPECT_NE(log.find("RPC link from daemon " + cluster_->PeerAddr(0)), std::string::npos) << log;
+  EXPECT_NE(log.find(", sealed) is up"), std::string::npos) << log;
 }
 
 TEST_F(RpcCallsTest, PreloadedClientOfANativeServerFallsBack) {
