@@ -143,8 +143,12 @@ Status ProgramSession::OnHello(const Frame& f) {
   }
   // Admission goes by the executable the kernel names; what the Hello claims is ignored.
   ObjStatus st;
-  if (creds_.uid < 0 || creds_.pid <= 0) {
+  if (creds_.uid < 0) {
     st = Err(objproto::kRefused, "conduitd cannot tell who this program is (no SO_PEERCRED)");
+  } else if (creds_.pid <= 0 && !service_->policy()->denied().empty()) {
+    // A program in a pid namespace the daemon cannot see: its executable is unknown, so a
+    // deny list cannot be applied to it.
+    st = Err(objproto::kRefused, "conduitd cannot see this program's pid, so cannot apply its --deny-exe list");
   } else {
     Status admission = service_->policy()->CheckAdmission(exe_);
     if (!admission.ok()) st = ObjStatus(objproto::kRefused, admission.message());
