@@ -96,6 +96,8 @@ std::vector<std::string> SplitList(const std::string& text) {
           "                socket's name with -admin: conduitd.sock -> conduitd-admin.sock)\n"
           "  --admin-mode  permission bits of the admin socket (default 0660); whoever can connect\n"
           "                may read, only root, the daemon's uid and --admin-uid may change policy\n"
+          "  --admin-uid   an operator besides root and the daemon's uid: changes policy, and reads\n"
+          "                and deletes every object of the object store, with no object quota\n"
           "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
           "  --cluster-key FILE  the cluster's shared key (64 hex digits, mode 0600, owned by root or\n"
           "                this user; `conduitctl keygen FILE` makes one): every connection between\n"
@@ -120,6 +122,13 @@ std::vector<std::string> SplitList(const std::string& text) {
           "  --object-block-bytes N       pipelining block (default 256 KiB)\n"
           "  --object-bandwidth-bps N     reduce-degree model: link bandwidth in bytes/s (default: measured)\n"
           "  --object-latency-us N        reduce-degree model: per-hop latency (default: measured)\n"
+          "  --object-default-access owner|group|world  who may read an object whose creator did not\n"
+          "                               say: its owner, also its owner's group, or every user of\n"
+          "                               every host (default owner; operators always may)\n"
+          "  --object-quota-bytes N       per uid: bytes of objects its programs create on this daemon\n"
+          "                               (Puts, Reduce targets; default half of --object-memory-bytes)\n"
+          "  --object-quota-objects N     per uid: number of such objects (default 65536); operators\n"
+          "                               (root, the daemon's uid, --admin-uid) have no quota\n"
           "RPC service (libmrpc-grpc):\n"
           "  --rpc-inline-max N           messages up to N bytes travel inside frames, larger ones\n"
           "                               through shared memory (default 512)\n"
@@ -187,6 +196,12 @@ Flags ParseFlags(int argc, char** argv) {
     else if (a == "--object-block-bytes") f.objects.block_bytes = number();
     else if (a == "--object-bandwidth-bps") f.objects.bandwidth_Bps = static_cast<double>(number());
     else if (a == "--object-latency-us") f.objects.latency_us = static_cast<double>(number());
+    else if (a == "--object-default-access") {
+      if (!objects::ParseAccess(value(), &f.objects.default_access)) {
+        Usage("--object-default-access must be owner, group or world");
+      }
+    } else if (a == "--object-quota-bytes") f.objects.quota_bytes = number();
+    else if (a == "--object-quota-objects") f.objects.quota_objects = number();
     else if (a == "--log-level") {
       LogLevel level;
       if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
@@ -203,6 +218,9 @@ Flags ParseFlags(int argc, char** argv) {
   if (f.objects.block_bytes < 4096) Usage("--object-block-bytes must be at least 4096");
   if (f.insecure_peers && !f.cluster_key.empty()) Usage("--insecure-peers and --cluster-key exclude each other");
   if (f.encrypt_peers && f.cluster_key.empty()) Usage("--encrypt-peers needs --cluster-key");
+  if (f.objects.quota_objects == 0) Usage("--object-quota-objects must be positive");
+  // The object store's operators are the admin API's (access.h).
+  f.objects.operator_uids = f.admin.operator_uids;
   return f;
 }
 

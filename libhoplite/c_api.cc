@@ -49,7 +49,12 @@ void hoplite_close(hoplite_client* c) { delete c; }
 
 int hoplite_put(hoplite_client* c, const char* id, size_t idlen, const void* data, uint64_t size, char* err,
                 size_t errlen) {
-  return Done(c->client->Put(std::string(id, idlen), data, size), err, errlen);
+  return hoplite_put_access(c, id, idlen, data, size, HOPLITE_ACCESS_DEFAULT, err, errlen);
+}
+
+int hoplite_put_access(hoplite_client* c, const char* id, size_t idlen, const void* data, uint64_t size, int access,
+                       char* err, size_t errlen) {
+  return Done(c->client->Put(std::string(id, idlen), data, size, static_cast<hoplite::Access>(access)), err, errlen);
 }
 
 int hoplite_get(hoplite_client* c, const char* id, size_t idlen, int timeout_ms, hoplite_alloc_fn alloc, void* ctx,
@@ -79,10 +84,17 @@ int hoplite_delete(hoplite_client* c, const char* id, size_t idlen, char* err, s
 int hoplite_reduce(hoplite_client* c, const char* target, size_t targetlen, const char* const* ids,
                    const size_t* idlens, size_t n, size_t num_objects, int op, int dtype, int timeout_ms,
                    uint32_t* used, size_t* nused, char* err, size_t errlen) {
+  return hoplite_reduce_access(c, target, targetlen, ids, idlens, n, num_objects, op, dtype, timeout_ms,
+                               HOPLITE_ACCESS_DEFAULT, used, nused, err, errlen);
+}
+
+int hoplite_reduce_access(hoplite_client* c, const char* target, size_t targetlen, const char* const* ids,
+                          const size_t* idlens, size_t n, size_t num_objects, int op, int dtype, int timeout_ms,
+                          int access, uint32_t* used, size_t* nused, char* err, size_t errlen) {
   std::vector<size_t> u;
   hoplite::Status st = c->client->Reduce(std::string(target, targetlen), Ids(ids, idlens, n), num_objects,
                                          static_cast<hoplite::ReduceOp>(op), static_cast<hoplite::DataType>(dtype),
-                                         timeout_ms, &u);
+                                         timeout_ms, &u, static_cast<hoplite::Access>(access));
   *nused = std::min(u.size(), n);
   for (size_t i = 0; i < *nused; ++i) used[i] = static_cast<uint32_t>(u[i]);
   return Done(st, err, errlen);

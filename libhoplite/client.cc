@@ -34,7 +34,7 @@ Status Wrap(const conduit::Status& st, const char* what) {
 }
 
 Status FromWire(const op::Status& w) {
-  if (w.code < 0 || w.code > op::kRefused) return Status(Code::kInternal, "daemon sent an unknown status code");
+  if (w.code < 0 || w.code > op::kLastCode) return Status(Code::kInternal, "daemon sent an unknown status code");
   return Status(static_cast<Code>(w.code), conduit::FromCString(w.message));
 }
 
@@ -160,12 +160,12 @@ class DaemonClient : public Client {
  public:
   explicit DaemonClient(std::shared_ptr<Connection> c) : c_(std::move(c)) {}
 
-  Status Put(const std::string& id, const void* data, size_t size) override;
+  Status Put(const std::string& id, const void* data, size_t size, Access access) override;
   Status Get(const std::string& id, const std::function<void*(size_t)>& alloc, int timeout_ms) override;
   Status GetReadOnly(const std::string& id, std::shared_ptr<const ObjectView>* out, int timeout_ms) override;
   Status Delete(const std::string& id) override;
   Status Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects, ReduceOp op,
-                DataType dtype, int timeout_ms, std::vector<size_t>* used) override;
+                DataType dtype, int timeout_ms, std::vector<size_t>* used, Access access) override;
   Status Wait(const std::vector<std::string>& ids, size_t num_ready, int timeout_ms,
               std::vector<size_t>* ready) override;
   Status State(std::string* json) override;
@@ -174,14 +174,23 @@ class DaemonClient : public Client {
   std::shared_ptr<Connection> c_;
 };
 
-Status DaemonClient::Put(const std::string& id, const void* data, size_t size) {
+Status CheckAccess(Access access) {
+  if (static_cast<int>(access) < 0 || static_cast<int>(access) > static_cast<int>(op::kAccessWorld)) {
+    return Status(Code::kInvalid, "unknown object access " + std::to_string(static_cast<int>(access)));
+  }
+  return Status();
+}
+
+Status DaemonClient::Put(const std::string& id, const void* data, size_t size, Access access) {
   Status st = CheckId(id);
+  if (st.ok()) st = CheckAccess(access);
   if (!st.ok()) return st;
   if (size > 0 && data == nullptr) return Status(Code::kInvalid, "Put of null data");
   std::lock_guard<std::mutex> lock(c_->mu);
   op::PutRequest req{};
   req.id = IdToWire(id);
   req.size = size;
+  req.access = static_cast<uint32_t>(access);
   const bool small = size < op::kInlineLimit;
   conduit::Status w = c_->Send(op::kPut, Body(req, data, small ? size : 0));
   if (!w.ok()) return Wrap(w, "sending Put");
@@ -196,17 +205,22 @@ Status DaemonClient::Put(const std::string& id, const void* data, size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd.get(), 0);
   if (p == MAP_FAILED) return Status(Code::kInternal, std::string("mmap for Put: ") + strerror(errno));
   // Copy block by block and tell the daemon after each: receivers may already read them.
+  // The mapping goes before the last report: the daemon seals the object against writes
+  // then, which the kernel refuses while a writable mapping of it exists.
   const uint8_t* src = static_cast<const uint8_t*>(data);
   uint8_t* dst = static_cast<uint8_t*>(p);
   for (size_t off = 0; off < size;) {
     size_t n = std::min(c_->block, size - off);
     memcpy(dst + off, src + off, n);
     off += n;
+    if (off == size) munmap(p, size);
     op::Progress prog{off};
     w = c_->Send(op::kPutProgress, Body(prog));
-    if (!w.ok()) break;
+    if (!w.ok()) {
+      if (off < size) munmap(p, size);
+      break;
+    }
   }
-  munmap(p, size);
   if (!w.ok()) return Wrap(w, "copying into Put");
   st = c_->Read(op::kPutDone, &f, 0, "finishing Put");
   if (!st.ok()) return st;
@@ -317,9 +331,10 @@ Status DaemonClient::Delete(const std::string& id) {
 }
 
 Status DaemonClient::Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
-                            ReduceOp rop, DataType dtype, int timeout_ms, std::vector<size_t>* used) {
+                            ReduceOp rop, DataType dtype, int timeout_ms, std::vector<size_t>* used, Access access) {
   Status st = CheckId(target);
   if (st.ok()) st = CheckIds(sources, "Reduce source");
+  if (st.ok()) st = CheckAccess(access);
   if (!st.ok()) return st;
   op::ReduceRequest req{};
   req.target = IdToWire(target);
@@ -328,6 +343,7 @@ Status DaemonClient::Reduce(const std::string& target, const std::vector<std::st
   req.num_objects = static_cast<uint32_t>(num_objects);
   req.nsources = static_cast<uint32_t>(sources.size());
   req.timeout_ms = static_cast<uint32_t>(std::max(timeout_ms, 0));
+  req.access = static_cast<uint32_t>(access);
   std::vector<op::Id> ids = IdsToWire(sources);
   std::lock_guard<std::mutex> lock(c_->mu);
   conduit::Status w = c_->Send(op::kReduce, Body(req, ids.data(), ids.size() * sizeof(op::Id)), timeout_ms);
@@ -375,10 +391,11 @@ Status DaemonClient::State(std::string* json) {
 }  // namespace
 
 std::string Status::ToString() const {
-  static const char* kNames[] = {"OK", "TIMEOUT", "NOT_FOUND", "EXISTS", "OUT_OF_MEMORY", "INVALID",
-                                 "LOST", "UNAVAILABLE", "RETRY", "INTERNAL", "REFUSED"};
+  static const char* kNames[] = {"OK", "TIMEOUT", "NOT_FOUND", "EXISTS", "OUT_OF_MEMORY", "INVALID", "LOST",
+                                 "UNAVAILABLE", "RETRY", "INTERNAL", "REFUSED", "PERMISSION_DENIED", "OVER_QUOTA"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == op::kLastCode + 1);
   int c = static_cast<int>(code_);
-  std::string name = c >= 0 && c <= 10 ? kNames[c] : "UNKNOWN";
+  std::string name = c >= 0 && c <= op::kLastCode ? kNames[c] : "UNKNOWN";
   return ok() ? name : name + ": " + message_;
 }
 

@@ -18,8 +18,14 @@ typedef void* (*hoplite_alloc_fn)(void* ctx, uint64_t size);
 
 int hoplite_connect(const char* socket_path, hoplite_client** out, char* err, size_t errlen);
 void hoplite_close(hoplite_client* c);
+/* Object access (who may read besides the owner and operators), as hoplite::Access. */
+enum { HOPLITE_ACCESS_DEFAULT = 0, HOPLITE_ACCESS_OWNER = 1, HOPLITE_ACCESS_GROUP = 2, HOPLITE_ACCESS_WORLD = 3 };
+
+/* Put with the daemon's default access. */
 int hoplite_put(hoplite_client* c, const char* id, size_t idlen, const void* data, uint64_t size, char* err,
                 size_t errlen);
+int hoplite_put_access(hoplite_client* c, const char* id, size_t idlen, const void* data, uint64_t size, int access,
+                       char* err, size_t errlen);
 int hoplite_get(hoplite_client* c, const char* id, size_t idlen, int timeout_ms, hoplite_alloc_fn alloc, void* ctx,
                 char* err, size_t errlen);
 /* Zero-copy read-only view; valid until hoplite_view_release. */
@@ -31,6 +37,10 @@ int hoplite_delete(hoplite_client* c, const char* id, size_t idlen, char* err, s
 int hoplite_reduce(hoplite_client* c, const char* target, size_t targetlen, const char* const* ids,
                    const size_t* idlens, size_t n, size_t num_objects, int op, int dtype, int timeout_ms,
                    uint32_t* used, size_t* nused, char* err, size_t errlen);
+/* The same with the target's access (HOPLITE_ACCESS_*). */
+int hoplite_reduce_access(hoplite_client* c, const char* target, size_t targetlen, const char* const* ids,
+                          const size_t* idlens, size_t n, size_t num_objects, int op, int dtype, int timeout_ms,
+                          int access, uint32_t* used, size_t* nused, char* err, size_t errlen);
 /* ready: room for n indices. */
 int hoplite_wait(hoplite_client* c, const char* const* ids, const size_t* idlens, size_t n, size_t num_ready,
                  int timeout_ms, uint32_t* ready, size_t* nready, char* err, size_t errlen);

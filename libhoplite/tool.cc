@@ -1,9 +1,10 @@
 // hoplite-tool: one libhoplite call per run, for tests, benchmarks and operators.
 //
-//   hoplite-tool put ID SIZE [--seed N]       object of SIZE pattern bytes (seeded)
+//   hoplite-tool put ID SIZE [--seed N] [--access owner|group|world]   object of SIZE pattern bytes (seeded)
 //   hoplite-tool get ID [--readonly] [--timeout MS]
 //   hoplite-tool delete ID
 //   hoplite-tool reduce TARGET NUM SRC... [--op sum|prod|max|min] [--dtype float32|...] [--timeout MS]
+//                                            [--access owner|group|world]
 //   hoplite-tool wait NUM ID... [--timeout MS]
 //   hoplite-tool state
 // Prints one line "ok <verb> <id> size=<n> fnv=<hex> ms=<elapsed>" (or "error <code>: <msg>"
@@ -83,6 +84,12 @@ int main(int argc, char** argv) {
   const std::string opname = Opt(args, "--op", "sum");
   const std::string dtname = Opt(args, "--dtype", "float32");
   const bool readonly = Flag(args, "--readonly");
+  const std::string access_name = Opt(args, "--access", "default");
+  hoplite::Access access = hoplite::Access::kDefault;
+  if (access_name == "owner") access = hoplite::Access::kOwner;
+  else if (access_name == "group") access = hoplite::Access::kGroup;
+  else if (access_name == "world") access = hoplite::Access::kWorld;
+  else if (access_name != "default") return Fail(hoplite::Status(hoplite::Code::kInvalid, "bad --access"));
 
   std::unique_ptr<hoplite::Client> client;
   hoplite::Status st = hoplite::Client::Connect(&client);
@@ -95,7 +102,7 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> buf(size);
     Pattern(buf.data(), size, seed);
     t0 = std::chrono::steady_clock::now();
-    st = client->Put(args[0], buf.data(), size);
+    st = client->Put(args[0], buf.data(), size, access);
     if (!st.ok()) return Fail(st);
     printf("ok put %s size=%zu fnv=%016" PRIx64 " ms=%.3f\n", args[0].c_str(), size, Fnv(buf.data(), size), ms());
   } else if (verb == "get" && args.size() == 1) {
@@ -127,7 +134,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> sources(args.begin() + 2, args.end());
     std::vector<size_t> used;
     st = client->Reduce(args[0], sources, strtoull(args[1].c_str(), nullptr, 10), static_cast<hoplite::ReduceOp>(op),
-                        static_cast<hoplite::DataType>(dt), timeout, &used);
+                        static_cast<hoplite::DataType>(dt), timeout, &used, access);
     if (!st.ok()) return Fail(st);
     double t = ms();
     std::shared_ptr<const hoplite::ObjectView> v;

@@ -1,4 +1,4 @@
-// The object-store protocol, version 2 (documented in docs/object-protocol.md).
+// The object-store protocol, version 3 (documented in docs/object-protocol.md).
 //
 // Message types 0x0200..0x02ff (service 2 in server/service.h), in both of Conduit's
 // framings: 0x0201..0x027f between a program (libhoplite) and its host's conduitd on the
@@ -13,7 +13,9 @@
 namespace conduit::objproto {
 
 // Version 2: DirEvent carries a small object's bytes; Publish may reserve an id (kPubReserve).
-inline constexpr uint32_t kVersion = 2;
+// Version 3: objects have an owner (uid, gid, read access) that travels with them (Put,
+// Reduce, Publish, AcquireReply, DirEvent); DirDelete carries who asks; codes 11 and 12.
+inline constexpr uint32_t kVersion = 3;
 // Objects smaller than this travel inline with directory messages (Hoplite's small-object
 // fast path) and never use shared memory.
 inline constexpr uint64_t kInlineLimit = 64 * 1024;
@@ -35,7 +37,10 @@ enum Code : int32_t {
   kRetry = 8,         // internal: the directory shard moved, ask the new owner
   kInternal = 9,
   kRefused = 10,      // the daemon's policy refuses this program
+  kPermissionDenied = 11,  // the caller's uid may not read or delete this object
+  kOverQuota = 12,    // the caller's uid has used its share of this daemon's store
 };
+inline constexpr int32_t kLastCode = kOverQuota;
 
 struct Status {
   int32_t code;
@@ -48,6 +53,26 @@ struct Id {
   char bytes[kMaxIdBytes];
 };
 static_assert(sizeof(Id) == 64);
+
+// Who may read an object besides its owner and the operators (root, each daemon's euid and
+// its --admin-uid). kAccessDefault (in a Put or Reduce only) asks for the daemon's
+// --object-default-access; a stored object always has one of the others.
+enum Access : uint32_t {
+  kAccessDefault = 0,
+  kAccessOwner = 1,  // the owner only
+  kAccessGroup = 2,  // also programs whose primary or supplementary groups include `gid`
+  kAccessWorld = 3,  // every local user of every daemon
+};
+
+// The owner of an object: the uid and primary gid of the program that created it (Put, or
+// the Reduce whose target it is) as the kernel reported its connection (SO_PEERCRED).
+struct Owner {
+  uint32_t uid;
+  uint32_t gid;
+  uint32_t access;  // Access; 0 only while nobody has published the object
+  uint32_t reserved;
+};
+static_assert(sizeof(Owner) == 16);
 
 // -------------------------------------------------------------- program <-> daemon
 
@@ -87,6 +112,8 @@ struct HelloReply {
 struct PutRequest {
   Id id;
   uint64_t size;
+  uint32_t access;  // Access
+  uint32_t reserved;
 };
 
 struct Progress {
@@ -126,7 +153,7 @@ struct ReduceRequest {
   uint32_t num_objects;
   uint32_t nsources;
   uint32_t timeout_ms;
-  uint32_t reserved;
+  uint32_t access;  // Access of the target
 };
 
 struct ReduceReply {
@@ -170,7 +197,7 @@ enum PeerType : uint16_t {
   kDirSubscribe = 0x028d,   // Subscribe, one-way; events follow
   kDirEvent = 0x028e,       // DirEvent + inline bytes, pushed
   kDirUnsubscribe = 0x028f, // Subscribe, one-way
-  kDirDelete = 0x0291,      // Id
+  kDirDelete = 0x0291,      // DeleteRequest
   kDirDeleteReply = 0x0292, // Status
   kDirCount = 0x0293,       // Id
   kDirCountReply = 0x0294,  // CountReply
@@ -208,6 +235,7 @@ struct Publish {
   uint64_t size;
   uint32_t flags;
   uint32_t inline_bytes;  // follow the struct (small objects only)
+  Owner owner;
 };
 
 struct Location {
@@ -230,6 +258,7 @@ struct AcquireReply {
   Addr sender;
   uint32_t inline_bytes;
   uint32_t reserved;
+  Owner owner;
 };
 
 struct Release {
@@ -259,6 +288,17 @@ struct DirEvent {
   uint32_t complete;
   uint32_t inline_bytes;  // a small complete object's bytes follow (a Reduce needs no fetch)
   uint32_t reserved;
+  Owner owner;            // with kEvLocation
+};
+
+// Delete on behalf of a program of uid `uid`; the shard refuses unless that uid owns the
+// object or the asking daemon vouches that it is one of its operators.
+enum DeleteFlags : uint32_t { kDeleteAsOperator = 1 };
+
+struct DeleteRequest {
+  Id id;
+  uint32_t uid;
+  uint32_t flags;  // DeleteFlags
 };
 
 struct CountReply {

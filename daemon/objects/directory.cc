@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "objects/access.h"
 
 namespace conduit::objects {
 namespace {
@@ -14,11 +15,13 @@ void RunAll(std::vector<std::function<void()>>& actions) {
   for (auto& a : actions) a();
 }
 
-Bytes AcquireReplyBody(const ObjStatus& st, uint64_t size, const std::string& sender, const Bytes* inline_data) {
+Bytes AcquireReplyBody(const ObjStatus& st, uint64_t size, const std::string& sender, const Bytes* inline_data,
+                       const objproto::Owner& owner = {}) {
   objproto::AcquireReply r{};
   r.status = ToWire(st);
   r.size = size;
   r.sender = AddrToWire(sender);
+  r.owner = owner;
   if (inline_data != nullptr) {
     r.inline_bytes = static_cast<uint32_t>(inline_data->size());
     return Encode(r, inline_data->data(), inline_data->size());
@@ -78,6 +81,7 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
                  Printable(id).c_str());
       } else {
         e.reserved_by = where;
+        e.owner = p.owner;
       }
     } else if (!e.reserved_by.empty() && e.reserved_by != where) {
       st = Err(objproto::kExists, "object %s is the target of a running Reduce on %s", Printable(id).c_str(),
@@ -88,6 +92,11 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
     } else {
       e.size = p.size;
       e.reserved_by.clear();  // the location itself keeps the id taken from now on
+      // The creator's Publish names the owner; a re-published entry learns it from the
+      // first copy to arrive (every copy carries the same owner).
+      if ((create || e.owner.access == objproto::kAccessDefault) && p.owner.access != objproto::kAccessDefault) {
+        e.owner = p.owner;
+      }
       if (p.inline_bytes > 0 || (p.size == 0 && (p.flags & objproto::kPubComplete))) {
         e.has_inline = true;
         e.inline_data.assign(Tail<objproto::Publish>(body), Tail<objproto::Publish>(body) + p.inline_bytes);
@@ -144,16 +153,16 @@ bool DirectoryShard::InChain(const Entry& e, const std::string& start, const std
 
 bool DirectoryShard::TryServe(const std::string& id, Entry& e, const Waiter& w, Actions* out) {
   if (e.has_inline) {
-    out->push_back([reply = w.reply, size = e.size, data = e.inline_data] {
-      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, "", &data));
+    out->push_back([reply = w.reply, size = e.size, data = e.inline_data, owner = e.owner] {
+      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, "", &data, owner));
     });
     return true;
   }
   if (e.locs.count(w.requester) != 0 && AddrFromWire(w.req.prev_sender).empty()) {
     // The requester registered a copy of its own (a Put or Reduce there began after its
     // Get asked): it reads that one.
-    out->push_back([reply = w.reply, size = e.size, self = w.requester] {
-      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, self, nullptr));
+    out->push_back([reply = w.reply, size = e.size, self = w.requester, owner = e.owner] {
+      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, self, nullptr, owner));
     });
     return true;
   }
@@ -174,8 +183,8 @@ bool DirectoryShard::TryServe(const std::string& id, Entry& e, const Waiter& w, 
   Loc& mine = e.locs[w.requester];
   if (!mine.complete) mine.upstream = best;
   CLOG_DEBUG("objects: %s fetches %s from %s", w.requester.c_str(), Printable(id).c_str(), best.c_str());
-  out->push_back([reply = w.reply, size = e.size, best] {
-    reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, best, nullptr));
+  out->push_back([reply = w.reply, size = e.size, best, owner = e.owner] {
+    reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, best, nullptr, owner));
   });
   // The receiver is a partial copy from now on: later receivers may fetch from it.
   Notify(id, e, w.requester, false, out);
@@ -201,6 +210,7 @@ Bytes DirectoryShard::EventBody(uint64_t sub, const std::string& id, const Entry
   ev.size = e.size;
   ev.kind = objproto::kEvLocation;
   ev.complete = complete ? 1 : 0;
+  ev.owner = e.owner;
   if (!e.has_inline) return Encode(ev);
   ev.inline_bytes = static_cast<uint32_t>(e.inline_data.size());
   return Encode(ev, e.inline_data.data(), e.inline_data.size());
@@ -343,9 +353,9 @@ void DirectoryShard::OnUnsubscribe(const std::string& from, const Bytes& body) {
 }
 
 void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
-  objproto::Id wid{};
+  objproto::DeleteRequest req{};
   std::string id;
-  if (!Decode(body, &wid) || !IdFromWire(wid, &id)) {
+  if (!Decode(body, &req) || !IdFromWire(req.id, &id)) {
     reply(objproto::kDirDeleteReply, Encode(ToWire(Err(objproto::kInvalid, "malformed Delete"))));
     return;
   }
@@ -354,12 +364,17 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
     return;
   }
   Actions actions;
+  ObjStatus st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(id);
-    if (it != entries_.end()) {
+    const objproto::Owner owner = it == entries_.end() ? objproto::Owner{} : it->second.owner;
+    if (owner.access != objproto::kAccessDefault && owner.uid != req.uid &&
+        !(req.flags & objproto::kDeleteAsOperator)) {
+      st = DeleteDenied(id, req.uid, owner);
+    } else if (it != entries_.end()) {
       objproto::DropCopy d{};
-      d.id = wid;
+      d.id = req.id;
       d.reason = objproto::kDropDeleted;
       for (auto& [addr, loc] : it->second.locs) {
         actions.push_back([this, addr = addr, b = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, b); });
@@ -369,9 +384,10 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
       it->second.has_inline = false;
       it->second.inline_data.clear();
       it->second.size = 0;
+      it->second.owner = objproto::Owner{};
     }
   }
-  reply(objproto::kDirDeleteReply, Encode(ToWire(ObjStatus::Ok())));
+  reply(objproto::kDirDeleteReply, Encode(ToWire(st)));
   RunAll(actions);
 }
 
@@ -492,7 +508,7 @@ std::string DirectoryShard::StateJson() {
              ",\"origin\":" + (loc.origin ? "true" : "false") + ",\"sending_to\":\"" + loc.busy_with +
              "\",\"fetching_from\":\"" + loc.upstream + "\"}";
     }
-    out += "]}";
+    out += "],\"owner\":" + std::to_string(e.owner.uid) + ",\"access\":\"" + AccessName(e.owner.access) + "\"}";
   }
   return out + "]}";
 }

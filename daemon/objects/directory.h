@@ -11,6 +11,10 @@
 //  * Subscribe (asynchronous location query): pushes an event for every location.
 //  * Publish / Unpublish / Release / Delete / Count. A Reduce coordinator reserves its target
 //    id before the size is known (a create fails with kExists meanwhile).
+// Each entry keeps the object's owner (access.h) from its creating Publish and hands it out
+// with every answer, so the daemon asking can check its program's read access; Delete names
+// the uid it is for and is refused unless that uid owns the object or the asking daemon
+// vouches for an operator.
 // Directory state is soft: when the ring changes, every daemon re-publishes its copies to
 // the new owners, and an owner drops what it no longer owns (its waiters are told to
 // retry). When the last complete copy of an object dies (and its creator is gone), the
@@ -68,6 +72,9 @@ class DirectoryShard {
     bool had_source = false;
     // The daemon that reserved the id for a Reduce target, until it publishes a location.
     std::string reserved_by;
+    // From the creating Publish (or, for an entry rebuilt after the ring changed, the first
+    // re-publication); access 0 while unknown.
+    objproto::Owner owner{};
     bool empty() const {
       return locs.empty() && !has_inline && waiters.empty() && subs.empty() && reserved_by.empty();
     }

@@ -41,28 +41,30 @@ ObjStatus DirectoryClient::CallOwner(const std::string& id, uint16_t type, const
   }
 }
 
-Bytes DirectoryClient::PublishBody(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data) {
+Bytes DirectoryClient::PublishBody(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
+                                   const objproto::Owner& owner) {
   objproto::Publish p{};
   p.id = IdToWire(id);
   p.where = AddrToWire(peers_->self());
   p.size = size;
   p.flags = flags;
   p.inline_bytes = static_cast<uint32_t>(inline_data.size());
+  p.owner = owner;
   return Encode(p, inline_data.data(), inline_data.size());
 }
 
 ObjStatus DirectoryClient::Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
-                                   Deadline deadline) {
+                                   const objproto::Owner& owner, Deadline deadline) {
   Bytes reply;
-  return CallOwner(id, objproto::kDirPublish, PublishBody(id, size, flags, inline_data), objproto::kDirPublishReply,
-                   &reply, deadline);
+  return CallOwner(id, objproto::kDirPublish, PublishBody(id, size, flags, inline_data, owner),
+                   objproto::kDirPublishReply, &reply, deadline);
 }
 
 DirectoryClient::PendingPublish DirectoryClient::PublishBegin(const std::string& id, uint64_t size, uint32_t flags,
-                                                              const Bytes& inline_data) {
+                                                              const Bytes& inline_data, const objproto::Owner& owner) {
   PendingPublish p;
   p.id = id;
-  p.body = PublishBody(id, size, flags, inline_data);
+  p.body = PublishBody(id, size, flags, inline_data, owner);
   p.call = peers_->Begin(peers_->Owner(id), objproto::kDirPublish, p.body);
   return p;
 }
@@ -77,8 +79,9 @@ ObjStatus DirectoryClient::PublishFinish(PendingPublish& p, Deadline deadline) {
   return CallOwner(p.id, objproto::kDirPublish, p.body, objproto::kDirPublishReply, &reply, deadline);
 }
 
-void DirectoryClient::PublishAsync(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data) {
-  peers_->Send(peers_->Owner(id), objproto::kDirPublish, PublishBody(id, size, flags, inline_data));
+void DirectoryClient::PublishAsync(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
+                                   const objproto::Owner& owner) {
+  peers_->Send(peers_->Owner(id), objproto::kDirPublish, PublishBody(id, size, flags, inline_data, owner));
 }
 
 void DirectoryClient::Unpublish(const std::string& id) {
@@ -107,6 +110,7 @@ ObjStatus DirectoryClient::Acquire(const std::string& id, const std::string& pre
     out->size = r.size;
     out->sender = AddrFromWire(r.sender);
     out->is_inline = out->sender.empty();
+    out->owner = r.owner;
     out->inline_data.assign(Tail<objproto::AcquireReply>(reply), Tail<objproto::AcquireReply>(reply) + r.inline_bytes);
     return ObjStatus::Ok();
   }
@@ -121,9 +125,13 @@ void DirectoryClient::Release(const std::string& id, const std::string& sender, 
   peers_->Send(peers_->Owner(id), objproto::kDirRelease, Encode(r));
 }
 
-ObjStatus DirectoryClient::Delete(const std::string& id, Deadline deadline) {
+ObjStatus DirectoryClient::Delete(const std::string& id, uint32_t uid, bool as_operator, Deadline deadline) {
+  objproto::DeleteRequest d{};
+  d.id = IdToWire(id);
+  d.uid = uid;
+  d.flags = as_operator ? objproto::kDeleteAsOperator : 0u;
   Bytes reply;
-  return CallOwner(id, objproto::kDirDelete, Encode(IdToWire(id)), objproto::kDirDeleteReply, &reply, deadline);
+  return CallOwner(id, objproto::kDirDelete, Encode(d), objproto::kDirDeleteReply, &reply, deadline);
 }
 
 ObjStatus DirectoryClient::CountComplete(const std::string& id, Deadline deadline, uint32_t* complete) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,8 +19,14 @@
 
 namespace conduit::objects {
 
-LocalObject::LocalObject(std::string id, uint64_t size, bool pinned, bool internal)
-    : id_(std::move(id)), size_(size), pinned_(pinned), internal_(internal) {}
+LocalObject::LocalObject(std::string id, uint64_t size, const CopyInfo& info)
+    : id_(std::move(id)),
+      size_(size),
+      pinned_(info.pinned),
+      internal_(info.internal),
+      creator_writes_(info.creator_writes),
+      owner_(info.owner),
+      charged_(info.charge) {}
 
 LocalObject::~LocalObject() {
   if (fd_.valid() && data_ != nullptr) munmap(data_, size_);
@@ -40,13 +47,32 @@ ObjStatus LocalObject::Allocate(bool shared_memory) {
   }
   // Nobody may resize it under a mapping (that would be a SIGBUS in the daemon).
   fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
-  void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  // A memfd's inode is mode 0777: anyone holding a read-only descriptor could reopen it
+  // read-write through /proc/self/fd and write a copy others are reading. Owned by the
+  // daemon's uid with mode 0400, only the daemon (and root) can reopen it at all.
+  if (fchmod(fd.get(), 0400) != 0) return Err(objproto::kInternal, "fchmod of an object memfd: %s", strerror(errno));
+  fd_ = std::move(fd);
+  void* p;
+  if (creator_writes_) {
+    // The daemon only reads what a Put's creator writes. Its mapping is of a read-only
+    // descriptor, which F_SEAL_WRITE does not count as writable (see Seal).
+    UniqueFd ro;
+    OBJ_RETURN_IF_ERROR(ReadOnlyFd(&ro));
+    p = mmap(nullptr, size_, PROT_READ, MAP_SHARED, ro.get(), 0);
+  } else {
+    p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+  }
   if (p == MAP_FAILED) {
+    fd_.reset();
     return Err(objproto::kOutOfMemory, "mmap of a %llu-byte object: %s", static_cast<unsigned long long>(size_),
                strerror(errno));
   }
-  fd_ = std::move(fd);
   data_ = static_cast<uint8_t*>(p);
+  // Only the daemon writes a fetched or reduced copy, through the mapping it already has:
+  // no new writable mapping, nor write(2), from now on, by anyone.
+  if (!creator_writes_ && fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
+    return Err(objproto::kInternal, "sealing an object memfd against writes: %s", strerror(errno));
+  }
   return ObjStatus::Ok();
 }
 
@@ -65,8 +91,31 @@ void LocalObject::SetReady(uint64_t bytes) {
   cv_.notify_all();
 }
 
+ObjStatus LocalObject::Seal() {
+  if (!fd_.valid()) return ObjStatus::Ok();
+  std::lock_guard<std::mutex> lock(seal_mu_);
+  if (sealed_) return ObjStatus::Ok();
+  // A copy the daemon wrote has been F_SEAL_FUTURE_WRITE since it was made; the daemon's
+  // own writable mapping stays (nobody else can write). A Put's memfd gets F_SEAL_WRITE,
+  // which the kernel refuses (EBUSY) while any writable shared mapping of it exists: the
+  // creator's, if it did not unmap. The daemon's own mapping is read-only (Allocate).
+  const int seals = creator_writes_ ? F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL : F_SEAL_SEAL;
+  if (fcntl(fd_.get(), F_ADD_SEALS, seals) != 0) {
+    if (errno == EBUSY) {
+      return Err(objproto::kInvalid,
+                 "Put of %s refused: the creator still maps the object writable (it must unmap before reporting the "
+                 "last bytes)",
+                 Printable(id_).c_str());
+    }
+    return Err(objproto::kInternal, "sealing object %s: %s", Printable(id_).c_str(), strerror(errno));
+  }
+  sealed_ = true;
+  return ObjStatus::Ok();
+}
+
 void LocalObject::MarkComplete() {
-  if (fd_.valid()) fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL);
+  ObjStatus sealed = Seal();
+  if (!sealed.ok()) CLOG_WARN("objects: %s", sealed.message().c_str());
   std::lock_guard<std::mutex> lock(mu_);
   ready_ = size_;
   complete_ = true;
@@ -120,7 +169,8 @@ int LocalObject::users() const {
   return users_;
 }
 
-LocalStore::LocalStore(uint64_t limit_bytes, uint64_t inline_limit) : limit_(limit_bytes), inline_limit_(inline_limit) {}
+LocalStore::LocalStore(uint64_t limit_bytes, uint64_t inline_limit, uint64_t quota_bytes, uint64_t quota_objects)
+    : limit_(limit_bytes), inline_limit_(inline_limit), quotas_(quota_bytes, quota_objects) {}
 
 void LocalStore::SetEvictionHooks(HasOtherCopy has_other, Evicted evicted) {
   has_other_ = std::move(has_other);
@@ -168,14 +218,21 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
   }
 }
 
-ObjStatus LocalStore::Create(const std::string& id, uint64_t size, bool pinned, bool internal, ObjectRef* out) {
-  OBJ_RETURN_IF_ERROR(Reserve(id, size));
-  auto obj = std::make_shared<LocalObject>(id, size, pinned, internal);
-  ObjStatus st = obj->Allocate(size >= inline_limit_);
+ObjStatus LocalStore::Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out) {
+  // The quota first: a uid over it costs nothing, not even an eviction.
+  if (info.charge) OBJ_RETURN_IF_ERROR(quotas_.Charge(info.owner.uid, size, id));
+  ObjStatus st = Reserve(id, size);
+  if (!st.ok()) {
+    if (info.charge) quotas_.Release(info.owner.uid, size);
+    return st;
+  }
+  auto obj = std::make_shared<LocalObject>(id, size, info);
+  st = obj->Allocate(size >= inline_limit_);
   std::lock_guard<std::mutex> lock(mu_);
   if (st.ok() && objects_.count(id) != 0) st = Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
   if (!st.ok()) {
     used_ -= size;
+    if (info.charge) quotas_.Release(info.owner.uid, size);
     return st;
   }
   obj->last_used = ++clock_;
@@ -212,6 +269,7 @@ void LocalStore::Remove(const std::string& id, const ObjStatus& why, const Local
     objects_.erase(it);
     used_ -= obj->size();
   }
+  if (obj->charged()) quotas_.Release(obj->owner().uid, obj->size());
   obj->Fail(why);
 }
 
@@ -220,21 +278,6 @@ std::vector<ObjectRef> LocalStore::All() {
   std::vector<ObjectRef> out;
   for (auto& [id, obj] : objects_) out.push_back(obj);
   return out;
-}
-
-ObjStatus LocalStore::Rename(const std::string& from, const std::string& to) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(from);
-  if (it == objects_.end()) return Err(objproto::kNotFound, "no copy of %s to rename", Printable(from).c_str());
-  if (objects_.count(to) != 0) return Err(objproto::kExists, "object %s already has a copy here", Printable(to).c_str());
-  ObjectRef obj = it->second;
-  objects_.erase(it);
-  obj->id_ = to;
-  obj->pinned_ = true;
-  obj->internal_ = false;
-  obj->last_used = ++clock_;
-  objects_[to] = obj;
-  return ObjStatus::Ok();
 }
 
 uint64_t LocalStore::used() const {

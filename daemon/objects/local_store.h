@@ -1,12 +1,23 @@
-// LocalStore: this host's copies of objects. Large objects live in their own sealed memfd
-// (so a program can map one read-only without a copy); small ones (< 64 KiB) on the heap.
+// LocalStore: this host's copies of objects. Large objects live in their own memfd (so a
+// program can map one read-only without a copy); small ones (< 64 KiB) on the heap.
 // A copy may be partial: writers advance `ready` block by block and readers (programs,
 // other daemons, reduce tasks) wait on it, which is what lets every hop pipeline.
+//
+// Immutability: a memfd is mode 0400 (owned by the daemon's uid), so a program holding a
+// read-only descriptor cannot reopen it writable through /proc/self/fd. A copy the daemon
+// writes (fetched, reduced) is sealed against any new writable mapping and write(2) from
+// the start (F_SEAL_FUTURE_WRITE): only the daemon's own mapping ever writes it. A Put's
+// memfd is written by its creator through a writable mapping; the daemon maps it
+// read-only and, before the Put completes, seals it with F_SEAL_WRITE, which the kernel
+// refuses (EBUSY) while the creator still maps it writable and which, once set, forbids
+// writes through every descriptor and mapping.
 //
 // Memory: every copy counts against --object-memory-bytes. When a new copy does not fit,
 // the least recently used copies that are complete, unpinned (not created here by Put or
 // Reduce), not in use and known to exist elsewhere are evicted; if that is not enough the
-// caller gets kOutOfMemory.
+// caller gets kOutOfMemory. Copies created by a uid's programs here (Puts, Reduce
+// targets) also count against that uid's quota (quota.h), checked before anything is
+// allocated.
 #ifndef CONDUIT_DAEMON_OBJECTS_LOCAL_STORE_H_
 #define CONDUIT_DAEMON_OBJECTS_LOCAL_STORE_H_
 
@@ -21,13 +32,24 @@
 
 #include "common/deadline.h"
 #include "common/fd_io.h"
+#include "common/object_protocol.h"
 #include "objects/obj_status.h"
+#include "objects/quota.h"
 
 namespace conduit::objects {
 
+// What a new copy is.
+struct CopyInfo {
+  bool pinned = false;          // an origin copy (Put or Reduce target): kept until Delete
+  bool internal = false;        // a reduce's partial result (never served to programs)
+  bool creator_writes = false;  // a program writes it through its own mapping (Put)
+  objproto::Owner owner{};
+  bool charge = false;          // counts against owner.uid's quota on this daemon
+};
+
 class LocalObject {
  public:
-  LocalObject(std::string id, uint64_t size, bool pinned, bool internal);
+  LocalObject(std::string id, uint64_t size, const CopyInfo& info);
   ~LocalObject();
   LocalObject(const LocalObject&) = delete;
   LocalObject& operator=(const LocalObject&) = delete;
@@ -37,6 +59,8 @@ class LocalObject {
 
   const std::string& id() const { return id_; }
   uint64_t size() const { return size_; }
+  // Writable only for copies the daemon fills (fetched, reduced, small); a Put's large
+  // object is mapped read-only here (its creator writes it).
   uint8_t* data() const { return data_; }
   bool has_fd() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
@@ -44,8 +68,15 @@ class LocalObject {
   ObjStatus ReadOnlyFd(UniqueFd* out) const;
   bool pinned() const { return pinned_; }
   bool internal() const { return internal_; }
+  const objproto::Owner& owner() const { return owner_; }
+  bool charged() const { return charged_; }
 
-  // Writers: `ready` only grows; MarkComplete seals the memfd against new writable maps.
+  // A Put's memfd: F_SEAL_WRITE (no write through any descriptor or mapping, ever),
+  // SHRINK, GROW and SEAL; fails, changing nothing, while anyone still maps it writable
+  // (a creator that did not unmap). Other memfds: F_SEAL_SEAL (they are F_SEAL_FUTURE_WRITE
+  // from the start). Heap copies need nothing. Idempotent.
+  ObjStatus Seal();
+  // Writers: `ready` only grows; MarkComplete seals (Seal, logged if it fails) and wakes.
   void SetReady(uint64_t bytes);
   void MarkComplete();
   // Wakes every waiter with `why` (deleted, lost, creator died).
@@ -64,11 +95,13 @@ class LocalObject {
   uint64_t last_used = 0;
 
  private:
-  friend class LocalStore;  // Rename
   std::string id_;
   const uint64_t size_;
   bool pinned_;
   bool internal_;
+  const bool creator_writes_;
+  const objproto::Owner owner_;
+  const bool charged_;
   UniqueFd fd_;
   uint8_t* data_ = nullptr;
   std::vector<uint8_t> heap_;
@@ -77,6 +110,8 @@ class LocalObject {
   std::condition_variable cv_;
   uint64_t ready_ = 0;
   bool complete_ = false;
+  std::mutex seal_mu_;
+  bool sealed_ = false;    // under seal_mu_
   ObjStatus failed_;
   int users_ = 0;
 };
@@ -90,11 +125,14 @@ class LocalStore {
   // Told after a copy was evicted (so the directory can forget the location).
   using Evicted = std::function<void(const std::string& id)>;
 
-  LocalStore(uint64_t limit_bytes, uint64_t inline_limit);
+  // quota_bytes / quota_objects: per uid, for copies created with CopyInfo::charge.
+  LocalStore(uint64_t limit_bytes, uint64_t inline_limit, uint64_t quota_bytes = UINT64_MAX,
+             uint64_t quota_objects = UINT64_MAX);
   void SetEvictionHooks(HasOtherCopy has_other, Evicted evicted);
 
-  // Reserves memory (evicting if needed) and inserts a new, empty copy.
-  ObjStatus Create(const std::string& id, uint64_t size, bool pinned, bool internal, ObjectRef* out);
+  // Charges the owner's quota (with info.charge), reserves memory (evicting if needed) and
+  // inserts a new, empty copy.
+  ObjStatus Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out);
   // The copy of `id`, or null. Marks it recently used.
   ObjectRef Find(const std::string& id);
   // Like Find, but waits (bounded) for the copy to be created: a reduce task's partial
@@ -103,11 +141,10 @@ class LocalStore {
   // Drops the copy (if it is still `expected` when given) and fails its waiters with `why`.
   void Remove(const std::string& id, const ObjStatus& why, const LocalObject* expected = nullptr);
   std::vector<ObjectRef> All();
-  // Gives a finished internal copy (a reduce result) its public id, pinned.
-  ObjStatus Rename(const std::string& from, const std::string& to);
 
   uint64_t used() const;
   uint64_t limit() const { return limit_; }
+  UidQuotas& quotas() { return quotas_; }
 
  private:
   ObjStatus Reserve(const std::string& id, uint64_t size);
@@ -116,6 +153,7 @@ class LocalStore {
   const uint64_t inline_limit_;
   HasOtherCopy has_other_;
   Evicted evicted_;
+  UidQuotas quotas_;
   mutable std::mutex mu_;
   std::condition_variable created_;
   std::map<std::string, ObjectRef> objects_;

@@ -33,6 +33,8 @@ const char* CodeName(Code code) {
     case objproto::kRetry: return "retry";
     case objproto::kInternal: return "internal";
     case objproto::kRefused: return "refused";
+    case objproto::kPermissionDenied: return "permission denied";
+    case objproto::kOverQuota: return "over quota";
   }
   return "unknown";
 }
@@ -45,7 +47,7 @@ objproto::Status ToWire(const ObjStatus& st) {
 }
 
 ObjStatus FromWire(const objproto::Status& wire) {
-  if (wire.code < objproto::kOk || wire.code > objproto::kRefused) {
+  if (wire.code < objproto::kOk || wire.code > objproto::kLastCode) {
     return Err(objproto::kInternal, "peer sent unknown object status code %d", wire.code);
   }
   return ObjStatus(static_cast<Code>(wire.code), FromCString(wire.message));

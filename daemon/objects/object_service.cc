@@ -26,7 +26,8 @@ ObjectService::ObjectService(ObjectOptions options, const ProgramPolicy* policy)
       peers_(options_.self, options_.peers, options_.security),
       shard_(&peers_),
       dir_(&peers_),
-      store_(options_.memory_bytes, objproto::kInlineLimit),
+      store_(options_.memory_bytes, objproto::kInlineLimit,
+             options_.quota_bytes > 0 ? options_.quota_bytes : options_.memory_bytes / 2, options_.quota_objects),
       pool_(options_.security) {
   reducer_ = std::make_unique<Reducer>(this);
 }
@@ -58,8 +59,14 @@ void ObjectService::Start() {
   dir_.Start();
   std::thread([this] { RepublishLoop(); }).detach();
   peers_.Start();
-  CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers",
-            static_cast<unsigned long long>(options_.memory_bytes), options_.block_bytes, peers_.all().size());
+  CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers; per uid at most %llu "
+            "bytes in %llu objects; new objects readable by %s unless their creator says otherwise",
+            static_cast<unsigned long long>(options_.memory_bytes), options_.block_bytes, peers_.all().size(),
+            static_cast<unsigned long long>(options_.quota_bytes > 0 ? options_.quota_bytes : options_.memory_bytes / 2),
+            static_cast<unsigned long long>(options_.quota_objects),
+            options_.default_access == objproto::kAccessWorld   ? "everyone"
+            : options_.default_access == objproto::kAccessGroup ? "their owner's group"
+                                                                : "their owner only");
 }
 
 void ObjectService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
@@ -91,9 +98,15 @@ void ObjectService::NotePublished(const std::string& id) {
   published_to_[id] = peers_.Owner(id);
 }
 
-ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data, ObjectRef* out) {
+ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data,
+                                      const Caller& caller, uint32_t access, ObjectRef* out) {
+  CopyInfo info;
+  OBJ_RETURN_IF_ERROR(OwnerFor(caller, access, options_.default_access, &info.owner));
+  info.pinned = true;
+  info.creator_writes = true;
+  info.charge = !caller.is_operator;
   ObjectRef obj;
-  OBJ_RETURN_IF_ERROR(store_.Create(id, size, /*pinned=*/true, /*internal=*/false, &obj));
+  OBJ_RETURN_IF_ERROR(store_.Create(id, size, info, &obj));
   Bytes inline_bytes;
   uint32_t flags = objproto::kPubCreate | objproto::kPubOrigin;
   if (size < objproto::kInlineLimit) {
@@ -102,7 +115,7 @@ ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, cons
     inline_bytes.assign(obj->data(), obj->data() + size);
     flags |= objproto::kPubComplete;
   }
-  ObjStatus st = dir_.Publish(id, size, flags, inline_bytes, Deadline::AfterMs(options_.timeout_ms));
+  ObjStatus st = dir_.Publish(id, size, flags, inline_bytes, info.owner, Deadline::AfterMs(options_.timeout_ms));
   if (!st.ok()) {
     store_.Remove(id, st, obj.get());
     return st;
@@ -112,9 +125,17 @@ ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, cons
   return ObjStatus::Ok();
 }
 
-void ObjectService::FinishPut(const ObjectRef& obj) {
+ObjStatus ObjectService::FinishPut(const ObjectRef& obj) {
+  // Sealed before anyone may read the last block: from here on no mapping or descriptor,
+  // the creator's included, can change the bytes readers get.
+  ObjStatus sealed = obj->Seal();
+  if (!sealed.ok()) {
+    AbortPut(obj, sealed.message());
+    return sealed;
+  }
   obj->MarkComplete();
-  dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {});
+  dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {}, obj->owner());
+  return ObjStatus::Ok();
 }
 
 void ObjectService::PublishReduceTarget(const ObjectRef& obj, bool complete) {
@@ -123,7 +144,7 @@ void ObjectService::PublishReduceTarget(const ObjectRef& obj, bool complete) {
   Bytes inline_bytes;
   if (complete && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
   dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | (complete ? objproto::kPubComplete : 0u),
-                    inline_bytes);
+                    inline_bytes, obj->owner());
   NotePublished(obj->id());
 }
 
@@ -137,22 +158,32 @@ void ObjectService::AbandonReduceTarget(const std::string& id, const LocalObject
 void ObjectService::AbortPut(const ObjectRef& obj, const std::string& why) {
   CLOG_WARN("objects: Put of %s abandoned at byte %llu of %llu: %s", Printable(obj->id()).c_str(),
             static_cast<unsigned long long>(obj->ready()), static_cast<unsigned long long>(obj->size()), why.c_str());
-  store_.Remove(obj->id(), Err(objproto::kLost, "the creator of %s died before finishing its Put (%s)",
+  store_.Remove(obj->id(), Err(objproto::kLost, "the Put of %s was abandoned before it finished (%s)",
                                Printable(obj->id()).c_str(), why.c_str()),
                 obj.get());
   dir_.Unpublish(obj->id());
 }
 
-ObjStatus ObjectService::Locate(const std::string& id, Deadline deadline, Located* out) {
+ObjStatus ObjectService::Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
   for (;;) {
-    ObjStatus st = LocateOnce(id, deadline, out);
+    ObjStatus st = LocateOnce(id, caller, deadline, out);
+    if (st.ok()) {
+      // A copy already here, or another request's result, is checked here; a copy made for
+      // this request was checked before it was made.
+      const objproto::Owner owner = out->obj != nullptr ? out->obj->owner() : out->owner;
+      if (!MayRead(caller, owner)) {
+        *out = Located{};
+        return ReadDenied(id, caller, owner);
+      }
+      return st;
+    }
     if (st.code() != objproto::kRetry) return st;
     if (deadline.expired()) return Err(objproto::kTimeout, "object %s: %s", Printable(id).c_str(), st.message().c_str());
     std::this_thread::sleep_for(std::chrono::milliseconds(kRelocatePauseMs));
   }
 }
 
-ObjStatus ObjectService::LocateOnce(const std::string& id, Deadline deadline, Located* out) {
+ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
   std::shared_ptr<PendingFetch> mine;
   {
     std::unique_lock<std::mutex> lock(fetch_mu_);
@@ -173,8 +204,11 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, Deadline deadline, Lo
         *out = p->result;
         return ObjStatus::Ok();
       }
-      if (!p->status.ok() && ((p->status.code() != objproto::kTimeout && p->status.code() != objproto::kRetry) ||
-                              deadline.expired())) {
+      // Another caller's refusal is not ours: ask again for ourselves.
+      const Code c = p->status.code();
+      if (!p->status.ok() &&
+          ((c != objproto::kTimeout && c != objproto::kRetry && c != objproto::kPermissionDenied) ||
+           deadline.expired())) {
         return p->status;
       }
     }
@@ -184,15 +218,22 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, Deadline deadline, Lo
   AcquireResult r;
   ObjStatus st = dir_.Acquire(id, "", "", deadline, &r);
   Located result;
-  if (st.ok() && r.sender == peers_.self()) {
+  if (st.ok() && r.sender != peers_.self() && !MayRead(caller, r.owner)) {
+    // No copy is made for a caller who may not read it; the sender handed out is freed.
+    if (!r.is_inline) dir_.Release(id, r.sender, false);
+    st = ReadDenied(id, caller, r.owner);
+  } else if (st.ok() && r.sender == peers_.self()) {
     // Our own copy (a Put or Reduce here registered it after this Get asked).
     result.obj = store_.Find(id);
     if (result.obj == nullptr) st = Err(objproto::kRetry, "the copy of %s here vanished", Printable(id).c_str());
   } else if (st.ok() && r.is_inline) {
     result.is_inline = true;
     result.inline_data = std::move(r.inline_data);
+    result.owner = r.owner;
   } else if (st.ok()) {
-    st = store_.Create(id, r.size, /*pinned=*/false, /*internal=*/false, &result.obj);
+    CopyInfo info;  // a cached copy: evictable, charged to nobody
+    info.owner = r.owner;
+    st = store_.Create(id, r.size, info, &result.obj);
     if (!st.ok()) {
       dir_.Release(id, r.sender, false);
     } else {
@@ -266,8 +307,13 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   }
 }
 
-ObjStatus ObjectService::Delete(const std::string& id, Deadline deadline) {
-  ObjStatus st = dir_.Delete(id, deadline);
+ObjStatus ObjectService::Delete(const std::string& id, const Caller& caller, Deadline deadline) {
+  // The copy here is checked too: its directory entry may be missing for a moment (a shard
+  // that moved and is not re-published yet), and nothing may go on the directory's silence.
+  ObjectRef local = store_.Find(id);
+  if (local != nullptr && !MayDelete(caller, local->owner())) return DeleteDenied(id, caller.uid, local->owner());
+  ObjStatus st = dir_.Delete(id, caller.uid, caller.is_operator, deadline);
+  if (st.code() == objproto::kPermissionDenied) return st;
   store_.Remove(id, Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str()));
   std::lock_guard<std::mutex> lock(fetch_mu_);
   published_to_.erase(id);
@@ -286,13 +332,14 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   published_to_.erase(id);
 }
 
-ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready, Deadline deadline,
-                              std::vector<uint32_t>* ready) {
+ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
+                              Deadline deadline, std::vector<uint32_t>* ready) {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<uint32_t> order;
     std::vector<bool> seen;
+    ObjStatus denied;  // the first object seen that the caller may not read
   };
   auto s = std::make_shared<State>();
   s->seen.assign(ids.size(), false);
@@ -303,21 +350,41 @@ ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_re
     s->order.push_back(i);
     s->cv.notify_all();
   };
+  auto deny = [s](ObjStatus why) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->denied.ok()) s->denied = std::move(why);
+    s->cv.notify_all();
+  };
   std::vector<uint64_t> handles;
   for (uint32_t i = 0; i < ids.size(); ++i) {
     ObjectRef local = store_.Find(ids[i]);
+    if (local != nullptr && !MayRead(caller, local->owner())) {
+      deny(ReadDenied(ids[i], caller, local->owner()));
+      break;
+    }
     if (local != nullptr && local->complete()) mark(i);
-    handles.push_back(dir_.Subscribe(ids[i], [mark, i](const objproto::DirEvent& ev, const Bytes&) {
-      if (ev.complete) mark(i);
+    handles.push_back(dir_.Subscribe(ids[i], [mark, deny, i, caller, id = ids[i]](const objproto::DirEvent& ev,
+                                                                                 const Bytes&) {
+      if (!MayRead(caller, ev.owner)) {
+        deny(ReadDenied(id, caller, ev.owner));
+      } else if (ev.complete) {
+        mark(i);
+      }
     }));
   }
   bool enough;
+  ObjStatus denied;
   {
     std::unique_lock<std::mutex> lock(s->mu);
-    enough = WaitUntil(s->cv, lock, deadline, [&] { return s->order.size() >= num_ready; });
+    enough = WaitUntil(s->cv, lock, deadline, [&] { return s->order.size() >= num_ready || !s->denied.ok(); });
     *ready = s->order;
+    denied = s->denied;
   }
   for (uint64_t h : handles) dir_.Unsubscribe(h);
+  if (!denied.ok()) {
+    ready->clear();
+    return denied;
+  }
   if (!enough) {
     return Err(objproto::kTimeout, "only %zu of the %zu objects waited for were ready in time", ready->size(), num_ready);
   }
@@ -325,9 +392,14 @@ ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_re
 }
 
 ObjStatus ObjectService::Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
-                                uint32_t op, uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used,
-                                uint32_t* degree, uint64_t* size) {
-  return reducer_->Run(target, sources, num_objects, op, dtype, deadline, used, degree, size);
+                                uint32_t op, uint32_t dtype, const Caller& caller, uint32_t access, Deadline deadline,
+                                std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) {
+  objproto::Owner owner;
+  OBJ_RETURN_IF_ERROR(OwnerFor(caller, access, options_.default_access, &owner));
+  // The target's size is known only once a source arrives; a uid already at its object
+  // limit is refused before anything is reserved.
+  if (!caller.is_operator) OBJ_RETURN_IF_ERROR(store_.quotas().Check(caller.uid, 0, target));
+  return reducer_->Run(target, sources, num_objects, op, dtype, caller, owner, deadline, used, degree, size);
 }
 
 void ObjectService::RepublishLoop() {
@@ -350,7 +422,7 @@ void ObjectService::RepublishLoop() {
       if (obj->pinned()) flags |= objproto::kPubOrigin;
       Bytes inline_bytes;
       if (obj->complete() && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
-      ObjStatus st = dir_.Publish(obj->id(), obj->size(), flags, inline_bytes, Deadline::AfterMs(5000));
+      ObjStatus st = dir_.Publish(obj->id(), obj->size(), flags, inline_bytes, obj->owner(), Deadline::AfterMs(5000));
       if (!st.ok()) {
         CLOG_WARN("objects: could not re-register %s with its new directory shard: %s", Printable(obj->id()).c_str(),
                   st.message().c_str());
@@ -405,9 +477,11 @@ std::string ObjectService::StateJson() {
     out += "{\"id\":\"" + Printable(obj->id()) + "\",\"size\":" + std::to_string(obj->size()) +
            ",\"ready\":" + std::to_string(obj->ready()) + ",\"complete\":" + (obj->complete() ? "true" : "false") +
            ",\"pinned\":" + (obj->pinned() ? "true" : "false") + ",\"internal\":" + (obj->internal() ? "true" : "false") +
-           ",\"users\":" + std::to_string(obj->users()) + "}";
+           ",\"users\":" + std::to_string(obj->users()) + ",\"owner\":" + std::to_string(obj->owner().uid) +
+           ",\"access\":\"" + AccessName(obj->owner().access) + "\"}";
   }
-  out += "]},\"directory\":" + shard_.StateJson() + ",\"reduce\":" + reducer_->StateJson() + "}";
+  out += "],\"quota\":" + store_.quotas().StateJson() + "},\"directory\":" + shard_.StateJson() +
+         ",\"reduce\":" + reducer_->StateJson() + "}";
   return out;
 }
 

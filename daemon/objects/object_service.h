@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "objects/access.h"
 #include "objects/directory.h"
 #include "objects/directory_client.h"
 #include "objects/local_store.h"
@@ -42,6 +43,12 @@ struct ObjectOptions {
   int timeout_ms = 300000;          // bound on any wait for another daemon
   double bandwidth_Bps = 0;         // reduce-degree model overrides (0: measure)
   double latency_us = 0;
+  // Local users (access.h, quota.h). Operators: root, the daemon's euid and these uids
+  // (conduitd --admin-uid): they may read and delete every object and have no quota.
+  std::vector<int> operator_uids;
+  uint32_t default_access = objproto::kAccessOwner;  // --object-default-access
+  uint64_t quota_bytes = 0;          // per uid on this daemon; 0: half of memory_bytes
+  uint64_t quota_objects = 65536;    // per uid on this daemon
 };
 
 // A local copy or, for small objects served by the directory, the bytes themselves.
@@ -49,6 +56,7 @@ struct Located {
   ObjectRef obj;
   bool is_inline = false;
   Bytes inline_data;
+  objproto::Owner owner{};  // of the inline bytes (a local copy has its own)
 };
 
 struct ObjectMetrics {
@@ -77,19 +85,30 @@ class ObjectService : public Service {
   DataPool& pool() { return pool_; }
   TransferStats& transfer_stats() { return stats_; }
 
-  // Put: creates the pinned origin copy and registers it (kExists if the id is known).
+  // Whether `uid` is one of this daemon's operators (access.h).
+  bool IsOperator(uint32_t uid) const { return IsOperatorUid(uid, options_.operator_uids); }
+
+  // Put: creates the pinned origin copy, owned by `caller` with `access` (0: the daemon's
+  // default), charged to its quota, and registers it (kExists if the id is known).
   // Small objects are complete at once; large ones are filled by the program.
-  ObjStatus CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data, ObjectRef* out);
-  void FinishPut(const ObjectRef& obj);
+  ObjStatus CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data, const Caller& caller,
+                         uint32_t access, ObjectRef* out);
+  // Seals the bytes and publishes the copy complete; if it cannot be sealed (the creator
+  // still maps it writable) the Put is abandoned and the error says why.
+  ObjStatus FinishPut(const ObjectRef& obj);
   void AbortPut(const ObjectRef& obj, const std::string& why);
-  // A local copy of `id` (partial copies grow as the fetch goes on), joining the broadcast.
-  ObjStatus Locate(const std::string& id, Deadline deadline, Located* out);
-  ObjStatus Delete(const std::string& id, Deadline deadline);
-  // Indices of the first `num_ready` objects with a complete copy somewhere, in order.
-  ObjStatus Wait(const std::vector<std::string>& ids, size_t num_ready, Deadline deadline, std::vector<uint32_t>* ready);
+  // A local copy of `id` (partial copies grow as the fetch goes on), joining the broadcast;
+  // kPermissionDenied (and no local copy made) when `caller` may not read it.
+  ObjStatus Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out);
+  // Deletes every copy if `caller` owns the object or is an operator.
+  ObjStatus Delete(const std::string& id, const Caller& caller, Deadline deadline);
+  // Indices of the first `num_ready` objects with a complete copy somewhere, in order;
+  // kPermissionDenied as soon as one of them exists and `caller` may not read it.
+  ObjStatus Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller, Deadline deadline,
+                 std::vector<uint32_t>* ready);
   ObjStatus Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
-                   uint32_t op, uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree,
-                   uint64_t* size);
+                   uint32_t op, uint32_t dtype, const Caller& caller, uint32_t access, Deadline deadline,
+                   std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size);
   // A Reduce target made on this host (pinned, origin): registered partial while the reduce
   // runs, so readers elsewhere pipeline from it, and complete at the end.
   void PublishReduceTarget(const ObjectRef& obj, bool complete);
@@ -108,7 +127,7 @@ class ObjectService : public Service {
     Located result;
   };
   // One attempt of Locate; kRetry: the directory's answer was stale, ask again.
-  ObjStatus LocateOnce(const std::string& id, Deadline deadline, Located* out);
+  ObjStatus LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out);
   void FetchLoop(ObjectRef obj, std::string sender);
   void OnMembershipChange();
   void OnDropCopy(const Bytes& body);

@@ -1,18 +1,33 @@
 #include "objects/program_session.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include "common/log.h"
 #include "common/shim_protocol.h"
 #include "server/program_policy.h"
+#include "server/service_router.h"
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
 
 namespace conduit::objects {
 namespace {
 
-// A program must keep copying into its Put at least this often.
+// Bounds the daemon's replies to a program that stopped reading.
 constexpr int kReplyTimeoutMs = 30000;
+// More supplementary groups than any system allows (NGROUPS_MAX is 65536).
+constexpr size_t kMaxGroups = 65536;
 
-std::string Str(const char (&s)[64]) { return FromCString(s); }
+// A program's id: 1..63 bytes, not one of the daemon's own (0x01...: partial results).
+bool ProgramId(const objproto::Id& wire, std::string* id) {
+  return IdFromWire(wire, id) && (*id)[0] != '\x01';
+}
 
-// Parses `n` ids following a struct T in the body.
+// Parses `n` program ids following a struct T in the body (n was checked against the
+// protocol's limit before).
 template <typename T>
 bool ParseIds(const Bytes& body, uint32_t n, std::vector<std::string>* ids) {
   if (TailSize<T>(body) != static_cast<size_t>(n) * sizeof(objproto::Id)) return false;
@@ -21,16 +36,39 @@ bool ParseIds(const Bytes& body, uint32_t n, std::vector<std::string>* ids) {
     objproto::Id w;
     memcpy(&w, p + i * sizeof(w), sizeof(w));
     std::string id;
-    if (!IdFromWire(w, &id)) return false;
+    if (!ProgramId(w, &id)) return false;
     ids->push_back(std::move(id));
   }
   return true;
 }
 
+// The supplementary groups of the process at the other end, as the kernel recorded them
+// when it connected (SO_PEERGROUPS); none if the kernel cannot say.
+std::vector<uint32_t> PeerGroups(int fd) {
+  std::vector<gid_t> groups(32);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return std::vector<uint32_t>(groups.begin(), groups.end());
+    }
+    if (errno != ERANGE || len / sizeof(gid_t) > kMaxGroups) break;
+    groups.resize(len / sizeof(gid_t));
+  }
+  return {};
+}
+
 }  // namespace
 
 ProgramSession::ProgramSession(ObjectService* service, UniqueFd fd, const ProgramCredentials& creds)
-    : service_(service), fd_(std::move(fd)), creds_(creds), who_("program[" + std::to_string(creds.pid) + "]") {}
+    : service_(service), fd_(std::move(fd)), creds_(creds), exe_(ProgramExe(creds.pid)) {
+  caller_.pid = creds.pid;
+  caller_.uid = static_cast<uint32_t>(creds.uid);
+  caller_.gid = static_cast<uint32_t>(creds.gid);
+  caller_.groups = PeerGroups(fd_.get());
+  caller_.is_operator = creds.uid >= 0 && service_->IsOperator(caller_.uid);
+  who_ = exe_ + "[" + std::to_string(creds.pid) + "] uid " + std::to_string(creds.uid);
+}
 
 ProgramSession::~ProgramSession() {
   for (auto& [id, obj] : views_) obj->DropUser();
@@ -47,11 +85,19 @@ Deadline ProgramSession::DeadlineOf(uint32_t timeout_ms) const {
   return Deadline::AfterMs(timeout_ms == 0 ? service_->options().timeout_ms : timeout_ms);
 }
 
+Status ProgramSession::ReadRequest(Frame* f) {
+  // Idle between requests is fine; a started frame must be finished promptly, or a program
+  // (or anyone: the socket is mode 0666) sending a header and then nothing would hold this
+  // thread forever.
+  CONDUIT_RETURN_IF_ERROR(WaitFd(fd_.get(), POLLIN, Deadline::Never(), "wait for a request"));
+  return ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, f,
+                   Deadline::AfterMs(kFrameTimeoutMs));
+}
+
 void ProgramSession::Run() {
   for (;;) {
     Frame f;
-    Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, &f,
-                          Deadline::Never());
+    Status st = ReadRequest(&f);
     if (!st.ok()) {
       if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
         CLOG_WARN("objects: %s: dropping connection: %s", who_.c_str(), st.message().c_str());
@@ -89,15 +135,24 @@ Status ProgramSession::OnHello(const Frame& f) {
   objproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
   reply.block_bytes = static_cast<uint32_t>(service_->options().block_bytes);
-  if (!Decode(f.payload, &req)) {
-    reply.status = ToWire(Err(objproto::kInvalid, "malformed Hello"));
+  if (hello_done_ || f.payload.size() != sizeof(req) || !Decode(f.payload, &req)) {
+    const char* why = hello_done_ ? "a second Hello" : "malformed Hello";
+    reply.status = ToWire(Err(objproto::kInvalid, "%s", why));
     (void)Reply(objproto::kHelloReply, Encode(reply));
-    return InvalidArgument("malformed Hello");
+    return InvalidArgument("%s", why);
   }
-  std::string exe = Str(req.exe);
-  who_ = exe + "[" + std::to_string(req.pid) + "]";
-  Status admission = service_->policy()->CheckAdmission(exe);
-  ObjStatus st = admission.ok() ? ObjStatus::Ok() : ObjStatus(objproto::kRefused, admission.message());
+  // Admission goes by the executable the kernel names; what the Hello claims is ignored.
+  ObjStatus st;
+  if (creds_.uid < 0) {
+    st = Err(objproto::kRefused, "conduitd cannot tell who this program is (no SO_PEERCRED)");
+  } else if (creds_.pid <= 0 && !service_->policy()->denied().empty()) {
+    // A program in a pid namespace the daemon cannot see: its executable is unknown, so a
+    // deny list cannot be applied to it.
+    st = Err(objproto::kRefused, "conduitd cannot see this program's pid, so cannot apply its --deny-exe list");
+  } else {
+    Status admission = service_->policy()->CheckAdmission(exe_);
+    if (!admission.ok()) st = ObjStatus(objproto::kRefused, admission.message());
+  }
   if (st.ok() && req.version != objproto::kVersion) {
     st = Err(objproto::kRefused, "libhoplite speaks object protocol %u, conduitd %u", req.version, objproto::kVersion);
   }
@@ -111,7 +166,7 @@ Status ProgramSession::OnHello(const Frame& f) {
 Status ProgramSession::OnPut(const Frame& f) {
   objproto::PutRequest req{};
   std::string id;
-  if (!Decode(f.payload, &req) || !IdFromWire(req.id, &id)) {
+  if (!Decode(f.payload, &req) || !ProgramId(req.id, &id)) {
     return ReplyStatus(objproto::kPutReply, Err(objproto::kInvalid, "malformed Put"));
   }
   const bool small = req.size < objproto::kInlineLimit;
@@ -121,20 +176,22 @@ Status ProgramSession::OnPut(const Frame& f) {
                                                 TailSize<objproto::PutRequest>(f.payload)));
   }
   ObjectRef obj;
-  ObjStatus st = service_->CreateForPut(id, req.size, Tail<objproto::PutRequest>(f.payload), &obj);
+  ObjStatus st =
+      service_->CreateForPut(id, req.size, Tail<objproto::PutRequest>(f.payload), caller_, req.access, &obj);
   if (!st.ok() || small) return ReplyStatus(objproto::kPutReply, st);
   CONDUIT_RETURN_IF_ERROR(Reply(objproto::kPutReply, Encode(ToWire(st)), obj->fd()));
   // The program copies into the memfd and reports progress; receivers may already be
-  // reading the blocks it reported.
+  // reading the blocks it reported. Each report must come within the daemon's timeout and
+  // advance, so a Put cannot idle forever holding its pinned copy.
   uint64_t ready = 0;
   for (;;) {
     Frame p;
     Status rs = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, &p,
                           Deadline::AfterMs(service_->options().timeout_ms));
     objproto::Progress prog{};
-    if (rs.ok() && (p.header.type != objproto::kPutProgress || !Decode(p.payload, &prog) || prog.bytes < ready ||
-                    prog.bytes > req.size)) {
-      rs = InvalidArgument("expected PutProgress within [%llu, %llu]", static_cast<unsigned long long>(ready),
+    if (rs.ok() && (p.header.type != objproto::kPutProgress || p.payload.size() != sizeof(prog) ||
+                    !Decode(p.payload, &prog) || prog.bytes <= ready || prog.bytes > req.size)) {
+      rs = InvalidArgument("expected PutProgress within (%llu, %llu]", static_cast<unsigned long long>(ready),
                            static_cast<unsigned long long>(req.size));
     }
     if (!rs.ok()) {
@@ -142,24 +199,32 @@ Status ProgramSession::OnPut(const Frame& f) {
       return rs;
     }
     ready = prog.bytes;
+    if (ready == req.size) break;  // the last bytes become readable once sealed (FinishPut)
     obj->SetReady(ready);
-    if (ready == req.size) break;
   }
-  service_->FinishPut(obj);
-  return ReplyStatus(objproto::kPutDone, ObjStatus::Ok());
+  st = service_->FinishPut(obj);
+  if (!st.ok()) CLOG_WARN("objects: %s: %s", who_.c_str(), st.message().c_str());
+  return ReplyStatus(objproto::kPutDone, st);
 }
 
 Status ProgramSession::OnGet(const Frame& f) {
   objproto::GetRequest req{};
   std::string id;
   objproto::GetReply reply{};
-  if (!Decode(f.payload, &req) || !IdFromWire(req.id, &id)) {
+  if (f.payload.size() != sizeof(req) || !Decode(f.payload, &req) || !ProgramId(req.id, &id) ||
+      (req.flags & ~static_cast<uint32_t>(objproto::kGetReadOnly)) != 0) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Get"));
+    return Reply(objproto::kGetReply, Encode(reply));
+  }
+  const bool read_only = req.flags & objproto::kGetReadOnly;
+  if (read_only && views_.size() >= kMaxViews) {
+    reply.status = ToWire(Err(objproto::kInvalid, "this connection holds %zu read-only views already; release some",
+                              views_.size()));
     return Reply(objproto::kGetReply, Encode(reply));
   }
   const Deadline deadline = DeadlineOf(req.timeout_ms);
   Located loc;
-  ObjStatus st = service_->Locate(id, deadline, &loc);
+  ObjStatus st = service_->Locate(id, caller_, deadline, &loc);
   if (!st.ok()) {
     reply.status = ToWire(st);
     return Reply(objproto::kGetReply, Encode(reply));
@@ -172,7 +237,7 @@ Status ProgramSession::OnGet(const Frame& f) {
   }
   ObjectRef obj = loc.obj;
   reply.size = obj->size();
-  const bool whole_first = !obj->has_fd() || (req.flags & objproto::kGetReadOnly);
+  const bool whole_first = !obj->has_fd() || read_only;
   uint64_t ready = 0;
   if (whole_first) {
     st = obj->WaitReady(obj->size(), deadline, &ready);
@@ -220,7 +285,9 @@ Status ProgramSession::OnGet(const Frame& f) {
 Status ProgramSession::OnRelease(const Frame& f) {
   objproto::Id wid{};
   std::string id;
-  if (!Decode(f.payload, &wid) || !IdFromWire(wid, &id)) return InvalidArgument("malformed Release");
+  if (f.payload.size() != sizeof(wid) || !Decode(f.payload, &wid) || !IdFromWire(wid, &id)) {
+    return InvalidArgument("malformed Release");
+  }
   auto it = views_.find(id);
   if (it != views_.end()) {
     it->second->DropUser();
@@ -232,10 +299,12 @@ Status ProgramSession::OnRelease(const Frame& f) {
 Status ProgramSession::OnDelete(const Frame& f) {
   objproto::Id wid{};
   std::string id;
-  if (!Decode(f.payload, &wid) || !IdFromWire(wid, &id)) {
+  if (f.payload.size() != sizeof(wid) || !Decode(f.payload, &wid) || !ProgramId(wid, &id)) {
     return ReplyStatus(objproto::kDeleteReply, Err(objproto::kInvalid, "malformed Delete"));
   }
-  return ReplyStatus(objproto::kDeleteReply, service_->Delete(id, DeadlineOf(0)));
+  ObjStatus st = service_->Delete(id, caller_, DeadlineOf(0));
+  if (st.code() == objproto::kPermissionDenied) CLOG_INFO("objects: %s: %s", who_.c_str(), st.message().c_str());
+  return ReplyStatus(objproto::kDeleteReply, st);
 }
 
 Status ProgramSession::OnWait(const Frame& f) {
@@ -249,7 +318,7 @@ Status ProgramSession::OnWait(const Frame& f) {
     return Reply(objproto::kWaitReply, Encode(reply));
   }
   std::vector<uint32_t> ready;
-  ObjStatus st = service_->Wait(ids, req.num_ready, DeadlineOf(req.timeout_ms), &ready);
+  ObjStatus st = service_->Wait(ids, req.num_ready, caller_, DeadlineOf(req.timeout_ms), &ready);
   reply.status = ToWire(st);
   reply.nready = static_cast<uint32_t>(ready.size());
   return Reply(objproto::kWaitReply, Encode(reply, ready.data(), ready.size() * sizeof(uint32_t)));
@@ -260,7 +329,7 @@ Status ProgramSession::OnReduce(const Frame& f) {
   std::vector<std::string> sources;
   std::string target;
   objproto::ReduceReply reply{};
-  if (!Decode(f.payload, &req) || !IdFromWire(req.target, &target) || req.nsources > objproto::kMaxSources ||
+  if (!Decode(f.payload, &req) || !ProgramId(req.target, &target) || req.nsources > objproto::kMaxSources ||
       !ParseIds<objproto::ReduceRequest>(f.payload, req.nsources, &sources)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Reduce"));
     return Reply(objproto::kReduceReply, Encode(reply));
@@ -268,8 +337,8 @@ Status ProgramSession::OnReduce(const Frame& f) {
   std::vector<uint32_t> used;
   uint32_t degree = 0;
   uint64_t size = 0;
-  ObjStatus st = service_->Reduce(target, sources, req.num_objects, req.op, req.dtype, DeadlineOf(req.timeout_ms),
-                                  &used, &degree, &size);
+  ObjStatus st = service_->Reduce(target, sources, req.num_objects, req.op, req.dtype, caller_, req.access,
+                                  DeadlineOf(req.timeout_ms), &used, &degree, &size);
   reply.status = ToWire(st);
   reply.size = size;
   reply.degree = degree;

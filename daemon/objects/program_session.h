@@ -2,6 +2,12 @@
 // closes. Requests are handled one at a time, in order (a program wanting concurrent calls
 // opens several clients). Read-only views handed to the program keep their copy from
 // being evicted until the program releases them or disconnects.
+//
+// The program is who the kernel says (SO_PEERCRED uid/gid/pid, SO_PEERGROUPS, the
+// executable of /proc/PID/exe), never what it sends: admission (--deny-exe) and every
+// access check (access.h) use that. A program may stay idle between requests for as long
+// as it likes, but once a frame has started it must arrive whole within kFrameTimeoutMs,
+// and a Put's progress reports must keep coming (each within --timeout-ms) and advance.
 #ifndef CONDUIT_DAEMON_OBJECTS_PROGRAM_SESSION_H_
 #define CONDUIT_DAEMON_OBJECTS_PROGRAM_SESSION_H_
 
@@ -10,12 +16,19 @@
 #include <vector>
 
 #include "common/frame.h"
+#include "objects/access.h"
 #include "objects/object_service.h"
 
 namespace conduit::objects {
 
 class ProgramSession {
  public:
+  // A frame whose first byte arrived must be complete this soon (documented in
+  // docs/object-protocol.md): a header followed by silence loses its connection.
+  static constexpr int kFrameTimeoutMs = 5000;
+  // Read-only views one connection may hold at a time (each pins a copy against eviction).
+  static constexpr size_t kMaxViews = 65536;
+
   ProgramSession(ObjectService* service, UniqueFd fd, const ProgramCredentials& creds);
   ~ProgramSession();
   void Run();
@@ -33,10 +46,15 @@ class ProgramSession {
   Status Reply(uint16_t type, const Bytes& body, int pass_fd = -1);
   Status ReplyStatus(uint16_t type, const ObjStatus& st);
   Deadline DeadlineOf(uint32_t timeout_ms) const;
+  // Waits (without a bound) for the next request to begin, then reads it within
+  // kFrameTimeoutMs.
+  Status ReadRequest(Frame* f);
 
   ObjectService* service_;
   UniqueFd fd_;
   ProgramCredentials creds_;
+  Caller caller_;
+  std::string exe_;  // the basename of /proc/PID/exe (see server/service_router.h)
   std::string who_;
   bool hello_done_ = false;
   std::multimap<std::string, ObjectRef> views_;

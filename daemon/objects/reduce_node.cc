@@ -252,7 +252,9 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
                                                  Printable(t->own).c_str(), svc_->peers().self().c_str()));
   }
   own->AddUser();
-  ObjStatus st = store.Create(t->output, t->size, false, /*internal=*/true, &out);
+  CopyInfo info;  // a partial result: internal, charged to nobody, never served to programs
+  info.internal = true;
+  ObjStatus st = store.Create(t->output, t->size, info, &out);
   if (!st.ok()) {
     out.reset();
     return fail(objproto::kNodeOwnFailed, 0, st);

@@ -45,8 +45,8 @@ void Reducer::Register() {
 // ------------------------------------------------------------------ coordinator
 
 ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
-                       uint32_t op, uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree,
-                       uint64_t* size) {
+                       uint32_t op, uint32_t dtype, const Caller& caller, const objproto::Owner& owner,
+                       Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) {
   if (!ValidId(target)) return Err(objproto::kInvalid, "bad target id");
   if (sources.empty() || num_objects == 0 || num_objects > sources.size()) {
     return Err(objproto::kInvalid, "Reduce needs 1 <= num_objects (%zu) <= number of sources (%zu)", num_objects,
@@ -66,6 +66,10 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   j->op = op;
   j->dtype = dtype;
   j->deadline = deadline;
+  j->caller = caller;
+  j->target_info.pinned = true;
+  j->target_info.owner = owner;
+  j->target_info.charge = !caller.is_operator;
   j->src.resize(sources.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -77,14 +81,14 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   std::vector<uint64_t> subs;
   {
     Peers::Cork cork(&svc_->peers());
-    reservation = svc_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {});
+    reservation = svc_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {}, owner);
     for (size_t i = 0; i < sources.size(); ++i) {
       subs.push_back(svc_->directory().Subscribe(
           sources[i], [this, j, i](const objproto::DirEvent& ev, const Bytes& inline_data) {
             std::string where = AddrFromWire(ev.where);
             if (ev.kind != objproto::kEvLocation || where.empty()) return;
             std::lock_guard<std::mutex> lock(j->mu);
-            if (!j->done) OnArrival(*j, static_cast<int>(i), where, ev.size, inline_data);
+            if (!j->done) OnArrival(*j, static_cast<int>(i), where, ev.size, ev.owner, inline_data);
           }));
     }
   }
@@ -128,7 +132,7 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   // Small sources may all arrive (and be reduced) before a failed reservation's answer.
   if (!reserved.ok()) st = reserved;
   if (st.ok() && out == nullptr) {  // reduced inline: the target is a small object
-    st = svc_->store().Create(target, small_result.size(), /*pinned=*/true, /*internal=*/false, &out);
+    st = svc_->store().Create(target, small_result.size(), j->target_info, &out);
     if (st.ok()) {
       if (!small_result.empty()) memcpy(out->data(), small_result.data(), small_result.size());
     } else {
@@ -161,7 +165,7 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
 ObjStatus Reducer::CreateTarget(Job& j) {
   // Creating may evict (asking other daemons), so it happens here, not under Job::mu.
   ObjectRef out;
-  OBJ_RETURN_IF_ERROR(svc_->store().Create(j.target, j.size, /*pinned=*/true, /*internal=*/false, &out));
+  OBJ_RETURN_IF_ERROR(svc_->store().Create(j.target, j.size, j.target_info, &out));
   svc_->PublishReduceTarget(out, /*complete=*/false);
   auto sink = std::make_shared<Sink>();
   sink->out = out;
@@ -193,8 +197,15 @@ void Reducer::ChooseDegree(Job& j) {
             lat * 1e6);
 }
 
-void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size, const Bytes& inline_data) {
+void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size, const objproto::Owner& owner,
+                        const Bytes& inline_data) {
   if (j.src[src].state != Job::kWaiting) return;
+  if (!MayRead(j.caller, owner)) {
+    ObjStatus denied = ReadDenied(j.sources[src], j.caller, owner);
+    Finish(j, Err(objproto::kPermissionDenied, "Reduce into %s: %s", Printable(j.target).c_str(),
+                  denied.message().c_str()));
+    return;
+  }
   if (!j.size_known) {
     size_t es = DataTypeSize(static_cast<ncclDataType_t>(j.dtype));
     if (size % es != 0) {

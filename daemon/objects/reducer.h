@@ -39,6 +39,7 @@
 
 #include "common/deadline.h"
 #include "common/object_protocol.h"
+#include "objects/access.h"
 #include "objects/messages.h"
 #include "objects/obj_status.h"
 
@@ -52,8 +53,12 @@ class Reducer {
   ~Reducer();
   void Register();
 
+  // `caller` must be able to read every source it uses (a source it may not read fails the
+  // Reduce with kPermissionDenied); the target is created owned by `owner` and, unless the
+  // caller is an operator, charged to its quota.
   ObjStatus Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects, uint32_t op,
-                uint32_t dtype, Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size);
+                uint32_t dtype, const Caller& caller, const objproto::Owner& owner, Deadline deadline,
+                std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size);
   void OnMembershipChange();
   std::string StateJson();
 
@@ -63,7 +68,8 @@ class Reducer {
 
  private:
   // Coordinator side; Job::mu is held.
-  void OnArrival(Job& j, int src, const std::string& where, uint64_t size, const Bytes& inline_data);
+  void OnArrival(Job& j, int src, const std::string& where, uint64_t size, const objproto::Owner& owner,
+                 const Bytes& inline_data);
   void ReduceInline(Job& j);
   void UseTree(Job& j);
   void AssignSpares(Job& j);

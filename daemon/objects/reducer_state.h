@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "objects/access.h"
 #include "objects/local_store.h"
 #include "objects/reduce_tree.h"
 #include "objects/reducer.h"
@@ -35,6 +36,8 @@ struct Reducer::Job {
   int n = 0;
   uint32_t op = 0, dtype = 0;
   Deadline deadline = Deadline::Never();
+  Caller caller;            // who asked: every source must be readable by it
+  CopyInfo target_info;     // the target: pinned, owned by the caller, charged to its quota
 
   std::mutex mu;
   std::condition_variable cv;

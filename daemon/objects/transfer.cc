@@ -157,7 +157,9 @@ ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj,
     size_t n = static_cast<size_t>(std::min<uint64_t>(block, obj->size() - *offset));
     OBJ_RETURN_IF_ERROR(stream.Read(obj->data() + *offset, n));
     *offset += n;
-    obj->SetReady(*offset);
+    // The last bytes become readable with MarkComplete (the caller's): a reader that has
+    // them all must find the copy complete (eviction, for one, skips incomplete copies).
+    if (*offset < obj->size()) obj->SetReady(*offset);
   }
   stream.Finish();
   return ObjStatus::Ok();

@@ -74,7 +74,8 @@ class FetchStream {
 size_t PipelineBlock(size_t block_bytes, uint64_t size);
 
 // Fetches [*offset, obj.size) of obj's id from `sender` into obj, advancing *offset and the
-// object's ready mark every `block` bytes. On failure *offset says where to resume.
+// object's ready mark every `block` bytes but the last (the caller marks the copy complete,
+// which makes them readable). On failure *offset says where to resume.
 ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
                     int timeout_ms);
 

@@ -11,6 +11,11 @@
 // /run/conduit/conduitd.sock). Calls on one Client run one at a time (they are serialized
 // by a lock); use one Client per thread for concurrent calls. Every call is bounded: a
 // timeout of 0 means the daemon's own bound (conduitd --timeout-ms).
+//
+// Objects belong to the user (uid) whose program created them. Only the owner and the
+// operators (root, the daemons' users and their --admin-uid) may delete an object; who
+// else may read it (Get, Wait, Reduce from it) the creator chooses with Access. Each daemon
+// caps what one user's programs create on it (kOverQuota).
 #ifndef CONDUIT_HOPLITE_H_
 #define CONDUIT_HOPLITE_H_
 
@@ -35,6 +40,16 @@ enum class Code : int {
   kUnavailable = 7,   // no daemon, or lost contact with it
   kInternal = 9,
   kRefused = 10,      // the daemon's policy refuses this program
+  kPermissionDenied = 11,  // this program's user may not read (or delete) the object
+  kOverQuota = 12,    // this program's user has used its share of the local store
+};
+
+// Who may read an object besides its owner and the operators.
+enum class Access : int {
+  kDefault = 0,  // the daemon's choice (conduitd --object-default-access; owner unless set)
+  kOwner = 1,    // the owner only
+  kGroup = 2,    // also users in the owner's (primary) group
+  kWorld = 3,    // every user on every host
 };
 
 class Status {
@@ -74,9 +89,10 @@ class Client {
   static Status Connect(std::unique_ptr<Client>* out, const std::string& socket_path = "");
   virtual ~Client() = default;
 
-  // Creates object `id` with a copy of data[0, size). Receivers anywhere may start reading
-  // it while it is being copied in.
-  virtual Status Put(const std::string& id, const void* data, size_t size) = 0;
+  // Creates object `id` with a copy of data[0, size), owned by this program's user and
+  // readable as `access` says. Receivers anywhere may start reading it while it is being
+  // copied in; once Put returns its bytes can no longer change.
+  virtual Status Put(const std::string& id, const void* data, size_t size, Access access = Access::kDefault) = 0;
   // Waits for the object and copies it. `alloc(size)` returns where to put it (called once,
   // before the first byte; it may return nullptr only for size 0). The copy pipelines with
   // the object's arrival.
@@ -84,13 +100,15 @@ class Client {
   Status Get(const std::string& id, std::vector<uint8_t>* out, int timeout_ms = 0);
   // Waits for the complete object and maps it read-only (zero copy).
   virtual Status GetReadOnly(const std::string& id, std::shared_ptr<const ObjectView>* out, int timeout_ms = 0) = 0;
-  // Deletes every copy of the object.
+  // Deletes every copy of the object (its owner or an operator only).
   virtual Status Delete(const std::string& id) = 0;
   // Creates `target` = op over `num_objects` of `sources` (element type dtype), using the
   // first ones to become available; *used gets their indices in `sources`, in arrival
-  // order. Returns when the result is complete on this host.
+  // order. Returns when the result is complete on this host. The target belongs to this
+  // program's user, readable as `access` says; every source used must be readable by it.
   virtual Status Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
-                        ReduceOp op, DataType dtype, int timeout_ms = 0, std::vector<size_t>* used = nullptr) = 0;
+                        ReduceOp op, DataType dtype, int timeout_ms = 0, std::vector<size_t>* used = nullptr,
+                        Access access = Access::kDefault) = 0;
   // Waits until `num_ready` of `ids` have a complete copy somewhere; *ready gets the indices
   // of those that are ready, in the order they became ready (at least num_ready of them).
   virtual Status Wait(const std::vector<std::string>& ids, size_t num_ready, int timeout_ms,

@@ -311,7 +311,8 @@ TEST_F(ObjectsFailure, MemoryLimitAndLruEviction) {
   ASSERT_TRUE(c1->Get("mem-a", &got, 5000).ok());
   // Host 1's copy of mem-a is not pinned and host 0 has it too: evicted to make room.
   std::shared_ptr<const hoplite::ObjectView> vb;
-  ASSERT_TRUE(c1->GetReadOnly("mem-b", &vb, 5000).ok());
+  st = c1->GetReadOnly("mem-b", &vb, 5000);
+  ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(Fnv(vb->data(), vb->size()), Fnv(b));
   std::string s1 = oc_->State(1);
   EXPECT_EQ(s1.find("\"id\":\"mem-a\",\"size\":25165824,\"ready\""), std::string::npos) << s1;

@@ -142,7 +142,8 @@ bool ObjectCluster::RestartDaemon(int host, std::string* error) {
   return true;
 }
 
-bool RawPutter::Begin(const std::string& socket_path, const std::string& id, size_t size, std::string* error) {
+bool RawPutter::Begin(const std::string& socket_path, const std::string& id, size_t size, std::string* error,
+                      uint32_t access) {
   namespace op = objproto;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -179,6 +180,7 @@ bool RawPutter::Begin(const std::string& socket_path, const std::string& id, siz
   put.id.len = static_cast<uint8_t>(id.size());
   memcpy(put.id.bytes, id.data(), id.size());
   put.size = size;
+  put.access = access;
   if (!call(op::kPut, &put, sizeof(put), op::kPutReply, &reply)) return false;
   if (!reply.fd.valid()) {
     *error = "no memfd with the Put reply";
@@ -191,11 +193,16 @@ bool RawPutter::Begin(const std::string& socket_path, const std::string& id, siz
   }
   map_ = static_cast<uint8_t*>(p);
   size_ = size;
+  memfd_ = std::move(reply.fd);
   return true;
 }
 
 bool RawPutter::Write(const std::vector<uint8_t>& data, size_t from, size_t to) {
   memcpy(map_ + from, data.data() + from, to - from);
+  if (to == size_ && !keep_mapping_) {
+    munmap(map_, size_);
+    map_ = nullptr;
+  }
   objproto::Progress prog{to};
   return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kPutProgress, 0, &prog, sizeof(prog),
                     Deadline::AfterMs(10000))

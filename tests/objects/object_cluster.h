@@ -56,20 +56,30 @@ class ObjectCluster {
 // A program speaking the object protocol by hand, so a test can stop a Put half-way.
 class RawPutter {
  public:
-  // Connects to `socket` and starts Put(id, size) (size >= 64 KiB); false with *error.
-  bool Begin(const std::string& socket, const std::string& id, size_t size, std::string* error);
-  // Copies data[from, to) into the object and reports `to` bytes ready.
+  // Connects to `socket` and starts Put(id, size) (size >= 64 KiB) with `access`
+  // (objproto::Access); false with *error.
+  bool Begin(const std::string& socket, const std::string& id, size_t size, std::string* error, uint32_t access = 0);
+  // Copies data[from, to) into the object and reports `to` bytes ready. Like libhoplite, it
+  // unmaps the object before reporting the last bytes, unless KeepMapping() was called.
   bool Write(const std::vector<uint8_t>& data, size_t from, size_t to);
+  // A creator that keeps its writable mapping past the end of its Put (the daemon must
+  // refuse to complete it).
+  void KeepMapping() { keep_mapping_ = true; }
   // Waits for the daemon's PutDone (after the last Write).
   bool Finish(std::string* error);
   // Disconnects without finishing, as a dying program would.
   void Abandon();
+  // The writable memfd the daemon handed over, and the creator's mapping (null once unmapped).
+  int memfd() const { return memfd_.get(); }
+  uint8_t* mapping() const { return map_; }
   ~RawPutter();
 
  private:
   UniqueFd fd_;
+  UniqueFd memfd_;
   uint8_t* map_ = nullptr;
   size_t size_ = 0;
+  bool keep_mapping_ = false;
 };
 
 // A fixture whose tests share one ObjectCluster: Suite::MakeCluster() builds it and it is

@@ -9,9 +9,15 @@
     ready, not_ready = c.wait(["g0", "g1"], num_returns=1, timeout=5.0)
     c.delete("weights")
 
+Objects belong to the user whose program created them: only that user and the operators may
+delete one; who else may read it the creator says with access="owner" | "group" | "world"
+(put and reduce; None: the daemon's default, the owner only unless the operator chose
+otherwise).
+
 Errors raise HopliteError (or a subclass named after the code: ObjectTimeout, ObjectExists,
-OutOfMemory, ObjectLost, DaemonUnavailable, ...). Timeouts are in seconds; None means the
-daemon's own bound. One Client runs one call at a time; use one per thread.
+OutOfMemory, ObjectLost, DaemonUnavailable, PermissionDenied, OverQuota, ...). Timeouts are in
+seconds; None means the daemon's own bound. One Client runs one call at a time; use one per
+thread.
 """
 import ctypes
 import json
@@ -21,7 +27,7 @@ import weakref
 import numpy as np
 
 __all__ = ["Client", "HopliteError", "ObjectTimeout", "ObjectNotFound", "ObjectExists", "OutOfMemory",
-           "InvalidArgument", "ObjectLost", "DaemonUnavailable", "Refused"]
+           "InvalidArgument", "ObjectLost", "DaemonUnavailable", "Refused", "PermissionDenied", "OverQuota"]
 
 
 class HopliteError(Exception):
@@ -65,8 +71,17 @@ class Refused(HopliteError):
     pass
 
 
+class PermissionDenied(HopliteError, PermissionError):
+    """This program's user may not read (or delete) the object."""
+
+
+class OverQuota(HopliteError):
+    """This program's user has used its share of the local daemon's store."""
+
+
 _ERRORS = {1: ObjectTimeout, 2: ObjectNotFound, 3: ObjectExists, 4: OutOfMemory, 5: InvalidArgument,
-           6: ObjectLost, 7: DaemonUnavailable, 10: Refused}
+           6: ObjectLost, 7: DaemonUnavailable, 10: Refused, 11: PermissionDenied, 12: OverQuota}
+_ACCESS = {None: 0, "owner": 1, "group": 2, "world": 3}
 
 _OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3}
 _DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6,
@@ -96,16 +111,17 @@ _ERR = (_c.c_char_p, _c.c_size_t)
 _lib.hoplite_connect.argtypes = [_c.c_char_p, _c.POINTER(_c.c_void_p), *_ERR]
 _lib.hoplite_close.argtypes = [_c.c_void_p]
 _lib.hoplite_close.restype = None
-_lib.hoplite_put.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, _c.c_void_p, _c.c_uint64, *_ERR]
+_lib.hoplite_put_access.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, _c.c_void_p, _c.c_uint64, _c.c_int,
+                                    *_ERR]
 _lib.hoplite_get.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, _c.c_int, _ALLOC, _c.c_void_p, *_ERR]
 _lib.hoplite_get_readonly.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_void_p),
                                       _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_uint64), *_ERR]
 _lib.hoplite_view_release.argtypes = [_c.c_void_p]
 _lib.hoplite_view_release.restype = None
 _lib.hoplite_delete.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, *_ERR]
-_lib.hoplite_reduce.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, _c.POINTER(_c.c_char_p),
-                                _c.POINTER(_c.c_size_t), _c.c_size_t, _c.c_size_t, _c.c_int, _c.c_int, _c.c_int,
-                                _c.POINTER(_c.c_uint32), _c.POINTER(_c.c_size_t), *_ERR]
+_lib.hoplite_reduce_access.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, _c.POINTER(_c.c_char_p),
+                                       _c.POINTER(_c.c_size_t), _c.c_size_t, _c.c_size_t, _c.c_int, _c.c_int,
+                                       _c.c_int, _c.c_int, _c.POINTER(_c.c_uint32), _c.POINTER(_c.c_size_t), *_ERR]
 _lib.hoplite_wait.argtypes = [_c.c_void_p, _c.POINTER(_c.c_char_p), _c.POINTER(_c.c_size_t), _c.c_size_t,
                               _c.c_size_t, _c.c_int, _c.POINTER(_c.c_uint32), _c.POINTER(_c.c_size_t), *_ERR]
 _lib.hoplite_state.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_size_t, _c.POINTER(_c.c_size_t), *_ERR]
@@ -118,6 +134,12 @@ def _id(object_id):
 
 def _ms(timeout):
     return 0 if timeout is None else max(1, int(timeout * 1000))
+
+
+def _access_code(access):
+    if access not in _ACCESS:
+        raise InvalidArgument(5, "access must be None, 'owner', 'group' or 'world', not %r" % (access,))
+    return _ACCESS[access]
 
 
 def _dtype_code(dtype):
@@ -157,13 +179,17 @@ class Client:
         except Exception:
             pass
 
-    def put(self, object_id, data):
-        """Creates an immutable object from a numpy array (or any contiguous buffer)."""
+    def put(self, object_id, data, access=None):
+        """Creates an immutable object from a numpy array (or any contiguous buffer), owned by
+        this program's user; access: who else may read it ("owner", "group", "world"; None:
+        the daemon's default)."""
         arr = np.ascontiguousarray(np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray, memoryview))
                                    else data)
         b, n = _id(object_id)
+        code = _access_code(access)
         err = _c.create_string_buffer(512)
-        _check(_lib.hoplite_put(self._h, b, n, arr.ctypes.data if arr.nbytes else None, arr.nbytes, err, 512), err)
+        _check(_lib.hoplite_put_access(self._h, b, n, arr.ctypes.data if arr.nbytes else None, arr.nbytes, code,
+                                       err, 512), err)
 
     def get(self, object_id, timeout=None, readonly=False, dtype=np.uint8):
         """The object as a 1-D numpy array of `dtype`.
@@ -203,9 +229,10 @@ class Client:
         err = _c.create_string_buffer(512)
         _check(_lib.hoplite_delete(self._h, b, n, err, 512), err)
 
-    def reduce(self, target, sources, num_objects=None, op="sum", dtype=np.float32, timeout=None):
+    def reduce(self, target, sources, num_objects=None, op="sum", dtype=np.float32, timeout=None, access=None):
         """Creates `target` = op over the first `num_objects` of `sources` to become
-        available; returns the ids used, in arrival order."""
+        available; returns the ids used, in arrival order. The target belongs to this
+        program's user, readable as `access` says (see put)."""
         ids = [_id(s) for s in sources]
         arr_ids = (_c.c_char_p * len(ids))(*[i[0] for i in ids])
         arr_lens = (_c.c_size_t * len(ids))(*[i[1] for i in ids])
@@ -214,10 +241,12 @@ class Client:
         tb, tn = _id(target)
         if op not in _OPS:
             raise InvalidArgument(5, "op must be one of %s" % ", ".join(_OPS))
+        code = _access_code(access)
         err = _c.create_string_buffer(512)
-        _check(_lib.hoplite_reduce(self._h, tb, tn, arr_ids, arr_lens, len(ids),
-                                   len(ids) if num_objects is None else num_objects, _OPS[op], _dtype_code(dtype),
-                                   _ms(timeout), used, _c.byref(nused), err, 512), err)
+        _check(_lib.hoplite_reduce_access(self._h, tb, tn, arr_ids, arr_lens, len(ids),
+                                          len(ids) if num_objects is None else num_objects, _OPS[op],
+                                          _dtype_code(dtype), _ms(timeout), code, used, _c.byref(nused), err, 512),
+               err)
         return [sources[used[i]] for i in range(nused.value)]
 
     def wait(self, object_ids, num_returns=1, timeout=None):

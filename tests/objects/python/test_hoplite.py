@@ -73,6 +73,26 @@ class PythonApi(unittest.TestCase):
         with self.assertRaises(hoplite.DaemonUnavailable):
             hoplite.Client("/nonexistent/socket")
 
+    def test_access(self):
+        # The creator's choice travels with the object (checked against other users by
+        # tests/objects/security_test.cc; this test runs as root, an operator).
+        c = client(0)
+        c.put("py-world", np.arange(20000, dtype=np.float32), access="world")
+        owner = [o for o in c.state()["store"]["objects"] if o["id"] == "py-world"][0]
+        self.assertEqual(owner["access"], "world")
+        self.assertEqual(owner["owner"], os.getuid())
+        c.put("py-default", b"abc")
+        mine = [o for o in c.state()["store"]["objects"] if o["id"] == "py-default"][0]
+        self.assertEqual(mine["access"], "owner")
+        used = client(1).reduce("py-world-sum", ["py-world"], access="group", timeout=5)
+        self.assertEqual(used, ["py-world"])
+        self.assertEqual(client(1).get("py-world-sum", dtype=np.float32, timeout=5)[3], 3.0)
+        with self.assertRaises(hoplite.InvalidArgument):
+            c.put("py-bad-access", b"a", access="everyone")
+        self.assertTrue(issubclass(hoplite.PermissionDenied, PermissionError))
+        for oid in ("py-world", "py-default", "py-world-sum"):
+            c.delete(oid)
+
     def test_delete(self):
         client(0).put("py-del", np.ones(100000, np.uint8))
         client(1).get("py-del", timeout=5)
