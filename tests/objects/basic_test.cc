@@ -1,4 +1,5 @@
-// Put / Get / Delete / Wait across hosts with real daemons in 3 network namespaces:
+// Put / Get / Delete / Wait across hosts with real daemons in 3 network namespaces, over
+// sealed (encrypted) daemon connections:
 // every size class (inline, shared memory, 0 bytes), copying and zero-copy reads, the
 // directory's answers, blocking with timeouts, and pipelining from a Put in progress.
 #include <sys/mman.h>
@@ -19,7 +20,9 @@ using hoplite::Code;
 
 class ObjectsBasic : public SharedObjectClusterTest<ObjectsBasic> {
  public:
-  static ObjectCluster* MakeCluster() { return new ObjectCluster("ob", "10.81.0", 3); }
+  // The daemons seal their traffic (--encrypt-peers): every transfer below crosses sealed
+  // control and data connections (the other object suites run unsealed).
+  static ObjectCluster* MakeCluster() { return new ObjectCluster("ob", "10.81.0", 3, {"--encrypt-peers"}); }
 };
 
 TEST_F(ObjectsBasic, PutThenGetEverySizeFromEveryHost) {
@@ -42,6 +45,14 @@ TEST_F(ObjectsBasic, PutThenGetEverySizeFromEveryHost) {
       ASSERT_EQ(view->size(), size);
       EXPECT_EQ(Fnv(view->data(), view->size()), Fnv(data)) << id << " read-only on host " << h;
     }
+  }
+}
+
+TEST_F(ObjectsBasic, ConnectionsBetweenTheDaemonsAreSealed) {
+  for (int h = 0; h < 3; ++h) {
+    std::string log = oc_->cluster().daemon(h).Output();
+    EXPECT_NE(log.find("is up (sealed)"), std::string::npos) << "host " << h << ":\n" << log;
+    EXPECT_EQ(log.find("is up\n"), std::string::npos) << "an unsealed control connection on host " << h << ":\n" << log;
   }
 }
 
