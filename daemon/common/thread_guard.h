@@ -8,7 +8,9 @@
 #ifndef CONDUIT_DAEMON_COMMON_THREAD_GUARD_H_
 #define CONDUIT_DAEMON_COMMON_THREAD_GUARD_H_
 
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include "common/log.h"
 
@@ -22,6 +24,22 @@ void RunGuarded(const char* what, Fn&& fn) noexcept {
     CLOG_ERROR("%s stopped on an unexpected error, the daemon goes on: %s", what, e.what());
   } catch (...) {
     CLOG_ERROR("%s stopped on an unexpected non-standard exception, the daemon goes on", what);
+  }
+}
+
+// For a thread that runs a service loop for the daemon's whole life (reconnecting to a peer,
+// sweeping expired state): an exception escaping the loop is logged and the loop starts
+// again a second later, so the daemon neither dies nor silently loses the loop.
+template <typename Fn>
+void KeepRunning(const char* what, Fn&& fn) noexcept {
+  for (;;) {
+    bool threw = true;
+    RunGuarded(what, [&] {
+      fn();
+      threw = false;
+    });
+    if (!threw) return;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 }
 

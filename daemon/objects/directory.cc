@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_guard.h"
 #include "objects/access.h"
 
 namespace conduit::objects {
@@ -47,7 +48,7 @@ void DirectoryShard::Register() {
   peers_->Handle(objproto::kDirUnsubscribe, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnUnsubscribe(f, b); });
   peers_->Handle(objproto::kDirDelete, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnDelete(b, r); });
   peers_->Handle(objproto::kDirCount, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnCount(b, r); });
-  std::thread([this] { SweepLoop(); }).detach();
+  std::thread([this] { KeepRunning("object directory sweep", [&] { SweepLoop(); }); }).detach();
 }
 
 bool DirectoryShard::Owned(const std::string& id) const { return peers_->Owner(id) == peers_->self(); }

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <thread>
 
+#include "common/thread_guard.h"
+
 namespace conduit::objects {
 namespace {
 
@@ -19,7 +21,7 @@ int RemainingMs(Deadline d) {
 DirectoryClient::DirectoryClient(Peers* peers) : peers_(peers) {}
 
 void DirectoryClient::Start() {
-  std::thread([this] { ResubscribeLoop(); }).detach();
+  std::thread([this] { KeepRunning("object resubscription", [&] { ResubscribeLoop(); }); }).detach();
 }
 
 ObjStatus DirectoryClient::CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type,

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
+#include "common/thread_guard.h"
 #include "objects/program_session.h"
 #include "objects/reducer.h"
 #include "objects/wait.h"
@@ -57,7 +58,7 @@ void ObjectService::Start() {
         published_to_.erase(id);
       });
   dir_.Start();
-  std::thread([this] { RepublishLoop(); }).detach();
+  std::thread([this] { KeepRunning("object republication", [&] { RepublishLoop(); }); }).detach();
   peers_.Start();
   CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers; per uid at most %llu "
             "bytes in %llu objects; new objects readable by %s unless their creator says otherwise",
@@ -238,7 +239,8 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller,
       dir_.Release(id, r.sender, false);
     } else {
       NotePublished(id);
-      std::thread([this, obj = result.obj, sender = r.sender] { FetchLoop(obj, sender); }).detach();
+      std::thread([this, obj = result.obj, sender = r.sender] { RunGuarded("object fetch", [&] { FetchLoop(obj, sender); }); })
+          .detach();
     }
   }
   {

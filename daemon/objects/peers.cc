@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "common/thread_guard.h"
 #include "common/auth_protocol.h"
 #include "common/frame.h"
 #include "common/log.h"
@@ -93,8 +94,10 @@ void Peers::OnChange(std::function<void()> changed) { changed_ = std::move(chang
 void Peers::OnPush(std::function<void(uint16_t, const Bytes&)> push) { push_ = std::move(push); }
 
 void Peers::Start() {
-  for (auto& ch : channels_) std::thread([this, c = ch.get()] { ConnectLoop(c); }).detach();
-  std::thread([this] { PingLoop(); }).detach();
+  for (auto& ch : channels_) {
+    std::thread([this, c = ch.get()] { KeepRunning("object peer connection", [&] { ConnectLoop(c); }); }).detach();
+  }
+  std::thread([this] { KeepRunning("object peer pings", [&] { PingLoop(); }); }).detach();
 }
 
 Peers::Channel* Peers::Find(const std::string& addr) const {
@@ -199,12 +202,21 @@ void Peers::ConnectLoop(Channel* ch) {
           ch->wconn = &conn;
         }
         CLOG_INFO("objects: peer %s is up%s", ch->addr.c_str(), conn.sealed() ? " (sealed)" : "");
+        // However the reader ends (an exception included), the channel goes down and no
+        // writer may use the connection once it is closed (and its number reused).
+        struct Release {
+          Peers* peers;
+          Channel* ch;
+          int fd;
+          ~Release() {
+            peers->MarkDown(ch, fd, "its reader stopped");
+            std::lock_guard<std::mutex> wlock(ch->write_mu);
+            ch->wfd = -1;
+            ch->wconn = nullptr;
+          }
+        } release{this, ch, conn.fd()};
         Changed();
         ReadLoop(ch, conn);
-        // No writer may use the connection once it is closed (and its number reused).
-        std::lock_guard<std::mutex> wlock(ch->write_mu);
-        ch->wfd = -1;
-        ch->wconn = nullptr;
       } else {
         CLOG_WARN("objects: peer %s refused the control connection: %s", ch->addr.c_str(), ost.message().c_str());
       }

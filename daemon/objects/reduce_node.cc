@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_guard.h"
 #include "objects/object_service.h"
 #include "objects/reducer.h"
 #include "objects/reducer_state.h"
@@ -152,9 +153,9 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
     tasks_[t->name] = t;
   }
   if (t->sink) {
-    std::thread([this, t] { RunSink(t); }).detach();
+    std::thread([this, t] { RunGuarded("reduce sink", [&] { RunSink(t); }); }).detach();
   } else {
-    std::thread([this, t] { RunTask(t); }).detach();
+    std::thread([this, t] { RunGuarded("reduce task", [&] { RunTask(t); }); }).detach();
   }
 }
 
