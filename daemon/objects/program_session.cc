@@ -10,23 +10,6 @@ namespace {
 // A program must keep copying into its Put at least this often.
 constexpr int kReplyTimeoutMs = 30000;
 
-std::string Str(const char (&s)[64]) { return FromCString(s); }
-
-// Parses `n` ids following a struct T in the body.
-template <typename T>
-bool ParseIds(const Bytes& body, uint32_t n, std::vector<std::string>* ids) {
-  if (TailSize<T>(body) != static_cast<size_t>(n) * sizeof(objproto::Id)) return false;
-  const uint8_t* p = Tail<T>(body);
-  for (uint32_t i = 0; i < n; ++i) {
-    objproto::Id w;
-    memcpy(&w, p + i * sizeof(w), sizeof(w));
-    std::string id;
-    if (!IdFromWire(w, &id)) return false;
-    ids->push_back(std::move(id));
-  }
-  return true;
-}
-
 }  // namespace
 
 ProgramSession::ProgramSession(ObjectService* service, UniqueFd fd, const ProgramCredentials& creds)
@@ -89,12 +72,12 @@ Status ProgramSession::OnHello(const Frame& f) {
   objproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
   reply.block_bytes = static_cast<uint32_t>(service_->options().block_bytes);
-  if (!Decode(f.payload, &req)) {
+  std::string exe;
+  if (!DecodeHello(f.payload, &req, &exe)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Hello"));
     (void)Reply(objproto::kHelloReply, Encode(reply));
     return InvalidArgument("malformed Hello");
   }
-  std::string exe = Str(req.exe);
   who_ = exe + "[" + std::to_string(req.pid) + "]";
   Status admission = service_->policy()->CheckAdmission(exe);
   ObjStatus st = admission.ok() ? ObjStatus::Ok() : ObjStatus(objproto::kRefused, admission.message());
@@ -111,7 +94,7 @@ Status ProgramSession::OnHello(const Frame& f) {
 Status ProgramSession::OnPut(const Frame& f) {
   objproto::PutRequest req{};
   std::string id;
-  if (!Decode(f.payload, &req) || !IdFromWire(req.id, &id)) {
+  if (!DecodePut(f.payload, &req, &id)) {
     return ReplyStatus(objproto::kPutReply, Err(objproto::kInvalid, "malformed Put"));
   }
   const bool small = req.size < objproto::kInlineLimit;
@@ -153,7 +136,7 @@ Status ProgramSession::OnGet(const Frame& f) {
   objproto::GetRequest req{};
   std::string id;
   objproto::GetReply reply{};
-  if (!Decode(f.payload, &req) || !IdFromWire(req.id, &id)) {
+  if (!DecodeGet(f.payload, &req, &id)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Get"));
     return Reply(objproto::kGetReply, Encode(reply));
   }
@@ -218,9 +201,8 @@ Status ProgramSession::OnGet(const Frame& f) {
 }
 
 Status ProgramSession::OnRelease(const Frame& f) {
-  objproto::Id wid{};
   std::string id;
-  if (!Decode(f.payload, &wid) || !IdFromWire(wid, &id)) return InvalidArgument("malformed Release");
+  if (!DecodeId(f.payload, &id)) return InvalidArgument("malformed Release");
   auto it = views_.find(id);
   if (it != views_.end()) {
     it->second->DropUser();
@@ -230,9 +212,8 @@ Status ProgramSession::OnRelease(const Frame& f) {
 }
 
 Status ProgramSession::OnDelete(const Frame& f) {
-  objproto::Id wid{};
   std::string id;
-  if (!Decode(f.payload, &wid) || !IdFromWire(wid, &id)) {
+  if (!DecodeId(f.payload, &id)) {
     return ReplyStatus(objproto::kDeleteReply, Err(objproto::kInvalid, "malformed Delete"));
   }
   return ReplyStatus(objproto::kDeleteReply, service_->Delete(id, DeadlineOf(0)));
@@ -242,8 +223,7 @@ Status ProgramSession::OnWait(const Frame& f) {
   objproto::WaitRequest req{};
   std::vector<std::string> ids;
   objproto::WaitReply reply{};
-  if (!Decode(f.payload, &req) || req.n > objproto::kMaxSources || !ParseIds<objproto::WaitRequest>(f.payload, req.n, &ids) ||
-      req.num_ready == 0 || req.num_ready > req.n) {
+  if (!DecodeWait(f.payload, &req, &ids)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Wait (need 1 <= num_ready <= n <= %u valid ids)",
                               objproto::kMaxSources));
     return Reply(objproto::kWaitReply, Encode(reply));
@@ -260,8 +240,7 @@ Status ProgramSession::OnReduce(const Frame& f) {
   std::vector<std::string> sources;
   std::string target;
   objproto::ReduceReply reply{};
-  if (!Decode(f.payload, &req) || !IdFromWire(req.target, &target) || req.nsources > objproto::kMaxSources ||
-      !ParseIds<objproto::ReduceRequest>(f.payload, req.nsources, &sources)) {
+  if (!DecodeReduce(f.payload, &req, &target, &sources)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Reduce"));
     return Reply(objproto::kReduceReply, Encode(reply));
   }

@@ -7,6 +7,7 @@
 #include "common/rpc_protocol.h"
 #include "common/shim_protocol.h"
 #include "rpc/peer_link.h"
+#include "rpc/program_requests.h"
 #include "rpc/rpc_service.h"
 
 namespace conduit::rpc {
@@ -110,7 +111,8 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
   reply.inline_max = service_->options().inline_max;
   Status st;
-  if (!ParseExact(payload, &req)) {
+  std::string exe;
+  if (!DecodeHello(payload, &req, &exe)) {
     st = InvalidArgument("malformed Hello (%zu bytes)", payload.size());
   } else if (req.rpc_version != rpcproto::kRpcVersion) {
     st = InvalidUsage("RPC protocol version %u is not supported (this daemon speaks %u)", req.rpc_version,
@@ -118,7 +120,6 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   } else if (!control.valid()) {
     st = InvalidArgument("Hello arrived without its control region");
   } else {
-    std::string exe = FromCString(req.exe);
     who_ = exe + "[" + std::to_string(req.pid) + "]";
     st = service_->admission().CheckAdmission(exe);
     if (st.ok()) st = memory_->MapControl(control.get());
@@ -178,11 +179,11 @@ Status ProgramSession::AttachSegment(const std::string& payload, uint32_t tag) {
 Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag) {
   rpcproto::OpenChannelRequest req;
   rpcproto::OpenChannelReply reply{};
-  if (!ParseExact(payload, &req)) {
+  std::string text;
+  if (!DecodeOpenChannel(payload, &req, &text)) {
     reply.status = ToWire(InvalidArgument("malformed OpenChannel (%zu bytes)", payload.size()));
     return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
   }
-  std::string text = FromCString(req.target);
   Channel ch;
   Status st = ResolveTarget(text, &ch.target);
   if (st.ok() && ch.target.local) {
