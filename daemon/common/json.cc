@@ -345,7 +345,12 @@ class JsonParser {
         return Status::Ok();
       }
     }
-    *out = Json(strtod(token.c_str(), nullptr));
+    errno = 0;
+    const double v = strtod(token.c_str(), nullptr);
+    // Beyond a double (1e400): refused, not turned into infinity, which JSON cannot write
+    // back (Dump would say null). Found by fuzzing. Underflow (1e-400) reads as zero.
+    if (errno == ERANGE && std::isinf(v)) return ErrorAt(start, "number out of range");
+    *out = Json(v);
     return Status::Ok();
   }
 
