@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -97,7 +98,11 @@ void AdminServer::Serve(int listener) {
     }
     try {
       std::thread([this, fd, caller, is_operator] {
-        ServeConnection(UniqueFd(fd), caller);
+        try {
+          ServeConnection(UniqueFd(fd), caller);
+        } catch (const std::exception& e) {  // a handler's bug must not take the daemon down
+          CLOG_ERROR("admin: a request from %s failed: %s", Who(caller).c_str(), e.what());
+        }
         slots_.Release(caller.uid, is_operator);
       }).detach();
       conn.release();  // the thread owns it now
