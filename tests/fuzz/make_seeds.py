@@ -6,9 +6,11 @@ which libFuzzer mutates. Run it after changing a wire format; files found by fuz
 
     tests/fuzz/make_seeds.py
 """
+import base64
 import json
 import os
 import struct
+import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -176,3 +178,20 @@ write("object_requests", "delete", b"\x03" + oid(b"\x00\xffbinary id"))
 write("object_requests", "wait", b"\x04" + struct.pack("<IIII", 1000, 2, 3, 0) + oid(b"a") + oid(b"b") + oid(b"c"))
 write("object_requests", "reduce", b"\x05" + oid(b"sum") + struct.pack("<IIIIII", 0, 7, 2, 2, 0, 0) + oid(b"x") + oid(b"y"))
 write("object_requests", "peer-addr", b"\x06" + struct.pack("<64s", b"10.0.0.2:7651"))
+
+
+# rpc_policy: a byte (bit 0: an ACL, else a rate limit), then the PUT body. The ACL names the
+# greeter test service with its real descriptor set (protoc --include_imports), in base64.
+greeter = os.path.join(HERE, "..", "rpc")
+descriptor_set = subprocess.run(["protoc", "-I", greeter, "--include_imports", "--descriptor_set_out=/dev/stdout",
+                                 os.path.join(greeter, "greeter.proto")], check=True, capture_output=True).stdout
+acl = {"service": "conduit.test.Greeter", "method": "SayHello", "field": "account.user", "deny": ["mallory"],
+       "descriptor_set": base64.b64encode(descriptor_set).decode(), "side": "client"}
+write("rpc_policy", "acl-deny", b"\x01" + json.dumps(acl).encode())
+acl_all = dict(acl, field="name", allow=["a", 1, True], side="both")
+del acl_all["method"], acl_all["deny"]
+write("rpc_policy", "acl-service-wide", b"\x01" + json.dumps(acl_all).encode())
+write("rpc_policy", "ratelimit-wait", b"\x00" + json.dumps(
+    {"service": "conduit.test.Greeter", "rate": 100, "burst": 10, "on_limit": "wait", "max_wait_ms": 50}).encode())
+write("rpc_policy", "ratelimit-inf", b"\x00" + json.dumps(
+    {"service": "conduit.test.Greeter", "method": "Chat", "rate": "inf", "on_limit": "reject", "side": "server"}).encode())
