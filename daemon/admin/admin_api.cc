@@ -38,6 +38,7 @@ const char* HttpStatusName(int http_status) {
     case 403: return "PERMISSION_DENIED";
     case 404: return "NOT_FOUND";
     case 405: return "METHOD_NOT_ALLOWED";
+    case 408: return "DEADLINE_EXCEEDED";
     case 409: return "CONFLICT";
     case 413: return "TOO_LARGE";
     case 503: return "UNAVAILABLE";
@@ -46,8 +47,13 @@ const char* HttpStatusName(int http_status) {
 }
 
 void AdminApi::Route(std::string method, std::string pattern, AdminAccess access, AdminHandler handler) {
+  const AdminBody body = method == "PUT" || method == "POST" ? AdminBody::kJson : AdminBody::kNone;
+  Route(std::move(method), std::move(pattern), access, body, std::move(handler));
+}
+
+void AdminApi::Route(std::string method, std::string pattern, AdminAccess access, AdminBody body, AdminHandler handler) {
   std::lock_guard<std::mutex> lock(mu_);
-  routes_.push_back(RouteEntry{std::move(method), SplitPath(pattern), pattern, access, std::move(handler)});
+  routes_.push_back(RouteEntry{std::move(method), SplitPath(pattern), pattern, access, body, std::move(handler)});
 }
 
 void AdminApi::AddMetrics(MetricsSource source) {
@@ -71,33 +77,54 @@ bool AdminApi::Match(const std::vector<std::string>& pattern, const std::vector<
   return true;
 }
 
-AdminReply AdminApi::Dispatch(AdminRequest request, bool caller_is_operator) const {
-  const std::vector<std::string> segments = SplitPath(request.path);
-  AdminHandler handler;
-  AdminAccess access = AdminAccess::kRead;
+bool AdminApi::Admit(const std::string& method, const std::string& path, size_t body_bytes,
+                     const ProgramCredentials& caller, bool caller_is_operator, AdminCall* call,
+                     AdminReply* refusal) const {
+  const std::vector<std::string> segments = SplitPath(path);
+  const RouteEntry* found = nullptr;
   bool path_known = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const RouteEntry& r : routes_) {
-      std::map<std::string, std::string> params;
-      if (!Match(r.pattern, segments, &params)) continue;
-      path_known = true;
-      if (r.method != request.method) continue;
-      handler = r.handler;  // a copy: handlers run outside the lock
-      access = r.access;
-      request.params = std::move(params);
-      break;
-    }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const RouteEntry& r : routes_) {
+    std::map<std::string, std::string> params;
+    if (!Match(r.pattern, segments, &params)) continue;
+    path_known = true;
+    if (r.method != method) continue;
+    found = &r;
+    call->params = std::move(params);
+    break;
   }
-  if (!handler) {
-    if (path_known) return AdminReply::Error(405, request.method + " is not allowed on " + request.path);
-    return AdminReply::Error(404, "no such admin endpoint: " + request.path + " (GET /v1 lists them)");
+  if (found == nullptr) {
+    *refusal = path_known ? AdminReply::Error(405, method + " is not allowed on " + path)
+                          : AdminReply::Error(404, "no such admin endpoint: " + path + " (GET /v1 lists them)");
+    return false;
   }
-  if (access == AdminAccess::kOperator && !caller_is_operator) {
-    return AdminReply::Error(403, "only the operator may " + request.method + " " + request.path + " (caller uid " +
-                                      std::to_string(request.caller.uid) + ")");
+  if (found->access == AdminAccess::kOperator && !caller_is_operator) {
+    *refusal = AdminReply::Error(403, "only the operator may " + method + " " + found->text + " (caller uid " +
+                                          std::to_string(caller.uid) + ")");
+    return false;
   }
-  return handler(request);
+  if (found->body == AdminBody::kNone && body_bytes > 0) {
+    *refusal = AdminReply::Error(400, method + " " + found->text + " takes no request body");
+    return false;
+  }
+  call->body = found->body;
+  call->handler = found->handler;  // a copy: handlers run outside the lock
+  return true;
+}
+
+AdminReply AdminApi::Run(const AdminCall& call, AdminRequest request) {
+  request.params = call.params;
+  return call.handler(request);
+}
+
+AdminReply AdminApi::Dispatch(AdminRequest request, bool caller_is_operator) const {
+  AdminCall call;
+  AdminReply refusal;
+  if (!Admit(request.method, request.path, request.body.is_null() ? 0 : 1, request.caller, caller_is_operator, &call,
+             &refusal)) {
+    return refusal;
+  }
+  return Run(call, std::move(request));
 }
 
 std::string AdminApi::RenderMetrics() const {

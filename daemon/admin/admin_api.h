@@ -5,6 +5,10 @@
 // pattern whose "{name}" segments bind parameters, e.g. "/v1/communicators/{key}/trace".
 // Routes marked kOperator change state and are refused to callers that are not the
 // operator; kRead routes answer anyone allowed to connect to the admin socket.
+//
+// A request is admitted in two steps so that nobody makes the daemon read or parse a body
+// it would refuse: Admit decides from the request head alone (route, caller, announced body
+// length), and only then does the server read and parse the body and Run the call.
 #ifndef CONDUIT_DAEMON_ADMIN_ADMIN_API_H_
 #define CONDUIT_DAEMON_ADMIN_ADMIN_API_H_
 
@@ -22,6 +26,8 @@
 namespace conduit {
 
 enum class AdminAccess { kRead, kOperator };
+// Whether a route takes a request body (JSON). Routes that take none refuse one unread.
+enum class AdminBody { kNone, kJson };
 
 struct AdminRequest {
   std::string method;
@@ -49,14 +55,31 @@ struct AdminReply {
 using AdminHandler = std::function<AdminReply(const AdminRequest&)>;
 using MetricsSource = std::function<void(MetricsWriter&)>;
 
+// A request admitted to its route, its body not read yet.
+struct AdminCall {
+  AdminBody body = AdminBody::kNone;
+  std::map<std::string, std::string> params;  // bound "{name}" segments
+  AdminHandler handler;
+};
+
 class AdminApi {
  public:
+  // PUT and POST routes take a JSON body, the others none; the second form says which.
   void Route(std::string method, std::string pattern, AdminAccess access, AdminHandler handler);
+  void Route(std::string method, std::string pattern, AdminAccess access, AdminBody body, AdminHandler handler);
   // Called on every scrape of /metrics, in registration order.
   void AddMetrics(MetricsSource source);
 
-  // Finds the route and runs it. 404 for an unknown path, 405 for a known path with another
-  // method, 403 for a kOperator route when !caller_is_operator.
+  // Step 1, from the request head: finds the route of method + path and checks that the
+  // caller may call it and that it takes the body announced (body_bytes > 0). False with
+  // the answer in *refusal: 404 for an unknown path, 405 for a known path with another
+  // method, 403 for a kOperator route when !caller_is_operator, 400 for a body on a route
+  // that takes none.
+  bool Admit(const std::string& method, const std::string& path, size_t body_bytes, const ProgramCredentials& caller,
+             bool caller_is_operator, AdminCall* call, AdminReply* refusal) const;
+  // Step 2: runs an admitted call on the request (its body parsed).
+  static AdminReply Run(const AdminCall& call, AdminRequest request);
+  // Both steps, for a request already in memory; its body counts as announced when not null.
   AdminReply Dispatch(AdminRequest request, bool caller_is_operator) const;
   std::string RenderMetrics() const;
   // Every route, for GET /v1 (discovery).
@@ -68,6 +91,7 @@ class AdminApi {
     std::vector<std::string> pattern;  // path segments
     std::string text;
     AdminAccess access;
+    AdminBody body;
     AdminHandler handler;
   };
   static bool Match(const std::vector<std::string>& pattern, const std::vector<std::string>& segments,

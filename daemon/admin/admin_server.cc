@@ -7,12 +7,67 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "admin/http.h"
 #include "common/log.h"
 
 namespace conduit {
+namespace {
+
+constexpr auto kRefusalLogWindow = std::chrono::seconds(10);
+constexpr int kRefusalLogBurst = 10;
+
+bool PeerCredentials(int fd, ProgramCredentials* out) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  *out = ProgramCredentials{cred.pid, static_cast<int>(cred.uid), static_cast<int>(cred.gid)};
+  return true;
+}
+
+// A caller's text for a log line: control and non-ASCII bytes escaped, at most 200 bytes.
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 200)) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (s.size() > 200) out += "...";
+  return out;
+}
+
+std::string Who(const ProgramCredentials& caller) {
+  return "uid " + std::to_string(caller.uid) + " (pid " + std::to_string(caller.pid) + ")";
+}
+
+void WriteReply(int fd, AdminReply reply, Deadline deadline) {
+  HttpResponse out;
+  out.status = reply.http_status;
+  out.content_type = reply.content_type;
+  out.body = reply.raw.empty() ? reply.body.Dump(2) + "\n" : std::move(reply.raw);
+  (void)WriteHttpResponse(fd, out, deadline);
+}
+
+// Whether a read that failed ran out of time: poll(2) waits in whole milliseconds, so it
+// returns up to 1 ms before the deadline itself has passed.
+bool OutOfTime(const Deadline& deadline) { return deadline.PollTimeoutMs() == 0; }
+
+std::string ErrorMessage(const AdminReply& reply) {
+  const Json* err = reply.body.is_object() ? reply.body.find("error") : nullptr;
+  const Json* message = err != nullptr && err->is_object() ? err->find("message") : nullptr;
+  return message != nullptr && message->is_string() ? message->as_string() : "";
+}
+
+}  // namespace
 
 bool AdminServer::IsOperator(int uid) const {
   if (uid == 0 || uid == static_cast<int>(geteuid())) return true;
@@ -29,58 +84,118 @@ void AdminServer::Serve(int listener) {
       continue;
     }
     UniqueFd conn(fd);
-    if (active_.fetch_add(1) >= options_.max_connections) {
-      active_.fetch_sub(1);
-      HttpResponse busy;
-      busy.status = 503;
-      busy.body = AdminReply::Error(503, "too many admin requests at once").body.Dump();
-      (void)WriteHttpResponse(conn.get(), busy, Deadline::AfterMs(1000));
+    ProgramCredentials caller;
+    if (!PeerCredentials(fd, &caller)) {
+      CLOG_WARN("admin: cannot tell who connected (SO_PEERCRED: %s); closing the connection", strerror(errno));
       continue;
     }
-    std::thread([this, c = std::move(conn)]() mutable {
-      ServeConnection(std::move(c));
-      active_.fetch_sub(1);
-    }).detach();
+    const bool is_operator = IsOperator(caller.uid);
+    std::string why;
+    if (!slots_.TryAcquire(caller.uid, is_operator, &why)) {
+      // Answered without waiting: the caller may not even read.
+      Refuse(fd, caller, "a connection", AdminReply::Error(503, why), Deadline::AfterMs(0));
+      continue;
+    }
+    try {
+      std::thread([this, fd, caller, is_operator] {
+        try {
+          ServeConnection(UniqueFd(fd), caller);
+        } catch (const std::exception& e) {  // a handler's bug must not take the daemon down
+          CLOG_ERROR("admin: a request from %s failed: %s", Who(caller).c_str(), e.what());
+        }
+        slots_.Release(caller.uid, is_operator);
+      }).detach();
+      conn.release();  // the thread owns it now
+    } catch (const std::system_error& e) {
+      slots_.Release(caller.uid, is_operator);
+      Refuse(fd, caller, "a connection",
+             AdminReply::Error(503, std::string("the daemon cannot start a thread now: ") + e.what()),
+             Deadline::AfterMs(0));
+    }
   }
 }
 
-void AdminServer::ServeConnection(UniqueFd fd) {
-  const Deadline deadline = Deadline::AfterMs(options_.request_timeout_ms);
-  ProgramCredentials caller;
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-    caller = ProgramCredentials{cred.pid, static_cast<int>(cred.uid), static_cast<int>(cred.gid)};
-  }
+void AdminServer::ServeConnection(UniqueFd fd, const ProgramCredentials& caller) {
+  const bool is_operator = IsOperator(caller.uid);
+  const Deadline head_deadline = Deadline::AfterMs(options_.head_timeout_ms);
   HttpRequest http;
-  AdminReply reply;
-  Status st = ReadHttpRequest(fd.get(), deadline, &http);
+  std::string early_body;
+  Status st = ReadHttpRequestHead(fd.get(), head_deadline, &http, &early_body);
   if (!st.ok()) {
     if (st.message().rfind("connection closed by peer after 0 of", 0) == 0) return;  // a probe
-    CLOG_WARN("admin: malformed request from pid %d uid %d: %s", caller.pid, caller.uid, st.message().c_str());
-    reply = AdminReply::Error(st.code() == ncclInvalidArgument ? 400 : 500, st.message());
-  } else {
-    AdminRequest req;
-    req.method = http.method;
-    req.path = http.path;
-    for (auto& [k, v] : http.query) req.query[k] = v;
-    req.caller = caller;
-    st = http.body.empty() ? Status::Ok() : Json::Parse(http.body, &req.body);
-    if (!st.ok()) {
-      reply = AdminReply::Error(400, "request body: " + st.message());
-    } else {
-      reply = api_->Dispatch(std::move(req), IsOperator(caller.uid));
-      if (http.method != "GET") {
-        CLOG_INFO("admin: %s %s by uid %d (pid %d) -> %d", http.method.c_str(), http.path.c_str(), caller.uid,
-                  caller.pid, reply.http_status);
-      }
-    }
+    AdminReply reply = OutOfTime(head_deadline)
+                           ? AdminReply::Error(408, "the request head did not arrive within " +
+                                                        std::to_string(options_.head_timeout_ms) + " ms")
+                           : AdminReply::Error(st.code() == ncclInvalidArgument ? 400 : 500, st.message());
+    Refuse(fd.get(), caller, "a request", reply, Deadline::AfterMs(options_.reply_timeout_ms));
+    return;
   }
-  HttpResponse out;
-  out.status = reply.http_status;
-  out.content_type = reply.content_type;
-  out.body = reply.raw.empty() ? reply.body.Dump(2) + "\n" : std::move(reply.raw);
-  (void)WriteHttpResponse(fd.get(), out, deadline);
+  const std::string what = Printable(http.method) + " " + Printable(http.path);
+
+  // Who may call the route, and whether it takes the body announced, is decided from the
+  // head: a refused caller never gets the daemon to read or parse a byte of the body.
+  AdminCall call;
+  AdminReply reply;
+  if (!api_->Admit(http.method, http.path, http.content_length, caller, is_operator, &call, &reply)) {
+    Refuse(fd.get(), caller, what, reply, Deadline::AfterMs(options_.reply_timeout_ms));
+    return;
+  }
+  const Deadline body_deadline = Deadline::AfterMs(options_.body_timeout_ms);
+  st = ReadHttpRequestBody(fd.get(), body_deadline, std::move(early_body), &http);
+  if (!st.ok()) {
+    reply = OutOfTime(body_deadline) ? AdminReply::Error(408, "the request body (" + std::to_string(http.content_length) +
+                                                                 " bytes) did not arrive within " +
+                                                                 std::to_string(options_.body_timeout_ms) + " ms")
+                                    : AdminReply::Error(400, st.message());
+    Refuse(fd.get(), caller, what, reply, Deadline::AfterMs(options_.reply_timeout_ms));
+    return;
+  }
+  AdminRequest req;
+  req.method = http.method;
+  req.path = http.path;
+  for (auto& [k, v] : http.query) req.query[k] = v;
+  req.caller = caller;
+  st = http.body.empty() ? Status::Ok() : Json::Parse(http.body, &req.body);
+  if (!st.ok()) {
+    reply = AdminReply::Error(400, "request body: " + st.message());
+  } else {
+    reply = AdminApi::Run(call, std::move(req));
+  }
+  if (http.method != "GET") {
+    CLOG_INFO("admin: %s by %s -> %d", what.c_str(), Who(caller).c_str(), reply.http_status);
+  }
+  WriteReply(fd.get(), std::move(reply), Deadline::AfterMs(options_.reply_timeout_ms));
+}
+
+void AdminServer::Refuse(int fd, const ProgramCredentials& caller, const std::string& what, const AdminReply& reply,
+                         Deadline deadline) {
+  LogRefusal("admin: refused " + what + " from " + Who(caller) + ": " + std::to_string(reply.http_status) + " " +
+             HttpStatusName(reply.http_status) + ": " + ErrorMessage(reply));
+  WriteReply(fd, reply, deadline);
+}
+
+void AdminServer::LogRefusal(const std::string& line) {
+  int unlogged = 0;
+  {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - log_window_start_ >= kRefusalLogWindow) {
+      log_window_start_ = now;
+      logged_in_window_ = 0;
+    }
+    if (logged_in_window_ >= kRefusalLogBurst) {
+      ++unlogged_;
+      return;
+    }
+    ++logged_in_window_;
+    unlogged = std::exchange(unlogged_, 0);
+  }
+  if (unlogged > 0) {
+    CLOG_WARN("%s (and %d refusals before it not logged: at most %d lines per %lld s)", line.c_str(), unlogged,
+              kRefusalLogBurst, static_cast<long long>(kRefusalLogWindow.count()));
+  } else {
+    CLOG_WARN("%s", line.c_str());
+  }
 }
 
 }  // namespace conduit

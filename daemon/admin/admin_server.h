@@ -2,37 +2,64 @@
 // from SO_PEERCRED, never from anything the caller says: root, the daemon's own uid and
 // the uids given with --admin-uid are the operator; anyone else who may connect (the
 // socket's mode decides) can only read.
+//
+// Nothing a caller sends can lock the operator out or make the daemon work for a request
+// it refuses: connections are capped per caller with slots kept for the operator
+// (connection_slots.h); the request head must arrive within a short deadline and the body
+// within a bounded one; route, access and announced body size are checked from the head
+// before the body is read, and the body is parsed (in O(n log n), common/json.h) only
+// for a caller allowed to send it.
 #ifndef CONDUIT_DAEMON_ADMIN_ADMIN_SERVER_H_
 #define CONDUIT_DAEMON_ADMIN_ADMIN_SERVER_H_
 
-#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "admin/admin_api.h"
+#include "admin/connection_slots.h"
 #include "common/fd_io.h"
 
 namespace conduit {
 
 struct AdminServerOptions {
   std::vector<int> operator_uids;  // besides root and the daemon's own uid
-  int max_connections = 32;        // concurrent requests; more are answered 503
-  int request_timeout_ms = 10000;  // to send a whole request
+  ConnectionLimits connections;    // more get 503 at once
+  int head_timeout_ms = 2000;      // from accept to the end of the request head
+  int body_timeout_ms = 10000;     // then to the end of the body
+  int reply_timeout_ms = 10000;    // for the caller to take the answer
 };
 
 class AdminServer {
  public:
-  AdminServer(const AdminApi* api, AdminServerOptions options) : api_(api), options_(std::move(options)) {}
+  AdminServer(const AdminApi* api, AdminServerOptions options)
+      : api_(api), options_(std::move(options)), slots_(options_.connections) {}
 
   // Accept loop; never returns.
   void Serve(int listener);
   bool IsOperator(int uid) const;
 
+  // Answers the one request of an accepted connection from `caller` (the accept loop takes
+  // the credentials from SO_PEERCRED).
+  void ServeConnection(UniqueFd fd, const ProgramCredentials& caller);
+
  private:
-  void ServeConnection(UniqueFd fd);
+  // Answers a request refused before its body was read, and logs why.
+  void Refuse(int fd, const ProgramCredentials& caller, const std::string& what, const AdminReply& reply,
+              Deadline deadline);
+  // Refusals are logged at most kRefusalLogBurst per kRefusalLogWindow; the rest are
+  // counted in the next line, so a flood of refused callers cannot flood the log.
+  void LogRefusal(const std::string& line);
 
   const AdminApi* api_;
   const AdminServerOptions options_;
-  std::atomic<int> active_{0};
+  ConnectionSlots slots_;
+
+  std::mutex log_mu_;
+  std::chrono::steady_clock::time_point log_window_start_{};
+  int logged_in_window_ = 0;
+  int unlogged_ = 0;
 };
 
 }  // namespace conduit

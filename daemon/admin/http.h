@@ -1,6 +1,11 @@
 // Just enough HTTP/1.1 for the admin API over a Unix socket: one request and one response
 // per connection, bodies sized by Content-Length (no chunked encoding), strict limits on
 // header and body size. Both sides are here: the daemon's server and conduitctl's client.
+//
+// Parsing is separate from I/O: ParseHttpRequestHead works on bytes in memory, so the
+// daemon's reader and the fuzzer (tests/fuzz/admin_http_fuzzer.cc) run the same code. The
+// server reads a request in two steps, head then body, so it can decide who may send a
+// body (and whether the route takes one) before reading a byte of it.
 #ifndef CONDUIT_DAEMON_ADMIN_HTTP_H_
 #define CONDUIT_DAEMON_ADMIN_HTTP_H_
 
@@ -25,6 +30,7 @@ struct HttpRequest {
   std::string path;    // percent-decoded, without the query
   HttpFields query;    // percent-decoded name=value pairs
   HttpFields headers;  // names lower-cased
+  size_t content_length = 0;  // announced by Content-Length (0 when absent)
   std::string body;
 
   const std::string* Header(std::string_view name) const;
@@ -38,7 +44,19 @@ struct HttpResponse {
   HttpFields headers;  // names lower-cased (client side only)
 };
 
-// Server side. A request that breaks the limits or the grammar yields InvalidArgument.
+// Parses a request head: the request line and the header fields, without the blank line
+// that ends them. Checks the grammar and the limits and sets everything but `body`.
+// A request that breaks them yields InvalidArgument (here and below).
+Status ParseHttpRequestHead(std::string_view head, HttpRequest* request);
+// A whole request in memory: head, blank line, then exactly content_length body bytes.
+Status ParseHttpRequest(std::string_view bytes, HttpRequest* request);
+
+// Server side. Reads up to the end of the head (at most kMaxHttpHeaderBytes) and parses it;
+// bytes read past the head (the start of the body) go to *early_body.
+Status ReadHttpRequestHead(int fd, Deadline deadline, HttpRequest* request, std::string* early_body);
+// Reads the rest of the body the head announced.
+Status ReadHttpRequestBody(int fd, Deadline deadline, std::string early_body, HttpRequest* request);
+// Both steps under one deadline.
 Status ReadHttpRequest(int fd, Deadline deadline, HttpRequest* request);
 Status WriteHttpResponse(int fd, const HttpResponse& response, Deadline deadline);
 

@@ -1,7 +1,10 @@
 // Json: a small JSON value with a strict parser and a serializer, for the admin API and
 // operator-supplied policies. Objects keep insertion order so answers read the way they
-// were built. The parser takes untrusted input: it bounds nesting and reports the byte
-// offset of the first error.
+// were built. The parser takes untrusted input: it runs in O(n log n) of the text at worst
+// (duplicate keys are found by sorting, not by comparing every pair), bounds nesting (so
+// recursion cannot overflow the stack), the number of values (so memory stays within a
+// small multiple of the text) and the length of a number (strtod is slow on huge
+// mantissas), and reports the byte offset of the first error.
 #ifndef CONDUIT_DAEMON_COMMON_JSON_H_
 #define CONDUIT_DAEMON_COMMON_JSON_H_
 
@@ -14,6 +17,11 @@
 #include "common/status.h"
 
 namespace conduit {
+
+// Limits of Json::Parse (docs/admin-api.md lists them for request bodies).
+inline constexpr int kJsonMaxDepth = 64;              // arrays and objects inside each other
+inline constexpr size_t kJsonMaxValues = 1u << 20;    // values in one document, containers included
+inline constexpr size_t kJsonMaxNumberChars = 128;    // characters of one number
 
 class Json {
  public:
@@ -66,7 +74,8 @@ class Json {
   // Compact text, or pretty-printed with `indent` spaces per level.
   std::string Dump(int indent = -1) const;
 
-  // Parses exactly one JSON value (surrounding whitespace allowed).
+  // Parses exactly one JSON value (surrounding whitespace allowed), within the limits above;
+  // an object with a key twice is an error.
   static Status Parse(std::string_view text, Json* out);
 
  private:

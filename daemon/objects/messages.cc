@@ -40,4 +40,42 @@ objproto::Addr AddrToWire(const std::string& addr) {
 
 std::string AddrFromWire(const objproto::Addr& wire) { return FromCString(wire.text); }
 
+bool ProgramId(const objproto::Id& wire, std::string* id) { return IdFromWire(wire, id) && (*id)[0] != '\x01'; }
+
+bool DecodeHello(const Bytes& body, objproto::HelloRequest* req, std::string* exe) {
+  if (body.size() != sizeof(*req) || !Decode(body, req)) return false;
+  *exe = FromCString(req->exe);
+  return true;
+}
+
+bool DecodePut(const Bytes& body, objproto::PutRequest* req, std::string* id) {
+  return Decode(body, req) && ProgramId(req->id, id);
+}
+
+bool DecodeGet(const Bytes& body, objproto::GetRequest* req, std::string* id) {
+  return body.size() == sizeof(*req) && Decode(body, req) && ProgramId(req->id, id) &&
+         (req->flags & ~static_cast<uint32_t>(objproto::kGetReadOnly)) == 0;
+}
+
+bool DecodeDelete(const Bytes& body, std::string* id) {
+  objproto::Id wire{};
+  return body.size() == sizeof(wire) && Decode(body, &wire) && ProgramId(wire, id);
+}
+
+bool DecodeRelease(const Bytes& body, std::string* id) {
+  objproto::Id wire{};
+  return body.size() == sizeof(wire) && Decode(body, &wire) && IdFromWire(wire, id);
+}
+
+bool DecodeWait(const Bytes& body, objproto::WaitRequest* req, std::vector<std::string>* ids) {
+  return Decode(body, req) && req->n <= objproto::kMaxSources && ParseIds<objproto::WaitRequest>(body, req->n, ids) &&
+         req->num_ready != 0 && req->num_ready <= req->n;
+}
+
+bool DecodeReduce(const Bytes& body, objproto::ReduceRequest* req, std::string* target,
+                  std::vector<std::string>* sources) {
+  return Decode(body, req) && ProgramId(req->target, target) && req->nsources <= objproto::kMaxSources &&
+         ParseIds<objproto::ReduceRequest>(body, req->nsources, sources);
+}
+
 }  // namespace conduit::objects

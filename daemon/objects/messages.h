@@ -45,6 +45,7 @@ bool Decode(const Bytes& body, T* head) {
   return true;
 }
 
+// Only after Decode<T> succeeded on `body`.
 template <typename T>
 size_t TailSize(const Bytes& body) {
   return body.size() - sizeof(T);
@@ -54,6 +55,41 @@ template <typename T>
 const uint8_t* Tail(const Bytes& body) {
   return body.data() + sizeof(T);
 }
+
+// A program's id: a valid id that is not one of the daemon's own (ids starting with \x01
+// name a reduce's partial results).
+bool ProgramId(const objproto::Id& wire, std::string* id);
+
+// Parses `n` program ids following a struct T in the body: exactly n, each valid. Only
+// after Decode<T> succeeded.
+template <typename T>
+bool ParseIds(const Bytes& body, uint32_t n, std::vector<std::string>* ids) {
+  if (TailSize<T>(body) != static_cast<size_t>(n) * sizeof(objproto::Id)) return false;
+  const uint8_t* p = Tail<T>(body);
+  for (uint32_t i = 0; i < n; ++i) {
+    objproto::Id w;
+    memcpy(&w, p + i * sizeof(w), sizeof(w));
+    std::string id;
+    if (!ProgramId(w, &id)) return false;
+    ids->push_back(std::move(id));
+  }
+  return true;
+}
+
+// A program's requests (program_session.cc), decoded and checked as far as the bytes go:
+// fixed-size requests exactly their size, ids valid program ids, flags known, counts
+// within the protocol's limits. False when malformed.
+bool DecodeHello(const Bytes& body, objproto::HelloRequest* req, std::string* exe);
+bool DecodePut(const Bytes& body, objproto::PutRequest* req, std::string* id);  // inline bytes: Tail
+bool DecodeGet(const Bytes& body, objproto::GetRequest* req, std::string* id);
+bool DecodeDelete(const Bytes& body, std::string* id);
+// Release names a view the program holds: any valid id (it is looked up, never created).
+bool DecodeRelease(const Bytes& body, std::string* id);
+// 1 <= num_ready <= n <= kMaxSources, n ids.
+bool DecodeWait(const Bytes& body, objproto::WaitRequest* req, std::vector<std::string>* ids);
+// nsources <= kMaxSources ids.
+bool DecodeReduce(const Bytes& body, objproto::ReduceRequest* req, std::string* target,
+                  std::vector<std::string>* sources);
 
 }  // namespace conduit::objects
 

@@ -21,27 +21,6 @@ constexpr int kReplyTimeoutMs = 30000;
 // More supplementary groups than any system allows (NGROUPS_MAX is 65536).
 constexpr size_t kMaxGroups = 65536;
 
-// A program's id: 1..63 bytes, not one of the daemon's own (0x01...: partial results).
-bool ProgramId(const objproto::Id& wire, std::string* id) {
-  return IdFromWire(wire, id) && (*id)[0] != '\x01';
-}
-
-// Parses `n` program ids following a struct T in the body (n was checked against the
-// protocol's limit before).
-template <typename T>
-bool ParseIds(const Bytes& body, uint32_t n, std::vector<std::string>* ids) {
-  if (TailSize<T>(body) != static_cast<size_t>(n) * sizeof(objproto::Id)) return false;
-  const uint8_t* p = Tail<T>(body);
-  for (uint32_t i = 0; i < n; ++i) {
-    objproto::Id w;
-    memcpy(&w, p + i * sizeof(w), sizeof(w));
-    std::string id;
-    if (!ProgramId(w, &id)) return false;
-    ids->push_back(std::move(id));
-  }
-  return true;
-}
-
 // The supplementary groups of the process at the other end, as the kernel recorded them
 // when it connected (SO_PEERGROUPS); none if the kernel cannot say.
 std::vector<uint32_t> PeerGroups(int fd) {
@@ -135,7 +114,8 @@ Status ProgramSession::OnHello(const Frame& f) {
   objproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
   reply.block_bytes = static_cast<uint32_t>(service_->options().block_bytes);
-  if (hello_done_ || f.payload.size() != sizeof(req) || !Decode(f.payload, &req)) {
+  std::string claimed_exe;  // for nothing but this check: admission asks the kernel
+  if (hello_done_ || !DecodeHello(f.payload, &req, &claimed_exe)) {
     const char* why = hello_done_ ? "a second Hello" : "malformed Hello";
     reply.status = ToWire(Err(objproto::kInvalid, "%s", why));
     (void)Reply(objproto::kHelloReply, Encode(reply));
@@ -166,7 +146,7 @@ Status ProgramSession::OnHello(const Frame& f) {
 Status ProgramSession::OnPut(const Frame& f) {
   objproto::PutRequest req{};
   std::string id;
-  if (!Decode(f.payload, &req) || !ProgramId(req.id, &id)) {
+  if (!DecodePut(f.payload, &req, &id)) {
     return ReplyStatus(objproto::kPutReply, Err(objproto::kInvalid, "malformed Put"));
   }
   const bool small = req.size < objproto::kInlineLimit;
@@ -211,8 +191,7 @@ Status ProgramSession::OnGet(const Frame& f) {
   objproto::GetRequest req{};
   std::string id;
   objproto::GetReply reply{};
-  if (f.payload.size() != sizeof(req) || !Decode(f.payload, &req) || !ProgramId(req.id, &id) ||
-      (req.flags & ~static_cast<uint32_t>(objproto::kGetReadOnly)) != 0) {
+  if (!DecodeGet(f.payload, &req, &id)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Get"));
     return Reply(objproto::kGetReply, Encode(reply));
   }
@@ -283,9 +262,8 @@ Status ProgramSession::OnGet(const Frame& f) {
 }
 
 Status ProgramSession::OnRelease(const Frame& f) {
-  objproto::Id wid{};
   std::string id;
-  if (f.payload.size() != sizeof(wid) || !Decode(f.payload, &wid) || !IdFromWire(wid, &id)) {
+  if (!DecodeRelease(f.payload, &id)) {
     return InvalidArgument("malformed Release");
   }
   auto it = views_.find(id);
@@ -297,9 +275,8 @@ Status ProgramSession::OnRelease(const Frame& f) {
 }
 
 Status ProgramSession::OnDelete(const Frame& f) {
-  objproto::Id wid{};
   std::string id;
-  if (f.payload.size() != sizeof(wid) || !Decode(f.payload, &wid) || !ProgramId(wid, &id)) {
+  if (!DecodeDelete(f.payload, &id)) {
     return ReplyStatus(objproto::kDeleteReply, Err(objproto::kInvalid, "malformed Delete"));
   }
   ObjStatus st = service_->Delete(id, caller_, DeadlineOf(0));
@@ -311,8 +288,7 @@ Status ProgramSession::OnWait(const Frame& f) {
   objproto::WaitRequest req{};
   std::vector<std::string> ids;
   objproto::WaitReply reply{};
-  if (!Decode(f.payload, &req) || req.n > objproto::kMaxSources || !ParseIds<objproto::WaitRequest>(f.payload, req.n, &ids) ||
-      req.num_ready == 0 || req.num_ready > req.n) {
+  if (!DecodeWait(f.payload, &req, &ids)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Wait (need 1 <= num_ready <= n <= %u valid ids)",
                               objproto::kMaxSources));
     return Reply(objproto::kWaitReply, Encode(reply));
@@ -329,8 +305,7 @@ Status ProgramSession::OnReduce(const Frame& f) {
   std::vector<std::string> sources;
   std::string target;
   objproto::ReduceReply reply{};
-  if (!Decode(f.payload, &req) || !ProgramId(req.target, &target) || req.nsources > objproto::kMaxSources ||
-      !ParseIds<objproto::ReduceRequest>(f.payload, req.nsources, &sources)) {
+  if (!DecodeReduce(f.payload, &req, &target, &sources)) {
     reply.status = ToWire(Err(objproto::kInvalid, "malformed Reduce"));
     return Reply(objproto::kReduceReply, Encode(reply));
   }

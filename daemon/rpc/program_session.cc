@@ -8,6 +8,7 @@
 #include "common/shim_protocol.h"
 #include "rpc/frame_input.h"
 #include "rpc/peer_link.h"
+#include "rpc/program_requests.h"
 #include "rpc/rpc_service.h"
 #include "server/service_router.h"
 
@@ -122,7 +123,8 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   std::string exe = ProgramExe(creds_.pid);
   who_ = exe + "[" + std::to_string(creds_.pid) + "]";
   Status st;
-  if (!ParseExact(payload, &req)) {
+  std::string claimed;
+  if (!DecodeHello(payload, &req, &claimed)) {
     st = InvalidArgument("malformed Hello (%zu bytes)", payload.size());
   } else if (req.rpc_version != rpcproto::kRpcVersion) {
     st = InvalidUsage("RPC protocol version %u is not supported (this daemon speaks %u)", req.rpc_version,
@@ -130,8 +132,8 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   } else if (!control.valid()) {
     st = InvalidArgument("Hello arrived without its control region");
   } else {
-    if (FromCString(req.exe) != exe) {
-      CLOG_DEBUG("%s calls itself %s; admitted by what the kernel says", who_.c_str(), FromCString(req.exe).c_str());
+    if (claimed != exe) {
+      CLOG_DEBUG("%s calls itself %s; admitted by what the kernel says", who_.c_str(), claimed.c_str());
     }
     st = service_->admission().CheckAdmission(exe);
     if (st.ok()) st = memory_->MapControl(control.get());
@@ -193,11 +195,11 @@ Status ProgramSession::AttachSegment(const std::string& payload, uint32_t tag) {
 Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag) {
   rpcproto::OpenChannelRequest req;
   rpcproto::OpenChannelReply reply{};
-  if (!ParseExact(payload, &req)) {
+  std::string text;
+  if (!DecodeOpenChannel(payload, &req, &text)) {
     reply.status = ToWire(InvalidArgument("malformed OpenChannel (%zu bytes)", payload.size()));
     return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
   }
-  std::string text = FromCString(req.target);
   Channel ch;
   Status st;
   {

@@ -62,7 +62,7 @@ std::string JoinHostPort(const std::string& ip, uint32_t port) {
   return (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
 }
 
-Status ResolveTarget(const std::string& text, Target* out) {
+Status ParseTarget(const std::string& text, std::string* host_out, uint32_t* port_out) {
   std::string t = text;
   for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
     if (t.rfind(scheme, 0) == 0) {
@@ -93,6 +93,15 @@ Status ResolveTarget(const std::string& text, Target* out) {
   if (port_text.empty() || *end != '\0' || port <= 0 || port > 65535) {
     return InvalidArgument("bad port in target '%s'", text.c_str());
   }
+  *host_out = std::move(host);
+  *port_out = static_cast<uint32_t>(port);
+  return Status::Ok();
+}
+
+Status ResolveTarget(const std::string& text, Target* out) {
+  std::string host;
+  uint32_t port = 0;
+  CONDUIT_RETURN_IF_ERROR(ParseTarget(text, &host, &port));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -104,7 +113,7 @@ Status ResolveTarget(const std::string& text, Target* out) {
   std::string ip = NumericIp(res->ai_addr);
   freeaddrinfo(res);
   out->ip = ip;
-  out->port = static_cast<uint32_t>(port);
+  out->port = port;
   out->local = IsLocalAddress(out->ip);
   return Status::Ok();
 }

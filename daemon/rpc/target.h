@@ -21,6 +21,9 @@ struct Target {
 // Accepts "host:port", "dns:///host:port", "dns:host:port", "ipv4:a.b.c.d:port" and
 // "ipv6:[::1]:port"; names are resolved. Other schemes (unix:, xds:, ...) are refused.
 Status ResolveTarget(const std::string& text, Target* out);
+// The parsing part of ResolveTarget, no lookups: the host as written ("" for none) and the
+// port (1..65535).
+Status ParseTarget(const std::string& text, std::string* host, uint32_t* port);
 
 // "ip:port" of a daemon, with brackets for IPv6.
 std::string JoinHostPort(const std::string& ip, uint32_t port);

@@ -1,7 +1,11 @@
 // FieldPath reads a request field from serialized bytes the way protobuf's own parser
 // would (last value wins, repeated sub-messages merge), checked against real messages of
 // the greeter test service.
+#include <google/protobuf/descriptor.pb.h>
+#include <google/protobuf/dynamic_message.h>
 #include <gtest/gtest.h>
+
+#include <memory>
 
 #include "greeter.pb.h"
 #include "rpc/policy/field_path.h"
@@ -68,6 +72,48 @@ TEST(FieldPathTest, AgreesWithProtobufOnRepeatedAndMergedFields) {
   ASSERT_TRUE(parsed.ParseFromString(hidden));
   EXPECT_EQ(parsed.account().user(), "mallory");
   EXPECT_EQ(Read(Resolve("account.user"), hidden), "mallory");
+}
+
+// Found by tests/fuzz/field_path_fuzzer.cc: a 32-bit field sent as a longer varint. The
+// server's protobuf keeps the low 32 bits; the reader must see the same value, or a deny
+// rule on it is bypassed.
+TEST(FieldPathTest, ThirtyTwoBitFieldsKeepTheLow32BitsLikeProtobuf) {
+  google::protobuf::FileDescriptorProto file;
+  file.set_name("wide.proto");
+  file.set_syntax("proto3");
+  auto* m = file.add_message_type();
+  m->set_name("Wide");
+  const std::pair<const char*, google::protobuf::FieldDescriptorProto::Type> fields[] = {
+      {"u32", google::protobuf::FieldDescriptorProto::TYPE_UINT32},
+      {"s32", google::protobuf::FieldDescriptorProto::TYPE_SINT32},
+      {"i32", google::protobuf::FieldDescriptorProto::TYPE_INT32}};
+  for (int i = 0; i < 3; ++i) {
+    auto* f = m->add_field();
+    f->set_name(fields[i].first);
+    f->set_number(i + 1);
+    f->set_type(fields[i].second);
+    f->set_label(google::protobuf::FieldDescriptorProto::LABEL_OPTIONAL);
+  }
+  google::protobuf::DescriptorPool pool;
+  ASSERT_NE(pool.BuildFile(file), nullptr);
+  const google::protobuf::Descriptor* type = pool.FindMessageTypeByName("Wide");
+  // Each field as the varint 2^32 + 5 (10-byte form of a 64-bit value too).
+  const std::string wide = "\x85\x80\x80\x80\x10";
+  const std::string bytes = "\x08" + wide + "\x10" + wide + "\x18" + wide;
+  google::protobuf::DynamicMessageFactory factory(&pool);
+  std::unique_ptr<google::protobuf::Message> parsed(factory.GetPrototype(type)->New());
+  ASSERT_TRUE(parsed->ParseFromString(bytes));
+  const auto* r = parsed->GetReflection();
+  const std::string expected[] = {std::to_string(r->GetUInt32(*parsed, type->field(0))),
+                                  std::to_string(r->GetInt32(*parsed, type->field(1))),
+                                  std::to_string(r->GetInt32(*parsed, type->field(2)))};
+  EXPECT_EQ(expected[0], "5");
+  EXPECT_EQ(expected[1], "-3");
+  for (int i = 0; i < 3; ++i) {
+    FieldPath f;
+    ASSERT_TRUE(FieldPath::Resolve(type, fields[i].first, &f).ok());
+    EXPECT_EQ(Read(f, bytes), expected[i]) << fields[i].first;
+  }
 }
 
 TEST(FieldPathTest, MalformedBytesAreReported) {

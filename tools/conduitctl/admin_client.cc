@@ -23,8 +23,11 @@ Status AdminClient::Call(const std::string& method, const std::string& target, c
                        "$CONDUIT_ADMIN_SOCKET picks another)",
                        socket_path_.c_str(), strerror(errno));
   }
-  CONDUIT_RETURN_IF_ERROR(WriteHttpRequest(fd.get(), method, target, body, deadline));
-  return ReadHttpResponse(fd.get(), deadline, response);
+  Status sent = WriteHttpRequest(fd.get(), method, target, body, deadline);
+  // The daemon answers some requests (403, 503) from the head alone and closes without
+  // reading the body, which can fail the write: its answer is still there to read.
+  Status read = ReadHttpResponse(fd.get(), deadline, response);
+  return read.ok() || sent.ok() ? read : sent;
 }
 
 }  // namespace conduit

@@ -96,6 +96,9 @@ Status FieldPath::Resolve(const google::protobuf::Descriptor* type, const std::s
   return InvalidArgument("empty field path");
 }
 
+// Values as protobuf's parser sees them: a 32-bit field keeps the low 32 bits of a longer
+// varint (found by fuzzing: a uint32 of 2^32 + 5 read as 4294967301 where the server sees 5,
+// so a deny rule on "5" let it through), and sint32 zigzag-decodes those 32 bits.
 std::string FieldPath::Format(uint64_t raw) const {
   switch (leaf_->type()) {
     case FieldDescriptor::TYPE_BOOL:
@@ -103,10 +106,16 @@ std::string FieldPath::Format(uint64_t raw) const {
     case FieldDescriptor::TYPE_INT32:
     case FieldDescriptor::TYPE_SFIXED32:
       return std::to_string(static_cast<int32_t>(raw));
+    case FieldDescriptor::TYPE_UINT32:
+    case FieldDescriptor::TYPE_FIXED32:
+      return std::to_string(static_cast<uint32_t>(raw));
     case FieldDescriptor::TYPE_INT64:
     case FieldDescriptor::TYPE_SFIXED64:
       return std::to_string(static_cast<int64_t>(raw));
-    case FieldDescriptor::TYPE_SINT32:
+    case FieldDescriptor::TYPE_SINT32: {
+      const uint32_t n = static_cast<uint32_t>(raw);
+      return std::to_string(static_cast<int32_t>((n >> 1) ^ (~(n & 1) + 1)));
+    }
     case FieldDescriptor::TYPE_SINT64:
       return std::to_string(static_cast<int64_t>((raw >> 1) ^ (~(raw & 1) + 1)));
     case FieldDescriptor::TYPE_ENUM: {

@@ -9,6 +9,9 @@ namespace conduit::rpc {
 namespace {
 
 constexpr int32_t kResourceExhausted = 8;
+// The longest a call may be held for a token: an hour (max_wait_ms 1e300 overflowed the
+// conversion to nanoseconds, undefined behaviour found by fuzzing).
+constexpr double kMaxWaitMs = 3600.0 * 1000;
 
 }  // namespace
 
@@ -31,7 +34,7 @@ Status RateLimitFilter::Create(const std::string& name, const Json& spec, std::s
     return InvalidArgument("%s", error.c_str());
   }
   if (burst < 1) return InvalidArgument("\"burst\" must be at least 1");
-  if (max_wait_ms < 0) return InvalidArgument("\"max_wait_ms\" must not be negative");
+  if (!(max_wait_ms >= 0 && max_wait_ms <= kMaxWaitMs)) return InvalidArgument("\"max_wait_ms\" must be 0..3600000");
   f->burst_ = burst;
   f->tokens_ = burst;
   f->max_wait_ = std::chrono::nanoseconds(static_cast<int64_t>(max_wait_ms * 1e6));
@@ -54,15 +57,16 @@ Verdict RateLimitFilter::OnAdmit(const RpcInfo&) {
     tokens_ -= 1;
     return Verdict::Continue();
   }
-  // Not enough: the call would leave when its token has accrued.
-  auto wait = std::chrono::nanoseconds(static_cast<int64_t>((1 - tokens_) / rate_ * 1e9));
-  if (!wait_ || wait > max_wait_) {
+  // Not enough: the call would leave when its token has accrued. Compared in floating point
+  // first: at a tiny rate the wait is beyond any integer.
+  const double wait_ns = (1 - tokens_) / rate_ * 1e9;
+  if (!wait_ || !(wait_ns <= static_cast<double>(max_wait_.count()))) {
     char rate[32];
     snprintf(rate, sizeof(rate), "%g", rate_);
     return Verdict::Deny(kResourceExhausted, "conduit: rate limit '" + name_ + "' (" + rate + " calls/s) exceeded");
   }
   tokens_ -= 1;
-  return Verdict::Delay(wait);
+  return Verdict::Delay(std::chrono::nanoseconds(static_cast<int64_t>(wait_ns)));
 }
 
 }  // namespace conduit::rpc

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every harness into tests/fuzz/corpus/<name>/: a few real,
+valid inputs each (what conduitctl, libhoplite, libmrpc-grpc and operators send), from
+which libFuzzer mutates. Run it after changing a wire format; files found by fuzzing
+(regressions) live next to these under their own names and are kept.
+
+    tests/fuzz/make_seeds.py
+"""
+import base64
+import json
+import os
+import struct
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(name, seed, data):
+    d = os.path.join(HERE, "corpus", name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + seed), "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+TOPOLOGY = {
+    "hosts": [
+        {"name": "h0", "addr": "10.0.0.1", "rack": "r0", "pod": "p0", "path_addrs": ["10.1.0.1", "10.2.0.1"]},
+        {"name": "h1", "addr": "10.0.0.2", "rack": "r1", "pod": "p0", "path_addrs": ["10.1.0.2", "10.2.0.2"]},
+    ],
+    "links": [{"hosts": ["h0", "h1"], "paths": [["10.9.0.1", "10.9.0.2"], ["10.9.0.5", "10.9.0.6"]]}],
+}
+TOPOLOGY_V6 = {"hosts": [{"addr": "fd00::1", "rack": "a"}, {"addr": "fd00::2", "rack": "a"}, {"addr": "10.0.0.3"}]}
+TENANT = {"match": {"exe": "trainer"}, "priority": 2, "max_mbit_per_s": 400, "yield": False}
+TENANT_COMM = {"match": {"comm": "0123456789abcdef"}, "priority": 7, "yield": True, "yield_max_ms": 50}
+FLOWS = {"assignment": "balance", "reserve": [{"path": 1, "min_priority": 1}]}
+ACL = {"service": "conduit.test.Greeter", "method": "SayHello", "field": "account.user", "allow": ["alice", 7, True],
+       "descriptor_set": "CgtncmVldGVyLnByb3Rv", "side": "both"}
+RECONFIGURE = {"ring": [1, 0], "algorithm": "ring", "paths": [{"hosts": [0, 1], "path": 1}], "wait_ms": 5000}
+
+# json: admin request bodies and policy files.
+write("json", "admission", json.dumps({"deny_exe": ["bad_program", "x\u00e9\ud83d\ude00"]}))
+write("json", "topology", json.dumps(TOPOLOGY, indent=2))
+write("json", "tenant", json.dumps(TENANT))
+write("json", "acl", json.dumps(ACL))
+write("json", "reconfigure", json.dumps(RECONFIGURE))
+write("json", "numbers", '[0, -1, 9007199254740993, 2.5e-3, 1E+2, -0.0, 18446744073709551615, "\\u0041\\n\\"\\\\"]')
+
+# topology: files and PUT /v1/topology bodies.
+write("topology", "two-racks", json.dumps(TOPOLOGY, indent=2))
+write("topology", "ipv6-no-links", json.dumps(TOPOLOGY_V6))
+write("topology", "minimal", '{"hosts": [{"addr": "127.0.0.1"}], "version": 1}')
+
+# policy: a kind byte (0 ring, 1 flows, 2 tenant), then the body.
+write("policy", "ring", "\x00" + json.dumps({"order": "locality"}))
+write("policy", "flows", "\x01" + json.dumps(FLOWS))
+write("policy", "tenant-exe", "\x02" + json.dumps(TENANT))
+write("policy", "tenant-comm", "\x02" + json.dumps(TENANT_COMM))
+
+
+# admin_http: a byte (bit 0: the caller is the operator), then a request as conduitctl sends it.
+def request(method, target, body=""):
+    return ("%s %s HTTP/1.1\r\nHost: conduitd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            "Connection: close\r\n\r\n%s" % (method, target, len(body.encode()), body))
+
+
+write("admin_http", "get-status", "\x00" + request("GET", "/v1/status"))
+write("admin_http", "get-trace", "\x00" + request("GET", "/v1/policies/tenant/a%20b?limit=5&flag&x=%2F+y"))
+write("admin_http", "put-tenant", "\x01" + request("PUT", "/v1/policies/tenant/gold", json.dumps(TENANT)))
+write("admin_http", "put-refused", "\x00" + request("PUT", "/v1/policies/rpc-acl/a", json.dumps(ACL)))
+write("admin_http", "delete", "\x01" + request("DELETE", "/v1/policies/rpc-acl/a"))
+write("admin_http", "reconfigure", "\x01" + request("POST", "/v1/communicators/0123456789abcdef/reconfigure",
+                                                    json.dumps(RECONFIGURE)))
+write("admin_http", "curl-reload", "\x01POST /v1/topology/reload HTTP/1.0\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n")
+
+
+# field_path: proto3 messages of the harness's type M (s=1 b=2 i32=3 i64=4 u32=5 u64=6
+# s32=7 s64=8 f32=9 f64=10 sf32=11 sf64=12 bo=13 e=14 inner=15).
+def varint(v):
+    v &= (1 << 64) - 1
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def key(number, wire):
+    return varint(number << 3 | wire)
+
+
+def zigzag(v):
+    return (v << 1) ^ (v >> 63)
+
+
+def scalars(i):
+    return (key(1, 2) + varint(5) + b"alice" + key(2, 2) + varint(3) + b"\x00\xff\x0a" +
+            key(3, 0) + varint(-7 - i) + key(4, 0) + varint(1 << 40) + key(5, 0) + varint(4000000000) +
+            key(6, 0) + varint((1 << 64) - 1) + key(7, 0) + varint(zigzag(-3)) + key(8, 0) + varint(zigzag(-(1 << 50))) +
+            key(9, 5) + struct.pack("<I", 0xFFFFFFF0) + key(10, 1) + struct.pack("<Q", 1 << 63) +
+            key(11, 5) + struct.pack("<i", -5) + key(12, 1) + struct.pack("<q", -6) +
+            key(13, 0) + varint(1) + key(14, 0) + varint(2))
+
+
+inner = scalars(1)
+write("field_path", "every-field", scalars(0) + key(15, 2) + varint(len(inner)) + inner)
+deeper = key(15, 2) + varint(len(inner)) + inner
+write("field_path", "nested-twice", key(15, 2) + varint(len(deeper)) + deeper)
+# A repeated scalar (the last wins) and a sub-message sent twice (they merge).
+write("field_path", "repeated-and-merged",
+      key(3, 0) + varint(1) + key(3, 0) + varint(2) + key(15, 2) + varint(7) + key(1, 2) + varint(5) + b"first" +
+      key(15, 2) + varint(2) + key(5, 0) + varint(9))
+
+
+# rpc_call: Call frame payloads (head, sections, inline bytes), as common/rpc_event.h lays them out.
+def metadata(pairs):
+    block = b""
+    for k, v in pairs:
+        block += struct.pack("<II", len(k), len(v)) + k + v
+    return len(pairs), block
+
+
+START, HEADERS, MESSAGE, HALF_CLOSE, STATUS, CANCEL, WINDOW = 1, 2, 4, 8, 16, 32, 64
+INLINE = 0xFFFFFFFF
+
+
+def call(call_id, sections, parts, inline=b""):
+    return struct.pack("<QII", call_id, sections, len(inline)) + b"".join(parts) + inline
+
+
+def start(method, authority=b"localhost:50051", peer=b"", md=()):
+    n, block = metadata(md)
+    return (struct.pack("<QqIIIIII", 3, 2_000_000, len(method), len(authority), len(peer), n, len(block), 0) +
+            method + authority + peer + block)
+
+
+def message(total, offset, length, segment=INLINE, segment_offset=0):
+    return struct.pack("<QQQIIQ", total, offset, length, segment, 0, segment_offset)
+
+
+msg = b"\x0a\x05alice"
+write("rpc_call", "unary-request", call(1, START | MESSAGE | HALF_CLOSE,
+                                         [start(b"/conduit.test.Greeter/SayHello", md=[(b"x-user", b"alice")]),
+                                          message(len(msg), 0, len(msg))], msg))
+write("rpc_call", "shared-segment-message", call(2, MESSAGE, [message(1 << 20, 0, 1 << 20, 3, 4096)]))
+n, trailers = metadata([(b"grpc-status-details-bin", b"\x00\x01"), (b"k", b"")])
+n_h, headers = metadata([(b"content-type", b"application/grpc")])
+write("rpc_call", "response-end", call(1, HEADERS | STATUS,
+                                        [struct.pack("<II", n_h, len(headers)) + headers,
+                                         struct.pack("<iIII", 5, 9, n, len(trailers)) + b"not found" + trailers]))
+write("rpc_call", "cancel-and-window", call(7, CANCEL | WINDOW, [struct.pack("<iI", 1, 9) + b"cancelled",
+                                                                 struct.pack("<Q", 65536)]))
+frag = b"y" * 100
+write("rpc_call", "link-fragment", call(9, MESSAGE, [message(1000, 200, 100)], frag))
+
+# rpc_program: a byte (bit 0: Hello, else OpenChannel), then the request's payload.
+write("rpc_program", "hello", b"\x01" + struct.pack("<II64s", 4242, 1, b"greeter_server"))
+write("rpc_program", "hello-full-name", b"\x01" + struct.pack("<II64s", 1, 1, b"n" * 64))
+for i, target in enumerate([b"dns:///localhost:50051", b"ipv6:[::1]:443", b"10.0.0.2:7000", b"ipv4:127.0.0.1:1"]):
+    write("rpc_program", "open-channel-%d" % i, b"\x00" + struct.pack("<Q256s", 10 + i, target))
+write("rpc_program", "target-text", b"\x00dns:localhost:8080")
+
+
+# object_requests: a request kind byte (0 Hello, 1 Put, 2 Get, 3 Release/Delete, 4 Wait,
+# 5 Reduce, 6 a peer address), then its body.
+def oid(text):
+    return struct.pack("<B63s", len(text), text)
+
+
+write("object_requests", "hello", b"\x00" + struct.pack("<II64s", 77, 2, b"python3"))
+small = b"object bytes"
+write("object_requests", "put-inline", b"\x01" + oid(b"weights/0") + struct.pack("<Q", len(small)) + small)
+write("object_requests", "put-large", b"\x01" + oid(b"big") + struct.pack("<Q", 1 << 30))
+write("object_requests", "get-readonly", b"\x02" + oid(b"weights/0") + struct.pack("<II", 5000, 1))
+write("object_requests", "delete", b"\x03" + oid(b"\x00\xffbinary id"))
+write("object_requests", "wait", b"\x04" + struct.pack("<IIII", 1000, 2, 3, 0) + oid(b"a") + oid(b"b") + oid(b"c"))
+write("object_requests", "reduce", b"\x05" + oid(b"sum") + struct.pack("<IIIIII", 0, 7, 2, 2, 0, 0) + oid(b"x") + oid(b"y"))
+write("object_requests", "peer-addr", b"\x06" + struct.pack("<64s", b"10.0.0.2:7651"))
+
+
+# rpc_policy: a byte (bit 0: an ACL, else a rate limit), then the PUT body. The ACL names the
+# greeter test service with its real descriptor set (protoc --include_imports), in base64.
+greeter = os.path.join(HERE, "..", "rpc")
+descriptor_set = subprocess.run(["protoc", "-I", greeter, "--include_imports", "--descriptor_set_out=/dev/stdout",
+                                 os.path.join(greeter, "greeter.proto")], check=True, capture_output=True).stdout
+acl = {"service": "conduit.test.Greeter", "method": "SayHello", "field": "account.user", "deny": ["mallory"],
+       "descriptor_set": base64.b64encode(descriptor_set).decode(), "side": "client"}
+write("rpc_policy", "acl-deny", b"\x01" + json.dumps(acl).encode())
+acl_all = dict(acl, field="name", allow=["a", 1, True], side="both")
+del acl_all["method"], acl_all["deny"]
+write("rpc_policy", "acl-service-wide", b"\x01" + json.dumps(acl_all).encode())
+write("rpc_policy", "ratelimit-wait", b"\x00" + json.dumps(
+    {"service": "conduit.test.Greeter", "rate": 100, "burst": 10, "on_limit": "wait", "max_wait_ms": 50}).encode())
+write("rpc_policy", "ratelimit-inf", b"\x00" + json.dumps(
+    {"service": "conduit.test.Greeter", "method": "Chat", "rate": "inf", "on_limit": "reject", "side": "server"}).encode())

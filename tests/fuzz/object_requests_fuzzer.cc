@@ -1,0 +1,98 @@
+// A program's requests to the object store (libhoplite -> conduitd, docs/object-protocol.md),
+// decoded by the functions ProgramSession uses (objects/messages.h): Hello, Put (with its
+// inline bytes), Get, Release/Delete, Wait and Reduce (with their id lists). The first byte
+// picks the request; the rest is its body. Decoded ids are valid and printable, and counts
+// within the protocol's limits.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fuzz_check.h"
+#include "objects/messages.h"
+
+using namespace conduit;
+using namespace conduit::objects;
+
+namespace {
+
+void CheckId(const std::string& id) {
+  FUZZ_CHECK(ValidId(id), "invalid id of %zu bytes", id.size());
+  objproto::Id wire = IdToWire(id);
+  std::string back;
+  FUZZ_CHECK(IdFromWire(wire, &back) && back == id, "id round trip");
+  std::string shown = Printable(id);
+  for (unsigned char c : shown) FUZZ_CHECK(c >= 0x20 && c < 0x7f, "unprintable byte 0x%02x in '%s'", c, shown.c_str());
+}
+
+void CheckIds(const std::vector<std::string>& ids, uint32_t n) {
+  FUZZ_CHECK(ids.size() == n && n <= objproto::kMaxSources, "%zu ids for n=%u", ids.size(), n);
+  for (const auto& id : ids) CheckId(id);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const Bytes body(data + 1, data + size);
+  switch (data[0] % 7) {
+    case 0: {
+      objproto::HelloRequest req;
+      std::string exe;
+      if (DecodeHello(body, &req, &exe)) FUZZ_CHECK(exe.size() <= sizeof(req.exe), "exe of %zu bytes", exe.size());
+      break;
+    }
+    case 1: {
+      objproto::PutRequest req;
+      std::string id;
+      if (!DecodePut(body, &req, &id)) break;
+      CheckId(id);
+      // The session's own check of the inline bytes, on the decoded request.
+      const bool small = req.size < objproto::kInlineLimit;
+      if (TailSize<objproto::PutRequest>(body) == (small ? req.size : 0) && small) {
+        std::string copy(reinterpret_cast<const char*>(Tail<objproto::PutRequest>(body)), req.size);
+        FUZZ_CHECK(copy.size() == req.size, "inline bytes");
+      }
+      break;
+    }
+    case 2: {
+      objproto::GetRequest req;
+      std::string id;
+      if (DecodeGet(body, &req, &id)) CheckId(id);
+      break;
+    }
+    case 3: {
+      std::string id;
+      if (DecodeDelete(body, &id)) CheckId(id);
+      if (DecodeRelease(body, &id)) CheckId(id);
+      break;
+    }
+    case 4: {
+      objproto::WaitRequest req;
+      std::vector<std::string> ids;
+      if (!DecodeWait(body, &req, &ids)) break;
+      CheckIds(ids, req.n);
+      FUZZ_CHECK(req.num_ready >= 1 && req.num_ready <= req.n, "num_ready %u of %u", req.num_ready, req.n);
+      break;
+    }
+    case 5: {
+      objproto::ReduceRequest req;
+      std::string target;
+      std::vector<std::string> sources;
+      if (!DecodeReduce(body, &req, &target, &sources)) break;
+      CheckId(target);
+      CheckIds(sources, req.nsources);
+      break;
+    }
+    case 6: {
+      // Addresses in the peers' structs: fixed text fields that may lack their NUL.
+      objproto::Addr addr;
+      if (!Decode(body, &addr)) break;
+      std::string text = AddrFromWire(addr);
+      FUZZ_CHECK(text.size() <= sizeof(addr.text), "address of %zu bytes", text.size());
+      FUZZ_CHECK(AddrFromWire(AddrToWire(text)) == text.substr(0, sizeof(addr.text) - 1), "address round trip");
+      break;
+    }
+  }
+  return 0;
+}
