@@ -52,7 +52,9 @@ Status ParseMembership(const std::vector<uint8_t>& payload, int nranks, std::vec
     shimproto::DaemonAddr a;
     memcpy(&a, payload.data() + sizeof(head) + r * sizeof(a), sizeof(a));
     (*rank_addrs)[r] = FromCString(a.text);
-    if ((*rank_addrs)[r].empty()) return RemoteError("membership names no daemon for rank %d", r);
+    if ((*rank_addrs)[r].empty() || (*rank_addrs)[r].size() >= sizeof(a.text)) {
+      return RemoteError("membership names no daemon (or an unterminated one) for rank %d", r);
+    }
   }
   memcpy(&order, payload.data() + addrs_end, sizeof(order));
   if (order.nhosts < 0 || order.nhosts > nranks ||

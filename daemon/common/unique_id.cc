@@ -47,6 +47,8 @@ Status DecodeUniqueId(const char in[128], CommIdentity* identity) {
   identity->root_addr = FromCString(id.root);
   memcpy(identity->secret.data(), id.secret, sizeof(id.secret));
   if (identity->root_addr.empty()) return InvalidArgument("ncclUniqueId names no root daemon");
+  // EncodeUniqueId always ends the root with a NUL: 64 bytes without one were not made here.
+  if (identity->root_addr.size() >= sizeof(id.root)) return InvalidArgument("ncclUniqueId's root address is not terminated");
   return Status::Ok();
 }
 

@@ -39,7 +39,9 @@ void SetKeyId(const ClusterKey& key, uint8_t* out) {
 // A daemon identity must be a printable, non-empty "ip:port".
 Status CheckIdentity(const char (&text)[64], const std::string& peer, std::string* out) {
   *out = FromCString(text);
-  bool printable = !out->empty();
+  // A dialer always ends its name with a NUL (CopyCString): 64 bytes without one were not
+  // written by a daemon.
+  bool printable = !out->empty() && out->size() < sizeof(text);
   for (char c : *out) printable = printable && c > ' ' && c < 127;
   if (!printable) return RemoteError("daemon at %s sent an unusable identity in its handshake", peer.c_str());
   return Status::Ok();
@@ -73,6 +75,31 @@ std::string NoKeyHint(const HandshakeConfig& config) {
 }
 
 }  // namespace
+
+namespace {
+
+// The first 8 bytes of a Hello: enough to refuse what is not a handshake at once.
+Status CheckHelloStart(const Hello& h, const std::string& peer) {
+  if (h.magic != authproto::kMagic) {
+    return InvalidUsage("connection from %s did not start with the authentication handshake (first bytes 0x%08x): a "
+                        "daemon started with --insecure-peers, or not a Conduit daemon; refused", peer.c_str(), h.magic);
+  }
+  if (h.version != authproto::kVersion) {
+    return InvalidUsage("connection from %s speaks handshake version %u, this daemon %u; refused", peer.c_str(),
+                        h.version, authproto::kVersion);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckHello(const Hello& h, const std::string& peer, std::string* daemon) {
+  CONDUIT_RETURN_IF_ERROR(CheckHelloStart(h, peer));
+  if ((h.flags & ~authproto::kWantSealed) != 0) {
+    return InvalidUsage("connection from %s sent unknown handshake flags 0x%x; refused", peer.c_str(), h.flags);
+  }
+  return CheckIdentity(h.daemon, peer, daemon);
+}
 
 Status DialerHandshake(int fd, const HandshakeConfig& config, const std::string& peer, Deadline deadline,
                        HandshakeResult* out) {
@@ -133,18 +160,10 @@ Status AcceptorHandshake(int fd, const HandshakeConfig& config, const std::strin
   // The first 8 bytes tell a handshake from a daemon that sends frames straight away (one
   // started with --insecure-peers) without waiting for a whole Hello.
   CONDUIT_RETURN_IF_ERROR(ReadFull(fd, &h, 8, deadline));
-  if (h.magic != authproto::kMagic) {
-    return InvalidUsage("connection from %s did not start with the authentication handshake (first bytes 0x%08x): a "
-                        "daemon started with --insecure-peers, or not a Conduit daemon; refused", peer.c_str(), h.magic);
-  }
-  if (h.version != authproto::kVersion) {
-    return InvalidUsage("connection from %s speaks handshake version %u, this daemon %u; refused", peer.c_str(),
-                        h.version, authproto::kVersion);
-  }
+  CONDUIT_RETURN_IF_ERROR(CheckHelloStart(h, peer));
   CONDUIT_RETURN_IF_ERROR(ReadFull(fd, reinterpret_cast<uint8_t*>(&h) + 8, sizeof(h) - 8, deadline));
-  if ((h.flags & ~authproto::kWantSealed) != 0) {
-    return InvalidUsage("connection from %s sent unknown handshake flags 0x%x; refused", peer.c_str(), h.flags);
-  }
+  std::string claimed;
+  CONDUIT_RETURN_IF_ERROR(CheckHello(h, peer, &claimed));
   const bool sealed = (h.flags & authproto::kWantSealed) != 0;
   crypto::X25519 dh;
   Challenge c{};
@@ -178,7 +197,7 @@ Status AcceptorHandshake(int fd, const HandshakeConfig& config, const std::strin
                         peer.c_str(), FromCString(h.daemon).c_str(), KeyIdText(h.key_id).c_str(), key.id.c_str(),
                         NoKeyHint(config).c_str());
   }
-  CONDUIT_RETURN_IF_ERROR(CheckIdentity(h.daemon, peer, &out->peer_daemon));
+  out->peer_daemon = claimed;  // proven now, by the MAC over the Hello that carries it
   if (sealed) {
     std::array<uint8_t, 32> secret{};
     CONDUIT_RETURN_IF_ERROR(dh.Derive(h.share, &secret));

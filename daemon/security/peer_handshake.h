@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "common/auth_protocol.h"
 #include "common/deadline.h"
 #include "common/status.h"
 #include "security/aead_record_cipher.h"
@@ -27,6 +28,10 @@ struct HandshakeResult {
   DirectionKeys send;  // when sealed
   DirectionKeys recv;
 };
+
+// The acceptor's checks of a Hello before it answers: magic, version, known flags, a usable
+// identity (*daemon). Pure, for tests and the fuzzer; AcceptorHandshake runs it.
+Status CheckHello(const authproto::Hello& hello, const std::string& peer, std::string* daemon);
 
 // `peer` names the other end in error messages (the address dialed or accepted from).
 Status DialerHandshake(int fd, const HandshakeConfig& config, const std::string& peer, Deadline deadline,
