@@ -19,7 +19,7 @@ void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
     if (!st.ok()) return AdminReply::FromStatus(st);
     return AdminReply::Ok(fabric->topology().Describe());
   });
-  api->Route("POST", "/v1/topology/reload", AdminAccess::kOperator, [fabric](const AdminRequest&) {
+  api->Route("POST", "/v1/topology/reload", AdminAccess::kOperator, AdminBody::kNone, [fabric](const AdminRequest&) {
     Status st = fabric->topology().Reload();
     if (!st.ok()) return AdminReply::Error(st.code() == ncclInvalidUsage ? 409 : 400, st.message());
     return AdminReply::Ok(fabric->topology().Describe());
