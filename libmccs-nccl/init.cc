@@ -101,6 +101,8 @@ ncclResult_t CheckConfig(const char* call, const ncclConfig_t* config, bool* blo
   return ncclSuccess;
 }
 
+void FreeComm(ncclComm* comm);
+
 // Creates the handle and starts (or queues, or runs) its init, per config and group state.
 ncclResult_t StartInit(const char* call, ncclComm_t* out, int nranks, int rank, const CommIdentity& id,
                        const ncclConfig_t* config) {
@@ -127,7 +129,14 @@ ncclResult_t StartInit(const char* call, ncclComm_t* out, int nranks, int rank, 
     comm->init_thread = std::thread(job);
     return ncclInProgress;
   }
-  return job();
+  // A blocking init that failed leaves no communicator behind (the caller gets NULL), so a
+  // program that does not clean up after a failed init does not leak one.
+  r = job();
+  if (r != ncclSuccess) {
+    FreeComm(comm);
+    *out = nullptr;
+  }
+  return r;
 }
 
 ncclResult_t InitFromUniqueId(const char* call, ncclComm_t* out, int nranks, const ncclUniqueId& uid, int rank,

@@ -1,6 +1,7 @@
 #include "rpc/datapath.h"
 
 #include "common/log.h"
+#include "common/thread_guard.h"
 
 namespace conduit::rpc {
 namespace {
@@ -11,7 +12,7 @@ constexpr int32_t kCancelled = 1;
 }  // namespace
 
 Datapath::Datapath(PolicyEngine* policies) : policies_(policies) {
-  delay_thread_ = std::thread([this] { RunDelays(); });
+  delay_thread_ = std::thread([this] { KeepRunning("RPC delayed calls", [&] { RunDelays(); }); });
 }
 
 Datapath::~Datapath() {

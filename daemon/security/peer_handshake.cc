@@ -68,6 +68,17 @@ Status DeriveKeys(const ClusterKey& key, const std::array<uint8_t, 32>& dh, cons
   return Status::Ok();
 }
 
+// The record keys of a sealed connection: the X25519 secret of this side's key and the
+// other side's share, then DeriveKeys.
+Status SealedKeys(const ClusterKey& key, const crypto::X25519& dh, const uint8_t* peer_share, const Hello& h,
+                  const Challenge& c, DirectionKeys* dialer_to_acceptor, DirectionKeys* acceptor_to_dialer) {
+  std::array<uint8_t, 32> secret{};
+  CONDUIT_RETURN_IF_ERROR(dh.Derive(peer_share, &secret));
+  Status st = DeriveKeys(key, secret, h, c, dialer_to_acceptor, acceptor_to_dialer);
+  crypto::Cleanse(secret.data(), secret.size());
+  return st;
+}
+
 std::string NoKeyHint(const HandshakeConfig& config) {
   return config.self_only ? " (this daemon has no --cluster-key, so it talks to no other daemon; start every daemon "
                             "with the same --cluster-key)"
@@ -138,13 +149,7 @@ Status DialerHandshake(int fd, const HandshakeConfig& config, const std::string&
   }
   CONDUIT_RETURN_IF_ERROR(CheckIdentity(c.daemon, peer, &out->peer_daemon));
   const bool sealed = (c.flags & authproto::kSealed) != 0;
-  if (sealed) {
-    std::array<uint8_t, 32> secret{};
-    CONDUIT_RETURN_IF_ERROR(dh.Derive(c.share, &secret));
-    st = DeriveKeys(key, secret, h, c, &out->send, &out->recv);
-    crypto::Cleanse(secret.data(), secret.size());
-    CONDUIT_RETURN_IF_ERROR(st);
-  }
+  if (sealed) CONDUIT_RETURN_IF_ERROR(SealedKeys(key, dh, c.share, h, c, &out->send, &out->recv));
   Finish f{};
   crypto::Digest proof = Proof(key, kDialerLabel, transcript);
   memcpy(f.mac, proof.data(), sizeof(f.mac));
@@ -198,13 +203,7 @@ Status AcceptorHandshake(int fd, const HandshakeConfig& config, const std::strin
                         NoKeyHint(config).c_str());
   }
   out->peer_daemon = claimed;  // proven now, by the MAC over the Hello that carries it
-  if (sealed) {
-    std::array<uint8_t, 32> secret{};
-    CONDUIT_RETURN_IF_ERROR(dh.Derive(h.share, &secret));
-    st = DeriveKeys(key, secret, h, c, &out->recv, &out->send);
-    crypto::Cleanse(secret.data(), secret.size());
-    CONDUIT_RETURN_IF_ERROR(st);
-  }
+  if (sealed) CONDUIT_RETURN_IF_ERROR(SealedKeys(key, dh, h.share, h, c, &out->recv, &out->send));
   out->sealed = sealed;
   return Status::Ok();
 }

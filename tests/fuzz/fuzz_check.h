@@ -4,6 +4,11 @@
 #ifndef CONDUIT_TESTS_FUZZ_FUZZ_CHECK_H_
 #define CONDUIT_TESTS_FUZZ_FUZZ_CHECK_H_
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -16,5 +21,19 @@
       abort();                                                                     \
     }                                                                              \
   } while (0)
+
+// A socket from which `data` can be read, then end of stream: for decoders that read
+// sockets (buffered readers, sealed connections). -1 if it cannot be made.
+inline int FuzzSocket(const uint8_t* data, size_t size) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return -1;
+  const bool written = size == 0 || write(fds[1], data, size) == static_cast<ssize_t>(size);
+  close(fds[1]);
+  if (!written) {
+    close(fds[0]);
+    return -1;
+  }
+  return fds[0];
+}
 
 #endif  // CONDUIT_TESTS_FUZZ_FUZZ_CHECK_H_

@@ -46,11 +46,8 @@ void UniqueId(const uint8_t* data, size_t size) {
 
 // A stream of frames on a socket, read the way the RPC program sessions read theirs.
 void Frames(const uint8_t* data, size_t size) {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
-  UniqueFd reader(fds[0]), writer(fds[1]);
-  if (size > 0 && write(writer.get(), data, size) != static_cast<ssize_t>(size)) return;
-  writer.reset();
+  UniqueFd reader(FuzzSocket(data, size));
+  if (!reader.valid()) return;
   constexpr uint32_t kMax = 1 << 16;
   FrameReader frames(reader.get(), shimproto::kMagic, shimproto::kVersion, kMax, /*accept_fds=*/false);
   size_t consumed = 0;

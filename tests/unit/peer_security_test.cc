@@ -66,17 +66,56 @@ class Listener {
   std::string addr_;
 };
 
+// Forwards one connection both ways and keeps what the dialer sent.
+class RecordingProxy {
+ public:
+  const std::string& addr() const { return listener_.addr(); }
+  // Serves the next connection, on its own thread, forwarding it to `target`.
+  void Start(const std::string& target) {
+    thread_ = std::thread([this, target] { Run(target); });
+  }
+  void Join() { thread_.join(); }
+  const std::string& sent() const { return sent_; }
+
+ private:
+  void Run(const std::string& target) {
+    UniqueFd in = listener_.AcceptOne();
+    UniqueFd out;
+    ASSERT_TRUE(TcpConnect(target, Deadline::AfterMs(2000), &out).ok());
+    fcntl(out.get(), F_SETFL, fcntl(out.get(), F_GETFL) & ~O_NONBLOCK);  // the pumps block
+    std::thread back([&] { Pump(out.get(), in.get(), nullptr); });
+    Pump(in.get(), out.get(), &sent_);
+    shutdown(out.get(), SHUT_WR);
+    back.join();
+  }
+  static void Pump(int from, int to, std::string* keep) {
+    char buf[4096];
+    for (;;) {
+      ssize_t r = read(from, buf, sizeof(buf));
+      if (r <= 0) return;
+      if (keep != nullptr) keep->append(buf, static_cast<size_t>(r));
+      if (write(to, buf, static_cast<size_t>(r)) != r) return;
+    }
+  }
+  Listener listener_;
+  std::thread thread_;
+  std::string sent_;
+};
+
 struct Sides {
   Status dial, accept;
   Conn dialer, acceptor;
   PeerIdentity dialer_saw, acceptor_saw;
 };
 
-Sides Connect(const PeerSecurity& dialer, const PeerSecurity& acceptor, bool sealable) {
+// One connection from `dialer` to `acceptor`, through `via` when given.
+Sides Connect(const PeerSecurity& dialer, const PeerSecurity& acceptor, bool sealable, RecordingProxy* via = nullptr) {
   Listener l;
   Sides s;
+  if (via != nullptr) via->Start(l.addr());
   std::thread t([&] { s.accept = acceptor.Accept(l.AcceptOne(), "test", &s.acceptor, &s.acceptor_saw); });
-  s.dial = dialer.Dial(l.addr(), Deadline::AfterMs(5000), sealable, &s.dialer, &s.dialer_saw);
+  s.dial = dialer.Dial(via != nullptr ? via->addr() : l.addr(), Deadline::AfterMs(5000), sealable, &s.dialer,
+                       &s.dialer_saw);
   t.join();
   return s;
 }
@@ -155,66 +194,27 @@ TEST(PeerSecurityTest, ASilentConnectionIsDroppedAfterTheHandshakeTimeout) {
   EXPECT_LT(took, std::chrono::milliseconds(authproto::kHandshakeTimeoutMs + 2000));
 }
 
-// Forwards one connection both ways and keeps what the dialer sent.
-class RecordingProxy {
- public:
-  explicit RecordingProxy(std::string target) : target_(std::move(target)) {}
-  const std::string& addr() const { return listener_.addr(); }
-  void Run() {
-    UniqueFd in = listener_.AcceptOne();
-    UniqueFd out;
-    ASSERT_TRUE(TcpConnect(target_, Deadline::AfterMs(2000), &out).ok());
-    fcntl(out.get(), F_SETFL, fcntl(out.get(), F_GETFL) & ~O_NONBLOCK);  // the pumps block
-    std::thread back([&] { Pump(out.get(), in.get(), nullptr); });
-    Pump(in.get(), out.get(), &sent_);
-    shutdown(out.get(), SHUT_WR);
-    back.join();
-  }
-  const std::string& sent() const { return sent_; }
-
- private:
-  static void Pump(int from, int to, std::string* keep) {
-    char buf[4096];
-    for (;;) {
-      ssize_t r = read(from, buf, sizeof(buf));
-      if (r <= 0) return;
-      if (keep != nullptr) keep->append(buf, static_cast<size_t>(r));
-      if (write(to, buf, static_cast<size_t>(r)) != r) return;
-    }
-  }
-  Listener listener_;
-  std::string target_;
-  std::string sent_;
-};
-
 TEST(PeerSecurityTest, ARecordedHandshakeCannotBeReplayed) {
   ClusterKey key = RandomKey();
   auto a = Make(PeerMode::kClusterKey, key, "10.0.0.1:7650");
   auto b = Make(PeerMode::kClusterKey, key, "10.0.0.2:7650");
   // A real handshake through a recording proxy.
-  Listener real;
-  RecordingProxy proxy(real.addr());
-  std::thread proxy_thread([&] { proxy.Run(); });
-  Status accepted;
-  Conn acceptor_conn;
-  PeerIdentity who;
-  std::thread acceptor([&] { accepted = b->Accept(real.AcceptOne(), "via proxy", &acceptor_conn, &who); });
-  Conn dialer_conn;
-  PeerIdentity dialed;
-  Status dial = a->Dial(proxy.addr(), Deadline::AfterMs(5000), false, &dialer_conn, &dialed);
-  ASSERT_TRUE(dial.ok()) << dial.message();
-  acceptor.join();
-  ASSERT_TRUE(accepted.ok()) << accepted.message();
-  dialer_conn = Conn();
-  acceptor_conn = Conn();
-  proxy_thread.join();
+  RecordingProxy proxy;
+  Sides real = Connect(*a, *b, false, &proxy);
+  ASSERT_TRUE(real.dial.ok()) << real.dial.message();
+  ASSERT_TRUE(real.accept.ok()) << real.accept.message();
+  real = Sides();
+  proxy.Join();
   ASSERT_EQ(proxy.sent().size(), sizeof(authproto::Hello) + sizeof(authproto::Finish));
 
   // The same bytes, replayed by someone without the key, to a new connection.
+  Listener victim_port;
   Status replayed;
-  std::thread victim([&] { replayed = b->Accept(real.AcceptOne(), "replayer", &acceptor_conn, &who); });
+  Conn victim_conn;
+  PeerIdentity who;
+  std::thread victim([&] { replayed = b->Accept(victim_port.AcceptOne(), "replayer", &victim_conn, &who); });
   UniqueFd fd;
-  ASSERT_TRUE(TcpConnect(real.addr(), Deadline::AfterMs(2000), &fd).ok());
+  ASSERT_TRUE(TcpConnect(victim_port.addr(), Deadline::AfterMs(2000), &fd).ok());
   ASSERT_TRUE(WriteFull(fd.get(), proxy.sent().data(), sizeof(authproto::Hello), Deadline::AfterMs(1000)).ok());
   authproto::Challenge c;
   ASSERT_TRUE(ReadFull(fd.get(), &c, sizeof(c), Deadline::AfterMs(2000)).ok());
@@ -264,26 +264,18 @@ TEST(PeerSecurityTest, SealedBytesOnTheWireAreNotThePlaintext) {
   ClusterKey key = RandomKey();
   auto a = Make(PeerMode::kClusterKey, key, "10.0.0.1:7650", /*seal=*/true);
   auto b = Make(PeerMode::kClusterKey, key, "10.0.0.2:7650", /*seal=*/true);
-  Listener real;
-  RecordingProxy proxy(real.addr());
-  std::thread proxy_thread([&] { proxy.Run(); });
-  Status accepted;
-  Conn acceptor_conn;
-  PeerIdentity who;
-  std::thread acceptor([&] { accepted = b->Accept(real.AcceptOne(), "via proxy", &acceptor_conn, &who); });
-  Conn dialer_conn;
-  PeerIdentity dialed;
-  ASSERT_TRUE(a->Dial(proxy.addr(), Deadline::AfterMs(5000), true, &dialer_conn, &dialed).ok());
-  acceptor.join();
-  ASSERT_TRUE(accepted.ok());
+  RecordingProxy proxy;
+  Sides s = Connect(*a, *b, true, &proxy);
+  ASSERT_TRUE(s.dial.ok() && s.accept.ok()) << s.dial.message() << s.accept.message();
+  Conn& dialer_conn = s.dialer;
+  Conn& acceptor_conn = s.acceptor;
   const std::string secret = "the quick brown fox jumps over the lazy dog";
   ASSERT_TRUE(dialer_conn.Write(secret.data(), secret.size(), Deadline::AfterMs(1000)).ok());
   std::string got(secret.size(), '\0');
   ASSERT_TRUE(acceptor_conn.ReadFull(got.data(), got.size(), Deadline::AfterMs(1000)).ok());
   EXPECT_EQ(got, secret);
-  dialer_conn = Conn();
-  acceptor_conn = Conn();
-  proxy_thread.join();
+  s = Sides();
+  proxy.Join();
   EXPECT_EQ(proxy.sent().find("quick brown fox"), std::string::npos);
   EXPECT_EQ(proxy.sent().size(), sizeof(authproto::Hello) + sizeof(authproto::Finish) + authproto::kRecordHeaderBytes +
                                      secret.size() + authproto::kRecordTagBytes);

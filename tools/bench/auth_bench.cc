@@ -124,6 +124,28 @@ struct Tls {
   }
 };
 
+// A client or server end of a TLS connection on `fd` (blocking), handshake done.
+struct TlsEnd {
+  UniqueFd fd;
+  SSL* ssl = nullptr;
+  ~TlsEnd() { SSL_free(ssl); }
+};
+
+void TlsDial(const Tls& tls, const std::string& addr, TlsEnd* end) {
+  end->fd = Connect(addr);
+  end->ssl = SSL_new(tls.client);
+  SSL_set_fd(end->ssl, end->fd.get());
+  if (SSL_connect(end->ssl) != 1) Die("SSL_connect");
+}
+
+void TlsAccept(const Tls& tls, UniqueFd fd, TlsEnd* end) {
+  fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  end->fd = std::move(fd);
+  end->ssl = SSL_new(tls.server);
+  SSL_set_fd(end->ssl, end->fd.get());
+  if (SSL_accept(end->ssl) != 1) Die("SSL_accept");
+}
+
 // ---- measurements
 
 struct Cost {
@@ -212,21 +234,15 @@ int Main(int argc, char** argv) {
   row("tls 1.3 mutual, ecdsa p-256", PerConnection(
                                           connections,
                                           [&](const std::string& addr) {
-                                            UniqueFd fd = Connect(addr);
-                                            SSL* s = SSL_new(tls.client);
-                                            SSL_set_fd(s, fd.get());
-                                            if (SSL_connect(s) != 1) Die("SSL_connect");
-                                            SSL_free(s);
+                                            TlsEnd end;
+                                            TlsDial(tls, addr, &end);
                                           },
                                           [&](UniqueFd fd) {
-                                            fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
-                                            SSL* s = SSL_new(tls.server);
-                                            SSL_set_fd(s, fd.get());
-                                            if (SSL_accept(s) != 1) Die("SSL_accept");
+                                            TlsEnd end;
+                                            TlsAccept(tls, std::move(fd), &end);
                                             // Reads the client's Finished (TLS 1.3 completes it there).
                                             char c;
-                                            SSL_peek(s, &c, 0);
-                                            SSL_free(s);
+                                            SSL_peek(end.ssl, &c, 0);
                                           }));
 
   const size_t total = mib << 20, piece = 1 << 20;
@@ -268,28 +284,23 @@ int Main(int argc, char** argv) {
                }));
   rate("tls 1.3 (aes-256-gcm)", PerByte(total,
                                         [&](const std::string& addr) {
-                                          UniqueFd fd = Connect(addr);
-                                          SSL* s = SSL_new(tls.client);
-                                          SSL_set_fd(s, fd.get());
-                                          if (SSL_connect(s) != 1) Die("SSL_connect");
+                                          TlsEnd end;
+                                          TlsDial(tls, addr, &end);
                                           for (size_t sent = 0; sent < total; sent += piece) {
-                                            if (SSL_write(s, buf.data(), static_cast<int>(piece)) <= 0) Die("SSL_write");
+                                            if (SSL_write(end.ssl, buf.data(), static_cast<int>(piece)) <= 0) {
+                                              Die("SSL_write");
+                                            }
                                           }
-                                          SSL_free(s);
                                         },
                                         [&](UniqueFd fd) {
-                                          fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
-                                          SSL* s = SSL_new(tls.server);
-                                          SSL_set_fd(s, fd.get());
-                                          if (SSL_accept(s) != 1) Die("SSL_accept");
+                                          TlsEnd end;
+                                          TlsAccept(tls, std::move(fd), &end);
                                           std::vector<char> in(piece);
-                                          size_t got = 0;
-                                          while (got < total) {
-                                            int r = SSL_read(s, in.data(), static_cast<int>(piece));
+                                          for (size_t got = 0; got < total;) {
+                                            int r = SSL_read(end.ssl, in.data(), static_cast<int>(piece));
                                             if (r <= 0) Die("SSL_read");
                                             got += static_cast<size_t>(r);
                                           }
-                                          SSL_free(s);
                                         }));
   return 0;
 }
