@@ -114,13 +114,18 @@ bench_conduit_available() { [[ -x $BENCH_BUILD/bin/conduitd && -x $BENCH_BUILD/b
 BENCH_CONDUITD_PIDS=()
 bench_conduit_start() {
   local hosts=$1 i ip sock listen auth=(); shift
-  case $BENCH_PEER_AUTH in
+  # A daemon from before authentication (issue 12) knows none of these flags.
+  local mode=$BENCH_PEER_AUTH help
+  help=$("$BENCH_BUILD/bin/conduitd" --help 2>&1 || true)
+  [[ $help == *--cluster-key* ]] || mode=none
+  case $mode in
+    none) ;;
     key | encrypt)
       # 64 hex digits, readable by root only (what `conduitctl keygen` writes).
       [[ -f $BENCH_WORK/cluster.key ]] ||
         (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$BENCH_WORK/cluster.key")
       auth=(--cluster-key "$BENCH_WORK/cluster.key")
-      [[ $BENCH_PEER_AUTH == encrypt ]] && auth+=(--encrypt-peers) ;;
+      [[ $mode == encrypt ]] && auth+=(--encrypt-peers) ;;
     insecure) auth=(--insecure-peers) ;;
     *) bench_die "BENCH_PEER_AUTH must be key, encrypt or insecure" ;;
   esac
