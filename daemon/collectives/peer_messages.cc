@@ -8,7 +8,13 @@
 
 namespace conduit {
 
-Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& daemon) {
+Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& proven, std::string* daemon) {
+  const std::string claimed = FromCString(request.daemon_addr);
+  if (!proven.empty() && claimed != proven) {
+    return InvalidUsage("daemon %s registered a rank as daemon %s: a daemon registers only its own ranks",
+                        proven.c_str(), claimed.c_str());
+  }
+  *daemon = proven.empty() ? claimed : proven;
   if (request.nranks < 1 || request.nranks > peerproto::kMaxRanks) {
     return InvalidArgument("nranks %d is out of range [1, %d]", request.nranks, peerproto::kMaxRanks);
   }
@@ -21,7 +27,9 @@ Status ValidateRegister(const peerproto::RegisterRequest& request, const std::st
     return InvalidUsage("rank %d registered for communicator %s with a secret that is not that communicator's: a "
                         "forged or altered ncclUniqueId", request.rank, CommKeyShort(request.comm_key).c_str());
   }
-  if (daemon.empty()) return InvalidArgument("rank %d's daemon has no address", request.rank);
+  if (daemon->empty() || daemon->size() >= sizeof(request.daemon_addr)) {
+    return InvalidArgument("rank %d's daemon has no usable address", request.rank);
+  }
   return Status::Ok();
 }
 

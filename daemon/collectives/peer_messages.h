@@ -14,9 +14,10 @@
 
 namespace conduit {
 
-// Whether a Register may be served, before any state is created for it. `daemon` is the
-// address of the daemon that sent it (authenticated, or its claim under --insecure-peers).
-Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& daemon);
+// Whether a Register may be served, before any state is created for it. `proven` is the
+// daemon its connection authenticated as ("" under --insecure-peers); the rank's daemon is
+// that one, and the Register's own daemon_addr must agree. *daemon is the rank's daemon.
+Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& proven, std::string* daemon);
 
 // Whether a LinkHello is well-formed (channel, host index, epoch, path), before the
 // communicator it names is looked up.

@@ -195,12 +195,7 @@ void CommRegistry::ServePeerConnection(Conn conn, const PeerIdentity& peer) {
     }
     memcpy(&req, frame.payload.data(), sizeof(req));
     // The rank's daemon is the one this connection proved to be; its claim must agree.
-    std::string daemon = FromCString(req.daemon_addr);
-    if (peer.authenticated() && daemon != peer.daemon) {
-      CLOG_WARN("rendezvous: %s registered a rank as daemon %s; refused", peer.Describe().c_str(), daemon.c_str());
-      daemon.clear();
-    }
-    rendezvous_.Serve(fd.get(), req, daemon, Deadline::AfterMs(options_.timeout_ms));
+    rendezvous_.Serve(fd.get(), req, peer.daemon, Deadline::AfterMs(options_.timeout_ms));
     return;
   }
   if (frame.header.type != peerproto::kLinkHello || frame.payload.size() != sizeof(peerproto::LinkHello)) {

@@ -45,9 +45,10 @@ void Reply(int fd, const Status& status, const std::vector<std::string>& addrs, 
 
 }  // namespace
 
-void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, const std::string& daemon,
+void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, const std::string& proven,
                             Deadline deadline) {
-  Status bad = ValidateRegister(request, daemon);
+  std::string daemon;
+  Status bad = ValidateRegister(request, proven, &daemon);
   std::shared_ptr<Entry> entry;
   std::unique_lock<std::mutex> lock(mu_);
   if (bad.ok()) {
@@ -71,7 +72,8 @@ void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, c
   }
   if (!bad.ok()) {
     lock.unlock();
-    CLOG_WARN("rendezvous: refused a Register from daemon %s: %s", daemon.c_str(), bad.message().c_str());
+    CLOG_WARN("rendezvous: refused a Register from daemon %s: %s", proven.empty() ? daemon.c_str() : proven.c_str(),
+              bad.message().c_str());
     Reply(fd, bad, {}, {}, deadline);
     return;
   }

@@ -37,8 +37,9 @@ class RendezvousTable {
   explicit RendezvousTable(RingChooser choose_ring = nullptr) : choose_ring_(std::move(choose_ring)) {}
 
   // Blocks until the communicator is complete (or fails), then writes the reply on fd.
-  // `daemon` is the registering rank's daemon (see ValidateRegister, peer_messages.h).
-  void Serve(int fd, const peerproto::RegisterRequest& request, const std::string& daemon, Deadline deadline);
+  // `proven` is the daemon the connection authenticated as, "" under --insecure-peers (see
+  // ValidateRegister, peer_messages.h).
+  void Serve(int fd, const peerproto::RegisterRequest& request, const std::string& proven, Deadline deadline);
 
  private:
   struct Entry {

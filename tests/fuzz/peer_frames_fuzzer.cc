@@ -47,8 +47,10 @@ void Hello(const uint8_t* data, size_t size) {
 void Register(const uint8_t* data, size_t size) {
   peerproto::RegisterRequest r;
   if (!Take(data, size, &r)) return;
-  std::string daemon(reinterpret_cast<const char*>(data + sizeof(r)), size - sizeof(r));
-  if (!ValidateRegister(r, daemon).ok()) return;
+  std::string proven(reinterpret_cast<const char*>(data + sizeof(r)), size - sizeof(r)), daemon;
+  if (!ValidateRegister(r, proven, &daemon).ok()) return;
+  FUZZ_CHECK(!daemon.empty() && daemon.size() < sizeof(r.daemon_addr), "rank daemon of %zu bytes", daemon.size());
+  FUZZ_CHECK(proven.empty() || daemon == proven, "a rank kept under a daemon other than the proven one");
   FUZZ_CHECK(r.nranks >= 1 && r.nranks <= peerproto::kMaxRanks, "nranks %d", r.nranks);
   FUZZ_CHECK(r.rank >= 0 && r.rank < r.nranks, "rank %d of %d", r.rank, r.nranks);
   CommSecret secret;

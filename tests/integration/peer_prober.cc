@@ -15,6 +15,13 @@
 //   --mode partial         send half a handshake Hello, then nothing: the same
 //   --mode flood --count N --hold S   open N connections at once and keep them S seconds:
 //                          prints how many the daemon closed within 2 s ("closed K of N")
+//   --mode member --cluster-key FILE --id-file F   a daemon that holds the cluster key (so
+//                          it passes the handshake) but is no member of the communicator in
+//                          F, against that communicator's root: it claims to be host 1 on a
+//                          link, registers a rank under another daemon's address, registers
+//                          with nranks -1 and 2^30, and parks a link for a communicator that
+//                          never forms. Prints one line each; exit 0 when all are refused (and
+//                          the parked link dropped) as docs/daemon-protocol.md says.
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -35,6 +42,8 @@
 #include "common/peer_protocol.h"
 #include "common/rpc_protocol.h"
 #include "common/unique_id.h"
+#include "security/comm_secret.h"
+#include "security/peer_security.h"
 #include "transport/tcp.h"
 
 namespace conduit {
@@ -159,8 +168,85 @@ int Flood(const std::string& daemon, int count, int hold_s) {
   return 0;
 }
 
+// One message on a fresh authenticated connection; the daemon's answer (its status text, or
+// how the connection ended).
+std::string Ask(const PeerSecurity& me, const std::string& daemon, uint16_t type, const void* body, size_t len,
+                conduit::Frame* reply) {
+  Conn conn;
+  PeerIdentity peer;
+  Status st = me.Dial(daemon, Deadline::AfterMs(kWaitMs), false, &conn, &peer);
+  if (!st.ok()) return "handshake failed: " + st.message();
+  if (!WriteFrame(conn, peerproto::kMagic, peerproto::kVersion, type, 0, body, static_cast<uint32_t>(len),
+                  Deadline::AfterMs(kWaitMs))
+           .ok()) {
+    return "closed";
+  }
+  st = ReadFrame(conn, peerproto::kMagic, peerproto::kVersion, peerproto::kMaxPayload, reply, Deadline::AfterMs(15000));
+  if (!st.ok()) return "closed: " + st.message();
+  if (reply->payload.size() < sizeof(WireStatus)) return "malformed answer";
+  WireStatus wire;
+  memcpy(&wire, reply->payload.data(), sizeof(wire));
+  Status answer = FromWire(wire);
+  return answer.ok() ? "ok" : "refused: " + answer.message();
+}
+
+int Member(const std::string& daemon, const std::string& key_file, const CommIdentity& id) {
+  PeerSecurityOptions o;
+  o.mode = PeerMode::kClusterKey;
+  o.self = "10.0.0.99:7650";  // no member of anything
+  std::unique_ptr<PeerSecurity> me;
+  if (!LoadClusterKey(key_file, &o.key).ok() || !PeerSecurity::Create(o, &me).ok()) return 2;
+  int wrong = 0;
+  auto expect_refused = [&](const char* what, const std::string& answer) {
+    const bool refused = answer.rfind("refused", 0) == 0 || answer.rfind("closed", 0) == 0;
+    printf("%s %s: %s\n", refused ? "refused" : "ACCEPTED", what, answer.c_str());
+    wrong += refused ? 0 : 1;
+  };
+  conduit::Frame reply;
+  peerproto::LinkHello claim{id.key, 1, peerproto::kCollective, 0, -1};
+  expect_refused("link claiming host 1", Ask(*me, daemon, peerproto::kLinkHello, &claim, sizeof(claim), &reply));
+  peerproto::RegisterRequest reg{};
+  reg.comm_key = id.key;
+  reg.nranks = 2;
+  reg.rank = 1;
+  memcpy(reg.secret, id.secret.data(), sizeof(reg.secret));
+  CopyCString(reg.daemon_addr, daemon.c_str());  // someone else's address
+  expect_refused("register as another daemon", Ask(*me, daemon, peerproto::kRegister, &reg, sizeof(reg), &reply));
+  for (int32_t nranks : {-1, 1 << 30}) {
+    peerproto::RegisterRequest bad{};
+    CommSecret secret{};
+    secret[0] = static_cast<uint8_t>(nranks);
+    memcpy(bad.secret, secret.data(), sizeof(bad.secret));
+    bad.comm_key = CommKeyOf(secret);
+    bad.nranks = nranks;
+    bad.rank = 0;
+    CopyCString(bad.daemon_addr, "10.0.0.99:7650");
+    expect_refused(nranks < 0 ? "register with nranks -1" : "register with nranks 2^30",
+                   Ask(*me, daemon, peerproto::kRegister, &bad, sizeof(bad), &reply));
+  }
+  // A link for a communicator that never forms here is parked, then dropped on a timer.
+  Conn conn;
+  PeerIdentity peer;
+  if (!me->Dial(daemon, Deadline::AfterMs(kWaitMs), false, &conn, &peer).ok()) return 2;
+  peerproto::LinkHello orphan{id.key ^ 0x5a5a5a5a5a5a5a5aull, 1, peerproto::kCollective, 0, -1};
+  auto start = std::chrono::steady_clock::now();
+  if (!WriteFrame(conn, peerproto::kMagic, peerproto::kVersion, peerproto::kLinkHello, 0, &orphan, sizeof(orphan),
+                  Deadline::AfterMs(kWaitMs))
+           .ok() ||
+      !ReadFrame(conn, peerproto::kMagic, peerproto::kVersion, peerproto::kMaxPayload, &reply, Deadline::AfterMs(kWaitMs))
+           .ok()) {
+    printf("ACCEPTED? the orphan link was not even parked\n");
+    return 1;
+  }
+  char c;
+  Status closed = conn.ReadFull(&c, 1, Deadline::AfterMs(120000));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  printf("parked link dropped after %lld ms (%s)\n", static_cast<long long>(ms), closed.message().c_str());
+  return wrong == 0 && !closed.ok() ? 0 : 1;
+}
+
 int Main(int argc, char** argv) {
-  std::string daemon, id_file, mode = "types";
+  std::string daemon, id_file, mode = "types", key_file;
   int count = 100, hold = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--daemon") == 0) daemon = argv[i + 1];
@@ -168,6 +254,7 @@ int Main(int argc, char** argv) {
     else if (strcmp(argv[i], "--mode") == 0) mode = argv[i + 1];
     else if (strcmp(argv[i], "--count") == 0) count = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--hold") == 0) hold = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--cluster-key") == 0) key_file = argv[i + 1];
   }
   if (mode == "silent") return TimeUntilClosed(daemon, "");
   if (mode == "partial") {
@@ -177,6 +264,14 @@ int Main(int argc, char** argv) {
     return TimeUntilClosed(daemon, std::string(reinterpret_cast<const char*>(&h), sizeof(h) / 2));
   }
   if (mode == "flood") return Flood(daemon, count, hold);
+  if (mode == "member") {
+    CommIdentity member_of;
+    std::ifstream in(id_file, std::ios::binary);
+    char raw[128] = {};
+    in.read(raw, sizeof(raw));
+    if (!DecodeUniqueId(raw, &member_of).ok()) return 2;
+    return Member(daemon, key_file, member_of);
+  }
   CommIdentity id;
   if (!id_file.empty()) {
     std::ifstream in(id_file, std::ios::binary);

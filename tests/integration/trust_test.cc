@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
 
 #include "coll_run.h"
+#include "conduitctl_run.h"
 #include "common/frame.h"
 #include "common/shim_protocol.h"
 #include "integration_env.h"
@@ -47,6 +49,33 @@ bool WaitForFile(const std::string& path, std::chrono::seconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
+}
+
+// Program socket helpers: a raw client that speaks just enough of the shim protocol.
+int ConnectUnix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Milliseconds until the daemon closes `fd` (reading and dropping what it sends).
+long MsUntilClosed(int fd, Clock::time_point since, std::chrono::seconds give_up) {
+  char buf[512];
+  auto deadline = Clock::now() + give_up;
+  while (Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    ssize_t r = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (r > 0 || (r < 0 && errno == EAGAIN)) continue;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+  }
+  return -1;
 }
 
 // A stranger namespace (host 2, which has no part in the job) sends every daemon-to-daemon
@@ -101,6 +130,97 @@ TEST(TrustTest, AProgramThatKnowsTheKeyButNotTheIdCannotJoin) {
   EXPECT_TRUE(failure.empty()) << failure;
 }
 
+// A daemon that holds the cluster key is trusted to run the protocols, but acts only as
+// itself: it cannot take another member's place on a link or in a rendezvous, a Register it
+// sends is checked for bounds before anything is kept, and a link it parks for a
+// communicator that never forms is dropped on the timer.
+TEST(TrustTest, AKeyHolderActsOnlyAsItself) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(TrustCluster(3, /*timeout_ms=*/3000));
+  CONDUIT_START_CLUSTER(cluster);
+  CollLaunch job = Ranks(1, {"--colls", "allreduce", "--types", "float", "--ops", "sum", "--sizes", "4096",
+                             "--seconds", "8"})
+                       .OnHosts(2);
+  job.id_file = cluster.NewIdFile();
+  auto procs = LaunchCollCheck(cluster, job);
+  ASSERT_TRUE(WaitForFile(job.id_file, std::chrono::seconds(30))) << cluster.Describe();
+  // The communicator must be formed on its root, or a link claim would only be parked.
+  bool ready = false;
+  for (int i = 0; i < 200 && !ready; ++i) {
+    ready = Ctl(cluster, 0, {"--json", "comms"}).out.find("\"ready\": true") != std::string::npos;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(ready) << cluster.Describe();
+  Subprocess& p = cluster.Launch(2, "member", {ProberPath(), "--daemon", cluster.PeerAddr(0), "--mode", "member",
+                                               "--cluster-key", cluster.key_path(), "--id-file", job.id_file});
+  ASSERT_TRUE(p.Wait(std::chrono::seconds(60))) << cluster.Describe();
+  EXPECT_EQ(p.exit_code(), 0) << p.Output();
+  EXPECT_NE(p.Output().find("refused link claiming host 1"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("refused register as another daemon"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("refused register with nranks -1"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("refused register with nranks 2^30"), std::string::npos) << p.Output();
+  std::smatch m;
+  std::string out = p.Output();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("parked link dropped after ([0-9]+) ms"))) << out;
+  EXPECT_GE(std::stol(m[1]), 3000 - 100);
+  EXPECT_LE(std::stol(m[1]), 3000 + 1000 + 2000 * kSanitizerSlowdown) << out;
+  std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
+  EXPECT_TRUE(failure.empty()) << failure;
+  EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
+}
+
+// Without authentication (--insecure-peers, for isolated networks) the daemons still work
+// together, and say loudly at start that anyone can join them.
+TEST(TrustTest, InsecurePeersWorkAndWarn) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig c = TrustCluster(2);
+  c.peer_auth = ClusterConfig::PeerAuth::kInsecure;
+  Cluster cluster(c);
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "allreduce,broadcast,sendrecv", "--types", "float",
+                                                  "--ops", "sum", "--sizes", "1000"}));
+  std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
+  EXPECT_TRUE(failure.empty()) << failure;
+  EXPECT_NE(DaemonLog(cluster, 0).find("--insecure-peers: daemon connections are NOT authenticated"),
+            std::string::npos)
+      << DaemonLog(cluster, 0);
+}
+
+// --deny-exe judges a program by what the kernel says its executable is: a program that
+// names itself something else in its Hello is still refused, and one that borrows a denied
+// name is not refused for it.
+TEST(TrustTest, AdmissionGoesByTheKernelsNameNotTheHellos) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  for (const char* denied : {"trust_test", "coll_check"}) {
+    SCOPED_TRACE(denied);
+    ClusterConfig c = TrustCluster(1);
+    c.daemon_args = {"--deny-exe", denied};
+    Cluster cluster(c);
+    CONDUIT_START_CLUSTER(cluster);
+    int fd = ConnectUnix(cluster.Socket(0));
+    ASSERT_GE(fd, 0);
+    shimproto::HelloRequest hello{};
+    hello.pid = 1;
+    CopyCString(hello.exe, "coll_check");  // this process is trust_test
+    ASSERT_TRUE(WriteFrame(fd, shimproto::kMagic, shimproto::kVersion, shimproto::kHello, 0, &hello, sizeof(hello),
+                           Deadline::AfterMs(2000))
+                    .ok());
+    Frame reply;
+    ASSERT_TRUE(ReadFrame(fd, shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &reply,
+                          Deadline::AfterMs(5000))
+                    .ok());
+    ::close(fd);
+    shimproto::HelloReply r{};
+    ASSERT_EQ(reply.payload.size(), sizeof(r));
+    memcpy(&r, reply.payload.data(), sizeof(r));
+    const bool kernel_name_denied = std::string(denied) == "trust_test";
+    EXPECT_EQ(r.accepted, kernel_name_denied ? 0u : 1u) << FromCString(r.status.message);
+    if (kernel_name_denied) {
+      EXPECT_NE(FromCString(r.status.message).find("trust_test"), std::string::npos);
+    }
+  }
+}
+
 // Runs trust_probe allreduce with 2 ranks per host, host h's ranks passing counts[h].
 std::vector<Subprocess*> LaunchCounts(Cluster& cluster, const std::vector<size_t>& counts) {
   const int hosts = static_cast<int>(counts.size()), per_host = 2, nranks = hosts * per_host;
@@ -152,33 +272,6 @@ TEST(TrustTest, HostsWhoseRanksPassDifferentCountsAllGetInvalidUsage) {
     CONDUIT_START_CLUSTER(cluster);
     ExpectAllInvalidUsage(cluster, LaunchCounts(cluster, {1u << 20, 1u << 20, (1u << 20) - 1}));
   }
-}
-
-// Program socket helpers: a raw client that speaks just enough of the shim protocol.
-int ConnectUnix(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Milliseconds until the daemon closes `fd` (reading and dropping what it sends).
-long MsUntilClosed(int fd, Clock::time_point since, std::chrono::seconds give_up) {
-  char buf[512];
-  auto deadline = Clock::now() + give_up;
-  while (Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    ssize_t r = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (r > 0 || (r < 0 && errno == EAGAIN)) continue;
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
-  }
-  return -1;
 }
 
 // A peer that connects and says nothing (or half a handshake) is dropped when the

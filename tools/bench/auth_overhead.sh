@@ -60,15 +60,23 @@ up() {  # up HOSTS: namespaces with the requested link rate
   "$BENCH_NETNS" "${args[@]}" >/dev/null
 }
 
+# Modes alternate their order from round to round (the VM's speed drifts over minutes);
+# the tables compare modes within each round, then take the median over rounds.
+order() {  # order ROUND MODES...
+  local round=$1
+  shift
+  if ((round % 2)); then echo "$@"; else echo "$@" | tr ' ' '\n' | tac | tr '\n' ' '; fi
+}
+
 for H in $HOSTS_LIST; do
   up "$H"
   for ((round = 1; round <= ROUNDS; round++)); do
-    for mode in insecure key; do
+    for mode in $(order "$round" insecure key); do
       BENCH_PEER_AUTH=$mode bench_conduit_start "$H" --log-level warn
       bench_log "allreduce: $H hosts, round $round, $mode"
       bench_conduit_perf "$H" 1 -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1 |
         while read -r size count time_us algbw busbw wrong; do
-          echo "allreduce $H $mode $size $time_us $wrong" >>"$RESULTS"
+          echo "allreduce $H $mode $size $time_us $wrong $round" >>"$RESULTS"
         done
       bench_conduit_stop
     done
@@ -78,17 +86,17 @@ done
 if ((RPC)); then
   up 2
   H0=$(bench_ns 0) H1=$(bench_ns 1) IP1=$(bench_ip 1) PORT=50102
-  rpc() {  # rpc MODE WORKLOAD ARGS...: one measurement under the preload
+  rpc() {  # rpc MODE WORKLOAD ARGS...: one measurement under the preload (in round $round)
     local mode=$1 workload=$2 line
     shift 2
     line=$(ip netns exec "$H0" env CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM" "$BIN/rpc_bench" \
       --target "$IP1:$PORT" --seconds "$RPC_SECONDS" --warmup 1 "$@" 2>>"$BENCH_WORK/client.log" | grep '^calls') ||
       line="calls 0 failed"
-    echo "rpc 2 $mode $workload $line" >>"$RESULTS"
+    echo "rpc $round $mode $workload $line" >>"$RESULTS"
     bench_log "rpc $mode $workload: $line"
   }
   for ((round = 1; round <= ROUNDS; round++)); do
-    for mode in insecure key encrypt; do
+    for mode in $(order "$round" insecure key encrypt); do
       BENCH_PEER_AUTH=$mode bench_conduit_start 2 --log-level warn
       ip netns exec "$H1" env CONDUIT_SOCKET="$BENCH_WORK/h1.sock" LD_PRELOAD="$SHIM" \
         "$BIN/rpc_bench_server" --listen "0.0.0.0:$PORT" >"$BENCH_WORK/server.log" 2>&1 &

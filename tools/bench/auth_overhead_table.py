@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""Turns auth_overhead.sh's result lines into markdown tables (median over rounds)."""
+"""Turns auth_overhead.sh's result lines into markdown tables.
+
+Each round ran every mode once, in alternating order; a mode is compared with
+--insecure-peers within its round (paired), and the tables give the median over rounds
+of each mode's figure and of the per-round ratio or difference, with the spread of the
+latter."""
 import statistics
 import sys
 from collections import defaultdict
@@ -15,58 +20,63 @@ def human(size):
 
 def main():
     path, rate = sys.argv[1], sys.argv[2]
-    allreduce = defaultdict(list)  # (hosts, mode, size) -> [us]
+    allreduce = {}  # (hosts, mode, size, round) -> us
     wrong = 0
-    rpc = defaultdict(list)  # (mode, workload) -> [fields]
+    rpc = {}  # (round, mode, workload) -> fields
     for line in open(path):
         w = line.split()
         if w[0] == "allreduce":
-            hosts, mode, size, us, bad = w[1], w[2], int(w[3]), float(w[4]), w[5]
-            allreduce[(hosts, mode, size)].append(us)
+            hosts, mode, size, us, bad, rnd = w[1], w[2], int(w[3]), float(w[4]), w[5], w[6]
+            allreduce[(hosts, mode, size, rnd)] = us
             wrong += bad != "0"
-        elif w[0] == "rpc":
-            mode, workload = w[2], w[3]
-            rpc[(mode, workload)].append(None if "failed" in w else dict(zip(w[4::2], (float(x) for x in w[5::2]))))
-    med = lambda v: statistics.median(v) if v else None
+        elif w[0] == "rpc" and "failed" not in w:
+            rpc[(w[1], w[2], w[3])] = dict(zip(w[4::2], (float(x) for x in w[5::2])))
+    med = statistics.median
     for hosts in sorted({k[0] for k in allreduce}, key=int):
-        print(f"All-reduce, {hosts} hosts, links {rate} (median over rounds of each mode's time per call)")
+        rounds = sorted({k[3] for k in allreduce if k[0] == hosts})
+        print(f"All-reduce, {hosts} hosts, links {rate}, {len(rounds)} rounds")
         print()
-        print("| size | --insecure-peers, us | cluster key, us | key / insecure |")
-        print("| ---: | ---: | ---: | ---: |")
+        print("| size | --insecure-peers, us | cluster key, us | key / insecure (median of rounds) | spread |")
+        print("| ---: | ---: | ---: | ---: | ---: |")
         for size in sorted({k[2] for k in allreduce if k[0] == hosts}):
-            a, b = med(allreduce[(hosts, "insecure", size)]), med(allreduce[(hosts, "key", size)])
-            ratio = f"{b / a:.3f}" if a and b else "n/a"
-            print(f"| {human(size)} | {a:,.1f} | {b:,.1f} | {ratio} |")
+            a = [allreduce.get((hosts, "insecure", size, r)) for r in rounds]
+            b = [allreduce.get((hosts, "key", size, r)) for r in rounds]
+            ratios = [y / x for x, y in zip(a, b) if x and y]
+            print(f"| {human(size)} | {med([x for x in a if x]):,.1f} | {med([y for y in b if y]):,.1f} "
+                  f"| {med(ratios):.3f} | {min(ratios):.2f}-{max(ratios):.2f} |")
         print()
     if wrong:
         print(f"**{wrong} runs reported wrong results**")
         print()
-    if rpc:
-        print(f"RPC, 2 hosts, links {rate}, gRPC under LD_PRELOAD=libmrpc-grpc.so, no policy (median over rounds)")
-        print()
-        print("| daemon connections | median us | P99 us | RPC/s, 128 in flight | 8 KiB goodput, Gbit/s | 1 MiB goodput, Gbit/s |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
-        names = {"insecure": "--insecure-peers", "key": "cluster key", "encrypt": "cluster key + --encrypt-peers"}
+    if not rpc:
+        return
+    rounds = sorted({k[0] for k in rpc})
+    names = {"insecure": "--insecure-peers", "key": "cluster key", "encrypt": "cluster key + --encrypt-peers"}
+    print(f"RPC, 2 hosts, links {rate}, gRPC under LD_PRELOAD=libmrpc-grpc.so, no policy, {len(rounds)} rounds")
+    print()
+    print("| daemon connections | median us | P99 us | RPC/s, 128 in flight | 8 KiB goodput, Gbit/s | 1 MiB goodput, Gbit/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
 
-        def get(mode, workload, field):
-            vals = [r[field] for r in rpc.get((mode, workload), []) if r is not None and field in r]
-            return med(vals)
+    def col(mode, workload, field):
+        v = [rpc[(r, mode, workload)][field] for r in rounds if (r, mode, workload) in rpc]
+        return med(v) if v else None
 
-        def f(v, d):
-            return "n/a" if v is None else f"{v:,.{d}f}"
+    def f(v, d):
+        return "n/a" if v is None else f"{v:,.{d}f}"
 
-        for mode in ("insecure", "key", "encrypt"):
-            if not any(k[0] == mode for k in rpc):
-                continue
-            print(f"| {names[mode]} | {f(get(mode, 'lat', 'median_us'), 1)} | {f(get(mode, 'lat', 'p99_us'), 1)} "
-                  f"| {f(get(mode, 'rate', 'rps'), 0)} | {f(get(mode, '8k', 'goodput_gbps'), 2)} "
-                  f"| {f(get(mode, '1m', 'goodput_gbps'), 2)} |")
-        print()
-        base = get("insecure", "lat", "median_us")
-        for mode in ("key", "encrypt"):
-            m = get(mode, "lat", "median_us")
-            if base and m:
-                print(f"- {names[mode]}: median latency {m - base:+.1f} us per call vs --insecure-peers")
+    for mode in ("insecure", "key", "encrypt"):
+        print(f"| {names[mode]} | {f(col(mode, 'lat', 'median_us'), 1)} | {f(col(mode, 'lat', 'p99_us'), 1)} "
+              f"| {f(col(mode, 'rate', 'rps'), 0)} | {f(col(mode, '8k', 'goodput_gbps'), 2)} "
+              f"| {f(col(mode, '1m', 'goodput_gbps'), 2)} |")
+    print()
+    for mode in ("key", "encrypt"):
+        diffs = [rpc[(r, mode, "lat")]["median_us"] - rpc[(r, "insecure", "lat")]["median_us"] for r in rounds
+                 if (r, mode, "lat") in rpc and (r, "insecure", "lat") in rpc]
+        gp = [rpc[(r, mode, "1m")]["goodput_gbps"] / rpc[(r, "insecure", "1m")]["goodput_gbps"] for r in rounds
+              if (r, mode, "1m") in rpc and (r, "insecure", "1m") in rpc]
+        if diffs:
+            print(f"- {names[mode]} vs --insecure-peers, same round: median latency {med(diffs):+.1f} us per call "
+                  f"(rounds {min(diffs):+.1f} to {max(diffs):+.1f}); 1 MiB goodput x{med(gp):.2f}")
 
 
 if __name__ == "__main__":
