@@ -3,7 +3,7 @@
 // same machine (loopback TCP, both ends in this process). The figures behind the choice in
 // docs/security.md.
 //
-//   conduit-auth-bench [--connections N] [--mib M]
+//   conduit-auth-bench [--connections N] [--mib M] [--round-trips R]
 //
 // Per connection: TCP connect+accept alone; Conduit's handshake (cluster key, unsealed);
 // the handshake with sealing (adds X25519); TLS 1.3 with ECDSA P-256 certificates on both
@@ -11,6 +11,10 @@
 // concurrently) and CPU time of both ends together.
 // Per byte: M MiB one way through a plain socket, a sealed Conn (AES-256-GCM records), and
 // TLS 1.3 (AES-256-GCM): throughput and CPU seconds per GiB of both ends together.
+// Per small message: 64-byte request/reply round trips (what one small RPC or control
+// message costs a daemon connection) on a connection with no handshake (--insecure-peers),
+// one authenticated with the cluster key (the default: unsealed afterwards), and a sealed
+// one (--encrypt-peers): wall time and CPU time of both ends per round trip.
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -21,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +191,36 @@ Rate PerByte(size_t total, const std::function<void(const std::string&)>& send,
   return {total * 8 / secs / 1e9, (CpuSeconds() - cpu0) / gib};
 }
 
+// n round trips of `bytes` each way: the dialer writes, the acceptor echoes, the dialer reads.
+Cost PingPong(int n, size_t bytes, const std::function<Conn(const std::string&)>& dial,
+              const std::function<Conn(UniqueFd)>& accept) {
+  Listener l;
+  std::thread echo([&] {
+    Conn c = accept(l.Accept());
+    std::vector<char> m(bytes);
+    for (int i = 0; i < n; ++i) {
+      if (!c.ReadFull(m.data(), bytes, Deadline::AfterMs(60000)).ok() ||
+          !c.Write(m.data(), bytes, Deadline::AfterMs(60000)).ok()) {
+        Die("echo");
+      }
+    }
+  });
+  Conn c = dial(l.addr);
+  std::vector<char> m(bytes, 'x');
+  double cpu0 = CpuSeconds();
+  auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    if (!c.Write(m.data(), bytes, Deadline::AfterMs(60000)).ok() ||
+        !c.ReadFull(m.data(), bytes, Deadline::AfterMs(60000)).ok()) {
+      Die("ping");
+    }
+  }
+  double wall = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  double cpu = (CpuSeconds() - cpu0) * 1e6;
+  echo.join();
+  return {wall / n, cpu / n};
+}
+
 std::unique_ptr<PeerSecurity> Security(const ClusterKey& key, const char* self, bool seal) {
   PeerSecurityOptions o;
   o.mode = PeerMode::kClusterKey;
@@ -198,12 +233,14 @@ std::unique_ptr<PeerSecurity> Security(const ClusterKey& key, const char* self, 
 }
 
 int Main(int argc, char** argv) {
-  int connections = 1000;
+  int connections = 1000, round_trips = 100000;
   size_t mib = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--connections") == 0) connections = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--mib") == 0) mib = strtoull(argv[i + 1], nullptr, 10);
+    else if (strcmp(argv[i], "--round-trips") == 0) round_trips = atoi(argv[i + 1]);
   }
+  if (connections < 1 || round_trips < 1 || mib < 1) Die("--connections, --round-trips and --mib must be >= 1");
   ClusterKey key;
   if (!EphemeralClusterKey(&key).ok()) Die("key");
   auto a = Security(key, "10.0.0.1:7650", false), b = Security(key, "10.0.0.2:7650", false);
@@ -244,6 +281,55 @@ int Main(int argc, char** argv) {
                                             char c;
                                             SSL_peek(end.ssl, &c, 0);
                                           }));
+
+  // All three through PeerSecurity::Dial/Accept, so the sockets are set up alike; the modes
+  // take turns, five passes, so that a drift in the machine's speed shows as spread.
+  constexpr int kPasses = 5;
+  printf("\n# per small message (%d round trips of 64 B each way, loopback, %d passes, medians)\n", round_trips,
+         kPasses);
+  printf("%-34s %12s %12s %20s\n", "", "wall us", "cpu us", "wall us, each pass");
+  std::unique_ptr<PeerSecurity> insecure;
+  {
+    PeerSecurityOptions o;
+    o.mode = PeerMode::kInsecure;
+    o.self = "10.0.0.1:7650";
+    if (!PeerSecurity::Create(o, &insecure).ok()) Die("security");
+  }
+  auto ping_pong = [&](const PeerSecurity& dialer, const PeerSecurity& acceptor, bool sealable) {
+    return PingPong(
+        round_trips, 64,
+        [&](const std::string& addr) {
+          Conn c;
+          PeerIdentity p;
+          if (!dialer.Dial(addr, Deadline::AfterMs(5000), sealable, &c, &p).ok()) Die("dial");
+          return c;
+        },
+        [&](UniqueFd fd) {
+          Conn c;
+          PeerIdentity p;
+          if (!acceptor.Accept(std::move(fd), "bench", &c, &p).ok()) Die("accept");
+          return c;
+        });
+  };
+  const char* names[3] = {"no handshake (--insecure-peers)", "cluster key (unsealed after)", "cluster key + seal"};
+  std::vector<Cost> passes[3];
+  for (int pass = 0; pass < kPasses; ++pass) {
+    passes[0].push_back(ping_pong(*insecure, *insecure, true));
+    passes[1].push_back(ping_pong(*a, *b, true));
+    passes[2].push_back(ping_pong(*as, *bs, true));
+  }
+  for (int m = 0; m < 3; ++m) {
+    std::vector<double> wall, cpu;
+    std::string each;
+    for (const Cost& c : passes[m]) {
+      wall.push_back(c.wall_us);
+      cpu.push_back(c.cpu_us);
+      each += (each.empty() ? "" : " ") + std::to_string(static_cast<int>(c.wall_us + 0.5));
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    printf("%-34s %12.1f %12.1f %20s\n", names[m], wall[kPasses / 2], cpu[kPasses / 2], each.c_str());
+  }
 
   const size_t total = mib << 20, piece = 1 << 20;
   std::vector<char> buf(piece, 'x');
