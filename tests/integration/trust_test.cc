@@ -78,6 +78,21 @@ long MsUntilClosed(int fd, Clock::time_point since, std::chrono::seconds give_up
   return -1;
 }
 
+// A legitimate job while the test attacks: one rank on each of the first `hosts` hosts,
+// float-sum all-reduces of `sizes` for `seconds`, checked; returns once the job's id file
+// (its ncclUniqueId) exists. `*id_file` is that file.
+std::vector<Subprocess*> StartAllreduceLoop(Cluster& cluster, int hosts, const char* sizes, const char* seconds,
+                                            std::string* id_file) {
+  CollLaunch job = Ranks(1, {"--colls", "allreduce", "--types", "float", "--ops", "sum", "--sizes", sizes,
+                             "--seconds", seconds})
+                       .OnHosts(hosts);
+  job.id_file = cluster.NewIdFile();
+  *id_file = job.id_file;
+  auto procs = LaunchCollCheck(cluster, job);
+  EXPECT_TRUE(WaitForFile(job.id_file, std::chrono::seconds(30))) << cluster.Describe();
+  return procs;
+}
+
 // A stranger namespace (host 2, which has no part in the job) sends every daemon-to-daemon
 // message type to the job's daemons, raw and behind a forged handshake, knowing the job's
 // communicator id, while the job's all-reduces run: every message is refused, every result
@@ -86,15 +101,12 @@ TEST(TrustTest, StrangersWithoutTheClusterKeyAreRefusedWhileCollectivesStayCorre
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(TrustCluster(3));
   CONDUIT_START_CLUSTER(cluster);
-  CollLaunch job = Ranks(1, {"--colls", "allreduce", "--types", "float", "--ops", "sum", "--sizes", "4096,256K",
-                             "--seconds", "8"})
-                       .OnHosts(2);
-  job.id_file = cluster.NewIdFile();
-  auto procs = LaunchCollCheck(cluster, job);
-  ASSERT_TRUE(WaitForFile(job.id_file, std::chrono::seconds(30))) << cluster.Describe();
+  std::string id_file;
+  auto procs = StartAllreduceLoop(cluster, 2, "4096,256K", "8", &id_file);
+  ASSERT_FALSE(HasFailure());
   for (int target : {0, 1}) {
     Subprocess& p = cluster.Launch(2, "peer_prober", {ProberPath(), "--daemon", cluster.PeerAddr(target), "--id-file",
-                                                      job.id_file});
+                                                      id_file});
     ASSERT_TRUE(p.Wait(std::chrono::seconds(120))) << cluster.Describe();
     EXPECT_EQ(p.exit_code(), 0) << p.Output();
     EXPECT_NE(p.Output().find("all refused"), std::string::npos) << p.Output();
@@ -114,14 +126,12 @@ TEST(TrustTest, AProgramThatKnowsTheKeyButNotTheIdCannotJoin) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(TrustCluster(2));
   CONDUIT_START_CLUSTER(cluster);
-  CollLaunch job = Ranks(1, {"--colls", "allreduce", "--types", "float", "--ops", "sum", "--sizes", "4096",
-                             "--seconds", "6"});
-  job.id_file = cluster.NewIdFile();
-  auto procs = LaunchCollCheck(cluster, job);
-  ASSERT_TRUE(WaitForFile(job.id_file, std::chrono::seconds(30))) << cluster.Describe();
+  std::string id_file;
+  auto procs = StartAllreduceLoop(cluster, 2, "4096", "6", &id_file);
+  ASSERT_FALSE(HasFailure());
   for (int host : {0, 1}) {
     Subprocess& forger = cluster.Launch(host, "forger", {ProbePath(), "forge", "--rank", "1", "--nranks", "2",
-                                                         "--id-file", job.id_file});
+                                                         "--id-file", id_file});
     ASSERT_TRUE(forger.Wait(std::chrono::seconds(60))) << cluster.Describe();
     EXPECT_EQ(forger.exit_code(), 0) << forger.Output();
     EXPECT_NE(forger.Output().find("does not match its secret"), std::string::npos) << forger.Output();
@@ -138,12 +148,9 @@ TEST(TrustTest, AKeyHolderActsOnlyAsItself) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(TrustCluster(3, /*timeout_ms=*/3000));
   CONDUIT_START_CLUSTER(cluster);
-  CollLaunch job = Ranks(1, {"--colls", "allreduce", "--types", "float", "--ops", "sum", "--sizes", "4096",
-                             "--seconds", "8"})
-                       .OnHosts(2);
-  job.id_file = cluster.NewIdFile();
-  auto procs = LaunchCollCheck(cluster, job);
-  ASSERT_TRUE(WaitForFile(job.id_file, std::chrono::seconds(30))) << cluster.Describe();
+  std::string id_file;
+  auto procs = StartAllreduceLoop(cluster, 2, "4096", "8", &id_file);
+  ASSERT_FALSE(HasFailure());
   // The communicator must be formed on its root, or a link claim would only be parked.
   bool ready = false;
   for (int i = 0; i < 200 && !ready; ++i) {
@@ -152,7 +159,7 @@ TEST(TrustTest, AKeyHolderActsOnlyAsItself) {
   }
   ASSERT_TRUE(ready) << cluster.Describe();
   Subprocess& p = cluster.Launch(2, "member", {ProberPath(), "--daemon", cluster.PeerAddr(0), "--mode", "member",
-                                               "--cluster-key", cluster.key_path(), "--id-file", job.id_file});
+                                               "--cluster-key", cluster.key_path(), "--id-file", id_file});
   ASSERT_TRUE(p.Wait(std::chrono::seconds(60))) << cluster.Describe();
   EXPECT_EQ(p.exit_code(), 0) << p.Output();
   EXPECT_NE(p.Output().find("refused link claiming host 1"), std::string::npos) << p.Output();
