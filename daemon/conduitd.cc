@@ -79,8 +79,10 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
-[[noreturn]] void Usage(const char* msg) {
-  fprintf(stderr,
+// The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a bad
+// command line (`msg` says what was wrong).
+[[noreturn]] void Usage(const char* msg, bool asked = false) {
+  fprintf(asked ? stdout : stderr,
           "%s%s"
           "usage: conduitd [--socket PATH] [--listen IP:PORT] [--advertise IP] [--timeout-ms N]\n"
           "                [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
@@ -110,6 +112,12 @@ std::vector<std::string> SplitList(const std::string& text) {
           "  --advertise   address other daemons use to reach this one (default: the listen IP,\n"
           "                or this host's first non-loopback IPv4 address)\n"
           "  --timeout-ms  bound on every wait for peers, local ranks or links (default 300000)\n"
+          "  --deny-exe NAME  refuse programs whose executable (by /proc/PID/exe, not by what the\n"
+          "                program says) is named NAME; repeatable (default: none)\n"
+          "  --max-shm-bytes N  the largest shared buffer a program may register (default 64 GiB)\n"
+          "  --allreduce-algo auto|ring|rd  all-reduce algorithm (default auto: by the model below)\n"
+          "  --chunk-bytes N  pipelining chunk of ring collectives between hosts (default 512 KiB)\n"
+          "  --log-level   debug, info, warn or error (default info)\n"
           "  --rd-max-bytes N, --rd-latency-bytes N  all-reduce: recursive doubling up to N bytes\n"
           "                (64 KiB) where it beats the ring given a link's latency x bandwidth (4096)\n"
           "  --topology    the operator's host/topology description (JSON, docs/topology.md);\n"
@@ -135,7 +143,7 @@ std::vector<std::string> SplitList(const std::string& text) {
           "  --rpc-link-assembly-bytes N  private memory the incomplete messages of one link may\n"
           "                               hold; past it the call fails (default 256 MiB)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
-  exit(2);
+  exit(asked ? 0 : 2);
 }
 
 Flags ParseFlags(int argc, char** argv) {
@@ -206,7 +214,7 @@ Flags ParseFlags(int argc, char** argv) {
       LogLevel level;
       if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
       SetLogLevel(level);
-    } else if (a == "-h" || a == "--help") Usage("");
+    } else if (a == "-h" || a == "--help") Usage("", /*asked=*/true);
     else Usage(("unknown flag " + a).c_str());
   }
   if (f.admin_socket.empty()) {

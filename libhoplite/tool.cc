@@ -7,6 +7,7 @@
 //                                            [--access owner|group|world]
 //   hoplite-tool wait NUM ID... [--timeout MS]
 //   hoplite-tool state
+// (kUsage below says what each does.)
 // Prints one line "ok <verb> <id> size=<n> fnv=<hex> ms=<elapsed>" (or "error <code>: <msg>"
 // with exit status 1). fnv is a 64-bit FNV-1a of the bytes, to compare copies across hosts.
 #include <chrono>
@@ -69,12 +70,41 @@ bool Flag(std::vector<std::string>& args, const char* name) {
   return false;
 }
 
+constexpr char kUsage[] =
+    "usage: hoplite-tool COMMAND ARGS [OPTIONS]   one call to the local conduitd's object store\n"
+    "\n"
+    "  put ID SIZE [--seed N] [--access A]   create object ID of SIZE bytes (a pattern from\n"
+    "                                         seed N, default 1) and complete it\n"
+    "  get ID [--readonly] [--timeout MS]    fetch ID, waiting up to MS for it to exist (0,\n"
+    "                                         the default: the daemon's --timeout-ms);\n"
+    "                                         --readonly maps it instead of copying\n"
+    "  delete ID                             delete ID everywhere (its owner or an operator)\n"
+    "  reduce TARGET NUM SRC... [--op OP] [--dtype T] [--timeout MS] [--access A]\n"
+    "                                         TARGET = OP over the first NUM of SRC... to exist\n"
+    "                                         OP: sum (default), prod, max, min; T: float32\n"
+    "                                         (default), int8, uint8, int32, uint32, int64,\n"
+    "                                         uint64, float16, float64, bfloat16, float8e4m3,\n"
+    "                                         float8e5m2\n"
+    "  wait NUM ID... [--timeout MS]         wait until NUM of the IDs exist\n"
+    "  state                                 the store's state as JSON\n"
+    "\n"
+    "  --access owner|group|world  who may read what it creates (default: the daemon's\n"
+    "                              --object-default-access)\n"
+    "\n"
+    "Prints one line, \"ok VERB ID size=N fnv=HEX ms=T\" (fnv: FNV-1a of the bytes, to compare\n"
+    "copies across hosts), or \"error CODE: MESSAGE\" with exit status 1; exit status 2 for a\n"
+    "bad command line. The daemon's socket: $CONDUIT_SOCKET, default /run/conduit/conduitd.sock.\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
+    fputs(kUsage, stdout);
+    return 0;
+  }
   if (args.empty()) {
-    fprintf(stderr, "usage: hoplite-tool put|get|delete|reduce|wait|state ... (see tool.cc)\n");
+    fputs(kUsage, stderr);
     return 2;
   }
   const std::string verb = args[0];
@@ -90,6 +120,17 @@ int main(int argc, char** argv) {
   else if (access_name == "group") access = hoplite::Access::kGroup;
   else if (access_name == "world") access = hoplite::Access::kWorld;
   else if (access_name != "default") return Fail(hoplite::Status(hoplite::Code::kInvalid, "bad --access"));
+
+  // The command line is checked whole before the daemon is asked anything.
+  const bool known = (verb == "put" && args.size() == 2) || (verb == "get" && args.size() == 1) ||
+                     (verb == "delete" && args.size() == 1) || (verb == "reduce" && args.size() >= 3) ||
+                     (verb == "wait" && args.size() >= 2) || (verb == "state" && args.empty());
+  bool stray_flag = false;
+  for (const std::string& a : args) stray_flag = stray_flag || a.rfind("--", 0) == 0;
+  if (!known || stray_flag) {
+    fprintf(stderr, "hoplite-tool: bad command line for '%s'\n\n%s", verb.c_str(), kUsage);
+    return 2;
+  }
 
   std::unique_ptr<hoplite::Client> client;
   hoplite::Status st = hoplite::Client::Connect(&client);
@@ -158,7 +199,7 @@ int main(int argc, char** argv) {
     if (!st.ok()) return Fail(st);
     printf("%s\n", json.c_str());
   } else {
-    fprintf(stderr, "hoplite-tool: bad command line (see tool.cc)\n");
+    fprintf(stderr, "hoplite-tool: bad command line for '%s'\n\n%s", verb.c_str(), kUsage);
     return 2;
   }
   fflush(stdout);

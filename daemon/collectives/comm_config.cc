@@ -167,7 +167,10 @@ bool RingNeighbours(const std::vector<int>& ring, int a, int b) {
 
 std::string RingText(const std::vector<int>& ring) {
   std::string s;
-  for (size_t i = 0; i < ring.size(); ++i) s += (i ? ">" : "") + std::to_string(ring[i]);
+  for (size_t i = 0; i < ring.size(); ++i) {
+    if (i > 0) s += '>';
+    s += std::to_string(ring[i]);
+  }
   return s;
 }
 

@@ -497,7 +497,9 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
     if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !request.done && !running_) {
       std::string missing;
       for (size_t i = 0; i < pending_.size(); ++i) {
-        if (pending_[i].empty()) missing += (missing.empty() ? "" : ",") + std::to_string(local_ranks_[i]);
+        if (!pending_[i].empty()) continue;
+        if (!missing.empty()) missing += ',';
+        missing += std::to_string(local_ranks_[i]);
       }
       Status st = missing.empty()
                       ? RemoteError("timed out after %d ms waiting for the daemons to agree on reconfiguration epoch %llu",

@@ -95,7 +95,9 @@ void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, c
     if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !complete() && entry->failed.ok()) {
       std::string missing;
       for (int r = 0; r < entry->nranks && missing.size() < 200; ++r) {
-        if (entry->addrs.count(r) == 0) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+        if (entry->addrs.count(r) != 0) continue;
+        if (!missing.empty()) missing += ',';
+        missing += std::to_string(r);
       }
       entry->failed = SystemError("only %zu of %d ranks joined the communicator before the timeout; missing ranks: %s",
                                   entry->addrs.size(), entry->nranks, missing.c_str());

@@ -228,7 +228,10 @@ bool Cluster::StartDaemon(int host, std::string* error) {
   argv.insert(argv.end(), config_.daemon_args.begin(), config_.daemon_args.end());
   if (config_.object_peers) {
     std::string peers;
-    for (int h = 0; h < config_.hosts; ++h) peers += (h ? "," : "") + PeerAddr(h);
+    for (int h = 0; h < config_.hosts; ++h) {
+      if (h > 0) peers += ',';
+      peers += PeerAddr(h);
+    }
     argv.push_back("--object-peers");
     argv.push_back(peers);
   }

@@ -90,7 +90,8 @@ TEST_F(ObjectsReduce, EveryDataTypeAndOp) {
     for (size_t count : {size_t{1000}, (size_t{600} << 10) / ElemSize(t) + 3}) {
       std::vector<std::string> ids;
       for (int s = 0; s < 4; ++s) {
-        std::string id = "t" + std::to_string(ti) + "-c" + std::to_string(count) + "-s" + std::to_string(s);
+        std::string id = "t";
+        id += std::to_string(ti) + "-c" + std::to_string(count) + "-s" + std::to_string(s);
         auto data = Source(t, s, count);
         auto c = oc_->Connect(1 + s);
         ASSERT_TRUE(c->Put(id, data.data(), data.size()).ok()) << id;

@@ -73,7 +73,8 @@ void SuiteCluster::Start(ClusterConfig config, const std::function<bool(GreeterR
   cluster = new Cluster(std::move(config));
   rig = new GreeterRig(cluster);
   if (!cluster->Start(&error) || !servers(*rig, &error)) {
-    error += "\n" + cluster->Describe();
+    error += '\n';
+    error += cluster->Describe();
     Stop();
   }
 }

@@ -79,7 +79,9 @@ TEST(CudaAbiTest, EntryPoints) {
 #define CONDUIT_CHECK_ENTRY_(member, symbol, params)                             \
   {                                                                            \
     using Ours = CUresult(*) params;                                           \
-    EXPECT_EQ(Shape(&::symbol), Shape(static_cast<Ours>(nullptr))) << #symbol; \
+    EXPECT_EQ(Shape(static_cast<decltype(&::symbol)>(nullptr)),                \
+              Shape(static_cast<Ours>(nullptr)))                            \
+        << #symbol;                                                            \
     ++checked;                                                                 \
   }
   CONDUIT_CUDA_DRIVER_API(CONDUIT_CHECK_ENTRY_)

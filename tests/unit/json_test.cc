@@ -108,8 +108,11 @@ TEST(JsonTest, BoundsValuesAndNumbers) {
   many += "]";
   EXPECT_TRUE(Json::Parse(many, &v).ok());
 
-  EXPECT_TRUE(Json::Parse("1" + std::string(kJsonMaxNumberChars - 1, '0'), &v).ok());
-  st = Json::Parse("1" + std::string(kJsonMaxNumberChars, '0'), &v);
+  std::string longest = "1", too_long = "1";
+  longest.append(kJsonMaxNumberChars - 1, '0');
+  too_long.append(kJsonMaxNumberChars, '0');
+  EXPECT_TRUE(Json::Parse(longest, &v).ok());
+  st = Json::Parse(too_long, &v);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("number longer than"), std::string::npos) << st.message();
   // Found by tests/fuzz/json_fuzzer.cc: 1e400 became infinity, which Dump writes as null.

@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/usage.h"
 #include "common/conn.h"
 #include "common/net_addr.h"
 #include "security/peer_security.h"
@@ -235,10 +236,23 @@ std::unique_ptr<PeerSecurity> Security(const ClusterKey& key, const char* self, 
 int Main(int argc, char** argv) {
   int connections = 1000, round_trips = 100000;
   size_t mib = 1024;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  const char* usage =
+      "usage: conduit-auth-bench [--connections N (1000)] [--mib M (1024)] [--round-trips R (100000)]\n"
+      "what authenticating and sealing a daemon connection costs per connection, per small\n"
+      "message and per byte, next to mutual TLS 1.3 (loopback; docs/benchmarks.md)\n";
+  tools::ExitWithUsageIfAsked(argc, argv, usage);
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s needs a value\n%s", argv[i], usage);
+      return 2;
+    }
     if (strcmp(argv[i], "--connections") == 0) connections = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--mib") == 0) mib = strtoull(argv[i + 1], nullptr, 10);
     else if (strcmp(argv[i], "--round-trips") == 0) round_trips = atoi(argv[i + 1]);
+    else {
+      fprintf(stderr, "unknown flag %s\n%s", argv[i], usage);
+      return 2;
+    }
   }
   if (connections < 1 || round_trips < 1 || mib < 1) Die("--connections, --round-trips and --mib must be >= 1");
   ClusterKey key;
@@ -324,7 +338,8 @@ int Main(int argc, char** argv) {
     for (const Cost& c : passes[m]) {
       wall.push_back(c.wall_us);
       cpu.push_back(c.cpu_us);
-      each += (each.empty() ? "" : " ") + std::to_string(static_cast<int>(c.wall_us + 0.5));
+      if (!each.empty()) each += ' ';
+      each += std::to_string(static_cast<int>(c.wall_us + 0.5));
     }
     std::sort(wall.begin(), wall.end());
     std::sort(cpu.begin(), cpu.end());

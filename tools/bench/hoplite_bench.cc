@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/usage.h"
 #include "conduit/hoplite.h"
 
 namespace {
@@ -152,7 +153,14 @@ struct Bench {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: hoplite-bench --sockets S0,S1,... --op bcast|gather|reduce|allreduce --sizes 1K,1M\n"
+    "                     [--iters N] [--prefix P] [--verbose 1]\n"
+    "one libhoplite collective per size across the daemons at the given sockets (one per host,\n"
+    "host 0 the root); tools/bench/objects_bench.sh runs it\n";
+
 int main(int argc, char** argv) {
+  conduit::tools::ExitWithUsageIfAsked(argc, argv, kUsage);
   Bench b;
   std::vector<size_t> sizes;
   int iters = 0;
@@ -171,7 +179,7 @@ int main(int argc, char** argv) {
     }
   }
   if (b.sockets.size() < 2 || b.op.empty() || sizes.empty()) {
-    fprintf(stderr, "usage: hoplite-bench --sockets S0,S1,... --op bcast|gather|reduce|allreduce --sizes 1K,1M\n");
+    fputs(kUsage, stderr);
     return 2;
   }
   for (size_t size : sizes) {

@@ -35,20 +35,36 @@ constexpr char kUsage[] =
     "  paths                        this daemon's collective connections per path\n"
     "  metrics                      Prometheus text metrics\n"
     "  routes                       every admin endpoint\n"
-    "  policy get KIND [NAME]       show policies of a kind: admission, ring, flows, tenant\n"
-    "  policy set KIND [NAME] JSON  set one (JSON text, or @FILE)\n"
-    "  policy rm KIND NAME          remove one\n"
+    "  policy get KIND [NAME]       show the policies of a kind (all of them, or one by NAME)\n"
+    "  policy set KIND [NAME] JSON  set one; JSON is the text itself or @FILE (a file holding it)\n"
+    "  policy rm KIND [NAME]        remove one\n"
     "  raw METHOD PATH [JSON]       any request, e.g. raw GET /v1/status\n"
     "  keygen FILE                  write a new cluster key (mode 0600) for conduitd --cluster-key;\n"
     "                               copy the same file to every host (talks to no daemon)\n"
     "\n"
+    "Policy kinds and their JSON (docs/admin-api.md has every field):\n"
+    "  admission            {\"deny_exe\": [\"NAME\", ...]}: programs refused from now on\n"
+    "  ring                 {\"order\": \"locality\" | \"rank\"}: ring order of new communicators\n"
+    "  flows                {\"assignment\": \"primary\"|\"single\"|\"hash\"|\"balance\",\n"
+    "                        \"reserve\": [{\"path\": K, \"min_priority\": P}]}\n"
+    "  tenant NAME          {\"match\": {\"exe\": E, \"comm\": KEY-PREFIX}, \"priority\": P,\n"
+    "                        \"max_mbit_per_s\": N, \"yield\": true|false, \"yield_max_ms\": N}\n"
+    "  rpc-acl NAME         {\"service\": S, \"method\": M, \"field\": F, \"allow\"|\"deny\": [V, ...],\n"
+    "                        \"descriptor_set_file\": PATH, \"side\": \"client\"|\"server\"|\"both\"}\n"
+    "  rpc-ratelimit NAME   {\"service\": S, \"method\": M, \"rate\": N|\"inf\", \"burst\": N,\n"
+    "                        \"on_limit\": \"wait\"|\"reject\", \"max_wait_ms\": N, \"side\": ...}\n"
+    "  rpc-qos              {\"small_bytes\": N}: messages up to N bytes go first on daemon links\n"
+    "  rpc-metrics          {}: per-method RPC metrics on (rm: off)\n"
+    "e.g. conduitctl policy set rpc-acl no-guests @rule.json\n"
+    "\n"
     "The admin socket: --socket, else $CONDUIT_ADMIN_SOCKET, else the one next to\n"
     "$CONDUIT_SOCKET (default /run/conduit/conduitd-admin.sock).\n";
 
-[[noreturn]] void Usage(const std::string& why) {
+// On stdout with exit 0 when asked for (--help), on stderr with exit 2 after a mistake.
+[[noreturn]] void Usage(const std::string& why, bool asked = false) {
   if (!why.empty()) fprintf(stderr, "conduitctl: %s\n\n", why.c_str());
-  fputs(kUsage, stderr);
-  exit(2);
+  fputs(kUsage, asked ? stdout : stderr);
+  exit(asked ? 0 : 2);
 }
 
 // "@file" reads the file; anything else is the JSON text itself. Checked locally so a
@@ -197,9 +213,10 @@ Request Build(const std::vector<std::string>& args) {
       r.target = path;
       r.body = BodyArg(args.back());
     } else if (verb == "rm") {
-      need(4);
+      // Named kinds (tenant, rpc-acl, rpc-ratelimit) take NAME; rpc-qos and rpc-metrics do not.
+      if (args.size() > 4) Usage("policy rm KIND [NAME]");
       r.method = "DELETE";
-      r.target = path + "/" + PercentEncode(args[3]);
+      r.target = args.size() == 4 ? path + "/" + PercentEncode(args[3]) : path;
     } else {
       Usage("policy get|set|rm");
     }
@@ -225,7 +242,7 @@ int Main(int argc, char** argv) {
     if (a == "--socket" && i + 1 < argc) socket = argv[++i];
     else if (a == "--json") json = true;
     else if (a == "--timeout-ms" && i + 1 < argc) timeout_ms = atoi(argv[++i]);
-    else if (a == "-h" || a == "--help") Usage("");
+    else if (a == "-h" || a == "--help") Usage("", /*asked=*/true);
     else args.push_back(a);
   }
   if (timeout_ms <= 0) Usage("--timeout-ms must be positive");

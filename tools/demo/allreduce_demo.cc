@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/usage.h"
 #include "nccl.h"
 
 namespace {
@@ -25,7 +26,13 @@ bool ReadId(const std::string& path, ncclUniqueId* id) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: allreduce_demo --rank R --nranks N --id-file PATH\n"
+    "one rank of the demo's all-reduce through libnccl.so.2: rank 0 writes the ncclUniqueId to\n"
+    "PATH, the others wait for it there (tools/demo/run-demo starts them)\n";
+
 int main(int argc, char** argv) {
+  conduit::tools::ExitWithUsageIfAsked(argc, argv, kUsage);
   int rank = -1, nranks = -1;
   std::string id_file;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -34,7 +41,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--id-file")) id_file = argv[i + 1];
   }
   if (rank < 0 || nranks < 1 || id_file.empty()) {
-    fprintf(stderr, "usage: allreduce_demo --rank R --nranks N --id-file PATH\n");
+    fputs(kUsage, stderr);
     return 2;
   }
   ncclUniqueId id;

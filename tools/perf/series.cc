@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bootstrap.h"
+#include "cli/usage.h"
 #include "nccl.h"
 
 namespace conduit::perf {
@@ -34,15 +35,19 @@ struct SeriesOptions {
   std::string label = "job";
 };
 
+constexpr char kUsage[] =
+    "usage: conduit-series --rank R --nranks N --id-file PATH [-b BYTES] [--seconds S]\n"
+    "                      [--interval-ms I] [--gap-ms G] [--label NAME]\n"
+    "one rank of an all-reduce loop of BYTES that prints its bandwidth every I ms\n"
+    "(tools/bench/mccs_bench.sh)\n";
+
 [[noreturn]] void Usage(const char* why) {
-  std::fprintf(stderr,
-               "conduit-series: %s\nusage: conduit-series --rank R --nranks N --id-file PATH [-b BYTES] [--seconds S]\n"
-               "                      [--interval-ms I] [--gap-ms G] [--label NAME]\n",
-               why);
+  std::fprintf(stderr, "conduit-series: %s\n%s", why, kUsage);
   std::exit(2);
 }
 
 SeriesOptions Parse(int argc, char** argv) {
+  conduit::tools::ExitWithUsageIfAsked(argc, argv, kUsage);
   SeriesOptions o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

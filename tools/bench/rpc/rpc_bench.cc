@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench.grpc.pb.h"
+#include "cli/usage.h"
 
 namespace {
 
@@ -32,7 +33,14 @@ struct Call {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: rpc_bench --target HOST:PORT [--request-bytes 64] [--reply-bytes 8] [--inflight 1]\n"
+    "                 [--seconds 5] [--warmup 1] [--user alice]\n"
+    "unary calls to rpc_bench_server, `inflight` outstanding; prints calls, RPC/s, median and\n"
+    "P99 latency, goodput and errors on one line\n";
+
 int main(int argc, char** argv) {
+  conduit::tools::ExitWithUsageIfAsked(argc, argv, kUsage);
   std::string target = "127.0.0.1:50061", user = "alice";
   int request_bytes = 64, reply_bytes = 8, inflight = 1;
   double seconds = 5, warmup = 1;
@@ -46,7 +54,7 @@ int main(int argc, char** argv) {
     else if (a == "--seconds") seconds = atof(v.c_str());
     else if (a == "--warmup") warmup = atof(v.c_str());
     else {
-      fprintf(stderr, "unknown option %s\n", a.c_str());
+      fprintf(stderr, "unknown option %s\n%s", a.c_str(), kUsage);
       return 2;
     }
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench.grpc.pb.h"
+#include "cli/usage.h"
 
 namespace {
 
@@ -22,9 +23,17 @@ class BenchService final : public conduit::bench::Bench::Service {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* usage =
+      "usage: rpc_bench_server [--listen IP:PORT (0.0.0.0:50061)]\n"
+      "the RPC benchmark's gRPC server: answers rpc_bench's calls until SIGTERM or SIGINT\n";
+  conduit::tools::ExitWithUsageIfAsked(argc, argv, usage);
   std::string listen = "0.0.0.0:50061";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    if (strcmp(argv[i], "--listen") != 0 || i + 1 >= argc) {
+      fprintf(stderr, "rpc_bench_server: bad argument %s\n%s", argv[i], usage);
+      return 2;
+    }
+    listen = argv[i + 1];
   }
   sigset_t stop;
   sigemptyset(&stop);
