@@ -8,24 +8,33 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <string>
 #include <sys/resource.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "admin/admin_api.h"
 #include "admin/admin_server.h"
 #include "admin/admin_socket.h"
 #include "admin/daemon_routes.h"
+#include "admin/metrics_server.h"
 #include "collectives/registry.h"
 #include "gpu/runtime.h"
+#include "common/config_file.h"
 #include "common/log.h"
 #include "common/net_addr.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
+#include "common/thread_guard.h"
 #include "common/version.h"
 #include "policy/fabric.h"
 #include "objects/object_admin.h"
@@ -65,6 +74,11 @@ struct Flags {
   bool insecure_peers = false;
   bool encrypt_peers = false;
   uint64_t rpc_link_assembly_bytes = 256ull << 20;
+  LogLevel log_level = LogLevel::kInfo;
+  std::string metrics_listen;  // "" = no metrics port
+  // Every setting as given, configuration file first, then the command line on top:
+  // name -> its values (one, or a repeatable flag's list). A reload compares these.
+  std::map<std::string, std::vector<std::string>> given;
 };
 
 std::vector<std::string> SplitList(const std::string& text) {
@@ -79,20 +93,207 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
+// The parts of a running daemon that settings can change without a restart.
+struct LiveParts {
+  Fabric* fabric;
+  ProgramPolicy* policy;
+};
+
+enum class FlagKind {
+  kValue,   // --name VALUE; once in a file (the last one counts)
+  kSwitch,  // --name alone; "name = true|false" in a file
+  kList,    // --name VALUE, repeatable; may repeat in a file too
+};
+
+// One setting: a command-line flag "--name" and the configuration file's "name = value"
+// are parsed by the same `set`, so both sources accept and refuse exactly the same values.
+struct FlagSpec {
+  const char* name;
+  FlagKind kind;
+  // Parses `value` into the flags; a refusal says why without naming the setting.
+  Status (*set)(Flags& f, const std::string& value);
+  // kList: empties the list (command-line values replace the file's).
+  void (*clear)(Flags& f) = nullptr;
+  // Applies the setting's new value to the running daemon (SIGHUP); null: needs a restart.
+  void (*apply_live)(const Flags& fresh, const LiveParts& daemon) = nullptr;
+};
+
+// The largest number a setting of type T takes.
+template <typename T>
+constexpr unsigned long long MaxSetting() {
+  if constexpr (std::is_floating_point_v<T>) {
+    return 1ull << 53;  // every integer up to it is exact in a double
+  } else {
+    return static_cast<unsigned long long>(std::numeric_limits<T>::max());
+  }
+}
+
+// A non-negative decimal number that fits T.
+template <typename T>
+Status SetNumber(const std::string& v, T* out) {
+  constexpr unsigned long long max = MaxSetting<T>();
+  errno = 0;
+  unsigned long long n = strtoull(v.c_str(), nullptr, 10);
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE || n > max) {
+    return InvalidArgument("'%s' is not a number from 0 to %llu", v.c_str(), max);
+  }
+  *out = static_cast<T>(n);
+  return Status::Ok();
+}
+
+Status SetBool(const std::string& v, bool* out) {
+  if (v != "true" && v != "false") return InvalidArgument("'%s' must be true or false", v.c_str());
+  *out = v == "true";
+  return Status::Ok();
+}
+
+Status Refused(bool ok, const char* why) { return ok ? Status::Ok() : InvalidArgument("%s", why); }
+
+const FlagSpec kFlagSpecs[] = {
+    {"socket", FlagKind::kValue, [](Flags& f, const std::string& v) { f.socket_path = v; return Status::Ok(); }},
+    {"listen", FlagKind::kValue, [](Flags& f, const std::string& v) { f.listen = v; return Status::Ok(); }},
+    {"advertise", FlagKind::kValue, [](Flags& f, const std::string& v) { f.advertise = v; return Status::Ok(); }},
+    {"timeout-ms", FlagKind::kValue, [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.timeout_ms); }},
+    {"deny-exe", FlagKind::kList,
+     [](Flags& f, const std::string& v) {
+       f.deny_exe.push_back(v);
+       return Status::Ok();
+     },
+     [](Flags& f) { f.deny_exe.clear(); },
+     [](const Flags& fresh, const LiveParts& d) { d.policy->set_denied(fresh.deny_exe); }},
+    {"admin-socket", FlagKind::kValue, [](Flags& f, const std::string& v) { f.admin_socket = v; return Status::Ok(); }},
+    {"admin-uid", FlagKind::kList,
+     [](Flags& f, const std::string& v) {
+       int uid = 0;
+       CONDUIT_RETURN_IF_ERROR(SetNumber(v, &uid));
+       f.admin.operator_uids.push_back(uid);
+       return Status::Ok();
+     },
+     [](Flags& f) { f.admin.operator_uids.clear(); }},
+    {"admin-mode", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       char* end = nullptr;
+       unsigned long mode = strtoul(v.c_str(), &end, 8);
+       if (v.empty() || v.find_first_not_of("01234567") != std::string::npos || *end != '\0' || mode > 0777) {
+         return InvalidArgument("'%s' is not a file mode (octal, e.g. 0660)", v.c_str());
+       }
+       f.admin_mode = static_cast<unsigned>(mode);
+       return Status::Ok();
+     }},
+    {"allreduce-algo", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       f.comm.allreduce_algo = v;
+       return Refused(v == "auto" || v == "ring" || v == "rd", "must be auto, ring or rd");
+     }},
+    {"rd-max-bytes", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.rd_max_bytes); }},
+    {"rd-latency-bytes", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.rd_latency_bytes); }},
+    {"chunk-bytes", FlagKind::kValue, [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.chunk_bytes); }},
+    {"max-shm-bytes", FlagKind::kValue, [](Flags& f, const std::string& v) { return SetNumber(v, &f.max_shm_bytes); }},
+    {"rpc-inline-max", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.rpc_inline_max); }},
+    {"rpc-link-assembly-bytes", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.rpc_link_assembly_bytes); }},
+    // Its file is re-read on every SIGHUP; a new path needs a restart.
+    {"topology", FlagKind::kValue, [](Flags& f, const std::string& v) { f.topology = v; return Status::Ok(); }},
+    {"ring-order", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       Json order = Json::Object();
+       order["order"] = v;
+       return Refused(RingPolicy::FromJson(order, &f.ring).ok(), "must be locality or rank");
+     },
+     nullptr, [](const Flags& fresh, const LiveParts& d) { d.fabric->set_ring_policy(fresh.ring); }},
+    {"flow-assignment", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       return Refused(ParseFlowAssignment(v, &f.flows.assignment), "must be primary, single, hash or balance");
+     },
+     nullptr,
+     [](const Flags& fresh, const LiveParts& d) {
+       // Paths reserved through the admin API stay.
+       FlowPolicy flows = d.fabric->flow_policy();
+       flows.assignment = fresh.flows.assignment;
+       d.fabric->set_flow_policy(std::move(flows));
+     }},
+    {"object-peers", FlagKind::kValue, [](Flags& f, const std::string& v) { f.object_peers = v; return Status::Ok(); }},
+    {"cluster-key", FlagKind::kValue, [](Flags& f, const std::string& v) { f.cluster_key = v; return Status::Ok(); }},
+    {"insecure-peers", FlagKind::kSwitch, [](Flags& f, const std::string& v) { return SetBool(v, &f.insecure_peers); }},
+    {"encrypt-peers", FlagKind::kSwitch, [](Flags& f, const std::string& v) { return SetBool(v, &f.encrypt_peers); }},
+    {"object-memory-bytes", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.objects.memory_bytes); }},
+    {"object-block-bytes", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.objects.block_bytes); }},
+    {"object-bandwidth-bps", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.objects.bandwidth_Bps); }},
+    {"object-latency-us", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.objects.latency_us); }},
+    {"object-default-access", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       return Refused(objects::ParseAccess(v, &f.objects.default_access), "must be owner, group or world");
+     }},
+    {"object-quota-bytes", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.objects.quota_bytes); }},
+    {"object-quota-objects", FlagKind::kValue,
+     [](Flags& f, const std::string& v) { return SetNumber(v, &f.objects.quota_objects); }},
+    {"log-level", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       return Refused(ParseLogLevel(v.c_str(), &f.log_level), "must be debug, info, warn or error");
+     },
+     nullptr, [](const Flags& fresh, const LiveParts&) { SetLogLevel(fresh.log_level); }},
+    {"metrics-listen", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       SockAddr addr;
+       Status st = ParseListenAddr(v, &addr);
+       if (!st.ok()) return InvalidArgument("'%s' is not IP:PORT: %s", v.c_str(), st.message().c_str());
+       f.metrics_listen = v;
+       return Status::Ok();
+     }},
+};
+
+const FlagSpec* FindFlag(std::string_view name) {
+  for (const FlagSpec& spec : kFlagSpecs) {
+    if (name == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+// Sets one setting from either source and records it as given.
+Status ApplySetting(Flags& f, const FlagSpec& spec, const std::string& value) {
+  CONDUIT_RETURN_IF_ERROR(spec.set(f, value));
+  std::vector<std::string>& given = f.given[spec.name];
+  if (spec.kind != FlagKind::kList) given.clear();
+  given.push_back(value);
+  return Status::Ok();
+}
+
+// What the command line says, flags in order; --config is kept apart because the file it
+// names is read first and the other flags override it.
+struct CommandLine {
+  std::string config;
+  std::vector<std::pair<const FlagSpec*, std::string>> settings;
+};
+
 // The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a bad
 // command line (`msg` says what was wrong).
 [[noreturn]] void Usage(const char* msg, bool asked = false) {
   fprintf(asked ? stdout : stderr,
           "%s%s"
-          "usage: conduitd [--socket PATH] [--listen IP:PORT] [--advertise IP] [--timeout-ms N]\n"
-          "                [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
+          "usage: conduitd [--config FILE] [--socket PATH] [--listen IP:PORT] [--advertise IP]\n"
+          "                [--timeout-ms N] [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
           "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
           "                [--rd-latency-bytes N]\n"
           "                [--chunk-bytes N] [--max-shm-bytes N] [--rpc-inline-max N]\n"
-          "                [--log-level debug|info|warn|error]\n"
+          "                [--log-level debug|info|warn|error] [--metrics-listen IP:PORT]\n"
           "                [--topology FILE] [--ring-order locality|rank]\n"
           "                [--cluster-key FILE [--encrypt-peers] | --insecure-peers]\n"
           "                [--flow-assignment primary|single|hash|balance]\n"
+          "  --config FILE settings from FILE (default: none): one `name = value` per line, the name\n"
+          "                a flag below without its -- (listen = 0.0.0.0:7650); # starts a comment;\n"
+          "                repeatable flags may repeat; --insecure-peers and --encrypt-peers take\n"
+          "                true or false. Flags on the command line override the file (a repeatable\n"
+          "                flag's values replace the file's list). SIGHUP re-reads it: log-level,\n"
+          "                deny-exe, ring-order and flow-assignment apply at once, other changes\n"
+          "                are logged and need a restart. docs/configuration.md\n"
           "  --socket      program socket (default $CONDUIT_SOCKET or %s)\n"
           "  --admin-socket  operator API, HTTP+JSON (default $CONDUIT_ADMIN_SOCKET, or the program\n"
           "                socket's name with -admin: conduitd.sock -> conduitd-admin.sock)\n"
@@ -100,6 +301,9 @@ std::vector<std::string> SplitList(const std::string& text) {
           "                may read, only root, the daemon's uid and --admin-uid may change policy\n"
           "  --admin-uid   an operator besides root and the daemon's uid: changes policy, and reads\n"
           "                and deletes every object of the object store, with no object quota\n"
+          "  --metrics-listen IP:PORT  also serve GET /metrics (Prometheus text) over plain TCP on\n"
+          "                IP:PORT, for a Prometheus server to scrape; read-only, no authentication:\n"
+          "                bind it to a management address (default: off). docs/admin-api.md\n"
           "  --listen      TCP address for other daemons (default 0.0.0.0:%d)\n"
           "  --cluster-key FILE  the cluster's shared key (64 hex digits, mode 0600, owned by root or\n"
           "                this user; `conduitctl keygen FILE` makes one): every connection between\n"
@@ -146,95 +350,184 @@ std::vector<std::string> SplitList(const std::string& text) {
   exit(asked ? 0 : 2);
 }
 
-Flags ParseFlags(int argc, char** argv) {
-  Flags f;
-  const char* env = getenv(shimproto::kSocketEnv);
-  f.socket_path = env != nullptr && *env != '\0' ? env : shimproto::kDefaultSocketPath;
+// Splits argv into settings (checked for a known name and a value, not yet parsed).
+CommandLine ParseCommandLine(int argc, char** argv) {
+  CommandLine cli;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") Usage("", /*asked=*/true);
+    const FlagSpec* spec = a.rfind("--", 0) == 0 ? FindFlag(std::string_view(a).substr(2)) : nullptr;
+    if (a == "--config") {
+      if (i + 1 >= argc) Usage("missing value for --config");
+      cli.config = argv[++i];
+    } else if (spec == nullptr) {
+      Usage(("unknown flag " + a).c_str());
+    } else if (spec->kind == FlagKind::kSwitch) {
+      cli.settings.emplace_back(spec, "true");
+    } else {
       if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    auto number = [&]() -> long long {
-      std::string v = value();
-      char* end = nullptr;
-      long long n = strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end != '\0' || n < 0) Usage(("bad number for " + a + ": " + v).c_str());
-      return n;
-    };
-    if (a == "--socket") f.socket_path = value();
-    else if (a == "--listen") f.listen = value();
-    else if (a == "--advertise") f.advertise = value();
-    else if (a == "--timeout-ms") f.comm.timeout_ms = static_cast<int>(number());
-    else if (a == "--deny-exe") f.deny_exe.push_back(value());
-    else if (a == "--admin-socket") f.admin_socket = value();
-    else if (a == "--admin-uid") f.admin.operator_uids.push_back(static_cast<int>(number()));
-    else if (a == "--admin-mode") {
-      std::string v = value();
-      char* end = nullptr;
-      unsigned long mode = strtoul(v.c_str(), &end, 8);
-      if (v.empty() || *end != '\0' || mode > 0777) Usage(("bad --admin-mode (octal, e.g. 0660): " + v).c_str());
-      f.admin_mode = static_cast<unsigned>(mode);
+      cli.settings.emplace_back(spec, argv[++i]);
     }
-    else if (a == "--allreduce-algo") {
-      f.comm.allreduce_algo = value();
-      if (f.comm.allreduce_algo != "auto" && f.comm.allreduce_algo != "ring" && f.comm.allreduce_algo != "rd") {
-        Usage("--allreduce-algo must be auto, ring or rd");
-      }
-    } else if (a == "--rd-max-bytes") f.comm.rd_max_bytes = number();
-    else if (a == "--rd-latency-bytes") f.comm.rd_latency_bytes = number();
-    else if (a == "--chunk-bytes") f.comm.chunk_bytes = number();
-    else if (a == "--max-shm-bytes") f.max_shm_bytes = number();
-    else if (a == "--rpc-inline-max") f.rpc_inline_max = static_cast<uint32_t>(number());
-    else if (a == "--rpc-link-assembly-bytes") f.rpc_link_assembly_bytes = number();
-    else if (a == "--topology") f.topology = value();
-    else if (a == "--ring-order") {
-      Json order = Json::Object();
-      order["order"] = value();
-      if (!RingPolicy::FromJson(order, &f.ring).ok()) Usage("--ring-order must be locality or rank");
-    } else if (a == "--flow-assignment") {
-      if (!ParseFlowAssignment(value(), &f.flows.assignment)) Usage("--flow-assignment must be primary, single, hash or balance");
-    }
-    else if (a == "--object-peers") f.object_peers = value();
-    else if (a == "--cluster-key") f.cluster_key = value();
-    else if (a == "--insecure-peers") f.insecure_peers = true;
-    else if (a == "--encrypt-peers") f.encrypt_peers = true;
-    else if (a == "--object-memory-bytes") f.objects.memory_bytes = number();
-    else if (a == "--object-block-bytes") f.objects.block_bytes = number();
-    else if (a == "--object-bandwidth-bps") f.objects.bandwidth_Bps = static_cast<double>(number());
-    else if (a == "--object-latency-us") f.objects.latency_us = static_cast<double>(number());
-    else if (a == "--object-default-access") {
-      if (!objects::ParseAccess(value(), &f.objects.default_access)) {
-        Usage("--object-default-access must be owner, group or world");
-      }
-    } else if (a == "--object-quota-bytes") f.objects.quota_bytes = number();
-    else if (a == "--object-quota-objects") f.objects.quota_objects = number();
-    else if (a == "--log-level") {
-      LogLevel level;
-      if (!ParseLogLevel(value().c_str(), &level)) Usage("bad --log-level");
-      SetLogLevel(level);
-    } else if (a == "-h" || a == "--help") Usage("", /*asked=*/true);
-    else Usage(("unknown flag " + a).c_str());
   }
+  return cli;
+}
+
+// The settings of the configuration file at `path` on top of `f`.
+Status ApplyConfigFile(const std::string& path, Flags& f) {
+  return ReadConfigFile(path, [&f](const ConfigEntry& e) {
+    if (e.name == "config") return InvalidArgument("'config' names this file; it cannot be set inside it");
+    const FlagSpec* spec = FindFlag(e.name);
+    if (spec == nullptr) {
+      return InvalidArgument("unknown setting '%s' (the settings are conduitd's flags without '--')", e.name.c_str());
+    }
+    Status st = ApplySetting(f, *spec, e.value);
+    return st.ok() ? st : Status(st.code(), e.name + ": " + st.message());
+  });
+}
+
+// The command line's settings on top of `f`: each replaces the file's value, and a
+// repeatable flag's first occurrence drops the file's list.
+Status ApplyCommandLine(const CommandLine& cli, Flags& f) {
+  std::set<std::string> lists_restarted;
+  for (const auto& [spec, value] : cli.settings) {
+    if (spec->kind == FlagKind::kList && lists_restarted.insert(spec->name).second) {
+      spec->clear(f);
+      f.given.erase(spec->name);
+    }
+    Status st = ApplySetting(f, *spec, value);
+    if (!st.ok()) return Status(st.code(), std::string("--") + spec->name + ": " + st.message());
+  }
+  return Status::Ok();
+}
+
+// Checks that need every setting, and the defaults that depend on others.
+Status FinishFlags(Flags& f) {
   if (f.admin_socket.empty()) {
     const char* env = getenv(kAdminSocketEnv);
     f.admin_socket = env != nullptr && *env != '\0' ? env : AdminSocketFor(f.socket_path);
   }
-  if (f.comm.timeout_ms <= 0) Usage("--timeout-ms must be positive");
-  if (f.comm.chunk_bytes == 0) Usage("--chunk-bytes must be positive");
-  if (f.objects.block_bytes < 4096) Usage("--object-block-bytes must be at least 4096");
-  if (f.insecure_peers && !f.cluster_key.empty()) Usage("--insecure-peers and --cluster-key exclude each other");
-  if (f.encrypt_peers && f.cluster_key.empty()) Usage("--encrypt-peers needs --cluster-key");
-  if (f.objects.quota_objects == 0) Usage("--object-quota-objects must be positive");
+  if (f.comm.timeout_ms <= 0) return InvalidArgument("timeout-ms must be positive");
+  if (f.comm.chunk_bytes == 0) return InvalidArgument("chunk-bytes must be positive");
+  if (f.objects.block_bytes < 4096) return InvalidArgument("object-block-bytes must be at least 4096");
+  if (f.insecure_peers && !f.cluster_key.empty()) {
+    return InvalidArgument("insecure-peers and cluster-key exclude each other");
+  }
+  if (f.encrypt_peers && f.cluster_key.empty()) return InvalidArgument("encrypt-peers needs cluster-key");
+  if (f.objects.quota_objects == 0) return InvalidArgument("object-quota-objects must be positive");
   // The object store's operators are the admin API's (access.h).
   f.objects.operator_uids = f.admin.operator_uids;
+  return Status::Ok();
+}
+
+Flags DefaultFlags() {
+  Flags f;
+  const char* env = getenv(shimproto::kSocketEnv);
+  f.socket_path = env != nullptr && *env != '\0' ? env : shimproto::kDefaultSocketPath;
   return f;
 }
 
+// Defaults, then the configuration file, then the command line: what a reload re-reads.
+Status LoadFlags(const CommandLine& cli, Flags* out) {
+  Flags f = DefaultFlags();
+  if (!cli.config.empty()) CONDUIT_RETURN_IF_ERROR(ApplyConfigFile(cli.config, f));
+  CONDUIT_RETURN_IF_ERROR(ApplyCommandLine(cli, f));
+  CONDUIT_RETURN_IF_ERROR(FinishFlags(f));
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+// At start every error ends the daemon with exit status 2: a bad file with its own line,
+// a bad command line with the usage.
+Flags ParseFlags(const CommandLine& cli) {
+  Flags f = DefaultFlags();
+  if (!cli.config.empty()) {
+    Status st = ApplyConfigFile(cli.config, f);
+    if (!st.ok()) {
+      fprintf(stderr, "conduitd: %s\n(conduitd --help and docs/configuration.md describe the settings)\n",
+              st.message().c_str());
+      exit(2);
+    }
+  }
+  Status st = ApplyCommandLine(cli, f);
+  if (st.ok()) st = FinishFlags(f);
+  if (!st.ok()) Usage(st.message().c_str());
+  return f;
+}
+
+std::string ShowValues(const std::vector<std::string>* values) {
+  if (values == nullptr) return "(default)";
+  std::string out;
+  for (const auto& v : *values) out += (out.empty() ? "" : ", ") + v;
+  return out;
+}
+
+// SIGHUP: re-reads the configuration file (with the command line on top, as at start) and
+// applies what changed and can change live; every other change is logged and waits for a
+// restart. Settings nobody changed in the file are left alone, so what the admin API set
+// at run time stays. Then the topology file is re-read. A file that does not load changes
+// nothing.
+void Reload(const CommandLine& cli, Flags* running, const LiveParts& daemon) {
+  std::vector<std::string> applied;
+  int need_restart = 0;
+  if (!cli.config.empty()) {
+    Flags fresh;
+    Status st = LoadFlags(cli, &fresh);
+    if (!st.ok()) {
+      CLOG_WARN("SIGHUP: %s; nothing reloaded, every setting stays as it was", st.message().c_str());
+      return;
+    }
+    std::set<std::string> names;
+    for (const auto& [name, values] : running->given) names.insert(name);
+    for (const auto& [name, values] : fresh.given) names.insert(name);
+    for (const std::string& name : names) {
+      auto was = running->given.find(name);
+      auto now = fresh.given.find(name);
+      const std::vector<std::string>* before = was == running->given.end() ? nullptr : &was->second;
+      const std::vector<std::string>* after = now == fresh.given.end() ? nullptr : &now->second;
+      if (before != nullptr && after != nullptr && *before == *after) continue;
+      const FlagSpec* spec = FindFlag(name);
+      if (spec == nullptr || spec->apply_live == nullptr) {
+        const std::string old_value = ShowValues(before);
+        CLOG_WARN("SIGHUP: %s changed from %s to %s in %s, which needs a restart; keeping %s", name.c_str(),
+                  old_value.c_str(), ShowValues(after).c_str(), cli.config.c_str(), old_value.c_str());
+        ++need_restart;
+        continue;
+      }
+      spec->apply_live(fresh, daemon);
+      // What is in force now: the new value, for the next reload to compare against.
+      if (after == nullptr) {
+        running->given.erase(name);
+      } else {
+        running->given[name] = *after;
+      }
+      applied.push_back(name + " = " + ShowValues(after));
+    }
+  }
+  std::string topology = "no topology file";
+  if (!running->topology.empty()) {
+    Status st = daemon.fabric->topology().Reload();
+    topology = st.ok() ? "topology " + running->topology + " re-read (generation " +
+                             std::to_string(daemon.fabric->topology().generation()) + ")"
+                       : "topology not reloaded: " + st.message();
+    if (!st.ok()) CLOG_WARN("SIGHUP: %s", topology.c_str());
+  }
+  if (cli.config.empty()) {
+    CLOG_INFO("SIGHUP: reloaded: no configuration file (--config); %s", topology.c_str());
+    return;
+  }
+  std::string changed;
+  for (const auto& a : applied) changed += (changed.empty() ? "" : "; ") + a;
+  CLOG_INFO("SIGHUP: reloaded %s: %s; %d changed setting(s) need a restart; %s", cli.config.c_str(),
+            applied.empty() ? "no live setting changed" : ("applied " + changed).c_str(), need_restart,
+            topology.c_str());
+}
+
 int Main(int argc, char** argv) {
+  const auto started = std::chrono::system_clock::now();
   SetLogTag("conduitd");
-  Flags flags = ParseFlags(argc, argv);
+  const CommandLine cli = ParseCommandLine(argc, argv);
+  Flags flags = ParseFlags(cli);
+  SetLogLevel(flags.log_level);
   signal(SIGPIPE, SIG_IGN);
   // The object store keeps one memfd per large object.
   rlimit nofile{};
@@ -247,7 +540,7 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGHUP);  // reload the topology
+  sigaddset(&stop, SIGHUP);  // reload the configuration file and the topology
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   static Fabric fabric(flags.topology);
@@ -288,6 +581,15 @@ int Main(int argc, char** argv) {
   if (!st.ok()) {
     CLOG_ERROR("admin socket: %s", st.message().c_str());
     return 1;
+  }
+  UniqueFd metrics_listener;
+  SockAddr metrics_bound;
+  if (!flags.metrics_listen.empty()) {
+    st = TcpListen(flags.metrics_listen, &metrics_listener, &metrics_bound);
+    if (!st.ok()) {
+      CLOG_ERROR("metrics-listen: %s", st.message().c_str());
+      return 1;
+    }
   }
 
   // How this daemon proves itself to other daemons and checks them (docs/security.md).
@@ -345,7 +647,8 @@ int Main(int argc, char** argv) {
   router.Add(ServiceId::kObjects, &object_store);
 
   static AdminApi admin;
-  AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket}, &router, &policy);
+  AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket, started}, &router,
+                  &policy);
   AddCollectiveAdmin(&admin, &registry);
   rpc::AddRpcAdmin(&admin, &rpc);
   AddFabricAdmin(&admin, &fabric);
@@ -355,16 +658,23 @@ int Main(int argc, char** argv) {
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();
   std::thread([fd = unix_listener.get()] { router.ServePrograms(fd); }).detach();
   std::thread([fd = admin_listener.get()] { admin_server.Serve(fd); }).detach();
-  CLOG_INFO("serving programs on %s, daemons on %s (advertised as %s), operators on %s; timeout %d ms",
+  if (metrics_listener.valid()) {
+    static MetricsServer metrics_server(&admin);
+    std::thread([fd = metrics_listener.get()] {
+      KeepRunning("the metrics port", [fd] { metrics_server.Serve(fd); });
+    }).detach();
+    CLOG_INFO("serving metrics (Prometheus) on http://%s/metrics", FormatSockAddr(metrics_bound).c_str());
+  }
+  const std::string sources = cli.config.empty() ? "command line" : cli.config + " and the command line";
+  CLOG_INFO("serving programs on %s, daemons on %s (advertised as %s), operators on %s; timeout %d ms; settings: %s",
             flags.socket_path.c_str(), flags.listen.c_str(), my_addr.c_str(), flags.admin_socket.c_str(),
-            flags.comm.timeout_ms);
+            flags.comm.timeout_ms, sources.c_str());
 
   int sig = 0;
   for (;;) {
     sigwait(&stop, &sig);
     if (sig != SIGHUP) break;
-    Status reloaded = fabric.topology().Reload();
-    if (!reloaded.ok()) CLOG_WARN("SIGHUP: topology not reloaded: %s", reloaded.message().c_str());
+    Reload(cli, &flags, LiveParts{&fabric, &policy});
   }
   CLOG_INFO("signal %d: shutting down", sig);
   unlink(flags.socket_path.c_str());

@@ -1,5 +1,5 @@
 // The C ABI (hoplite_c.h) over hoplite::Client.
-#include "hoplite_c.h"
+#include "conduit/hoplite_c.h"
 
 #include <cstring>
 

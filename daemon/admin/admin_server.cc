@@ -18,31 +18,12 @@
 namespace conduit {
 namespace {
 
-constexpr auto kRefusalLogWindow = std::chrono::seconds(10);
-constexpr int kRefusalLogBurst = 10;
-
 bool PeerCredentials(int fd, ProgramCredentials* out) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
   *out = ProgramCredentials{cred.pid, static_cast<int>(cred.uid), static_cast<int>(cred.gid)};
   return true;
-}
-
-// A caller's text for a log line: control and non-ASCII bytes escaped, at most 200 bytes.
-std::string Printable(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s.substr(0, 200)) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (s.size() > 200) out += "...";
-  return out;
 }
 
 std::string Who(const ProgramCredentials& caller) {
@@ -130,7 +111,7 @@ void AdminServer::ServeConnection(UniqueFd fd, const ProgramCredentials& caller)
     Refuse(fd.get(), caller, "a request", reply, Deadline::AfterMs(options_.reply_timeout_ms));
     return;
   }
-  const std::string what = Printable(http.method) + " " + Printable(http.path);
+  const std::string what = PrintableForLog(http.method) + " " + PrintableForLog(http.path);
 
   // Who may call the route, and whether it takes the body announced, is decided from the
   // head: a refused caller never gets the daemon to read or parse a byte of the body.
@@ -169,33 +150,9 @@ void AdminServer::ServeConnection(UniqueFd fd, const ProgramCredentials& caller)
 
 void AdminServer::Refuse(int fd, const ProgramCredentials& caller, const std::string& what, const AdminReply& reply,
                          Deadline deadline) {
-  LogRefusal("admin: refused " + what + " from " + Who(caller) + ": " + std::to_string(reply.http_status) + " " +
-             HttpStatusName(reply.http_status) + ": " + ErrorMessage(reply));
+  refusals_.Log("admin: refused " + what + " from " + Who(caller) + ": " + std::to_string(reply.http_status) + " " +
+                HttpStatusName(reply.http_status) + ": " + ErrorMessage(reply));
   WriteReply(fd, reply, deadline);
-}
-
-void AdminServer::LogRefusal(const std::string& line) {
-  int unlogged = 0;
-  {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - log_window_start_ >= kRefusalLogWindow) {
-      log_window_start_ = now;
-      logged_in_window_ = 0;
-    }
-    if (logged_in_window_ >= kRefusalLogBurst) {
-      ++unlogged_;
-      return;
-    }
-    ++logged_in_window_;
-    unlogged = std::exchange(unlogged_, 0);
-  }
-  if (unlogged > 0) {
-    CLOG_WARN("%s (and %d refusals before it not logged: at most %d lines per %lld s)", line.c_str(), unlogged,
-              kRefusalLogBurst, static_cast<long long>(kRefusalLogWindow.count()));
-  } else {
-    CLOG_WARN("%s", line.c_str());
-  }
 }
 
 }  // namespace conduit

@@ -12,13 +12,12 @@
 #ifndef CONDUIT_DAEMON_ADMIN_ADMIN_SERVER_H_
 #define CONDUIT_DAEMON_ADMIN_ADMIN_SERVER_H_
 
-#include <chrono>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "admin/admin_api.h"
 #include "admin/connection_slots.h"
+#include "admin/refusal_log.h"
 #include "common/fd_io.h"
 
 namespace conduit {
@@ -48,18 +47,11 @@ class AdminServer {
   // Answers a request refused before its body was read, and logs why.
   void Refuse(int fd, const ProgramCredentials& caller, const std::string& what, const AdminReply& reply,
               Deadline deadline);
-  // Refusals are logged at most kRefusalLogBurst per kRefusalLogWindow; the rest are
-  // counted in the next line, so a flood of refused callers cannot flood the log.
-  void LogRefusal(const std::string& line);
 
   const AdminApi* api_;
   const AdminServerOptions options_;
   ConnectionSlots slots_;
-
-  std::mutex log_mu_;
-  std::chrono::steady_clock::time_point log_window_start_{};
-  int logged_in_window_ = 0;
-  int unlogged_ = 0;
+  RefusalLog refusals_;  // refusals are logged at most RefusalLog::kBurst per window
 };
 
 }  // namespace conduit

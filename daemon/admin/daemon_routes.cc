@@ -14,6 +14,12 @@ int64_t UnixSeconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
+// "0.1.0" of "conduitd 0.1.0": the build_info convention's version label is the release.
+std::string ReleaseOf(const std::string& version) {
+  size_t space = version.rfind(' ');
+  return space == std::string::npos ? version : version.substr(space + 1);
+}
+
 Json AdmissionJson(const ProgramPolicy& policy) {
   Json deny = Json::Array();
   for (const auto& exe : policy.denied()) deny.push_back(exe);
@@ -88,9 +94,14 @@ void AddDaemonRoutes(AdminApi* api, DaemonInfo info, const ServiceRouter* router
     policy->set_denied(std::move(names));
     return AdminReply::Ok(AdmissionJson(*policy));
   });
-  api->AddMetrics([router, uptime](MetricsWriter& w) {
+  const double start_time_s = std::chrono::duration<double>(info.started.time_since_epoch()).count();
+  api->AddMetrics([router, uptime, release = ReleaseOf(info.version), start_time_s](MetricsWriter& w) {
     w.Family("conduit_up", "gauge", "1 while conduitd serves.");
     w.Sample("conduit_up", {}, 1);
+    w.Family("conduit_build_info", "gauge", "Always 1; the version label is conduitd's release.");
+    w.Sample("conduit_build_info", {{"version", release}}, 1);
+    w.Family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+    w.Sample("process_start_time_seconds", {}, start_time_s);
     w.Family("conduit_uptime_seconds", "gauge", "Seconds since conduitd started.");
     w.Sample("conduit_uptime_seconds", {}, uptime());
     std::map<std::string, int> per_service;

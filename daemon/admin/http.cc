@@ -249,12 +249,14 @@ Status ReadHttpRequest(int fd, Deadline deadline, HttpRequest* request) {
   return ReadHttpRequestBody(fd, deadline, std::move(early_body), request);
 }
 
-Status WriteHttpResponse(int fd, const HttpResponse& response, Deadline deadline) {
+Status WriteHttpResponse(int fd, const HttpResponse& response, Deadline deadline, bool send_body) {
   std::string head = "HTTP/1.1 " + std::to_string(response.status) + " " + HttpReason(response.status) +
                      "\r\nContent-Type: " + response.content_type +
-                     "\r\nContent-Length: " + std::to_string(response.body.size()) + "\r\nConnection: close\r\n\r\n";
+                     "\r\nContent-Length: " + std::to_string(response.body.size()) + "\r\nConnection: close\r\n";
+  for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+  head += "\r\n";
   iovec iov[2] = {{head.data(), head.size()}, {const_cast<char*>(response.body.data()), response.body.size()}};
-  return WriteFullV(fd, iov, 2, deadline);
+  return WriteFullV(fd, iov, send_body ? 2 : 1, deadline);
 }
 
 Status WriteHttpRequest(int fd, std::string_view method, std::string_view target, std::string_view body,

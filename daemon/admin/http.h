@@ -41,7 +41,9 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
-  HttpFields headers;  // names lower-cased (client side only)
+  // Client side: the fields received, names lower-cased. Server side: fields sent besides
+  // Content-Type, Content-Length and Connection (e.g. "Allow" with a 405).
+  HttpFields headers;
 };
 
 // Parses a request head: the request line and the header fields, without the blank line
@@ -58,7 +60,8 @@ Status ReadHttpRequestHead(int fd, Deadline deadline, HttpRequest* request, std:
 Status ReadHttpRequestBody(int fd, Deadline deadline, std::string early_body, HttpRequest* request);
 // Both steps under one deadline.
 Status ReadHttpRequest(int fd, Deadline deadline, HttpRequest* request);
-Status WriteHttpResponse(int fd, const HttpResponse& response, Deadline deadline);
+// Without `send_body` (the answer to HEAD) the head still announces the body's length.
+Status WriteHttpResponse(int fd, const HttpResponse& response, Deadline deadline, bool send_body = true);
 
 // Client side.
 Status WriteHttpRequest(int fd, std::string_view method, std::string_view target, std::string_view body,

@@ -80,9 +80,9 @@ void PathTable::WriteMetrics(MetricsWriter& w) const {
   for (const auto& [key, load] : loads_) {
     w.Sample("conduit_path_connections", {{"group", key.first}, {"path", std::to_string(key.second)}}, load.connections);
   }
-  w.Family("conduit_path_ring_load", "gauge", "Of those, the connections carrying ring traffic.");
+  w.Family("conduit_path_ring_connections", "gauge", "Of those, the connections carrying ring traffic.");
   for (const auto& [key, load] : loads_) {
-    w.Sample("conduit_path_ring_load", {{"group", key.first}, {"path", std::to_string(key.second)}}, load.weight);
+    w.Sample("conduit_path_ring_connections", {{"group", key.first}, {"path", std::to_string(key.second)}}, load.weight);
   }
 }
 

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "hoplite_export.h"
+
 namespace hoplite {
 
 // Result codes; the C ABI and the Python package use the same numbers.
@@ -52,7 +54,7 @@ enum class Access : int {
   kWorld = 3,    // every user on every host
 };
 
-class Status {
+class HOPLITE_API Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -76,14 +78,14 @@ enum class DataType : int {
 // A read-only view of a complete object: for large objects a mapping of the local store's
 // shared memory (no copy; it cannot be written), for small ones the bytes themselves.
 // The store keeps the copy while a view exists.
-class ObjectView {
+class HOPLITE_API ObjectView {
  public:
   virtual ~ObjectView() = default;
   virtual const uint8_t* data() const = 0;
   virtual size_t size() const = 0;
 };
 
-class Client {
+class HOPLITE_API Client {
  public:
   // Connects to the daemon; socket_path "" means $CONDUIT_SOCKET or the default path.
   static Status Connect(std::unique_ptr<Client>* out, const std::string& socket_path = "");

@@ -78,8 +78,12 @@ std::string Cluster::SkipReason() {
 
 std::string Cluster::ConduitdPath() { return CONDUITD_PATH; }
 std::string Cluster::CollCheckPath() { return COLL_CHECK_PATH; }
+// Test programs are built into their own directory, away from the programs a user runs.
 std::string Cluster::BinPath(const std::string& name) {
   return std::filesystem::path(CollCheckPath()).parent_path() / name;
+}
+std::string Cluster::ToolPath(const std::string& name) {
+  return std::filesystem::path(ConduitdPath()).parent_path() / name;
 }
 
 Cluster::Cluster(ClusterConfig config) : config_(std::move(config)) {

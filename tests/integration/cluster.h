@@ -54,7 +54,8 @@ class Cluster {
   // Paths baked in by CMake.
   static std::string ConduitdPath();
   static std::string CollCheckPath();
-  static std::string BinPath(const std::string& name);  // a test helper next to coll_check
+  static std::string BinPath(const std::string& name);   // a test helper next to coll_check
+  static std::string ToolPath(const std::string& name);  // a Conduit program next to conduitd
 
   explicit Cluster(ClusterConfig config);
   ~Cluster();

@@ -8,7 +8,7 @@ CtlResult Ctl(const Cluster& cluster, int host, std::vector<std::string> args, i
     argv = {"/usr/bin/setpriv", "--reuid=" + std::to_string(as_uid), "--regid=" + std::to_string(as_uid),
             "--clear-groups"};
   }
-  argv.push_back(Cluster::BinPath("conduitctl"));
+  argv.push_back(Cluster::ToolPath("conduitctl"));
   argv.push_back("--socket");
   argv.push_back(cluster.AdminSocket(host));
   argv.insert(argv.end(), args.begin(), args.end());

@@ -263,10 +263,10 @@ TEST_F(ObjectsBasic, AdminApiShowsObjectState) {
   std::string admin = oc_->cluster().Socket(1);
   admin = admin.substr(0, admin.size() - 5) + "-admin.sock";
   std::string out;
-  ASSERT_EQ(RunCommand({Cluster::BinPath("conduitctl"), "--socket", admin, "raw", "GET", "/v1/objects"}, &out), 0) << out;
+  ASSERT_EQ(RunCommand({Cluster::ToolPath("conduitctl"), "--socket", admin, "raw", "GET", "/v1/objects"}, &out), 0) << out;
   EXPECT_NE(out.find("\"admin-visible\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"live\""), std::string::npos) << out;
-  ASSERT_EQ(RunCommand({Cluster::BinPath("conduitctl"), "--socket", admin, "metrics"}, &out), 0) << out;
+  ASSERT_EQ(RunCommand({Cluster::ToolPath("conduitctl"), "--socket", admin, "metrics"}, &out), 0) << out;
   EXPECT_NE(out.find("conduit_objects_live_daemons 3"), std::string::npos) << out;
   EXPECT_NE(out.find("conduit_objects_local_copies"), std::string::npos) << out;
 }

@@ -118,11 +118,11 @@ class ObjectsSecurity : public SharedObjectClusterTest<ObjectsSecurity> {
   }
   // hoplite-tool ARGS as `u` on `host`.
   static Run Tool(const User& u, int host, std::vector<std::string> args) {
-    args.insert(args.begin(), Cluster::BinPath("hoplite-tool"));
+    args.insert(args.begin(), Cluster::ToolPath("hoplite-tool"));
     return As(u, host, std::move(args));
   }
   static Run Root(int host, std::vector<std::string> args) {
-    args.insert(args.begin(), Cluster::BinPath("hoplite-tool"));
+    args.insert(args.begin(), Cluster::ToolPath("hoplite-tool"));
     args.insert(args.begin(), "CONDUIT_SOCKET=" + oc_->cluster().Socket(host));
     args.insert(args.begin(), "/usr/bin/env");
     Run r;

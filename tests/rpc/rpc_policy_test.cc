@@ -44,7 +44,7 @@ class RpcPolicyTest : public SharedClusterTest<RpcPolicyTest> {
 
   // conduitctl against host h's admin socket; returns its exit code, output in *out.
   static int Admin(int h, std::vector<std::string> args, std::string* out = nullptr) {
-    std::vector<std::string> argv = {Cluster::BinPath("conduitctl"), "--socket", cluster_->AdminSocket(h), "--json"};
+    std::vector<std::string> argv = {Cluster::ToolPath("conduitctl"), "--socket", cluster_->AdminSocket(h), "--json"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::string ignored;
     return RunCommand(argv, out != nullptr ? out : &ignored);

@@ -51,6 +51,9 @@ cleanup() {
 trap cleanup EXIT
 
 SIZE_ARGS=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -T "$BUDGET")
+# conduit-perf takes nccl-tests' flags: -T there is a timeout, so the budget is
+# --time-budget; -a 3 reports the slowest rank's time, as the two baselines do.
+PERF_ARGS=(-d float -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
 MPI_BIN=$(bench_mpi_build "$BENCH_DIR/mpi_allreduce_bench.c")
 if bench_conduit_available; then HAVE_OURS=1; else
   HAVE_OURS=0
@@ -72,7 +75,7 @@ for H in $HOSTS_LIST; do
   if ((HAVE_OURS)); then
     bench_log "ours (conduit-perf)"
     bench_conduit_start "$H"
-    bench_conduit_perf "$H" "$PPN" -o allreduce -d float -r sum "${SIZE_ARGS[@]}" >"$RES/$H.ours" ||
+    bench_conduit_perf "$H" "$PPN" "${PERF_ARGS[@]}" >"$RES/$H.ours" ||
       bench_log "conduit-perf failed or found wrong results (logs in $BENCH_WORK)"
     bench_conduit_stop
   fi

@@ -74,7 +74,8 @@ for H in $HOSTS_LIST; do
     for mode in $(order "$round" insecure key); do
       BENCH_PEER_AUTH=$mode bench_conduit_start "$H" --log-level warn
       bench_log "allreduce: $H hosts, round $round, $mode"
-      bench_conduit_perf "$H" 1 -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1 |
+      bench_conduit_perf "$H" 1 -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1 \
+        --time-budget 2 -a 3 |
         while read -r size count time_us algbw busbw wrong; do
           echo "allreduce $H $mode $size $time_us $wrong $round" >>"$RESULTS"
         done
@@ -89,7 +90,7 @@ if ((RPC)); then
   rpc() {  # rpc MODE WORKLOAD ARGS...: one measurement under the preload (in round $round)
     local mode=$1 workload=$2 line
     shift 2
-    line=$(ip netns exec "$H0" env CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM" "$BIN/rpc_bench" \
+    line=$(ip netns exec "$H0" env CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM" "$BIN/conduit-rpc-bench" \
       --target "$IP1:$PORT" --seconds "$RPC_SECONDS" --warmup 1 "$@" 2>>"$BENCH_WORK/client.log" | grep '^calls') ||
       line="calls 0 failed"
     echo "rpc $round $mode $workload $line" >>"$RESULTS"
@@ -99,7 +100,7 @@ if ((RPC)); then
     for mode in $(order "$round" insecure key encrypt); do
       BENCH_PEER_AUTH=$mode bench_conduit_start 2 --log-level warn
       ip netns exec "$H1" env CONDUIT_SOCKET="$BENCH_WORK/h1.sock" LD_PRELOAD="$SHIM" \
-        "$BIN/rpc_bench_server" --listen "0.0.0.0:$PORT" >"$BENCH_WORK/server.log" 2>&1 &
+        "$BIN/conduit-rpc-bench-server" --listen "0.0.0.0:$PORT" >"$BENCH_WORK/server.log" 2>&1 &
       SERVER_PID=$!
       for ((i = 0; i < 100; i++)); do grep -q listening "$BENCH_WORK/server.log" && break; sleep 0.1; done
       rpc "$mode" lat --request-bytes 64 --reply-bytes 8 --inflight 1

@@ -73,6 +73,17 @@ print(c[0] if c else "")' || true)
   done
 }
 
+# perf_args BUILD: conduit-perf's all-reduce flags for that build. Since issue 14 it takes
+# nccl-tests' flags (-o is the reduction, -a 3 the slowest rank's time, no time budget by
+# default); a baseline built before takes the old ones (-o the collective, -r the reduction).
+perf_args() {
+  if "$1/bin/conduit-perf" --help 2>/dev/null | grep -q -- --coll; then
+    echo -d float -o sum -a 3
+  else
+    echo -o allreduce -d float -r sum -T 0
+  fi
+}
+
 # run NAME BUILD [churn]: one conduit-perf sweep; rows "size time_us algbw" in $BENCH_WORK/NAME.
 run() {
   local name=$1 build=$2
@@ -81,8 +92,9 @@ run() {
     churn &
     CHURN_PID=$!
   fi
-  BENCH_BUILD=$build bench_conduit_perf "$HOSTS" 1 -o allreduce -d float -r sum -b "$MIN" -e "$MAX" -f "$FACTOR" \
-    -n "$ITERS" -w "$WARMUP" -T 0 >"$BENCH_WORK/$name" || bench_log "$name: conduit-perf failed"
+  # shellcheck disable=SC2046 # perf_args prints separate flags
+  BENCH_BUILD=$build bench_conduit_perf "$HOSTS" 1 $(perf_args "$build") -b "$MIN" -e "$MAX" -f "$FACTOR" \
+    -n "$ITERS" -w "$WARMUP" >"$BENCH_WORK/$name" || bench_log "$name: conduit-perf failed"
   if [[ -n $CHURN_PID ]]; then
     kill "$CHURN_PID" 2>/dev/null || true
     wait "$CHURN_PID" 2>/dev/null || true

@@ -40,7 +40,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ $EUID -eq 0 ]] || bench_die "needs root (network namespaces)"
 BIN=$BENCH_BUILD/bin
 SHIM=$BENCH_BUILD/lib/libmrpc-grpc.so
-for f in "$BIN/conduitd" "$BIN/conduitctl" "$BIN/rpc_bench" "$BIN/rpc_bench_server" "$BIN/bench.desc" "$SHIM"; do
+for f in "$BIN/conduitd" "$BIN/conduitctl" "$BIN/conduit-rpc-bench" "$BIN/conduit-rpc-bench-server" "$BIN/bench.desc" "$SHIM"; do
   [[ -e $f ]] || bench_die "$f is missing (cmake --build build)"
 done
 if ! command -v nginx >/dev/null; then
@@ -153,7 +153,7 @@ run_client() {
   esac
   local env=(env)
   [[ -n $preload ]] && env+=(CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM")
-  line=$(ip netns exec "$H0" "${env[@]}" "$BIN/rpc_bench" --target "$target" --seconds "$SECONDS_PER_RUN" \
+  line=$(ip netns exec "$H0" "${env[@]}" "$BIN/conduit-rpc-bench" --target "$target" --seconds "$SECONDS_PER_RUN" \
     --warmup "$WARMUP" "${args[@]}" 2>>"$BENCH_WORK/client.log" | grep '^calls') || line="calls 0 failed"
   echo "$config $policy $workload $line" >>"$RESULTS"
   bench_log "$config/$policy/$workload: $line"
@@ -161,10 +161,10 @@ run_client() {
 
 "$BENCH_NETNS" up --hosts 2 --prefix "$BENCH_PREFIX" --subnet "$BENCH_SUBNET"
 bench_conduit_start 2
-start_bg "$H1" "$BENCH_WORK/server-direct.log" "$BIN/rpc_bench_server" --listen "0.0.0.0:$DIRECT_PORT"
-start_bg "$H1" "$BENCH_WORK/server-sidecar.log" "$BIN/rpc_bench_server" --listen "127.0.0.1:$SIDECAR_SERVER_PORT"
+start_bg "$H1" "$BENCH_WORK/server-direct.log" "$BIN/conduit-rpc-bench-server" --listen "0.0.0.0:$DIRECT_PORT"
+start_bg "$H1" "$BENCH_WORK/server-sidecar.log" "$BIN/conduit-rpc-bench-server" --listen "127.0.0.1:$SIDECAR_SERVER_PORT"
 start_bg "$H1" "$BENCH_WORK/server-conduit.log" env CONDUIT_SOCKET="$BENCH_WORK/h1.sock" LD_PRELOAD="$SHIM" \
-  "$BIN/rpc_bench_server" --listen "0.0.0.0:$CONDUIT_PORT"
+  "$BIN/conduit-rpc-bench-server" --listen "0.0.0.0:$CONDUIT_PORT"
 for s in direct sidecar conduit; do wait_for "$BENCH_WORK/server-$s.log" "listening"; done
 grep -q "served through conduitd" "$BENCH_WORK/server-conduit.log" || bench_die "the preloaded server is not managed"
 
@@ -189,7 +189,7 @@ if ((QOS)); then
   # A latency-sensitive client next to a bulk one, both under the preload.
   for qos in off on; do
     if [[ $qos == on ]]; then admin policy set rpc-qos '{"small_bytes":4096}'; else admin raw DELETE /v1/policies/rpc-qos || true; fi
-    ip netns exec "$H0" env CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM" "$BIN/rpc_bench" \
+    ip netns exec "$H0" env CONDUIT_SOCKET="$BENCH_WORK/h0.sock" LD_PRELOAD="$SHIM" "$BIN/conduit-rpc-bench" \
       --target "$IP1:$CONDUIT_PORT" --seconds "$(awk "BEGIN { print $SECONDS_PER_RUN + $WARMUP + 2 }")" --warmup 0 \
       --request-bytes 1048576 --reply-bytes 8 --inflight 8 >"$BENCH_WORK/bulk-$qos.out" 2>>"$BENCH_WORK/client.log" &
     bulk=$!

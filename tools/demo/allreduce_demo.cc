@@ -27,7 +27,7 @@ bool ReadId(const std::string& path, ncclUniqueId* id) {
 }  // namespace
 
 constexpr char kUsage[] =
-    "usage: allreduce_demo --rank R --nranks N --id-file PATH\n"
+    "usage: conduit-allreduce-demo --rank R --nranks N --id-file PATH\n"
     "one rank of the demo's all-reduce through libnccl.so.2: rank 0 writes the ncclUniqueId to\n"
     "PATH, the others wait for it there (tools/demo/run-demo starts them)\n";
 

@@ -17,7 +17,9 @@ namespace {
 constexpr int kIdWaitSeconds = 60;
 
 [[noreturn]] void Die(const char* what, ncclResult_t r) {
-  std::fprintf(stderr, "conduit-perf: %s failed: %s\n", what, ncclGetErrorString(r));
+  const char* detail = ncclGetLastError(nullptr);
+  std::fprintf(stderr, "conduit-perf: %s failed: %s%s%s\n", what, ncclGetErrorString(r),
+               detail != nullptr && *detail != '\0' ? ": " : "", detail != nullptr ? detail : "");
   std::exit(3);
 }
 
@@ -61,39 +63,34 @@ ncclUniqueId WaitForId(const std::string& path) {
 
 }  // namespace
 
-LocalRanks InitComms(const Options& o) {
-  LocalRanks l;
-  if (o.multi_process()) {
-    ncclUniqueId id;
-    if (o.rank == 0) {
-      const ncclResult_t r = ncclGetUniqueId(&id);
-      if (r != ncclSuccess) Die("ncclGetUniqueId", r);
-      PublishId(o.id_file, id);
-    } else {
-      id = WaitForId(o.id_file);
-    }
-    ncclComm_t comm;
-    const ncclResult_t r = ncclCommInitRank(&comm, o.nranks, id, o.rank);
-    if (r != ncclSuccess) Die("ncclCommInitRank", r);
-    // Every rank has read the id once init returns (init needs all of them), so
-    // rank 0 can remove it; a rerun with the same path cannot pick up a stale id.
-    if (o.rank == 0) unlink(o.id_file.c_str());
-    l.nranks = o.nranks;
-    l.ranks.push_back(o.rank);
-    l.comms.push_back(comm);
-  } else {
-    l.nranks = o.threads;
-    l.comms.resize(static_cast<size_t>(o.threads));
-    const ncclResult_t r = ncclCommInitAll(l.comms.data(), o.threads, nullptr);
-    if (r != ncclSuccess) Die("ncclCommInitAll", r);
-    for (int i = 0; i < o.threads; ++i) l.ranks.push_back(i);
-  }
-  return l;
+ncclUniqueId ShareUniqueId(const Options& o) {
+  ncclUniqueId id;
+  if (o.multi_process() && o.rank != 0) return WaitForId(o.id_file);
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) Die("ncclGetUniqueId", r);
+  if (o.multi_process()) PublishId(o.id_file, id);
+  return id;
 }
 
-void DestroyComms(LocalRanks& l) {
-  for (ncclComm_t c : l.comms) ncclCommDestroy(c);
-  l.comms.clear();
+void InitComms(const Options& o, const ncclUniqueId& id, int first_local, std::span<ncclComm_t> out) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  if (o.cta_policy >= 0) config.CTAPolicy = o.cta_policy;
+  ncclResult_t r = ncclGroupStart();
+  for (size_t i = 0; i < out.size() && r == ncclSuccess; ++i) {
+    const int rank = o.first_rank() + first_local + static_cast<int>(i);
+    r = ncclCommInitRankConfig(&out[i], o.total_ranks(), id, rank, &config);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (r != ncclSuccess) Die("ncclCommInitRankConfig", r);
+  if (end != ncclSuccess) Die("ncclCommInitRankConfig (ncclGroupEnd)", end);
+}
+
+void ForgetUniqueId(const Options& o) {
+  if (o.multi_process() && o.rank == 0) unlink(o.id_file.c_str());
+}
+
+void DestroyComms(std::span<ncclComm_t> comms) {
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
 }
 
 }  // namespace conduit::perf

@@ -1,24 +1,31 @@
-// Creating the communicators conduit-perf drives: either all ranks as threads of
-// this process, or one rank of a multi-process job that meets through an id file.
+// Creating the communicators conduit-perf drives. A process holds -t x -g ranks
+// (global ranks from Options::first_rank()); a multi-process run meets through an
+// id file that process 0 publishes.
 #ifndef CONDUIT_TOOLS_PERF_BOOTSTRAP_H_
 #define CONDUIT_TOOLS_PERF_BOOTSTRAP_H_
 
-#include <vector>
+#include <span>
 
 #include "nccl.h"
 #include "options.h"
 
 namespace conduit::perf {
 
-struct LocalRanks {
-  int nranks = 0;               // ranks in the whole communicator
-  std::vector<int> ranks;       // global rank of each communicator held here
-  std::vector<ncclComm_t> comms;
-};
+// The communicator's unique id: created (and, multi-process, published) by process
+// 0, read from the id file by the others. Exits with a message on failure.
+ncclUniqueId ShareUniqueId(const Options& o);
 
-// Exits with a message on failure (there is nothing useful to measure without them).
-LocalRanks InitComms(const Options& o);
-void DestroyComms(LocalRanks& l);
+// Creates the communicators of local ranks [first_local, first_local + out.size())
+// in one group, as nccl-tests does (ncclCommInitRankConfig, with -x's CTA policy).
+// Exits with a message on failure (there is nothing to measure without them).
+void InitComms(const Options& o, const ncclUniqueId& id, int first_local, std::span<ncclComm_t> out);
+
+// Once every local communicator exists, every process has read the id (creation
+// needs all ranks), so process 0 removes the file: a rerun with the same path
+// cannot pick up a stale id.
+void ForgetUniqueId(const Options& o);
+
+void DestroyComms(std::span<ncclComm_t> comms);
 
 }  // namespace conduit::perf
 

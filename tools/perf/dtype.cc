@@ -1,25 +1,31 @@
 #include "dtype.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace conduit::perf {
 namespace {
 
 // exact_limit values: int8 tops out at 127, bfloat16 has an 8-bit significand
-// (256), half an 11-bit one (2048); wider types are capped at 2^20 so patterns
-// never get near overflow.
+// (256), half an 11-bit one (2048), fp8 e4m3 a 4-bit one (every integer to 16) and
+// e5m2 a 3-bit one (to 8); wider types are capped at 2^20 so patterns never get near
+// overflow. The order is nccl-tests' order, which "-d all" follows.
 constexpr DtypeInfo kTypes[] = {
-    {"float", ncclFloat32, 4, true, 1u << 20},
-    {"half", ncclFloat16, 2, true, 2048},
-    {"bfloat16", ncclBfloat16, 2, true, 256},
-    {"double", ncclFloat64, 8, true, 1u << 20},
     {"int8", ncclInt8, 1, false, 127},
     {"uint8", ncclUint8, 1, false, 255},
     {"int32", ncclInt32, 4, false, 1u << 20},
     {"uint32", ncclUint32, 4, false, 1u << 20},
     {"int64", ncclInt64, 8, false, 1u << 20},
     {"uint64", ncclUint64, 8, false, 1u << 20},
+    {"half", ncclFloat16, 2, true, 2048},
+    {"float", ncclFloat32, 4, true, 1u << 20},
+    {"double", ncclFloat64, 8, true, 1u << 20},
+    {"bfloat16", ncclBfloat16, 2, true, 256},
+    {"f8e4m3", ncclFloat8e4m3, 1, true, 17},
+    {"f8e5m2", ncclFloat8e5m2, 1, true, 9},
 };
 
 struct Alias {
@@ -29,7 +35,8 @@ struct Alias {
 constexpr Alias kAliases[] = {
     {"float32", "float"}, {"fp32", "float"},  {"f32", "float"},     {"float16", "half"},
     {"fp16", "half"},     {"bf16", "bfloat16"}, {"float64", "double"}, {"fp64", "double"},
-    {"char", "int8"},     {"int", "int32"},   {"uint", "uint32"},
+    {"char", "int8"},     {"int", "int32"},   {"uint", "uint32"},   {"fp8e4m3", "f8e4m3"},
+    {"fp8e5m2", "f8e5m2"},
 };
 
 template <typename T>
@@ -99,6 +106,51 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
+// e5m2 is the upper byte of an IEEE half: convert through half, rounding the low
+// byte to nearest-even (a carry into the exponent is the correct result).
+float E5M2ToFloat(uint8_t b) { return HalfToFloat(static_cast<uint16_t>(b << 8)); }
+
+uint8_t FloatToE5M2(float f) {
+  const uint16_t h = FloatToHalf(f);
+  if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0) return static_cast<uint8_t>((h >> 8) | 0x02);  // keep NaN
+  uint32_t hi = h >> 8;
+  const uint32_t rest = h & 0xff;
+  if (rest > 0x80 || (rest == 0x80 && (hi & 1))) ++hi;
+  return static_cast<uint8_t>(hi);
+}
+
+// e4m3 "fn" (what NCCL's ncclFloat8e4m3 is): bias 7, no infinities, S.1111.111 is
+// NaN, so the largest finite value is 448.
+float E4M3ToFloat(uint8_t b) {
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  const int exp = (b >> 3) & 0xf;
+  const int mant = b & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant/8 * 2^-6
+  return sign * std::ldexp(1.0f + static_cast<float>(mant) / 8, exp - 7);
+}
+
+// Round-to-nearest-even onto the e4m3 grid, saturating at 448 like NCCL's
+// conversion (there is no infinity to overflow to).
+uint8_t FloatToE4M3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f)) return sign | 0x7f;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a == 0) return sign;
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e with m in [0.5, 1)
+  const int unbiased = std::max(e - 1, -6);  // below 2^-6 the grid is the subnormal one
+  const double quantum = std::ldexp(1.0, unbiased - 3);
+  const double v = std::nearbyint(a / quantum) * quantum;  // default rounding mode: ties to even
+  if (v >= 448) return sign | 0x7e;
+  if (v == 0) return sign;
+  std::frexp(v, &e);
+  if (e - 1 < -6) return sign | static_cast<uint8_t>(std::ldexp(v, 9));  // subnormal
+  const int field = e - 1 + 7;
+  const int mant = static_cast<int>(std::ldexp(v, -(e - 1)) * 8) - 8;
+  return sign | static_cast<uint8_t>(field << 3) | static_cast<uint8_t>(mant);
+}
+
 }  // namespace
 
 const DtypeInfo* FindDtype(std::string_view name) {
@@ -111,8 +163,10 @@ const DtypeInfo* FindDtype(std::string_view name) {
   return nullptr;
 }
 
+std::span<const DtypeInfo> AllDtypes() { return kTypes; }
+
 const char* DtypeNames() {
-  return "float half bfloat16 double int8 uint8 int32 uint32 int64 uint64";
+  return "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2";
 }
 
 double LoadElement(const DtypeInfo& dt, const void* base, size_t index) {
@@ -127,6 +181,8 @@ double LoadElement(const DtypeInfo& dt, const void* base, size_t index) {
     case ncclUint32: return Load<uint32_t>(base, index);
     case ncclInt64: return static_cast<double>(Load<int64_t>(base, index));
     case ncclUint64: return static_cast<double>(Load<uint64_t>(base, index));
+    case ncclFloat8e4m3: return E4M3ToFloat(Load<uint8_t>(base, index));
+    case ncclFloat8e5m2: return E5M2ToFloat(Load<uint8_t>(base, index));
     default: return 0;
   }
 }
@@ -143,6 +199,8 @@ void StoreElement(const DtypeInfo& dt, void* base, size_t index, double value) {
     case ncclUint32: Store(base, index, static_cast<uint32_t>(value)); break;
     case ncclInt64: Store(base, index, static_cast<int64_t>(value)); break;
     case ncclUint64: Store(base, index, static_cast<uint64_t>(value)); break;
+    case ncclFloat8e4m3: Store(base, index, FloatToE4M3(static_cast<float>(value))); break;
+    case ncclFloat8e5m2: Store(base, index, FloatToE5M2(static_cast<float>(value))); break;
     default: break;
   }
 }

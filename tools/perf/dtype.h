@@ -7,6 +7,7 @@
 #define CONDUIT_TOOLS_PERF_DTYPE_H_
 
 #include <cstddef>
+#include <span>
 #include <string_view>
 
 #include "nccl.h"
@@ -22,9 +23,13 @@ struct DtypeInfo {
   size_t exact_limit;
 };
 
-// Accepts the nccl-tests spellings (float, half, bfloat16, double, int32, int8,
-// uint8, uint32, int64, uint64) plus a few aliases; nullptr when unknown.
+// Accepts the nccl-tests spellings (int8 uint8 int32 uint32 int64 uint64 half float
+// double bfloat16 f8e4m3 f8e5m2) plus a few aliases; nullptr when unknown ("all" is
+// not a type: see AllDtypes).
 const DtypeInfo* FindDtype(std::string_view name);
+
+// Every type, in nccl-tests' order for "-d all".
+std::span<const DtypeInfo> AllDtypes();
 
 // The list of names, for the usage text.
 const char* DtypeNames();

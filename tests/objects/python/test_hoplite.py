@@ -1,7 +1,11 @@
 """The hoplite Python package against real daemons (started by python_test.cc).
 
-$HOPLITE_SOCKETS lists the daemons' program sockets (one per host)."""
+$HOPLITE_SOCKETS lists the daemons' program sockets (one per host). $HOPLITE_EXPECT_VENV, when
+set, is the venv the package must have been installed into (from its wheel): hoplite and the
+libhoplite.so it loaded must both come from that venv's site-packages."""
 import os
+import sys
+import sysconfig
 import threading
 import time
 import unittest
@@ -11,6 +15,24 @@ import numpy as np
 import hoplite
 
 SOCKETS = os.environ["HOPLITE_SOCKETS"].split(",")
+EXPECT_VENV = os.environ.get("HOPLITE_EXPECT_VENV")
+
+
+class Installation(unittest.TestCase):
+    def test_package_and_library_location(self):
+        pkg = os.path.realpath(os.path.dirname(hoplite.__file__))
+        lib = os.path.realpath(hoplite._lib._name)
+        print("\nhoplite from %s, library %s" % (pkg, lib), file=sys.stderr)
+        if not EXPECT_VENV:
+            self.assertTrue(os.path.isfile(lib), lib)
+            return
+        venv = os.path.realpath(EXPECT_VENV)
+        self.assertEqual(os.path.realpath(sys.prefix), venv)
+        self.assertNotIn("HOPLITE_LIBRARY", os.environ)
+        site = os.path.realpath(sysconfig.get_paths()["platlib"])
+        self.assertTrue(site.startswith(venv + os.sep), site)
+        self.assertEqual(os.path.dirname(pkg), site, "hoplite is not imported from the venv's site-packages")
+        self.assertEqual(lib, os.path.join(pkg, "libhoplite.so"), "hoplite did not load the library it bundles")
 
 
 def client(host):

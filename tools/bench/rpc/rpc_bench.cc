@@ -34,10 +34,10 @@ struct Call {
 }  // namespace
 
 constexpr char kUsage[] =
-    "usage: rpc_bench --target HOST:PORT [--request-bytes 64] [--reply-bytes 8] [--inflight 1]\n"
-    "                 [--seconds 5] [--warmup 1] [--user alice]\n"
-    "unary calls to rpc_bench_server, `inflight` outstanding; prints calls, RPC/s, median and\n"
-    "P99 latency, goodput and errors on one line\n";
+    "usage: conduit-rpc-bench --target HOST:PORT [--request-bytes 64] [--reply-bytes 8]\n"
+    "                         [--inflight 1] [--seconds 5] [--warmup 1] [--user alice]\n"
+    "unary calls to conduit-rpc-bench-server, `inflight` outstanding; prints calls, RPC/s,\n"
+    "median and P99 latency, goodput and errors on one line\n";
 
 int main(int argc, char** argv) {
   conduit::tools::ExitWithUsageIfAsked(argc, argv, kUsage);

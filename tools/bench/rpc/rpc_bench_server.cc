@@ -24,8 +24,8 @@ class BenchService final : public conduit::bench::Bench::Service {
 
 int main(int argc, char** argv) {
   const char* usage =
-      "usage: rpc_bench_server [--listen IP:PORT (0.0.0.0:50061)]\n"
-      "the RPC benchmark's gRPC server: answers rpc_bench's calls until SIGTERM or SIGINT\n";
+      "usage: conduit-rpc-bench-server [--listen IP:PORT (0.0.0.0:50061)]\n"
+      "the RPC benchmark's gRPC server: answers conduit-rpc-bench's calls until SIGTERM or SIGINT\n";
   conduit::tools::ExitWithUsageIfAsked(argc, argv, usage);
   std::string listen = "0.0.0.0:50061";
   for (int i = 1; i < argc; i += 2) {
