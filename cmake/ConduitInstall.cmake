@@ -100,6 +100,7 @@ if(CONDUIT_BUILD_HOPLITE)
                 ${CMAKE_CURRENT_BINARY_DIR}/packaging/hopliteConfigVersion.cmake
           DESTINATION ${cmake_dir} COMPONENT hoplite-dev)
   # pkg-config --cflags --libs hoplite
+  file(RELATIVE_PATH PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
   configure_file(packaging/hoplite.pc.in ${CMAKE_CURRENT_BINARY_DIR}/packaging/hoplite.pc @ONLY)
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/packaging/hoplite.pc
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT hoplite-dev)

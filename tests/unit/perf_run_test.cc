@@ -240,51 +240,14 @@ TEST_F(PerfRun, TimingFlags) {
 // Processes meet through --id-file; each holds -t ranks.
 TEST_F(PerfRun, MultiProcess) {
   const std::string id = dir_ + "/perf.id";
+  // Both processes run the same command line but for --rank.
+  const auto args = [&](const char* rank) {
+    return std::vector<std::string>{Bin("reduce_perf"), "--rank", rank, "--nranks", "2", "--id-file", id,
+                                    "-t", "2", "-b", "1K", "-e", "4K", "-f", "4", "-r", "3", "-o", "min", "-n", "3"};
+  };
   Result other;
-  std::thread peer([&] {
-    other = RunProgram(dir_, {Bin("reduce_perf"),
-                              "--rank",
-                              "1",
-                              "--nranks",
-                              "2",
-                              "--id-file",
-                              id,
-                              "-t",
-                              "2",
-                              "-b",
-                              "1K",
-                              "-e",
-                              "4K",
-                              "-f",
-                              "4",
-                              "-r",
-                              "3",
-                              "-o",
-                              "min",
-                              "-n",
-                              "3"});
-  });
-  const Result r = RunProgram(dir_, {Bin("reduce_perf"),
-                                     "--rank",
-                                     "0",
-                                     "--nranks",
-                                     "2",
-                                     "--id-file",
-                                     id,
-                                     "-t",
-                                     "2",
-                                     "-b",
-                                     "1K",
-                                     "-e",
-                                     "4K",
-                                     "-f",
-                                     "4",
-                                     "-r",
-                                     "3",
-                                     "-o",
-                                     "min",
-                                     "-n",
-                                     "3"});
+  std::thread peer([&] { other = RunProgram(dir_, args("1")); });
+  const Result r = RunProgram(dir_, args("0"));
   peer.join();
   ExpectGoodTable(r, 2, "float", "min");
   EXPECT_EQ(other.status, 0) << other.out << other.err;
