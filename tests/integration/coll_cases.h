@@ -65,8 +65,6 @@ class CaseRunner {
   const Options& opt_;
   RankResult result_;
   uint64_t case_counter_ = 0;
-  ncclDataType_t type_ = ncclFloat32;
-  Op op_ = Op::kSum;
 };
 
 }  // namespace conduit::it

@@ -61,7 +61,6 @@ class GreeterRig {
 
  private:
   Cluster* cluster_;
-  int runs_ = 0;
 };
 
 // A cluster and rig shared by all the tests of a suite (SetUpTestSuite / TearDownTestSuite).
