@@ -23,9 +23,13 @@ pkg_require() {
 }
 
 pkg_cleanup() {
-  local pid i
+  local pid i proc
   for pid in "${PKG_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   for pid in "${PKG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # Whatever still runs chrooted into one of our roots (a program a test started and lost).
+  for proc in /proc/[0-9]*; do
+    case $(readlink "$proc/root" 2>/dev/null) in "$WORK"/*) kill -KILL "${proc#/proc/}" 2>/dev/null || true ;; esac
+  done
   for ((i = ${#PKG_MOUNTS[@]} - 1; i >= 0; i--)); do umount -l "${PKG_MOUNTS[$i]}" 2>/dev/null || true; done
   [ -n "$PKG_NETNS" ] && "$SRC/tools/netns/conduit-netns" down --prefix "$PKG_NETNS" >/dev/null 2>&1 || true
 }
@@ -72,11 +76,19 @@ pkg_mount_root() {
 }
 
 # pkg_in HOST ROOT CMD...: CMD on test host HOST (0, 1), chrooted into ROOT, with an empty
-# environment but PATH (no LD_LIBRARY_PATH, nothing of the build tree).
+# environment but PATH (no LD_LIBRARY_PATH, nothing of the build tree). In the background
+# (`pkg_in ... &`) $! is CMD's own pid: the function's subshell execs it.
 pkg_in() {
   local host=$1 root=$2
   shift 2
   ip netns exec "$PKG_NETNS-h$host" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"
+}
+pkg_in_bg() {  # pkg_in_bg LOG HOST ROOT CMD...: pkg_in in the background, killed by pkg_cleanup
+  local log=$1
+  shift
+  ( exec ip netns exec "$PKG_NETNS-h$1" chroot "$2" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${@:3}" ) \
+    >"$log" 2>&1 &
+  PKG_PIDS+=($!)
 }
 
 # pkg_run_demo DAEMON_ROOT JOB_ROOT PREFIX SUBNET: two hosts; conduitd from DAEMON_ROOT on
@@ -95,11 +107,9 @@ pkg_run_demo() {
   pkg_log "cluster key and two daemons from $droot"
   chroot "$droot" /usr/bin/conduitctl keygen /etc/conduit/cluster.key
   for h in 0 1; do
-    pkg_in $h "$droot" /usr/bin/conduitd --config /etc/conduit/conduitd.conf \
+    pkg_in_bg "$WORK/conduitd-h$h.log" $h "$droot" /usr/bin/conduitd --config /etc/conduit/conduitd.conf \
       --socket /run/conduit/h$h.sock --admin-socket /run/conduit/h$h-admin.sock \
-      --listen "$subnet.$((h + 1)):7650" --cluster-key /etc/conduit/cluster.key --timeout-ms 20000 \
-      >"$WORK/conduitd-h$h.log" 2>&1 &
-    PKG_PIDS+=($!)
+      --listen "$subnet.$((h + 1)):7650" --cluster-key /etc/conduit/cluster.key --timeout-ms 20000
   done
   for h in 0 1; do
     for _ in $(seq 200); do [ -S "$WORK/sock/h$h-admin.sock" ] && break; sleep 0.05; done
@@ -131,9 +141,8 @@ pkg_run_demo() {
   for h in 0 1; do
     pkg_in $h "$droot" /usr/bin/conduitctl --socket /run/conduit/h$h-admin.sock policy set rpc-metrics '{}' >/dev/null
   done
-  pkg_in 1 "$jroot" "${PKG_JOB_ENV[@]}" CONDUIT_SOCKET=/run/conduit/h1.sock \
-    /usr/bin/conduit-rpc-bench-server --listen 0.0.0.0:50061 >"$WORK/rpc-server.log" 2>&1 &
-  PKG_PIDS+=($!)
+  pkg_in_bg "$WORK/rpc-server.log" 1 "$jroot" "${PKG_JOB_ENV[@]}" CONDUIT_SOCKET=/run/conduit/h1.sock \
+    /usr/bin/conduit-rpc-bench-server --listen 0.0.0.0:50061
   sleep 1
   pkg_in 0 "$jroot" "${PKG_JOB_ENV[@]}" CONDUIT_SOCKET=/run/conduit/h0.sock timeout 60 \
     /usr/bin/conduit-rpc-bench --target "$subnet.2:50061" --seconds 1 --warmup 0 >"$WORK/rpc-client.log" 2>&1 ||
