@@ -1,13 +1,16 @@
 // What the admin server does with a request's bytes before a handler sees them: the HTTP
 // parser (ParseHttpRequest: the same ParseHttpRequestHead the server's reader runs, then
 // the body by Content-Length), admission from the head (AdminApi::Admit: route, caller,
-// announced body) and the JSON body. The first byte picks the caller: operator or not.
+// announced body) and the JSON body; and the metrics port's answer to the same request
+// (MetricsServer::Answer: the metrics only for GET or HEAD of /metrics without a body). The
+// first byte picks the caller: operator or not.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "admin/admin_api.h"
 #include "admin/http.h"
+#include "admin/metrics_server.h"
 #include "fuzz_check.h"
 
 using namespace conduit;
@@ -54,6 +57,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!name.empty() && name.find_first_of(":\r\n ") == std::string::npos, "header name '%s'", name.c_str());
     FUZZ_CHECK(value.find_first_of("\r\n") == std::string::npos, "header value '%s'", value.c_str());
   }
+
+  const HttpResponse metrics = MetricsServer(&Api()).Answer(http);
+  const bool scrape = http.path == MetricsServer::kPath && (http.method == "GET" || http.method == "HEAD") &&
+                      http.content_length == 0;
+  FUZZ_CHECK((metrics.status == 200) == scrape, "metrics port answered %d to %s %s", metrics.status,
+             http.method.c_str(), http.target.c_str());
+  FUZZ_CHECK(scrape || metrics.status == 404 || metrics.status == 405 || metrics.status == 400,
+             "metrics port answered %d", metrics.status);
 
   ProgramCredentials caller{1, is_operator ? 0 : 4242, 0};
   AdminCall call;

@@ -46,6 +46,13 @@ write("json", "reconfigure", json.dumps(RECONFIGURE))
 write("json", "numbers", '[0, -1, 9007199254740993, 2.5e-3, 1E+2, -0.0, 18446744073709551615, "\\u0041\\n\\"\\\\"]')
 
 # topology: files and PUT /v1/topology bodies.
+# config_file: conduitd --config files (docs/configuration.md, packaging/conduitd.conf).
+with open(os.path.join(HERE, "..", "..", "packaging", "conduitd.conf")) as f:
+    write("config_file", "packaged", f.read())
+write("config_file", "every-form",
+      "listen = 0.0.0.0:7650\r\n\tcluster-key=/etc/conduit/cluster.key   # trailing comment\n"
+      "deny-exe = a\ndeny-exe = b\nencrypt-peers = true\n\n# only a comment\nmetrics-listen = 10.0.0.5:9650")
+write("config_file", "errors", "--listen = x\nno-value =\nBad = 1\njust words\n")
 write("topology", "two-racks", json.dumps(TOPOLOGY, indent=2))
 write("topology", "ipv6-no-links", json.dumps(TOPOLOGY_V6))
 write("topology", "minimal", '{"hosts": [{"addr": "127.0.0.1"}], "version": 1}')
@@ -64,6 +71,8 @@ def request(method, target, body=""):
 
 
 write("admin_http", "get-status", "\x00" + request("GET", "/v1/status"))
+write("admin_http", "scrape-metrics", "\x00" + request("GET", "/metrics"))  # Prometheus, --metrics-listen
+write("admin_http", "head-metrics", "\x00" + request("HEAD", "/metrics?x=1"))
 write("admin_http", "get-trace", "\x00" + request("GET", "/v1/policies/tenant/a%20b?limit=5&flag&x=%2F+y"))
 write("admin_http", "put-tenant", "\x01" + request("PUT", "/v1/policies/tenant/gold", json.dumps(TENANT)))
 write("admin_http", "put-refused", "\x00" + request("PUT", "/v1/policies/rpc-acl/a", json.dumps(ACL)))
