@@ -1,6 +1,9 @@
 #include "json_writer.h"
 
 #include <cmath>
+#include <string>
+
+#include "common/json.h"
 
 namespace conduit::perf {
 
@@ -49,22 +52,11 @@ void JsonWriter::String(std::string_view s) {
   Quoted(s);
 }
 
+// The daemon's JSON string escaping (common/json.h), so both write strings the same way.
 void JsonWriter::Quoted(std::string_view s) {
-  std::fputc('"', f_);
-  for (const char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': std::fputs("\\\"", f_); break;
-      case '\\': std::fputs("\\\\", f_); break;
-      case '\n': std::fputs("\\n", f_); break;
-      case '\t': std::fputs("\\t", f_); break;
-      case '\r': std::fputs("\\r", f_); break;
-      default:
-        if (c < 0x20) std::fprintf(f_, "\\u%04x", c);
-        else std::fputc(c, f_);
-    }
-  }
-  std::fputc('"', f_);
+  std::string quoted;
+  AppendJsonString(&quoted, s);
+  std::fputs(quoted.c_str(), f_);
 }
 
 void JsonWriter::Int(long long v) {
