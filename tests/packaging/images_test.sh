@@ -13,8 +13,7 @@ SRC=$(cd "$2" && pwd)
 # shellcheck source=roots.sh
 . "$SRC/tests/packaging/roots.sh"
 pkg_require mmdebstrap cpack podman
-grep -qx "CMAKE_INSTALL_PREFIX:PATH=/usr" "$BUILD/CMakeCache.txt" ||
-  pkg_fail "$BUILD is not configured with -DCMAKE_INSTALL_PREFIX=/usr (the packages install there)"
+pkg_require_usr_build "$BUILD"
 WORK=$(mktemp -d /tmp/conduit-img.XXXXXX)
 # A private image store, gone with the test.
 PODMAN=(podman --root "$WORK/storage" --runroot "$WORK/runroot" --storage-driver vfs)

@@ -12,8 +12,7 @@ SRC=$(cd "$2" && pwd)
 # shellcheck source=roots.sh
 . "$SRC/tests/packaging/roots.sh"
 pkg_require mmdebstrap cpack dpkg-deb systemd-analyze systemd-tmpfiles
-grep -qx "CMAKE_INSTALL_PREFIX:PATH=/usr" "$BUILD/CMakeCache.txt" ||
-  pkg_fail "$BUILD is not configured with -DCMAKE_INSTALL_PREFIX=/usr (the packages install there)"
+pkg_require_usr_build "$BUILD"
 WORK=$(mktemp -d /tmp/conduit-pkg.XXXXXX)
 trap 'pkg_cleanup; rm -rf "$WORK"' EXIT
 

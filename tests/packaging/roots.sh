@@ -22,6 +22,12 @@ pkg_require() {
   ip netns del conduit-pkg-probe-$$
 }
 
+# pkg_require_usr_build BUILD: the packages are made from BUILD, which must install to /usr.
+pkg_require_usr_build() {
+  grep -qx "CMAKE_INSTALL_PREFIX:PATH=/usr" "$1/CMakeCache.txt" ||
+    pkg_fail "$1 is not configured with -DCMAKE_INSTALL_PREFIX=/usr (the packages install there)"
+}
+
 pkg_cleanup() {
   local pid i proc
   for pid in "${PKG_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
@@ -76,18 +82,17 @@ pkg_mount_root() {
 }
 
 # pkg_in HOST ROOT CMD...: CMD on test host HOST (0, 1), chrooted into ROOT, with an empty
-# environment but PATH (no LD_LIBRARY_PATH, nothing of the build tree). In the background
-# (`pkg_in ... &`) $! is CMD's own pid: the function's subshell execs it.
+# environment but PATH (no LD_LIBRARY_PATH, nothing of the build tree). With PKG_EXEC set
+# the shell execs it.
 pkg_in() {
-  local host=$1 root=$2
-  shift 2
-  ip netns exec "$PKG_NETNS-h$host" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"
+  ${PKG_EXEC:+exec} ip netns exec "$PKG_NETNS-h$1" chroot "$2" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${@:3}"
 }
-pkg_in_bg() {  # pkg_in_bg LOG HOST ROOT CMD...: pkg_in in the background, killed by pkg_cleanup
+# pkg_in_bg LOG HOST ROOT CMD...: pkg_in in the background, killed by pkg_cleanup; its
+# subshell execs the command, so $! is the program's own pid.
+pkg_in_bg() {
   local log=$1
   shift
-  ( exec ip netns exec "$PKG_NETNS-h$1" chroot "$2" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${@:3}" ) \
-    >"$log" 2>&1 &
+  (PKG_EXEC=1 pkg_in "$@") >"$log" 2>&1 &
   PKG_PIDS+=($!)
 }
 
