@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "byte_buffers.h"
 #include "channel.h"
@@ -100,6 +101,31 @@ gpr_timespec DeadlineFromTimeout(int64_t timeout_us) {
 
 grpc_slice CopiedSlice(std::string_view s) { return Real().grpc_slice_from_copied_buffer(s.data(), s.size()); }
 
+std::string_view View(const grpc_slice& s) {
+  return std::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(s)), GRPC_SLICE_LENGTH(s));
+}
+
+void AppendEntry(std::string* block, uint32_t* count, std::string_view key, std::string_view value) {
+  rpc::AppendMetadata(block, key, value);
+  ++*count;
+}
+
+// gRPC's largest message (its lengths are 32-bit signed): what decompression may produce
+// when the program set no receive limit.
+constexpr uint64_t kLargestMessage = 0x7fffffff;
+
+// Deferred work on another call: cancel (when asked) and drop the reference.
+void ReleaseChild(grpc_call* child, bool cancel) {
+  if (ManagedCall::IsManaged(child)) {
+    ManagedCall* c = ManagedCall::From(child);
+    if (cancel) c->Cancel(GRPC_STATUS_CANCELLED, "Cancelled (propagated from the parent call)");
+    c->Unref();
+    return;
+  }
+  if (cancel) Real().grpc_call_cancel(child, nullptr);
+  Real().grpc_call_unref(child);
+}
+
 }  // namespace
 
 bool ManagedCall::IsManaged(const grpc_call* call) { return CallSlab::Get().Contains(call); }
@@ -123,6 +149,8 @@ ManagedCall* ManagedCall::NewClient(std::shared_ptr<ManagedChannel> channel, std
   call->authority_ = std::move(authority);
   call->peer_ = "ipv4:" + call->channel_->target();
   call->deadline_ = deadline;
+  call->compression_ = call->channel_->compression();
+  call->user_agent_ = call->channel_->user_agent();
   call->refs_ = 1;  // the program's
   call->app_refs_ = 1;
   call->id_ = call->conn_->NewCallId();
@@ -139,7 +167,8 @@ ManagedCall* ManagedCall::NewClient(std::shared_ptr<ManagedChannel> channel, std
 }
 
 ManagedCall* ManagedCall::NewServer(std::shared_ptr<ManagedServer> server, std::shared_ptr<DaemonConnection> conn,
-                                    const rpc::CallEvent& start, MessageLimits limits) {
+                                    const rpc::CallEvent& start, MessageLimits limits,
+                                    CompressionOptions compression) {
   ManagedCall* call = CallSlab::Get().New();
   if (call == nullptr) return nullptr;
   call->Init(std::move(conn), /*client=*/false, limits);
@@ -150,8 +179,8 @@ ManagedCall* ManagedCall::NewServer(std::shared_ptr<ManagedServer> server, std::
   call->peer_ = start.peer.empty() ? "conduit" : std::string(start.peer);
   call->timeout_us_ = start.timeout_us;
   call->deadline_ = DeadlineFromTimeout(start.timeout_us);
-  call->initial_md_.assign(start.initial_md.block);
-  call->initial_md_count_ = start.initial_md.count;
+  call->compression_ = compression;
+  call->initial_md_count_ = call->TakeCompressionMetadata(start.initial_md, &call->initial_md_);
   call->refs_ = 1;  // the server's, while it waits for a request
   call->registered_ = call->conn_->Register(call->id_, call);
   if (start.timeout_us != rpc::kNoTimeout) call->ArmDeadline(start.timeout_us);
@@ -183,8 +212,12 @@ void ManagedCall::Unref() {
 
 void ManagedCall::Destroy() {
   const RealGrpc& g = Real();
-  for (grpc_byte_buffer* bb : messages_) g.grpc_byte_buffer_destroy(bb);
+  for (const Incoming& in : messages_) g.grpc_byte_buffer_destroy(in.message);
   for (void* p : arena_) free(p);
+  for (ContextSlot& slot : context_) {
+    if (slot.destroy != nullptr) slot.destroy(slot.value);
+  }
+  for (grpc_call* child : children_) ReleaseChild(child, /*cancel=*/false);
   CallSlab::Get().Delete(this);
 }
 
@@ -206,6 +239,76 @@ int ManagedCall::FailedBeforeRecvMessage() {
 bool ManagedCall::TrailersOnly() {
   std::lock_guard<std::mutex> lock(mu_);
   return trailers_only_;
+}
+
+grpc_compression_algorithm ManagedCall::IncomingAlgorithm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recv_algorithm_;
+}
+
+uint32_t ManagedCall::LastMessageFlags() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_message_flags_;
+}
+
+uint32_t ManagedCall::PeerAcceptedEncodings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peer_accepted_;
+}
+
+grpc_compression_algorithm ManagedCall::AlgorithmForLevel(grpc_compression_level level) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return grpcshim::AlgorithmForLevel(level, peer_accepted_);
+}
+
+void* ManagedCall::ContextGet(int index) {
+  if (index < 0 || index >= kContextSlots) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  return context_[index].value;
+}
+
+void ManagedCall::ContextSet(int index, void* value, void (*destroy)(void*)) {
+  if (index < 0 || index >= kContextSlots) {
+    CLOG_ERROR("grpc_call_context_set: no context slot %d on a call carried by conduitd", index);
+    if (destroy != nullptr) destroy(value);
+    return;
+  }
+  ContextSlot old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = context_[index];
+    context_[index] = ContextSlot{value, destroy};
+  }
+  // As gRPC: a value set over another destroys the other.
+  if (old.destroy != nullptr) old.destroy(old.value);
+}
+
+void ManagedCall::SetCompletionQueue(grpc_completion_queue* cq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cq_ = cq;
+}
+
+void ManagedCall::AddChild(grpc_call* child) {
+  bool cancel_now = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) {
+      if (ManagedCall::IsManaged(child)) {
+        ManagedCall::From(child)->Ref();
+      } else {
+        Real().grpc_call_ref(child);
+      }
+      children_.push_back(child);
+      return;
+    }
+    cancel_now = cancelled_;
+  }
+  if (!cancel_now) return;
+  if (ManagedCall::IsManaged(child)) {
+    ManagedCall::From(child)->Cancel(GRPC_STATUS_CANCELLED, "Cancelled (propagated from the parent call)");
+  } else {
+    Real().grpc_call_cancel(child, nullptr);
+  }
 }
 
 bool ManagedCall::is_finished() {
@@ -256,10 +359,11 @@ void ManagedCall::QueueCancel(grpc_status_code code, std::string_view details) {
 }
 
 void ManagedCall::DeliverMessage(grpc_byte_buffer** out, Ready*) {
-  grpc_byte_buffer* bb = messages_.front();
+  Incoming in = messages_.front();
   messages_.pop_front();
-  *out = bb;
-  consumed_unreported_ += ByteBufferLength(bb);
+  *out = in.message;
+  last_message_flags_ = in.flags;
+  consumed_unreported_ += in.wire_bytes;
   if (consumed_unreported_ >= kWindowBytes / 4 && !end_of_messages_ && !finished_) {
     rpc::CallEvent ev;
     ev.sections = rpc::kWindow;
@@ -284,7 +388,10 @@ void ManagedCall::FailPendingRecvs(Ready* ready) {
 }
 
 void ManagedCall::FailHeldSends(Ready* ready) {
-  for (HeldSend& h : held_) OpDone(h.batch, false, ready);
+  for (HeldSend& h : held_) {
+    if (h.compressed != nullptr) Real().grpc_byte_buffer_destroy(h.compressed);
+    OpDone(h.batch, false, ready);
+  }
   held_.clear();
 }
 
@@ -333,6 +440,7 @@ void ManagedCall::FinishServer(bool cancelled, Ready* ready) {
   if (finished_) return;
   finished_ = true;
   cancelled_ = cancelled;
+  release_children_ = !children_.empty();
   if (cancelled) {
     end_of_messages_ = true;
     FailPendingRecvs(ready);
@@ -353,7 +461,8 @@ void ManagedCall::SendHeld(Ready* ready) {
     HeldSend h = std::move(held_.front());
     held_.pop_front();
     PlacedMessage placed;
-    Status st = conn_->PlaceMessage(h.message, &placed);
+    Status st = Place(h.message, h.compressed, &placed);
+    if (h.compressed != nullptr) Real().grpc_byte_buffer_destroy(h.compressed);
     rpc::CallEvent ev;
     ev.sections = h.extra_sections;
     if (h.extra_sections & rpc::kStatus) {
@@ -384,6 +493,11 @@ ManagedCall::Deferred ManagedCall::TakeDeferred() {
   d.finished_server_call = !client_ && bound_ && finished_ && !reported_finished_;
   if (d.finished_server_call) reported_finished_ = true;
   d.waiting_changed = !client_ && !bound_;
+  if (release_children_) {
+    release_children_ = false;
+    d.children.swap(children_);
+    d.cancel_children = cancelled_;
+  }
   return d;
 }
 
@@ -395,6 +509,96 @@ void ManagedCall::RunDeferred(const Deferred& d) {
   }
   if (d.finished_server_call) server_->OnCallFinished(this);
   if (d.waiting_changed) server_->OnWaitingCallChanged(this);
+  for (grpc_call* child : d.children) ReleaseChild(child, d.cancel_children);
+}
+
+// ---------------------------------------------------------------- compression
+
+uint32_t ManagedCall::EncodeInitialMetadata(const grpc_op& op, std::string* block) {
+  const auto& send = op.data.send_initial_metadata;
+  std::optional<grpc_compression_algorithm> requested;
+  uint32_t count = 0;
+  for (size_t i = 0; i < send.count; ++i) {
+    std::string_view key = View(send.metadata[i].key);
+    std::string_view value = View(send.metadata[i].value);
+    if (key == kEncodingRequestKey) {
+      requested = AlgorithmByName(value);
+      if (!requested) CLOG_ERROR("unknown compression algorithm '%.*s' requested", int(value.size()), value.data());
+      continue;
+    }
+    // gRPC sets these itself (a client's user-agent replaces the program's).
+    if (key == kEncodingKey || key == kAcceptEncodingKey || (client_ && key == "user-agent")) continue;
+    AppendEntry(block, &count, key, value);
+  }
+  // gRPC's order: a level (a server's per call, or the default level) picks among what the
+  // peer accepts and overrides a requested algorithm; else the request; else the default.
+  std::optional<grpc_compression_level> level = compression_.default_level;
+  if (!client_ && send.maybe_compression_level.is_set) level = send.maybe_compression_level.level;
+  grpc_compression_algorithm algorithm = compression_.default_algorithm;
+  if (level) {
+    algorithm = grpcshim::AlgorithmForLevel(*level, peer_accepted_);
+  } else if (requested) {
+    algorithm = *requested;
+  }
+  if ((compression_.enabled & (1u << algorithm)) == 0) {
+    CLOG_ERROR("compression algorithm %s is disabled on this %s: messages go uncompressed",
+               std::string(AlgorithmName(algorithm)).c_str(), client_ ? "channel" : "server");
+    algorithm = GRPC_COMPRESS_NONE;
+  }
+  send_algorithm_ = algorithm;
+  if (client_) AppendEntry(block, &count, "user-agent", user_agent_);
+  AppendEntry(block, &count, kAcceptEncodingKey, AcceptEncodingValue(compression_.enabled));
+  if (algorithm != GRPC_COMPRESS_NONE) AppendEntry(block, &count, kEncodingKey, AlgorithmName(algorithm));
+  return count;
+}
+
+uint32_t ManagedCall::TakeCompressionMetadata(const rpc::MetadataView& md, std::string* block) {
+  uint32_t count = 0;
+  md.ForEach([&](std::string_view key, std::string_view value) {
+    if (key == kEncodingKey) {
+      recv_algorithm_ = AlgorithmByName(value).value_or(GRPC_COMPRESS_NONE);
+    } else if (key == kAcceptEncodingKey) {
+      peer_accepted_ = ParseAcceptEncoding(value);
+    } else {
+      AppendEntry(block, &count, key, value);
+    }
+  });
+  return count;
+}
+
+grpc_byte_buffer* ManagedCall::MaybeCompress(const grpc_byte_buffer* bb, uint32_t write_flags) {
+  if (send_algorithm_ == GRPC_COMPRESS_NONE || (write_flags & GRPC_WRITE_NO_COMPRESS) != 0) return nullptr;
+  if (bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE) return nullptr;
+  std::string flat(ByteBufferLength(bb), '\0');
+  if (!flat.empty()) CopyByteBuffer(bb, reinterpret_cast<uint8_t*>(flat.data()));
+  std::string packed;
+  if (!Compress(send_algorithm_, flat, &packed)) return nullptr;
+  const RealGrpc& g = Real();
+  grpc_slice slice = g.grpc_slice_from_copied_buffer(packed.data(), packed.size());
+  grpc_byte_buffer* out = g.grpc_raw_byte_buffer_create(&slice, 1);
+  g.grpc_slice_unref(slice);
+  return out;
+}
+
+grpc_status_code ManagedCall::Inflate(grpc_byte_buffer** message, std::string* why) {
+  std::string packed(ByteBufferLength(*message), '\0');
+  if (!packed.empty()) CopyByteBuffer(*message, reinterpret_cast<uint8_t*>(packed.data()));
+  uint64_t cap = limits_.max_receive >= 0 ? static_cast<uint64_t>(limits_.max_receive) : kLargestMessage;
+  std::string plain;
+  grpc_status_code code = Decompress(recv_algorithm_, packed, cap, &plain, why);
+  if (code != GRPC_STATUS_OK) return code;
+  const RealGrpc& g = Real();
+  grpc_slice slice = g.grpc_slice_from_copied_buffer(plain.data(), plain.size());
+  g.grpc_byte_buffer_destroy(*message);
+  *message = g.grpc_raw_byte_buffer_create(&slice, 1);
+  g.grpc_slice_unref(slice);
+  return GRPC_STATUS_OK;
+}
+
+Status ManagedCall::Place(const grpc_byte_buffer* message, grpc_byte_buffer* compressed, PlacedMessage* placed) {
+  Status st = conn_->PlaceMessage(compressed != nullptr ? compressed : message, placed);
+  if (st.ok() && compressed != nullptr) placed->wire.flags = rpc::kMessageCompressed;
+  return st;
 }
 
 // ---------------------------------------------------------------- batches
@@ -478,8 +682,7 @@ grpc_call_error ManagedCall::StartBatch(const grpc_op* ops, size_t nops, void* t
       const grpc_op& op = ops[i];
       switch (op.op) {
         case GRPC_OP_SEND_INITIAL_METADATA: {
-          uint32_t count = EncodeMetadata(op.data.send_initial_metadata.metadata,
-                                          op.data.send_initial_metadata.count, &md_block);
+          uint32_t count = EncodeInitialMetadata(op, &md_block);
           sent_initial_ = true;
           if (client_) {
             out.sections |= rpc::kStart;
@@ -513,13 +716,18 @@ grpc_call_error ManagedCall::StartBatch(const grpc_op* ops, size_t nops, void* t
             HeldSend h;
             h.batch = b;
             h.message = bb;
+            h.compressed = MaybeCompress(bb, op.flags);
             held_.push_back(std::move(h));
             ++b->pending;
-          } else if (conn_->PlaceMessage(bb, &placed).ok()) {
-            unacked_ += len;
-            have_message = true;
           } else {
-            b->ok = false;
+            grpc_byte_buffer* compressed = MaybeCompress(bb, op.flags);
+            if (Place(bb, compressed, &placed).ok()) {
+              unacked_ += placed.wire.total_length;
+              have_message = true;
+            } else {
+              b->ok = false;
+            }
+            if (compressed != nullptr) Real().grpc_byte_buffer_destroy(compressed);
           }
           break;
         }
@@ -628,8 +836,9 @@ void ManagedCall::OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message) {
     std::lock_guard<std::mutex> lock(mu_);
     if (client_ && ev.has(rpc::kHeaders) && !headers_received_ && !finished_) {
       headers_received_ = true;
-      headers_ = Keep(ev.headers.block);
-      headers_count_ = ev.headers.count;
+      std::string visible;
+      headers_count_ = TakeCompressionMetadata(ev.headers, &visible);
+      headers_ = Keep(visible);
       if (recv_initial_.batch != nullptr) {
         Batch* b = recv_initial_.batch;
         FillMetadata(recv_initial_.metadata, headers_, headers_count_);
@@ -639,6 +848,8 @@ void ManagedCall::OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message) {
     }
     if (message != nullptr) {
       size_t len = ByteBufferLength(message);
+      grpc_status_code bad = GRPC_STATUS_OK;
+      std::string why;
       if (finished_ || (!client_ && end_of_messages_)) {
         drop = message;
       } else if (limits_.max_receive >= 0 && static_cast<int64_t>(len) > limits_.max_receive) {
@@ -651,9 +862,19 @@ void ManagedCall::OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message) {
         } else {
           FinishServer(true, &ready);
         }
+      } else if ((ev.message.flags & rpc::kMessageCompressed) != 0 &&
+                 (bad = Inflate(&message, &why)) != GRPC_STATUS_OK) {
+        drop = message;
+        QueueCancel(bad, why);
+        if (client_) {
+          FinishClient(bad, why, {}, 0, &ready);
+        } else {
+          FinishServer(true, &ready);
+        }
       } else {
         received_message_ = true;
-        messages_.push_back(message);
+        uint32_t flags = (ev.message.flags & rpc::kMessageCompressed) != 0 ? kWasCompressedFlags : 0;
+        messages_.push_back(Incoming{message, len, flags});
         if (recv_message_.batch != nullptr) {
           Batch* b = recv_message_.batch;
           DeliverMessage(recv_message_.message, &ready);

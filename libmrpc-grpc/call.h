@@ -24,6 +24,7 @@
 
 #include "absl/strings/string_view.h"
 #include "common/rpc_event.h"
+#include "compression.h"
 #include "daemon_connection.h"
 
 namespace conduit::grpcshim {
@@ -52,7 +53,7 @@ class ManagedCall {
                                 gpr_timespec deadline, MessageLimits limits);
   // An incoming call for a managed server, not yet handed to the program.
   static ManagedCall* NewServer(std::shared_ptr<ManagedServer> server, std::shared_ptr<DaemonConnection> conn,
-                                const rpc::CallEvent& start, MessageLimits limits);
+                                const rpc::CallEvent& start, MessageLimits limits, CompressionOptions compression);
 
   // The program's API.
   grpc_call_error StartBatch(const grpc_op* ops, size_t nops, void* tag);
@@ -65,6 +66,25 @@ class ManagedCall {
   bool TrailersOnly();
   absl::string_view Authority() const { return authority_; }
   gpr_timespec deadline() const { return deadline_; }
+
+  // What gRPC's call accessors report (grpc_call_is_client, grpc_call_test_only_*, ...),
+  // as a native call would: the algorithm of the peer's messages, the flags of the last
+  // message received, the algorithms the peer accepts, the algorithm for a level.
+  bool is_client() const { return client_; }
+  grpc_compression_algorithm IncomingAlgorithm();
+  uint32_t LastMessageFlags();
+  uint32_t PeerAcceptedEncodings();
+  grpc_compression_algorithm AlgorithmForLevel(grpc_compression_level level);
+  // grpc_call_context_get/set: slots other libraries (census, tracers) keep on a call.
+  static constexpr int kContextSlots = 8;
+  void* ContextGet(int index);
+  void ContextSet(int index, void* value, void (*destroy)(void*));
+  void SetCompletionQueue(grpc_completion_queue* cq);
+
+  // Cancellation propagation (GRPC_PROPAGATE_CANCELLATION): `child`, a managed or native
+  // call created with this server call as its parent, is cancelled when this call is.
+  // Holds a reference to the child until this call ends.
+  void AddChild(grpc_call* child);
 
   // Internal references (batches, timers, the connection's routing table).
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -102,6 +122,7 @@ class ManagedCall {
   struct HeldSend {
     Batch* batch = nullptr;
     const grpc_byte_buffer* message = nullptr;
+    grpc_byte_buffer* compressed = nullptr;  // ours: `message` compressed (sent instead)
     uint32_t extra_sections = 0;  // HalfClose or Status queued behind the message
     int32_t status_code = 0;
     std::string details;
@@ -116,6 +137,14 @@ class ManagedCall {
     uint64_t timer = 0;
     bool finished_server_call = false;
     bool waiting_changed = false;
+    std::vector<grpc_call*> children;  // to let go of (and cancel, when cancel_children)
+    bool cancel_children = false;
+  };
+  // A message received and not yet taken by the program.
+  struct Incoming {
+    grpc_byte_buffer* message;
+    uint64_t wire_bytes;  // as sent (compressed), for flow-control credit
+    uint32_t flags;       // what grpc_call_test_only_get_message_flags shows once taken
   };
 
   ManagedCall() = default;
@@ -129,6 +158,21 @@ class ManagedCall {
   void FillMetadata(grpc_metadata_array* array, const std::string* block, uint32_t count);
   const std::string* Keep(std::string_view bytes);
   void DeliverMessage(grpc_byte_buffer** out, Ready* ready);
+  // Initial metadata as gRPC puts it on the wire: the program's, without the keys gRPC
+  // keeps to itself, plus user-agent (client), grpc-accept-encoding and grpc-encoding;
+  // picks the call's outgoing algorithm.
+  uint32_t EncodeInitialMetadata(const grpc_op& op, std::string* block);
+  // The peer's initial metadata without grpc-encoding and grpc-accept-encoding, which set
+  // the incoming algorithm and the peer's accepted set.
+  uint32_t TakeCompressionMetadata(const rpc::MetadataView& md, std::string* block);
+  // `bb` compressed with the outgoing algorithm (owned by the caller), or nullptr when it
+  // goes as it is.
+  grpc_byte_buffer* MaybeCompress(const grpc_byte_buffer* bb, uint32_t write_flags);
+  // Places a message, or its compressed form when there is one, for sending.
+  Status Place(const grpc_byte_buffer* message, grpc_byte_buffer* compressed, PlacedMessage* placed);
+  // Replaces *message, which arrived compressed, by its decompressed form; on failure
+  // leaves it and returns the status the call ends with.
+  grpc_status_code Inflate(grpc_byte_buffer** message, std::string* why);
   void FillStatus(const PendingRecv& r);
   void FinishClient(grpc_status_code code, std::string details, std::string_view trailers, uint32_t trailer_count,
                     Ready* ready);
@@ -183,7 +227,7 @@ class ManagedCall {
   bool headers_received_ = false;
   const std::string* headers_ = nullptr;
   uint32_t headers_count_ = 0;
-  std::deque<grpc_byte_buffer*> messages_;
+  std::deque<Incoming> messages_;
   bool end_of_messages_ = false;    // client: status came; server: half-close or cancel
   bool received_message_ = false;
   uint64_t consumed_unreported_ = 0;
@@ -204,6 +248,20 @@ class ManagedCall {
   std::vector<std::unique_ptr<std::string>> kept_;
   // grpc_call_arena_alloc.
   std::vector<void*> arena_;
+  // Compression (compression.h) and the inspectors' view of it.
+  CompressionOptions compression_;
+  std::string user_agent_;  // client: what gRPC would send for the channel
+  grpc_compression_algorithm send_algorithm_ = GRPC_COMPRESS_NONE;
+  grpc_compression_algorithm recv_algorithm_ = GRPC_COMPRESS_NONE;
+  uint32_t peer_accepted_ = 1u << GRPC_COMPRESS_NONE;
+  uint32_t last_message_flags_ = 0;
+  struct ContextSlot {
+    void* value = nullptr;
+    void (*destroy)(void*) = nullptr;
+  };
+  ContextSlot context_[kContextSlots];
+  std::vector<grpc_call*> children_;  // referenced; see AddChild
+  bool release_children_ = false;     // this call ended: let go of (or cancel) the children
 
   friend class CallSlab;
 };

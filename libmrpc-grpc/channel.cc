@@ -42,6 +42,31 @@ int64_t IntArg(const grpc_channel_args* args, const char* key, int64_t fallback)
   return fallback;
 }
 
+const char* StringArg(const grpc_channel_args* args, const char* key) {
+  if (args == nullptr) return nullptr;
+  for (size_t i = 0; i < args->num_args; ++i) {
+    const grpc_arg& a = args->args[i];
+    if (a.type == GRPC_ARG_STRING && strcmp(a.key, key) == 0) return a.value.string;
+  }
+  return nullptr;
+}
+
+// As gRPC's HTTP client filter builds it: "<primary> grpc-c/<core version> (linux; chttp2)
+// <secondary>", empty parts left out.
+std::string UserAgentFromArgs(const grpc_channel_args* args) {
+  std::string ua;
+  auto add = [&ua](const char* part) {
+    if (part == nullptr || *part == 0) return;
+    if (!ua.empty()) ua.push_back(' ');
+    ua.append(part);
+  };
+  add(StringArg(args, GRPC_ARG_PRIMARY_USER_AGENT_STRING));
+  std::string core = std::string("grpc-c/") + Real().grpc_version_string() + " (linux; chttp2)";
+  add(core.c_str());
+  add(StringArg(args, GRPC_ARG_SECONDARY_USER_AGENT_STRING));
+  return ua;
+}
+
 }  // namespace
 
 MessageLimits LimitsFromArgs(const grpc_channel_args* args) {
@@ -78,6 +103,8 @@ std::shared_ptr<ManagedChannel> ManagedChannel::Open(grpc_channel* real, const c
   ch->real_ = real;
   ch->target_ = target;
   ch->authority_ = AuthorityOf(target);
+  ch->compression_ = CompressionFromArgs(args);
+  ch->user_agent_ = UserAgentFromArgs(args);
   ch->limits_ = LimitsFromArgs(args);
   {
     Registry& r = Channels();

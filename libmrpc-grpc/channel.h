@@ -41,6 +41,10 @@ class ManagedChannel {
   const std::string& target() const { return target_; }
   const std::string& authority() const { return authority_; }
   MessageLimits limits() const { return limits_; }
+  const CompressionOptions& compression() const { return compression_; }
+  // The user-agent gRPC would send on this channel (its primary and secondary strings
+  // around gRPC's own).
+  const std::string& user_agent() const { return user_agent_; }
   // The connection this channel is open on, reopened after the daemon restarted; a dead
   // one (calls on it fail with UNAVAILABLE) when the daemon is not back.
   std::shared_ptr<DaemonConnection> Connection(std::string* why);
@@ -55,6 +59,8 @@ class ManagedChannel {
   std::string target_;
   std::string authority_;
   MessageLimits limits_;
+  CompressionOptions compression_;
+  std::string user_agent_;
   std::mutex mu_;
   std::shared_ptr<DaemonConnection> conn_;
   std::vector<std::unique_ptr<Registered>> registered_;

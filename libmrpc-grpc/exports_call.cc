@@ -132,3 +132,82 @@ CONDUIT_EXPORT grpc_core::Arena* grpc_call_get_arena(grpc_call* call) {
   }
   return Real().grpc_call_get_arena(call);
 }
+
+// The rest of libgrpc's functions that take a grpc_call* (real_grpc.h says why all).
+
+CONDUIT_EXPORT uint8_t grpc_call_is_client(grpc_call* call) {
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->is_client() ? 1 : 0;
+  return Real().grpc_call_is_client(call);
+}
+
+CONDUIT_EXPORT void grpc_call_set_completion_queue(grpc_call* call, grpc_completion_queue* cq) {
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    ManagedCall::From(call)->SetCompletionQueue(cq);
+    return;
+  }
+  Real().grpc_call_set_completion_queue(call, cq);
+}
+
+CONDUIT_EXPORT grpc_call_stack* grpc_call_get_call_stack(grpc_call* call) {
+  if (ManagedCall::IsManaged(call)) {
+    CLOG_ERROR("grpc_call_get_call_stack on a call carried by conduitd: it has no filter stack");
+    return nullptr;
+  }
+  return Real().grpc_call_get_call_stack(call);
+}
+
+CONDUIT_EXPORT grpc_call_error grpc_call_start_batch_and_execute(grpc_call* call, const grpc_op* ops, size_t nops,
+                                                                 grpc_closure* closure) {
+  if (ManagedCall::IsManaged(call)) {
+    // Closure-based batches are gRPC core's own (its internal clients make their calls
+    // themselves); a call of ours never reaches here from a program.
+    CLOG_ERROR("grpc_call_start_batch_and_execute on a call carried by conduitd is not supported");
+    return GRPC_CALL_ERROR;
+  }
+  return Real().grpc_call_start_batch_and_execute(call, ops, nops, closure);
+}
+
+CONDUIT_EXPORT void grpc_call_cancel_internal(grpc_call* call) {
+  if (ManagedCall::IsManaged(call)) {
+    ProgramUse use(call);
+    ManagedCall::From(call)->Cancel(GRPC_STATUS_CANCELLED, "Cancelled");
+    return;
+  }
+  Real().grpc_call_cancel_internal(call);
+}
+
+CONDUIT_EXPORT void grpc_call_context_set(grpc_call* call, grpc_context_index elem, void* value,
+                                          void (*destroy)(void* value)) {
+  if (ManagedCall::IsManaged(call)) {
+    ManagedCall::From(call)->ContextSet(static_cast<int>(elem), value, destroy);
+    return;
+  }
+  Real().grpc_call_context_set(call, elem, value, destroy);
+}
+
+CONDUIT_EXPORT void* grpc_call_context_get(grpc_call* call, grpc_context_index elem) {
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->ContextGet(static_cast<int>(elem));
+  return Real().grpc_call_context_get(call, elem);
+}
+
+CONDUIT_EXPORT grpc_compression_algorithm grpc_call_compression_for_level(grpc_call* call,
+                                                                         grpc_compression_level level) {
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->AlgorithmForLevel(level);
+  return Real().grpc_call_compression_for_level(call, level);
+}
+
+CONDUIT_EXPORT grpc_compression_algorithm grpc_call_test_only_get_compression_algorithm(grpc_call* call) {
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->IncomingAlgorithm();
+  return Real().grpc_call_test_only_get_compression_algorithm(call);
+}
+
+CONDUIT_EXPORT uint32_t grpc_call_test_only_get_message_flags(grpc_call* call) {
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->LastMessageFlags();
+  return Real().grpc_call_test_only_get_message_flags(call);
+}
+
+CONDUIT_EXPORT uint32_t grpc_call_test_only_get_encodings_accepted_by_peer(grpc_call* call) {
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->PeerAcceptedEncodings();
+  return Real().grpc_call_test_only_get_encodings_accepted_by_peer(call);
+}

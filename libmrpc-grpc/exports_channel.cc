@@ -1,4 +1,6 @@
 // Interposed channel and credentials functions of gRPC's C core.
+#include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -23,25 +25,54 @@ InsecureSet& Insecure() {
   return *s;
 }
 
+// A child call inherits its parent's deadline when that is earlier (GRPC_PROPAGATE_DEADLINE).
+gpr_timespec InheritDeadline(grpc_call* parent, uint32_t mask, gpr_timespec deadline) {
+  if (parent == nullptr || !ManagedCall::IsManaged(parent) || (mask & GRPC_PROPAGATE_DEADLINE) == 0) return deadline;
+  gpr_timespec inherited = ManagedCall::From(parent)->deadline();
+  const RealGrpc& g = Real();
+  gpr_timespec mine = g.gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
+  gpr_timespec theirs = g.gpr_convert_clock_type(inherited, GPR_CLOCK_MONOTONIC);
+  if (theirs.tv_sec < mine.tv_sec || (theirs.tv_sec == mine.tv_sec && theirs.tv_nsec < mine.tv_nsec)) {
+    return inherited;
+  }
+  return deadline;
+}
+
+// After a child call exists: a managed parent cancels it when it is cancelled itself
+// (GRPC_PROPAGATE_CANCELLATION). A native parent's cancellation cannot be seen from here.
+void LinkChild(grpc_call* parent, uint32_t mask, grpc_call* child) {
+  if (parent == nullptr || child == nullptr || (mask & GRPC_PROPAGATE_CANCELLATION) == 0) return;
+  if (ManagedCall::IsManaged(parent)) {
+    ManagedCall::From(parent)->AddChild(child);
+  } else if (ManagedCall::IsManaged(child)) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      CLOG_WARN("a call carried by conduitd whose parent is a native gRPC call is not cancelled with its parent");
+    }
+  }
+}
+
 grpc_call* NewManagedCall(const std::shared_ptr<ManagedChannel>& ch, grpc_call* parent, uint32_t mask,
                           grpc_completion_queue* cq, std::string method, std::string authority,
                           gpr_timespec deadline) {
-  if (parent != nullptr && ManagedCall::IsManaged(parent) && (mask & GRPC_PROPAGATE_DEADLINE) != 0) {
-    gpr_timespec inherited = ManagedCall::From(parent)->deadline();
-    const RealGrpc& g = Real();
-    gpr_timespec mine = g.gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
-    gpr_timespec theirs = g.gpr_convert_clock_type(inherited, GPR_CLOCK_MONOTONIC);
-    if (theirs.tv_sec < mine.tv_sec || (theirs.tv_sec == mine.tv_sec && theirs.tv_nsec < mine.tv_nsec)) {
-      deadline = inherited;
-    }
-  }
+  deadline = InheritDeadline(parent, mask, deadline);
   std::string why;
   std::shared_ptr<DaemonConnection> conn = ch->Connection(&why);
   ManagedCall* call =
       ManagedCall::NewClient(ch, std::move(conn), cq, std::move(method), std::move(authority), deadline, ch->limits());
   if (call == nullptr) return nullptr;
+  LinkChild(parent, mask, call->AsGrpc());
   HandOff(call);
   return call->AsGrpc();
+}
+
+// A native call whose parent is one of ours: gRPC must not see the parent (it would read
+// it as a core call), so the shim propagates deadline and cancellation itself.
+grpc_call* NewNativeChild(grpc_call* parent, uint32_t mask, gpr_timespec deadline,
+                          const std::function<grpc_call*(gpr_timespec)>& create) {
+  grpc_call* child = create(InheritDeadline(parent, mask, deadline));
+  LinkChild(parent, mask, child);
+  return child;
 }
 
 }  // namespace
@@ -126,6 +157,11 @@ CONDUIT_EXPORT grpc_call* grpc_channel_create_call(grpc_channel* channel, grpc_c
     return conduit::grpcshim::NewManagedCall(ch, parent_call, propagation_mask, cq, std::move(m),
                                              std::move(authority), deadline);
   }
+  if (parent_call != nullptr && ManagedCall::IsManaged(parent_call)) {
+    return conduit::grpcshim::NewNativeChild(parent_call, propagation_mask, deadline, [&](gpr_timespec d) {
+      return Real().grpc_channel_create_call(channel, nullptr, propagation_mask, cq, method, host, d, reserved);
+    });
+  }
   return Real().grpc_channel_create_call(channel, parent_call, propagation_mask, cq, method, host, deadline, reserved);
 }
 
@@ -138,6 +174,12 @@ CONDUIT_EXPORT grpc_call* grpc_channel_create_registered_call(grpc_channel* chan
     auto* r = static_cast<ManagedChannel::Registered*>(registered_call_handle);
     return conduit::grpcshim::NewManagedCall(ch, parent_call, propagation_mask, completion_queue, r->method,
                                              r->host.empty() ? ch->authority() : r->host, deadline);
+  }
+  if (parent_call != nullptr && ManagedCall::IsManaged(parent_call)) {
+    return conduit::grpcshim::NewNativeChild(parent_call, propagation_mask, deadline, [&](gpr_timespec d) {
+      return Real().grpc_channel_create_registered_call(channel, nullptr, propagation_mask, completion_queue,
+                                                        registered_call_handle, d, reserved);
+    });
   }
   return Real().grpc_channel_create_registered_call(channel, parent_call, propagation_mask, completion_queue,
                                                     registered_call_handle, deadline, reserved);
@@ -179,3 +221,18 @@ CONDUIT_EXPORT void grpc_channel_watch_connectivity_state(grpc_channel* channel,
 }
 
 }  // extern "C"
+
+// gRPC core's own clients (xDS, ALTS handshakes) make calls this way; a parent of ours
+// is dropped (with its deadline applied) rather than read as a core call.
+CONDUIT_EXPORT grpc_call* grpc_channel_create_pollset_set_call(grpc_channel* channel, grpc_call* parent_call,
+                                                               uint32_t propagation_mask,
+                                                               grpc_pollset_set* pollset_set,
+                                                               const grpc_slice& method, const grpc_slice* host,
+                                                               grpc_core::Timestamp deadline, void* reserved) {
+  if (parent_call != nullptr && ManagedCall::IsManaged(parent_call)) {
+    CLOG_WARN("a gRPC-internal call with a parent carried by conduitd: created without the parent");
+    parent_call = nullptr;
+  }
+  return Real().grpc_channel_create_pollset_set_call(channel, parent_call, propagation_mask, pollset_set, method,
+                                                     host, deadline, reserved);
+}

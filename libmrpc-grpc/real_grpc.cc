@@ -61,6 +61,7 @@ RealGrpc Load() {
   RESOLVE(grpc_raw_byte_buffer_create);
   RESOLVE(grpc_byte_buffer_destroy);
   RESOLVE(grpc_channel_get_target);
+  RESOLVE(grpc_version_string);
   RESOLVE(gpr_malloc);
   RESOLVE(gpr_realloc);
   RESOLVE(gpr_free);
@@ -76,6 +77,23 @@ RealGrpc Load() {
   Resolve(&r.grpc_call_is_trailers_only, "_Z26grpc_call_is_trailers_onlyPK9grpc_call");
   Resolve(&r.grpc_call_server_authority, "_Z26grpc_call_server_authorityPK9grpc_call");
   Resolve(&r.grpc_call_get_arena, "_Z19grpc_call_get_arenaP9grpc_call");
+  Resolve(&r.grpc_call_is_client, "_Z19grpc_call_is_clientP9grpc_call");
+  Resolve(&r.grpc_call_set_completion_queue, "_Z30grpc_call_set_completion_queueP9grpc_callP21grpc_completion_queue");
+  Resolve(&r.grpc_call_get_call_stack, "_Z24grpc_call_get_call_stackP9grpc_call");
+  Resolve(&r.grpc_call_start_batch_and_execute,
+          "_Z33grpc_call_start_batch_and_executeP9grpc_callPK7grpc_opmP12grpc_closure");
+  Resolve(&r.grpc_call_cancel_internal, "_Z25grpc_call_cancel_internalP9grpc_call");
+  Resolve(&r.grpc_call_context_set, "_Z21grpc_call_context_setP9grpc_call18grpc_context_indexPvPFvS2_E");
+  Resolve(&r.grpc_call_context_get, "_Z21grpc_call_context_getP9grpc_call18grpc_context_index");
+  Resolve(&r.grpc_call_compression_for_level, "_Z31grpc_call_compression_for_levelP9grpc_call22grpc_compression_level");
+  Resolve(&r.grpc_call_test_only_get_compression_algorithm,
+          "_Z45grpc_call_test_only_get_compression_algorithmP9grpc_call");
+  Resolve(&r.grpc_call_test_only_get_message_flags, "_Z37grpc_call_test_only_get_message_flagsP9grpc_call");
+  Resolve(&r.grpc_call_test_only_get_encodings_accepted_by_peer,
+          "_Z50grpc_call_test_only_get_encodings_accepted_by_peerP9grpc_call");
+  Resolve(&r.grpc_channel_create_pollset_set_call,
+          "_Z36grpc_channel_create_pollset_set_callP12grpc_channelP9grpc_calljP16grpc_pollset_setRK10grpc_"
+          "slicePS6_N9grpc_core9TimestampEPv");
   Resolve(&r.grpc_cq_begin_op, "_Z16grpc_cq_begin_opP21grpc_completion_queuePv");
   Resolve(&r.grpc_cq_end_op,
           "_Z14grpc_cq_end_opP21grpc_completion_queuePvN4absl7debian36StatusEPFvS1_P18grpc_cq_completionES1_S6_b");

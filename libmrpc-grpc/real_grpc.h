@@ -65,6 +65,36 @@ bool grpc_call_is_trailers_only(const grpc_call* call);
 absl::string_view grpc_call_server_authority(const grpc_call* call);
 grpc_core::Arena* grpc_call_get_arena(grpc_call* call);
 
+// The other functions libgrpc.so.29 exports that take a grpc_call* (src/core/lib/surface/
+// call.h, call_test_only.h, channel.h of 1.51). Nothing outside libgrpc should call most
+// of them, but any may be handed one of our calls, so all are interposed
+// (tests/rpc/shim_exports_test.py checks the list against libgrpc's exports).
+struct grpc_call_stack;
+struct grpc_pollset_set;
+enum grpc_context_index { kConduitGrpcContextCount = 5 };  // GRPC_CONTEXT_COUNT in 1.51
+namespace grpc_core {
+class Timestamp {  // 1.51's: a trivially copyable wrapper of milliseconds
+ public:
+  int64_t millis_;
+};
+}  // namespace grpc_core
+uint8_t grpc_call_is_client(grpc_call* call);
+void grpc_call_set_completion_queue(grpc_call* call, grpc_completion_queue* cq);
+grpc_call_stack* grpc_call_get_call_stack(grpc_call* call);
+grpc_call_error grpc_call_start_batch_and_execute(grpc_call* call, const grpc_op* ops, size_t nops,
+                                                  grpc_closure* closure);
+void grpc_call_cancel_internal(grpc_call* call);
+void grpc_call_context_set(grpc_call* call, grpc_context_index elem, void* value, void (*destroy)(void* value));
+void* grpc_call_context_get(grpc_call* call, grpc_context_index elem);
+grpc_compression_algorithm grpc_call_compression_for_level(grpc_call* call, grpc_compression_level level);
+grpc_compression_algorithm grpc_call_test_only_get_compression_algorithm(grpc_call* call);
+uint32_t grpc_call_test_only_get_message_flags(grpc_call* call);
+uint32_t grpc_call_test_only_get_encodings_accepted_by_peer(grpc_call* call);
+grpc_call* grpc_channel_create_pollset_set_call(grpc_channel* channel, grpc_call* parent_call,
+                                                uint32_t propagation_mask, grpc_pollset_set* pollset_set,
+                                                const grpc_slice& method, const grpc_slice* host,
+                                                grpc_core::Timestamp deadline, void* reserved);
+
 namespace conduit::grpcshim {
 
 using SetBatchAllocatorFn = void (*)(grpc_core::Server*, grpc_completion_queue*,
@@ -101,6 +131,18 @@ struct RealGrpc {
   CONDUIT_REAL(grpc_call_is_trailers_only);
   CONDUIT_REAL(grpc_call_server_authority);
   CONDUIT_REAL(grpc_call_get_arena);
+  CONDUIT_REAL(grpc_call_is_client);
+  CONDUIT_REAL(grpc_call_set_completion_queue);
+  CONDUIT_REAL(grpc_call_get_call_stack);
+  CONDUIT_REAL(grpc_call_start_batch_and_execute);
+  CONDUIT_REAL(grpc_call_cancel_internal);
+  CONDUIT_REAL(grpc_call_context_set);
+  CONDUIT_REAL(grpc_call_context_get);
+  CONDUIT_REAL(grpc_call_compression_for_level);
+  CONDUIT_REAL(grpc_call_test_only_get_compression_algorithm);
+  CONDUIT_REAL(grpc_call_test_only_get_message_flags);
+  CONDUIT_REAL(grpc_call_test_only_get_encodings_accepted_by_peer);
+  CONDUIT_REAL(grpc_channel_create_pollset_set_call);
   CONDUIT_REAL(grpc_server_create);
   CONDUIT_REAL(grpc_server_register_method);
   CONDUIT_REAL(grpc_server_add_http2_port);
@@ -122,6 +164,7 @@ struct RealGrpc {
   CONDUIT_REAL(grpc_raw_byte_buffer_create);
   CONDUIT_REAL(grpc_byte_buffer_destroy);
   CONDUIT_REAL(grpc_channel_get_target);
+  CONDUIT_REAL(grpc_version_string);
   CONDUIT_REAL(gpr_malloc);
   CONDUIT_REAL(gpr_realloc);
   CONDUIT_REAL(gpr_free);

@@ -69,6 +69,7 @@ int ReservePort() {
 void ManagedServer::Created(grpc_server* server, const grpc_channel_args* args) {
   std::shared_ptr<ManagedServer> s(new ManagedServer(server));
   s->limits_ = LimitsFromArgs(args);
+  s->compression_ = CompressionFromArgs(args);
   // The C++ API talks to the grpc_core::Server behind the handle directly (the allocator
   // functions). Depending on the gRPC release the handle is that object or owns it through
   // its first member; FindCore accepts either.
@@ -345,7 +346,7 @@ void ManagedServer::Match(Method* m, ManagedCall* call) {
 
 void ManagedServer::OnIncomingCall(const std::shared_ptr<DaemonConnection>& conn, const rpc::CallEvent& start,
                                    grpc_byte_buffer* message) {
-  ManagedCall* call = ManagedCall::NewServer(shared_from_this(), conn, start, limits_);
+  ManagedCall* call = ManagedCall::NewServer(shared_from_this(), conn, start, limits_, compression_);
   if (call == nullptr) {
     if (message != nullptr) Real().grpc_byte_buffer_destroy(message);
     CLOG_WARN("too many calls in flight: refusing %.*s", static_cast<int>(start.method.size()), start.method.data());

@@ -103,6 +103,7 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   grpc_server* server_;
   const void* core_server_ = nullptr;
   MessageLimits limits_;
+  CompressionOptions compression_;
   std::atomic<bool> managed_{false};
   bool native_ = false;  // an earlier port went native: so do the others
   uint64_t id_ = 0;

@@ -145,6 +145,7 @@ Status DecodeCallEvent(std::string_view sections, CallEvent* ev) {
   if (ev->has(kMessage)) {
     if (!r.Fixed(&ev->message)) return InvalidArgument("truncated Message section");
     const MessageWire& m = ev->message;
+    if ((m.flags & ~kKnownMessageFlags) != 0) return InvalidArgument("unknown message flags 0x%x", m.flags);
     if (m.fragment_length > m.total_length || m.fragment_offset > m.total_length - m.fragment_length) {
       return InvalidArgument("message fragment [%llu, +%llu) outside a %llu-byte message",
                              static_cast<unsigned long long>(m.fragment_offset),

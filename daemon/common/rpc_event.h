@@ -35,6 +35,10 @@ enum Section : uint32_t {
 inline constexpr uint32_t kAllSections = 0x7f;
 // MessageSection::segment value for bytes carried in the frame itself.
 inline constexpr uint32_t kInlineSegment = 0xffffffffu;
+// MessageWire::flags: the bytes are compressed with the algorithm the sender named in its
+// initial metadata (grpc-encoding); the receiving program's shim decompresses them.
+inline constexpr uint32_t kMessageCompressed = 1u << 0;
+inline constexpr uint32_t kKnownMessageFlags = kMessageCompressed;
 inline constexpr int64_t kNoTimeout = -1;
 
 struct CallHead {
@@ -65,7 +69,7 @@ struct MessageWire {
   uint64_t fragment_offset;  // where this fragment starts in it
   uint64_t fragment_length;
   uint32_t segment;          // kInlineSegment, or the sender's shared segment holding it
-  uint32_t flags;            // reserved, 0
+  uint32_t flags;            // kMessageCompressed; other bits are refused
   uint64_t segment_offset;
 };
 

@@ -5,6 +5,7 @@ namespace conduit::rpc {
 Event Event::From(const CallEvent& ev) {
   Event e;
   e.sections = ev.sections & ~uint32_t{kMessage};
+  if (ev.has(kMessage)) e.message_flags = ev.message.flags;
   if (ev.has(kStart)) {
     e.target = ev.target;
     e.timeout_us = ev.timeout_us;

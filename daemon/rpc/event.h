@@ -28,8 +28,9 @@ struct Event {
   Metadata initial_md;
   // Headers
   Metadata headers;
-  // Message (Message section present iff !message.empty())
+  // Message (Message section present iff !message.empty()) and its wire flags
   Message message;
+  uint32_t message_flags = 0;
   // Status
   int32_t status_code = 0;
   std::string status_details;

@@ -39,8 +39,9 @@ OutFrame SmallFrame(uint16_t type, uint32_t tag, const T& body) {
   return f;
 }
 
-// Adds the sections of `from` (without its message) to `into`.
+// Adds the sections of `from` (without its message, but with its flags) to `into`.
 void Merge(Event& into, Event&& from) {
+  into.message_flags |= from.message_flags;
   if (from.has(kStart)) {
     into.target = from.target;
     into.timeout_us = from.timeout_us;
@@ -447,7 +448,7 @@ void PeerLink::Deliver(RpcCall&, uint64_t id, Event ev) {
       CallEvent v = ev.View(id);
       uint32_t keep = (i == 0 ? kLeading : 0) | (i + 1 == fragments ? kTrailing : 0);
       v.sections = (v.sections & keep) | kMessage;
-      v.message = MessageWire{total, off, len, kInlineSegment, 0, 0};
+      v.message = MessageWire{total, off, len, kInlineSegment, ev.message_flags, 0};
       v.data = std::string_view(reinterpret_cast<const char*>(msg->data()) + off, len);
       OutFrame f;
       EncodeCallEvent(v, &f.head);

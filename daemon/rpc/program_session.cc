@@ -453,6 +453,7 @@ void ProgramSession::Deliver(RpcCall&, uint64_t id, Event ev) {
     view.sections |= kMessage;
     view.message.total_length = m.size();
     view.message.fragment_length = m.size();
+    view.message.flags = ev.message_flags;
     if (m.kind() == Message::Kind::kReceived && m.owner() == this) {
       view.message.segment = m.segment();
       view.message.segment_offset = m.offset();

@@ -32,15 +32,18 @@ std::string GreeterRig::PreloadEnv() {
 }
 
 Subprocess* GreeterRig::StartServer(int host, int port, const std::string& mode, bool preload, std::string* error,
-                                    std::vector<std::string> env) {
-  return StartServerOn(host, "0.0.0.0:" + std::to_string(port), mode, preload, error, std::move(env));
+                                    std::vector<std::string> env, std::vector<std::string> args) {
+  return StartServerOn(host, "0.0.0.0:" + std::to_string(port), mode, preload, error, std::move(env),
+                       std::move(args));
 }
 
 Subprocess* GreeterRig::StartServerOn(int host, const std::string& listen, const std::string& mode, bool preload,
-                                      std::string* error, std::vector<std::string> env) {
+                                      std::string* error, std::vector<std::string> env,
+                                      std::vector<std::string> args) {
   env = ProgramEnv(std::move(env), preload);
-  Subprocess& p = cluster_->Launch(
-      host, "greeter_server", {Cluster::BinPath("greeter_server"), "--listen", listen, "--mode", mode}, env);
+  std::vector<std::string> argv = {Cluster::BinPath("greeter_server"), "--listen", listen, "--mode", mode};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess& p = cluster_->Launch(host, "greeter_server", argv, env);
   if (!Cluster::WaitForOutput(p, "greeter_server listening", std::chrono::seconds(20))) {
     *error = "greeter_server did not start: " + p.Output();
     return nullptr;

@@ -46,11 +46,13 @@ class GreeterRig {
 
   // Starts greeter_server on `host` and waits until it listens; nullptr (with the output
   // in *error) when it does not.
+  // `args`: more greeter_server flags (--relay ...).
   Subprocess* StartServer(int host, int port, const std::string& mode, bool preload, std::string* error,
-                          std::vector<std::string> env = {});
+                          std::vector<std::string> env = {}, std::vector<std::string> args = {});
   // The same, listening on `listen` ("127.0.0.1:50071", "[::1]:50071", "10.0.0.2:50071").
   Subprocess* StartServerOn(int host, const std::string& listen, const std::string& mode, bool preload,
-                            std::string* error, std::vector<std::string> env = {});
+                            std::string* error, std::vector<std::string> env = {},
+                            std::vector<std::string> args = {});
   // Runs greeter_client on `host` to completion (bounded by `timeout`).
   ClientRun RunClient(int host, const std::string& target, std::vector<std::string> args, bool preload,
                       std::chrono::seconds timeout = std::chrono::seconds(60), std::vector<std::string> env = {});

@@ -2,7 +2,7 @@
 // (completion queue) or callback style. It knows nothing of Conduit; the tests run it with
 // and without LD_PRELOAD=libmrpc-grpc.so.
 //
-//   greeter_server --listen 0.0.0.0:50051 [--mode sync|async|callback]
+//   greeter_server --listen 0.0.0.0:50051 [--mode sync|async|callback] [--relay HOST:PORT]
 //
 // Prints "greeter_server listening on port N" when ready; exits cleanly on SIGTERM.
 #include <grpcpp/grpcpp.h>
@@ -33,12 +33,24 @@ void Say(const char* fmt, const std::string& what) {
   fflush(stdout);
 }
 
-// Echoes "x-echo" back as initial metadata "x-echo-reply" and sets a trailer.
+// Echoes "x-echo" back as initial metadata "x-echo-reply" and sets a trailer. A caller
+// named "inspect..." (x-echo "ping-inspect...") also gets a line of what the server sees of
+// it: its user-agent, its peer address, and every metadata key.
 void EchoMetadata(grpc::ServerContextBase* ctx) {
   auto md = ctx->client_metadata();
-  auto it = md.find("x-echo");
-  if (it != md.end()) ctx->AddInitialMetadata("x-echo-reply", std::string(it->second.data(), it->second.size()));
   ctx->AddTrailingMetadata("x-trailer", "bye");
+  auto it = md.find("x-echo");
+  if (it == md.end()) return;
+  std::string echo(it->second.data(), it->second.size());
+  ctx->AddInitialMetadata("x-echo-reply", echo);
+  if (echo.rfind("ping-inspect", 0) != 0) return;
+  auto ua = md.find("user-agent");
+  std::string keys;
+  for (const auto& [key, value] : md) keys += std::string(key.data(), key.size()) + ",";
+  printf("server: %s sees user-agent=[%s] peer=[%s] keys=[%s]\n", echo.c_str(),
+         ua == md.end() ? "" : std::string(ua->second.data(), ua->second.size()).c_str(), ctx->peer().c_str(),
+         keys.c_str());
+  fflush(stdout);
 }
 
 // Sleeps in slices; false as soon as the call is cancelled.
@@ -60,8 +72,24 @@ Status Answer(const HelloRequest& req, HelloReply* rep) {
 }
 
 class SyncGreeter final : public Greeter::Service {
+ public:
+  // --relay HOST:PORT: SayHello is passed on to that server as a child call (deadline and
+  // cancellation propagated from this call, gRPC's default propagation).
+  void RelayTo(const std::string& target) {
+    relay_ = Greeter::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  }
+
+ private:
+  std::unique_ptr<Greeter::Stub> relay_;
+
   Status SayHello(ServerContext* ctx, const HelloRequest* req, HelloReply* rep) override {
     EchoMetadata(ctx);
+    if (relay_ != nullptr) {
+      std::unique_ptr<grpc::ClientContext> child = grpc::ClientContext::FromServerContext(*ctx);
+      Status st = relay_->SayHello(child.get(), *req, rep);
+      Say("server: relayed %s", req->name() + " ended with status " + std::to_string(st.error_code()));
+      return st;
+    }
     if (req->delay_ms() > 0 && !SleepUnlessCancelled(ctx, req->delay_ms())) {
       Say("server: SayHello %s was cancelled", req->name());
       return Status(StatusCode::CANCELLED, "cancelled");
@@ -418,10 +446,12 @@ class CallbackGreeter final : public Greeter::CallbackService {
 
 int Main(int argc, char** argv) {
   std::string listen = "0.0.0.0:50051";
+  std::string relay;
   std::string mode = "sync";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
     else if (strcmp(argv[i], "--mode") == 0) mode = argv[i + 1];
+    else if (strcmp(argv[i], "--relay") == 0) relay = argv[i + 1];
   }
   sigset_t stop;
   sigemptyset(&stop);
@@ -435,6 +465,7 @@ int Main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(kMaxMessage);
   builder.SetMaxSendMessageSize(kMaxMessage);
   SyncGreeter sync_service;
+  if (!relay.empty()) sync_service.RelayTo(relay);
   Greeter::AsyncService async_service;
   CallbackGreeter callback_service;
   std::unique_ptr<grpc::ServerCompletionQueue> cq;

@@ -18,6 +18,8 @@ constexpr int kSyncPort = 50051;
 constexpr int kAsyncPort = 50052;
 constexpr int kCallbackPort = 50053;
 constexpr int kNativePort = 50054;
+constexpr int kRelayToManagedPort = 50055;  // SayHello passed on to kSyncPort (a managed channel)
+constexpr int kRelayToNativePort = 50056;   // ... to kNativePort (a native channel)
 constexpr const char* k16MiB = "16777216";
 
 class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
@@ -29,12 +31,37 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
     c.hosts = 2;
     c.encrypt = true;
     StartSuite(c, [](GreeterRig& rig, std::string* error) {
-      return rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error) != nullptr &&
+      return (sync_server_ = rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error)) != nullptr &&
              rig.StartServer(1, kAsyncPort, "async", /*preload=*/true, error) != nullptr &&
              rig.StartServer(1, kCallbackPort, "callback", /*preload=*/true, error) != nullptr &&
-             rig.StartServer(1, kNativePort, "sync", /*preload=*/false, error) != nullptr;
+             (native_server_ = rig.StartServer(1, kNativePort, "sync", /*preload=*/false, error)) != nullptr &&
+             StartRelay(rig, kRelayToManagedPort, kSyncPort, error) &&
+             StartRelay(rig, kRelayToNativePort, kNativePort, error);
     });
   }
+
+  // The line a greeter server printed for the caller named `name` ("" when none).
+  static std::string SeenBy(Subprocess* server, const std::string& name) {
+    std::string out = server->Output();
+    size_t at = out.find("server: ping-" + name + " sees ");
+    return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+  }
+  static std::string Field(const std::string& line, const std::string& name) {
+    size_t at = line.find(name + "=[");
+    if (at == std::string::npos) return "<none>";
+    at += name.size() + 2;
+    return line.substr(at, line.find(']', at) - at);
+  }
+
+  // A preloaded sync greeter on host 1 whose SayHello calls the server on `to` as a child
+  // call of the call it serves.
+  static bool StartRelay(GreeterRig& rig, int port, int to, std::string* error) {
+    return rig.StartServer(1, port, "sync", /*preload=*/true, error,
+                           {}, {"--relay", suite_.cluster->Ip(1) + ":" + std::to_string(to)}) != nullptr;
+  }
+
+  inline static Subprocess* sync_server_ = nullptr;
+  inline static Subprocess* native_server_ = nullptr;
 
   // A managed call from host 0 to the server on `port` of host 1 that must pass.
   void ExpectManagedPass(int port, std::vector<std::string> args) {
@@ -43,6 +70,46 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
     EXPECT_TRUE(run.managed()) << "the channel was not carried by conduitd:\n" << run.output;
   }
 };
+
+// What a server sees of its caller is what native gRPC shows: the same user-agent, the
+// caller's address as its peer, and none of gRPC's own keys (grpc-accept-encoding ...).
+TEST_F(RpcCallsTest, ServerSeesCallerAsNativeGrpcShowsIt) {
+  ClientRun native = rig_->RunClient(0, rig_->Target(1, kNativePort), {"--case", "unary", "--name", "inspect-native"},
+                                     /*preload=*/false);
+  ASSERT_TRUE(Passed(native));
+  ExpectManagedPass(kSyncPort, {"--case", "unary", "--name", "inspect-managed"});
+  std::string seen_native = SeenBy(native_server_, "inspect-native");
+  std::string seen_managed = SeenBy(sync_server_, "inspect-managed");
+  ASSERT_FALSE(seen_native.empty()) << native_server_->Output();
+  ASSERT_FALSE(seen_managed.empty()) << sync_server_->Output();
+  EXPECT_EQ(Field(seen_managed, "user-agent"), Field(seen_native, "user-agent"));
+  EXPECT_NE(Field(seen_managed, "user-agent").find("grpc-c++/"), std::string::npos) << seen_managed;
+  EXPECT_EQ(Field(seen_managed, "keys"), Field(seen_native, "keys"));
+  std::string caller = "ipv4:" + cluster_->Ip(0) + ":";
+  EXPECT_EQ(Field(seen_native, "peer").rfind(caller, 0), 0u) << seen_native;
+  EXPECT_EQ(Field(seen_managed, "peer").rfind(caller, 0), 0u) << seen_managed;
+}
+
+// A client cancels a call whose server handler made a child call (ClientContext::
+// FromServerContext: gRPC's default propagation): the child is cancelled too, whether it is
+// carried by conduitd or native, so the server at the end of the chain sees it cancelled
+// long before its 4 s of work are over.
+TEST_F(RpcCallsTest, CancellationPropagatesToChildCalls) {
+  for (auto [port, end_server, name] : {std::tuple{kRelayToManagedPort, &sync_server_, "chain-managed"},
+                                        std::tuple{kRelayToNativePort, &native_server_, "chain-native"}}) {
+    ClientRun run = rig_->RunClient(0, rig_->Target(1, port),
+                                    {"--case", "cancel", "--name", name, "--delay-ms", "4000", "--expect", "1"},
+                                    /*preload=*/true);
+    EXPECT_TRUE(Passed(run)) << name;
+    std::string line = std::string("server: SayHello ") + name + " was cancelled";
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+    while ((*end_server)->Output().find(line) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_NE((*end_server)->Output().find(line), std::string::npos)
+        << name << ": the child call was not cancelled with its parent\n" << (*end_server)->Output();
+  }
+}
 
 TEST_F(RpcCallsTest, NativeBaselineWithoutPreload) {
   for (std::vector<std::string> args : std::vector<std::vector<std::string>>{

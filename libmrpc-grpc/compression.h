@@ -1,0 +1,60 @@
+// Message compression on managed calls, as gRPC's compression filter does it natively:
+// the sender picks an algorithm (call metadata, a level against what the peer accepts, or
+// the channel's/server's default), compresses each message unless told not to or unless
+// compressing would not make it smaller, and says so in the message's flags; the receiver
+// decompresses and remembers what it saw for gRPC's inspectors. The algorithm names and
+// the "grpc-encoding"/"grpc-accept-encoding" values are gRPC's (identity, deflate, gzip).
+//
+// Compression is end to end between the two programs' shims: conduitd carries the
+// compressed bytes and the flag (docs/rpc-protocol.md, Message flags).
+#ifndef CONDUIT_LIBMRPC_GRPC_COMPRESSION_H_
+#define CONDUIT_LIBMRPC_GRPC_COMPRESSION_H_
+
+#include <grpc/grpc.h>
+#include <grpc/compression.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+
+namespace conduit::grpcshim {
+
+// Metadata keys gRPC keeps from the application: the algorithm a call's messages use,
+// the algorithms a side accepts, and the C++ API's request for an algorithm.
+inline constexpr std::string_view kEncodingKey = "grpc-encoding";
+inline constexpr std::string_view kAcceptEncodingKey = "grpc-accept-encoding";
+inline constexpr std::string_view kEncodingRequestKey = GRPC_COMPRESSION_REQUEST_ALGORITHM_MD_KEY;
+// What gRPC's message flags show for a message that arrived compressed (transport.h).
+inline constexpr uint32_t kWasCompressedFlags = 0x80000000u | 0x40000000u;
+
+// Per channel or server (channel args): enabled algorithms and the defaults.
+struct CompressionOptions {
+  uint32_t enabled = (1u << GRPC_COMPRESS_ALGORITHMS_COUNT) - 1;  // bitset by algorithm
+  grpc_compression_algorithm default_algorithm = GRPC_COMPRESS_NONE;
+  std::optional<grpc_compression_level> default_level;
+};
+CompressionOptions CompressionFromArgs(const grpc_channel_args* args);
+
+std::optional<grpc_compression_algorithm> AlgorithmByName(std::string_view name);
+std::string_view AlgorithmName(grpc_compression_algorithm algorithm);
+// "identity, deflate, gzip" for a bitset, and back (unknown names are ignored, identity is
+// always accepted, as in gRPC).
+std::string AcceptEncodingValue(uint32_t enabled);
+uint32_t ParseAcceptEncoding(std::string_view value);
+// gRPC's choice for a level among the algorithms the peer accepts.
+grpc_compression_algorithm AlgorithmForLevel(grpc_compression_level level, uint32_t accepted);
+
+// Compresses `in` into *out; false when the algorithm is none or the result is not smaller
+// (the message then goes uncompressed, as in gRPC).
+bool Compress(grpc_compression_algorithm algorithm, std::string_view in, std::string* out);
+// Decompresses into *out, refusing output beyond `max_bytes` (a small message must not
+// become an unbounded one). The status is what the call ends with when it fails, as gRPC:
+// RESOURCE_EXHAUSTED for too large, INTERNAL for bytes that do not decompress.
+grpc_status_code Decompress(grpc_compression_algorithm algorithm, std::string_view in, uint64_t max_bytes,
+                            std::string* out, std::string* why);
+
+}  // namespace conduit::grpcshim
+
+#endif  // CONDUIT_LIBMRPC_GRPC_COMPRESSION_H_
