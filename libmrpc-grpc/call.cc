@@ -101,10 +101,6 @@ gpr_timespec DeadlineFromTimeout(int64_t timeout_us) {
 
 grpc_slice CopiedSlice(std::string_view s) { return Real().grpc_slice_from_copied_buffer(s.data(), s.size()); }
 
-std::string_view View(const grpc_slice& s) {
-  return std::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(s)), GRPC_SLICE_LENGTH(s));
-}
-
 void AppendEntry(std::string* block, uint32_t* count, std::string_view key, std::string_view value) {
   rpc::AppendMetadata(block, key, value);
   ++*count;
@@ -114,16 +110,32 @@ void AppendEntry(std::string* block, uint32_t* count, std::string_view key, std:
 // when the program set no receive limit.
 constexpr uint64_t kLargestMessage = 0x7fffffff;
 
-// Deferred work on another call: cancel (when asked) and drop the reference.
-void ReleaseChild(grpc_call* child, bool cancel) {
+// A child call (managed or native) cancelled because its parent was.
+void CancelChild(grpc_call* child) {
   if (ManagedCall::IsManaged(child)) {
-    ManagedCall* c = ManagedCall::From(child);
-    if (cancel) c->Cancel(GRPC_STATUS_CANCELLED, "Cancelled (propagated from the parent call)");
-    c->Unref();
-    return;
+    ManagedCall::From(child)->Cancel(GRPC_STATUS_CANCELLED, "Cancelled (propagated from the parent call)");
+  } else {
+    Real().grpc_call_cancel(child, nullptr);
   }
-  if (cancel) Real().grpc_call_cancel(child, nullptr);
-  Real().grpc_call_unref(child);
+}
+
+// Deferred work on a child call: cancel (when asked) and drop the parent's reference.
+void ReleaseChild(grpc_call* child, bool cancel) {
+  if (cancel) CancelChild(child);
+  if (ManagedCall::IsManaged(child)) {
+    ManagedCall::From(child)->Unref();
+  } else {
+    Real().grpc_call_unref(child);
+  }
+}
+
+// A byte buffer of our own holding a copy of `bytes`.
+grpc_byte_buffer* NewByteBuffer(std::string_view bytes) {
+  const RealGrpc& g = Real();
+  grpc_slice slice = g.grpc_slice_from_copied_buffer(bytes.data(), bytes.size());
+  grpc_byte_buffer* bb = g.grpc_raw_byte_buffer_create(&slice, 1);
+  g.grpc_slice_unref(slice);
+  return bb;
 }
 
 }  // namespace
@@ -303,12 +315,7 @@ void ManagedCall::AddChild(grpc_call* child) {
     }
     cancel_now = cancelled_;
   }
-  if (!cancel_now) return;
-  if (ManagedCall::IsManaged(child)) {
-    ManagedCall::From(child)->Cancel(GRPC_STATUS_CANCELLED, "Cancelled (propagated from the parent call)");
-  } else {
-    Real().grpc_call_cancel(child, nullptr);
-  }
+  if (cancel_now) CancelChild(child);
 }
 
 bool ManagedCall::is_finished() {
@@ -519,8 +526,8 @@ uint32_t ManagedCall::EncodeInitialMetadata(const grpc_op& op, std::string* bloc
   std::optional<grpc_compression_algorithm> requested;
   uint32_t count = 0;
   for (size_t i = 0; i < send.count; ++i) {
-    std::string_view key = View(send.metadata[i].key);
-    std::string_view value = View(send.metadata[i].value);
+    std::string_view key = SliceView(send.metadata[i].key);
+    std::string_view value = SliceView(send.metadata[i].value);
     if (key == kEncodingRequestKey) {
       requested = AlgorithmByName(value);
       if (!requested) CLOG_ERROR("unknown compression algorithm '%.*s' requested", int(value.size()), value.data());
@@ -569,29 +576,18 @@ uint32_t ManagedCall::TakeCompressionMetadata(const rpc::MetadataView& md, std::
 grpc_byte_buffer* ManagedCall::MaybeCompress(const grpc_byte_buffer* bb, uint32_t write_flags) {
   if (send_algorithm_ == GRPC_COMPRESS_NONE || (write_flags & GRPC_WRITE_NO_COMPRESS) != 0) return nullptr;
   if (bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE) return nullptr;
-  std::string flat(ByteBufferLength(bb), '\0');
-  if (!flat.empty()) CopyByteBuffer(bb, reinterpret_cast<uint8_t*>(flat.data()));
   std::string packed;
-  if (!Compress(send_algorithm_, flat, &packed)) return nullptr;
-  const RealGrpc& g = Real();
-  grpc_slice slice = g.grpc_slice_from_copied_buffer(packed.data(), packed.size());
-  grpc_byte_buffer* out = g.grpc_raw_byte_buffer_create(&slice, 1);
-  g.grpc_slice_unref(slice);
-  return out;
+  if (!Compress(send_algorithm_, FlattenByteBuffer(bb), &packed)) return nullptr;
+  return NewByteBuffer(packed);
 }
 
 grpc_status_code ManagedCall::Inflate(grpc_byte_buffer** message, std::string* why) {
-  std::string packed(ByteBufferLength(*message), '\0');
-  if (!packed.empty()) CopyByteBuffer(*message, reinterpret_cast<uint8_t*>(packed.data()));
   uint64_t cap = limits_.max_receive >= 0 ? static_cast<uint64_t>(limits_.max_receive) : kLargestMessage;
   std::string plain;
-  grpc_status_code code = Decompress(recv_algorithm_, packed, cap, &plain, why);
+  grpc_status_code code = Decompress(recv_algorithm_, FlattenByteBuffer(*message), cap, &plain, why);
   if (code != GRPC_STATUS_OK) return code;
-  const RealGrpc& g = Real();
-  grpc_slice slice = g.grpc_slice_from_copied_buffer(plain.data(), plain.size());
-  g.grpc_byte_buffer_destroy(*message);
-  *message = g.grpc_raw_byte_buffer_create(&slice, 1);
-  g.grpc_slice_unref(slice);
+  Real().grpc_byte_buffer_destroy(*message);
+  *message = NewByteBuffer(plain);
   return GRPC_STATUS_OK;
 }
 
@@ -749,8 +745,7 @@ grpc_call_error ManagedCall::StartBatch(const grpc_op* ops, size_t nops, void* t
           const auto& s = op.data.send_status_from_server;
           uint32_t count = EncodeMetadata(s.trailing_metadata, s.trailing_metadata_count, &trailers_block);
           if (s.status_details != nullptr) {
-            details.assign(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(*s.status_details)),
-                           GRPC_SLICE_LENGTH(*s.status_details));
+            details.assign(SliceView(*s.status_details));
           }
           if (!held_.empty()) {
             HeldSend& h = held_.back();

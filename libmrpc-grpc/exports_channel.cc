@@ -5,6 +5,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "byte_buffers.h"
 #include "channel.h"
 #include "common/log.h"
 #include "completion.h"
@@ -150,10 +151,8 @@ CONDUIT_EXPORT grpc_call* grpc_channel_create_call(grpc_channel* channel, grpc_c
                                                    grpc_slice method, const grpc_slice* host, gpr_timespec deadline,
                                                    void* reserved) {
   if (auto ch = ManagedChannel::Find(channel)) {
-    std::string m(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(method)), GRPC_SLICE_LENGTH(method));
-    std::string authority = host != nullptr ? std::string(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(*host)),
-                                                          GRPC_SLICE_LENGTH(*host))
-                                            : ch->authority();
+    std::string m(conduit::grpcshim::SliceView(method));
+    std::string authority = host != nullptr ? std::string(conduit::grpcshim::SliceView(*host)) : ch->authority();
     return conduit::grpcshim::NewManagedCall(ch, parent_call, propagation_mask, cq, std::move(m),
                                              std::move(authority), deadline);
   }

@@ -2,14 +2,11 @@
 
 #include <cstring>
 
+#include "byte_buffers.h"
 #include "real_grpc.h"
 
 namespace conduit::grpcshim {
 namespace {
-
-std::string_view View(const grpc_slice& s) {
-  return std::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(s)), GRPC_SLICE_LENGTH(s));
-}
 
 bool LegalKey(std::string_view key) {
   if (key.empty()) return false;
@@ -33,15 +30,15 @@ bool IsBinary(std::string_view key) { return key.size() >= 4 && key.substr(key.s
 
 bool MetadataIsValid(const grpc_metadata* md, size_t count) {
   for (size_t i = 0; i < count; ++i) {
-    std::string_view key = View(md[i].key);
+    std::string_view key = SliceView(md[i].key);
     if (!LegalKey(key)) return false;
-    if (!IsBinary(key) && !LegalValue(View(md[i].value))) return false;
+    if (!IsBinary(key) && !LegalValue(SliceView(md[i].value))) return false;
   }
   return true;
 }
 
 uint32_t EncodeMetadata(const grpc_metadata* md, size_t count, std::string* block) {
-  for (size_t i = 0; i < count; ++i) rpc::AppendMetadata(block, View(md[i].key), View(md[i].value));
+  for (size_t i = 0; i < count; ++i) rpc::AppendMetadata(block, SliceView(md[i].key), SliceView(md[i].value));
   return static_cast<uint32_t>(count);
 }
 
