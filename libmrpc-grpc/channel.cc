@@ -3,6 +3,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "channel_args.h"
 #include "common/log.h"
 #include "process.h"
 #include "real_grpc.h"
@@ -33,24 +34,6 @@ std::string AuthorityOf(const std::string& target) {
   return t;
 }
 
-int64_t IntArg(const grpc_channel_args* args, const char* key, int64_t fallback) {
-  if (args == nullptr) return fallback;
-  for (size_t i = 0; i < args->num_args; ++i) {
-    const grpc_arg& a = args->args[i];
-    if (a.type == GRPC_ARG_INTEGER && strcmp(a.key, key) == 0) return a.value.integer;
-  }
-  return fallback;
-}
-
-const char* StringArg(const grpc_channel_args* args, const char* key) {
-  if (args == nullptr) return nullptr;
-  for (size_t i = 0; i < args->num_args; ++i) {
-    const grpc_arg& a = args->args[i];
-    if (a.type == GRPC_ARG_STRING && strcmp(a.key, key) == 0) return a.value.string;
-  }
-  return nullptr;
-}
-
 // As gRPC's HTTP client filter builds it: "<primary> grpc-c/<core version> (linux; chttp2)
 // <secondary>", empty parts left out.
 std::string UserAgentFromArgs(const grpc_channel_args* args) {
@@ -71,8 +54,8 @@ std::string UserAgentFromArgs(const grpc_channel_args* args) {
 
 MessageLimits LimitsFromArgs(const grpc_channel_args* args) {
   MessageLimits limits;
-  limits.max_send = IntArg(args, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, limits.max_send);
-  limits.max_receive = IntArg(args, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, limits.max_receive);
+  limits.max_send = IntArg(args, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH).value_or(limits.max_send);
+  limits.max_receive = IntArg(args, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH).value_or(limits.max_receive);
   return limits;
 }
 

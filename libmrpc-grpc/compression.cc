@@ -2,7 +2,7 @@
 
 #include <zlib.h>
 
-#include <cstring>
+#include "channel_args.h"
 
 namespace conduit::grpcshim {
 namespace {
@@ -16,19 +16,15 @@ bool Known(int algorithm) { return algorithm >= 0 && algorithm < GRPC_COMPRESS_A
 
 CompressionOptions CompressionFromArgs(const grpc_channel_args* args) {
   CompressionOptions o;
-  if (args == nullptr) return o;
-  for (size_t i = 0; i < args->num_args; ++i) {
-    const grpc_arg& a = args->args[i];
-    if (a.type != GRPC_ARG_INTEGER) continue;
-    int v = a.value.integer;
-    if (strcmp(a.key, GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET) == 0) {
-      o.enabled = (static_cast<uint32_t>(v) | 1u) & ((1u << GRPC_COMPRESS_ALGORITHMS_COUNT) - 1);
-    } else if (strcmp(a.key, GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM) == 0 && Known(v)) {
-      o.default_algorithm = static_cast<grpc_compression_algorithm>(v);
-    } else if (strcmp(a.key, GRPC_COMPRESSION_CHANNEL_DEFAULT_LEVEL) == 0 && v >= GRPC_COMPRESS_LEVEL_NONE &&
-               v < GRPC_COMPRESS_LEVEL_COUNT) {
-      o.default_level = static_cast<grpc_compression_level>(v);
-    }
+  if (auto v = IntArg(args, GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET)) {
+    o.enabled = (static_cast<uint32_t>(*v) | 1u) & ((1u << GRPC_COMPRESS_ALGORITHMS_COUNT) - 1);
+  }
+  if (auto v = IntArg(args, GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM); v && Known(*v)) {
+    o.default_algorithm = static_cast<grpc_compression_algorithm>(*v);
+  }
+  if (auto v = IntArg(args, GRPC_COMPRESSION_CHANNEL_DEFAULT_LEVEL);
+      v && *v >= GRPC_COMPRESS_LEVEL_NONE && *v < GRPC_COMPRESS_LEVEL_COUNT) {
+    o.default_level = static_cast<grpc_compression_level>(*v);
   }
   // gRPC ignores a default algorithm that is not enabled.
   if ((o.enabled & (1u << o.default_algorithm)) == 0) o.default_algorithm = GRPC_COMPRESS_NONE;
