@@ -534,7 +534,7 @@ uint32_t ManagedCall::EncodeInitialMetadata(const grpc_op& op, std::string* bloc
       continue;
     }
     // gRPC sets these itself (a client's user-agent replaces the program's).
-    if (key == kEncodingKey || key == kAcceptEncodingKey || (client_ && key == "user-agent")) continue;
+    if (key == rpc::kEncodingKey || key == kAcceptEncodingKey || (client_ && key == "user-agent")) continue;
     AppendEntry(block, &count, key, value);
   }
   // gRPC's order: a level (a server's per call, or the default level) picks among what the
@@ -555,14 +555,14 @@ uint32_t ManagedCall::EncodeInitialMetadata(const grpc_op& op, std::string* bloc
   send_algorithm_ = algorithm;
   if (client_) AppendEntry(block, &count, "user-agent", user_agent_);
   AppendEntry(block, &count, kAcceptEncodingKey, AcceptEncodingValue(compression_.enabled));
-  if (algorithm != GRPC_COMPRESS_NONE) AppendEntry(block, &count, kEncodingKey, AlgorithmName(algorithm));
+  if (algorithm != GRPC_COMPRESS_NONE) AppendEntry(block, &count, rpc::kEncodingKey, AlgorithmName(algorithm));
   return count;
 }
 
 uint32_t ManagedCall::TakeCompressionMetadata(const rpc::MetadataView& md, std::string* block) {
   uint32_t count = 0;
   md.ForEach([&](std::string_view key, std::string_view value) {
-    if (key == kEncodingKey) {
+    if (key == rpc::kEncodingKey) {
       recv_algorithm_ = AlgorithmByName(value).value_or(GRPC_COMPRESS_NONE);
     } else if (key == kAcceptEncodingKey) {
       peer_accepted_ = ParseAcceptEncoding(value);
@@ -577,15 +577,22 @@ grpc_byte_buffer* ManagedCall::MaybeCompress(const grpc_byte_buffer* bb, uint32_
   if (send_algorithm_ == GRPC_COMPRESS_NONE || (write_flags & GRPC_WRITE_NO_COMPRESS) != 0) return nullptr;
   if (bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE) return nullptr;
   std::string packed;
-  if (!Compress(send_algorithm_, FlattenByteBuffer(bb), &packed)) return nullptr;
+  if (!rpc::Compress(ToEncoding(send_algorithm_), FlattenByteBuffer(bb), &packed)) return nullptr;
   return NewByteBuffer(packed);
 }
 
 grpc_status_code ManagedCall::Inflate(grpc_byte_buffer** message, std::string* why) {
   uint64_t cap = limits_.max_receive >= 0 ? static_cast<uint64_t>(limits_.max_receive) : kLargestMessage;
   std::string plain;
-  grpc_status_code code = Decompress(recv_algorithm_, FlattenByteBuffer(*message), cap, &plain, why);
-  if (code != GRPC_STATUS_OK) return code;
+  // As gRPC fails such a call: too large is RESOURCE_EXHAUSTED, undecodable INTERNAL.
+  switch (rpc::Decompress(ToEncoding(recv_algorithm_), FlattenByteBuffer(*message), cap, &plain, why)) {
+    case rpc::InflateResult::kOk:
+      break;
+    case rpc::InflateResult::kTooLarge:
+      return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    case rpc::InflateResult::kCorrupt:
+      return GRPC_STATUS_INTERNAL;
+  }
   Real().grpc_byte_buffer_destroy(*message);
   *message = NewByteBuffer(plain);
   return GRPC_STATUS_OK;

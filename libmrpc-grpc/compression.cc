@@ -1,14 +1,9 @@
 #include "compression.h"
 
-#include <zlib.h>
-
 #include "channel_args.h"
 
 namespace conduit::grpcshim {
 namespace {
-
-// zlib's window bits: deflate is the zlib format, gzip adds the gzip wrapper (+16).
-int WindowBits(grpc_compression_algorithm algorithm) { return algorithm == GRPC_COMPRESS_GZIP ? 15 + 16 : 15; }
 
 bool Known(int algorithm) { return algorithm >= 0 && algorithm < GRPC_COMPRESS_ALGORITHMS_COUNT; }
 
@@ -29,24 +24,6 @@ CompressionOptions CompressionFromArgs(const grpc_channel_args* args) {
   // gRPC ignores a default algorithm that is not enabled.
   if ((o.enabled & (1u << o.default_algorithm)) == 0) o.default_algorithm = GRPC_COMPRESS_NONE;
   return o;
-}
-
-std::optional<grpc_compression_algorithm> AlgorithmByName(std::string_view name) {
-  if (name == "identity") return GRPC_COMPRESS_NONE;
-  if (name == "deflate") return GRPC_COMPRESS_DEFLATE;
-  if (name == "gzip") return GRPC_COMPRESS_GZIP;
-  return std::nullopt;
-}
-
-std::string_view AlgorithmName(grpc_compression_algorithm algorithm) {
-  switch (algorithm) {
-    case GRPC_COMPRESS_DEFLATE:
-      return "deflate";
-    case GRPC_COMPRESS_GZIP:
-      return "gzip";
-    default:
-      return "identity";
-  }
 }
 
 std::string AcceptEncodingValue(uint32_t enabled) {
@@ -89,69 +66,6 @@ grpc_compression_algorithm AlgorithmForLevel(grpc_compression_level level, uint3
     default:
       return ranked[n - 1];
   }
-}
-
-bool Compress(grpc_compression_algorithm algorithm, std::string_view in, std::string* out) {
-  out->clear();
-  if (algorithm != GRPC_COMPRESS_DEFLATE && algorithm != GRPC_COMPRESS_GZIP) return false;
-  z_stream zs{};
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, WindowBits(algorithm), 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    return false;
-  }
-  out->resize(deflateBound(&zs, in.size()));
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out->data());
-  zs.avail_out = static_cast<uInt>(out->size());
-  int r = deflate(&zs, Z_FINISH);
-  size_t produced = zs.total_out;
-  deflateEnd(&zs);
-  if (r != Z_STREAM_END || produced >= in.size()) {
-    out->clear();
-    return false;
-  }
-  out->resize(produced);
-  return true;
-}
-
-grpc_status_code Decompress(grpc_compression_algorithm algorithm, std::string_view in, uint64_t max_bytes,
-                            std::string* out, std::string* why) {
-  out->clear();
-  if (algorithm != GRPC_COMPRESS_DEFLATE && algorithm != GRPC_COMPRESS_GZIP) {
-    *why = "a compressed message on a call without a compression algorithm (grpc-encoding)";
-    return GRPC_STATUS_INTERNAL;
-  }
-  z_stream zs{};
-  if (inflateInit2(&zs, WindowBits(algorithm)) != Z_OK) {
-    *why = "zlib cannot start decompressing";
-    return GRPC_STATUS_INTERNAL;
-  }
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  int r = Z_OK;
-  char chunk[64 << 10];
-  while (r != Z_STREAM_END) {
-    zs.next_out = reinterpret_cast<Bytef*>(chunk);
-    zs.avail_out = sizeof(chunk);
-    r = inflate(&zs, Z_NO_FLUSH);
-    if (r != Z_OK && r != Z_STREAM_END) break;
-    size_t got = sizeof(chunk) - zs.avail_out;
-    if (out->size() + got > max_bytes) {
-      inflateEnd(&zs);
-      out->clear();
-      *why = "Received message larger than max (decompressed beyond " + std::to_string(max_bytes) + " bytes)";
-      return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    }
-    out->append(chunk, got);
-    if (r == Z_OK && got == 0 && zs.avail_in == 0) break;  // input ended before the stream did
-  }
-  inflateEnd(&zs);
-  if (r != Z_STREAM_END) {
-    out->clear();
-    *why = "Unexpected error decompressing data for algorithm " + std::string(AlgorithmName(algorithm));
-    return GRPC_STATUS_INTERNAL;
-  }
-  return GRPC_STATUS_OK;
 }
 
 }  // namespace conduit::grpcshim

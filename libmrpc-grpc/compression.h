@@ -2,8 +2,9 @@
 // the sender picks an algorithm (call metadata, a level against what the peer accepts, or
 // the channel's/server's default), compresses each message unless told not to or unless
 // compressing would not make it smaller, and says so in the message's flags; the receiver
-// decompresses and remembers what it saw for gRPC's inspectors. The algorithm names and
-// the "grpc-encoding"/"grpc-accept-encoding" values are gRPC's (identity, deflate, gzip).
+// decompresses and remembers what it saw for gRPC's inspectors. This file holds gRPC's
+// side of it (channel arguments, grpc-accept-encoding, levels); the codec and the names
+// are the Call protocol's (common/rpc_compression.h).
 //
 // Compression is end to end between the two programs' shims: conduitd carries the
 // compressed bytes and the flag (docs/rpc-protocol.md, Message flags).
@@ -18,12 +19,13 @@
 #include <string>
 #include <string_view>
 
+#include "common/rpc_compression.h"
 
 namespace conduit::grpcshim {
 
-// Metadata keys gRPC keeps from the application: the algorithm a call's messages use,
-// the algorithms a side accepts, and the C++ API's request for an algorithm.
-inline constexpr std::string_view kEncodingKey = "grpc-encoding";
+// Metadata keys gRPC keeps from the application (with rpc::kEncodingKey, the algorithm a
+// call's messages use): the algorithms a side accepts, and the C++ API's request for an
+// algorithm.
 inline constexpr std::string_view kAcceptEncodingKey = "grpc-accept-encoding";
 inline constexpr std::string_view kEncodingRequestKey = GRPC_COMPRESSION_REQUEST_ALGORITHM_MD_KEY;
 // What gRPC's message flags show for a message that arrived compressed (transport.h).
@@ -37,23 +39,28 @@ struct CompressionOptions {
 };
 CompressionOptions CompressionFromArgs(const grpc_channel_args* args);
 
-std::optional<grpc_compression_algorithm> AlgorithmByName(std::string_view name);
-std::string_view AlgorithmName(grpc_compression_algorithm algorithm);
+// gRPC's algorithms are the protocol's encodings, value for value.
+static_assert(static_cast<int>(rpc::Encoding::kIdentity) == GRPC_COMPRESS_NONE &&
+              static_cast<int>(rpc::Encoding::kDeflate) == GRPC_COMPRESS_DEFLATE &&
+              static_cast<int>(rpc::Encoding::kGzip) == GRPC_COMPRESS_GZIP && GRPC_COMPRESS_ALGORITHMS_COUNT == 3);
+inline rpc::Encoding ToEncoding(grpc_compression_algorithm algorithm) {
+  return static_cast<rpc::Encoding>(algorithm);
+}
+inline std::optional<grpc_compression_algorithm> AlgorithmByName(std::string_view name) {
+  std::optional<rpc::Encoding> e = rpc::EncodingByName(name);
+  if (!e) return std::nullopt;
+  return static_cast<grpc_compression_algorithm>(*e);
+}
+inline std::string_view AlgorithmName(grpc_compression_algorithm algorithm) {
+  return rpc::EncodingName(ToEncoding(algorithm));
+}
+
 // "identity, deflate, gzip" for a bitset, and back (unknown names are ignored, identity is
 // always accepted, as in gRPC).
 std::string AcceptEncodingValue(uint32_t enabled);
 uint32_t ParseAcceptEncoding(std::string_view value);
 // gRPC's choice for a level among the algorithms the peer accepts.
 grpc_compression_algorithm AlgorithmForLevel(grpc_compression_level level, uint32_t accepted);
-
-// Compresses `in` into *out; false when the algorithm is none or the result is not smaller
-// (the message then goes uncompressed, as in gRPC).
-bool Compress(grpc_compression_algorithm algorithm, std::string_view in, std::string* out);
-// Decompresses into *out, refusing output beyond `max_bytes` (a small message must not
-// become an unbounded one). The status is what the call ends with when it fails, as gRPC:
-// RESOURCE_EXHAUSTED for too large, INTERNAL for bytes that do not decompress.
-grpc_status_code Decompress(grpc_compression_algorithm algorithm, std::string_view in, uint64_t max_bytes,
-                            std::string* out, std::string* why);
 
 }  // namespace conduit::grpcshim
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/rpc_compression.h"
 #include "rpc/event.h"
 #include "rpc/policy/filter.h"
 
@@ -37,6 +38,7 @@ struct RpcCall {
   RpcInfo info;
   FilterChain filters;      // the policies that apply to this call, fixed at its start
   bool reads_body = false;  // some filter reads request content
+  Encoding request_encoding = Encoding::kIdentity;  // of compressed requests (grpc-encoding)
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   std::mutex mu;

@@ -8,6 +8,11 @@ namespace {
 
 constexpr int32_t kUnavailable = 14;
 constexpr int32_t kCancelled = 1;
+constexpr int32_t kResourceExhausted = 8;
+constexpr int32_t kInternal = 13;
+// The largest request a content policy decompresses to read (a few compressed bytes must
+// not become gigabytes of daemon memory); a larger one is refused, not let through.
+constexpr uint64_t kMaxInspectedBytes = 64ull << 20;
 
 }  // namespace
 
@@ -35,6 +40,7 @@ std::shared_ptr<RpcCall> Datapath::NewCall(RpcInfo info) {
 bool Datapath::Filter(const std::shared_ptr<RpcCall>& call, Event& ev, std::chrono::nanoseconds* delay) {
   if (call->filters.empty()) return true;
   if (ev.has(kStart)) {
+    call->request_encoding = EncodingOf(ev.initial_md.view());
     for (const auto& f : call->filters) {
       Verdict v = f->OnStart(call->info);
       if (v.action == Verdict::Action::kDeny) {
@@ -47,9 +53,22 @@ bool Datapath::Filter(const std::shared_ptr<RpcCall>& call, Event& ev, std::chro
   if (!ev.message.empty() && call->reads_body) {
     // The program can still write its send segment: check a private copy, and send that.
     ev.message.MakePrivate();
+    // A compressed request is read decompressed (and still sent as it came).
+    std::string plain;
+    std::string_view content(reinterpret_cast<const char*>(ev.message.data()), ev.message.size());
+    if ((ev.message_flags & kMessageCompressed) != 0) {
+      std::string why;
+      InflateResult r = Decompress(call->request_encoding, content, kMaxInspectedBytes, &plain, &why);
+      if (r != InflateResult::kOk) {
+        Deny(call, r == InflateResult::kTooLarge ? kResourceExhausted : kInternal,
+             "conduit: a policy must read this compressed request and cannot: " + why);
+        return false;
+      }
+      content = plain;
+    }
     for (const auto& f : call->filters) {
       if (!f->ReadsRequestBody()) continue;
-      Verdict v = f->OnRequestMessage(call->info, ev.message.data(), ev.message.size());
+      Verdict v = f->OnRequestMessage(call->info, reinterpret_cast<const uint8_t*>(content.data()), content.size());
       if (v.action == Verdict::Action::kDeny) {
         Deny(call, v.code, v.message);
         return false;

@@ -46,6 +46,15 @@ write("json", "reconfigure", json.dumps(RECONFIGURE))
 write("json", "numbers", '[0, -1, 9007199254740993, 2.5e-3, 1E+2, -0.0, 18446744073709551615, "\\u0041\\n\\"\\\\"]')
 
 # topology: files and PUT /v1/topology bodies.
+# rpc_compression: [encoding and cap byte] + a compressed message (zlib's deflate, gzip).
+import gzip as _gzip
+import zlib as _zlib
+_REQUEST = b"\x0a\x05alice" + b"\x12\x80\x08" + b"a" * 1024
+write("rpc_compression", "deflate", bytes([0x31]) + _zlib.compress(_REQUEST))
+write("rpc_compression", "gzip", bytes([0x32]) + _gzip.compress(_REQUEST, mtime=0))
+write("rpc_compression", "gzip-beyond-cap", bytes([0x02]) + _gzip.compress(b"\0" * 65536, mtime=0))
+write("rpc_compression", "truncated", bytes([0x32]) + _gzip.compress(_REQUEST, mtime=0)[:20])
+
 # config_file: conduitd --config files (docs/configuration.md, packaging/conduitd.conf).
 with open(os.path.join(HERE, "..", "..", "packaging", "conduitd.conf")) as f:
     write("config_file", "packaged", f.read())

@@ -36,6 +36,7 @@ struct Options {
   std::string mode = "sync";
   std::string name = "world";
   std::string user = "alice";
+  std::string compress;  // gzip or deflate: the call's messages are compressed with it
   int count = 5;
   int bytes = 0;
   int deadline_ms = 0;
@@ -81,6 +82,8 @@ HelloRequest Request(const Options& o, const std::string& name) {
 
 void Prepare(const Options& o, ClientContext* ctx) {
   ctx->AddMetadata("x-echo", "ping-" + o.name);
+  if (o.compress == "gzip") ctx->set_compression_algorithm(GRPC_COMPRESS_GZIP);
+  if (o.compress == "deflate") ctx->set_compression_algorithm(GRPC_COMPRESS_DEFLATE);
   if (o.deadline_ms > 0) ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.deadline_ms));
 }
 
@@ -528,7 +531,8 @@ int Main(int argc, char** argv) {
                                       {"--expect", &o.expect},       {"--fail-code", &o.fail_code},
                                       {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight}};
   std::map<std::string, std::string*> strings = {
-      {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user}};
+      {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user},
+      {"--compress", &o.compress}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (ints.count(argv[i])) {
       *ints[argv[i]] = atoi(argv[i + 1]);

@@ -18,6 +18,10 @@
 #include "greeter.grpc.pb.h"
 #include "greeter_util.h"
 
+// The algorithm of the messages the caller sends (libgrpc's, and the shim's for a managed
+// call; C++ linkage, test/cpp/interop uses it the same way).
+grpc_compression_algorithm grpc_call_test_only_get_compression_algorithm(grpc_call* call);
+
 namespace conduit::test {
 namespace {
 
@@ -35,7 +39,8 @@ void Say(const char* fmt, const std::string& what) {
 
 // Echoes "x-echo" back as initial metadata "x-echo-reply" and sets a trailer. A caller
 // named "inspect..." (x-echo "ping-inspect...") also gets a line of what the server sees of
-// it: its user-agent, its peer address, and every metadata key.
+// it: its user-agent, its peer address, every metadata key, and the compression algorithm of
+// its messages.
 void EchoMetadata(grpc::ServerContextBase* ctx) {
   auto md = ctx->client_metadata();
   ctx->AddTrailingMetadata("x-trailer", "bye");
@@ -47,9 +52,10 @@ void EchoMetadata(grpc::ServerContextBase* ctx) {
   auto ua = md.find("user-agent");
   std::string keys;
   for (const auto& [key, value] : md) keys += std::string(key.data(), key.size()) + ",";
-  printf("server: %s sees user-agent=[%s] peer=[%s] keys=[%s]\n", echo.c_str(),
+  grpc_compression_algorithm encoding = grpc_call_test_only_get_compression_algorithm(ctx->c_call());
+  printf("server: %s sees user-agent=[%s] peer=[%s] keys=[%s] encoding=[%d]\n", echo.c_str(),
          ua == md.end() ? "" : std::string(ua->second.data(), ua->second.size()).c_str(), ctx->peer().c_str(),
-         keys.c_str());
+         keys.c_str(), static_cast<int>(encoding));
   fflush(stdout);
 }
 

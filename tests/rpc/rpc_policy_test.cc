@@ -30,7 +30,7 @@ class RpcPolicyTest : public SharedClusterTest<RpcPolicyTest> {
     c.hosts = 2;
     c.rate = "200mbit";  // bulk transfers queue on the daemons' link (QoS)
     StartSuite(c, [](GreeterRig& rig, std::string* error) {
-      return rig.StartServer(1, kPort, "sync", /*preload=*/true, error) != nullptr;
+      return (server_ = rig.StartServer(1, kPort, "sync", /*preload=*/true, error)) != nullptr;
     });
   }
   void TearDown() override {
@@ -54,6 +54,8 @@ class RpcPolicyTest : public SharedClusterTest<RpcPolicyTest> {
     return "{\"service\":\"conduit.test.Greeter\",\"field\":\"account.user\",\"" + list + "\":[" + values +
            "],\"descriptor_set_file\":\"" + Descriptor() + "\"" + extra + "}";
   }
+  inline static Subprocess* server_ = nullptr;
+
   ClientRun Call(std::vector<std::string> args) { return rig_->RunClient(0, rig_->Target(1, kPort), args, true); }
   // Calls counted by host h's metrics for SayHello on `side`.
   static std::string Methods(int h) {
@@ -79,6 +81,29 @@ TEST_F(RpcPolicyTest, AclOnARequestFieldAtTheCallersDaemon) {
   EXPECT_TRUE(Passed(Call({"--case", "unary", "--user", "alice", "--bytes", "4000000"})));
   // Every message of a stream is checked.
   EXPECT_TRUE(Passed(Call({"--case", "client_stream", "--user", "mallory", "--expect", "7"})));
+}
+
+// A compressed request (gzip, end to end between the shims) is read decompressed by the
+// policy, and reaches the server still compressed.
+TEST_F(RpcPolicyTest, AclReadsCompressedRequests) {
+  std::string out;
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-acl", "deny", Acl("deny", "\"mallory\"")}, &out), 0) << out;
+  // A long, repetitive name makes the request worth compressing (gRPC sends a message
+  // uncompressed when compressing does not make it smaller).
+  std::string name = "inspect-gzip-" + std::string(2000, 'a');
+  ClientRun allowed = Call({"--case", "unary", "--user", "alice", "--compress", "gzip", "--name", name});
+  EXPECT_TRUE(Passed(allowed));
+  std::string seen = server_->Output();
+  size_t at = seen.find("server: ping-" + name + " sees ");
+  ASSERT_NE(at, std::string::npos) << seen;
+  EXPECT_NE(seen.find("encoding=[2]", at), std::string::npos) << "the request did not arrive gzip-compressed:\n"
+                                                             << seen.substr(at, 300);
+  ClientRun denied = Call({"--case", "unary", "--user", "mallory", "--compress", "gzip", "--name", name, "--expect", "7"});
+  EXPECT_TRUE(denied.passed()) << denied.output;
+  EXPECT_NE(denied.output.find("access denied by policy 'deny': account.user = 'mallory'"), std::string::npos)
+      << denied.output;
+  EXPECT_TRUE(Passed(Call({"--case", "unary", "--user", "mallory", "--compress", "deflate", "--name", name,
+                           "--expect", "7"})));
 }
 
 TEST_F(RpcPolicyTest, AllowListAtTheServersDaemon) {
