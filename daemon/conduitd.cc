@@ -74,6 +74,7 @@ struct Flags {
   bool insecure_peers = false;
   bool encrypt_peers = false;
   uint64_t rpc_link_assembly_bytes = 256ull << 20;
+  bool rpc_managed_only = false;
   LogLevel log_level = LogLevel::kInfo;
   std::string metrics_listen;  // "" = no metrics port
   // Every setting as given, configuration file first, then the command line on top:
@@ -195,6 +196,8 @@ const FlagSpec kFlagSpecs[] = {
      [](Flags& f, const std::string& v) { return SetNumber(v, &f.rpc_inline_max); }},
     {"rpc-link-assembly-bytes", FlagKind::kValue,
      [](Flags& f, const std::string& v) { return SetNumber(v, &f.rpc_link_assembly_bytes); }},
+    {"rpc-managed-only", FlagKind::kSwitch,
+     [](Flags& f, const std::string& v) { return SetBool(v, &f.rpc_managed_only); }},
     // Its file is re-read on every SIGHUP; a new path needs a restart.
     {"topology", FlagKind::kValue, [](Flags& f, const std::string& v) { f.topology = v; return Status::Ok(); }},
     {"ring-order", FlagKind::kValue,
@@ -345,7 +348,10 @@ struct CommandLine {
           "  --rpc-inline-max N           messages up to N bytes travel inside frames, larger ones\n"
           "                               through shared memory (default 512)\n"
           "  --rpc-link-assembly-bytes N  private memory the incomplete messages of one link may\n"
-          "                               hold; past it the call fails (default 256 MiB)\n",
+          "                               hold; past it the call fails (default 256 MiB)\n"
+          "  --rpc-managed-only           servers served through conduitd take calls only through\n"
+          "                               it (no native listener for clients without the preload,\n"
+          "                               so every call meets the policies)\n",
           msg, *msg ? "\n" : "", shimproto::kDefaultSocketPath, peerproto::kDefaultPort);
   exit(asked ? 0 : 2);
 }
@@ -634,6 +640,7 @@ int Main(int argc, char** argv) {
   rpc_options.timeout_ms = flags.comm.timeout_ms;
   rpc_options.inline_max = flags.rpc_inline_max;
   rpc_options.max_link_assembling_bytes = flags.rpc_link_assembly_bytes;
+  rpc_options.native_listeners = !flags.rpc_managed_only;
   static rpc::RpcService rpc(rpc_options, &policy);
   flags.objects.security = security.get();
   flags.objects.self = my_addr;

@@ -124,6 +124,7 @@ Status DaemonConnection::Hello() {
   if (reply.accepted == 0) return Status(FromWire(reply.status).code(), "refused this program: " + FromWire(reply.status).message());
   timeout_ms_ = reply.timeout_ms;
   inline_max_ = reply.inline_max;
+  native_listeners_ = (reply.flags & rpcproto::kHelloNativeListeners) != 0;
   writer_ = std::make_unique<FrameWriter>(fd_.get(), static_cast<int>(timeout_ms_));
   return Status::Ok();
 }

@@ -54,6 +54,8 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   bool alive() const { return alive_.load(std::memory_order_acquire); }
   std::string failure() const;
   uint32_t timeout_ms() const { return timeout_ms_; }
+  // Whether managed servers also listen natively (the daemon's choice, told in Hello).
+  bool native_listeners() const { return native_listeners_; }
 
   // A control request answered through the reader thread; waits at most the daemon's
   // timeout. *reply gets the whole reply payload (starting with a WireStatus).
@@ -129,6 +131,7 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   std::atomic<bool> alive_{false};
   uint32_t timeout_ms_ = 10000;
   uint32_t inline_max_ = 512;
+  bool native_listeners_ = false;
   std::atomic<uint64_t> next_call_id_{1};
 
   mutable std::mutex mu_;

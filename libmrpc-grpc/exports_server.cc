@@ -27,11 +27,15 @@ CONDUIT_EXPORT void* grpc_server_register_method(grpc_server* server, const char
 }
 
 CONDUIT_EXPORT int grpc_server_add_http2_port(grpc_server* server, const char* addr, grpc_server_credentials* creds) {
-  if (auto s = ManagedServer::Find(server)) {
-    int port = s->AddPort(addr, conduit::grpcshim::IsInsecure(creds));
-    if (port > 0) return port;
-  }
+  if (auto s = ManagedServer::Find(server)) return s->AddPort(addr, creds);
   return Real().grpc_server_add_http2_port(server, addr, creds);
+}
+
+CONDUIT_EXPORT void grpc_server_start(grpc_server* server) {
+  auto s = ManagedServer::Find(server);
+  if (s != nullptr) s->BeforeStart();
+  Real().grpc_server_start(server);
+  if (s != nullptr) s->AfterStart();
 }
 
 CONDUIT_EXPORT grpc_call_error grpc_server_request_call(grpc_server* server, grpc_call** call,

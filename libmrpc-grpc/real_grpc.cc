@@ -72,6 +72,15 @@ RealGrpc Load() {
   RESOLVE(grpc_init);
   RESOLVE(grpc_shutdown);
   RESOLVE(grpc_shutdown_blocking);
+  RESOLVE(grpc_server_register_completion_queue);
+  RESOLVE(grpc_completion_queue_create_for_next);
+  RESOLVE(grpc_completion_queue_next);
+  RESOLVE(grpc_completion_queue_shutdown);
+  RESOLVE(grpc_completion_queue_destroy);
+  RESOLVE(grpc_metadata_array_init);
+  RESOLVE(grpc_metadata_array_destroy);
+  RESOLVE(grpc_call_details_init);
+  RESOLVE(grpc_call_details_destroy);
 #undef RESOLVE
   // C++-linkage symbols of libgrpc.so.29 (names as mangled by GCC for gRPC 1.51).
   Resolve(&r.grpc_call_is_trailers_only, "_Z26grpc_call_is_trailers_onlyPK9grpc_call");

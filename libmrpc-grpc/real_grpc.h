@@ -178,6 +178,15 @@ struct RealGrpc {
   CONDUIT_REAL(grpc_init);
   CONDUIT_REAL(grpc_shutdown);
   CONDUIT_REAL(grpc_shutdown_blocking);
+  CONDUIT_REAL(grpc_server_register_completion_queue);  // the native intake (native_intake.h)
+  CONDUIT_REAL(grpc_completion_queue_create_for_next);
+  CONDUIT_REAL(grpc_completion_queue_next);
+  CONDUIT_REAL(grpc_completion_queue_shutdown);
+  CONDUIT_REAL(grpc_completion_queue_destroy);
+  CONDUIT_REAL(grpc_metadata_array_init);
+  CONDUIT_REAL(grpc_metadata_array_destroy);
+  CONDUIT_REAL(grpc_call_details_init);
+  CONDUIT_REAL(grpc_call_details_destroy);
 };
 #undef CONDUIT_REAL
 

@@ -12,6 +12,7 @@
 
 #include "channel.h"
 #include "common/log.h"
+#include "exports.h"
 #include "completion.h"
 #include "handoff.h"
 #include "process.h"
@@ -50,6 +51,7 @@ std::string HostOf(const char* addr) {
 }
 
 // gRPC picks a free port for ":0"; so do we, keeping the socket bound so the port stays ours.
+// Only when the port is not also bound by gRPC (conduitd --rpc-managed-only).
 int ReservePort() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -122,6 +124,7 @@ void ManagedServer::RegisterMethod(void* handle, const char* method, const char*
                                    grpc_server_register_method_payload_handling payload) {
   auto m = std::make_unique<Method>();
   m->name = method;
+  m->handle = handle;
   m->read_payload = payload == GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
   std::lock_guard<std::mutex> lock(mu_);
   by_name_[m->name] = m.get();
@@ -150,26 +153,44 @@ Status ManagedServer::Serve(const std::shared_ptr<DaemonConnection>& conn, const
   return Status::Ok();
 }
 
-int ManagedServer::AddPort(const char* addr, bool insecure) {
-  if (!insecure) {
+int ManagedServer::AddPort(const char* addr, grpc_server_credentials* creds) {
+  auto bind_natively = [&] {
+    int port = Real().grpc_server_add_http2_port(server_, addr, creds);
+    if (port > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++real_ports_;
+    }
+    return port;
+  };
+  if (!IsInsecure(creds)) {
     CLOG_INFO("server port %s uses native gRPC: conduitd carries only insecure ports", addr);
-    return 0;
+    return bind_natively();
   }
   bool managed_before;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (native_) return 0;  // an earlier port decided
+    if (native_) return bind_natively();  // an earlier port decided
     managed_before = managed_;
   }
-  int port = PortOf(addr);
-  if (port == 0) port = ReservePort();
-  Port served{port, HostOf(addr)};
   std::string why;
-  std::shared_ptr<DaemonConnection> conn;
+  std::shared_ptr<DaemonConnection> conn = LiveConnection(&why);
+  bool also_native = conn != nullptr && conn->native_listeners();
+  int port = PortOf(addr);
+  bool bound = false;
+  if (also_native && port >= 0) {
+    // gRPC binds it first, as it would without us: a port in use fails here as natively,
+    // and ":0" gets gRPC's choice, which conduitd then serves too.
+    port = bind_natively();
+    if (port == 0) return 0;
+    bound = true;
+  } else if (port == 0) {
+    port = ReservePort();  // no native listener: hold the port so nobody else takes it
+  }
+  Port served{port, HostOf(addr)};
   Status st;
   if (port <= 0) {
     st = InvalidArgument("cannot tell its port number");
-  } else if ((conn = LiveConnection(&why)) == nullptr) {
+  } else if (conn == nullptr) {
     st = SystemError("%s", why.c_str());
   } else {
     // No lock across the round trip: the thread waiting may handle incoming calls meanwhile.
@@ -177,13 +198,16 @@ int ManagedServer::AddPort(const char* addr, bool insecure) {
   }
   if (!st.ok()) {
     if (managed_before) {
-      CLOG_WARN("server port %s cannot be served by conduitd (%s); it gets no calls", addr, st.message().c_str());
-      return port;
+      CLOG_WARN("server port %s cannot be served by conduitd (%s); %s", addr, st.message().c_str(),
+                bound ? "only native clients reach it" : "it gets no calls");
+      return bound ? port : bind_natively();
     }
     CLOG_INFO("server port %s uses native gRPC: %s", addr, st.message().c_str());
-    std::lock_guard<std::mutex> lock(mu_);
-    native_ = true;
-    return 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      native_ = true;
+    }
+    return bound ? port : bind_natively();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,8 +216,47 @@ int ManagedServer::AddPort(const char* addr, bool insecure) {
     ports_.push_back(served);
   }
   conn->RegisterServer(id_, shared_from_this());
-  CLOG_INFO("server port %d is served through conduitd", port);
+  CLOG_INFO("server port %d is served through conduitd%s", port,
+            bound ? " (and natively, for clients without the preload)" : " only");
   return port;
+}
+
+void ManagedServer::BeforeStart() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!managed_ || real_ports_ == 0 || intake_ != nullptr) return;
+  std::weak_ptr<ManagedServer> weak = weak_from_this();
+  NativeIntake::Handlers h;
+  h.arrived = [weak](std::unique_ptr<NativeIntake::Arrival> a) {
+    if (auto self = weak.lock()) self->OnNativeArrival(std::move(a));
+  };
+  h.failed = [weak](void* method, grpc_completion_queue* cq) {
+    if (auto self = weak.lock()) self->OnNativeRequestFailed(method, cq);
+  };
+  h.shutdown_done = [weak] {
+    if (auto self = weak.lock()) self->OnNativeShutdownDone();
+  };
+  intake_ = std::make_shared<NativeIntake>(server_, std::move(h));
+}
+
+void ManagedServer::AfterStart() {
+  std::vector<std::pair<Method*, grpc_completion_queue*>> wanted;
+  std::shared_ptr<NativeIntake> intake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+    intake = intake_;
+    if (intake == nullptr) return;
+    // Requests the program made before the start (a C program may) get theirs now.
+    auto collect = [&](Method* m) {
+      for (auto& [cq, count] : m->by_cq) {
+        while (NeedNativeRequestLocked(m, cq)) wanted.emplace_back(m, cq);
+      }
+    };
+    collect(&generic_);
+    for (auto& [handle, m] : by_handle_) collect(m.get());
+  }
+  intake->Start();
+  for (auto& [m, cq] : wanted) RequestNative(m, cq);
 }
 
 void ManagedServer::SetRegisteredAllocator(grpc_completion_queue* cq, void* method,
@@ -219,19 +282,18 @@ grpc_call_error ManagedServer::RequestRegistered(void* method, grpc_call** call,
   Method* m;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = by_handle_.find(method);
-    if (it == by_handle_.end()) return GRPC_CALL_ERROR;
-    m = it->second.get();
+    m = method != nullptr ? MethodOfHandleLocked(method) : nullptr;
+    if (m == nullptr) return GRPC_CALL_ERROR;
   }
   if ((payload != nullptr) != m->read_payload) return GRPC_CALL_ERROR_PAYLOAD_TYPE_MISMATCH;
   if (!BeginCompletion(cq_notify, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
   Request req{tag, cq_bound, cq_notify, call, deadline, metadata, payload, nullptr};
   ManagedCall* ready = nullptr;
+  std::unique_ptr<NativeIntake::Arrival> native;
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shutting_down_) {
-      ready = nullptr;
-    } else {
+    if (!shutting_down_) {
       for (auto it = m->waiting.begin(); it != m->waiting.end(); ++it) {
         if (!m->read_payload || (*it)->PayloadKnown()) {
           ready = *it;
@@ -240,20 +302,27 @@ grpc_call_error ManagedServer::RequestRegistered(void* method, grpc_call** call,
           break;
         }
       }
-      if (ready == nullptr) {
-        m->requests.push_back(req);
-        return GRPC_CALL_OK;
+      if (ready == nullptr) native = TakeNativeLocked(m, cq_bound);
+      if (ready == nullptr && native == nullptr) {
+        PushRequestLocked(m, req);
+        if (!NeedNativeRequestLocked(m, cq_bound)) return GRPC_CALL_OK;
+        queued = true;
       }
     }
   }
-  if (ready == nullptr) {
-    PostCompletion(cq_notify, tag, false);
-    return GRPC_CALL_OK;
+  if (native != nullptr) {
+    NativeIntake::Hand(std::move(native), call, deadline, metadata, payload, nullptr);
+    PostCompletion(cq_notify, tag, true);
+  } else if (ready != nullptr) {
+    ready->BindToProgram(cq_bound, metadata, deadline, payload, nullptr);
+    *call = ready->AsGrpc();
+    HandOff(ready);
+    PostCompletion(cq_notify, tag, true);
+  } else if (queued) {
+    RequestNative(m, cq_bound);  // the request waits; gRPC may fill it for a native client
+  } else {
+    PostCompletion(cq_notify, tag, false);  // the server is shutting down
   }
-  ready->BindToProgram(cq_bound, metadata, deadline, payload, nullptr);
-  *call = ready->AsGrpc();
-  HandOff(ready);
-  PostCompletion(cq_notify, tag, true);
   return GRPC_CALL_OK;
 }
 
@@ -262,27 +331,129 @@ grpc_call_error ManagedServer::RequestCall(grpc_call** call, grpc_call_details* 
                                            void* tag) {
   if (!BeginCompletion(cq_notify, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
   ManagedCall* ready = nullptr;
+  std::unique_ptr<NativeIntake::Arrival> native;
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!shutting_down_) {
-      if (generic_.waiting.empty()) {
-        generic_.requests.push_back(Request{tag, cq_bound, cq_notify, call, nullptr, metadata, nullptr, details});
-        return GRPC_CALL_OK;
+      if (!generic_.waiting.empty()) {
+        ready = generic_.waiting.front();
+        generic_.waiting.pop_front();
+        active_.insert(ready);
+      } else {
+        native = TakeNativeLocked(&generic_, cq_bound);
       }
-      ready = generic_.waiting.front();
-      generic_.waiting.pop_front();
-      active_.insert(ready);
+      if (ready == nullptr && native == nullptr) {
+        PushRequestLocked(&generic_, Request{tag, cq_bound, cq_notify, call, nullptr, metadata, nullptr, details});
+        if (!NeedNativeRequestLocked(&generic_, cq_bound)) return GRPC_CALL_OK;
+        queued = true;
+      }
     }
   }
-  if (ready == nullptr) {
-    PostCompletion(cq_notify, tag, false);
-    return GRPC_CALL_OK;
+  if (native != nullptr) {
+    NativeIntake::Hand(std::move(native), call, nullptr, metadata, nullptr, details);
+    PostCompletion(cq_notify, tag, true);
+  } else if (ready != nullptr) {
+    ready->BindToProgram(cq_bound, metadata, nullptr, nullptr, details);
+    *call = ready->AsGrpc();
+    HandOff(ready);
+    PostCompletion(cq_notify, tag, true);
+  } else if (queued) {
+    RequestNative(&generic_, cq_bound);
+  } else {
+    PostCompletion(cq_notify, tag, false);  // the server is shutting down
   }
-  ready->BindToProgram(cq_bound, metadata, nullptr, nullptr, details);
-  *call = ready->AsGrpc();
-  HandOff(ready);
-  PostCompletion(cq_notify, tag, true);
   return GRPC_CALL_OK;
+}
+
+ManagedServer::Method* ManagedServer::MethodOfHandleLocked(void* handle) {
+  if (handle == nullptr) return &generic_;
+  auto it = by_handle_.find(handle);
+  return it == by_handle_.end() ? nullptr : it->second.get();
+}
+
+void ManagedServer::PushRequestLocked(Method* m, const Request& req) {
+  m->requests.push_back(req);
+  ++m->by_cq[req.cq_bound].waiting;
+}
+
+ManagedServer::Request ManagedServer::PopFrontLocked(Method* m) {
+  Request req = m->requests.front();
+  m->requests.pop_front();
+  --m->by_cq[req.cq_bound].waiting;
+  return req;
+}
+
+std::optional<ManagedServer::Request> ManagedServer::TakeRequestLocked(Method* m, grpc_completion_queue* cq) {
+  for (auto it = m->requests.begin(); it != m->requests.end(); ++it) {
+    if (it->cq_bound != cq) continue;
+    Request req = *it;
+    m->requests.erase(it);
+    --m->by_cq[cq].waiting;
+    return req;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<NativeIntake::Arrival> ManagedServer::TakeNativeLocked(Method* m, grpc_completion_queue* cq) {
+  for (auto it = m->native_waiting.begin(); it != m->native_waiting.end(); ++it) {
+    if ((*it)->cq_bound != cq) continue;
+    std::unique_ptr<NativeIntake::Arrival> a = std::move(*it);
+    m->native_waiting.erase(it);
+    return a;
+  }
+  return nullptr;
+}
+
+bool ManagedServer::NeedNativeRequestLocked(Method* m, grpc_completion_queue* cq) {
+  if (intake_ == nullptr || !started_ || shutting_down_) return false;
+  QueueCount& count = m->by_cq[cq];
+  if (count.native_requested >= count.waiting) return false;
+  ++count.native_requested;
+  return true;
+}
+
+void ManagedServer::RequestNative(Method* m, grpc_completion_queue* cq) {
+  std::shared_ptr<NativeIntake> intake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    intake = intake_;
+  }
+  if (intake != nullptr && intake->Request(m->handle, m->read_payload, cq)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  --m->by_cq[cq].native_requested;
+}
+
+void ManagedServer::OnNativeArrival(std::unique_ptr<NativeIntake::Arrival> a) {
+  std::optional<Request> req;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Method* m = MethodOfHandleLocked(a->method);
+    if (m == nullptr) return;  // cannot happen: handles are never removed; the call is refused
+    --m->by_cq[a->cq_bound].native_requested;
+    if (shutting_down_) return;
+    req = TakeRequestLocked(m, a->cq_bound);
+    if (!req) {
+      // A managed call took the request meanwhile; the program's next one on this queue gets it.
+      m->native_waiting.push_back(std::move(a));
+      return;
+    }
+  }
+  NativeIntake::Hand(std::move(a), req->call, req->deadline, req->metadata, req->payload, req->details);
+  PostCompletion(req->cq_notify, req->tag, true);
+}
+
+void ManagedServer::OnNativeRequestFailed(void* method, grpc_completion_queue* cq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Method* m = MethodOfHandleLocked(method)) --m->by_cq[cq].native_requested;
+}
+
+void ManagedServer::OnNativeShutdownDone() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    native_shutdown_done_ = true;
+  }
+  FinishShutdownIfIdle();
 }
 
 void ManagedServer::Match(Method* m, ManagedCall* call) {
@@ -300,8 +471,7 @@ void ManagedServer::Match(Method* m, ManagedCall* call) {
     return;
   }
   if (!m->requests.empty()) {
-    Request req = m->requests.front();
-    m->requests.pop_front();
+    Request req = PopFrontLocked(m);
     active_.insert(call);  // takes over the server's reference
     lock.unlock();
     call->BindToProgram(req.cq_bound, req.metadata, req.deadline, req.payload, req.details);
@@ -434,7 +604,9 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
 void ManagedServer::ShutdownAndNotify(grpc_completion_queue* cq, void* tag) {
   std::vector<Request> requests;
   std::vector<ManagedCall*> waiting;
+  std::vector<std::unique_ptr<NativeIntake::Arrival>> native_waiting;  // released unanswered
   std::shared_ptr<DaemonConnection> conn;
+  std::shared_ptr<NativeIntake> intake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_ && shutdown_cq_ != nullptr) {
@@ -446,14 +618,29 @@ void ManagedServer::ShutdownAndNotify(grpc_completion_queue* cq, void* tag) {
     shutdown_cq_ = cq;
     shutdown_tag_ = tag;
     conn = conn_;
+    intake = intake_;
     auto drain = [&](Method* m) {
       for (auto& r : m->requests) requests.push_back(r);
       m->requests.clear();
+      for (auto& [q, count] : m->by_cq) count.waiting = 0;
       for (ManagedCall* c : m->waiting) waiting.push_back(c);
       m->waiting.clear();
+      for (auto& a : m->native_waiting) native_waiting.push_back(std::move(a));
+      m->native_waiting.clear();
     };
     drain(&generic_);
     for (auto& [handle, m] : by_handle_) drain(m.get());
+  }
+  if (intake != nullptr) {
+    // gRPC stops listening at once and notifies the intake when its native calls are over;
+    // the program's tag is posted when the managed ones are over too.
+    bool begun = BeginCompletion(cq, tag);
+    if (!begun) CLOG_WARN("server shutdown requested on a completion queue already shut down; nobody is told");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_begun_ = begun;
+    }
+    intake->Shutdown();
   }
   if (conn != nullptr && conn->alive()) {
     rpcproto::UnserveRequest req{id_};
@@ -465,20 +652,29 @@ void ManagedServer::ShutdownAndNotify(grpc_completion_queue* cq, void* tag) {
     c->Reject(GRPC_STATUS_UNAVAILABLE, "server is shutting down");
     c->Unref();
   }
+  native_waiting.clear();
   FinishShutdownIfIdle();
 }
 
 void ManagedServer::FinishShutdownIfIdle() {
   grpc_completion_queue* cq;
   void* tag;
+  bool through_intake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!shutting_down_ || shutdown_notified_ || shutdown_cq_ == nullptr || !active_.empty()) return;
+    through_intake = intake_ != nullptr;
+    if (through_intake && !native_shutdown_done_) return;
+    if (through_intake && !shutdown_begun_) return;  // nobody to tell
     shutdown_notified_ = true;
     cq = shutdown_cq_;
     tag = shutdown_tag_;
   }
-  Real().grpc_server_shutdown_and_notify(server_, cq, tag);
+  if (through_intake) {
+    PostCompletion(cq, tag, true);
+  } else {
+    Real().grpc_server_shutdown_and_notify(server_, cq, tag);
+  }
 }
 
 void ManagedServer::CancelAll() {

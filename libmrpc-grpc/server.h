@@ -8,8 +8,10 @@
 // the generic, unregistered kind) or asks the allocator; with neither it waits, as in core.
 //
 // A server is managed when its listening port is insecure and the daemon accepts to serve
-// that port for this program (grpc_server_add_http2_port); it then listens only through
-// conduitd. Otherwise it is native and everything passes through to gRPC.
+// that port for this program (grpc_server_add_http2_port). gRPC itself still binds the port
+// too, for clients without the preload (native_intake.h), unless the daemon runs
+// --rpc-managed-only: then the port takes calls only through conduitd. A server none of
+// whose ports the daemon serves is native and everything passes through to gRPC.
 #ifndef CONDUIT_LIBMRPC_GRPC_SERVER_H_
 #define CONDUIT_LIBMRPC_GRPC_SERVER_H_
 
@@ -21,12 +23,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "call.h"
 #include "daemon_connection.h"
+#include "native_intake.h"
 #include "real_grpc.h"
 
 namespace conduit::grpcshim {
@@ -43,8 +47,12 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   // Interposed API (the caller already called the real function where that applies).
   void RegisterMethod(void* handle, const char* method, const char* host,
                       grpc_server_register_method_payload_handling payload);
-  // Whether to serve `addr` through conduitd; returns the port, or 0 to let gRPC listen.
-  int AddPort(const char* addr, bool insecure);
+  // grpc_server_add_http2_port: serves `addr` through conduitd where it can, binds it
+  // natively where it must or may; returns what gRPC would (the port, 0 on failure).
+  int AddPort(const char* addr, grpc_server_credentials* creds);
+  // Around the real grpc_server_start: the native intake is set up before, started after.
+  void BeforeStart();
+  void AfterStart();
   void SetRegisteredAllocator(grpc_completion_queue* cq, void* method,
                               std::function<grpc_core::Server::RegisteredCallAllocation()> allocator);
   void SetBatchAllocator(grpc_completion_queue* cq, std::function<grpc_core::Server::BatchCallAllocation()> allocator);
@@ -76,10 +84,19 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
     grpc_byte_buffer** payload = nullptr;
     grpc_call_details* details = nullptr;
   };
+  // Per completion queue a request is bound to: the program's requests waiting there, and
+  // the requests of ours the core server holds for native clients on it.
+  struct QueueCount {
+    int waiting = 0;
+    int native_requested = 0;
+  };
   struct Method {
     std::string name;
+    void* handle = nullptr;  // the core server's; nullptr for the generic kind
     bool read_payload = false;
     std::deque<Request> requests;
+    std::map<grpc_completion_queue*, QueueCount> by_cq;  // async requests only
+    std::deque<std::unique_ptr<NativeIntake::Arrival>> native_waiting;
     std::deque<ManagedCall*> waiting;  // each holds a reference
     std::function<grpc_core::Server::RegisteredCallAllocation()> allocator;
     std::function<grpc_core::Server::BatchCallAllocation()> batch_allocator;
@@ -91,6 +108,21 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   // Hands `call` to a request or allocator of `m`, or leaves it waiting. Takes the lock.
   void Match(Method* m, ManagedCall* call);
   void FinishShutdownIfIdle();
+  // The oldest request of `m` bound to `cq`, removed (nullopt when none). Takes no lock.
+  std::optional<Request> TakeRequestLocked(Method* m, grpc_completion_queue* cq);
+  void PushRequestLocked(Method* m, const Request& req);
+  Request PopFrontLocked(Method* m);
+  // A native call waiting for a request on `cq`, removed (nullptr when none).
+  std::unique_ptr<NativeIntake::Arrival> TakeNativeLocked(Method* m, grpc_completion_queue* cq);
+  // Whether to ask the core server for one more native call of `m` on `cq` (counted
+  // already when true); then RequestNative does it without the lock.
+  bool NeedNativeRequestLocked(Method* m, grpc_completion_queue* cq);
+  void RequestNative(Method* m, grpc_completion_queue* cq);
+  Method* MethodOfHandleLocked(void* handle);
+  // From the intake's thread.
+  void OnNativeArrival(std::unique_ptr<NativeIntake::Arrival> a);
+  void OnNativeRequestFailed(void* method, grpc_completion_queue* cq);
+  void OnNativeShutdownDone();
   // A port served through conduitd, and the host part of the address it was asked for
   // (the daemon carries calls to it only as a socket bound there would receive them).
   struct Port {
@@ -106,6 +138,11 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   CompressionOptions compression_;
   std::atomic<bool> managed_{false};
   bool native_ = false;  // an earlier port went native: so do the others
+  int real_ports_ = 0;   // ports gRPC itself listens on (native clients, TLS ports)
+  bool started_ = false;
+  std::shared_ptr<NativeIntake> intake_;  // set at start when real_ports_ and managed
+  bool native_shutdown_done_ = false;
+  bool shutdown_begun_ = false;  // the program's shutdown tag is begun on its queue
   uint64_t id_ = 0;
 
   std::mutex mu_;

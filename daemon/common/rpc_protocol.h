@@ -75,8 +75,11 @@ struct HelloReply {
   uint32_t accepted;      // 0: the daemon refuses this program (status says why)
   uint32_t timeout_ms;    // the daemon's bound on any wait
   uint32_t inline_max;    // messages up to this size travel inside Call frames
-  uint32_t reserved;
+  uint32_t flags;         // kHello* bits; a daemon that sets none (before they existed) means 0
 };
+// A managed server also listens natively on its ports, for clients without the preload
+// (absent: its ports take calls only through conduitd, conduitd --rpc-managed-only).
+inline constexpr uint32_t kHelloNativeListeners = 1u << 0;
 
 // AttachSegment (shim -> daemon, memfd attached) / AddSegment (daemon -> shim, memfd attached).
 struct SegmentInfo {

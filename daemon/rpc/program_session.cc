@@ -118,6 +118,7 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   rpcproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
   reply.inline_max = service_->options().inline_max;
+  reply.flags = service_->options().native_listeners ? rpcproto::kHelloNativeListeners : 0;
   // Who the program is comes from the kernel (SO_PEERCRED, /proc/PID/exe), never from the
   // pid and name its Hello claims.
   std::string exe = ProgramExe(creds_.pid);

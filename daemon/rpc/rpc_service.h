@@ -38,6 +38,8 @@ struct RpcOptions {
   uint64_t max_link_assembling_bytes = 256ull << 20;  // private memory of incomplete messages
   // A frame whose first byte arrived must arrive whole within min(this, timeout_ms).
   int max_frame_ms = 30000;
+  // Managed servers may listen natively beside conduitd (told to each program in Hello).
+  bool native_listeners = true;
 };
 
 class RpcService : public Service {

@@ -128,11 +128,37 @@ TEST_F(RpcCallsTest, NativeBaselineWithoutPreload) {
   }
 }
 
-TEST_F(RpcCallsTest, ManagedServerListensOnlyThroughConduitd) {
-  // Without the preload a client reaches the port natively: nobody listens there.
-  ClientRun run = rig_->RunClient(0, rig_->Target(1, kSyncPort), {"--case", "unary", "--deadline-ms", "2000", "--expect", "14"},
+// A managed server also listens natively on its port (conduitd without --rpc-managed-only),
+// so clients without the preload reach it while preloaded ones go through conduitd: both
+// kinds at once against a server of each style (the async one matches both kinds of call
+// to the same requests of the program), and every call type from a plain client.
+TEST_F(RpcCallsTest, ManagedServerAlsoServesPlainClients) {
+  for (auto [port, style] : {std::pair{kSyncPort, "sync"}, std::pair{kAsyncPort, "async"},
+                             std::pair{kCallbackPort, "callback"}}) {
+    SCOPED_TRACE(style);
+    std::string target = rig_->Target(1, port);
+    Subprocess& plain = rig_->StartClient(0, target, {"--case", "burst", "--count", "400", "--inflight", "16"},
+                                          /*preload=*/false);
+    ExpectManagedPass(port, {"--case", "burst", "--count", "400", "--inflight", "16"});
+    ASSERT_TRUE(plain.Wait(std::chrono::seconds(60))) << plain.Output();
+    EXPECT_EQ(plain.exit_code(), 0) << plain.Output();
+    EXPECT_NE(plain.Output().find("code0=400"), std::string::npos) << plain.Output();
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"--case", "unary", "--mode", "async"},
+             {"--case", "server_stream", "--count", "10"},
+             {"--case", "client_stream", "--mode", "callback", "--count", "10", "--bytes", "1000"},
+             {"--case", "bidi", "--count", "10", "--bytes", "1000"},
+             {"--case", "unary", "--fail-code", "5", "--expect", "5"}}) {
+      ClientRun run = rig_->RunClient(0, target, args, /*preload=*/false);
+      EXPECT_TRUE(Passed(run)) << args[1];
+    }
+  }
+  // What the server sees of a plain caller is gRPC's own: its socket's address.
+  ClientRun run = rig_->RunClient(0, rig_->Target(1, kSyncPort), {"--case", "unary", "--name", "inspect-plain"},
                                   /*preload=*/false);
-  EXPECT_TRUE(run.passed()) << run.output;
+  ASSERT_TRUE(Passed(run));
+  std::string seen = SeenBy(sync_server_, "inspect-plain");
+  EXPECT_EQ(Field(seen, "peer").rfind("ipv4:" + cluster_->Ip(0) + ":", 0), 0u) << sync_server_->Output();
 }
 
 TEST_F(RpcCallsTest, UnaryInEveryClientStyle) {

@@ -4,12 +4,14 @@
 //
 //   - between two hosts, both programs preloaded (carried by the two conduitds),
 //   - within one host, both preloaded (one conduitd),
-//   - in fallback: preloaded, but no daemon to talk to (native gRPC under the shim).
+//   - in fallback: preloaded, but no daemon to talk to (native gRPC under the shim),
+//   - a plain client (no preload) of the managed server, which gRPC still serves natively
+//     on its port beside conduitd (the gradual rollout).
 //
 // Each case is one run of interop_client, which asserts on everything it checks (status,
 // payloads, metadata echo, compression flags seen by the inspectors, cancellation,
 // deadlines) and exits non-zero on the first failure. Cases run several at a time, the
-// three configurations at once, so the suite takes as long as its slowest case
+// four configurations at once, so the suite takes as long as its slowest case
 // (slow_consumer: 40 s by design).
 #include <gtest/gtest.h>
 
@@ -43,11 +45,16 @@ const std::vector<std::string>& Cases() {
 std::string InteropPath(const std::string& name) { return std::string(INTEROP_DIR) + "/" + name; }
 
 struct Configuration {
+  enum Client {
+    kManaged,   // preloaded; its channel must be carried by conduitd
+    kFallback,  // preloaded without a daemon; its channel must be native
+    kPlain,     // no preload at all
+  };
   std::string name;
   int client_host;
   std::string server_host;  // as the client names it
   int port;
-  bool managed;             // the client's channel must be carried by conduitd
+  Client client;
 };
 
 struct Job {
@@ -84,7 +91,7 @@ class RpcInteropTest : public SharedClusterTest<RpcInteropTest> {
 
   Subprocess& StartClient(const Configuration& c, const std::string& test_case) {
     std::vector<std::string> env;
-    if (!c.managed) env.push_back(kNoDaemon);
+    if (c.client == Configuration::kFallback) env.push_back(kNoDaemon);
     return cluster_->Launch(c.client_host, "interop_client " + c.name + " " + test_case,
                             {InteropPath("interop_client"), "--server_host=" + c.server_host,
                              "--server_port=" + std::to_string(c.port), "--test_case=" + test_case,
@@ -92,7 +99,7 @@ class RpcInteropTest : public SharedClusterTest<RpcInteropTest> {
                              // (the default of 0 ms fails any call slower than 1 ms, native or not).
                              "--soak_iterations=10", "--soak_overall_timeout_seconds=60",
                              "--soak_per_iteration_max_acceptable_latency_ms=1000", "--iteration_interval=1"},
-                            GreeterRig::ProgramEnv(env, /*preload=*/true));
+                            GreeterRig::ProgramEnv(env, /*preload=*/c.client != Configuration::kPlain));
   }
 
   // Waits until the server answers an empty_unary (it may log before it listens).
@@ -106,11 +113,12 @@ class RpcInteropTest : public SharedClusterTest<RpcInteropTest> {
   }
 };
 
-TEST_F(RpcInteropTest, EveryInsecureCaseCrossHostSameHostAndFallback) {
+TEST_F(RpcInteropTest, EveryInsecureCaseCrossHostSameHostFallbackAndPlainClient) {
   const std::vector<Configuration> configs = {
-      {"cross-host", 0, cluster_->Ip(1), kManagedPort, true},
-      {"same-host", 1, "localhost", kManagedPort, true},
-      {"fallback", 0, cluster_->Ip(1), kFallbackPort, false},
+      {"cross-host", 0, cluster_->Ip(1), kManagedPort, Configuration::kManaged},
+      {"same-host", 1, "localhost", kManagedPort, Configuration::kManaged},
+      {"fallback", 0, cluster_->Ip(1), kFallbackPort, Configuration::kFallback},
+      {"plain-client", 0, cluster_->Ip(1), kManagedPort, Configuration::kPlain},
   };
   for (const Configuration& c : configs) WaitUntilServing(c);
   if (HasFatalFailure()) return;
@@ -149,10 +157,12 @@ TEST_F(RpcInteropTest, EveryInsecureCaseCrossHostSameHostAndFallback) {
     bool ok = j.process->exit_code() == 0;
     EXPECT_TRUE(ok) << j.config->name << " " << j.test_case << ": exit " << j.process->exit_code()
                     << (j.process->timed_out() ? " (timed out)" : "") << "\n" << output;
-    const char* expect = j.config->managed ? "is carried by conduitd" : "uses native gRPC";
-    EXPECT_NE(output.find(expect), std::string::npos)
-        << j.config->name << " " << j.test_case << ": the channel was not what the configuration needs ('"
-        << expect << "'):\n" << output;
+    if (j.config->client != Configuration::kPlain) {
+      const char* expect = j.config->client == Configuration::kManaged ? "is carried by conduitd" : "uses native gRPC";
+      EXPECT_NE(output.find(expect), std::string::npos)
+          << j.config->name << " " << j.test_case << ": the channel was not what the configuration needs ('"
+          << expect << "'):\n" << output;
+    }
     if (ok) ++passed;
   }
   std::printf("interop: %d of %zu case runs passed (%zu cases x %zu configurations)\n", passed, done.size(),

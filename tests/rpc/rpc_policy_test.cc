@@ -1,7 +1,9 @@
 // RPC policies set through the daemons' admin sockets while the programs run: access
 // control on a request field (client side and server side, nested fields), token-bucket
 // rate limits that refuse or delay, small-RPC-first QoS, per-method metrics, and a policy
-// added and removed under a running client.
+// added and removed under a running client. The daemons run --rpc-managed-only, as an
+// operator who wants every call under policy does: no call reaches a managed server
+// around them.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -29,6 +31,7 @@ class RpcPolicyTest : public SharedClusterTest<RpcPolicyTest> {
     c.subnet = "10.231.43";
     c.hosts = 2;
     c.rate = "200mbit";  // bulk transfers queue on the daemons' link (QoS)
+    c.daemon_args = {"--rpc-managed-only"};
     StartSuite(c, [](GreeterRig& rig, std::string* error) {
       return (server_ = rig.StartServer(1, kPort, "sync", /*preload=*/true, error)) != nullptr;
     });
@@ -64,6 +67,15 @@ class RpcPolicyTest : public SharedClusterTest<RpcPolicyTest> {
     return out;
   }
 };
+
+// With --rpc-managed-only a managed server's port takes calls only through conduitd: a
+// client without the preload finds nobody listening there.
+TEST_F(RpcPolicyTest, ManagedOnlyKeepsPlainClientsOut) {
+  ClientRun run = rig_->RunClient(0, rig_->Target(1, kPort), {"--case", "unary", "--deadline-ms", "2000", "--expect", "14"},
+                                  /*preload=*/false);
+  EXPECT_TRUE(run.passed()) << run.output;
+  EXPECT_TRUE(Passed(Call({"--case", "unary"})));
+}
 
 TEST_F(RpcPolicyTest, AclOnARequestFieldAtTheCallersDaemon) {
   std::string out;
