@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "byte_buffers.h"
+#include "call_credentials.h"
 #include "channel.h"
 #include "common/log.h"
 #include "completion.h"
@@ -553,7 +554,10 @@ uint32_t ManagedCall::EncodeInitialMetadata(const grpc_op& op, std::string* bloc
     algorithm = GRPC_COMPRESS_NONE;
   }
   send_algorithm_ = algorithm;
-  if (client_) AppendEntry(block, &count, "user-agent", user_agent_);
+  if (client_) {
+    for (const auto& [key, value] : credentials_md_) AppendEntry(block, &count, key, value);
+    AppendEntry(block, &count, "user-agent", user_agent_);
+  }
   AppendEntry(block, &count, kAcceptEncodingKey, AcceptEncodingValue(compression_.enabled));
   if (algorithm != GRPC_COMPRESS_NONE) AppendEntry(block, &count, rpc::kEncodingKey, AlgorithmName(algorithm));
   return count;
@@ -958,6 +962,23 @@ grpc_call_error ManagedCall::Cancel(grpc_status_code code, const char* details) 
   Locked([&](Ready* ready) {
     if (client_ || bound_) EndNow(code, details != nullptr ? details : "Cancelled", /*tell_peer=*/true, ready);
   });
+  return GRPC_CALL_OK;
+}
+
+grpc_call_error ManagedCall::SetCredentials(grpc_call_credentials* creds) {
+  if (!client_) return GRPC_CALL_ERROR_NOT_ON_SERVER;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sent_initial_ || finished_) return GRPC_CALL_OK;  // too late to matter, as in gRPC
+  }
+  // A plugin answering later is waited for within the call's deadline and the daemon's bound.
+  int64_t wait_ms = conn_->timeout_ms();
+  int64_t until_deadline_us = MicrosUntil(deadline_);
+  if (until_deadline_us != rpc::kNoTimeout) wait_ms = std::min<int64_t>(wait_ms, until_deadline_us / 1000);
+  CredentialsResult r = ApplyCallCredentials(creds, method_, authority_, static_cast<int>(wait_ms));
+  if (r.code != GRPC_STATUS_OK) return Cancel(r.code, r.details.c_str());
+  std::lock_guard<std::mutex> lock(mu_);
+  credentials_md_ = std::move(r.metadata);
   return GRPC_CALL_OK;
 }
 

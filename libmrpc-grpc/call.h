@@ -14,6 +14,7 @@
 #define CONDUIT_LIBMRPC_GRPC_CALL_H_
 
 #include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
 
 #include <atomic>
 #include <deque>
@@ -58,6 +59,9 @@ class ManagedCall {
   // The program's API.
   grpc_call_error StartBatch(const grpc_op* ops, size_t nops, void* tag);
   grpc_call_error Cancel(grpc_status_code code, const char* details);
+  // grpc_call_set_credentials (call_credentials.h): their metadata goes with the call's
+  // initial metadata, or the call fails as gRPC fails it on an insecure channel.
+  grpc_call_error SetCredentials(grpc_call_credentials* creds);
   void AppRef();
   void AppUnref();
   void* ArenaAlloc(size_t size);
@@ -251,6 +255,7 @@ class ManagedCall {
   // Compression (compression.h) and the inspectors' view of it.
   CompressionOptions compression_;
   std::string user_agent_;  // client: what gRPC would send for the channel
+  std::vector<std::pair<std::string, std::string>> credentials_md_;  // client: from call credentials
   grpc_compression_algorithm send_algorithm_ = GRPC_COMPRESS_NONE;
   grpc_compression_algorithm recv_algorithm_ = GRPC_COMPRESS_NONE;
   uint32_t peer_accepted_ = 1u << GRPC_COMPRESS_NONE;

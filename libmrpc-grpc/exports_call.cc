@@ -76,11 +76,7 @@ CONDUIT_EXPORT void* grpc_call_arena_alloc(grpc_call* call, size_t size) {
 }
 
 CONDUIT_EXPORT grpc_call_error grpc_call_set_credentials(grpc_call* call, grpc_call_credentials* creds) {
-  if (ManagedCall::IsManaged(call)) {
-    static std::atomic<bool> logged{false};
-    if (!logged.exchange(true)) CLOG_WARN("per-call credentials are ignored on calls carried by conduitd");
-    return GRPC_CALL_OK;
-  }
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->SetCredentials(creds);
   return Real().grpc_call_set_credentials(call, creds);
 }
 

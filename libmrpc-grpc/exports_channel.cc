@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "byte_buffers.h"
+#include "call_credentials.h"
 #include "channel.h"
 #include "common/log.h"
 #include "completion.h"
@@ -105,6 +106,27 @@ CONDUIT_EXPORT grpc_channel_credentials* grpc_insecure_credentials_create() {
   grpc_channel_credentials* c = Real().grpc_insecure_credentials_create();
   conduit::grpcshim::NoteInsecure(c);
   return c;
+}
+
+// Call credentials: which are plugins, and at what level (call_credentials.h).
+CONDUIT_EXPORT grpc_call_credentials* grpc_metadata_credentials_create_from_plugin(
+    grpc_metadata_credentials_plugin plugin, grpc_security_level min_security_level, void* reserved) {
+  grpc_call_credentials* c = Real().grpc_metadata_credentials_create_from_plugin(plugin, min_security_level, reserved);
+  if (c != nullptr) conduit::grpcshim::NotePluginCredentials(c, plugin, min_security_level);
+  return c;
+}
+
+CONDUIT_EXPORT grpc_call_credentials* grpc_composite_call_credentials_create(grpc_call_credentials* creds1,
+                                                                           grpc_call_credentials* creds2,
+                                                                           void* reserved) {
+  grpc_call_credentials* c = Real().grpc_composite_call_credentials_create(creds1, creds2, reserved);
+  if (c != nullptr) conduit::grpcshim::NoteCompositeCredentials(c, creds1, creds2);
+  return c;
+}
+
+CONDUIT_EXPORT void grpc_call_credentials_release(grpc_call_credentials* creds) {
+  conduit::grpcshim::ForgetCallCredentials(creds);
+  Real().grpc_call_credentials_release(creds);
 }
 
 CONDUIT_EXPORT grpc_server_credentials* grpc_insecure_server_credentials_create() {

@@ -72,6 +72,9 @@ RealGrpc Load() {
   RESOLVE(grpc_init);
   RESOLVE(grpc_shutdown);
   RESOLVE(grpc_shutdown_blocking);
+  RESOLVE(grpc_metadata_credentials_create_from_plugin);
+  RESOLVE(grpc_composite_call_credentials_create);
+  RESOLVE(grpc_call_credentials_release);
   RESOLVE(grpc_server_register_completion_queue);
   RESOLVE(grpc_completion_queue_create_for_next);
   RESOLVE(grpc_completion_queue_next);

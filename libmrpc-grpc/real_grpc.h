@@ -109,6 +109,9 @@ struct RealGrpc {
   CONDUIT_REAL(grpc_insecure_server_credentials_create);
   CONDUIT_REAL(grpc_channel_credentials_release);
   CONDUIT_REAL(grpc_server_credentials_release);
+  CONDUIT_REAL(grpc_metadata_credentials_create_from_plugin);
+  CONDUIT_REAL(grpc_composite_call_credentials_create);
+  CONDUIT_REAL(grpc_call_credentials_release);
   CONDUIT_REAL(grpc_channel_create);
   CONDUIT_REAL(grpc_channel_destroy);
   CONDUIT_REAL(grpc_channel_register_call);

@@ -37,6 +37,7 @@ struct Options {
   std::string name = "world";
   std::string user = "alice";
   std::string compress;  // gzip or deflate: the call's messages are compressed with it
+  std::string call_creds;  // token, plugin or failing-plugin (Prepare)
   int count = 5;
   int bytes = 0;
   int deadline_ms = 0;
@@ -80,8 +81,33 @@ HelloRequest Request(const Options& o, const std::string& name) {
   return req;
 }
 
+// Call credentials from a metadata plugin: "x-creds" naming what gRPC told the plugin, or
+// an error.
+class TestCredentialsPlugin : public grpc::MetadataCredentialsPlugin {
+ public:
+  explicit TestCredentialsPlugin(bool fail) : fail_(fail) {}
+  grpc::Status GetMetadata(grpc::string_ref service_url, grpc::string_ref method_name,
+                           const grpc::AuthContext& /*channel_auth_context*/,
+                           std::multimap<std::string, std::string>* metadata) override {
+    if (fail_) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token today");
+    metadata->emplace("x-creds", "url=" + std::string(service_url.data(), service_url.size()) +
+                                     " method=" + std::string(method_name.data(), method_name.size()));
+    return grpc::Status::OK;
+  }
+
+ private:
+  bool fail_;
+};
+
 void Prepare(const Options& o, ClientContext* ctx) {
   ctx->AddMetadata("x-echo", "ping-" + o.name);
+  // --call-creds: gRPC's access token (needs a secure channel), or a plugin allowed on any
+  // channel (GRPC_SECURITY_NONE) that adds "x-creds" or fails.
+  if (o.call_creds == "token") ctx->set_credentials(grpc::AccessTokenCredentials("secret"));
+  if (o.call_creds == "plugin" || o.call_creds == "failing-plugin") {
+    ctx->set_credentials(grpc::experimental::MetadataCredentialsFromPlugin(
+        std::make_unique<TestCredentialsPlugin>(o.call_creds == "failing-plugin"), GRPC_SECURITY_NONE));
+  }
   if (o.compress == "gzip") ctx->set_compression_algorithm(GRPC_COMPRESS_GZIP);
   if (o.compress == "deflate") ctx->set_compression_algorithm(GRPC_COMPRESS_DEFLATE);
   if (o.deadline_ms > 0) ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.deadline_ms));
@@ -532,7 +558,7 @@ int Main(int argc, char** argv) {
                                       {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight}};
   std::map<std::string, std::string*> strings = {
       {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user},
-      {"--compress", &o.compress}};
+      {"--compress", &o.compress}, {"--call-creds", &o.call_creds}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (ints.count(argv[i])) {
       *ints[argv[i]] = atoi(argv[i + 1]);

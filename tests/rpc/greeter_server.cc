@@ -39,8 +39,8 @@ void Say(const char* fmt, const std::string& what) {
 
 // Echoes "x-echo" back as initial metadata "x-echo-reply" and sets a trailer. A caller
 // named "inspect..." (x-echo "ping-inspect...") also gets a line of what the server sees of
-// it: its user-agent, its peer address, every metadata key, and the compression algorithm of
-// its messages.
+// it: its user-agent, its peer address, every metadata key, the compression algorithm of
+// its messages, and what call credentials sent as "x-creds".
 void EchoMetadata(grpc::ServerContextBase* ctx) {
   auto md = ctx->client_metadata();
   ctx->AddTrailingMetadata("x-trailer", "bye");
@@ -50,12 +50,14 @@ void EchoMetadata(grpc::ServerContextBase* ctx) {
   ctx->AddInitialMetadata("x-echo-reply", echo);
   if (echo.rfind("ping-inspect", 0) != 0) return;
   auto ua = md.find("user-agent");
+  auto creds = md.find("x-creds");
   std::string keys;
   for (const auto& [key, value] : md) keys += std::string(key.data(), key.size()) + ",";
   grpc_compression_algorithm encoding = grpc_call_test_only_get_compression_algorithm(ctx->c_call());
-  printf("server: %s sees user-agent=[%s] peer=[%s] keys=[%s] encoding=[%d]\n", echo.c_str(),
+  printf("server: %s sees user-agent=[%s] peer=[%s] keys=[%s] encoding=[%d] x-creds=[%s]\n", echo.c_str(),
          ua == md.end() ? "" : std::string(ua->second.data(), ua->second.size()).c_str(), ctx->peer().c_str(),
-         keys.c_str(), static_cast<int>(encoding));
+         keys.c_str(), static_cast<int>(encoding),
+         creds == md.end() ? "" : std::string(creds->second.data(), creds->second.size()).c_str());
   fflush(stdout);
 }
 

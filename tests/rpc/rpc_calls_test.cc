@@ -90,6 +90,34 @@ TEST_F(RpcCallsTest, ServerSeesCallerAsNativeGrpcShowsIt) {
   EXPECT_EQ(Field(seen_managed, "peer").rfind(caller, 0), 0u) << seen_managed;
 }
 
+// Per-call credentials behave as gRPC makes them behave on an insecure channel (which a
+// managed channel is): gRPC's own kinds (an access token) fail the call UNAUTHENTICATED
+// before it leaves the client, a plugin allowed at security level NONE adds its metadata
+// (the server sees what the plugin was told: service URL and method), a failing plugin
+// fails the call UNAVAILABLE. Native and managed side by side.
+TEST_F(RpcCallsTest, CallCredentialsAsOnAnInsecureChannel) {
+  for (auto [port, preload, who] : {std::tuple{kNativePort, false, "native"}, std::tuple{kSyncPort, true, "managed"}}) {
+    SCOPED_TRACE(who);
+    std::string target = rig_->Target(1, port);
+    ClientRun token = rig_->RunClient(0, target, {"--case", "unary", "--call-creds", "token", "--expect", "16"}, preload);
+    EXPECT_TRUE(Passed(token));
+    EXPECT_NE(token.output.find("does not have a sufficient security level to transfer call credential"),
+              std::string::npos) << token.output;
+    ClientRun failing =
+        rig_->RunClient(0, target, {"--case", "unary", "--call-creds", "failing-plugin", "--expect", "14"}, preload);
+    EXPECT_TRUE(Passed(failing));
+    EXPECT_NE(failing.output.find("Getting metadata from plugin failed with error: no token today"), std::string::npos)
+        << failing.output;
+    std::string name = std::string("inspect-creds-") + who;
+    ClientRun plugin = rig_->RunClient(0, target, {"--case", "unary", "--call-creds", "plugin", "--name", name}, preload);
+    ASSERT_TRUE(Passed(plugin));
+    EXPECT_EQ(plugin.managed(), preload) << plugin.output;
+    Subprocess* server = preload ? sync_server_ : native_server_;
+    EXPECT_EQ(Field(SeenBy(server, name), "x-creds"), "url=://" + target + "/conduit.test.Greeter method=SayHello")
+        << server->Output();
+  }
+}
+
 // A client cancels a call whose server handler made a child call (ClientContext::
 // FromServerContext: gRPC's default propagation): the child is cancelled too, whether it is
 // carried by conduitd or native, so the server at the end of the chain sees it cancelled
