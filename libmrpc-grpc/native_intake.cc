@@ -26,7 +26,12 @@ NativeIntake::Arrival::~Arrival() {
 }
 
 NativeIntake::NativeIntake(grpc_server* server, Handlers handlers)
-    : server_(server), handlers_(std::move(handlers)), cq_(Real().grpc_completion_queue_create_for_next(nullptr)) {
+    : server_(server), handlers_(std::move(handlers)) {
+  // A queue that does no I/O polling: the intake's thread only waits for its completions.
+  // (A polling one made it one more poller of the program's sockets, so the frames of
+  // managed calls could be read on it and handed to the program's thread: one more hop.)
+  grpc_completion_queue_attributes attr{GRPC_CQ_CURRENT_VERSION, GRPC_CQ_NEXT, GRPC_CQ_NON_POLLING, nullptr};
+  cq_ = Real().grpc_completion_queue_create(Real().grpc_completion_queue_factory_lookup(&attr), &attr, nullptr);
   Real().grpc_server_register_completion_queue(server_, cq_, nullptr);
 }
 

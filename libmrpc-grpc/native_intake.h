@@ -79,7 +79,7 @@ class NativeIntake : public std::enable_shared_from_this<NativeIntake> {
 
   grpc_server* server_;
   Handlers handlers_;
-  grpc_completion_queue* cq_;
+  grpc_completion_queue* cq_ = nullptr;
   std::atomic<bool> shutdown_called_{false};
 };
 

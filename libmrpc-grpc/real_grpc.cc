@@ -76,7 +76,8 @@ RealGrpc Load() {
   RESOLVE(grpc_composite_call_credentials_create);
   RESOLVE(grpc_call_credentials_release);
   RESOLVE(grpc_server_register_completion_queue);
-  RESOLVE(grpc_completion_queue_create_for_next);
+  RESOLVE(grpc_completion_queue_create);
+  RESOLVE(grpc_completion_queue_factory_lookup);
   RESOLVE(grpc_completion_queue_next);
   RESOLVE(grpc_completion_queue_shutdown);
   RESOLVE(grpc_completion_queue_destroy);

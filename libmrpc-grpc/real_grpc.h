@@ -182,7 +182,8 @@ struct RealGrpc {
   CONDUIT_REAL(grpc_shutdown);
   CONDUIT_REAL(grpc_shutdown_blocking);
   CONDUIT_REAL(grpc_server_register_completion_queue);  // the native intake (native_intake.h)
-  CONDUIT_REAL(grpc_completion_queue_create_for_next);
+  CONDUIT_REAL(grpc_completion_queue_create);
+  CONDUIT_REAL(grpc_completion_queue_factory_lookup);
   CONDUIT_REAL(grpc_completion_queue_next);
   CONDUIT_REAL(grpc_completion_queue_shutdown);
   CONDUIT_REAL(grpc_completion_queue_destroy);

@@ -51,6 +51,13 @@ std::string HostOf(const char* addr) {
 }
 
 // gRPC picks a free port for ":0"; so do we, keeping the socket bound so the port stays ours.
+// CONDUIT_RPC_NATIVE_LISTENER=0: this program's managed servers take calls only through
+// conduitd, whatever the daemon allows.
+bool NativeListenerWanted() {
+  const char* v = getenv("CONDUIT_RPC_NATIVE_LISTENER");
+  return v == nullptr || strcmp(v, "0") != 0;
+}
+
 // Only when the port is not also bound by gRPC (conduitd --rpc-managed-only).
 int ReservePort() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -174,7 +181,7 @@ int ManagedServer::AddPort(const char* addr, grpc_server_credentials* creds) {
   }
   std::string why;
   std::shared_ptr<DaemonConnection> conn = LiveConnection(&why);
-  bool also_native = conn != nullptr && conn->native_listeners();
+  bool also_native = conn != nullptr && conn->native_listeners() && NativeListenerWanted();
   int port = PortOf(addr);
   bool bound = false;
   if (also_native && port >= 0) {

@@ -11,6 +11,8 @@
 #   rate   64 B requests, 8 B replies, 128 calls in flight: calls per second
 #   8k     8 KiB requests, 8 B replies, 64 in flight: request goodput
 #   1m     1 MiB requests, 8 B replies, 8 in flight: request goodput
+# Each round ends with an A/B of the managed server with and without gRPC's own listener
+# beside conduitd (lat workload, back to back; CONDUIT_RPC_NATIVE_LISTENER=0).
 # Configurations run one after the other, never concurrently (they share the CPU);
 # --repeat N interleaves N rounds and reports each figure's median over the rounds.
 # --qos adds the small-RPC-first experiment: the lat workload next to a 1 MiB bulk client,
@@ -29,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     --subnet) BENCH_SUBNET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "rpc_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -49,7 +51,7 @@ if ! command -v nginx >/dev/null; then
 fi
 
 H0=$(bench_ns 0) H1=$(bench_ns 1) IP0=$(bench_ip 0) IP1=$(bench_ip 1)
-DIRECT_PORT=50100 SIDECAR_SERVER_PORT=50101 CONDUIT_PORT=50102 SIDECAR_SERVER_SIDE=50111 SIDECAR_CLIENT_SIDE=50121
+DIRECT_PORT=50100 SIDECAR_SERVER_PORT=50101 CONDUIT_PORT=50102 CONDUIT_ONLY_PORT=50103 SIDECAR_SERVER_SIDE=50111 SIDECAR_CLIENT_SIDE=50121
 PIDS=()
 
 cleanup() {
@@ -165,7 +167,11 @@ start_bg "$H1" "$BENCH_WORK/server-direct.log" "$BIN/conduit-rpc-bench-server" -
 start_bg "$H1" "$BENCH_WORK/server-sidecar.log" "$BIN/conduit-rpc-bench-server" --listen "127.0.0.1:$SIDECAR_SERVER_PORT"
 start_bg "$H1" "$BENCH_WORK/server-conduit.log" env CONDUIT_SOCKET="$BENCH_WORK/h1.sock" LD_PRELOAD="$SHIM" \
   "$BIN/conduit-rpc-bench-server" --listen "0.0.0.0:$CONDUIT_PORT"
-for s in direct sidecar conduit; do wait_for "$BENCH_WORK/server-$s.log" "listening"; done
+# The same server without gRPC's own listener beside conduitd: what serving native clients
+# too costs the managed path (the "lat" workload, next to the default's).
+start_bg "$H1" "$BENCH_WORK/server-conduit-only.log" env CONDUIT_SOCKET="$BENCH_WORK/h1.sock" LD_PRELOAD="$SHIM" \
+  CONDUIT_RPC_NATIVE_LISTENER=0 "$BIN/conduit-rpc-bench-server" --listen "0.0.0.0:$CONDUIT_ONLY_PORT"
+for s in direct sidecar conduit conduit-only; do wait_for "$BENCH_WORK/server-$s.log" "listening"; done
 grep -q "served through conduitd" "$BENCH_WORK/server-conduit.log" || bench_die "the preloaded server is not managed"
 
 WORKLOADS=(lat rate 8k 1m)
@@ -182,6 +188,9 @@ for ((round = 1; round <= REPEAT; round++)); do
     set_policy "$policy"
     for w in "${WORKLOADS[@]}"; do run_client conduit "$policy" "$w" "$IP1:$CONDUIT_PORT" preload; done
   done
+  # A/B, back to back: the managed server with and without its native listener.
+  run_client ab-native none lat "$IP1:$CONDUIT_PORT" preload
+  run_client ab-only none lat "$IP1:$CONDUIT_ONLY_PORT" preload
   set_policy none
 done
 

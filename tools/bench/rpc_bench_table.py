@@ -52,6 +52,14 @@ def main():
               f"| {fmt(median(runs, (config, policy, 'rate'), 'rps'))} "
               f"| {fmt(median(runs, (config, policy, '8k'), 'goodput_gbps'), 2)} "
               f"| {fmt(median(runs, (config, policy, '1m'), 'goodput_gbps'), 2)} |")
+    if any(k[0] == "ab-native" for k in runs):
+        print()
+        print("| managed server (64 B, 1 in flight, back to back) | median us | P99 us |")
+        print("| --- | ---: | ---: |")
+        for config, label in (("ab-native", "with gRPC's native listener beside conduitd (default)"),
+                              ("ab-only", "without it (CONDUIT_RPC_NATIVE_LISTENER=0)")):
+            print(f"| {label} | {fmt(median(runs, (config, 'none', 'lat'), 'median_us'), 1)} "
+                  f"| {fmt(median(runs, (config, 'none', 'lat'), 'p99_us'), 1)} |")
     d = median(runs, ("direct", "-", "lat"), "median_us")
     s = median(runs, ("sidecar", "-", "lat"), "median_us")
     c = median(runs, ("conduit", "none", "lat"), "median_us")
