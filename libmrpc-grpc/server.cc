@@ -294,13 +294,24 @@ grpc_call_error ManagedServer::RequestRegistered(void* method, grpc_call** call,
   }
   if ((payload != nullptr) != m->read_payload) return GRPC_CALL_ERROR_PAYLOAD_TYPE_MISMATCH;
   if (!BeginCompletion(cq_notify, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
-  Request req{tag, cq_bound, cq_notify, call, deadline, metadata, payload, nullptr};
+  return Take(m, Request{tag, cq_bound, cq_notify, call, deadline, metadata, payload, nullptr});
+}
+
+grpc_call_error ManagedServer::RequestCall(grpc_call** call, grpc_call_details* details, grpc_metadata_array* metadata,
+                                           grpc_completion_queue* cq_bound, grpc_completion_queue* cq_notify,
+                                           void* tag) {
+  if (!BeginCompletion(cq_notify, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
+  return Take(&generic_, Request{tag, cq_bound, cq_notify, call, nullptr, metadata, nullptr, details});
+}
+
+grpc_call_error ManagedServer::Take(Method* m, const Request& req) {
   ManagedCall* ready = nullptr;
   std::unique_ptr<NativeIntake::Arrival> native;
   bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!shutting_down_) {
+      // A managed call waiting (with its first message when the method reads it first) ...
       for (auto it = m->waiting.begin(); it != m->waiting.end(); ++it) {
         if (!m->read_payload || (*it)->PayloadKnown()) {
           ready = *it;
@@ -309,66 +320,27 @@ grpc_call_error ManagedServer::RequestRegistered(void* method, grpc_call** call,
           break;
         }
       }
-      if (ready == nullptr) native = TakeNativeLocked(m, cq_bound);
+      // ... else a native one bound to this request's queue, else the request waits.
+      if (ready == nullptr) native = TakeNativeLocked(m, req.cq_bound);
       if (ready == nullptr && native == nullptr) {
         PushRequestLocked(m, req);
-        if (!NeedNativeRequestLocked(m, cq_bound)) return GRPC_CALL_OK;
+        if (!NeedNativeRequestLocked(m, req.cq_bound)) return GRPC_CALL_OK;
         queued = true;
       }
     }
   }
   if (native != nullptr) {
-    NativeIntake::Hand(std::move(native), call, deadline, metadata, payload, nullptr);
-    PostCompletion(cq_notify, tag, true);
+    NativeIntake::Hand(std::move(native), req.call, req.deadline, req.metadata, req.payload, req.details);
+    PostCompletion(req.cq_notify, req.tag, true);
   } else if (ready != nullptr) {
-    ready->BindToProgram(cq_bound, metadata, deadline, payload, nullptr);
-    *call = ready->AsGrpc();
+    ready->BindToProgram(req.cq_bound, req.metadata, req.deadline, req.payload, req.details);
+    *req.call = ready->AsGrpc();
     HandOff(ready);
-    PostCompletion(cq_notify, tag, true);
+    PostCompletion(req.cq_notify, req.tag, true);
   } else if (queued) {
-    RequestNative(m, cq_bound);  // the request waits; gRPC may fill it for a native client
+    RequestNative(m, req.cq_bound);  // the request waits; gRPC may fill it for a native client
   } else {
-    PostCompletion(cq_notify, tag, false);  // the server is shutting down
-  }
-  return GRPC_CALL_OK;
-}
-
-grpc_call_error ManagedServer::RequestCall(grpc_call** call, grpc_call_details* details, grpc_metadata_array* metadata,
-                                           grpc_completion_queue* cq_bound, grpc_completion_queue* cq_notify,
-                                           void* tag) {
-  if (!BeginCompletion(cq_notify, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
-  ManagedCall* ready = nullptr;
-  std::unique_ptr<NativeIntake::Arrival> native;
-  bool queued = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!shutting_down_) {
-      if (!generic_.waiting.empty()) {
-        ready = generic_.waiting.front();
-        generic_.waiting.pop_front();
-        active_.insert(ready);
-      } else {
-        native = TakeNativeLocked(&generic_, cq_bound);
-      }
-      if (ready == nullptr && native == nullptr) {
-        PushRequestLocked(&generic_, Request{tag, cq_bound, cq_notify, call, nullptr, metadata, nullptr, details});
-        if (!NeedNativeRequestLocked(&generic_, cq_bound)) return GRPC_CALL_OK;
-        queued = true;
-      }
-    }
-  }
-  if (native != nullptr) {
-    NativeIntake::Hand(std::move(native), call, nullptr, metadata, nullptr, details);
-    PostCompletion(cq_notify, tag, true);
-  } else if (ready != nullptr) {
-    ready->BindToProgram(cq_bound, metadata, nullptr, nullptr, details);
-    *call = ready->AsGrpc();
-    HandOff(ready);
-    PostCompletion(cq_notify, tag, true);
-  } else if (queued) {
-    RequestNative(&generic_, cq_bound);
-  } else {
-    PostCompletion(cq_notify, tag, false);  // the server is shutting down
+    PostCompletion(req.cq_notify, req.tag, false);  // the server is shutting down
   }
   return GRPC_CALL_OK;
 }

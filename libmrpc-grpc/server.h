@@ -108,6 +108,9 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   // Hands `call` to a request or allocator of `m`, or leaves it waiting. Takes the lock.
   void Match(Method* m, ManagedCall* call);
   void FinishShutdownIfIdle();
+  // A program request (async API; its completion begun): a waiting managed or native call
+  // takes it now, or it waits.
+  grpc_call_error Take(Method* m, const Request& req);
   // The oldest request of `m` bound to `cq`, removed (nullopt when none). Takes no lock.
   std::optional<Request> TakeRequestLocked(Method* m, grpc_completion_queue* cq);
   void PushRequestLocked(Method* m, const Request& req);
