@@ -1,6 +1,5 @@
 // Interposed call functions of gRPC's C core: managed calls are handled here, every other
 // call goes to gRPC unchanged.
-#include <atomic>
 
 #include "call.h"
 #include "common/log.h"

@@ -3,8 +3,10 @@
 # each side (grpc_pass), and under LD_PRELOAD=libmrpc-grpc.so with conduitd on each host;
 # the last with no policy, a rate limit set to infinity, and an ACL on a request field.
 #
-# usage: rpc_bench.sh [--seconds 5] [--warmup 1] [--repeat 1] [--qos] [--prefix rbn]
-#                     [--subnet 10.79.9] [--out FILE] [--keep-work]
+# usage: rpc_bench.sh [--seconds 5] [--warmup 1] [--repeat 1] [--qos] [--rate RATE]
+#                     [--prefix rbn] [--subnet 10.79.9] [--out FILE] [--keep-work]
+# --rate shapes the link between the two hosts (conduit-netns up --rate, e.g. 1gbit);
+# without it the veth is left fast.
 #
 # Workloads (tools/bench/rpc/rpc_bench, one client thread, async API):
 #   lat    64 B requests, 8 B replies, 1 call in flight: median and P99 latency
@@ -19,7 +21,7 @@
 # under the preload, with the QoS policy off and on. Prints markdown tables (also --out).
 set -euo pipefail
 
-SECONDS_PER_RUN=5 WARMUP=1 REPEAT=1 QOS=0 OUT= KEEP=0
+SECONDS_PER_RUN=5 WARMUP=1 REPEAT=1 QOS=0 OUT= KEEP=0 RATE=
 export BENCH_PREFIX=${BENCH_PREFIX:-rbn} BENCH_SUBNET=${BENCH_SUBNET:-10.79.9}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -27,11 +29,12 @@ while [[ $# -gt 0 ]]; do
     --warmup) WARMUP=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --qos) QOS=1; shift ;;
+    --rate) RATE=$2; shift 2 ;;
     --prefix) BENCH_PREFIX=$2; shift 2 ;;
     --subnet) BENCH_SUBNET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "rpc_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -161,7 +164,7 @@ run_client() {
   bench_log "$config/$policy/$workload: $line"
 }
 
-"$BENCH_NETNS" up --hosts 2 --prefix "$BENCH_PREFIX" --subnet "$BENCH_SUBNET"
+"$BENCH_NETNS" up --hosts 2 --prefix "$BENCH_PREFIX" --subnet "$BENCH_SUBNET" ${RATE:+--rate "$RATE"}
 bench_conduit_start 2
 start_bg "$H1" "$BENCH_WORK/server-direct.log" "$BIN/conduit-rpc-bench-server" --listen "0.0.0.0:$DIRECT_PORT"
 start_bg "$H1" "$BENCH_WORK/server-sidecar.log" "$BIN/conduit-rpc-bench-server" --listen "127.0.0.1:$SIDECAR_SERVER_PORT"
