@@ -15,6 +15,7 @@
 #include "completion.h"
 #include "handoff.h"
 #include "metadata.h"
+#include "native_parent.h"
 #include "real_grpc.h"
 #include "server.h"
 #include "timer_queue.h"
@@ -231,6 +232,7 @@ void ManagedCall::Destroy() {
     if (slot.destroy != nullptr) slot.destroy(slot.value);
   }
   for (grpc_call* child : children_) ReleaseChild(child, /*cancel=*/false);
+  EndNativeParentWatch(parent_watch_);
   CallSlab::Get().Delete(this);
 }
 
@@ -317,6 +319,17 @@ void ManagedCall::AddChild(grpc_call* child) {
     cancel_now = cancelled_;
   }
   if (cancel_now) CancelChild(child);
+}
+
+void ManagedCall::SetNativeParentWatch(grpc_call* stand_in) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) {
+      parent_watch_ = stand_in;
+      return;
+    }
+  }
+  EndNativeParentWatch(stand_in);
 }
 
 bool ManagedCall::is_finished() {
@@ -506,6 +519,7 @@ ManagedCall::Deferred ManagedCall::TakeDeferred() {
     d.children.swap(children_);
     d.cancel_children = cancelled_;
   }
+  if (finished_) std::swap(d.parent_watch, parent_watch_);
   return d;
 }
 
@@ -518,6 +532,7 @@ void ManagedCall::RunDeferred(const Deferred& d) {
   if (d.finished_server_call) server_->OnCallFinished(this);
   if (d.waiting_changed) server_->OnWaitingCallChanged(this);
   for (grpc_call* child : d.children) ReleaseChild(child, d.cancel_children);
+  EndNativeParentWatch(d.parent_watch);
 }
 
 // ---------------------------------------------------------------- compression

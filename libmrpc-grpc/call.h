@@ -89,6 +89,9 @@ class ManagedCall {
   // call created with this server call as its parent, is cancelled when this call is.
   // Holds a reference to the child until this call ends.
   void AddChild(grpc_call* child);
+  // A client call whose parent is a native call: the stand-in watching that parent
+  // (native_parent.h), ended when this call ends. nullptr does nothing.
+  void SetNativeParentWatch(grpc_call* stand_in);
 
   // Internal references (batches, timers, the connection's routing table).
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -143,6 +146,7 @@ class ManagedCall {
     bool waiting_changed = false;
     std::vector<grpc_call*> children;  // to let go of (and cancel, when cancel_children)
     bool cancel_children = false;
+    grpc_call* parent_watch = nullptr;  // to end (EndNativeParentWatch)
   };
   // A message received and not yet taken by the program.
   struct Incoming {
@@ -267,6 +271,7 @@ class ManagedCall {
   ContextSlot context_[kContextSlots];
   std::vector<grpc_call*> children_;  // referenced; see AddChild
   bool release_children_ = false;     // this call ended: let go of (or cancel) the children
+  grpc_call* parent_watch_ = nullptr;  // see SetNativeParentWatch
 
   friend class CallSlab;
 };

@@ -12,6 +12,7 @@
 #include "completion.h"
 #include "exports.h"
 #include "handoff.h"
+#include "native_parent.h"
 #include "real_grpc.h"
 
 namespace conduit::grpcshim {
@@ -41,16 +42,15 @@ gpr_timespec InheritDeadline(grpc_call* parent, uint32_t mask, gpr_timespec dead
 }
 
 // After a child call exists: a managed parent cancels it when it is cancelled itself
-// (GRPC_PROPAGATE_CANCELLATION). A native parent's cancellation cannot be seen from here.
+// (GRPC_PROPAGATE_CANCELLATION); a native parent's cancellation and deadline reach a managed
+// child through a stand-in core call (native_parent.h).
 void LinkChild(grpc_call* parent, uint32_t mask, grpc_call* child) {
-  if (parent == nullptr || child == nullptr || (mask & GRPC_PROPAGATE_CANCELLATION) == 0) return;
+  if (parent == nullptr || child == nullptr) return;
   if (ManagedCall::IsManaged(parent)) {
-    ManagedCall::From(parent)->AddChild(child);
-  } else if (ManagedCall::IsManaged(child)) {
-    static std::atomic<bool> logged{false};
-    if (!logged.exchange(true)) {
-      CLOG_WARN("a call carried by conduitd whose parent is a native gRPC call is not cancelled with its parent");
-    }
+    if (mask & GRPC_PROPAGATE_CANCELLATION) ManagedCall::From(parent)->AddChild(child);
+  } else if (ManagedCall::IsManaged(child) && (mask & (GRPC_PROPAGATE_CANCELLATION | GRPC_PROPAGATE_DEADLINE))) {
+    ManagedCall* managed = ManagedCall::From(child);
+    managed->SetNativeParentWatch(WatchNativeParent(parent, mask, managed));
   }
 }
 

@@ -3,6 +3,7 @@
 // dying mid-Put, the only copy dying (a clear error, never a hang), reduce participants
 // dying (routed around or a clear error), random kills, and the store's memory limit with
 // LRU eviction. Object contents are checked by checksum after every failure.
+#include <iostream>
 #include <random>
 #include <set>
 #include <thread>
@@ -20,6 +21,10 @@ constexpr int kHosts = 4;
 class ObjectsFailure : public ::testing::Test {
  protected:
   void SetUp() override { CONDUIT_SKIP_UNLESS_CLUSTER(); }
+  // The daemons' logs say why a step failed (a flake in CI is otherwise a bare "false").
+  void TearDown() override {
+    if (HasFailure() && oc_ != nullptr) std::cerr << oc_->cluster().Describe();
+  }
   void StartCluster(std::vector<std::string> args = {}) {
     oc_ = std::make_unique<ObjectCluster>("ofl", "10.84.0", kHosts, std::move(args));
     std::string error;
@@ -240,8 +245,10 @@ TEST_F(ObjectsFailure, ReduceWithTooFewSurvivorsFailsClearly) {
   std::string error;
   ASSERT_TRUE(pa.Begin(oc_->cluster().Socket(3), "fa", size, &error)) << error;
   ASSERT_TRUE(pa.Write(a, 0, size / 2));
-  ASSERT_TRUE(oc_->Connect(1)->Put("fb", a.data(), size).ok());
-  ASSERT_TRUE(oc_->Connect(2)->Put("fc", a.data(), size).ok());
+  auto put_b = oc_->Connect(1)->Put("fb", a.data(), size);
+  ASSERT_TRUE(put_b.ok()) << put_b.ToString();
+  auto put_c = oc_->Connect(2)->Put("fc", a.data(), size);
+  ASSERT_TRUE(put_c.ok()) << put_c.ToString();
   hoplite::Status st;
   auto t0 = std::chrono::steady_clock::now();
   std::thread reducer([&] {

@@ -120,22 +120,38 @@ TEST_F(RpcCallsTest, CallCredentialsAsOnAnInsecureChannel) {
 
 // A client cancels a call whose server handler made a child call (ClientContext::
 // FromServerContext: gRPC's default propagation): the child is cancelled too, whether it is
-// carried by conduitd or native, so the server at the end of the chain sees it cancelled
-// long before its 4 s of work are over.
+// carried by conduitd or native, and whether the parent is (a preloaded client) or is not
+// (a plain client, served on the managed server's native listener), so the server at the
+// end of the chain sees it cancelled long before its 4 s of work are over. The parent's
+// deadline reaches a managed child of a native parent the same way.
 TEST_F(RpcCallsTest, CancellationPropagatesToChildCalls) {
-  for (auto [port, end_server, name] : {std::tuple{kRelayToManagedPort, &sync_server_, "chain-managed"},
-                                        std::tuple{kRelayToNativePort, &native_server_, "chain-native"}}) {
-    ClientRun run = rig_->RunClient(0, rig_->Target(1, port),
-                                    {"--case", "cancel", "--name", name, "--delay-ms", "4000", "--expect", "1"},
-                                    /*preload=*/true);
-    EXPECT_TRUE(Passed(run)) << name;
-    std::string line = std::string("server: SayHello ") + name + " was cancelled";
+  struct Chain {
+    int port;
+    Subprocess** end_server;
+    const char* name;
+    bool preload;
+    const char* how;
+  };
+  for (const Chain& c : {Chain{kRelayToManagedPort, &sync_server_, "chain-managed", true, "cancel"},
+                         Chain{kRelayToNativePort, &native_server_, "chain-native", true, "cancel"},
+                         Chain{kRelayToManagedPort, &sync_server_, "chain-plain-parent", false, "cancel"},
+                         Chain{kRelayToManagedPort, &sync_server_, "chain-plain-deadline", false, "deadline"}}) {
+    const bool cancel = std::string(c.how) == "cancel";
+    std::vector<std::string> args = {"--case", c.how, "--name", c.name, "--delay-ms", "4000"};
+    if (cancel) {
+      args.insert(args.end(), {"--expect", "1"});
+    } else {
+      args.insert(args.end(), {"--deadline-ms", "300", "--expect", "4"});
+    }
+    ClientRun run = rig_->RunClient(0, rig_->Target(1, c.port), args, c.preload);
+    EXPECT_TRUE(Passed(run)) << c.name;
+    std::string line = std::string("server: SayHello ") + c.name + " was cancelled";
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
-    while ((*end_server)->Output().find(line) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    while ((*c.end_server)->Output().find(line) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    EXPECT_NE((*end_server)->Output().find(line), std::string::npos)
-        << name << ": the child call was not cancelled with its parent\n" << (*end_server)->Output();
+    EXPECT_NE((*c.end_server)->Output().find(line), std::string::npos)
+        << c.name << ": the child call was not cancelled with its parent\n" << (*c.end_server)->Output();
   }
 }
 
