@@ -134,7 +134,12 @@ Status AgreementLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_lin
   FlowLimits shifted;
   if (limits.send_limit) shifted.send_limit = [&] { return limits.send_limit() + out_skip; };
   if (limits.recv_limit) shifted.recv_limit = [&] { return limits.recv_limit() + in_skip; };
-  return inner_->SendRecv(out2, *from.inner_, in2, deadline, checked_progress, header_free_gate, shifted);
+  Status st = inner_->SendRecv(out2, *from.inner_, in2, deadline, checked_progress, header_free_gate, shifted);
+  if (st.ok() && traffic_ != nullptr) {
+    traffic_->AddSend(TotalBytes(out));
+    traffic_->AddReceive(TotalBytes(in));
+  }
+  return st;
 }
 
 }  // namespace conduit

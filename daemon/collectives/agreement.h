@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/memory_traffic.h"
 #include "common/peer_protocol.h"
 #include "common/shim_protocol.h"
 #include "transport/link.h"
@@ -32,8 +33,9 @@ Status CheckAgreement(const peerproto::CollectiveHeader& mine, const peerproto::
 // collective's HostGroup must be AgreementLinks (SendRecv pairs them).
 class AgreementLink : public Link {
  public:
-  AgreementLink(Link* inner, const peerproto::CollectiveHeader* mine, std::string me)
-      : inner_(inner), mine_(mine), me_(std::move(me)) {}
+  // `traffic` (may be null) counts the payload bytes sent and received.
+  AgreementLink(Link* inner, const peerproto::CollectiveHeader* mine, std::string me, MemoryTraffic* traffic)
+      : inner_(inner), mine_(mine), me_(std::move(me)), traffic_(traffic) {}
 
   Status Send(const std::vector<ConstSpan>& out, Deadline deadline, const SendGate& gate = nullptr) override;
   Status Recv(const std::vector<MutSpan>& in, Deadline deadline, const RecvProgress& progress = nullptr) override;
@@ -48,6 +50,7 @@ class AgreementLink : public Link {
   Link* inner_;
   const peerproto::CollectiveHeader* mine_;
   const std::string me_;
+  MemoryTraffic* traffic_;
   bool sent_ = false;      // this link's outgoing header has been queued
   bool received_ = false;  // the peer's header on this link has been checked
   peerproto::CollectiveHeader theirs_{};

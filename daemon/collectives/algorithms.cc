@@ -178,6 +178,7 @@ class RingPass {
       if (g_.ensure) st = g_.ensure(dst, len);
       if (!st.ok()) return;
       ReduceInto(dst, src + (linear - step.done), len / elem_, type_, op_);
+      CountReduce(g_.traffic, len);
       if (step.final && g_.finalize) g_.finalize(dst, len);
     });
     return st;
@@ -271,6 +272,7 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
     }
     CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv(in, g.deadline));
     ReduceInto(buf, staging, count, type, op);
+    CountReduce(g.traffic, bytes);
     vrank = g.me / 2;
   } else {
     vrank = g.me - extra;
@@ -280,6 +282,7 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
     Link& partner = *g.links[real_host(vrank ^ mask)];
     CONDUIT_RETURN_IF_ERROR(partner.SendRecv(out, partner, in, g.deadline));
     ReduceInto(buf, staging, count, type, op);  // commutative ops: same bits on both sides
+    CountReduce(g.traffic, bytes);
   }
   if (g.me < 2 * extra) return g.links[g.me - 1]->Send(out, g.deadline);
   return Status::Ok();
@@ -346,6 +349,7 @@ Status ChainReduce(const HostGroup& g, int root, uint8_t* buf, size_t count, ncc
   for (;;) {
     if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf + k_begin, k_end - k_begin));
     ReduceInto(buf + k_begin, slots[slot], (k_end - k_begin) / elem, type, op);
+    CountReduce(g.traffic, k_end - k_begin);
     if (to == nullptr && g.finalize) g.finalize(buf + k_begin, k_end - k_begin);  // the root's result
     if (k_end == bytes) break;
     size_t next_end = std::min(k_end + chunk, bytes);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "collectives/memory_traffic.h"
 #include "common/deadline.h"
 #include "common/status.h"
 #include "nccl.h"
@@ -52,6 +53,8 @@ struct HostGroup {
   std::function<void(const uint8_t* data, size_t len)> finalize;
   // Where the algorithms stage received data; nullptr: a fresh buffer per call.
   Scratch* scratch = nullptr;
+  // Counts the bytes reductions write (the links count what they move); may be null.
+  MemoryTraffic* traffic = nullptr;
 };
 
 // A byte range [offset, offset + len) of the working buffer.

@@ -25,6 +25,14 @@ void CommStats::Record(CollRecord record) {
     latency_[record.kind].Observe(record.duration_us);
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (record.kind < kKinds) {
+    TrafficCounts& t = kind_traffic_[record.kind];
+    t.program_copies += record.traffic.program_copies;
+    t.local_copies += record.traffic.local_copies;
+    t.reduce_writes += record.traffic.reduce_writes;
+    t.socket_sends += record.traffic.socket_sends;
+    t.socket_receives += record.traffic.socket_receives;
+  }
   if (trace_.size() == kTraceCapacity) trace_.pop_front();
   trace_.push_back(std::move(record));
 }
@@ -39,6 +47,11 @@ uint64_t CommStats::bytes_of(uint8_t kind) const {
 
 LatencyHistogram::Snapshot CommStats::latency_of(uint8_t kind) const {
   return kind < kKinds ? latency_[kind].Read() : LatencyHistogram::Snapshot{};
+}
+
+TrafficCounts CommStats::traffic_of(uint8_t kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kind < kKinds ? kind_traffic_[kind] : TrafficCounts{};
 }
 
 std::vector<CollRecord> CommStats::Trace(size_t max) const {

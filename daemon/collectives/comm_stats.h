@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/comm_config.h"
+#include "collectives/memory_traffic.h"
 #include "common/metrics.h"
 #include "common/shim_protocol.h"
 
@@ -30,11 +31,15 @@ struct CollRecord {
   int32_t root = 0;
   uint64_t count = 0;
   uint64_t bytes = 0;  // bytes of one rank's buffer
+  // What the copies are counted against: one rank's whole buffer (an AllGather's output, a
+  // ReduceScatter's input: nranks blocks) times this host's ranks in the collective.
+  uint64_t payload_bytes = 0;
   const char* algorithm = "";
   int64_t start_unix_us = 0;
   double duration_us = 0;
   std::string error;  // empty when it succeeded
   std::shared_ptr<const CommConfig> config;  // the configuration it ran under (epoch, ring)
+  TrafficCounts traffic;  // host path: bytes written to memory on this host, by who
 };
 
 class CommStats {
@@ -51,6 +56,8 @@ class CommStats {
   uint64_t ops_of(uint8_t kind) const;
   uint64_t bytes_of(uint8_t kind) const;
   LatencyHistogram::Snapshot latency_of(uint8_t kind) const;
+  // Memory written on this host by the collectives of `kind`, summed (memory_traffic.h).
+  TrafficCounts traffic_of(uint8_t kind) const;
   // The newest `max` records, oldest first.
   std::vector<CollRecord> Trace(size_t max) const;
 
@@ -63,6 +70,7 @@ class CommStats {
   std::array<LatencyHistogram, kKinds> latency_;
   mutable std::mutex mu_;
   std::deque<CollRecord> trace_;
+  std::array<TrafficCounts, kKinds> kind_traffic_{};  // under mu_
 };
 
 }  // namespace conduit

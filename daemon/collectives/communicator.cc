@@ -431,11 +431,15 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, ui
   record.root = op.peer;
   record.count = op.count;
   record.bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+  const bool blocks = op.kind == shimproto::kAllGather || op.kind == shimproto::kReduceScatter;
+  record.payload_bytes = record.bytes * (blocks ? static_cast<uint64_t>(nranks_) : 1u) * batch.size();
   record.start_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
   const auto start = std::chrono::steady_clock::now();
   running_seq_ = seq;
+  traffic_.Reset();
   Status st = Execute(batch, *config, &record.algorithm);
+  record.traffic = traffic_.Snapshot();
   record.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   if (!st.ok()) record.error = st.message();
   record.config = std::move(config);

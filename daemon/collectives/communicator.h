@@ -304,6 +304,7 @@ class Communicator {
   std::shared_ptr<TenantState> tenant_;
   std::unique_ptr<gpu::CommStream> device_;  // created by the first device collective
   Scratch scratch_;                           // the inter-host algorithms' receive staging
+  MemoryTraffic traffic_;                     // the running collective's copies (memory_traffic.h)
 };
 
 }  // namespace conduit

@@ -66,7 +66,7 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
   for (const CollRequest* r : batch) {
     ranks.push_back(StageRank{r->rank, r->buffer.base, r->buffer.size, r->op, r->control, r->session_fd});
   }
-  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); });
+  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_);
   CONDUIT_RETURN_IF_ERROR(CrossHosts(
       op, config, stage.work(),
       [&stage](const void* p, size_t n) { return stage.EnsureAt(static_cast<const uint8_t*>(p), n); },
@@ -89,7 +89,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   std::vector<std::unique_ptr<AgreementLink>> agreed(nhosts);
   for (int p = 0; p < nhosts; ++p) {
     Link* link = coll_links_[config.ring[p]].link.get();
-    if (link != nullptr) agreed[p] = std::make_unique<AgreementLink>(link, &mine, my_addr_);
+    if (link != nullptr) agreed[p] = std::make_unique<AgreementLink>(link, &mine, my_addr_, &traffic_);
     group.links.push_back(agreed[p].get());
   }
   group.chunk_bytes = options_.chunk_bytes;
@@ -97,6 +97,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   group.ensure = std::move(ensure);
   group.finalize = std::move(finalize);
   group.scratch = &scratch_;
+  group.traffic = &traffic_;
 
   // Tenant policy: pace this host's sends (cap, yield) and tell lower priorities we are busy.
   std::shared_ptr<TenantState> tenant = nhosts > 1 ? CurrentTenant() : nullptr;

@@ -31,11 +31,13 @@ ncclRedOp_t CombineOp(uint8_t redop) {
 
 }  // namespace
 
-LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed)
+LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
+                       MemoryTraffic* traffic)
     : ranks_(std::move(ranks)),
       nranks_(nranks),
       deadline_(deadline),
       failed_(std::move(failed)),
+      traffic_(traffic),
       kind_(ranks_[0].op.kind),
       type_(static_cast<ncclDataType_t>(ranks_[0].op.dtype)),
       combine_op_(CombineOp(ranks_[0].op.redop)),
@@ -58,6 +60,10 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
   std::vector<Range> outs;
   for (size_t i = 0; i < ranks_.size(); ++i) {
     if (!OutputOf(i).empty()) outs.push_back(OutputOf(i));
+    // Each shim copies its input into staging and its output out of it (libmccs-nccl/ops.cc).
+    if (traffic_ != nullptr) {
+      traffic_->AddProgramCopy(InputOf(i).end - InputOf(i).begin + OutputOf(i).end - OutputOf(i).begin);
+    }
   }
   std::sort(outs.begin(), outs.end(), [](Range a, Range b) { return a.begin < b.begin; });
   for (Range r : outs) {
@@ -159,15 +165,21 @@ Status LocalStage::CombineChunk(size_t k) {
       CONDUIT_RETURN_IF_ERROR(WaitInput(i, r));
       uint8_t* in = DataOf(i) + r.begin;
       const size_t n = (r.end - r.begin) / elem_;
-      if (ranks_[i].op.redop == shimproto::kRedOpPreMulSum) ScaleInPlace(in, n, type_, ranks_[i].op.scalar);
-      if (i != work_index_) ReduceInto(work_ + r.begin, in, n, type_, combine_op_);
+      if (ranks_[i].op.redop == shimproto::kRedOpPreMulSum) {
+        ScaleInPlace(in, n, type_, ranks_[i].op.scalar);
+        CountReduce(traffic_, n * elem_);
+      }
+      if (i != work_index_) {
+        ReduceInto(work_ + r.begin, in, n, type_, combine_op_);
+        CountReduce(traffic_, n * elem_);
+      }
     }
   } else if (kind_ == shimproto::kAllGather) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       Range x = Intersect(r, InputOf(i));
       if (x.empty()) continue;
       CONDUIT_RETURN_IF_ERROR(WaitInput(i, x));
-      if (i != work_index_) memcpy(work_ + x.begin, DataOf(i) + x.begin, x.end - x.begin);
+      if (i != work_index_) CopyLocal(work_ + x.begin, DataOf(i) + x.begin, x.end - x.begin);
     }
   } else if (kind_ == shimproto::kBroadcast) {
     CONDUIT_RETURN_IF_ERROR(WaitInput(work_index_, r));
@@ -231,7 +243,7 @@ void LocalStage::Finalize(size_t offset, size_t len) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       Range x = Intersect(f, OutputOf(i));
       if (x.empty()) continue;
-      if (i != work_index_) memcpy(DataOf(i) + x.begin, work_ + x.begin, x.end - x.begin);
+      if (i != work_index_) CopyLocal(DataOf(i) + x.begin, work_ + x.begin, x.end - x.begin);
       if (ranks_[i].control != nullptr && MarkDone(i, x)) woke[i] = true;
     }
   }
@@ -267,11 +279,19 @@ Status LocalStage::Finish() {
   CONDUIT_RETURN_IF_ERROR(Ensure(0, work_bytes_));
   if (defer_finalize_) {
     // Each byte of this host's outputs divided exactly once, after every contribution.
-    for (Range u : outputs_) DivideInPlace(work_ + u.begin, (u.end - u.begin) / elem_, type_, nranks_);
+    for (Range u : outputs_) {
+      DivideInPlace(work_ + u.begin, (u.end - u.begin) / elem_, type_, nranks_);
+      CountReduce(traffic_, u.end - u.begin);
+    }
     defer_finalize_ = false;
   }
   Finalize(0, work_bytes_);
   return Status::Ok();
+}
+
+void LocalStage::CopyLocal(uint8_t* dst, const uint8_t* src, size_t n) {
+  memcpy(dst, src, n);
+  if (traffic_ != nullptr) traffic_->AddLocalCopy(n);
 }
 
 Status LocalStage::EnsureAt(const uint8_t* p, size_t len) {

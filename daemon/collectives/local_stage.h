@@ -20,6 +20,7 @@
 #include <map>
 #include <vector>
 
+#include "collectives/memory_traffic.h"
 #include "common/deadline.h"
 #include "common/shim_protocol.h"
 #include "common/staging_control.h"
@@ -41,8 +42,10 @@ struct StageRank {
 class LocalStage {
  public:
   // `ranks`: this host's ranks in local order (ranks[0] leads). `failed` reports a
-  // communicator abort, so waits end promptly.
-  LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed);
+  // communicator abort, so waits end promptly. `traffic` (may be null) counts the copies
+  // and reductions done here, and the shims' copies in and out that the op implies.
+  LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
+             MemoryTraffic* traffic = nullptr);
 
   // The buffer the inter-host algorithm runs on, and its length.
   uint8_t* work() const { return work_; }
@@ -71,11 +74,13 @@ class LocalStage {
   Status WaitInput(size_t i, Range r);
   Status CombineChunk(size_t chunk);
   bool MarkDone(size_t i, Range r);  // true if a done bit was set
+  void CopyLocal(uint8_t* dst, const uint8_t* src, size_t n);  // memcpy, counted
 
   std::vector<StageRank> ranks_;
   const int nranks_;
   const Deadline deadline_;
   const std::function<Status()> failed_;
+  MemoryTraffic* const traffic_;
   const uint8_t kind_;
   const ncclDataType_t type_;
   const ncclRedOp_t combine_op_;  // PreMulSum and Avg combine as Sum

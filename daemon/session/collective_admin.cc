@@ -100,6 +100,19 @@ Json Describe(const Communicator& comm) {
   return c;
 }
 
+// Bytes written to memory on this host, by who, and per payload byte (CollRecord::
+// payload_bytes): docs/design.md "Copies per payload byte".
+Json TrafficJson(const TrafficCounts& t, uint64_t payload) {
+  Json m = Json::Object();
+  m["program_copies"] = t.program_copies;
+  m["local_copies"] = t.local_copies;
+  m["reduce_writes"] = t.reduce_writes;
+  m["socket_sends"] = t.socket_sends;
+  m["socket_receives"] = t.socket_receives;
+  m["per_payload_byte"] = payload > 0 ? Json(static_cast<double>(t.total()) / static_cast<double>(payload)) : Json();
+  return m;
+}
+
 Json TraceEntry(const CollRecord& r) {
   Json e = Json::Object();
   e["seq"] = r.seq;
@@ -115,6 +128,7 @@ Json TraceEntry(const CollRecord& r) {
   e["start_unix_us"] = r.start_unix_us;
   e["duration_us"] = r.duration_us;
   e["error"] = r.error.empty() ? Json() : Json(r.error);
+  e["memory"] = TrafficJson(r.traffic, r.payload_bytes);
   return e;
 }
 
@@ -136,6 +150,22 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
     for (uint8_t k : kinds) {
       w.Sample("conduit_collective_bytes_total", {{"comm", CommKeyShort(c->key())}, {"op", OpKindName(k)}},
                static_cast<double>(c->stats().bytes_of(k)));
+    }
+  }
+  w.Family("conduit_collective_memory_bytes_total", "counter",
+           "Bytes written to host memory by collectives on this daemon, per communicator, op and writer "
+           "(program copies into and out of staging, local copies, reductions, socket sends and receives).");
+  for (auto& c : comms) {
+    for (uint8_t k : kinds) {
+      if (c->stats().ops_of(k) == 0) continue;
+      const TrafficCounts t = c->stats().traffic_of(k);
+      const std::pair<const char*, uint64_t> by[] = {{"program_copy", t.program_copies}, {"local_copy", t.local_copies},
+                                                     {"reduce", t.reduce_writes}, {"socket_send", t.socket_sends},
+                                                     {"socket_receive", t.socket_receives}};
+      for (const auto& [name, value] : by) {
+        w.Sample("conduit_collective_memory_bytes_total",
+                 {{"comm", CommKeyShort(c->key())}, {"op", OpKindName(k)}, {"by", name}}, static_cast<double>(value));
+      }
     }
   }
   w.Family("conduit_collective_errors_total", "counter", "Collectives that failed, per communicator.");

@@ -1,6 +1,7 @@
 // coll_check: runs NCCL collectives through whatever libnccl.so.2 it is linked with and
 // checks every element of every result. One process runs ranks R..R+T-1 (one thread each);
 // see coll_options.cc for the command line and coll_cases.h for what is checked.
+#include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -47,6 +48,10 @@ int RunRank(const Options& opt, int rank, const ncclUniqueId& id, ncclComm_t com
   CaseRunner runner(comm, rank, opt.nranks, opt);
   runner.RunAll();
   RankResult res = runner.result();
+  if (opt.linger_ms > 0 && !res.aborted) {
+    std::printf("coll_check rank %d: lingering\n", rank);
+    std::this_thread::sleep_for(std::chrono::milliseconds(opt.linger_ms));
+  }
   if (!res.aborted) {
     ncclResult_t fin = Settle(comm, ncclCommFinalize(comm));
     if (fin != ncclSuccess) {

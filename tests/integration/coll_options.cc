@@ -14,7 +14,8 @@ const char kUsage[] =
     "  [--colls allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall,gather,scatter,split]\n"
     "  [--types all|float,int8,...] [--ops all|sum,prod,max,min,avg,premulsum]\n"
     "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S] [--seed S]\n"
-    "  [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--verbose]\n"
+    "  [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
+    "  [--verbose]\n"
     "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n";
 
 const char* const kAllColls[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
@@ -141,6 +142,8 @@ bool ParseOptions(int argc, char** argv, Options* opt) {
       opt->seed = std::strtoull(v.c_str(), nullptr, 10);
     } else if (a == "--hold-ms") {
       opt->hold_ms = std::atoi(v.c_str());
+    } else if (a == "--linger-ms") {
+      opt->linger_ms = std::atoi(v.c_str());
     } else if (a == "--max-seconds") {
       opt->max_seconds = std::atoi(v.c_str());
     } else if (a == "--error-count") {

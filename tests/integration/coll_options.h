@@ -41,6 +41,7 @@ struct Options {
   uint64_t seed = 1;
   bool expect_error = false;
   int hold_ms = 0;
+  int linger_ms = 0;  // after the checks, keep the communicator this long (its trace stays readable)
   int max_seconds = 120;  // --expect-error gives up (exit 3) after this long without an error
   size_t error_count = 1024;  // --expect-error's allreduce, in floats (>= 256K: streamed copies)
   bool nonblocking = false;

@@ -192,5 +192,44 @@ TEST(LocalStageTest, BroadcastRootNeedNotLead) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(a.data()[i], 7.0f);
 }
 
+// The copies LocalStage counts (docs/design.md "Copies per payload byte") are the ones it
+// makes: each byte combined and copied out once, however often and in whatever order the
+// algorithm asks, plus the shims' copies the op implies.
+TEST(LocalStageTest, CountsEachCopyOnce) {
+  const size_t n = 300000;
+  const uint64_t S = 4 * n;
+  {
+    FakeRank a, b, c;
+    auto op = Op(shimproto::kAllReduce, n);
+    MemoryTraffic traffic;
+    LocalStage stage({Rank(a, 0, op, false), Rank(b, 1, op, false), Rank(c, 2, op, false)}, 6,
+                     Deadline::AfterMs(5000), NoFailure, &traffic);
+    ASSERT_TRUE(stage.Ensure(4 * 200000, 4 * 1000).ok());
+    ASSERT_TRUE(stage.Ensure(0, S).ok());
+    stage.Finalize(4 * 1000, 4 * 5000);
+    stage.Finalize(0, S);
+    ASSERT_TRUE(stage.Finish().ok());
+    TrafficCounts t = traffic.Snapshot();
+    EXPECT_EQ(t.program_copies, 3 * 2 * S);  // three ranks: input in, result out
+    EXPECT_EQ(t.reduce_writes, 2 * S);       // two ranks folded into the first's region
+    EXPECT_EQ(t.local_copies, 2 * S);        // the result to those two
+    EXPECT_EQ(t.socket_sends + t.socket_receives, 0u);
+  }
+  {
+    FakeRank a, b;
+    auto op = Op(shimproto::kAllGather, n / 4);  // 4 ranks, 2 of them here
+    const uint64_t block = S / 4;
+    MemoryTraffic traffic;
+    LocalStage stage({Rank(a, 1, op, false), Rank(b, 2, op, false)}, 4, Deadline::AfterMs(5000), NoFailure, &traffic);
+    ASSERT_TRUE(stage.Ensure(0, S).ok());
+    ASSERT_TRUE(stage.Ensure(0, S).ok());
+    ASSERT_TRUE(stage.Finish().ok());
+    TrafficCounts t = traffic.Snapshot();
+    EXPECT_EQ(t.program_copies, 2 * (block + S));  // each rank's block in, every block out
+    EXPECT_EQ(t.local_copies, block + S);          // rank 2's block in, the whole result out to it
+    EXPECT_EQ(t.reduce_writes, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace conduit

@@ -1,0 +1,168 @@
+// Copies per payload byte (docs/design.md "Copies per payload byte"): every collective on 2
+// hosts, with 1 and 2 ranks per host, as the daemon measures it (MemoryTraffic, shown per
+// collective in the admin API's trace) must equal the table's formula exactly. A change that
+// adds a copy, a reduction pass or a resend fails here, not only in a benchmark's noise.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "coll_run.h"
+#include "common/json.h"
+#include "conduitctl_run.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+constexpr int kHosts = 2;
+
+struct Traffic {
+  uint64_t program_copies = 0, local_copies = 0, reduce_writes = 0, socket_sends = 0, socket_receives = 0;
+  std::string Text() const {
+    return "program " + std::to_string(program_copies) + ", local " + std::to_string(local_copies) + ", reduce " +
+           std::to_string(reduce_writes) + ", sends " + std::to_string(socket_sends) + ", receives " +
+           std::to_string(socket_receives);
+  }
+  bool operator==(const Traffic& o) const {
+    return program_copies == o.program_copies && local_copies == o.local_copies && reduce_writes == o.reduce_writes &&
+           socket_sends == o.socket_sends && socket_receives == o.socket_receives;
+  }
+};
+
+// One collective as host 0's daemon saw it, and the communicator's shape there.
+struct Seen {
+  std::string op, algorithm;
+  uint64_t s = 0;    // bytes of one rank's buffer (a block, for AllGather and ReduceScatter)
+  int root = -1;     // rank
+  int local = 0;     // ranks on this host (L)
+  int nranks = 0;    // R
+  bool root_here = false;
+  bool root_leads = false;  // the root is this host's first rank (whose region the algorithms use)
+};
+
+// The table in docs/design.md, for 2 hosts (H = 2): each line names who writes what.
+Traffic Expected(const Seen& c) {
+  const uint64_t S = c.s, L = c.local, R = c.nranks;
+  Traffic t;
+  if (c.op == "AllReduce") {
+    t.program_copies = 2 * L * S;                  // each rank: input in, result out
+    t.reduce_writes = (L - 1) * S;                 // the other local ranks folded in
+    t.local_copies = (L - 1) * S;                  // the result to the other local ranks
+    if (c.algorithm == "recursive-doubling") {     // one exchange of the whole buffer
+      t.reduce_writes += S;
+      t.socket_sends = S;
+      t.socket_receives = S;
+    } else {                                       // ring: reduce-scatter, then all-gather
+      t.reduce_writes += S / 2;
+      t.socket_sends = S;
+      t.socket_receives = S;
+    }
+  } else if (c.op == "Broadcast") {
+    t.program_copies = L * S + (c.root_here ? S : 0);  // the root's input in, every output out
+    t.local_copies = (L - 1) * S;
+    (c.root_here ? t.socket_sends : t.socket_receives) = S;  // a chain of two
+  } else if (c.op == "Reduce") {
+    t.program_copies = L * S + (c.root_here ? S : 0);  // every input in, the root's output out
+    t.reduce_writes = (L - 1) * S;
+    if (c.root_here) {
+      t.reduce_writes += S;  // the other host's partial result
+      t.socket_receives = S;
+      t.local_copies = c.root_leads ? 0 : S;  // the result into the root's region
+    } else {
+      t.socket_sends = S;
+    }
+  } else if (c.op == "AllGather") {
+    t.program_copies = L * (S + R * S);   // each rank: its block in, every block out
+    t.local_copies = (L - 1) * S          // the other local ranks' blocks into the first's region
+                     + (L - 1) * R * S;   // the whole result to them
+    t.socket_sends = L * S;               // this host's blocks
+    t.socket_receives = L * S;            // the other host's
+  } else if (c.op == "ReduceScatter") {
+    t.program_copies = L * (R * S + S);   // each rank: every block in, its own out
+    t.reduce_writes = (L - 1) * R * S     // the other local ranks folded in
+                      + L * S;            // the other host's partial results for this host's blocks
+    t.local_copies = (L - 1) * S;         // their own blocks to the other local ranks
+    t.socket_sends = L * S;               // the other host's blocks, reduced here
+    t.socket_receives = L * S;
+  }
+  return t;
+}
+
+uint64_t Field(const Json& memory, const char* name) {
+  const Json* v = memory.find(name);
+  return v != nullptr && v->is_number() ? static_cast<uint64_t>(v->as_int()) : UINT64_MAX;
+}
+
+class MemoryTrafficTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  const int per_host = GetParam();
+  ClusterConfig config;
+  config.prefix = "mt";
+  config.subnet = "10.231.19";
+  config.hosts = kHosts;
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  // 1 MiB per rank: streamed copies, chunked algorithms; 64 KiB: the unstreamed path and,
+  // on 2 hosts, recursive doubling for AllReduce.
+  const int linger_ms = 4000 * kSanitizerSlowdown;
+  auto procs = LaunchCollCheck(
+      cluster, Ranks(per_host, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter", "--types", "float",
+                                "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", "no", "--linger-ms",
+                                std::to_string(linger_ms)}));
+  for (Subprocess* p : procs) {
+    ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", std::chrono::seconds(120 * kSanitizerSlowdown)))
+        << cluster.Describe();
+  }
+  CtlResult comms = Ctl(cluster, 0, {"--json", "comms"});
+  ASSERT_EQ(comms.rc, 0) << comms.out;
+  Json cj;
+  ASSERT_TRUE(Json::Parse(comms.out, &cj).ok()) << comms.out;
+  const Json* list = cj.find("communicators");
+  ASSERT_TRUE(list != nullptr && list->size() == 1) << comms.out;
+  const Json& comm = list->items()[0];
+  const std::string key = comm.find("key")->as_string();
+  const int nranks = static_cast<int>(comm.find("nranks")->as_int());
+  std::vector<int> local;
+  for (const Json& r : comm.find("local_ranks")->items()) local.push_back(static_cast<int>(r.as_int()));
+  ASSERT_EQ(static_cast<int>(local.size()), per_host) << comms.out;
+
+  CtlResult trace = Ctl(cluster, 0, {"--json", "trace", key, "--limit", "1000"});
+  ASSERT_EQ(trace.rc, 0) << trace.out;
+  Json tj;
+  ASSERT_TRUE(Json::Parse(trace.out, &tj).ok()) << trace.out;
+  std::set<std::string> checked;
+  for (const Json& e : tj.find("trace")->items()) {
+    Seen c;
+    c.op = e.find("op")->as_string();
+    c.algorithm = e.find("algorithm")->as_string();
+    c.s = static_cast<uint64_t>(e.find("bytes")->as_int());
+    c.root = static_cast<int>(e.find("root")->as_int());
+    c.local = per_host;
+    c.nranks = nranks;
+    c.root_here = std::find(local.begin(), local.end(), c.root) != local.end();
+    c.root_leads = c.root == local[0];
+    const Json* memory = e.find("memory");
+    ASSERT_NE(memory, nullptr) << trace.out;
+    Traffic got{Field(*memory, "program_copies"), Field(*memory, "local_copies"), Field(*memory, "reduce_writes"),
+                Field(*memory, "socket_sends"), Field(*memory, "socket_receives")};
+    Traffic want = Expected(c);
+    EXPECT_EQ(got, want) << c.op << " (" << c.algorithm << ", " << c.s << " bytes, root " << c.root
+                         << ", ranks here " << per_host << "): measured " << got.Text() << "; the table says "
+                         << want.Text();
+    checked.insert(c.op + "/" + c.algorithm);
+  }
+  for (const char* want : {"AllReduce/recursive-doubling", "AllReduce/ring", "Broadcast/chain", "Reduce/chain",
+                           "AllGather/ring", "ReduceScatter/ring"}) {
+    EXPECT_EQ(checked.count(want), 1u) << "no " << want << " in the trace:\n" << trace.out;
+  }
+  std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
+  EXPECT_TRUE(failure.empty()) << failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksPerHost, MemoryTrafficTest, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace conduit::it
