@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Allreduce: Conduit vs Gloo vs OpenMPI on the same namespaces and shaped links.
+# Allreduce (or --coll allgather|reducescatter|broadcast): Conduit vs Gloo vs OpenMPI on the
+# same namespaces and shaped links. Sizes as nccl-tests counts them: the whole buffer.
 #
-# usage: allreduce_bench.sh [--hosts "2 4"] [--ppn R] [-b 1K] [-e 256M] [-f 4]
-#                           [--rate 1gbit] [-n 20] [-w 5] [-T 2] [--bidir]
+# usage: allreduce_bench.sh [--coll allreduce] [--hosts "2 4"] [--ppn R] [-b 1K] [-e 256M]
+#                           [-f 4] [--rate 1gbit] [-n 20] [-w 5] [-T 2] [--bidir]
 #                           [--prefix cbn] [--subnet 10.79.0] [--out FILE] [--keep-work]
 # For each host count: bring up the cluster, measure the link with iperf3, run the
 # three implementations one after the other (never concurrently, they share the
@@ -11,11 +12,12 @@
 # or build/bin/conduit-perf is missing.
 set -euo pipefail
 
-HOSTS_LIST="2 4" PPN=1 MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
+COLL=allreduce HOSTS_LIST="2 4" PPN=1 MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
 BIDIR=0 OUT= KEEP=0
 export BENCH_PREFIX=${BENCH_PREFIX:-cbn} BENCH_SUBNET=${BENCH_SUBNET:-10.79.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --coll) COLL=$2; shift 2 ;;
     --hosts) HOSTS_LIST=$2; shift 2 ;;
     --ppn) PPN=$2; shift 2 ;;
     -b) MIN=$2; shift 2 ;;
@@ -30,10 +32,18 @@ while [[ $# -gt 0 ]]; do
     --subnet) BENCH_SUBNET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "allreduce_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
+
+case "$COLL" in
+  allreduce) PERF_COLL=all_reduce TITLE="allreduce (float sum)" ;;
+  allgather) PERF_COLL=all_gather TITLE="allgather (float)" ;;
+  reducescatter) PERF_COLL=reduce_scatter TITLE="reducescatter (float sum)" ;;
+  broadcast) PERF_COLL=broadcast TITLE="broadcast (float, root 0)" ;;
+  *) echo "allreduce_bench.sh: --coll must be allreduce, allgather, reducescatter or broadcast" >&2; exit 2 ;;
+esac
 
 BENCH_WORK=$(mktemp -d /tmp/conduit-bench.XXXXXX)
 export BENCH_WORK
@@ -51,9 +61,11 @@ cleanup() {
 trap cleanup EXIT
 
 SIZE_ARGS=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -T "$BUDGET")
+GLOO_ARGS=(--coll "$COLL" "${SIZE_ARGS[@]}")
+MPI_ARGS=(-c "$COLL" "${SIZE_ARGS[@]}")
 # conduit-perf takes nccl-tests' flags: -T there is a timeout, so the budget is
 # --time-budget; -a 3 reports the slowest rank's time, as the two baselines do.
-PERF_ARGS=(-d float -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
+PERF_ARGS=(--coll "$PERF_COLL" -d float -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
 MPI_BIN=$(bench_mpi_build "$BENCH_DIR/mpi_allreduce_bench.c")
 if bench_conduit_available; then HAVE_OURS=1; else
   HAVE_OURS=0
@@ -80,13 +92,13 @@ for H in $HOSTS_LIST; do
     bench_conduit_stop
   fi
   bench_log "gloo"
-  bench_gloo_run "$H" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${SIZE_ARGS[@]}" >"$RES/$H.gloo" ||
+  bench_gloo_run "$H" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${GLOO_ARGS[@]}" >"$RES/$H.gloo" ||
     bench_log "gloo run failed (logs in $BENCH_WORK)"
   bench_log "openmpi"
-  bench_mpi_run "$H" "$PPN" "$MPI_BIN" "${SIZE_ARGS[@]}" >"$RES/$H.mpi" ||
+  bench_mpi_run "$H" "$PPN" "$MPI_BIN" "${MPI_ARGS[@]}" >"$RES/$H.mpi" ||
     bench_log "mpirun failed (log: $BENCH_WORK/mpi.log)"
   bench_cluster_down
 done
 
 "$BENCH_PY" "$BENCH_DIR/bench_table.py" --results "$RES" --hosts "$HOSTS_LIST" --ppn "$PPN" --rate "$RATE" \
-  --title "allreduce (float sum)" ${OUT:+--out "$OUT"}
+  --coll "$COLL" --title "$TITLE" ${OUT:+--out "$OUT"}

@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--ppn", default="1")
     ap.add_argument("--rate", default="")
     ap.add_argument("--title", default="allreduce")
+    ap.add_argument("--coll", default="allreduce")
     ap.add_argument("--out")
     a = ap.parse_args()
 
@@ -61,7 +62,8 @@ def main():
         if os.path.exists(base + ".link-bidir"):
             bidir = f", bidirectional {float(open(base + '.link-bidir').read()):.3f} Gbit/s per direction"
         nranks = int(h) * int(a.ppn)
-        factor = 2 * (nranks - 1) / nranks  # nccl-tests' allreduce busbw factor
+        # nccl-tests' bus bandwidth factors
+        factor = {"allreduce": 2 * (nranks - 1) / nranks, "broadcast": 1.0}.get(a.coll, (nranks - 1) / nranks)
         res = {k: load(f"{base}.{k}", factor) for k in ("ours", "gloo", "mpi")}
         lines.append(f"### {h} hosts: iperf3 link {link:.3f} Gbit/s = {link_gbs:.4f} GB/s{bidir}")
         if not res["ours"]:

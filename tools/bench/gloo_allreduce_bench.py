@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""torch.distributed (gloo) all_reduce baseline with conduit-perf's timing rules.
+"""torch.distributed (gloo) collective baseline with conduit-perf's timing rules.
 
-Float32 sum; per size a warmup that probes speed, a timed loop capped by a time
-budget (agreed with MAX so all ranks run the same loop), and the average time of
-the slowest rank. Rank 0 prints "size_bytes count time_us algbw_GBs busbw_GBs wrong".
+Float32 (sum where it reduces); --coll allreduce (default), allgather, reducescatter or
+broadcast (root 0). Sizes follow nccl-tests: the whole buffer (an all-gather's output, a
+reduce-scatter's input; each rank's share is size / ranks). Per size a warmup that probes
+speed, a timed loop capped by a time budget (agreed with MAX so all ranks run the same
+loop), and the average time of the slowest rank. Rank 0 prints "size_bytes count time_us
+algbw_GBs busbw_GBs wrong".
 """
 import argparse
 import time
@@ -34,6 +37,7 @@ def main():
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("-w", type=int, default=5)
     ap.add_argument("-T", type=float, default=2.0)
+    ap.add_argument("--coll", default="allreduce", choices=["allreduce", "allgather", "reducescatter", "broadcast"])
     a = ap.parse_args()
 
     # Two cores shared by every rank of every "host": one intra-op thread each
@@ -41,24 +45,31 @@ def main():
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=a.init, rank=a.rank, world_size=a.world)
     n = a.world
+    names = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+             "broadcast": "broadcast"}
     if a.rank == 0:
-        print(f"# size_bytes count time_us algbw_GBs busbw_GBs wrong (gloo all_reduce float32 sum, {n} ranks)",
+        print(f"# size_bytes count time_us algbw_GBs busbw_GBs wrong (gloo {names[a.coll]} float32, {n} ranks)",
               flush=True)
+    # nccl-tests' bus bandwidth factors.
+    busbw_factor = {"allreduce": 2 * (n - 1) / n, "allgather": (n - 1) / n, "reducescatter": (n - 1) / n,
+                    "broadcast": 1.0}[a.coll]
 
+    if a.coll == "reducescatter" and not gloo_has_reduce_scatter(n):
+        if a.rank == 0:
+            print(f"# this torch's gloo has no reduce_scatter (torch {torch.__version__})", flush=True)
+        dist.destroy_process_group()
+        return
     size, max_bytes = parse_bytes(a.b), parse_bytes(a.e)
     while size <= max_bytes:
-        count = size // 4
+        count = size // 4 // n * n  # whole elements, divisible among the ranks
         if count > 0:
-            idx = torch.arange(count, dtype=torch.int64)
-            base = (1 + (a.rank * 3 + idx) % 5).to(torch.float32)
-            buf = base.clone()
+            op = Collective(a.coll, count, a.rank, n)
             iters = a.n
             if a.w > 0:
                 t0 = time.perf_counter()
                 done = 0
                 while done < a.w:
-                    buf.copy_(base)  # all_reduce is in place; keep values bounded
-                    dist.all_reduce(buf)
+                    op.run()
                     done += 1
                     el = time.perf_counter() - t0
                     if a.T > 0 and agree_max(el) > a.T / 3:
@@ -66,25 +77,88 @@ def main():
                 if a.T > 0:
                     per = agree_max(el / done)
                     iters = int(max(1, min(a.n, a.T // max(per, 1e-9))))
-            # In place, like torch programs use it; values grow but stay finite
-            # (at most 5 * n^iters is far from float overflow for our n and iters).
             t0 = time.perf_counter()
             for _ in range(iters):
-                dist.all_reduce(buf)
+                op.run()
             t = agree_max((time.perf_counter() - t0) / iters)
-            buf.copy_(base)
-            dist.all_reduce(buf)
-            want = torch.zeros(count, dtype=torch.float32)
-            for r in range(n):
-                want += (1 + (r * 3 + idx) % 5).to(torch.float32)
-            wrong = torch.tensor([int((buf != want).sum().item())], dtype=torch.int64)
+            wrong = torch.tensor([op.check()], dtype=torch.int64)
             dist.all_reduce(wrong)
             if a.rank == 0:
                 algbw = count * 4 / t / 1e9
-                print(f"{count * 4} {count} {t * 1e6:.1f} {algbw:.4f} {algbw * 2 * (n - 1) / n:.4f} {wrong.item()}",
+                print(f"{count * 4} {count} {t * 1e6:.1f} {algbw:.4f} {algbw * busbw_factor:.4f} {wrong.item()}",
                       flush=True)
         size = max(size + 1, int(size * a.f))
     dist.destroy_process_group()
+
+
+def gloo_has_reduce_scatter(n):
+    """Older torch (1.13, Debian 12's) raises for reduce_scatter on gloo, on every rank."""
+    try:
+        dist.reduce_scatter(torch.zeros(1), [torch.zeros(1) for _ in range(n)])
+        return True
+    except RuntimeError:
+        return False
+
+
+def contribution(rank, idx):
+    """Rank `rank`'s values at indices idx: small integers, so sums are exact."""
+    return (1 + (rank * 3 + idx) % 5).to(torch.float32)
+
+
+class Collective:
+    """One collective on `count` float32 elements (the whole buffer), timed by run()."""
+
+    def __init__(self, coll, count, rank, n):
+        self.coll, self.count, self.rank, self.n = coll, count, rank, n
+        share = count // n
+        if coll == "allreduce":
+            self.base = contribution(rank, torch.arange(count))
+            self.buf = self.base.clone()
+        elif coll == "allgather":
+            self.inp = contribution(rank, torch.arange(share))
+            self.out = torch.zeros(count, dtype=torch.float32)
+            self.parts = list(self.out.chunk(n))  # views into one buffer, as nccl-tests lays it out
+        elif coll == "reducescatter":
+            self.inp = contribution(rank, torch.arange(count))
+            self.out = torch.zeros(share, dtype=torch.float32)
+        else:
+            self.base = contribution(0, torch.arange(count))
+            self.buf = self.base.clone() if rank == 0 else torch.zeros(count, dtype=torch.float32)
+
+    def run(self):
+        if self.coll == "allreduce":
+            # In place, like torch programs use it; values grow but stay finite (at most
+            # 5 * n^iters is far from float overflow for our n and iters).
+            dist.all_reduce(self.buf)
+        elif self.coll == "allgather":
+            dist.all_gather(self.parts, self.inp)
+        elif self.coll == "reducescatter":
+            dist.reduce_scatter(self.out, list(self.inp.chunk(self.n)))
+        else:
+            dist.broadcast(self.buf, 0)
+
+    def check(self):
+        """Runs once more from fresh inputs; returns the number of wrong elements."""
+        n, count, share = self.n, self.count, self.count // self.n
+        if self.coll == "allreduce":
+            self.buf.copy_(self.base)
+            self.run()
+            want = sum(contribution(r, torch.arange(count)) for r in range(n))
+            return int((self.buf != want).sum().item())
+        if self.coll == "allgather":
+            self.out.zero_()
+            self.run()
+            want = torch.cat([contribution(r, torch.arange(share)) for r in range(n)])
+            return int((self.out != want).sum().item())
+        if self.coll == "reducescatter":
+            self.run()
+            idx = torch.arange(self.rank * share, (self.rank + 1) * share)
+            want = sum(contribution(r, idx) for r in range(n))
+            return int((self.out != want).sum().item())
+        if self.rank != 0:
+            self.buf.zero_()
+        self.run()
+        return int((self.buf != self.base).sum().item())
 
 
 if __name__ == "__main__":
