@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
 # Allreduce (or --coll allgather|reducescatter|broadcast): Conduit vs Gloo vs OpenMPI on the
-# same namespaces and shaped links. Sizes as nccl-tests counts them: the whole buffer.
+# same namespaces. Sizes as nccl-tests counts them: the whole buffer.
 #
-# usage: allreduce_bench.sh [--coll allreduce] [--hosts "2 4"] [--ppn R] [-b 1K] [-e 256M]
-#                           [-f 4] [--rate 1gbit] [-n 20] [-w 5] [-T 2] [--bidir]
-#                           [--prefix cbn] [--subnet 10.79.0] [--out FILE] [--keep-work]
-# For each host count: bring up the cluster, measure the link with iperf3, run the
-# three implementations one after the other (never concurrently, they share the
-# links and the CPU), tear down. Then print one side-by-side table (markdown),
-# also written to --out. "ours" is skipped with a message when build/bin/conduitd
+# usage: allreduce_bench.sh [--coll allreduce] [--modes "shaped fast loaded"] [--ppn "1 2 4"]
+#                           [--hosts "2 4"] [-b 1K] [-e 256M] [-f 4] [--rate 1gbit] [--load N]
+#                           [-n 20] [-w 5] [-T 2] [--bidir] [--prefix cbn] [--subnet 10.79.0]
+#                           [--out FILE] [--keep-work]
+# Modes: shaped (links shaped to --rate), fast (links left fast: 40gbit is above what a veth
+# carries), loaded (fast, with N busy processes running through all three implementations,
+# default half the cores: the same CPU load for each). For each mode, ranks per host and
+# host count: bring up the cluster, measure the link with iperf3 (before any load), run the
+# three implementations one after the other (never concurrently, they share the links and
+# the CPU), tear down. Then print one side-by-side table per mode and ranks per host
+# (markdown), also written to --out. "ours" is skipped with a message when build/bin/conduitd
 # or build/bin/conduit-perf is missing.
 set -euo pipefail
 
-COLL=allreduce HOSTS_LIST="2 4" PPN=1 MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
+COLL=allreduce MODES="shaped fast loaded" HOSTS_LIST="2 4" PPN_LIST="1 2 4" LOAD=$(( ($(nproc) + 1) / 2 )) MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
 BIDIR=0 OUT= KEEP=0
 export BENCH_PREFIX=${BENCH_PREFIX:-cbn} BENCH_SUBNET=${BENCH_SUBNET:-10.79.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --coll) COLL=$2; shift 2 ;;
     --hosts) HOSTS_LIST=$2; shift 2 ;;
-    --ppn) PPN=$2; shift 2 ;;
+    --ppn) PPN_LIST=$2; shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
+    --load) LOAD=$2; shift 2 ;;
     -b) MIN=$2; shift 2 ;;
     -e) MAX=$2; shift 2 ;;
     -f) FACTOR=$2; shift 2 ;;
@@ -32,7 +38,7 @@ while [[ $# -gt 0 ]]; do
     --subnet) BENCH_SUBNET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "allreduce_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -53,7 +59,21 @@ for tool in iperf3 mpirun mpicc "$BENCH_PY"; do command -v "$tool" >/dev/null ||
 "$BENCH_PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
   bench_die "$BENCH_PY has no torch with gloo (apt-get install python3-torch)"
 
+LOAD_PIDS=()
+load_start() {
+  local i
+  for ((i = 0; i < LOAD; i++)); do
+    bash -c 'while :; do :; done' &
+    LOAD_PIDS+=($!)
+  done
+}
+load_stop() {
+  ((${#LOAD_PIDS[@]})) && kill "${LOAD_PIDS[@]}" 2>/dev/null && wait "${LOAD_PIDS[@]}" 2>/dev/null
+  LOAD_PIDS=()
+}
+
 cleanup() {
+  load_stop || true
   bench_conduit_stop
   bench_cluster_down
   if ((KEEP)); then echo "# work dir kept: $BENCH_WORK" >&2; else rm -rf "$BENCH_WORK"; fi
@@ -73,32 +93,49 @@ if bench_conduit_available; then HAVE_OURS=1; else
 fi
 if ((BIDIR)) && ! bench_iperf_has_bidir; then bench_log "iperf3 has no --bidir; skipping"; BIDIR=0; fi
 
-RES="$BENCH_WORK/results"
-mkdir -p "$RES"
-for H in $HOSTS_LIST; do
-  bench_log "$H hosts x $PPN ranks, links shaped to $RATE"
-  bench_cluster_up "$H" "$RATE"
-  bench_iperf >"$RES/$H.link"
-  bench_log "iperf3 h0->h1: $(cat "$RES/$H.link") Gbit/s"
+# One host count in one mode: link, then the three implementations; results in $1.
+run_hosts() {
+  local res=$1 H=$2 PPN=$3 rate=$4 loaded=$5
+  bench_log "$H hosts x $PPN ranks, links shaped to $rate$( ((loaded)) && echo ", $LOAD busy processes")"
+  bench_cluster_up "$H" "$rate"
+  bench_iperf >"$res/$H.link"
+  bench_log "iperf3 h0->h1: $(cat "$res/$H.link") Gbit/s"
   if ((BIDIR)); then
-    bench_iperf --bidir >"$RES/$H.link-bidir"
-    bench_log "iperf3 --bidir (min direction): $(cat "$RES/$H.link-bidir") Gbit/s"
+    bench_iperf --bidir >"$res/$H.link-bidir"
+    bench_log "iperf3 --bidir (min direction): $(cat "$res/$H.link-bidir") Gbit/s"
   fi
+  ((loaded)) && load_start
   if ((HAVE_OURS)); then
     bench_log "ours (conduit-perf)"
     bench_conduit_start "$H"
-    bench_conduit_perf "$H" "$PPN" "${PERF_ARGS[@]}" >"$RES/$H.ours" ||
+    bench_conduit_perf "$H" "$PPN" "${PERF_ARGS[@]}" >"$res/$H.ours" ||
       bench_log "conduit-perf failed or found wrong results (logs in $BENCH_WORK)"
     bench_conduit_stop
   fi
   bench_log "gloo"
-  bench_gloo_run "$H" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${GLOO_ARGS[@]}" >"$RES/$H.gloo" ||
+  bench_gloo_run "$H" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${GLOO_ARGS[@]}" >"$res/$H.gloo" ||
     bench_log "gloo run failed (logs in $BENCH_WORK)"
   bench_log "openmpi"
-  bench_mpi_run "$H" "$PPN" "$MPI_BIN" "${MPI_ARGS[@]}" >"$RES/$H.mpi" ||
+  bench_mpi_run "$H" "$PPN" "$MPI_BIN" "${MPI_ARGS[@]}" >"$res/$H.mpi" ||
     bench_log "mpirun failed (log: $BENCH_WORK/mpi.log)"
+  load_stop || true
   bench_cluster_down
-done
+}
 
-"$BENCH_PY" "$BENCH_DIR/bench_table.py" --results "$RES" --hosts "$HOSTS_LIST" --ppn "$PPN" --rate "$RATE" \
-  --coll "$COLL" --title "$TITLE" ${OUT:+--out "$OUT"}
+TABLES=()
+for MODE in $MODES; do
+  case "$MODE" in
+    shaped) rate=$RATE loaded=0 label="links $RATE" ;;
+    fast) rate=40gbit loaded=0 label="links left fast" ;;
+    loaded) rate=40gbit loaded=1 label="links left fast, $LOAD busy processes" ;;
+    *) bench_die "unknown mode '$MODE' (shaped, fast, loaded)" ;;
+  esac
+  for PPN in $PPN_LIST; do
+    res="$BENCH_WORK/results-$MODE-$PPN"
+    mkdir -p "$res"
+    for H in $HOSTS_LIST; do run_hosts "$res" "$H" "$PPN" "$rate" "$loaded"; done
+    TABLES+=("$("$BENCH_PY" "$BENCH_DIR/bench_table.py" --results "$res" --hosts "$HOSTS_LIST" --ppn "$PPN" \
+      --rate "$label" --coll "$COLL" --title "$TITLE")")
+  done
+done
+printf '%s\n\n' "${TABLES[@]}" | tee ${OUT:+"$OUT"}

@@ -47,13 +47,13 @@ def main():
     ap.add_argument("--results", required=True)
     ap.add_argument("--hosts", required=True)
     ap.add_argument("--ppn", default="1")
-    ap.add_argument("--rate", default="")
+    ap.add_argument("--rate", default="", help="the links, as the title says them: \"links 1gbit\"")
     ap.add_argument("--title", default="allreduce")
     ap.add_argument("--coll", default="allreduce")
     ap.add_argument("--out")
     a = ap.parse_args()
 
-    lines = [f"## {a.title}: time (us) / busbw (GB/s), {a.ppn} rank(s) per host, links {a.rate}", ""]
+    lines = [f"## {a.title}: time (us) / busbw (GB/s), {a.ppn} rank(s) per host, {a.rate}", ""]
     for h in a.hosts.split():
         base = os.path.join(a.results, h)
         link = float(open(base + ".link").read()) if os.path.exists(base + ".link") else 0.0
