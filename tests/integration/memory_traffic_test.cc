@@ -107,7 +107,7 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   CONDUIT_START_CLUSTER(cluster);
   // 1 MiB per rank: streamed copies, chunked algorithms; 64 KiB: the unstreamed path and,
   // on 2 hosts, recursive doubling for AllReduce.
-  const int linger_ms = 4000 * kSanitizerSlowdown;
+  const int linger_ms = 1500 * kSanitizerSlowdown;  // two conduitctl calls
   auto procs = LaunchCollCheck(
       cluster, Ranks(per_host, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter", "--types", "float",
                                 "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", "no", "--linger-ms",
