@@ -16,6 +16,7 @@
 #include "common/fd_io.h"
 #include "common/log.h"
 #include "common/release_ring.h"
+#include "common/rpc_hello_reply.h"
 #include "common/exe_name.h"
 #include "common/shim_protocol.h"
 #include "completion.h"
@@ -112,19 +113,11 @@ Status DaemonConnection::Hello() {
   CONDUIT_RETURN_IF_ERROR(reader_->NextHeader(&h, deadline));
   std::string payload;
   CONDUIT_RETURN_IF_ERROR(reader_->ReadString(h.length, &payload, deadline));
-  rpcproto::HelloReply reply{};
-  if (payload.size() >= sizeof(WireStatus)) {
-    memcpy(&reply, payload.data(), std::min(payload.size(), sizeof(reply)));
-  }
-  if (h.type != rpcproto::kHelloReply || payload.size() != sizeof(reply)) {
-    Status st = payload.size() >= sizeof(WireStatus) ? FromWire(reply.status) : Status::Ok();
-    return SystemError("unexpected answer to Hello (type 0x%04x, %zu bytes)%s%s", h.type, payload.size(),
-                       st.ok() ? "" : ": ", st.message().c_str());
-  }
-  if (reply.accepted == 0) return Status(FromWire(reply.status).code(), "refused this program: " + FromWire(reply.status).message());
-  timeout_ms_ = reply.timeout_ms;
-  inline_max_ = reply.inline_max;
-  native_listeners_ = (reply.flags & rpcproto::kHelloNativeListeners) != 0;
+  HelloAnswer answer;
+  CONDUIT_RETURN_IF_ERROR(DecodeHelloReply(h.type, payload, &answer));
+  timeout_ms_ = answer.timeout_ms;
+  inline_max_ = answer.inline_max;
+  native_listeners_ = answer.native_listeners;
   writer_ = std::make_unique<FrameWriter>(fd_.get(), static_cast<int>(timeout_ms_));
   return Status::Ok();
 }

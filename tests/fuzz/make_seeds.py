@@ -173,12 +173,26 @@ write("rpc_call", "cancel-and-window", call(7, CANCEL | WINDOW, [struct.pack("<i
 frag = b"y" * 100
 write("rpc_call", "link-fragment", call(9, MESSAGE, [message(1000, 200, 100)], frag))
 
-# rpc_program: a byte (bit 0: Hello, else OpenChannel), then the request's payload.
+# rpc_program: a byte (bit 1: the daemon's HelloReply, then its frame type; else bit 0:
+# Hello, else OpenChannel), then the payload.
 write("rpc_program", "hello", b"\x01" + struct.pack("<II64s", 4242, 1, b"greeter_server"))
 write("rpc_program", "hello-full-name", b"\x01" + struct.pack("<II64s", 1, 1, b"n" * 64))
 for i, target in enumerate([b"dns:///localhost:50051", b"ipv6:[::1]:443", b"10.0.0.2:7000", b"ipv4:127.0.0.1:1"]):
     write("rpc_program", "open-channel-%d" % i, b"\x00" + struct.pack("<Q256s", 10 + i, target))
 write("rpc_program", "target-text", b"\x00dns:localhost:8080")
+
+def hello_reply(result, message, accepted, timeout_ms, inline_max, flags):
+    status = struct.pack("<i252s", result, message)
+    return status + struct.pack("<IIII", accepted, timeout_ms, inline_max, flags)
+
+
+KHELLO_REPLY = 0x0102
+write("rpc_program", "hello-reply", b"\x02" + struct.pack("<H", KHELLO_REPLY) + hello_reply(0, b"", 1, 10000, 512, 1))
+write("rpc_program", "hello-reply-managed-only",
+      b"\x02" + struct.pack("<H", KHELLO_REPLY) + hello_reply(0, b"", 1, 30000, 4096, 0))
+write("rpc_program", "hello-reply-refused",
+      b"\x02" + struct.pack("<H", KHELLO_REPLY) + hello_reply(5, b"conduitd denies the program 'x'", 0, 0, 0, 0))
+write("rpc_program", "hello-reply-status-only", b"\x02" + struct.pack("<H", 0) + struct.pack("<i252s", 3, b"bad"))
 
 
 # object_requests: a request kind byte (0 Hello, 1 Put, 2 Get, 3 Release/Delete, 4 Wait,
