@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -12,8 +13,8 @@
 
 #include "channel.h"
 #include "common/log.h"
-#include "exports.h"
 #include "completion.h"
+#include "exports.h"
 #include "handoff.h"
 #include "process.h"
 
@@ -50,7 +51,6 @@ std::string HostOf(const char* addr) {
   return host;
 }
 
-// gRPC picks a free port for ":0"; so do we, keeping the socket bound so the port stays ours.
 // CONDUIT_RPC_NATIVE_LISTENER=0: this program's managed servers take calls only through
 // conduitd, whatever the daemon allows.
 bool NativeListenerWanted() {
@@ -58,6 +58,7 @@ bool NativeListenerWanted() {
   return v == nullptr || strcmp(v, "0") != 0;
 }
 
+// gRPC picks a free port for ":0"; so do we, keeping the socket bound so the port stays ours.
 // Only when the port is not also bound by gRPC (conduitd --rpc-managed-only).
 int ReservePort() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -356,22 +357,19 @@ void ManagedServer::PushRequestLocked(Method* m, const Request& req) {
   ++m->by_cq[req.cq_bound].waiting;
 }
 
-ManagedServer::Request ManagedServer::PopFrontLocked(Method* m) {
-  Request req = m->requests.front();
-  m->requests.pop_front();
+ManagedServer::Request ManagedServer::EraseRequestLocked(Method* m, std::deque<Request>::iterator it) {
+  Request req = *it;
+  m->requests.erase(it);
   --m->by_cq[req.cq_bound].waiting;
   return req;
 }
 
+ManagedServer::Request ManagedServer::PopFrontLocked(Method* m) { return EraseRequestLocked(m, m->requests.begin()); }
+
 std::optional<ManagedServer::Request> ManagedServer::TakeRequestLocked(Method* m, grpc_completion_queue* cq) {
-  for (auto it = m->requests.begin(); it != m->requests.end(); ++it) {
-    if (it->cq_bound != cq) continue;
-    Request req = *it;
-    m->requests.erase(it);
-    --m->by_cq[cq].waiting;
-    return req;
-  }
-  return std::nullopt;
+  auto it = std::find_if(m->requests.begin(), m->requests.end(), [cq](const Request& r) { return r.cq_bound == cq; });
+  if (it == m->requests.end()) return std::nullopt;
+  return EraseRequestLocked(m, it);
 }
 
 std::unique_ptr<NativeIntake::Arrival> ManagedServer::TakeNativeLocked(Method* m, grpc_completion_queue* cq) {

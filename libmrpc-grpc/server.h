@@ -115,6 +115,8 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   std::optional<Request> TakeRequestLocked(Method* m, grpc_completion_queue* cq);
   void PushRequestLocked(Method* m, const Request& req);
   Request PopFrontLocked(Method* m);
+  // Removes the request at `it`, keeping by_cq's count.
+  Request EraseRequestLocked(Method* m, std::deque<Request>::iterator it);
   // A native call waiting for a request on `cq`, removed (nullptr when none).
   std::unique_ptr<NativeIntake::Arrival> TakeNativeLocked(Method* m, grpc_completion_queue* cq);
   // Whether to ask the core server for one more native call of `m` on `cq` (counted

@@ -25,14 +25,7 @@ void CommStats::Record(CollRecord record) {
     latency_[record.kind].Observe(record.duration_us);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (record.kind < kKinds) {
-    TrafficCounts& t = kind_traffic_[record.kind];
-    t.program_copies += record.traffic.program_copies;
-    t.local_copies += record.traffic.local_copies;
-    t.reduce_writes += record.traffic.reduce_writes;
-    t.socket_sends += record.traffic.socket_sends;
-    t.socket_receives += record.traffic.socket_receives;
-  }
+  if (record.kind < kKinds) kind_traffic_[record.kind] += record.traffic;
   if (trace_.size() == kTraceCapacity) trace_.pop_front();
   trace_.push_back(std::move(record));
 }

@@ -22,6 +22,14 @@ struct TrafficCounts {
   uint64_t socket_receives = 0;  // payload bytes copied out of the kernel by receive
 
   uint64_t total() const { return program_copies + local_copies + reduce_writes + socket_sends + socket_receives; }
+  TrafficCounts& operator+=(const TrafficCounts& o) {
+    program_copies += o.program_copies;
+    local_copies += o.local_copies;
+    reduce_writes += o.reduce_writes;
+    socket_sends += o.socket_sends;
+    socket_receives += o.socket_receives;
+    return *this;
+  }
 };
 
 class MemoryTraffic {
