@@ -990,7 +990,7 @@ grpc_call_error ManagedCall::SetCredentials(grpc_call_credentials* creds) {
   int64_t wait_ms = conn_->timeout_ms();
   int64_t until_deadline_us = MicrosUntil(deadline_);
   if (until_deadline_us != rpc::kNoTimeout) wait_ms = std::min<int64_t>(wait_ms, until_deadline_us / 1000);
-  CredentialsResult r = ApplyCallCredentials(creds, method_, authority_, static_cast<int>(wait_ms));
+  CredentialsResult r = ApplyCallCredentials(creds, method_, authority_, channel_->tls(), static_cast<int>(wait_ms));
   if (r.code != GRPC_STATUS_OK) return Cancel(r.code, r.details.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   credentials_md_ = std::move(r.metadata);

@@ -15,11 +15,19 @@
 namespace conduit::grpcshim {
 namespace {
 
+// One part of a call credentials object: a plugin the program wrote, or fixed metadata (an
+// access token).
+struct Part {
+  grpc_metadata_credentials_plugin plugin{};
+  std::vector<std::pair<std::string, std::string>> fixed;
+};
+
 // What the shim knows of a call credentials object: its minimum security level and, when
-// every part of it is a plugin, the plugins in the order gRPC asks them.
+// every part of it is known (opaque false), the parts in the order gRPC asks them.
 struct Known {
   grpc_security_level min_level = GRPC_PRIVACY_AND_INTEGRITY;
-  std::vector<grpc_metadata_credentials_plugin> plugins;
+  bool opaque = true;  // one of gRPC's own kinds the shim cannot apply (JWT, Google, IAM, STS)
+  std::vector<Part> parts;
 };
 
 struct Registry {
@@ -73,13 +81,15 @@ void OnPluginAnswer(void* user_data, const grpc_metadata* md, size_t count, grpc
   a->cv.notify_all();
 }
 
-// "/pkg.Service/Method" -> service URL "://authority/pkg.Service" (an insecure channel's
-// URL scheme is empty) and method "Method", as gRPC builds the plugin's context.
-std::pair<std::string, std::string> ServiceUrlAndMethod(std::string_view method, std::string_view authority) {
+// "/pkg.Service/Method" -> service URL "https://authority/pkg.Service" (an insecure
+// channel's URL scheme is empty) and method "Method", as gRPC builds the plugin's context.
+std::pair<std::string, std::string> ServiceUrlAndMethod(std::string_view method, std::string_view authority,
+                                                        bool tls) {
   size_t slash = method.rfind('/');
   std::string_view service = slash == std::string_view::npos ? "" : method.substr(0, slash);
   std::string_view name = slash == std::string_view::npos ? "" : method.substr(slash + 1);
-  return {"://" + std::string(authority) + std::string(service), std::string(name)};
+  return {std::string(tls ? "https" : "") + "://" + std::string(authority) + std::string(service),
+          std::string(name)};
 }
 
 }  // namespace
@@ -88,7 +98,13 @@ void NotePluginCredentials(const grpc_call_credentials* creds, const grpc_metada
                            grpc_security_level min_level) {
   Registry& r = Creds();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.by_creds[creds] = Known{min_level, {plugin}};
+  r.by_creds[creds] = Known{min_level, false, {Part{plugin, {}}}};
+}
+
+void NoteAccessToken(const grpc_call_credentials* creds, const char* token) {
+  Registry& r = Creds();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.by_creds[creds] = Known{GRPC_PRIVACY_AND_INTEGRITY, false, {Part{{}, {{"authorization", std::string("Bearer ") + token}}}}};
 }
 
 void NoteCompositeCredentials(const grpc_call_credentials* composite, const grpc_call_credentials* first,
@@ -96,8 +112,9 @@ void NoteCompositeCredentials(const grpc_call_credentials* composite, const grpc
   Known a = Lookup(first), b = Lookup(second);
   Known c;
   c.min_level = std::max(a.min_level, b.min_level);  // gRPC: the strictest part's
-  c.plugins = a.plugins;
-  c.plugins.insert(c.plugins.end(), b.plugins.begin(), b.plugins.end());
+  c.opaque = a.opaque || b.opaque;
+  c.parts = a.parts;
+  c.parts.insert(c.parts.end(), b.parts.begin(), b.parts.end());
   Registry& r = Creds();
   std::lock_guard<std::mutex> lock(r.mu);
   r.by_creds[composite] = std::move(c);
@@ -110,18 +127,27 @@ void ForgetCallCredentials(const grpc_call_credentials* creds) {
 }
 
 CredentialsResult ApplyCallCredentials(const grpc_call_credentials* creds, std::string_view method,
-                                       std::string_view authority, int wait_ms) {
+                                       std::string_view authority, bool tls, int wait_ms) {
   CredentialsResult result;
   Known known = Lookup(creds);
-  if (known.min_level != GRPC_SECURITY_NONE) {
+  if (!tls && known.min_level != GRPC_SECURITY_NONE) {
     result.code = GRPC_STATUS_UNAUTHENTICATED;
     result.details =
         "Established channel does not have a sufficient security level to transfer call credential.";
     return result;
   }
-  auto [service_url, method_name] = ServiceUrlAndMethod(method, authority);
+  if (known.opaque) {
+    result.code = GRPC_STATUS_UNAUTHENTICATED;
+    result.details =
+        "conduit: these call credentials (JWT, Google, IAM or STS) are not applied on a channel conduitd carries; "
+        "run the program with CONDUIT_DISABLE=1 or use an access token or a metadata plugin";
+    return result;
+  }
+  auto [service_url, method_name] = ServiceUrlAndMethod(method, authority, tls);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(wait_ms, 0));
-  for (const grpc_metadata_credentials_plugin& plugin : known.plugins) {
+  for (const Part& part : known.parts) {
+    for (const auto& kv : part.fixed) result.metadata.push_back(kv);
+    const grpc_metadata_credentials_plugin& plugin = part.plugin;
     if (plugin.get_metadata == nullptr) continue;
     grpc_auth_metadata_context context{service_url.c_str(), method_name.c_str(), nullptr, nullptr};
     auto answer = std::make_shared<Answer>();

@@ -34,6 +34,19 @@ std::string AuthorityOf(const std::string& target) {
   return t;
 }
 
+// "host:port", "[v6]:port" or "host" -> the host.
+std::string HostOfAuthority(const std::string& authority) {
+  if (!authority.empty() && authority[0] == '[') {
+    size_t close = authority.find(']');
+    return close == std::string::npos ? authority : authority.substr(1, close - 1);
+  }
+  size_t colon = authority.find(':');
+  if (colon != std::string::npos && authority.find(':', colon + 1) == std::string::npos) {
+    return authority.substr(0, colon);
+  }
+  return authority;
+}
+
 // As gRPC's HTTP client filter builds it: "<primary> grpc-c/<core version> (linux; chttp2)
 // <secondary>", empty parts left out.
 std::string UserAgentFromArgs(const grpc_channel_args* args) {
@@ -59,14 +72,28 @@ MessageLimits LimitsFromArgs(const grpc_channel_args* args) {
   return limits;
 }
 
-Status ManagedChannel::OpenOn(const std::shared_ptr<DaemonConnection>& conn, uint64_t id, const std::string& target) {
+Status ManagedChannel::OpenOn(const std::shared_ptr<DaemonConnection>& conn) const {
   rpcproto::OpenChannelRequest req{};
-  req.channel = id;
-  if (target.size() >= sizeof(req.target)) return InvalidArgument("target too long");
-  CopyCString(req.target, target.c_str());
+  req.channel = id_;
+  if (target_.size() >= sizeof(req.target)) return InvalidArgument("target too long");
+  CopyCString(req.target, target_.c_str());
+  std::string payload(reinterpret_cast<const char*>(&req), sizeof(req));
+  if (tls_ != nullptr) {
+    if (!conn->tls()) return SystemError("this conduitd does not carry TLS channels");
+    if (tls_name_.empty() || tls_name_.size() > rpcproto::kMaxTlsNameBytes) {
+      return InvalidArgument("cannot tell the name its server's certificate must match");
+    }
+    rpcproto::TlsChannelCredentials creds{};
+    creds.root_bytes = static_cast<uint32_t>(tls_->roots.size());
+    creds.key_bytes = static_cast<uint32_t>(tls_->key.size());
+    creds.chain_bytes = static_cast<uint32_t>(tls_->chain.size());
+    creds.name_bytes = static_cast<uint32_t>(tls_name_.size());
+    payload.append(reinterpret_cast<const char*>(&creds), sizeof(creds));
+    payload += tls_->roots + tls_->key + tls_->chain + tls_name_;
+  }
   std::string reply;
-  CONDUIT_RETURN_IF_ERROR(
-      conn->Request(rpcproto::kOpenChannel, &req, sizeof(req), rpcproto::kOpenChannelReply, &reply));
+  CONDUIT_RETURN_IF_ERROR(conn->Request(tls_ != nullptr ? rpcproto::kOpenTlsChannel : rpcproto::kOpenChannel,
+                                        payload.data(), payload.size(), rpcproto::kOpenChannelReply, &reply));
   rpcproto::OpenChannelReply r{};
   if (reply.size() != sizeof(r)) return SystemError("malformed OpenChannel reply");
   memcpy(&r, reply.data(), sizeof(r));
@@ -75,7 +102,8 @@ Status ManagedChannel::OpenOn(const std::shared_ptr<DaemonConnection>& conn, uin
 }
 
 std::shared_ptr<ManagedChannel> ManagedChannel::Open(grpc_channel* real, const char* target,
-                                                     const grpc_channel_args* args) {
+                                                     const grpc_channel_args* args,
+                                                     std::shared_ptr<const TlsChannelCreds> tls) {
   std::string why;
   std::shared_ptr<DaemonConnection> conn = LiveConnection(&why);
   if (conn == nullptr) {
@@ -85,7 +113,19 @@ std::shared_ptr<ManagedChannel> ManagedChannel::Open(grpc_channel* real, const c
   std::shared_ptr<ManagedChannel> ch(new ManagedChannel());
   ch->real_ = real;
   ch->target_ = target;
-  ch->authority_ = AuthorityOf(target);
+  // As gRPC's channel: the default authority argument, else the SSL target name override
+  // (on any channel), else the target's.
+  const char* default_authority = StringArg(args, GRPC_ARG_DEFAULT_AUTHORITY);
+  const char* ssl_override = StringArg(args, GRPC_SSL_TARGET_NAME_OVERRIDE_ARG);
+  ch->authority_ = default_authority != nullptr ? default_authority
+                   : ssl_override != nullptr    ? ssl_override
+                                                : AuthorityOf(target);
+  if (tls != nullptr) {
+    // As gRPC checks the server's certificate: against the override when the channel has
+    // one, else against the target's host.
+    ch->tls_name_ = ssl_override != nullptr ? ssl_override : HostOfAuthority(AuthorityOf(target));
+    ch->tls_ = std::move(tls);
+  }
   ch->compression_ = CompressionFromArgs(args);
   ch->user_agent_ = UserAgentFromArgs(args);
   ch->limits_ = LimitsFromArgs(args);
@@ -94,7 +134,7 @@ std::shared_ptr<ManagedChannel> ManagedChannel::Open(grpc_channel* real, const c
     std::lock_guard<std::mutex> lock(r.mu);
     ch->id_ = r.next_id++;
   }
-  Status st = OpenOn(conn, ch->id_, ch->target_);
+  Status st = ch->OpenOn(conn);
   if (!st.ok()) {
     CLOG_INFO("channel to %s uses native gRPC: %s", target, st.message().c_str());
     return nullptr;
@@ -103,7 +143,7 @@ std::shared_ptr<ManagedChannel> ManagedChannel::Open(grpc_channel* real, const c
   Registry& r = Channels();
   std::lock_guard<std::mutex> lock(r.mu);
   r.channels[real] = ch;
-  CLOG_INFO("channel to %s is carried by conduitd", target);
+  CLOG_INFO("channel to %s is carried by conduitd%s", target, ch->tls_ != nullptr ? " (TLS)" : "");
   return ch;
 }
 
@@ -135,7 +175,7 @@ std::shared_ptr<DaemonConnection> ManagedChannel::Connection(std::string* why) {
   // calls fail at once with UNAVAILABLE.
   std::shared_ptr<DaemonConnection> conn = LiveConnection(why);
   if (conn == nullptr) return conn_;
-  Status st = OpenOn(conn, id_, target_);
+  Status st = OpenOn(conn);
   if (!st.ok()) {
     *why = st.message();
     return conn_;

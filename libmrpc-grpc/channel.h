@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "call.h"
+#include "credentials_registry.h"
 #include "daemon_connection.h"
 
 namespace conduit::grpcshim {
@@ -27,8 +28,10 @@ class ManagedChannel {
  public:
   // Lets the daemon forget the channel (once no call holds it either).
   ~ManagedChannel();
-  // Decides for a channel gRPC just created; nullptr when it stays native (logged).
-  static std::shared_ptr<ManagedChannel> Open(grpc_channel* real, const char* target, const grpc_channel_args* args);
+  // Decides for a channel gRPC just created, insecure or with SSL credentials `tls`;
+  // nullptr when it stays native (logged).
+  static std::shared_ptr<ManagedChannel> Open(grpc_channel* real, const char* target, const grpc_channel_args* args,
+                                              std::shared_ptr<const TlsChannelCreds> tls);
   static std::shared_ptr<ManagedChannel> Find(grpc_channel* real);
   static void Forget(grpc_channel* real);
   // Whether `handle` came from RegisterMethod of some managed channel.
@@ -40,6 +43,7 @@ class ManagedChannel {
   uint64_t id() const { return id_; }
   const std::string& target() const { return target_; }
   const std::string& authority() const { return authority_; }
+  bool tls() const { return tls_ != nullptr; }
   MessageLimits limits() const { return limits_; }
   const CompressionOptions& compression() const { return compression_; }
   // The user-agent gRPC would send on this channel (its primary and secondary strings
@@ -52,12 +56,15 @@ class ManagedChannel {
 
  private:
   ManagedChannel() = default;
-  static Status OpenOn(const std::shared_ptr<DaemonConnection>& conn, uint64_t id, const std::string& target);
+  // Asks the daemon to carry this channel (OpenChannel, or OpenTlsChannel with tls_).
+  Status OpenOn(const std::shared_ptr<DaemonConnection>& conn) const;
 
   grpc_channel* real_ = nullptr;
   uint64_t id_ = 0;
   std::string target_;
   std::string authority_;
+  std::shared_ptr<const TlsChannelCreds> tls_;
+  std::string tls_name_;  // the name the server's certificate must match
   MessageLimits limits_;
   CompressionOptions compression_;
   std::string user_agent_;

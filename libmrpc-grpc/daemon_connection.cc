@@ -118,6 +118,7 @@ Status DaemonConnection::Hello() {
   timeout_ms_ = answer.timeout_ms;
   inline_max_ = answer.inline_max;
   native_listeners_ = answer.native_listeners;
+  tls_ = answer.tls;
   writer_ = std::make_unique<FrameWriter>(fd_.get(), static_cast<int>(timeout_ms_));
   return Status::Ok();
 }

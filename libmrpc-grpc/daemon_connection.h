@@ -56,6 +56,8 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   uint32_t timeout_ms() const { return timeout_ms_; }
   // Whether managed servers also listen natively (the daemon's choice, told in Hello).
   bool native_listeners() const { return native_listeners_; }
+  // The daemon carries TLS channels and ports (rpcproto::kHelloTls).
+  bool tls() const { return tls_; }
 
   // A control request answered through the reader thread; waits at most the daemon's
   // timeout. *reply gets the whole reply payload (starting with a WireStatus).
@@ -132,6 +134,7 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   uint32_t timeout_ms_ = 10000;
   uint32_t inline_max_ = 512;
   bool native_listeners_ = false;
+  bool tls_ = false;
   std::atomic<uint64_t> next_call_id_{1};
 
   mutable std::mutex mu_;

@@ -10,6 +10,7 @@
 #include "channel.h"
 #include "common/log.h"
 #include "completion.h"
+#include "credentials_registry.h"
 #include "exports.h"
 #include "handoff.h"
 #include "native_parent.h"
@@ -17,16 +18,6 @@
 
 namespace conduit::grpcshim {
 namespace {
-
-struct InsecureSet {
-  std::mutex mu;
-  std::unordered_set<const void*> creds;
-};
-
-InsecureSet& Insecure() {
-  static InsecureSet* s = new InsecureSet();
-  return *s;
-}
 
 // A child call inherits its parent's deadline when that is earlier (GRPC_PROPAGATE_DEADLINE).
 gpr_timespec InheritDeadline(grpc_call* parent, uint32_t mask, gpr_timespec deadline) {
@@ -44,6 +35,28 @@ gpr_timespec InheritDeadline(grpc_call* parent, uint32_t mask, gpr_timespec dead
 // After a child call exists: a managed parent cancels it when it is cancelled itself
 // (GRPC_PROPAGATE_CANCELLATION); a native parent's cancellation and deadline reach a managed
 // child through a stand-in core call (native_parent.h).
+void NoteSslChannel(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pair,
+                    bool verify_callback) {
+  if (creds == nullptr) return;
+  std::string why;
+  if (auto tls = MakeTlsChannelCreds(roots, pair, verify_callback, &why)) {
+    NoteTlsChannel(creds, std::move(tls));
+  } else {
+    NoteNative(creds, why);
+  }
+}
+
+void NoteSslServer(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pairs, size_t n,
+                   uint32_t mode) {
+  if (creds == nullptr) return;
+  std::string why;
+  if (auto tls = MakeTlsServerCreds(roots, pairs, n, mode, &why)) {
+    NoteTlsServer(creds, std::move(tls));
+  } else {
+    NoteNative(creds, why);
+  }
+}
+
 void LinkChild(grpc_call* parent, uint32_t mask, grpc_call* child) {
   if (parent == nullptr || child == nullptr) return;
   if (ManagedCall::IsManaged(parent)) {
@@ -79,21 +92,6 @@ grpc_call* NewNativeChild(grpc_call* parent, uint32_t mask, gpr_timespec deadlin
 
 }  // namespace
 
-void NoteInsecure(const void* creds) {
-  std::lock_guard<std::mutex> lock(Insecure().mu);
-  Insecure().creds.insert(creds);
-}
-
-void ForgetCredentials(const void* creds) {
-  std::lock_guard<std::mutex> lock(Insecure().mu);
-  Insecure().creds.erase(creds);
-}
-
-bool IsInsecure(const void* creds) {
-  std::lock_guard<std::mutex> lock(Insecure().mu);
-  return Insecure().creds.count(creds) > 0;
-}
-
 }  // namespace conduit::grpcshim
 
 using conduit::grpcshim::ManagedCall;
@@ -116,6 +114,13 @@ CONDUIT_EXPORT grpc_call_credentials* grpc_metadata_credentials_create_from_plug
   return c;
 }
 
+CONDUIT_EXPORT grpc_call_credentials* grpc_access_token_credentials_create(const char* access_token,
+                                                                          void* reserved) {
+  grpc_call_credentials* c = Real().grpc_access_token_credentials_create(access_token, reserved);
+  if (c != nullptr && access_token != nullptr) conduit::grpcshim::NoteAccessToken(c, access_token);
+  return c;
+}
+
 CONDUIT_EXPORT grpc_call_credentials* grpc_composite_call_credentials_create(grpc_call_credentials* creds1,
                                                                            grpc_call_credentials* creds2,
                                                                            void* reserved) {
@@ -127,6 +132,63 @@ CONDUIT_EXPORT grpc_call_credentials* grpc_composite_call_credentials_create(grp
 CONDUIT_EXPORT void grpc_call_credentials_release(grpc_call_credentials* creds) {
   conduit::grpcshim::ForgetCallCredentials(creds);
   Real().grpc_call_credentials_release(creds);
+}
+
+// SSL credentials: their PEM texts are noted, for the daemons' TLS handshake
+// (credentials_registry.h).
+CONDUIT_EXPORT grpc_channel_credentials* grpc_ssl_credentials_create(const char* pem_root_certs,
+                                                                     grpc_ssl_pem_key_cert_pair* pem_key_cert_pair,
+                                                                     const verify_peer_options* verify_options,
+                                                                     void* reserved) {
+  grpc_channel_credentials* c =
+      Real().grpc_ssl_credentials_create(pem_root_certs, pem_key_cert_pair, verify_options, reserved);
+  conduit::grpcshim::NoteSslChannel(c, pem_root_certs, pem_key_cert_pair,
+                                    verify_options != nullptr && verify_options->verify_peer_callback != nullptr);
+  return c;
+}
+
+CONDUIT_EXPORT grpc_channel_credentials* grpc_ssl_credentials_create_ex(
+    const char* pem_root_certs, grpc_ssl_pem_key_cert_pair* pem_key_cert_pair,
+    const grpc_ssl_verify_peer_options* verify_options, void* reserved) {
+  grpc_channel_credentials* c =
+      Real().grpc_ssl_credentials_create_ex(pem_root_certs, pem_key_cert_pair, verify_options, reserved);
+  conduit::grpcshim::NoteSslChannel(c, pem_root_certs, pem_key_cert_pair,
+                                    verify_options != nullptr && verify_options->verify_peer_callback != nullptr);
+  return c;
+}
+
+CONDUIT_EXPORT grpc_server_credentials* grpc_ssl_server_credentials_create(
+    const char* pem_root_certs, grpc_ssl_pem_key_cert_pair* pem_key_cert_pairs, size_t num_key_cert_pairs,
+    int force_client_auth, void* reserved) {
+  grpc_server_credentials* c = Real().grpc_ssl_server_credentials_create(pem_root_certs, pem_key_cert_pairs,
+                                                                         num_key_cert_pairs, force_client_auth, reserved);
+  conduit::grpcshim::NoteSslServer(c, pem_root_certs, pem_key_cert_pairs, num_key_cert_pairs,
+                                   force_client_auth ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                     : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  return c;
+}
+
+CONDUIT_EXPORT grpc_server_credentials* grpc_ssl_server_credentials_create_ex(
+    const char* pem_root_certs, grpc_ssl_pem_key_cert_pair* pem_key_cert_pairs, size_t num_key_cert_pairs,
+    grpc_ssl_client_certificate_request_type client_certificate_request, void* reserved) {
+  grpc_server_credentials* c = Real().grpc_ssl_server_credentials_create_ex(
+      pem_root_certs, pem_key_cert_pairs, num_key_cert_pairs, client_certificate_request, reserved);
+  conduit::grpcshim::NoteSslServer(c, pem_root_certs, pem_key_cert_pairs, num_key_cert_pairs,
+                                   static_cast<uint32_t>(client_certificate_request));
+  return c;
+}
+
+CONDUIT_EXPORT void grpc_set_ssl_roots_override_callback(grpc_ssl_roots_override_callback cb) {
+  conduit::grpcshim::NoteRootsOverride();
+  Real().grpc_set_ssl_roots_override_callback(cb);
+}
+
+CONDUIT_EXPORT void grpc_server_credentials_set_auth_metadata_processor(grpc_server_credentials* creds,
+                                                                       grpc_auth_metadata_processor processor) {
+  if (processor.process != nullptr) {
+    conduit::grpcshim::NoteNative(creds, "its credentials have an auth metadata processor, which runs in gRPC");
+  }
+  Real().grpc_server_credentials_set_auth_metadata_processor(creds, processor);
 }
 
 CONDUIT_EXPORT grpc_server_credentials* grpc_insecure_server_credentials_create() {
@@ -149,10 +211,13 @@ CONDUIT_EXPORT grpc_channel* grpc_channel_create(const char* target, grpc_channe
                                                  const grpc_channel_args* args) {
   grpc_channel* ch = Real().grpc_channel_create(target, creds, args);
   if (ch == nullptr || target == nullptr) return ch;
+  std::string why;
   if (conduit::grpcshim::IsInsecure(creds)) {
-    ManagedChannel::Open(ch, target, args);
+    ManagedChannel::Open(ch, target, args, nullptr);
+  } else if (auto tls = conduit::grpcshim::TlsChannelOf(creds, &why)) {
+    ManagedChannel::Open(ch, target, args, std::move(tls));
   } else {
-    CLOG_INFO("channel to %s uses native gRPC: conduitd carries only insecure channels", target);
+    CLOG_INFO("channel to %s uses native gRPC: %s", target, why.c_str());
   }
   return ch;
 }

@@ -24,6 +24,12 @@ RealGrpc Load() {
 #define RESOLVE(name) Resolve(&r.name, #name)
   RESOLVE(grpc_insecure_credentials_create);
   RESOLVE(grpc_insecure_server_credentials_create);
+  RESOLVE(grpc_ssl_credentials_create);
+  RESOLVE(grpc_ssl_credentials_create_ex);
+  RESOLVE(grpc_ssl_server_credentials_create);
+  RESOLVE(grpc_ssl_server_credentials_create_ex);
+  RESOLVE(grpc_set_ssl_roots_override_callback);
+  RESOLVE(grpc_server_credentials_set_auth_metadata_processor);
   RESOLVE(grpc_channel_credentials_release);
   RESOLVE(grpc_server_credentials_release);
   RESOLVE(grpc_channel_create);
@@ -74,6 +80,7 @@ RealGrpc Load() {
   RESOLVE(grpc_shutdown_blocking);
   RESOLVE(grpc_metadata_credentials_create_from_plugin);
   RESOLVE(grpc_composite_call_credentials_create);
+  RESOLVE(grpc_access_token_credentials_create);
   RESOLVE(grpc_call_credentials_release);
   RESOLVE(grpc_server_register_completion_queue);
   RESOLVE(grpc_completion_queue_create);

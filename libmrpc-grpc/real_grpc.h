@@ -107,10 +107,17 @@ struct RealGrpc {
   // Interposed.
   CONDUIT_REAL(grpc_insecure_credentials_create);
   CONDUIT_REAL(grpc_insecure_server_credentials_create);
+  CONDUIT_REAL(grpc_ssl_credentials_create);
+  CONDUIT_REAL(grpc_ssl_credentials_create_ex);
+  CONDUIT_REAL(grpc_ssl_server_credentials_create);
+  CONDUIT_REAL(grpc_ssl_server_credentials_create_ex);
+  CONDUIT_REAL(grpc_set_ssl_roots_override_callback);
+  CONDUIT_REAL(grpc_server_credentials_set_auth_metadata_processor);
   CONDUIT_REAL(grpc_channel_credentials_release);
   CONDUIT_REAL(grpc_server_credentials_release);
   CONDUIT_REAL(grpc_metadata_credentials_create_from_plugin);
   CONDUIT_REAL(grpc_composite_call_credentials_create);
+  CONDUIT_REAL(grpc_access_token_credentials_create);
   CONDUIT_REAL(grpc_call_credentials_release);
   CONDUIT_REAL(grpc_channel_create);
   CONDUIT_REAL(grpc_channel_destroy);

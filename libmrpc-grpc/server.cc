@@ -14,6 +14,7 @@
 #include "channel.h"
 #include "common/log.h"
 #include "completion.h"
+#include "credentials_registry.h"
 #include "exports.h"
 #include "handoff.h"
 #include "process.h"
@@ -151,8 +152,20 @@ Status ManagedServer::RequestServe(const std::shared_ptr<DaemonConnection>& conn
   req.port = static_cast<uint32_t>(port.port);
   if (port.host.size() >= sizeof(req.host)) return InvalidArgument("host '%s' is too long", port.host.c_str());
   CopyCString(req.host, port.host.c_str());
+  std::string payload(reinterpret_cast<const char*>(&req), sizeof(req));
+  if (port.tls != nullptr) {
+    if (!conn->tls()) return SystemError("this conduitd does not carry TLS ports");
+    rpcproto::TlsServerCredentials creds{};
+    creds.client_cert_mode = port.tls->client_cert_mode;
+    creds.key_bytes = static_cast<uint32_t>(port.tls->key.size());
+    creds.chain_bytes = static_cast<uint32_t>(port.tls->chain.size());
+    creds.root_bytes = static_cast<uint32_t>(port.tls->roots.size());
+    payload.append(reinterpret_cast<const char*>(&creds), sizeof(creds));
+    payload += port.tls->key + port.tls->chain + port.tls->roots;
+  }
   std::string reply;
-  return conn->Request(rpcproto::kServe, &req, sizeof(req), rpcproto::kServeReply, &reply);
+  return conn->Request(port.tls != nullptr ? rpcproto::kServeTls : rpcproto::kServe, payload.data(), payload.size(),
+                       rpcproto::kServeReply, &reply);
 }
 
 Status ManagedServer::Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<Port>& ports) {
@@ -170,9 +183,14 @@ int ManagedServer::AddPort(const char* addr, grpc_server_credentials* creds) {
     }
     return port;
   };
+  std::shared_ptr<const TlsServerCreds> tls;
   if (!IsInsecure(creds)) {
-    CLOG_INFO("server port %s uses native gRPC: conduitd carries only insecure ports", addr);
-    return bind_natively();
+    std::string why;
+    tls = TlsServerOf(creds, &why);
+    if (tls == nullptr) {
+      CLOG_INFO("server port %s uses native gRPC: %s", addr, why.c_str());
+      return bind_natively();
+    }
   }
   bool managed_before;
   {
@@ -194,7 +212,7 @@ int ManagedServer::AddPort(const char* addr, grpc_server_credentials* creds) {
   } else if (port == 0) {
     port = ReservePort();  // no native listener: hold the port so nobody else takes it
   }
-  Port served{port, HostOf(addr)};
+  Port served{port, HostOf(addr), tls};
   Status st;
   if (port <= 0) {
     st = InvalidArgument("cannot tell its port number");
@@ -224,7 +242,7 @@ int ManagedServer::AddPort(const char* addr, grpc_server_credentials* creds) {
     ports_.push_back(served);
   }
   conn->RegisterServer(id_, shared_from_this());
-  CLOG_INFO("server port %d is served through conduitd%s", port,
+  CLOG_INFO("server port %d is served through conduitd%s%s", port, tls != nullptr ? " with TLS" : "",
             bound ? " (and natively, for clients without the preload)" : " only");
   return port;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "call.h"
+#include "credentials_registry.h"
 #include "daemon_connection.h"
 #include "native_intake.h"
 #include "real_grpc.h"
@@ -133,6 +134,7 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
   struct Port {
     int port;
     std::string host;
+    std::shared_ptr<const TlsServerCreds> tls;  // nullptr: an insecure port
   };
   static Status RequestServe(const std::shared_ptr<DaemonConnection>& conn, uint64_t server, const Port& port);
   Status Serve(const std::shared_ptr<DaemonConnection>& conn, const std::vector<Port>& ports);

@@ -36,6 +36,17 @@ Conn::Conn(UniqueFd fd, std::unique_ptr<RecordSealer> sealer, std::unique_ptr<Re
 
 UniqueFd Conn::ReleaseFd() { return sealed() ? UniqueFd() : std::move(fd_); }
 
+Status Conn::Reseal(std::unique_ptr<RecordSealer> sealer, std::unique_ptr<RecordOpener> opener) {
+  if (sealer == nullptr || opener == nullptr) return InternalError("resealing without keys");
+  if (buffered() > 0 || cipher_len_ > 0) return InternalError("resealing a connection with bytes unread");
+  sealer_ = std::move(sealer);
+  opener_ = std::move(opener);
+  cipher_.resize(kRecordHeaderBytes + kMaxRecordPlaintext + opener_->tag_bytes());
+  plain_.clear();
+  plain_pos_ = 0;
+  return Status::Ok();
+}
+
 void Conn::Shutdown() {
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
 }

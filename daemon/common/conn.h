@@ -51,6 +51,11 @@ class Conn {
   Status WriteV(const iovec* iov, int n, Deadline deadline);
   Status Write(const void* data, size_t len, Deadline deadline);
 
+  // Seals every later record with new keys (a TLS link's, rpc/tls_flights.h), sealed
+  // before or not. Both ends switch at the same point of the stream, so nothing may be
+  // received and unread here.
+  Status Reseal(std::unique_ptr<RecordSealer> sealer, std::unique_ptr<RecordOpener> opener);
+
   // Makes pending and future reads and writes on both ends fail.
   void Shutdown();
 

@@ -50,6 +50,10 @@ class FrameReader {
   // Descriptors that arrived (SCM_RIGHTS), oldest first; invalid when none.
   UniqueFd TakeFd();
   bool closed() const { return closed_; }
+  // Bytes received and not yet consumed.
+  size_t buffered() const { return end_ - begin_; }
+  // After `conn` was resealed (Conn::Reseal): reads go through its new records.
+  void Rebind(Conn* conn) { conn_ = conn->sealed() ? conn : nullptr; }
 
  private:
   Status Fill(Deadline deadline);
@@ -108,6 +112,9 @@ class FrameWriter {
   // Adds to *counter every urgent frame sent while bulk frames waited in the queue (what
   // the priority bought). Set before the writer is used.
   void CountUrgentAheadOfBulk(std::atomic<uint64_t>* counter) { ahead_of_bulk_ = counter; }
+  // After `conn` was resealed (Conn::Reseal), with nothing queued or being sent: writes go
+  // through its new records.
+  void Rebind(Conn* conn) { conn_ = conn->sealed() ? conn : nullptr; }
 
  private:
   Status WriteBatch(std::vector<OutFrame>& batch);

@@ -26,6 +26,7 @@ Status DecodeHelloReply(uint16_t type, std::string_view payload, HelloAnswer* ou
   out->timeout_ms = reply.timeout_ms;
   out->inline_max = reply.inline_max;
   out->native_listeners = (reply.flags & rpcproto::kHelloNativeListeners) != 0;
+  out->tls = (reply.flags & rpcproto::kHelloTls) != 0;
   return Status::Ok();
 }
 

@@ -16,6 +16,7 @@ struct HelloAnswer {
   uint32_t timeout_ms = 0;
   uint32_t inline_max = 0;
   bool native_listeners = false;  // rpcproto::kHelloNativeListeners
+  bool tls = false;               // rpcproto::kHelloTls
 };
 
 // Reads a frame of `type` carrying `payload`. Ok with *out when it is exactly one

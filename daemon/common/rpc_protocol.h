@@ -54,6 +54,10 @@ enum MsgType : uint16_t {
   kAddSegment = 0x010b,  // daemon -> shim: a receive segment, memfd attached
   kFree = 0x010c,        // either way: released blocks, when the ring was full
   kCloseChannel = 0x010d,  // shim -> daemon (version 2): the program destroyed a channel
+  // shim -> daemon, requests (daemons that set kHelloTls): OpenChannel and Serve with the
+  // program's TLS credentials; the replies are OpenChannelReply and ServeReply
+  kOpenTlsChannel = 0x010e,
+  kServeTls = 0x010f,
   // both protocols
   kCall = 0x0110,
   // daemon <-> daemon
@@ -61,6 +65,11 @@ enum MsgType : uint16_t {
   kPeerHelloReply = 0x0181,
   kProbe = 0x0182,
   kProbeReply = 0x0183,
+  // daemon <-> daemon on a TLS link (PeerHello.tls_port != 0), after PeerHelloReply: the
+  // TLS 1.3 handshake's bytes, one flight per frame, then the accepting daemon's verdict
+  // (a StatusReply; either side may send a failed one instead of its next flight)
+  kTlsHandshake = 0x0184,
+  kTlsDone = 0x0185,
 };
 
 // Hello: the first message on a program connection; the control region's memfd rides along.
@@ -80,6 +89,9 @@ struct HelloReply {
 // A managed server also listens natively on its ports, for clients without the preload
 // (absent: its ports take calls only through conduitd, conduitd --rpc-managed-only).
 inline constexpr uint32_t kHelloNativeListeners = 1u << 0;
+// The daemon carries TLS channels and ports (kOpenTlsChannel, kServeTls); without it the
+// shim leaves them native.
+inline constexpr uint32_t kHelloTls = 1u << 1;
 
 // AttachSegment (shim -> daemon, memfd attached) / AddSegment (daemon -> shim, memfd attached).
 struct SegmentInfo {
@@ -97,6 +109,29 @@ struct OpenChannelRequest {
   uint64_t channel;   // id chosen by the shim; Call frames name it in their Start section
   char target[256];   // the gRPC target as the program passed it
 };
+
+// OpenTlsChannel: an OpenChannelRequest, then this, then the bytes it counts in its order:
+// the roots the server's certificate must lead to (PEM, not empty), the client's private
+// key and certificate chain (PEM, both or neither), the name the server's certificate
+// must match (the target's host, or the channel's grpc.ssl_target_name_override).
+struct TlsChannelCredentials {
+  uint32_t root_bytes;
+  uint32_t key_bytes;
+  uint32_t chain_bytes;
+  uint32_t name_bytes;
+};
+// ServeTls: a ServeRequest, then this, then the server's private key and certificate chain
+// (PEM, not empty) and the roots client certificates are checked against (PEM, may be
+// empty).
+struct TlsServerCredentials {
+  uint32_t client_cert_mode;  // gRPC's grpc_ssl_client_certificate_request_type (0..4)
+  uint32_t key_bytes;
+  uint32_t chain_bytes;
+  uint32_t root_bytes;
+};
+// Largest PEM text of either (a full public root bundle is about 250 KiB), and of a name.
+inline constexpr uint32_t kMaxTlsPemBytes = 1u << 20;
+inline constexpr uint32_t kMaxTlsNameBytes = 255;
 
 struct OpenChannelReply {
   WireStatus status;  // not ok: the channel stays native, the message says why
@@ -154,7 +189,11 @@ inline constexpr uint64_t kControlRegionBytes = (sizeof(ControlRegion) + 4095) &
 // Daemon <-> daemon: the connecting daemon's first message on an RPC link.
 struct PeerHello {
   uint32_t rpc_version;
-  uint32_t reserved;
+  // 0: a link for insecure channels, pooled per daemon. Else a TLS link for one channel
+  // to this port: the TLS handshake follows the reply, and the link carries calls to this
+  // port only (docs/rpc-protocol.md, "TLS links"). A daemon from before reads it as 0's
+  // reserved field and fails at the first kTlsHandshake: the channel stays native.
+  uint32_t tls_port;
   char daemon[64];  // the connecting daemon, for logs
 };
 
@@ -167,8 +206,15 @@ struct ProbeRequest {
 struct ProbeReply {
   WireStatus status;
   uint32_t served;
-  uint32_t reserved;
+  uint32_t flags;  // kProbeTls when the port is served with TLS (0 from older daemons)
 };
+inline constexpr uint32_t kProbeTls = 1u << 0;
+
+// Sizes are part of the protocol.
+static_assert(sizeof(TlsChannelCredentials) == 16);
+static_assert(sizeof(TlsServerCredentials) == 16);
+static_assert(sizeof(PeerHello) == 72);
+static_assert(sizeof(ProbeReply) == sizeof(WireStatus) + 8);
 
 }  // namespace conduit::rpcproto
 

@@ -17,6 +17,7 @@
 #include "rpc/program_session.h"
 #include "rpc/rpc_service.h"
 #include "rpc/target.h"
+#include "rpc/tls_flights.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
 
@@ -93,6 +94,17 @@ PeerLink::LinkCall::~LinkCall() {
 }
 
 Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out) {
+  return ConnectWith(service, addr, 0, nullptr, out);
+}
+
+Status PeerLink::ConnectTls(RpcService* service, const std::string& addr, uint32_t port,
+                            std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out) {
+  if (port == 0 || tls == nullptr) return InvalidArgument("a TLS link needs a port and credentials");
+  return ConnectWith(service, addr, port, std::move(tls), out);
+}
+
+Status PeerLink::ConnectWith(RpcService* service, const std::string& addr, uint32_t tls_port,
+                             std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out) {
   Conn conn;
   PeerIdentity peer;
   Status st = service->options().security->Dial(addr, Deadline::AfterMs(kConnectTimeoutMs + authproto::kHandshakeTimeoutMs),
@@ -102,6 +114,7 @@ Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shar
   std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(conn), addr, /*accepted=*/false));
   rpcproto::PeerHello hello{};
   hello.rpc_version = rpcproto::kRpcVersion;
+  hello.tls_port = tls_port;
   CopyCString(hello.daemon, service->options().my_addr.c_str());
   CONDUIT_RETURN_IF_ERROR(link->writer_.Send(SmallFrame(rpcproto::kPeerHello, 0, hello)));
   FrameHeader h;
@@ -115,8 +128,19 @@ Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shar
   }
   memcpy(&reply, payload.data(), sizeof(reply));
   CONDUIT_RETURN_IF_ERROR(FromWire(reply.status));
+  if (tls != nullptr) {
+    std::unique_ptr<TlsHandshake> hs;
+    CONDUIT_RETURN_IF_ERROR(TlsHandshake::NewClient(std::move(tls), &hs));
+    Status st = RunTlsFlights(&link->conn_, &link->reader_, &link->writer_, hs.get(), /*client=*/true, deadline);
+    if (!st.ok()) return SystemError("TLS with port %u at daemon %s: %s", tls_port, addr.c_str(), st.message().c_str());
+    link->tls_port_ = tls_port;
+  }
   std::thread([link] { RunGuarded("RPC link reader", [&] { link->ReadLoop(); }); }).detach();
-  CLOG_INFO("RPC link to daemon %s is up", addr.c_str());
+  if (tls_port != 0) {
+    CLOG_DEBUG("TLS link to port %u at daemon %s is up", tls_port, addr.c_str());
+  } else {
+    CLOG_INFO("RPC link to daemon %s is up", addr.c_str());
+  }
   *out = std::move(link);
   return Status::Ok();
 }
@@ -134,16 +158,36 @@ void PeerLink::Accept(RpcService* service, Conn conn, const PeerIdentity& identi
   if (st.ok() && (h.type != rpcproto::kPeerHello || payload.size() != sizeof(hello))) {
     st = InvalidArgument("expected an RPC PeerHello, got message 0x%04x of %u bytes", h.type, h.length);
   }
+  std::shared_ptr<const TlsServerContext> tls;
   if (st.ok()) {
     memcpy(&hello, payload.data(), sizeof(hello));
     if (hello.rpc_version != rpcproto::kRpcVersion) {
       st = InvalidUsage("RPC protocol version %u is not supported (this daemon speaks %u)", hello.rpc_version,
                         rpcproto::kRpcVersion);
+    } else if (hello.tls_port != 0) {
+      st = link->TlsServerFor(hello.tls_port, &tls);
     }
   }
   (void)link->writer_.Send(SmallFrame(rpcproto::kPeerHelloReply, h.tag, rpcproto::StatusReply{ToWire(st)}));
   if (!st.ok()) {
     CLOG_WARN("RPC link from %s refused: %s", peer.c_str(), st.message().c_str());
+    return;
+  }
+  if (tls != nullptr) {
+    std::unique_ptr<TlsHandshake> hs;
+    st = TlsHandshake::NewServer(tls, &hs);
+    if (st.ok()) st = RunTlsFlights(&link->conn_, &link->reader_, &link->writer_, hs.get(), /*client=*/false, deadline);
+    if (!st.ok()) {
+      // What a native TLS server would log for a failed handshake, once per connection.
+      CLOG_INFO("TLS for port %u from %s failed: %s", hello.tls_port, peer.c_str(), st.message().c_str());
+      return;
+    }
+    link->tls_port_ = hello.tls_port;
+    link->tls_server_ = std::move(tls);
+    link->tls_client_ = hs->peer();
+    CLOG_DEBUG("TLS link for port %u from %s is up (client certificate: %s)", hello.tls_port, peer.c_str(),
+               link->tls_client_.has_certificate ? link->tls_client_.subject.c_str() : "none");
+    link->ReadLoop();
     return;
   }
   CLOG_INFO("RPC link from daemon %s (%s%s) is up",
@@ -181,10 +225,12 @@ Status PeerLink::HandleFrame(const FrameHeader& h) {
     if (h.length != sizeof(req)) return InvalidArgument("malformed Probe (%u bytes)", h.length);
     CONDUIT_RETURN_IF_ERROR(reader_.Read(&req, sizeof(req), deadline));
     std::string why;
-    bool served = service_->servers().Find(req.port, local_ip_, /*from_link=*/true, &why) != nullptr;
+    std::shared_ptr<ProgramSession> session = service_->servers().Find(req.port, local_ip_, /*from_link=*/true, &why);
+    const bool served = session != nullptr;
     rpcproto::ProbeReply reply{};
     reply.status = ToWire(served || why.empty() ? Status::Ok() : SystemError("%s", why.c_str()));
     reply.served = served ? 1 : 0;
+    reply.flags = served && session->TlsFor(req.port) != nullptr ? rpcproto::kProbeTls : 0;
     return writer_.Send(SmallFrame(rpcproto::kProbeReply, h.tag, reply));
   }
   if (h.type == rpcproto::kProbeReply && !accepted_) {
@@ -194,7 +240,10 @@ Status PeerLink::HandleFrame(const FrameHeader& h) {
     Status st = FromWire(reply.status);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = probes_.find(h.tag);
-    if (it != probes_.end()) it->second = ProbeWait{true, reply.served != 0 && st.ok(), st.ok() ? "" : st.message()};
+    if (it != probes_.end()) {
+      it->second = ProbeWait{true, reply.served != 0 && st.ok(), (reply.flags & rpcproto::kProbeTls) != 0,
+                             st.ok() ? "" : st.message()};
+    }
     probe_cv_.notify_all();
     return Status::Ok();
   }
@@ -331,6 +380,14 @@ Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>*
                            : "conduit: " + why + " (daemon at " + service_->options().my_addr + ")");
     return Status::Ok();
   }
+  bool stale = false;
+  std::string refusal = RefusalFor(port, *session, &stale);
+  if (!refusal.empty()) {
+    SendStatus(view.call, kUnavailable, "conduit: " + refusal + " (daemon at " + service_->options().my_addr + ")");
+    // The other daemon makes a new link, with a new handshake, for the channel's next call.
+    if (stale) Fail(refusal);
+    return Status::Ok();
+  }
   size_t open;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -379,7 +436,8 @@ void PeerLink::SendStatus(uint64_t id, int32_t code, const std::string& why) {
   if (!writer_.Send(std::move(f)).ok()) Fail("cannot write to daemon " + peer_);
 }
 
-Status PeerLink::Probe(uint32_t port) {
+Status PeerLink::Probe(uint32_t port, bool* tls) {
+  *tls = false;
   uint32_t tag;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -397,10 +455,39 @@ Status PeerLink::Probe(uint32_t port) {
     } else if (!w.served) {
       st = w.why.empty() ? SystemError("no program serves port %u through the daemon at %s", port, peer_.c_str())
                          : SystemError("daemon %s: %s", peer_.c_str(), w.why.c_str());
+    } else {
+      *tls = w.tls;
     }
   }
   probes_.erase(tag);
   return st;
+}
+
+Status PeerLink::TlsServerFor(uint32_t tls_port, std::shared_ptr<const TlsServerContext>* out) {
+  std::string why;
+  std::shared_ptr<ProgramSession> session = service_->servers().Find(tls_port, local_ip_, /*from_link=*/true, &why);
+  if (session != nullptr) *out = session->TlsFor(tls_port);
+  if (*out != nullptr) return Status::Ok();
+  if (session != nullptr) return SystemError("port %u is served without TLS", tls_port);
+  return why.empty() ? SystemError("no program serves port %u through the daemon at %s", tls_port,
+                                   service_->options().my_addr.c_str())
+                     : SystemError("%s", why.c_str());
+}
+
+std::string PeerLink::RefusalFor(uint32_t port, const ProgramSession& session, bool* stale) {
+  std::shared_ptr<const TlsServerContext> server_tls = session.TlsFor(port);
+  *stale = false;
+  if (tls_port_ == 0) {
+    return server_tls == nullptr ? "" : "port " + std::to_string(port) + " serves TLS and this call came without it";
+  }
+  if (port != tls_port_) {
+    return "this TLS link carries calls to port " + std::to_string(tls_port_) + ", not " + std::to_string(port);
+  }
+  if (server_tls != tls_server_) {
+    *stale = true;
+    return "the server on port " + std::to_string(port) + " has other TLS credentials than at this link's handshake";
+  }
+  return "";
 }
 
 void PeerLink::AddCall(const std::shared_ptr<RpcCall>& call) {

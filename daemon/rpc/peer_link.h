@@ -30,9 +30,11 @@
 #include "common/frame_stream.h"
 #include "common/peer_identity.h"
 #include "rpc/call.h"
+#include "security/tls_session.h"
 
 namespace conduit::rpc {
 
+class ProgramSession;
 class RpcService;
 
 class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> {
@@ -42,6 +44,11 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // Connects to the daemon at `addr`, authenticates it and says hello; the link then reads
   // on its own thread.
   static Status Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out);
+  // A TLS link for one channel to `port` at the daemon at `addr`: after the hello, the TLS
+  // handshake with the channel's credentials against the server's (rpc/tls_flights.h). It
+  // carries calls to that port only.
+  static Status ConnectTls(RpcService* service, const std::string& addr, uint32_t port,
+                           std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out);
   // Serves an authenticated connection another daemon opened, on the calling thread, until
   // it ends.
   static void Accept(RpcService* service, Conn conn, const PeerIdentity& peer);
@@ -51,7 +58,8 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // Asks the other daemon whether a program there serves `port` for callers from this
   // host: Ok when it does, else why not (no such server, or one bound to loopback or to
   // another address).
-  Status Probe(uint32_t port);
+  // *tls: the port is served with TLS (insecure channels must not reach it).
+  Status Probe(uint32_t port, bool* tls);
   // Makes this link the server end of `call` (connecting side).
   void AddCall(const std::shared_ptr<RpcCall>& call);
 
@@ -81,10 +89,20 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   struct ProbeWait {
     bool answered = false;
     bool served = false;
+    bool tls = false;
     std::string why;
   };
 
   PeerLink(RpcService* service, Conn conn, std::string peer, bool accepted);
+  static Status ConnectWith(RpcService* service, const std::string& addr, uint32_t tls_port,
+                            std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out);
+  // Accepting side: which program credentials a hello naming `tls_port` gets the handshake
+  // with; an error when no program serves that port here with TLS.
+  Status TlsServerFor(uint32_t tls_port, std::shared_ptr<const TlsServerContext>* out);
+  // Accepting side: why a call to `port` served by `session` may not pass this link ("" when
+  // it may); *stale when this TLS link's handshake was with credentials the server no
+  // longer has.
+  std::string RefusalFor(uint32_t port, const ProgramSession& session, bool* stale);
   void ReadLoop();
   Status HandleFrame(const FrameHeader& h);
   Status HandleCall(const FrameHeader& h);
@@ -105,6 +123,11 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // Accepted links: this daemon's address the other daemon dialled (getsockname), the
   // address its calls reached this host at.
   std::string local_ip_;
+  // TLS links: the one port they carry calls to (0: an insecure link) and, accepting, the
+  // server credentials of the handshake and what it showed of the client.
+  uint32_t tls_port_ = 0;
+  std::shared_ptr<const TlsServerContext> tls_server_;
+  TlsPeer tls_client_;
   FrameReader reader_;
   FrameWriter writer_;
   std::atomic<bool> alive_{true};

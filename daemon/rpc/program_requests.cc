@@ -12,6 +12,21 @@ bool DecodeExact(std::string_view payload, T* out) {
   return true;
 }
 
+// Takes the next `n` bytes of *rest as text; false when fewer are left.
+bool TakeText(std::string_view* rest, uint32_t n, std::string* out) {
+  if (n > rest->size()) return false;
+  out->assign(rest->substr(0, n));
+  rest->remove_prefix(n);
+  return true;
+}
+
+Status CheckPem(const char* what, uint32_t n) {
+  if (n > rpcproto::kMaxTlsPemBytes) {
+    return InvalidArgument("%s of %u bytes, over the %u-byte limit", what, n, rpcproto::kMaxTlsPemBytes);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool DecodeHello(std::string_view payload, rpcproto::HelloRequest* req, std::string* exe) {
@@ -24,6 +39,63 @@ bool DecodeOpenChannel(std::string_view payload, rpcproto::OpenChannelRequest* r
   if (!DecodeExact(payload, req)) return false;
   *target = FromCString(req->target);
   return true;
+}
+
+Status DecodeOpenTlsChannel(std::string_view payload, TlsChannelOpen* out) {
+  rpcproto::TlsChannelCredentials creds;
+  if (payload.size() < sizeof(out->req) + sizeof(creds)) {
+    return InvalidArgument("malformed OpenTlsChannel (%zu bytes)", payload.size());
+  }
+  memcpy(&out->req, payload.data(), sizeof(out->req));
+  memcpy(&creds, payload.data() + sizeof(out->req), sizeof(creds));
+  out->target = FromCString(out->req.target);
+  CONDUIT_RETURN_IF_ERROR(CheckPem("the roots", creds.root_bytes));
+  CONDUIT_RETURN_IF_ERROR(CheckPem("the client key", creds.key_bytes));
+  CONDUIT_RETURN_IF_ERROR(CheckPem("the client certificate chain", creds.chain_bytes));
+  if (creds.name_bytes == 0 || creds.name_bytes > rpcproto::kMaxTlsNameBytes) {
+    return InvalidArgument("a server name of %u bytes (1 to %u)", creds.name_bytes, rpcproto::kMaxTlsNameBytes);
+  }
+  if (creds.root_bytes == 0) return InvalidArgument("OpenTlsChannel without roots");
+  if ((creds.key_bytes == 0) != (creds.chain_bytes == 0)) {
+    return InvalidArgument("OpenTlsChannel with a client key but no certificate chain, or the reverse");
+  }
+  std::string_view rest = payload.substr(sizeof(out->req) + sizeof(creds));
+  const uint64_t counted = uint64_t{creds.root_bytes} + creds.key_bytes + creds.chain_bytes + creds.name_bytes;
+  if (counted != rest.size()) {
+    return InvalidArgument("OpenTlsChannel counts %llu bytes of credentials and carries %zu",
+                           static_cast<unsigned long long>(counted), rest.size());
+  }
+  TakeText(&rest, creds.root_bytes, &out->roots);
+  TakeText(&rest, creds.key_bytes, &out->key);
+  TakeText(&rest, creds.chain_bytes, &out->chain);
+  TakeText(&rest, creds.name_bytes, &out->name);
+  if (out->name.find('\0') != std::string::npos) return InvalidArgument("a server name with a NUL byte");
+  return Status::Ok();
+}
+
+Status DecodeServeTls(std::string_view payload, TlsServe* out) {
+  rpcproto::TlsServerCredentials creds;
+  if (payload.size() < sizeof(out->req) + sizeof(creds)) {
+    return InvalidArgument("malformed ServeTls (%zu bytes)", payload.size());
+  }
+  memcpy(&out->req, payload.data(), sizeof(out->req));
+  memcpy(&creds, payload.data() + sizeof(out->req), sizeof(creds));
+  if (creds.client_cert_mode > 4) return InvalidArgument("client certificate mode %u (0 to 4)", creds.client_cert_mode);
+  out->client_cert_mode = creds.client_cert_mode;
+  CONDUIT_RETURN_IF_ERROR(CheckPem("the server key", creds.key_bytes));
+  CONDUIT_RETURN_IF_ERROR(CheckPem("the server certificate chain", creds.chain_bytes));
+  CONDUIT_RETURN_IF_ERROR(CheckPem("the client roots", creds.root_bytes));
+  if (creds.key_bytes == 0 || creds.chain_bytes == 0) return InvalidArgument("ServeTls without a key and certificate");
+  std::string_view rest = payload.substr(sizeof(out->req) + sizeof(creds));
+  const uint64_t counted = uint64_t{creds.key_bytes} + creds.chain_bytes + creds.root_bytes;
+  if (counted != rest.size()) {
+    return InvalidArgument("ServeTls counts %llu bytes of credentials and carries %zu",
+                           static_cast<unsigned long long>(counted), rest.size());
+  }
+  TakeText(&rest, creds.key_bytes, &out->key);
+  TakeText(&rest, creds.chain_bytes, &out->chain);
+  TakeText(&rest, creds.root_bytes, &out->roots);
+  return Status::Ok();
 }
 
 }  // namespace conduit::rpc

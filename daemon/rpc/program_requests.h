@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/rpc_protocol.h"
+#include "common/status.h"
 
 namespace conduit::rpc {
 
@@ -16,6 +17,23 @@ bool DecodeHello(std::string_view payload, rpcproto::HelloRequest* req, std::str
 // False when the payload is not exactly one OpenChannelRequest; *target is its text
 // (ParseTarget/ResolveTarget check it).
 bool DecodeOpenChannel(std::string_view payload, rpcproto::OpenChannelRequest* req, std::string* target);
+
+// OpenTlsChannel and ServeTls: a fixed request, a TlsChannelCredentials or
+// TlsServerCredentials, and the PEM texts it counts, each within kMaxTlsPemBytes, exactly
+// filling the payload. The texts are not parsed here (security/tls_session.h does that).
+struct TlsChannelOpen {
+  rpcproto::OpenChannelRequest req;
+  std::string target;
+  std::string roots, key, chain, name;
+};
+Status DecodeOpenTlsChannel(std::string_view payload, TlsChannelOpen* out);
+
+struct TlsServe {
+  rpcproto::ServeRequest req;
+  uint32_t client_cert_mode = 0;
+  std::string key, chain, roots;
+};
+Status DecodeServeTls(std::string_view payload, TlsServe* out);
 
 }  // namespace conduit::rpc
 

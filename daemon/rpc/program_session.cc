@@ -10,6 +10,7 @@
 #include "rpc/peer_link.h"
 #include "rpc/program_requests.h"
 #include "rpc/rpc_service.h"
+#include "security/tls_session.h"
 #include "server/service_router.h"
 
 namespace conduit::rpc {
@@ -118,7 +119,7 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   rpcproto::HelloReply reply{};
   reply.timeout_ms = static_cast<uint32_t>(service_->options().timeout_ms);
   reply.inline_max = service_->options().inline_max;
-  reply.flags = service_->options().native_listeners ? rpcproto::kHelloNativeListeners : 0;
+  reply.flags = (service_->options().native_listeners ? rpcproto::kHelloNativeListeners : 0) | rpcproto::kHelloTls;
   // Who the program is comes from the kernel (SO_PEERCRED, /proc/PID/exe), never from the
   // pid and name its Hello claims.
   std::string exe = ProgramExe(creds_.pid);
@@ -159,11 +160,15 @@ Status ProgramSession::HandleFrame(const FrameHeader& h) {
     case rpcproto::kAttachSegment:
       return AttachSegment(payload, h.tag);
     case rpcproto::kOpenChannel:
-      return OpenChannel(payload, h.tag);
+      return OpenChannel(payload, h.tag, /*tls=*/false);
+    case rpcproto::kOpenTlsChannel:
+      return OpenChannel(payload, h.tag, /*tls=*/true);
     case rpcproto::kCloseChannel:
       return CloseChannel(payload);
     case rpcproto::kServe:
-      return Serve(payload, h.tag);
+      return Serve(payload, h.tag, /*tls=*/false);
+    case rpcproto::kServeTls:
+      return Serve(payload, h.tag, /*tls=*/true);
     case rpcproto::kUnserve:
       return Unserve(payload, h.tag);
     case rpcproto::kFree:
@@ -193,16 +198,27 @@ Status ProgramSession::AttachSegment(const std::string& payload, uint32_t tag) {
   return ReplyStatus(rpcproto::kAttachSegmentReply, tag, st);
 }
 
-Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag) {
-  rpcproto::OpenChannelRequest req;
+Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, bool tls) {
+  rpcproto::OpenChannelRequest req{};
   rpcproto::OpenChannelReply reply{};
   std::string text;
-  if (!DecodeOpenChannel(payload, &req, &text)) {
-    reply.status = ToWire(InvalidArgument("malformed OpenChannel (%zu bytes)", payload.size()));
-    return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
-  }
   Channel ch;
   Status st;
+  if (tls) {
+    TlsChannelOpen open;
+    st = DecodeOpenTlsChannel(payload, &open);
+    if (st.ok()) {
+      req = open.req;
+      text = open.target;
+      st = TlsClientContext::Create(TlsClientConfig{open.roots, open.key, open.chain, open.name}, &ch.tls);
+    }
+  } else if (!DecodeOpenChannel(payload, &req, &text)) {
+    st = InvalidArgument("malformed OpenChannel (%zu bytes)", payload.size());
+  }
+  if (!st.ok()) {
+    reply.status = ToWire(st);
+    return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     size_t cap = service_->options().max_program_channels;
@@ -213,25 +229,61 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag) {
   if (st.ok()) st = ResolveTarget(text, &ch.target);
   if (st.ok() && ch.target.local) {
     std::string why;
-    if (service_->servers().Find(ch.target.port, ch.target.ip, /*from_link=*/false, &why) == nullptr) {
+    std::shared_ptr<ProgramSession> server = service_->servers().Find(ch.target.port, ch.target.ip, false, &why);
+    if (server == nullptr) {
       st = why.empty() ? SystemError("no program on this host serves port %u through conduitd", ch.target.port)
                        : SystemError("%s", why.c_str());
+    } else {
+      st = CheckLocalSecurity(&ch, *server);
     }
+  } else if (st.ok() && ch.tls != nullptr) {
+    st = ConnectTlsLink(&ch);
   } else if (st.ok()) {
     std::shared_ptr<PeerLink> link;
     std::string daemon = JoinHostPort(ch.target.ip, service_->options().peer_port);
+    bool port_tls = false;
     st = service_->links().Get(daemon, &link);
-    if (st.ok()) st = link->Probe(ch.target.port);
+    if (st.ok()) st = link->Probe(ch.target.port, &port_tls);
+    if (st.ok() && port_tls) st = SystemError("port %u serves TLS and this channel is insecure", ch.target.port);
   }
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     channels_[req.channel] = ch;
   }
-  CLOG_DEBUG("%s: channel %llu to %s: %s", who_.c_str(), static_cast<unsigned long long>(req.channel), text.c_str(),
-             st.ok() ? "managed" : st.message().c_str());
+  CLOG_DEBUG("%s: %s channel %llu to %s: %s", who_.c_str(), tls ? "TLS" : "insecure",
+             static_cast<unsigned long long>(req.channel), text.c_str(), st.ok() ? "managed" : st.message().c_str());
   reply.managed = st.ok() ? 1 : 0;
   reply.status = ToWire(st);
   return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
+}
+
+Status ProgramSession::CheckLocalSecurity(Channel* ch, const ProgramSession& server) {
+  std::shared_ptr<const TlsServerContext> server_tls = server.TlsFor(ch->target.port);
+  if (ch->tls == nullptr && server_tls != nullptr) {
+    return SystemError("port %u serves TLS and this channel is insecure", ch->target.port);
+  }
+  if (ch->tls != nullptr && server_tls == nullptr) {
+    return SystemError("port %u serves without TLS and this channel uses TLS", ch->target.port);
+  }
+  if (ch->tls == nullptr || ch->checked_against == server_tls) return Status::Ok();
+  // Both programs gave this daemon their credentials (each key checked against its
+  // certificate): the handshake between the two, in memory, decides as the one between
+  // the programs would.
+  TlsPeer client_sees, server_sees;
+  CONDUIT_RETURN_IF_ERROR(HandshakeInMemory(ch->tls, server_tls, &client_sees, &server_sees));
+  ch->checked_against = server_tls;
+  return Status::Ok();
+}
+
+Status ProgramSession::ConnectTlsLink(Channel* ch) {
+  std::string daemon = JoinHostPort(ch->target.ip, service_->options().peer_port);
+  return PeerLink::ConnectTls(service_, daemon, ch->target.port, ch->tls, &ch->link);
+}
+
+std::shared_ptr<const TlsServerContext> ProgramSession::TlsFor(uint32_t port) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tls_of_port_.find(port);
+  return it == tls_of_port_.end() ? nullptr : it->second;
 }
 
 Status ProgramSession::CloseChannel(const std::string& payload) {
@@ -242,17 +294,25 @@ Status ProgramSession::CloseChannel(const std::string& payload) {
   return Status::Ok();
 }
 
-Status ProgramSession::Serve(const std::string& payload, uint32_t tag) {
-  rpcproto::ServeRequest req;
+Status ProgramSession::Serve(const std::string& payload, uint32_t tag, bool tls) {
+  rpcproto::ServeRequest req{};
+  std::shared_ptr<const TlsServerContext> tls_ctx;
   BindAddress bind;
   Status st;
-  if (!ParseExact(payload, &req)) {
+  if (tls) {
+    TlsServe serve;
+    st = DecodeServeTls(payload, &serve);
+    if (st.ok()) {
+      req = serve.req;
+      st = TlsServerContext::Create(
+          TlsServerConfig{serve.key, serve.chain, serve.roots, static_cast<ClientCertMode>(serve.client_cert_mode)},
+          &tls_ctx);
+    }
+  } else if (!ParseExact(payload, &req)) {
     st = InvalidArgument("malformed Serve (%zu bytes)", payload.size());
-  } else if (req.port == 0 || req.port > 65535) {
-    st = InvalidArgument("cannot serve port %u", req.port);
-  } else {
-    st = ParseBindHost(FromCString(req.host), &bind);
   }
+  if (st.ok() && (req.port == 0 || req.port > 65535)) st = InvalidArgument("cannot serve port %u", req.port);
+  if (st.ok()) st = ParseBindHost(FromCString(req.host), &bind);
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = server_of_port_.find(req.port);
@@ -261,13 +321,17 @@ Status ProgramSession::Serve(const std::string& payload, uint32_t tag) {
       st = InvalidUsage("this program already serves port %u with another server", req.port);
     } else if (it == server_of_port_.end() && server_of_port_.size() >= cap) {
       st = InvalidUsage("this program serves %zu ports through conduitd, the most one program may", cap);
+    } else if (it != server_of_port_.end() && (tls_of_port_.count(req.port) > 0) != tls) {
+      st = InvalidUsage("this program serves port %u %s TLS already", req.port, tls ? "without" : "with");
     }
   }
   if (st.ok()) st = service_->servers().Add(req.port, bind, shared_from_this());
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     server_of_port_[req.port] = req.server;
-    CLOG_INFO("%s serves port %u on %s through conduitd", who_.c_str(), req.port, bind.Describe().c_str());
+    if (tls_ctx != nullptr) tls_of_port_[req.port] = tls_ctx;
+    CLOG_INFO("%s serves port %u on %s through conduitd%s", who_.c_str(), req.port, bind.Describe().c_str(),
+              tls ? ", with TLS" : "");
   }
   return ReplyStatus(rpcproto::kServeReply, tag, st);
 }
@@ -281,6 +345,7 @@ Status ProgramSession::Unserve(const std::string& payload, uint32_t tag) {
     for (auto it = server_of_port_.begin(); it != server_of_port_.end();) {
       if (it->second == req.server) {
         ports.push_back(it->first);
+        tls_of_port_.erase(it->first);
         it = server_of_port_.erase(it);
       } else {
         ++it;
@@ -346,13 +411,13 @@ void ProgramSession::Refuse(uint64_t id, int32_t code, const std::string& why) {
 Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
   if ((view.call & kIncomingBit) != 0) return InvalidArgument("client call id %llu uses the daemon's range",
                                                               static_cast<unsigned long long>(view.call));
-  Target target;
+  Channel ch;
   int32_t refusal = 0;
   std::string why;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto ch = channels_.find(view.target);
-    if (ch == channels_.end()) {
+    auto it = channels_.find(view.target);
+    if (it == channels_.end()) {
       refusal = kUnavailable;
       why = "conduit: this program has no channel " + std::to_string(view.target);
     } else if (client_calls_ >= service_->options().max_program_calls) {
@@ -360,13 +425,14 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
       why = "conduit: this program has " + std::to_string(client_calls_) +
             " calls open through conduitd, the most one program may";
     } else {
-      target = ch->second.target;
+      ch = it->second;
     }
   }
   if (refusal != 0) {
     Refuse(view.call, refusal, why);
     return Status::Ok();
   }
+  const Target& target = ch.target;
   std::shared_ptr<ProgramSession> local;
   std::shared_ptr<PeerLink> link;
   if (target.local) {
@@ -376,7 +442,32 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
              "conduit: " + (why.empty() ? "no program on this host serves port " + std::to_string(target.port) : why));
       return Status::Ok();
     }
+    std::shared_ptr<const TlsServerContext> checked = ch.checked_against;
+    Status st = CheckLocalSecurity(&ch, *local);
+    if (!st.ok()) {
+      Refuse(view.call, kUnavailable, "conduit: " + st.message());
+      return Status::Ok();
+    }
+    if (ch.checked_against != checked) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = channels_.find(view.target);
+      if (it != channels_.end()) it->second.checked_against = ch.checked_against;
+    }
     ev.peer = "local:" + who_;
+  } else if (ch.tls != nullptr) {
+    // The channel's own link; made again (a new handshake) after it broke, as gRPC
+    // reconnects a channel.
+    if (ch.link == nullptr || !ch.link->alive()) {
+      Status st = ConnectTlsLink(&ch);
+      if (!st.ok()) {
+        Refuse(view.call, kUnavailable, "conduit: " + st.message());
+        return Status::Ok();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = channels_.find(view.target);
+      if (it != channels_.end()) it->second.link = ch.link;
+    }
+    link = ch.link;
   } else {
     std::string daemon = JoinHostPort(target.ip, service_->options().peer_port);
     Status st = service_->links().Get(daemon, &link);

@@ -24,10 +24,12 @@
 #include "rpc/call.h"
 #include "rpc/program_memory.h"
 #include "rpc/target.h"
+#include "security/tls_session.h"
 #include "server/service.h"
 
 namespace conduit::rpc {
 
+class PeerLink;
 class RpcService;
 
 class ProgramSession : public Endpoint, public std::enable_shared_from_this<ProgramSession> {
@@ -48,19 +50,33 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
   // link then reads the bytes straight there); false when the message is small enough to
   // go inline or that memory is exhausted.
   bool ReceiveBlock(size_t len, Message* out);
+  // The TLS credentials this program serves `port` with; nullptr for an insecure port.
+  std::shared_ptr<const TlsServerContext> TlsFor(uint32_t port) const;
 
  private:
   struct Channel {
     Target target;
+    // TLS channels: the program's credentials; the link made for this channel (another
+    // host), or the server credentials they were checked against in memory (this host).
+    std::shared_ptr<const TlsClientContext> tls;
+    std::shared_ptr<PeerLink> link;
+    std::shared_ptr<const TlsServerContext> checked_against;
   };
 
   Status Hello(const FrameHeader& h);
   Status HandleFrame(const FrameHeader& h);
   Status HandleCall(std::string payload);
   Status StartCall(const CallEvent& view, Event ev);
-  Status OpenChannel(const std::string& payload, uint32_t tag);
+  Status OpenChannel(const std::string& payload, uint32_t tag, bool tls);
+  // Whether calls of `ch` may reach `port` here, as the same TLS settings natively would
+  // connect (a TLS client to a TLS server whose certificate it trusts, and the reverse;
+  // or neither side with TLS). Runs the in-memory handshake when the server's credentials
+  // are not the ones `ch` was checked against.
+  Status CheckLocalSecurity(Channel* ch, const ProgramSession& server);
+  // Makes `ch`'s own TLS link to the daemon of its target.
+  Status ConnectTlsLink(Channel* ch);
   Status CloseChannel(const std::string& payload);
-  Status Serve(const std::string& payload, uint32_t tag);
+  Status Serve(const std::string& payload, uint32_t tag, bool tls);
   Status Unserve(const std::string& payload, uint32_t tag);
   Status AttachSegment(const std::string& payload, uint32_t tag);
   Status Reply(uint16_t type, uint32_t tag, const void* payload, size_t len);
@@ -78,10 +94,11 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
   std::unique_ptr<FrameWriter> writer_;
   std::shared_ptr<ProgramMemory> memory_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<RpcCall>> calls_;
   std::map<uint64_t, Channel> channels_;
   std::map<uint32_t, uint64_t> server_of_port_;  // port -> the program's server id
+  std::map<uint32_t, std::shared_ptr<const TlsServerContext>> tls_of_port_;  // TLS ports only
   size_t client_calls_ = 0;                      // calls in calls_ this program started
   std::atomic<uint64_t> next_incoming_{1};
 };

@@ -193,76 +193,16 @@ write("rpc_program", "hello-reply-managed-only",
 write("rpc_program", "hello-reply-refused",
       b"\x02" + struct.pack("<H", KHELLO_REPLY) + hello_reply(5, b"conduitd denies the program 'x'", 0, 0, 0, 0))
 write("rpc_program", "hello-reply-status-only", b"\x02" + struct.pack("<H", 0) + struct.pack("<i252s", 3, b"bad"))
-
-
-# object_requests: a request kind byte (0 Hello, 1 Put, 2 Get, 3 Release/Delete, 4 Wait,
-# 5 Reduce, 6 a peer address), then its body.
-def oid(text):
-    return struct.pack("<B63s", len(text), text)
-
-
-write("object_requests", "hello", b"\x00" + struct.pack("<II64s", 77, 2, b"python3"))
-small = b"object bytes"
-write("object_requests", "put-inline", b"\x01" + oid(b"weights/0") + struct.pack("<Q", len(small)) + small)
-write("object_requests", "put-large", b"\x01" + oid(b"big") + struct.pack("<Q", 1 << 30))
-write("object_requests", "get-readonly", b"\x02" + oid(b"weights/0") + struct.pack("<II", 5000, 1))
-write("object_requests", "delete", b"\x03" + oid(b"\x00\xffbinary id"))
-write("object_requests", "wait", b"\x04" + struct.pack("<IIII", 1000, 2, 3, 0) + oid(b"a") + oid(b"b") + oid(b"c"))
-write("object_requests", "reduce", b"\x05" + oid(b"sum") + struct.pack("<IIIIII", 0, 7, 2, 2, 0, 0) + oid(b"x") + oid(b"y"))
-write("object_requests", "peer-addr", b"\x06" + struct.pack("<64s", b"10.0.0.2:7651"))
-
-
-# rpc_policy: a byte (bit 0: an ACL, else a rate limit), then the PUT body. The ACL names the
-# greeter test service with its real descriptor set (protoc --include_imports), in base64.
-greeter = os.path.join(HERE, "..", "rpc")
-descriptor_set = subprocess.run(["protoc", "-I", greeter, "--include_imports", "--descriptor_set_out=/dev/stdout",
-                                 os.path.join(greeter, "greeter.proto")], check=True, capture_output=True).stdout
-acl = {"service": "conduit.test.Greeter", "method": "SayHello", "field": "account.user", "deny": ["mallory"],
-       "descriptor_set": base64.b64encode(descriptor_set).decode(), "side": "client"}
-write("rpc_policy", "acl-deny", b"\x01" + json.dumps(acl).encode())
-acl_all = dict(acl, field="name", allow=["a", 1, True], side="both")
-del acl_all["method"], acl_all["deny"]
-write("rpc_policy", "acl-service-wide", b"\x01" + json.dumps(acl_all).encode())
-write("rpc_policy", "ratelimit-wait", b"\x00" + json.dumps(
-    {"service": "conduit.test.Greeter", "rate": 100, "burst": 10, "on_limit": "wait", "max_wait_ms": 50}).encode())
-write("rpc_policy", "ratelimit-inf", b"\x00" + json.dumps(
-    {"service": "conduit.test.Greeter", "method": "Chat", "rate": "inf", "on_limit": "reject", "side": "server"}).encode())
-
-
-# peer_frames: a byte picks the message (peer_frames_fuzzer.cc), then its bytes, as a
-# daemon with the cluster key sends them (common/auth_protocol.h, common/peer_protocol.h).
-import hashlib
-
-hello = struct.pack("<IHH8s32s32s64s", 0x41544443, 1, 1, b"\x11" * 8, b"\x22" * 32, b"\x33" * 32, b"10.0.0.2:7650")
-write("peer_frames", "hello", b"\x00" + hello)
-secret = bytes(range(32))
-comm_key = struct.unpack("<Q", hashlib.sha256(b"conduit comm key v1\x00" + secret).digest()[:8])[0] or 1
-register = struct.pack("<Qii64s32s", comm_key, 4, 1, b"10.0.0.2:7650", secret)
-write("peer_frames", "register", b"\x01" + register + b"10.0.0.2:7650")
-write("peer_frames", "link-hello", b"\x02" + struct.pack("<QiIIi", comm_key, 1, 0, 0, -1))
-status_ok = struct.pack("<i252s", 0, b"")
-addrs = b"".join(struct.pack("<64s", ("10.0.0.%d:7650" % (1 + r // 2)).encode()) for r in range(4))
-membership = status_ok + struct.pack("<ii", 4, 0) + addrs + struct.pack("<ii", 2, 0) + struct.pack("<ii", 1, 0)
-write("peer_frames", "membership", b"\x03" + b"\x03" + membership)  # nranks byte 3 -> 1 + 3 = 4
-p2p_header = struct.pack("<IHHII", 0x50544443, 3, 5, 16, 0)
-write("peer_frames", "p2p-data", b"\x04" + p2p_header + struct.pack("<iiQ", 0, 2, 4096))
-reconfig = struct.pack("<QiIIII20s", 3, 0, 9, 1 | 2, 4, 0, b"ring") + struct.pack("<4i", 2, 0, 3, 1)
-write("peer_frames", "reconfig", b"\x05" + b"\x03" + reconfig)  # nhosts byte 3 -> 4
-collective = struct.pack("<IBBBBQQiI", 0x4b544443, 1, 7, 0, 0, 7, 1 << 20, -1, 0)
-write("peer_frames", "collective-header", b"\x06" + collective)
-write("peer_frames", "sealed-record", b"\x07" + struct.pack("<I", 32) + bytes(32))
-
-# shim_frames: a byte picks the decoder (shim_frames_fuzzer.cc), then the bytes a program
-# sends (common/shim_protocol.h).
-def op_desc(kind, dtype, redop, peer, count, offset):
-    return struct.pack("<BBBBiQQ8s", kind, dtype, redop, 0, peer, count, offset, b"")
-
-
-group = struct.pack("<II", 2, 0) + op_desc(1, 7, 0, 0, 1024, 4096) + op_desc(2, 0, 0, 1, 16, 8192)
-write("shim_frames", "group", b"\x00" + group)
-device_group = struct.pack("<II", 1, 2) + op_desc(1, 7, 0, 0, 1024, 0) + bytes(64 + 16) + struct.pack("<4Q", 1, 0, 1, 0)
-write("shim_frames", "group-device", b"\x00" + device_group)
-unique_id = struct.pack("<IHHQ64s32s16s", 0x55544443, 2, 0, comm_key, b"10.0.0.1:7650", secret, b"")
-write("shim_frames", "unique-id", b"\x01" + unique_id)
-frame = lambda t, payload: struct.pack("<IHHII", 0x53544443, 3, t, len(payload), 0) + payload
-write("shim_frames", "frames", b"\x02" + frame(1, struct.pack("<II64s", 7, 3, b"train")) + frame(9, group))
+# OpenTlsChannel (selector bit 2) and ServeTls (bit 3): the fixed request, the counts, the
+# PEM texts (not real certificates: the decoder only frames them).
+PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+def open_tls(roots, key, chain, name):
+    return (b"\x04" + struct.pack("<Q256s", 7, b"10.0.0.2:50051") +
+            struct.pack("<IIII", len(roots), len(key), len(chain), len(name)) + roots + key + chain + name)
+write("rpc_program", "open-tls-channel", open_tls(PEM, b"", b"", b"foo.test.google.fr"))
+write("rpc_program", "open-tls-channel-mutual", open_tls(PEM, b"KEY", PEM, b"10.0.0.2"))
+def serve_tls(mode, key, chain, roots):
+    return (b"\x08" + struct.pack("<QII256s", 3, 50051, 0, b"0.0.0.0") +
+            struct.pack("<IIII", mode, len(key), len(chain), len(roots)) + key + chain + roots)
+write("rpc_program", "serve-tls", serve_tls(0, b"KEY", PEM, b""))
+write("rpc_program", "serve-tls-require-client", serve_tls(4, b"KEY", PEM, PEM))

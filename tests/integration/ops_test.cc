@@ -172,7 +172,9 @@ class ConfigTest : public ::testing::Test {
 
   void WriteConfig(const std::string& text) { std::ofstream(config_, std::ios::trunc) << text; }
 
-  // conduitd on loopback with --config and `extra` flags; waits for its admin socket.
+  // conduitd on loopback with --config and `extra` flags; waits for its admin socket and for
+  // the "serving programs on" line (logged just after the sockets open: a test that reads the
+  // start-up lines must not race it).
   void StartDaemon(std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {Cluster::ConduitdPath(), "--config", config_, "--socket", dir_ + "/c.sock",
                                      "--admin-socket", AdminSocket(), "--listen", "127.0.0.1:0"};
@@ -181,7 +183,9 @@ class ConfigTest : public ::testing::Test {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     while (std::chrono::steady_clock::now() < deadline) {
       ASSERT_FALSE(daemon_->Poll()) << "conduitd exited with " << daemon_->exit_code() << ":\n" << daemon_->Output();
-      if (ConnectUnix(AdminSocket()).valid()) return;
+      if (ConnectUnix(AdminSocket()).valid() && daemon_->Output().find("serving programs on") != std::string::npos) {
+        return;
+      }
       std::this_thread::sleep_for(20ms);
     }
     FAIL() << "conduitd not ready after 20 s:\n" << daemon_->Output();
