@@ -38,6 +38,9 @@ struct Options {
   std::string user = "alice";
   std::string compress;  // gzip or deflate: the call's messages are compressed with it
   std::string call_creds;  // token, plugin or failing-plugin (Prepare)
+  // TLS: roots the server's certificate must lead to (given: the channel uses TLS), the
+  // client's own certificate and key (optional), the name to check (default: the target's).
+  std::string tls_roots, tls_cert, tls_key, tls_name;
   int count = 5;
   int bytes = 0;
   int deadline_ms = 0;
@@ -558,7 +561,8 @@ int Main(int argc, char** argv) {
                                       {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight}};
   std::map<std::string, std::string*> strings = {
       {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user},
-      {"--compress", &o.compress}, {"--call-creds", &o.call_creds}};
+      {"--compress", &o.compress}, {"--call-creds", &o.call_creds}, {"--tls-roots", &o.tls_roots},
+      {"--tls-cert", &o.tls_cert}, {"--tls-key", &o.tls_key}, {"--tls-name", &o.tls_name}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (ints.count(argv[i])) {
       *ints[argv[i]] = atoi(argv[i + 1]);
@@ -572,7 +576,13 @@ int Main(int argc, char** argv) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!o.tls_roots.empty()) {
+    grpc::SslCredentialsOptions tls{ReadFile(o.tls_roots), ReadFile(o.tls_key), ReadFile(o.tls_cert)};
+    creds = grpc::SslCredentials(tls);
+    if (!o.tls_name.empty()) args.SetSslTargetNameOverride(o.tls_name);
+  }
+  auto channel = grpc::CreateCustomChannel(o.target, creds, args);
   auto stub = Greeter::NewStub(channel);
   const std::string& c = o.test_case;
   if (c == "unary") return Unary(stub.get(), o);

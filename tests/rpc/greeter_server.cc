@@ -3,6 +3,7 @@
 // and without LD_PRELOAD=libmrpc-grpc.so.
 //
 //   greeter_server --listen 0.0.0.0:50051 [--mode sync|async|callback] [--relay HOST:PORT]
+//                  [--tls-cert PEM --tls-key PEM [--tls-client-roots PEM]]
 //
 // Prints "greeter_server listening on port N" when ready; exits cleanly on SIGTERM.
 #include <grpcpp/grpcpp.h>
@@ -456,10 +457,25 @@ int Main(int argc, char** argv) {
   std::string listen = "0.0.0.0:50051";
   std::string relay;
   std::string mode = "sync";
+  // TLS: the server's key and certificate, and the roots client certificates must lead to
+  // (given: clients must present a certificate that verifies).
+  std::string tls_cert, tls_key, tls_client_roots;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
     else if (strcmp(argv[i], "--mode") == 0) mode = argv[i + 1];
     else if (strcmp(argv[i], "--relay") == 0) relay = argv[i + 1];
+    else if (strcmp(argv[i], "--tls-cert") == 0) tls_cert = argv[i + 1];
+    else if (strcmp(argv[i], "--tls-key") == 0) tls_key = argv[i + 1];
+    else if (strcmp(argv[i], "--tls-client-roots") == 0) tls_client_roots = argv[i + 1];
+  }
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!tls_cert.empty()) {
+    grpc::SslServerCredentialsOptions tls(tls_client_roots.empty()
+                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_key_cert_pairs.push_back({ReadFile(tls_key), ReadFile(tls_cert)});
+    tls.pem_root_certs = ReadFile(tls_client_roots);
+    creds = grpc::SslServerCredentials(tls);
   }
   sigset_t stop;
   sigemptyset(&stop);
@@ -469,7 +485,7 @@ int Main(int argc, char** argv) {
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, creds, &port);
   builder.SetMaxReceiveMessageSize(kMaxMessage);
   builder.SetMaxSendMessageSize(kMaxMessage);
   SyncGreeter sync_service;

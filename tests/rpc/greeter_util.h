@@ -3,6 +3,8 @@
 #define CONDUIT_TESTS_RPC_GREETER_UTIL_H_
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace conduit::test {
@@ -22,6 +24,14 @@ inline std::string Pattern(size_t n, uint32_t seed) {
 inline uint64_t Checksum(const std::string& s, uint64_t sum = 1469598103934665603ull) {
   for (unsigned char c : s) sum = (sum ^ c) * 1099511628211ull;
   return sum;
+}
+
+// A whole file ("" when it cannot be read): PEM texts for the TLS options.
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace conduit::test

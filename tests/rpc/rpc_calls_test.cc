@@ -20,6 +20,9 @@ constexpr int kCallbackPort = 50053;
 constexpr int kNativePort = 50054;
 constexpr int kRelayToManagedPort = 50055;  // SayHello passed on to kSyncPort (a managed channel)
 constexpr int kRelayToNativePort = 50056;   // ... to kNativePort (a native channel)
+constexpr int kTlsPort = 50057;             // TLS, preloaded
+constexpr int kMutualTlsPort = 50058;       // TLS requiring a client certificate, preloaded
+constexpr int kNativeMutualTlsPort = 50059; // the same, not preloaded
 constexpr const char* k16MiB = "16777216";
 
 class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
@@ -31,13 +34,54 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
     c.hosts = 2;
     c.encrypt = true;
     StartSuite(c, [](GreeterRig& rig, std::string* error) {
-      return (sync_server_ = rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error)) != nullptr &&
+      return MakeCertificates(error) &&
+             (tls_server_ = rig.StartServer(1, kTlsPort, "sync", /*preload=*/true, error, {}, ServerTls(false))) !=
+                 nullptr &&
+             rig.StartServer(1, kMutualTlsPort, "sync", /*preload=*/true, error, {}, ServerTls(true)) != nullptr &&
+             rig.StartServer(1, kNativeMutualTlsPort, "sync", /*preload=*/false, error, {}, ServerTls(true)) !=
+                 nullptr &&
+             (sync_server_ = rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error)) != nullptr &&
              rig.StartServer(1, kAsyncPort, "async", /*preload=*/true, error) != nullptr &&
              rig.StartServer(1, kCallbackPort, "callback", /*preload=*/true, error) != nullptr &&
              (native_server_ = rig.StartServer(1, kNativePort, "sync", /*preload=*/false, error)) != nullptr &&
              StartRelay(rig, kRelayToManagedPort, kSyncPort, error) &&
              StartRelay(rig, kRelayToNativePort, kNativePort, error);
     });
+  }
+
+  // A CA, a server certificate for host 1's address and localhost, a client certificate
+  // from the same CA, and one from a CA nobody trusts (openssl, EC P-256).
+  static std::string Pem(const std::string& name) { return "/tmp/conduit-it-rcl-tls/" + name; }
+  static bool MakeCertificates(std::string* error) {
+    const std::string dir = Pem("");
+    const std::string ip = suite_.cluster->Ip(1);
+    std::string script =
+        "set -e; rm -rf " + dir + "; mkdir -p " + dir + "; cd " + dir + "\n"
+        "ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=$1 "
+        "-keyout $1.key -out $1.pem 2>/dev/null; }\n"
+        "leaf() { openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=$2 -keyout $2.key "
+        "-out $2.csr 2>/dev/null; printf 'subjectAltName=%s\\n' \"$3\" > $2.ext; openssl x509 -req -in $2.csr "
+        "-CA $1.pem -CAkey $1.key -CAcreateserial -days 2 -extfile $2.ext -out $2.pem 2>/dev/null; }\n"
+        "ca ca; ca rogue-ca\n"
+        "leaf ca server 'IP:" + ip + ",DNS:localhost'\n"
+        "leaf ca client 'DNS:greeter-client'\n"
+        "leaf rogue-ca rogue 'DNS:greeter-client'\n";
+    std::string out;
+    if (RunCommand({"/bin/sh", "-c", script}, &out) != 0) {
+      *error = "cannot make the TLS certificates: " + out;
+      return false;
+    }
+    return true;
+  }
+  static std::vector<std::string> ServerTls(bool require_client) {
+    std::vector<std::string> args = {"--tls-cert", Pem("server.pem"), "--tls-key", Pem("server.key")};
+    if (require_client) args.insert(args.end(), {"--tls-client-roots", Pem("ca.pem")});
+    return args;
+  }
+  static std::vector<std::string> ClientTls(const std::string& identity) {
+    std::vector<std::string> args = {"--tls-roots", Pem("ca.pem")};
+    if (!identity.empty()) args.insert(args.end(), {"--tls-cert", Pem(identity + ".pem"), "--tls-key", Pem(identity + ".key")});
+    return args;
   }
 
   // The line a greeter server printed for the caller named `name` ("" when none).
@@ -62,6 +106,7 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
 
   inline static Subprocess* sync_server_ = nullptr;
   inline static Subprocess* native_server_ = nullptr;
+  inline static Subprocess* tls_server_ = nullptr;
 
   // A managed call from host 0 to the server on `port` of host 1 that must pass.
   void ExpectManagedPass(int port, std::vector<std::string> args) {
@@ -115,6 +160,61 @@ TEST_F(RpcCallsTest, CallCredentialsAsOnAnInsecureChannel) {
     Subprocess* server = preload ? sync_server_ : native_server_;
     EXPECT_EQ(Field(SeenBy(server, name), "x-creds"), "url=://" + target + "/conduit.test.Greeter method=SayHello")
         << server->Output();
+  }
+}
+
+// TLS with the programs' own certificates, managed across hosts and on one host, next to
+// native gRPC: a server that requires a client certificate takes a client with one from
+// its CA and refuses one without or from another CA, exactly as the native server does
+// (the preloaded client's channel then stays native, and native gRPC fails the call). An
+// access token, which gRPC sends only over TLS, reaches the server on a managed TLS
+// channel, as does a plugin's metadata with the https:// service URL.
+TEST_F(RpcCallsTest, MutualTlsAndCallCredentialsAsNativeTls) {
+  struct Case {
+    std::string identity;  // the client's certificate: "client", "rogue" or none
+    bool passes;
+  };
+  for (const Case& c : {Case{"client", true}, Case{"", false}, Case{"rogue", false}}) {
+    for (auto [host, port, preload, who] :
+         {std::tuple{0, kMutualTlsPort, true, "cross-host"}, std::tuple{1, kMutualTlsPort, true, "same-host"},
+          std::tuple{0, kNativeMutualTlsPort, false, "native"}}) {
+      SCOPED_TRACE(std::string(who) + " with client certificate '" + c.identity + "'");
+      std::string target = host == 1 ? "localhost:" + std::to_string(port) : rig_->Target(1, port);
+      std::vector<std::string> args = {"--case", "unary", "--deadline-ms", "10000"};
+      std::vector<std::string> tls = ClientTls(c.identity);
+      args.insert(args.end(), tls.begin(), tls.end());
+      if (!c.passes) args.insert(args.end(), {"--expect", "14"});
+      ClientRun run = rig_->RunClient(host, target, args, preload);
+      EXPECT_TRUE(Passed(run));
+      if (preload) {
+        EXPECT_EQ(run.managed(), c.passes) << run.output;
+        if (c.passes) {
+          EXPECT_NE(run.output.find("is carried by conduitd (TLS)"), std::string::npos) << run.output;
+        }
+      }
+    }
+  }
+  for (auto [host, who] : {std::tuple{0, "cross-host"}, std::tuple{1, "same-host"}}) {
+    SCOPED_TRACE(who);
+    std::string target = host == 1 ? "localhost:" + std::to_string(kTlsPort) : rig_->Target(1, kTlsPort);
+    std::vector<std::string> tls = ClientTls("");
+    std::vector<std::string> token_args = {"--case", "unary", "--call-creds", "token", "--name",
+                                           std::string("inspect-tls-token-") + who};
+    token_args.insert(token_args.end(), tls.begin(), tls.end());
+    ClientRun token = rig_->RunClient(host, target, token_args, /*preload=*/true);
+    ASSERT_TRUE(Passed(token));
+    EXPECT_TRUE(token.managed()) << token.output;
+    EXPECT_NE(Field(SeenBy(tls_server_, std::string("inspect-tls-token-") + who), "keys").find("authorization,"),
+              std::string::npos)
+        << tls_server_->Output();
+    std::vector<std::string> plugin_args = {"--case", "unary", "--call-creds", "plugin", "--name",
+                                            std::string("inspect-tls-plugin-") + who};
+    plugin_args.insert(plugin_args.end(), tls.begin(), tls.end());
+    ClientRun plugin = rig_->RunClient(host, target, plugin_args, /*preload=*/true);
+    ASSERT_TRUE(Passed(plugin));
+    EXPECT_EQ(Field(SeenBy(tls_server_, std::string("inspect-tls-plugin-") + who), "x-creds"),
+              "url=https://" + target + "/conduit.test.Greeter method=SayHello")
+        << tls_server_->Output();
   }
 }
 

@@ -11,6 +11,9 @@ ROWS = [
     ("conduit", "none", "gRPC + libmrpc-grpc (conduitd)", "none"),
     ("conduit", "inf", "gRPC + libmrpc-grpc (conduitd)", "rate limit, infinite"),
     ("conduit", "acl", "gRPC + libmrpc-grpc (conduitd)", "ACL on a request field"),
+    ("tls-direct", "-", "TLS: gRPC direct", "none"),
+    ("tls-sidecar", "-", "TLS: gRPC + nginx sidecars (TLS between them)", "none"),
+    ("tls-conduit", "none", "TLS: gRPC + libmrpc-grpc (conduitd)", "none"),
 ]
 
 
@@ -63,7 +66,13 @@ def main():
     d = median(runs, ("direct", "-", "lat"), "median_us")
     s = median(runs, ("sidecar", "-", "lat"), "median_us")
     c = median(runs, ("conduit", "none", "lat"), "median_us")
+    td = median(runs, ("tls-direct", "-", "lat"), "median_us")
+    ts = median(runs, ("tls-sidecar", "-", "lat"), "median_us")
+    tc = median(runs, ("tls-conduit", "none", "lat"), "median_us")
     print()
+    if td and tc:
+        print(f"- TLS: median latency, conduit / direct gRPC: {tc / td:.2f}; sidecars / conduit: "
+              f"{(ts / tc) if ts else float('nan'):.2f}x")
     if d and c:
         print(f"- median latency, conduit / direct gRPC: {c / d:.2f} (target <= 1)")
     if s and c:

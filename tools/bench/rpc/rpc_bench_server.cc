@@ -1,10 +1,12 @@
 // rpc_bench_server: the benchmark's gRPC server (sync API), an ordinary program.
-//   rpc_bench_server --listen 0.0.0.0:50061
+//   rpc_bench_server --listen 0.0.0.0:50061 [--tls-cert FILE --tls-key FILE]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "bench.grpc.pb.h"
@@ -20,20 +22,35 @@ class BenchService final : public conduit::bench::Bench::Service {
   }
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* usage =
-      "usage: conduit-rpc-bench-server [--listen IP:PORT (0.0.0.0:50061)]\n"
-      "the RPC benchmark's gRPC server: answers conduit-rpc-bench's calls until SIGTERM or SIGINT\n";
+      "usage: conduit-rpc-bench-server [--listen IP:PORT (0.0.0.0:50061)] [--tls-cert FILE --tls-key FILE]\n"
+      "the RPC benchmark's gRPC server: answers conduit-rpc-bench's calls until SIGTERM or SIGINT;\n"
+      "with --tls-cert and --tls-key (PEM) over TLS\n";
   conduit::tools::ExitWithUsageIfAsked(argc, argv, usage);
-  std::string listen = "0.0.0.0:50061";
+  std::string listen = "0.0.0.0:50061", cert, key;
   for (int i = 1; i < argc; i += 2) {
-    if (strcmp(argv[i], "--listen") != 0 || i + 1 >= argc) {
+    std::string a = argv[i];
+    if (i + 1 >= argc || (a != "--listen" && a != "--tls-cert" && a != "--tls-key")) {
       fprintf(stderr, "rpc_bench_server: bad argument %s\n%s", argv[i], usage);
       return 2;
     }
-    listen = argv[i + 1];
+    (a == "--listen" ? listen : a == "--tls-cert" ? cert : key) = argv[i + 1];
+  }
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!cert.empty() || !key.empty()) {
+    grpc::SslServerCredentialsOptions tls;
+    tls.pem_key_cert_pairs.push_back({ReadFile(key), ReadFile(cert)});
+    creds = grpc::SslServerCredentials(tls);
   }
   sigset_t stop;
   sigemptyset(&stop);
@@ -43,7 +60,7 @@ int main(int argc, char** argv) {
   BenchService service;
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, creds, &port);
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
