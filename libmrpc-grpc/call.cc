@@ -191,6 +191,9 @@ ManagedCall* ManagedCall::NewServer(std::shared_ptr<ManagedServer> server, std::
   call->method_ = std::string(start.method);
   call->authority_ = std::string(start.authority);
   call->peer_ = start.peer.empty() ? "conduit" : std::string(start.peer);
+  start.auth.ForEach([&](std::string_view name, std::string_view value) {
+    call->auth_.emplace_back(std::string(name), std::string(value));
+  });
   call->timeout_us_ = start.timeout_us;
   call->deadline_ = DeadlineFromTimeout(start.timeout_us);
   call->compression_ = compression;
@@ -233,6 +236,7 @@ void ManagedCall::Destroy() {
   }
   for (grpc_call* child : children_) ReleaseChild(child, /*cancel=*/false);
   EndNativeParentWatch(parent_watch_);
+  if (auth_context_ != nullptr) g.grpc_auth_context_release(auth_context_);  // ours; gRPC may hold more
   CallSlab::Get().Delete(this);
 }
 
@@ -245,6 +249,12 @@ void* ManagedCall::ArenaAlloc(size_t size) {
 }
 
 char* ManagedCall::Peer() { return Real().gpr_strdup(peer_.c_str()); }
+
+grpc_auth_context* ManagedCall::AuthContext() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auth_context_ == nullptr) auth_context_ = NewAuthContext(auth_);
+  return RefAuthContext(auth_context_);
+}
 
 int ManagedCall::FailedBeforeRecvMessage() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "auth_context.h"
 #include "common/rpc_event.h"
 #include "compression.h"
 #include "daemon_connection.h"
@@ -66,6 +67,9 @@ class ManagedCall {
   void AppUnref();
   void* ArenaAlloc(size_t size);
   char* Peer();
+  // Server calls from a TLS client: its identity (auth_context.h), one more reference for
+  // the caller; nullptr otherwise.
+  grpc_auth_context* AuthContext();
   int FailedBeforeRecvMessage();
   bool TrailersOnly();
   absl::string_view Authority() const { return authority_; }
@@ -231,6 +235,8 @@ class ManagedCall {
   std::deque<HeldSend> held_;
   // Receiving.
   std::string initial_md_;          // server: the client's metadata (from Start)
+  AuthProperties auth_;             // server: the client's TLS identity (from Start)
+  grpc_auth_context* auth_context_ = nullptr;  // made from auth_ at the first AuthContext()
   uint32_t initial_md_count_ = 0;
   bool headers_received_ = false;
   const std::string* headers_ = nullptr;

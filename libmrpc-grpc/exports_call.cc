@@ -80,7 +80,7 @@ CONDUIT_EXPORT grpc_call_error grpc_call_set_credentials(grpc_call* call, grpc_c
 }
 
 CONDUIT_EXPORT grpc_auth_context* grpc_call_auth_context(grpc_call* call) {
-  if (ManagedCall::IsManaged(call)) return nullptr;  // no transport security on managed calls
+  if (ManagedCall::IsManaged(call)) return ManagedCall::From(call)->AuthContext();
   return Real().grpc_call_auth_context(call);
 }
 

@@ -48,6 +48,10 @@ RealGrpc Load() {
   RESOLVE(grpc_call_arena_alloc);
   RESOLVE(grpc_call_set_credentials);
   RESOLVE(grpc_call_auth_context);
+  RESOLVE(grpc_auth_context_add_property);
+  RESOLVE(grpc_auth_context_add_cstring_property);
+  RESOLVE(grpc_auth_context_set_peer_identity_property_name);
+  RESOLVE(grpc_auth_context_release);
   RESOLVE(grpc_census_call_set_context);
   RESOLVE(grpc_census_call_get_context);
   RESOLVE(grpc_call_failed_before_recv_message);

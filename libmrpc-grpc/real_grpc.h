@@ -135,6 +135,11 @@ struct RealGrpc {
   CONDUIT_REAL(grpc_call_arena_alloc);
   CONDUIT_REAL(grpc_call_set_credentials);
   CONDUIT_REAL(grpc_call_auth_context);
+  // Used (auth_context.h).
+  CONDUIT_REAL(grpc_auth_context_add_property);
+  CONDUIT_REAL(grpc_auth_context_add_cstring_property);
+  CONDUIT_REAL(grpc_auth_context_set_peer_identity_property_name);
+  CONDUIT_REAL(grpc_auth_context_release);
   CONDUIT_REAL(grpc_census_call_set_context);
   CONDUIT_REAL(grpc_census_call_get_context);
   CONDUIT_REAL(grpc_call_failed_before_recv_message);

@@ -80,12 +80,16 @@ void EncodeCallEvent(const CallEvent& ev, std::string* out) {
                 static_cast<uint32_t>(ev.peer.size()),
                 ev.initial_md.count,
                 static_cast<uint32_t>(ev.initial_md.block.size()),
-                0};
+                ev.auth.count == 0 ? 0 : static_cast<uint32_t>(sizeof(uint32_t) + ev.auth.block.size())};
     AppendRaw(out, w);
     out->append(ev.method);
     out->append(ev.authority);
     out->append(ev.peer);
     out->append(ev.initial_md.block);
+    if (ev.auth.count != 0) {
+      AppendRaw(out, ev.auth.count);
+      out->append(ev.auth.block);
+    }
   }
   if (ev.has(kHeaders)) {
     AppendRaw(out, MetadataWire{ev.headers.count, static_cast<uint32_t>(ev.headers.block.size())});
@@ -136,6 +140,12 @@ Status DecodeCallEvent(std::string_view sections, CallEvent* ev) {
       return InvalidArgument("Start section overruns the frame");
     }
     CONDUIT_RETURN_IF_ERROR(ReadMetadata(r, w.md_count, w.md_bytes, &ev->initial_md, "initial"));
+    if (w.auth_bytes != 0) {
+      uint32_t count;
+      if (w.auth_bytes < sizeof(count) || !r.Fixed(&count)) return InvalidArgument("truncated auth properties");
+      CONDUIT_RETURN_IF_ERROR(ReadMetadata(r, count, w.auth_bytes - sizeof(count), &ev->auth, "auth"));
+      if (count == 0) return InvalidArgument("auth properties announced with none");
+    }
   }
   if (ev->has(kHeaders)) {
     MetadataWire w;

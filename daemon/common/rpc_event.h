@@ -56,7 +56,10 @@ struct StartWire {
   uint32_t peer_len;    // set by the server's daemon: who called, for the server program
   uint32_t md_count;
   uint32_t md_bytes;
-  uint32_t reserved;
+  // Set by the server's daemon (0 from anyone else, and from daemons before it): bytes of
+  // the caller's authentication properties after the initial metadata, a u32 count then
+  // entries as in metadata (TLS: the client's certificate as gRPC's auth_context shows it).
+  uint32_t auth_bytes;
 };
 
 struct MetadataWire {
@@ -108,6 +111,7 @@ struct CallEvent {
   std::string_view authority;
   std::string_view peer;
   MetadataView initial_md;
+  MetadataView auth;  // name/value properties; empty: not authenticated by TLS
   // Headers
   MetadataView headers;
   // Message: the wire fields; `data` holds inline bytes when present

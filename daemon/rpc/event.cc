@@ -13,6 +13,7 @@ Event Event::From(const CallEvent& ev) {
     e.authority.assign(ev.authority);
     e.peer.assign(ev.peer);
     e.initial_md = Metadata{ev.initial_md.count, std::string(ev.initial_md.block)};
+    e.auth = Metadata{ev.auth.count, std::string(ev.auth.block)};
   }
   if (ev.has(kHeaders)) e.headers = Metadata{ev.headers.count, std::string(ev.headers.block)};
   if (ev.has(kStatus)) {
@@ -38,6 +39,7 @@ CallEvent Event::View(uint64_t call) const {
   v.authority = authority;
   v.peer = peer;
   v.initial_md = initial_md.view();
+  v.auth = auth.view();
   v.headers = headers.view();
   v.status_code = status_code;
   v.status_details = status_details;

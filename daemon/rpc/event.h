@@ -26,6 +26,8 @@ struct Event {
   std::string authority;
   std::string peer;
   Metadata initial_md;
+  // Start, set by the server's daemon only: the caller's TLS identity (rpc_event.h)
+  Metadata auth;
   // Headers
   Metadata headers;
   // Message (Message section present iff !message.empty()) and its wire flags

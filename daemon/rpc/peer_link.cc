@@ -13,6 +13,7 @@
 #include "common/peer_protocol.h"
 #include "common/rpc_protocol.h"
 #include "common/thread_guard.h"
+#include "rpc/auth_properties.h"
 #include "rpc/frame_input.h"
 #include "rpc/program_session.h"
 #include "rpc/rpc_service.h"
@@ -50,6 +51,7 @@ void Merge(Event& into, Event&& from) {
     into.authority = std::move(from.authority);
     into.peer = std::move(from.peer);
     into.initial_md = std::move(from.initial_md);
+    into.auth = std::move(from.auth);
   }
   if (from.has(kHeaders)) into.headers = std::move(from.headers);
   if (from.has(kStatus)) {
@@ -185,6 +187,7 @@ void PeerLink::Accept(RpcService* service, Conn conn, const PeerIdentity& identi
     link->tls_port_ = hello.tls_port;
     link->tls_server_ = std::move(tls);
     link->tls_client_ = hs->peer();
+    link->tls_auth_ = AuthProperties(link->tls_client_);
     CLOG_DEBUG("TLS link for port %u from %s is up (client certificate: %s)", hello.tls_port, peer.c_str(),
                link->tls_client_.has_certificate ? link->tls_client_.subject.c_str() : "none");
     link->ReadLoop();
@@ -417,7 +420,12 @@ Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>*
 }
 
 void PeerLink::Forward(const std::shared_ptr<RpcCall>& call, Event ev) {
-  if (ev.has(kStart)) ev.peer = "ipv4:" + peer_;
+  if (ev.has(kStart)) {
+    ev.peer = "ipv4:" + peer_;
+    // Who the caller is, as this daemon's own handshake established it; never what the
+    // other daemon says.
+    ev.auth = accepted_ ? tls_auth_ : Metadata{};
+  }
   if (accepted_) {
     service_->datapath().FromClient(call, std::move(ev));
   } else {

@@ -30,6 +30,7 @@
 #include "common/frame_stream.h"
 #include "common/peer_identity.h"
 #include "rpc/call.h"
+#include "rpc/event.h"
 #include "security/tls_session.h"
 
 namespace conduit::rpc {
@@ -128,6 +129,7 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   uint32_t tls_port_ = 0;
   std::shared_ptr<const TlsServerContext> tls_server_;
   TlsPeer tls_client_;
+  Metadata tls_auth_;  // AuthProperties(tls_client_), given to every call's server
   FrameReader reader_;
   FrameWriter writer_;
   std::atomic<bool> alive_{true};

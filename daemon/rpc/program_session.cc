@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/rpc_protocol.h"
 #include "common/shim_protocol.h"
+#include "rpc/auth_properties.h"
 #include "rpc/frame_input.h"
 #include "rpc/peer_link.h"
 #include "rpc/program_requests.h"
@@ -272,6 +273,7 @@ Status ProgramSession::CheckLocalSecurity(Channel* ch, const ProgramSession& ser
   TlsPeer client_sees, server_sees;
   CONDUIT_RETURN_IF_ERROR(HandshakeInMemory(ch->tls, server_tls, &client_sees, &server_sees));
   ch->checked_against = server_tls;
+  ch->auth = AuthProperties(server_sees);
   return Status::Ok();
 }
 
@@ -364,6 +366,7 @@ Status ProgramSession::HandleCall(std::string payload) {
   CallEvent view;
   CONDUIT_RETURN_IF_ERROR(DecodeCallEvent(all.substr(0, all.size() - head.inline_bytes), &view));
   Event ev = Event::From(view);
+  ev.auth = Metadata{};  // a program never says who a caller is: daemons do (StartCall, PeerLink)
   if (view.has(kMessage)) {
     const MessageWire& m = view.message;
     if (m.fragment_offset != 0 || m.fragment_length != m.total_length) {
@@ -451,9 +454,13 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
     if (ch.checked_against != checked) {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = channels_.find(view.target);
-      if (it != channels_.end()) it->second.checked_against = ch.checked_against;
+      if (it != channels_.end()) {
+        it->second.checked_against = ch.checked_against;
+        it->second.auth = ch.auth;
+      }
     }
     ev.peer = "local:" + who_;
+    ev.auth = ch.auth;
   } else if (ch.tls != nullptr) {
     // The channel's own link; made again (a new handshake) after it broke, as gRPC
     // reconnects a channel.

@@ -61,6 +61,7 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
     std::shared_ptr<const TlsClientContext> tls;
     std::shared_ptr<PeerLink> link;
     std::shared_ptr<const TlsServerContext> checked_against;
+    Metadata auth;  // what that in-memory handshake showed the server of this client
   };
 
   Status Hello(const FrameHeader& h);

@@ -170,9 +170,9 @@ Status NewBaseContext(const SSL_METHOD* method, tls_internal::SslCtxPtr* out) {
   // so the dummy ChangeCipherSpec records of middlebox compatibility mode are just noise.
   SSL_CTX_clear_options(ctx, SSL_OP_ENABLE_MIDDLEBOX_COMPAT);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-  // Present exactly the chain the program configured; OpenSSL would otherwise complete it
-  // from the roots this side trusts for the other side.
-  SSL_CTX_set_mode(ctx, SSL_MODE_NO_AUTO_CHAIN);
+  // OpenSSL completes the chain this side presents from the roots it trusts, as it does
+  // for gRPC's own TLS (which leaves auto-chaining on): the other side sees the chain, the
+  // errors and the auth_context property x509_pem_cert_chain that native gRPC would show.
   return Status::Ok();
 }
 
@@ -487,6 +487,11 @@ Status TlsHandshake::Finish() {
   TlsPeer peer;
   if (cert != nullptr) {
     DescribeCertificate(cert, &peer);
+    if (STACK_OF(X509)* chain = SSL_get_peer_cert_chain(ssl_.get())) {
+      BioPtr text(BIO_new(BIO_s_mem()));
+      for (int i = 0; text != nullptr && i < sk_X509_num(chain); ++i) PEM_write_bio_X509(text.get(), sk_X509_value(chain, i));
+      if (text != nullptr) peer.chain_pem = BioText(text.get());
+    }
     peer.verified = verify_error_ == 0 && SSL_get_verify_result(ssl_.get()) == X509_V_OK;
   }
   peer.protocol = SSL_get_version(ssl_.get());

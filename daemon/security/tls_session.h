@@ -76,6 +76,7 @@ struct TlsPeer {
   std::vector<std::string> dns_names, uris, emails, ips;
   std::string subject;   // RFC 2253 one-line subject (X509_NAME_print_ex, XN_FLAG_RFC2253)
   std::string pem;       // the leaf certificate in PEM
+  std::string chain_pem;  // the chain the peer sent, as OpenSSL keeps it (SSL_get_peer_cert_chain), in PEM
   std::string protocol;  // e.g. "TLSv1.3"
   std::string cipher;    // e.g. "TLS_AES_128_GCM_SHA256"
 };

@@ -148,10 +148,12 @@ def call(call_id, sections, parts, inline=b""):
     return struct.pack("<QII", call_id, sections, len(inline)) + b"".join(parts) + inline
 
 
-def start(method, authority=b"localhost:50051", peer=b"", md=()):
+def start(method, authority=b"localhost:50051", peer=b"", md=(), auth=()):
     n, block = metadata(md)
-    return (struct.pack("<QqIIIIII", 3, 2_000_000, len(method), len(authority), len(peer), n, len(block), 0) +
-            method + authority + peer + block)
+    an, ablock = metadata(auth)
+    auth_part = struct.pack("<I", an) + ablock if auth else b""
+    return (struct.pack("<QqIIIIII", 3, 2_000_000, len(method), len(authority), len(peer), n, len(block),
+                        len(auth_part)) + method + authority + peer + block + auth_part)
 
 
 def message(total, offset, length, segment=INLINE, segment_offset=0):
@@ -162,6 +164,10 @@ msg = b"\x0a\x05alice"
 write("rpc_call", "unary-request", call(1, START | MESSAGE | HALF_CLOSE,
                                          [start(b"/conduit.test.Greeter/SayHello", md=[(b"x-user", b"alice")]),
                                           message(len(msg), 0, len(msg))], msg))
+write("rpc_call", "tls-start-to-server", call(5, START, [start(
+    b"/conduit.test.Greeter/SayHello", peer=b"ipv4:10.0.0.1:29611",
+    auth=[(b"transport_security_type", b"ssl"), (b"x509_common_name", b"client"),
+          (b"x509_subject_alternative_name", b"greeter-client"), (b"security_level", b"TSI_PRIVACY_AND_INTEGRITY")])]))
 write("rpc_call", "shared-segment-message", call(2, MESSAGE, [message(1 << 20, 0, 1 << 20, 3, 4096)]))
 n, trailers = metadata([(b"grpc-status-details-bin", b"\x00\x01"), (b"k", b"")])
 n_h, headers = metadata([(b"content-type", b"application/grpc")])

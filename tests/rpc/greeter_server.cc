@@ -41,7 +41,9 @@ void Say(const char* fmt, const std::string& what) {
 // Echoes "x-echo" back as initial metadata "x-echo-reply" and sets a trailer. A caller
 // named "inspect..." (x-echo "ping-inspect...") also gets a line of what the server sees of
 // it: its user-agent, its peer address, every metadata key, the compression algorithm of
-// its messages, and what call credentials sent as "x-creds".
+// its messages, what call credentials sent as "x-creds", and its auth_context (transport
+// security, peer identity, every property but the PEM certificate and chain, shown by
+// their lengths).
 void EchoMetadata(grpc::ServerContextBase* ctx) {
   auto md = ctx->client_metadata();
   ctx->AddTrailingMetadata("x-trailer", "bye");
@@ -55,10 +57,23 @@ void EchoMetadata(grpc::ServerContextBase* ctx) {
   std::string keys;
   for (const auto& [key, value] : md) keys += std::string(key.data(), key.size()) + ",";
   grpc_compression_algorithm encoding = grpc_call_test_only_get_compression_algorithm(ctx->c_call());
-  printf("server: %s sees user-agent=[%s] peer=[%s] keys=[%s] encoding=[%d] x-creds=[%s]\n", echo.c_str(),
+  std::string auth;
+  std::shared_ptr<const grpc::AuthContext> auth_context = ctx->auth_context();
+  if (auth_context != nullptr) {
+    auth += auth_context->IsPeerAuthenticated() ? "authenticated" : "anonymous";
+    auth += " identity-name=" + auth_context->GetPeerIdentityPropertyName() + " identity=";
+    for (const auto& id : auth_context->GetPeerIdentity()) auth += std::string(id.data(), id.size()) + ";";
+    for (const grpc::AuthProperty& p : *auth_context) {
+      std::string name(p.first.data(), p.first.size());
+      auth += " " + name + "=" +
+              (name.rfind("x509_pem_cert", 0) == 0 ? std::to_string(p.second.size()) + "B"
+                                                    : std::string(p.second.data(), p.second.size()));
+    }
+  }
+  printf("server: %s sees user-agent=[%s] peer=[%s] keys=[%s] encoding=[%d] x-creds=[%s] auth=[%s]\n", echo.c_str(),
          ua == md.end() ? "" : std::string(ua->second.data(), ua->second.size()).c_str(), ctx->peer().c_str(),
          keys.c_str(), static_cast<int>(encoding),
-         creds == md.end() ? "" : std::string(creds->second.data(), creds->second.size()).c_str());
+         creds == md.end() ? "" : std::string(creds->second.data(), creds->second.size()).c_str(), auth.c_str());
   fflush(stdout);
 }
 

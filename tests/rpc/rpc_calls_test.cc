@@ -6,6 +6,7 @@
 // every call here crosses a sealed link (the other RPC suites run unsealed).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 
 #include "greeter_rig.h"
@@ -37,9 +38,10 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
       return MakeCertificates(error) &&
              (tls_server_ = rig.StartServer(1, kTlsPort, "sync", /*preload=*/true, error, {}, ServerTls(false))) !=
                  nullptr &&
-             rig.StartServer(1, kMutualTlsPort, "sync", /*preload=*/true, error, {}, ServerTls(true)) != nullptr &&
-             rig.StartServer(1, kNativeMutualTlsPort, "sync", /*preload=*/false, error, {}, ServerTls(true)) !=
-                 nullptr &&
+             (mutual_tls_server_ =
+                  rig.StartServer(1, kMutualTlsPort, "sync", /*preload=*/true, error, {}, ServerTls(true))) != nullptr &&
+             (native_mutual_tls_server_ = rig.StartServer(1, kNativeMutualTlsPort, "sync", /*preload=*/false, error,
+                                                          {}, ServerTls(true))) != nullptr &&
              (sync_server_ = rig.StartServer(1, kSyncPort, "sync", /*preload=*/true, error)) != nullptr &&
              rig.StartServer(1, kAsyncPort, "async", /*preload=*/true, error) != nullptr &&
              rig.StartServer(1, kCallbackPort, "callback", /*preload=*/true, error) != nullptr &&
@@ -107,6 +109,8 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
   inline static Subprocess* sync_server_ = nullptr;
   inline static Subprocess* native_server_ = nullptr;
   inline static Subprocess* tls_server_ = nullptr;
+  inline static Subprocess* mutual_tls_server_ = nullptr;
+  inline static Subprocess* native_mutual_tls_server_ = nullptr;
 
   // A managed call from host 0 to the server on `port` of host 1 that must pass.
   void ExpectManagedPass(int port, std::vector<std::string> args) {
@@ -166,7 +170,8 @@ TEST_F(RpcCallsTest, CallCredentialsAsOnAnInsecureChannel) {
 // TLS with the programs' own certificates, managed across hosts and on one host, next to
 // native gRPC: a server that requires a client certificate takes a client with one from
 // its CA and refuses one without or from another CA, exactly as the native server does
-// (the preloaded client's channel then stays native, and native gRPC fails the call). An
+// (the preloaded client's channel then stays native, and native gRPC fails the call); the
+// server's auth_context() shows the client's certificate as the native server's does. An
 // access token, which gRPC sends only over TLS, reaches the server on a managed TLS
 // channel, as does a plugin's metadata with the https:// service URL.
 TEST_F(RpcCallsTest, MutualTlsAndCallCredentialsAsNativeTls) {
@@ -174,13 +179,15 @@ TEST_F(RpcCallsTest, MutualTlsAndCallCredentialsAsNativeTls) {
     std::string identity;  // the client's certificate: "client", "rogue" or none
     bool passes;
   };
+  std::map<std::string, std::string> seen_auth;  // by configuration, for the client with a good certificate
   for (const Case& c : {Case{"client", true}, Case{"", false}, Case{"rogue", false}}) {
     for (auto [host, port, preload, who] :
          {std::tuple{0, kMutualTlsPort, true, "cross-host"}, std::tuple{1, kMutualTlsPort, true, "same-host"},
           std::tuple{0, kNativeMutualTlsPort, false, "native"}}) {
       SCOPED_TRACE(std::string(who) + " with client certificate '" + c.identity + "'");
       std::string target = host == 1 ? "localhost:" + std::to_string(port) : rig_->Target(1, port);
-      std::vector<std::string> args = {"--case", "unary", "--deadline-ms", "10000"};
+      std::string name = std::string("inspect-mtls-") + who + "-" + c.identity;
+      std::vector<std::string> args = {"--case", "unary", "--deadline-ms", "10000", "--name", name};
       std::vector<std::string> tls = ClientTls(c.identity);
       args.insert(args.end(), tls.begin(), tls.end());
       if (!c.passes) args.insert(args.end(), {"--expect", "14"});
@@ -192,8 +199,20 @@ TEST_F(RpcCallsTest, MutualTlsAndCallCredentialsAsNativeTls) {
           EXPECT_NE(run.output.find("is carried by conduitd (TLS)"), std::string::npos) << run.output;
         }
       }
+      if (c.passes) {
+        Subprocess* server = preload ? mutual_tls_server_ : native_mutual_tls_server_;
+        seen_auth[who] = Field(SeenBy(server, name), "auth");
+      }
     }
   }
+  // What the server saw of the client's certificate: the native server's view, exactly.
+  EXPECT_NE(seen_auth["native"].find("authenticated identity-name=x509_subject_alternative_name "
+                                     "identity=greeter-client; transport_security_type=ssl"),
+            std::string::npos)
+      << seen_auth["native"];
+  EXPECT_NE(seen_auth["native"].find("x509_common_name=client"), std::string::npos) << seen_auth["native"];
+  EXPECT_EQ(seen_auth["cross-host"], seen_auth["native"]);
+  EXPECT_EQ(seen_auth["same-host"], seen_auth["native"]);
   for (auto [host, who] : {std::tuple{0, "cross-host"}, std::tuple{1, "same-host"}}) {
     SCOPED_TRACE(who);
     std::string target = host == 1 ? "localhost:" + std::to_string(kTlsPort) : rig_->Target(1, kTlsPort);

@@ -2,6 +2,7 @@
 // broken, makes the decoder read out of bounds or accept an inconsistent frame.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "common/rpc_event.h"
@@ -28,6 +29,9 @@ TEST(RpcEventTest, EverySectionRoundTrips) {
   ev.authority = "host:1";
   ev.peer = "ipv4:1.2.3.4:5";
   ev.initial_md = MetadataView{2, md};
+  std::string auth;
+  AppendMetadata(&auth, "transport_security_type", "ssl");
+  ev.auth = MetadataView{1, auth};
   ev.headers = MetadataView{2, md};
   ev.message = MessageWire{100, 20, 10, kInlineSegment, 0, 0};
   ev.data = "0123456789";
@@ -48,6 +52,8 @@ TEST(RpcEventTest, EverySectionRoundTrips) {
   EXPECT_EQ(got.method, "/pkg.Svc/Do");
   EXPECT_EQ(got.authority, "host:1");
   EXPECT_EQ(got.peer, "ipv4:1.2.3.4:5");
+  EXPECT_EQ(got.auth.count, 1u);
+  EXPECT_EQ(got.auth.block, auth);
   EXPECT_EQ(got.timeout_us, 1500);
   EXPECT_EQ(got.message.fragment_offset, 20u);
   EXPECT_EQ(got.status_details, "not found");
@@ -103,6 +109,19 @@ TEST(RpcEventTest, InconsistentFramesAreRejected) {
   ev.sections = kHeaders;
   ev.headers = MetadataView{5, md};  // more entries than the block holds
   EXPECT_FALSE(DecodeCallEvent(Encode(ev), &got).ok());
+  ev.sections = kStart;
+  ev.method = "/a/b";
+  ev.headers = MetadataView{};
+  ev.auth = MetadataView{2, md};  // auth properties: more entries than the block holds
+  EXPECT_FALSE(DecodeCallEvent(Encode(ev), &got).ok());
+  ev.auth = MetadataView{1, md};
+  std::string body = Encode(ev);
+  ASSERT_TRUE(DecodeCallEvent(body, &got).ok());
+  // auth_bytes (the last u32 of the Start section's fixed part) shorter than its count.
+  const size_t auth_bytes_at = sizeof(CallHead) + sizeof(StartWire) - sizeof(uint32_t);
+  uint32_t two = 2;
+  memcpy(body.data() + auth_bytes_at, &two, sizeof(two));
+  EXPECT_FALSE(DecodeCallEvent(body, &got).ok());
 }
 
 TEST(RpcEventTest, RandomBytesNeverCrashTheDecoder) {
