@@ -209,7 +209,8 @@ void PeerLink::ReadLoop() {
     if (!st.ok()) {
       if (!alive()) return;
       if (reader_.closed()) {
-        Fail("daemon " + peer_ + " closed the connection");
+        // A TLS link ends when its channel does: the other daemon closes it, no failure.
+        Fail("daemon " + peer_ + " closed the connection", /*quiet=*/tls_port_ != 0);
       } else {
         CLOG_WARN("malformed or failed RPC frame from daemon %s: %s; closing the link", peer_.c_str(),
                   st.message().c_str());
@@ -509,8 +510,23 @@ void PeerLink::AddCall(const std::shared_ptr<RpcCall>& call) {
 }
 
 void PeerLink::Forget(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  calls_.erase(id);
+  bool idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.erase(id);
+    idle = calls_.empty();
+  }
+  if (idle && release_when_idle_.load()) Fail("its channel was closed", /*quiet=*/true);
+}
+
+void PeerLink::ReleaseWhenIdle() {
+  release_when_idle_.store(true);
+  bool idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle = calls_.empty();
+  }
+  if (idle) Fail("its channel was closed", /*quiet=*/true);
 }
 
 void PeerLink::Deliver(RpcCall&, uint64_t id, Event ev) {
@@ -564,9 +580,13 @@ void PeerLink::Deliver(RpcCall&, uint64_t id, Event ev) {
   if (!st.ok()) Fail("cannot write to daemon " + peer_ + ": " + st.message());
 }
 
-void PeerLink::Fail(const std::string& why) {
+void PeerLink::Fail(const std::string& why, bool quiet) {
   if (!alive_.exchange(false)) return;
-  CLOG_WARN("RPC link to daemon %s is down: %s", peer_.c_str(), why.c_str());
+  if (quiet) {
+    CLOG_DEBUG("RPC link to daemon %s closed: %s", peer_.c_str(), why.c_str());
+  } else {
+    CLOG_WARN("RPC link to daemon %s is down: %s", peer_.c_str(), why.c_str());
+  }
   writer_.Fail(SystemError("%s", why.c_str()));
   conn_.Shutdown();
   std::vector<std::shared_ptr<RpcCall>> calls;

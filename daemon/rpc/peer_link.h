@@ -64,6 +64,10 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // Makes this link the server end of `call` (connecting side).
   void AddCall(const std::shared_ptr<RpcCall>& call);
 
+  // A TLS link whose channel is gone: closes once no call is left on it (at once when
+  // none is), quietly on both sides.
+  void ReleaseWhenIdle();
+
   void Deliver(RpcCall& call, uint64_t id, Event ev) override;
   void Forget(uint64_t id) override;
   std::string name() const override { return "daemon " + peer_; }
@@ -115,7 +119,9 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   void Abandon(const std::shared_ptr<LinkCall>& lc, uint64_t id, int32_t code, const std::string& why);
   void Forward(const std::shared_ptr<RpcCall>& call, Event ev);
   void SendStatus(uint64_t id, int32_t code, const std::string& why);
-  void Fail(const std::string& why);
+  // Ends the link: every call on it fails with UNAVAILABLE (`quiet`: logged at debug level,
+  // for a TLS link closed because its channel is gone).
+  void Fail(const std::string& why, bool quiet = false);
 
   RpcService* service_;
   Conn conn_;  // sealed when the cluster encrypts (--encrypt-peers)
@@ -133,6 +139,7 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   FrameReader reader_;
   FrameWriter writer_;
   std::atomic<bool> alive_{true};
+  std::atomic<bool> release_when_idle_{false};
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<LinkCall>> calls_;

@@ -95,14 +95,21 @@ void ProgramSession::Run() {
 void ProgramSession::EndAll(const std::string& why) {
   std::vector<std::shared_ptr<RpcCall>> calls;
   std::map<uint32_t, uint64_t> ports;
+  std::vector<std::shared_ptr<PeerLink>> links;  // the program's TLS channels' own links
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, call] : calls_) calls.push_back(call);
     calls_.clear();
     client_calls_ = 0;
     ports.swap(server_of_port_);
+    tls_of_port_.clear();
+    for (auto& [id, ch] : channels_) {
+      if (ch.link != nullptr) links.push_back(std::move(ch.link));
+    }
+    channels_.clear();
   }
   for (auto& [port, server] : ports) service_->servers().Remove(port, this);
+  for (const std::shared_ptr<PeerLink>& link : links) link->ReleaseWhenIdle();
   service_->datapath().EndGone(this, calls, "conduit: " + why);
   memory_->Detach();
   writer_->Fail(SystemError("%s", why.c_str()));
@@ -291,8 +298,15 @@ std::shared_ptr<const TlsServerContext> ProgramSession::TlsFor(uint32_t port) co
 Status ProgramSession::CloseChannel(const std::string& payload) {
   rpcproto::CloseChannelRequest req;
   if (!ParseExact(payload, &req)) return InvalidArgument("malformed CloseChannel (%zu bytes)", payload.size());
-  std::lock_guard<std::mutex> lock(mu_);
-  channels_.erase(req.channel);  // calls already started on it go on
+  std::shared_ptr<PeerLink> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = channels_.find(req.channel);
+    if (it == channels_.end()) return Status::Ok();
+    link = std::move(it->second.link);
+    channels_.erase(it);  // calls already started on it go on
+  }
+  if (link != nullptr) link->ReleaseWhenIdle();  // its own TLS link: closed after its last call
   return Status::Ok();
 }
 

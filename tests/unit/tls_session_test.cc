@@ -176,41 +176,27 @@ Stepped RunStepped(std::shared_ptr<const TlsClientContext> cctx, std::shared_ptr
   Stepped r;
   EXPECT_TRUE(TlsHandshake::NewClient(std::move(cctx), &r.client).ok());
   EXPECT_TRUE(TlsHandshake::NewServer(std::move(sctx), &r.server).ok());
-  auto fail = [&r](const char* side, Status st) {
-    r.failed_side = side;
-    r.status = std::move(st);
+  // One flight: false (and the failure recorded) when that side refused.
+  auto step = [&r](const char* side, TlsHandshake* hs, const std::string& in, std::string* out) {
+    Status st = hs->Step(in, out);
+    if (!st.ok()) {
+      r.failed_side = side;
+      r.status = std::move(st);
+    }
+    return r.status.ok();
   };
   std::string a, b, c, d;
-  Status st = r.client->Step("", &a);
-  if (!st.ok()) {
-    fail("client", st);
-    return r;
-  }
+  if (!step("client", r.client.get(), "", &a)) return r;
   EXPECT_FALSE(a.empty());
   EXPECT_FALSE(r.client->done());
-
-  st = r.server->Step(a, &b);
-  if (!st.ok()) {
-    fail("server", st);
-    return r;
-  }
+  if (!step("server", r.server.get(), a, &b)) return r;
   EXPECT_FALSE(b.empty());
   EXPECT_FALSE(r.server->done());
-
-  st = r.client->Step(b, &c);
-  if (!st.ok()) {
-    fail("client", st);
-    return r;
-  }
+  if (!step("client", r.client.get(), b, &c)) return r;
   EXPECT_TRUE(r.client->done()) << "the client is done after its second Step";
   EXPECT_FALSE(c.empty()) << "the client's Finished still has to reach the server";
   EXPECT_FALSE(r.server->done());
-
-  st = r.server->Step(c, &d);
-  if (!st.ok()) {
-    fail("server", st);
-    return r;
-  }
+  if (!step("server", r.server.get(), c, &d)) return r;
   EXPECT_TRUE(r.server->done());
   EXPECT_TRUE(d.empty()) << "the server sends nothing after the handshake (no tickets)";
   return r;
