@@ -233,6 +233,12 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, boo
     if (channels_.size() >= cap && channels_.count(req.channel) == 0) {
       st = InvalidUsage("this program has %zu channels open through conduitd, the most one program may", cap);
     }
+    size_t links = 0;
+    for (const auto& [id, open] : channels_) links += open.link != nullptr;
+    if (st.ok() && tls && links >= service_->options().max_program_tls_links) {
+      st = InvalidUsage("this program has %zu TLS channels to other hosts open through conduitd, the most one program "
+                        "may", links);
+    }
   }
   if (st.ok()) st = ResolveTarget(text, &ch.target);
   if (st.ok() && ch.target.local) {
@@ -254,10 +260,14 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, boo
     if (st.ok()) st = link->Probe(ch.target.port, &port_tls);
     if (st.ok() && port_tls) st = SystemError("port %u serves TLS and this channel is insecure", ch.target.port);
   }
+  std::shared_ptr<PeerLink> replaced;  // a program that reuses a channel id closes the old one
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    channels_[req.channel] = ch;
+    Channel& slot = channels_[req.channel];
+    replaced = std::move(slot.link);
+    slot = ch;
   }
+  if (replaced != nullptr) replaced->ReleaseWhenIdle();
   CLOG_DEBUG("%s: %s channel %llu to %s: %s", who_.c_str(), tls ? "TLS" : "insecure",
              static_cast<unsigned long long>(req.channel), text.c_str(), st.ok() ? "managed" : st.message().c_str());
   reply.managed = st.ok() ? 1 : 0;

@@ -32,6 +32,9 @@ struct RpcOptions {
   uint64_t max_receive_bytes = 1ull << 30;  // receive memory per program
   // Caps on what one program connection or one link may hold (docs/rpc-design.md, Limits).
   size_t max_program_channels = 16384;  // channels open at once
+  // TLS channels to other hosts open at once: each has a connection (and a reader thread
+  // in both daemons) of its own.
+  size_t max_program_tls_links = 1024;
   size_t max_program_calls = 16384;     // calls it started that are still open
   size_t max_program_ports = 1024;      // ports it serves
   size_t max_link_calls = 65536;        // calls another daemon started on one link
