@@ -65,39 +65,6 @@ std::string Describe(const Entry& e) {
   return "conduitd carries insecure and SSL credentials only";
 }
 
-}  // namespace
-
-void NoteInsecure(const void* creds) { Put(creds, Entry{Kind::kInsecure, nullptr, nullptr, ""}); }
-
-bool IsInsecure(const void* creds) { return Get(creds).kind == Kind::kInsecure; }
-
-void NoteTlsChannel(const void* creds, std::shared_ptr<const TlsChannelCreds> tls) {
-  Put(creds, Entry{Kind::kTls, std::move(tls), nullptr, ""});
-}
-
-void NoteTlsServer(const void* creds, std::shared_ptr<const TlsServerCreds> tls) {
-  Put(creds, Entry{Kind::kTls, nullptr, std::move(tls), ""});
-}
-
-void NoteNative(const void* creds, const std::string& why) { Put(creds, Entry{Kind::kNative, nullptr, nullptr, why}); }
-
-void ForgetCredentials(const void* creds) {
-  std::lock_guard<std::mutex> lock(Creds().mu);
-  Creds().entries.erase(creds);
-}
-
-std::shared_ptr<const TlsChannelCreds> TlsChannelOf(const void* creds, std::string* why) {
-  Entry e = Get(creds);
-  if (e.channel == nullptr) *why = Describe(e);
-  return e.channel;
-}
-
-std::shared_ptr<const TlsServerCreds> TlsServerOf(const void* creds, std::string* why) {
-  Entry e = Get(creds);
-  if (e.server == nullptr) *why = Describe(e);
-  return e.server;
-}
-
 std::shared_ptr<const TlsChannelCreds> MakeTlsChannelCreds(const char* roots, const grpc_ssl_pem_key_cert_pair* pair,
                                                            bool verify_callback, std::string* why) {
   if (verify_callback) {
@@ -126,8 +93,8 @@ std::shared_ptr<const TlsChannelCreds> MakeTlsChannelCreds(const char* roots, co
     tls->key = pair->private_key;
     tls->chain = pair->cert_chain;
   }
-  if (tls->roots.empty() || tls->roots.size() > rpcproto::kMaxTlsPemBytes || !FitsPem(tls->key.c_str()) ||
-      !FitsPem(tls->chain.c_str())) {
+  if (tls->roots.empty() || tls->roots.size() > rpcproto::kMaxTlsPemBytes ||
+      tls->key.size() > rpcproto::kMaxTlsPemBytes || tls->chain.size() > rpcproto::kMaxTlsPemBytes) {
     *why = "its SSL roots or certificates are empty or larger than conduitd takes";
     return nullptr;
   }
@@ -156,6 +123,53 @@ std::shared_ptr<const TlsServerCreds> MakeTlsServerCreds(const char* roots, cons
   tls->roots = roots != nullptr ? roots : "";
   tls->client_cert_mode = client_cert_mode;
   return tls;
+}
+
+}  // namespace
+
+void NoteInsecure(const void* creds) { Put(creds, Entry{Kind::kInsecure, nullptr, nullptr, ""}); }
+
+bool IsInsecure(const void* creds) { return Get(creds).kind == Kind::kInsecure; }
+
+void NoteNative(const void* creds, const std::string& why) { Put(creds, Entry{Kind::kNative, nullptr, nullptr, why}); }
+
+void ForgetCredentials(const void* creds) {
+  std::lock_guard<std::mutex> lock(Creds().mu);
+  Creds().entries.erase(creds);
+}
+
+std::shared_ptr<const TlsChannelCreds> TlsChannelOf(const void* creds, std::string* why) {
+  Entry e = Get(creds);
+  if (e.channel == nullptr) *why = Describe(e);
+  return e.channel;
+}
+
+std::shared_ptr<const TlsServerCreds> TlsServerOf(const void* creds, std::string* why) {
+  Entry e = Get(creds);
+  if (e.server == nullptr) *why = Describe(e);
+  return e.server;
+}
+
+void NoteSslChannel(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pair,
+                    bool verify_callback) {
+  if (creds == nullptr) return;
+  std::string why;
+  if (auto tls = MakeTlsChannelCreds(roots, pair, verify_callback, &why)) {
+    Put(creds, Entry{Kind::kTls, std::move(tls), nullptr, ""});
+  } else {
+    NoteNative(creds, why);
+  }
+}
+
+void NoteSslServer(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pairs, size_t num_pairs,
+                   uint32_t client_cert_mode) {
+  if (creds == nullptr) return;
+  std::string why;
+  if (auto tls = MakeTlsServerCreds(roots, pairs, num_pairs, client_cert_mode, &why)) {
+    Put(creds, Entry{Kind::kTls, nullptr, std::move(tls), ""});
+  } else {
+    NoteNative(creds, why);
+  }
 }
 
 void NoteRootsOverride() { g_roots_override.store(true); }

@@ -35,8 +35,14 @@ struct TlsServerCreds {
 
 void NoteInsecure(const void* creds);
 bool IsInsecure(const void* creds);
-void NoteTlsChannel(const void* creds, std::shared_ptr<const TlsChannelCreds> tls);
-void NoteTlsServer(const void* creds, std::shared_ptr<const TlsServerCreds> tls);
+// From the arguments of grpc_ssl_credentials_create[_ex]: SSL credentials conduitd can
+// carry, or native ones with the reason. Without roots, gRPC's own default applies
+// (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, else its installed roots file), read here once.
+void NoteSslChannel(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pair,
+                    bool verify_callback);
+// From the arguments of grpc_ssl_server_credentials_create[_ex].
+void NoteSslServer(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pairs, size_t num_pairs,
+                   uint32_t client_cert_mode);
 // Credentials that must stay native after all (e.g. an auth metadata processor was set).
 void NoteNative(const void* creds, const std::string& why);
 void ForgetCredentials(const void* creds);
@@ -45,14 +51,6 @@ void ForgetCredentials(const void* creds);
 std::shared_ptr<const TlsChannelCreds> TlsChannelOf(const void* creds, std::string* why);
 std::shared_ptr<const TlsServerCreds> TlsServerOf(const void* creds, std::string* why);
 
-// From the arguments of grpc_ssl_credentials_create[_ex]: nullptr and *why when they need
-// native gRPC. Without roots, gRPC's own default applies (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH,
-// else its installed roots file), read here once.
-std::shared_ptr<const TlsChannelCreds> MakeTlsChannelCreds(const char* roots, const grpc_ssl_pem_key_cert_pair* pair,
-                                                           bool verify_callback, std::string* why);
-std::shared_ptr<const TlsServerCreds> MakeTlsServerCreds(const char* roots, const grpc_ssl_pem_key_cert_pair* pairs,
-                                                         size_t num_pairs, uint32_t client_cert_mode,
-                                                         std::string* why);
 // grpc_set_ssl_roots_override_callback was called: default roots are the program's
 // callback's business, so channels without roots stay native.
 void NoteRootsOverride();

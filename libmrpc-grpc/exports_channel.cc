@@ -35,26 +35,10 @@ gpr_timespec InheritDeadline(grpc_call* parent, uint32_t mask, gpr_timespec dead
 // After a child call exists: a managed parent cancels it when it is cancelled itself
 // (GRPC_PROPAGATE_CANCELLATION); a native parent's cancellation and deadline reach a managed
 // child through a stand-in core call (native_parent.h).
-void NoteSslChannel(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pair,
-                    bool verify_callback) {
-  if (creds == nullptr) return;
-  std::string why;
-  if (auto tls = MakeTlsChannelCreds(roots, pair, verify_callback, &why)) {
-    NoteTlsChannel(creds, std::move(tls));
-  } else {
-    NoteNative(creds, why);
-  }
-}
-
-void NoteSslServer(const void* creds, const char* roots, const grpc_ssl_pem_key_cert_pair* pairs, size_t n,
-                   uint32_t mode) {
-  if (creds == nullptr) return;
-  std::string why;
-  if (auto tls = MakeTlsServerCreds(roots, pairs, n, mode, &why)) {
-    NoteTlsServer(creds, std::move(tls));
-  } else {
-    NoteNative(creds, why);
-  }
+// Both verify-options structs of gRPC's SSL constructors: is there a callback to run?
+template <typename Options>
+bool HasVerifyCallback(const Options* options) {
+  return options != nullptr && options->verify_peer_callback != nullptr;
 }
 
 void LinkChild(grpc_call* parent, uint32_t mask, grpc_call* child) {
@@ -143,7 +127,7 @@ CONDUIT_EXPORT grpc_channel_credentials* grpc_ssl_credentials_create(const char*
   grpc_channel_credentials* c =
       Real().grpc_ssl_credentials_create(pem_root_certs, pem_key_cert_pair, verify_options, reserved);
   conduit::grpcshim::NoteSslChannel(c, pem_root_certs, pem_key_cert_pair,
-                                    verify_options != nullptr && verify_options->verify_peer_callback != nullptr);
+                                    conduit::grpcshim::HasVerifyCallback(verify_options));
   return c;
 }
 
@@ -153,7 +137,7 @@ CONDUIT_EXPORT grpc_channel_credentials* grpc_ssl_credentials_create_ex(
   grpc_channel_credentials* c =
       Real().grpc_ssl_credentials_create_ex(pem_root_certs, pem_key_cert_pair, verify_options, reserved);
   conduit::grpcshim::NoteSslChannel(c, pem_root_certs, pem_key_cert_pair,
-                                    verify_options != nullptr && verify_options->verify_peer_callback != nullptr);
+                                    conduit::grpcshim::HasVerifyCallback(verify_options));
   return c;
 }
 

@@ -1,6 +1,8 @@
 #include "rpc/program_requests.h"
 
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 namespace conduit::rpc {
 namespace {
@@ -12,12 +14,21 @@ bool DecodeExact(std::string_view payload, T* out) {
   return true;
 }
 
-// Takes the next `n` bytes of *rest as text; false when fewer are left.
-bool TakeText(std::string_view* rest, uint32_t n, std::string* out) {
-  if (n > rest->size()) return false;
-  out->assign(rest->substr(0, n));
-  rest->remove_prefix(n);
-  return true;
+// Splits `rest` into the texts of `parts` ({count, where}), in order; the counts must add up
+// to exactly what `rest` holds.
+Status TakeCounted(const char* request, std::string_view rest,
+                   std::initializer_list<std::pair<uint32_t, std::string*>> parts) {
+  uint64_t counted = 0;
+  for (const auto& [n, out] : parts) counted += n;
+  if (counted != rest.size()) {
+    return InvalidArgument("%s counts %llu bytes of credentials and carries %zu", request,
+                           static_cast<unsigned long long>(counted), rest.size());
+  }
+  for (const auto& [n, out] : parts) {
+    out->assign(rest.substr(0, n));
+    rest.remove_prefix(n);
+  }
+  return Status::Ok();
 }
 
 Status CheckPem(const char* what, uint32_t n) {
@@ -59,16 +70,11 @@ Status DecodeOpenTlsChannel(std::string_view payload, TlsChannelOpen* out) {
   if ((creds.key_bytes == 0) != (creds.chain_bytes == 0)) {
     return InvalidArgument("OpenTlsChannel with a client key but no certificate chain, or the reverse");
   }
-  std::string_view rest = payload.substr(sizeof(out->req) + sizeof(creds));
-  const uint64_t counted = uint64_t{creds.root_bytes} + creds.key_bytes + creds.chain_bytes + creds.name_bytes;
-  if (counted != rest.size()) {
-    return InvalidArgument("OpenTlsChannel counts %llu bytes of credentials and carries %zu",
-                           static_cast<unsigned long long>(counted), rest.size());
-  }
-  TakeText(&rest, creds.root_bytes, &out->roots);
-  TakeText(&rest, creds.key_bytes, &out->key);
-  TakeText(&rest, creds.chain_bytes, &out->chain);
-  TakeText(&rest, creds.name_bytes, &out->name);
+  CONDUIT_RETURN_IF_ERROR(TakeCounted("OpenTlsChannel", payload.substr(sizeof(out->req) + sizeof(creds)),
+                                      {{creds.root_bytes, &out->roots},
+                                       {creds.key_bytes, &out->key},
+                                       {creds.chain_bytes, &out->chain},
+                                       {creds.name_bytes, &out->name}}));
   if (out->name.find('\0') != std::string::npos) return InvalidArgument("a server name with a NUL byte");
   return Status::Ok();
 }
@@ -86,16 +92,8 @@ Status DecodeServeTls(std::string_view payload, TlsServe* out) {
   CONDUIT_RETURN_IF_ERROR(CheckPem("the server certificate chain", creds.chain_bytes));
   CONDUIT_RETURN_IF_ERROR(CheckPem("the client roots", creds.root_bytes));
   if (creds.key_bytes == 0 || creds.chain_bytes == 0) return InvalidArgument("ServeTls without a key and certificate");
-  std::string_view rest = payload.substr(sizeof(out->req) + sizeof(creds));
-  const uint64_t counted = uint64_t{creds.key_bytes} + creds.chain_bytes + creds.root_bytes;
-  if (counted != rest.size()) {
-    return InvalidArgument("ServeTls counts %llu bytes of credentials and carries %zu",
-                           static_cast<unsigned long long>(counted), rest.size());
-  }
-  TakeText(&rest, creds.key_bytes, &out->key);
-  TakeText(&rest, creds.chain_bytes, &out->chain);
-  TakeText(&rest, creds.root_bytes, &out->roots);
-  return Status::Ok();
+  return TakeCounted("ServeTls", payload.substr(sizeof(out->req) + sizeof(creds)),
+                     {{creds.key_bytes, &out->key}, {creds.chain_bytes, &out->chain}, {creds.root_bytes, &out->roots}});
 }
 
 }  // namespace conduit::rpc
