@@ -29,6 +29,7 @@
 #include "admin/metrics_server.h"
 #include "collectives/registry.h"
 #include "gpu/runtime.h"
+#include "common/busy_poll.h"
 #include "common/config_file.h"
 #include "common/log.h"
 #include "common/net_addr.h"
@@ -70,6 +71,7 @@ struct Flags {
   objects::ObjectOptions objects;
   std::string object_peers;
   uint32_t rpc_inline_max = 512;
+  int busy_poll_us = -1;  // -1: common/busy_poll.h's default
   std::string cluster_key;
   bool insecure_peers = false;
   bool encrypt_peers = false;
@@ -190,6 +192,11 @@ const FlagSpec kFlagSpecs[] = {
      [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.rd_max_bytes); }},
     {"rd-latency-bytes", FlagKind::kValue,
      [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.rd_latency_bytes); }},
+    {"busy-poll-us", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       CONDUIT_RETURN_IF_ERROR(SetNumber(v, &f.busy_poll_us));
+       return Refused(f.busy_poll_us <= kMaxBusyPollMicros, "must be at most 100000");
+     }},
     {"chunk-bytes", FlagKind::kValue, [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.chunk_bytes); }},
     {"max-shm-bytes", FlagKind::kValue, [](Flags& f, const std::string& v) { return SetNumber(v, &f.max_shm_bytes); }},
     {"rpc-inline-max", FlagKind::kValue,
@@ -285,7 +292,7 @@ struct CommandLine {
           "                [--timeout-ms N] [--admin-socket PATH] [--admin-mode OCTAL] [--admin-uid UID]...\n"
           "                [--deny-exe NAME]... [--allreduce-algo auto|ring|rd] [--rd-max-bytes N]\n"
           "                [--rd-latency-bytes N]\n"
-          "                [--chunk-bytes N] [--max-shm-bytes N] [--rpc-inline-max N]\n"
+          "                [--chunk-bytes N] [--busy-poll-us N] [--max-shm-bytes N] [--rpc-inline-max N]\n"
           "                [--log-level debug|info|warn|error] [--metrics-listen IP:PORT]\n"
           "                [--topology FILE] [--ring-order locality|rank]\n"
           "                [--cluster-key FILE [--encrypt-peers] | --insecure-peers]\n"
@@ -323,6 +330,10 @@ struct CommandLine {
           "                program says) is named NAME; repeatable (default: none)\n"
           "  --max-shm-bytes N  the largest shared buffer a program may register (default 64 GiB)\n"
           "  --allreduce-algo auto|ring|rd  all-reduce algorithm (default auto: by the model below)\n"
+          "  --busy-poll-us N  how long a wait on the small-call path (a program's next request, a\n"
+          "                peer daemon's bytes) polls without blocking before it sleeps: a wake-up\n"
+          "                costs more than a short collective (default 50; 0: never; always 0 on\n"
+          "                one CPU)\n"
           "  --chunk-bytes N  pipelining chunk of ring collectives between hosts (default 512 KiB)\n"
           "  --log-level   debug, info, warn or error (default info)\n"
           "  --rd-max-bytes N, --rd-latency-bytes N  all-reduce: recursive doubling up to N bytes\n"
@@ -534,6 +545,7 @@ int Main(int argc, char** argv) {
   const CommandLine cli = ParseCommandLine(argc, argv);
   Flags flags = ParseFlags(cli);
   SetLogLevel(flags.log_level);
+  if (flags.busy_poll_us >= 0) SetBusyPollMicros(flags.busy_poll_us);
   signal(SIGPIPE, SIG_IGN);
   // The object store keeps one memfd per large object.
   rlimit nofile{};

@@ -1,6 +1,7 @@
 // hoplite::Client over the program socket: requests and replies in the object protocol,
 // object bytes through memfds the daemon passes with SCM_RIGHTS.
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/busy_poll.h"
 #include "common/exe_name.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
@@ -140,6 +142,7 @@ struct Connection {
   }
   // Reads one frame of `type` (a status-only frame of type 0 means the daemon refused us).
   Status Read(uint16_t type, Frame* f, int timeout_ms, const char* what, bool accept_fd = false) {
+    conduit::SpinUntilReady(fd.get(), POLLIN);  // small replies come soon: no wake-up (common/busy_poll.h)
     conduit::Status st = conduit::ReadFrame(fd.get(), conduit::shimproto::kMagic, conduit::shimproto::kVersion,
                                             op::kMaxPayload + 4096, f, ReplyDeadline(timeout_ms), accept_fd);
     if (!st.ok()) return Wrap(st, what);
@@ -436,6 +439,7 @@ Status Client::Connect(std::unique_ptr<Client>* out, const std::string& socket_p
   hello.pid = static_cast<uint32_t>(getpid());
   hello.version = op::kVersion;
   conduit::CopyCString(hello.exe, conduit::ExeName().c_str());
+  conduit::SetBusyPollFromEnv();
   c->timeout_ms = 10000;
   conduit::Status w = c->Send(op::kHello, Body(hello));
   if (!w.ok()) return Wrap(w, "saying Hello");

@@ -1,6 +1,7 @@
 #include "daemon_connection.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -8,6 +9,7 @@
 
 #include <cstdlib>
 
+#include "common/busy_poll.h"
 #include "common/exe_name.h"
 #include "common/shim_protocol.h"
 
@@ -36,6 +38,7 @@ Status DaemonConnection::Open(std::unique_ptr<DaemonConnection>* out, bool* refu
   hello.shim_version = shimproto::kVersion;
   CopyCString(hello.exe, ExeName().c_str());
   Frame reply;
+  SetBusyPollFromEnv();  // how long ReadReply spins (common/busy_poll.h)
   conn->timeout_ms_ = 10000;  // until the daemon tells us its own bound
   Status st = conn->Call(shimproto::kHello, &hello, sizeof(hello), shimproto::kHelloReply, &reply);
   shimproto::HelloReply head{};
@@ -73,6 +76,9 @@ Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* re
 }
 
 Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline) {
+  // Most replies to small calls come within tens of microseconds: spin for them before
+  // blocking, so the reply needs no wake-up of this thread (common/busy_poll.h).
+  SpinUntilReady(fd_.get(), POLLIN);
   Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, reply, deadline);
   if (!st.ok()) {
     return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),

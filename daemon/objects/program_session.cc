@@ -1,7 +1,6 @@
 #include "objects/program_session.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include "common/log.h"
@@ -68,9 +67,8 @@ Status ProgramSession::ReadRequest(Frame* f) {
   // Idle between requests is fine; a started frame must be finished promptly, or a program
   // (or anyone: the socket is mode 0666) sending a header and then nothing would hold this
   // thread forever.
-  CONDUIT_RETURN_IF_ERROR(WaitFd(fd_.get(), POLLIN, Deadline::Never(), "wait for a request"));
-  return ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, f,
-                   Deadline::AfterMs(kFrameTimeoutMs));
+  return ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, f,
+                            kFrameTimeoutMs);
 }
 
 void ProgramSession::Run() {

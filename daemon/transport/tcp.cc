@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <thread>
 
+#include "common/busy_poll.h"
+
 namespace conduit {
 
 size_t TotalBytes(const std::vector<ConstSpan>& spans) {
@@ -158,6 +160,8 @@ struct Cursor {
 };
 
 constexpr size_t kMaxBytesPerCall = 4u << 20;  // bounds the gap between progress callbacks
+// Transfers up to this size spin before they block (see SendRecv).
+constexpr size_t kSpinMaxBytes = 256u << 10;
 
 // One non-blocking transfer step of at most `cap` bytes; *sent says how many went out.
 // Returns false with *status set on error or EOF.
@@ -225,6 +229,7 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
   Cursor<ConstSpan> send{&out};
   Cursor<MutSpan> recv{&in};
   Status status;
+  const bool spin = TotalBytes(out) + TotalBytes(in) <= kSpinMaxBytes;
   // When the pacer refuses, sending pauses until then while receiving goes on.
   std::chrono::steady_clock::time_point paused_until{};
   for (;;) {
@@ -274,7 +279,11 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
         recv_slot = nfds++;
       }
     }
-    int r = poll(fds, nfds, timeout_ms);
+    // A small transfer's bytes often come within microseconds: spin for them before
+    // blocking (common/busy_poll.h). A large one waits on the link's speed, where a wake-up
+    // is a small part of the time and spinning would only take CPU from the copies.
+    int r = spin ? SpinPoll(fds, static_cast<nfds_t>(nfds)) : 0;
+    if (r == 0) r = poll(fds, static_cast<nfds_t>(nfds), timeout_ms);
     if (r == 0 && !deadline.expired()) continue;  // a pacer pause ended
     if (r == 0) {
       return RemoteError("timed out: sent %zu/%zu bytes to %s, received %zu/%zu bytes from %s", send.moved,

@@ -1,0 +1,41 @@
+// Busy polling before a blocking wait, for the waits on the small-call path.
+//
+// A thread that blocks in poll(2) and is woken by another CPU pays for the wake-up: an
+// inter-processor interrupt and, on an idle core, the way out of its sleep state. On the
+// 2-core VMs our benchmarks run on that costs about 45 us per wake-up (a program and its
+// daemon on one core round-trip in 10 us, on two cores in 90-100 us), and a small
+// collective crosses several: program -> daemon -> peer daemon -> daemon -> program.
+// OpenMPI and NCCL avoid it by spinning. Here the waits that sit on that path (a shim
+// waiting for its reply, a daemon session waiting for the next request, a collective
+// waiting for a peer daemon's bytes) first poll without blocking for a bounded budget,
+// yielding the CPU between tries so that a thread that has work on this core runs instead;
+// only then do they block. The budget bounds the CPU a wait can burn (once per wait), and
+// on a machine with one usable CPU there is nothing to win: spinning is off there.
+#ifndef CONDUIT_DAEMON_COMMON_BUSY_POLL_H_
+#define CONDUIT_DAEMON_COMMON_BUSY_POLL_H_
+
+#include <poll.h>
+
+namespace conduit {
+
+// The process-wide budget of one wait, in microseconds (0: never spin). Set once at start
+// (conduitd --busy-poll-us, $CONDUIT_BUSY_POLL_US in programs); the default is
+// kDefaultBusyPollMicros where this process may run on more than one CPU, else 0.
+constexpr int kDefaultBusyPollMicros = 50;
+constexpr int kMaxBusyPollMicros = 100000;
+void SetBusyPollMicros(int micros);
+int BusyPollMicros();
+// For the client libraries: the budget from $CONDUIT_BUSY_POLL_US, when it is set.
+void SetBusyPollFromEnv();
+
+// poll(fds, n, 0) repeatedly, yielding in between, until some descriptor is ready or the
+// budget is spent. Returns what the last poll returned: > 0 ready, 0 nothing within the
+// budget (the caller then blocks as it would have), < 0 an error (errno set).
+int SpinPoll(pollfd* fds, nfds_t n);
+
+// The same for one descriptor: true once it has one of `events` (or an error or hangup).
+bool SpinUntilReady(int fd, short events);
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COMMON_BUSY_POLL_H_

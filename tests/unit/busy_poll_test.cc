@@ -1,0 +1,78 @@
+// SpinPoll (daemon/common/busy_poll.h): what a spinning wait returns, never how fast.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/busy_poll.h"
+#include "common/fd_io.h"
+
+namespace conduit {
+namespace {
+
+class BusyPollTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = BusyPollMicros();
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    a_.reset(sv[0]);
+    b_.reset(sv[1]);
+  }
+  void TearDown() override { SetBusyPollMicros(saved_); }
+
+  int saved_ = 0;
+  UniqueFd a_, b_;
+};
+
+TEST_F(BusyPollTest, BudgetIsClampedToItsRange) {
+  SetBusyPollMicros(-5);
+  EXPECT_EQ(BusyPollMicros(), 0);
+  SetBusyPollMicros(kMaxBusyPollMicros + 1);
+  EXPECT_EQ(BusyPollMicros(), kMaxBusyPollMicros);
+  SetBusyPollMicros(30);
+  EXPECT_EQ(BusyPollMicros(), 30);
+}
+
+TEST_F(BusyPollTest, ReadyDescriptorIsReportedWithoutSpinning) {
+  SetBusyPollMicros(0);
+  ASSERT_EQ(write(b_.get(), "x", 1), 1);
+  EXPECT_TRUE(SpinUntilReady(a_.get(), POLLIN));
+  pollfd p[2] = {{b_.get(), POLLIN, 0}, {a_.get(), POLLIN, 0}};
+  EXPECT_EQ(SpinPoll(p, 2), 1);
+  EXPECT_EQ(p[0].revents, 0);
+  EXPECT_TRUE(p[1].revents & POLLIN);
+}
+
+TEST_F(BusyPollTest, NothingWithinTheBudgetReturnsZeroSoTheCallerBlocks) {
+  SetBusyPollMicros(0);
+  EXPECT_FALSE(SpinUntilReady(a_.get(), POLLIN));
+  SetBusyPollMicros(2000);
+  EXPECT_FALSE(SpinUntilReady(a_.get(), POLLIN));
+}
+
+TEST_F(BusyPollTest, BytesArrivingWhileSpinningAreCaught) {
+  SetBusyPollMicros(kMaxBusyPollMicros);  // 100 ms: far longer than the writer's delay
+  std::thread writer([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(write(b_.get(), "x", 1), 1);
+  });
+  EXPECT_TRUE(SpinUntilReady(a_.get(), POLLIN));
+  writer.join();
+  char c = 0;
+  EXPECT_EQ(read(a_.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+}
+
+TEST_F(BusyPollTest, HangupCountsAsReady) {
+  SetBusyPollMicros(1000);
+  b_.reset();
+  EXPECT_TRUE(SpinUntilReady(a_.get(), POLLIN));
+}
+
+}  // namespace
+}  // namespace conduit
