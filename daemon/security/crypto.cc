@@ -1,7 +1,6 @@
 #include "security/crypto.h"
 
 #include <openssl/crypto.h>
-#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
@@ -12,22 +11,13 @@
 #include <memory>
 #include <string>
 
+#include "security/openssl_errors.h"
+
 namespace conduit::crypto {
-namespace {
-
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof(buf));
-  return buf;
-}
-
-}  // namespace
 
 Status RandomBytes(void* buf, size_t len) {
   if (len > INT_MAX || RAND_bytes(static_cast<unsigned char*>(buf), static_cast<int>(len)) != 1) {
-    return SystemError("no random bytes from the system: %s", OpenSslError().c_str());
+    return SystemError("no random bytes from the system: %s", DrainOpenSslErrors().c_str());
   }
   return Status::Ok();
 }
@@ -59,7 +49,7 @@ Status HkdfSha256(const uint8_t* ikm, size_t ikm_len, std::string_view salt, std
       EVP_PKEY_CTX_add1_hkdf_info(ctx.get(), reinterpret_cast<const unsigned char*>(info.data()),
                                   static_cast<int>(info.size())) <= 0 ||
       EVP_PKEY_derive(ctx.get(), out, &len) <= 0 || len != out_len) {
-    return InternalError("HKDF failed: %s", OpenSslError().c_str());
+    return InternalError("HKDF failed: %s", DrainOpenSslErrors().c_str());
   }
   return Status::Ok();
 }
@@ -76,7 +66,7 @@ Status X25519::Generate() {
   size_t len = share_.size();
   if (ctx == nullptr || EVP_PKEY_keygen_init(ctx.get()) <= 0 || EVP_PKEY_keygen(ctx.get(), &key_) <= 0 ||
       EVP_PKEY_get_raw_public_key(key_, share_.data(), &len) <= 0 || len != share_.size()) {
-    return InternalError("X25519 key generation failed: %s", OpenSslError().c_str());
+    return InternalError("X25519 key generation failed: %s", DrainOpenSslErrors().c_str());
   }
   return Status::Ok();
 }
@@ -90,7 +80,7 @@ Status X25519::Derive(const uint8_t* peer_share, std::array<uint8_t, 32>* secret
   if (key_ == nullptr || peer == nullptr || ctx == nullptr || EVP_PKEY_derive_init(ctx.get()) <= 0 ||
       EVP_PKEY_derive_set_peer(ctx.get(), peer.get()) <= 0 || EVP_PKEY_derive(ctx.get(), secret->data(), &len) <= 0 ||
       len != secret->size()) {
-    return RemoteError("the peer's X25519 share is unusable: %s", OpenSslError().c_str());
+    return RemoteError("the peer's X25519 share is unusable: %s", DrainOpenSslErrors().c_str());
   }
   return Status::Ok();
 }

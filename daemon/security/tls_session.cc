@@ -18,6 +18,8 @@
 #include <cstring>
 #include <utility>
 
+#include "security/openssl_errors.h"
+
 namespace conduit {
 
 namespace tls_internal {
@@ -42,24 +44,6 @@ constexpr size_t kKeyBlockBytes = 2 * (32 + 12);
 // A PEM from a program's credentials: a full public root bundle is ~250 KiB, so this only
 // stops a runaway buffer (and keeps lengths inside OpenSSL's int).
 constexpr size_t kMaxPemBytes = 8u << 20;
-// At most this many OpenSSL errors go into a message; the first ones say what happened.
-constexpr int kMaxErrorsShown = 4;
-
-// Empties this thread's OpenSSL error queue into one line (and its codes into *codes).
-std::string DrainErrors(std::vector<unsigned long>* codes = nullptr) {
-  std::string text;
-  int shown = 0;
-  for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
-    if (codes != nullptr) codes->push_back(e);
-    if (shown++ >= kMaxErrorsShown) continue;
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!text.empty()) text += "; ";
-    text += buf;
-  }
-  return text.empty() ? "no OpenSSL error" : text;
-}
-
 // A key PEM is never encrypted here (gRPC hands over plain PEM); without this callback
 // OpenSSL would prompt on the daemon's terminal for a passphrase.
 int NoPassphrase(char*, int, int, void*) { return 0; }
@@ -96,7 +80,7 @@ Status ReadCerts(std::string_view pem, const char* what, std::vector<X509Ptr>* o
       ERR_clear_error();
       break;
     }
-    return InvalidArgument("the %s is malformed: %s", what, DrainErrors().c_str());
+    return InvalidArgument("the %s is malformed: %s", what, DrainOpenSslErrors().c_str());
   }
   if (out->empty()) return InvalidArgument("no certificate in the %s", what);
   return Status::Ok();
@@ -109,7 +93,7 @@ Status ReadKey(std::string_view pem, const char* what, PkeyPtr* out) {
   out->reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, NoPassphrase, nullptr));
   if (*out == nullptr) {
     return InvalidArgument("no usable private key in the %s (encrypted keys are not supported): %s", what,
-                           DrainErrors().c_str());
+                           DrainOpenSslErrors().c_str());
   }
   return Status::Ok();
 }
@@ -129,11 +113,11 @@ Status UseIdentity(SSL_CTX* ctx, const std::string& key_pem, const std::string& 
   }
   // SSL_CTX_use_* also applies the security level (key sizes, signature digests).
   if (SSL_CTX_use_certificate(ctx, chain[0].get()) != 1 || SSL_CTX_use_PrivateKey(ctx, key.get()) != 1) {
-    return InvalidArgument("the %s certificate or key is unusable for TLS: %s", who, DrainErrors().c_str());
+    return InvalidArgument("the %s certificate or key is unusable for TLS: %s", who, DrainOpenSslErrors().c_str());
   }
   for (size_t i = 1; i < chain.size(); ++i) {
     if (SSL_CTX_add1_chain_cert(ctx, chain[i].get()) != 1) {
-      return InvalidArgument("certificate %zu of the %s chain is unusable: %s", i + 1, who, DrainErrors().c_str());
+      return InvalidArgument("certificate %zu of the %s chain is unusable: %s", i + 1, who, DrainOpenSslErrors().c_str());
     }
   }
   return Status::Ok();
@@ -148,7 +132,7 @@ Status UseRoots(SSL_CTX* ctx, const std::string& pem, const char* what) {
   ERR_clear_error();
   for (const X509Ptr& root : roots) {
     if (X509_STORE_add_cert(store.get(), root.get()) != 1) {
-      return InvalidArgument("a certificate of the %s cannot be a root: %s", what, DrainErrors().c_str());
+      return InvalidArgument("a certificate of the %s cannot be a root: %s", what, DrainOpenSslErrors().c_str());
     }
   }
   SSL_CTX_set_cert_store(ctx, store.release());  // the context owns it now
@@ -163,7 +147,7 @@ Status NewBaseContext(const SSL_METHOD* method, tls_internal::SslCtxPtr* out) {
   SSL_CTX* ctx = out->get();
   if (ctx == nullptr || SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1 ||
       SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) != 1 || SSL_CTX_set_num_tickets(ctx, 0) != 1) {
-    return InternalError("cannot set up a TLS context: %s", DrainErrors().c_str());
+    return InternalError("cannot set up a TLS context: %s", DrainOpenSslErrors().c_str());
   }
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
   // The handshake bytes travel inside the daemon's frames, never past a middlebox as TLS,
@@ -327,7 +311,7 @@ Status TlsClientContext::Create(const TlsClientConfig& config, std::shared_ptr<c
     set = X509_VERIFY_PARAM_set1_host(param, config.server_name.c_str(), config.server_name.size());
   }
   if (set != 1) {
-    return InvalidArgument("server_name '%s' is unusable: %s", config.server_name.c_str(), DrainErrors().c_str());
+    return InvalidArgument("server_name '%s' is unusable: %s", config.server_name.c_str(), DrainOpenSslErrors().c_str());
   }
   *out = std::move(ctx);
   return Status::Ok();
@@ -368,11 +352,11 @@ Status TlsHandshake::NewClient(std::shared_ptr<const TlsClientContext> ctx, std:
   h->client_ctx_ = std::move(ctx);
   ERR_clear_error();
   SSL* ssl = SSL_new(h->client_ctx_->ctx_.get());
-  if (ssl == nullptr) return InternalError("cannot start a TLS client: %s", DrainErrors().c_str());
+  if (ssl == nullptr) return InternalError("cannot start a TLS client: %s", DrainOpenSslErrors().c_str());
   h->ssl_.reset(ssl);
   if (!h->client_ctx_->server_name_is_ip() &&
       SSL_set_tlsext_host_name(ssl, h->client_ctx_->server_name().c_str()) != 1) {
-    return InternalError("cannot set the TLS server name: %s", DrainErrors().c_str());
+    return InternalError("cannot set the TLS server name: %s", DrainOpenSslErrors().c_str());
   }
   SSL_set_verify(ssl, SSL_VERIFY_PEER, &TlsHandshake::VerifyCallback);
   SSL_set_connect_state(ssl);
@@ -390,7 +374,7 @@ Status TlsHandshake::NewServer(std::shared_ptr<const TlsServerContext> ctx, std:
       mode == ClientCertMode::kRequestButDontVerify || mode == ClientCertMode::kRequireButDontVerify;
   ERR_clear_error();
   SSL* ssl = SSL_new(h->server_ctx_->ctx_.get());
-  if (ssl == nullptr) return InternalError("cannot start a TLS server: %s", DrainErrors().c_str());
+  if (ssl == nullptr) return InternalError("cannot start a TLS server: %s", DrainOpenSslErrors().c_str());
   h->ssl_.reset(ssl);
   const int flags = ModeVerifyFlags(mode);
   SSL_set_verify(ssl, flags, flags == SSL_VERIFY_NONE ? nullptr : &TlsHandshake::VerifyCallback);
@@ -454,7 +438,7 @@ Status TlsHandshake::Step(std::string_view in, std::string* out) {
   }
   ERR_clear_error();
   if (!in.empty() && BIO_write(rbio_, in.data(), static_cast<int>(in.size())) != static_cast<int>(in.size())) {
-    return Fail(InternalError("cannot buffer a TLS flight: %s", DrainErrors().c_str()));
+    return Fail(InternalError("cannot buffer a TLS flight: %s", DrainOpenSslErrors().c_str()));
   }
   const int r = SSL_do_handshake(ssl_.get());
   const int ssl_error = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_.get(), r);
@@ -506,7 +490,7 @@ Status TlsHandshake::Finish() {
 // Turns a failed SSL_do_handshake into a message a human can act on, OpenSSL's text last.
 Status TlsHandshake::HandshakeError(int ssl_error) const {
   std::vector<unsigned long> codes;
-  const std::string text = DrainErrors(&codes);
+  const std::string text = DrainOpenSslErrors(&codes);
   bool no_peer_cert = false;
   int alert = -1;
   for (unsigned long e : codes) {
@@ -549,7 +533,7 @@ Status TlsHandshake::Keys(DirectionKeys* send, DirectionKeys* recv) const {
   ERR_clear_error();
   if (SSL_export_keying_material(ssl_.get(), block, sizeof(block), kExporterLabel, sizeof(kExporterLabel) - 1, nullptr,
                                  0, 0) != 1) {
-    return InternalError("the TLS exporter failed: %s", DrainErrors().c_str());
+    return InternalError("the TLS exporter failed: %s", DrainOpenSslErrors().c_str());
   }
   const uint8_t* client_to_server = block;
   const uint8_t* server_to_client = block + kKeyBlockBytes / 2;

@@ -48,8 +48,10 @@ run_variant() {
     if [[ $word =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$word"); else flags+=("$word"); fi
   done
   bench_conduit_start "$HOSTS" "${flags[@]}"
-  env "${envs[@]}" bash -c "source '$BENCH_DIR/lib.sh'; BENCH_CONDUITD_PIDS=(); bench_conduit_perf $HOSTS $PPN \
-    --coll $COLL -d float -o sum -a 3 -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP --time-budget $BUDGET" >"$2" ||
+  # A subshell: the environment reaches this variant's programs only.
+  ( ((${#envs[@]} == 0)) || export "${envs[@]}"
+    bench_conduit_perf "$HOSTS" "$PPN" --coll "$COLL" -d float -o sum -a 3 -b "$MIN" -e "$MAX" -f "$FACTOR" \
+      -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" ) >"$2" ||
     bench_log "conduit-perf failed with '$1' (logs in $BENCH_WORK)"
   bench_conduit_stop
 }
