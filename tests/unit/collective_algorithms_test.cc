@@ -1,0 +1,396 @@
+// The inter-host collective algorithms (daemon/collectives/algorithms.h) with 1..16 hosts
+// in one process: each host is a thread, the links are socketpairs (transport/local_link.h).
+//
+// Every case checks the results against a reference folded on one thread, and checks the
+// hooks the algorithms promise LocalStage: a host's input is only in its buffer once
+// `ensure` asked for those bytes (this model copies it in then, so an algorithm that reads
+// first computes garbage), and every byte `finalize` names already holds its final value.
+#include "collectives/algorithms.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reduce/reduce.h"
+#include "transport/local_link.h"
+
+namespace conduit {
+namespace {
+
+constexpr uint8_t kGarbage = 0xCD;
+
+// One host's side of a case.
+struct HostCase {
+  std::vector<uint8_t> input;     // what this host contributes, laid out as the buffer
+  std::vector<uint8_t> has_input; // per byte: 1 where `input` is this host's contribution
+  std::vector<uint8_t> expected;  // the buffer afterwards, where `check` is set
+  std::vector<uint8_t> check;
+  std::vector<uint8_t> buf;       // the working buffer the algorithm runs on
+  std::vector<uint8_t> ensured, finalized;
+  std::string violation;          // the first broken hook promise, if any
+  Status status;
+
+  void Init(size_t bytes) {
+    input.assign(bytes, 0);
+    has_input.assign(bytes, 0);
+    expected.assign(bytes, 0);
+    check.assign(bytes, 0);
+    buf.assign(bytes, kGarbage);
+    ensured.assign(bytes, 0);
+    finalized.assign(bytes, 0);
+  }
+
+  // The model of LocalStage::Ensure: this host's contribution appears on first request.
+  Status Ensure(const void* p, size_t len) {
+    const size_t at = Offset(p, len, "ensure");
+    if (at == SIZE_MAX) return Status::Ok();  // the algorithm's own staging
+    for (size_t i = at; i < at + len; ++i) {
+      if (ensured[i]) continue;
+      ensured[i] = 1;
+      if (has_input[i]) buf[i] = input[i];
+    }
+    return Status::Ok();
+  }
+
+  void Finalize(const uint8_t* p, size_t len) {
+    const size_t at = Offset(p, len, "finalize");
+    if (at == SIZE_MAX) {
+      Violate("finalize of bytes outside the buffer");
+      return;
+    }
+    for (size_t i = at; i < at + len; ++i) {
+      if (!check[i]) {
+        Violate("finalize of byte " + std::to_string(i) + ", which is not a result of this host");
+        return;
+      }
+      if (buf[i] != expected[i]) {
+        Violate("byte " + std::to_string(i) + " finalized before it held its result");
+        return;
+      }
+      finalized[i] = 1;
+    }
+  }
+
+  size_t Offset(const void* p, size_t len, const char* hook) {
+    auto* b = static_cast<const uint8_t*>(p);
+    if (b < buf.data() || b >= buf.data() + buf.size()) return SIZE_MAX;
+    const size_t at = static_cast<size_t>(b - buf.data());
+    if (len > buf.size() - at) {
+      Violate(std::string(hook) + " past the end of the buffer");
+      return SIZE_MAX;
+    }
+    return at;
+  }
+
+  void Violate(const std::string& what) {
+    if (violation.empty()) violation = what;
+  }
+};
+
+using Algorithm = std::function<Status(const HostGroup&, uint8_t* buf)>;
+
+struct RunOptions {
+  size_t chunk_bytes = 512 * 1024;
+  bool scratch = true;            // a kept Scratch, as communicators have; else fresh memory
+  bool all_finalized = false;     // every checked byte must have been finalized
+  int64_t deadline_ms = 10000;
+};
+
+// Runs `algorithm` on every host at once over `mesh` and checks each host's results.
+void RunOnMesh(const LocalMesh& mesh, std::vector<HostCase>& hosts, const Algorithm& algorithm,
+               const RunOptions& options = {}) {
+  const int n = mesh.nhosts();
+  ASSERT_EQ(hosts.size(), static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int h = 0; h < n; ++h) {
+    threads.emplace_back([&, h] {
+      HostCase& host = hosts[h];
+      Scratch scratch;
+      HostGroup group;
+      group.nhosts = n;
+      group.me = h;
+      group.links = mesh.Row(h);
+      group.chunk_bytes = options.chunk_bytes;
+      group.deadline = Deadline::AfterMs(options.deadline_ms);
+      group.ensure = [&host](const void* p, size_t len) { return host.Ensure(p, len); };
+      group.finalize = [&host](const uint8_t* p, size_t len) { host.Finalize(p, len); };
+      group.scratch = options.scratch ? &scratch : nullptr;
+      host.status = algorithm(group, host.buf.data());
+      // Then the caller ensures whatever the algorithm never read (LocalStage::Finish):
+      // bytes it wrote without asking first would be overwritten here, as they would be there.
+      if (host.status.ok()) host.status = host.Ensure(host.buf.data(), host.buf.size());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int h = 0; h < n; ++h) {
+    const HostCase& host = hosts[h];
+    ASSERT_TRUE(host.status.ok()) << "host " << h << ": " << host.status.message();
+    ASSERT_EQ(host.violation, "") << "host " << h;
+    for (size_t i = 0; i < host.buf.size(); ++i) {
+      if (!host.check[i]) continue;
+      ASSERT_EQ(host.buf[i], host.expected[i]) << "host " << h << " byte " << i;
+      if (options.all_finalized) {
+        ASSERT_TRUE(host.finalized[i]) << "host " << h << " byte " << i << " never finalized";
+      }
+    }
+  }
+}
+
+// Small whole numbers, exact in every type and under every order of summation, so the
+// reference fold and the algorithms agree bit for bit. Products stay powers of two.
+int Value(int host, size_t i, ncclRedOp_t op) {
+  if (op == ncclProd) return 1 + static_cast<int>((host * 5 + i * 3) % 7 == 0);
+  return static_cast<int>((host * 7 + i * 13) % 9) - (op == ncclSum ? 0 : 4);
+}
+
+void Store(ncclDataType_t type, uint8_t* p, int v) {
+  switch (type) {
+    case ncclInt8: { int8_t x = static_cast<int8_t>(v); memcpy(p, &x, 1); break; }
+    case ncclUint8: { uint8_t x = static_cast<uint8_t>(v); memcpy(p, &x, 1); break; }
+    case ncclInt32: { int32_t x = v; memcpy(p, &x, 4); break; }
+    case ncclUint32: { uint32_t x = static_cast<uint32_t>(v); memcpy(p, &x, 4); break; }
+    case ncclInt64: { int64_t x = v; memcpy(p, &x, 8); break; }
+    case ncclUint64: { uint64_t x = static_cast<uint64_t>(v); memcpy(p, &x, 8); break; }
+    case ncclFloat16: { uint16_t x = FloatToHalf(static_cast<float>(v)); memcpy(p, &x, 2); break; }
+    case ncclBfloat16: { uint16_t x = FloatToBf16(static_cast<float>(v)); memcpy(p, &x, 2); break; }
+    case ncclFloat32: { float x = static_cast<float>(v); memcpy(p, &x, 4); break; }
+    case ncclFloat64: { double x = v; memcpy(p, &x, 8); break; }
+    default: FAIL() << "type " << type << " has no test values";
+  }
+}
+
+// Every host contributes a whole buffer of `count` elements; hosts whose `wants(h)` holds
+// check the element-wise reduction over all hosts.
+std::vector<HostCase> ReductionCase(int n, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                                    const std::function<bool(int)>& wants) {
+  const size_t elem = DataTypeSize(type), bytes = count * elem;
+  std::vector<HostCase> hosts(n);
+  std::vector<uint8_t> fold;
+  for (int h = 0; h < n; ++h) {
+    hosts[h].Init(bytes);
+    for (size_t i = 0; i < count; ++i) Store(type, hosts[h].input.data() + i * elem, Value(h, i, op));
+    hosts[h].has_input.assign(bytes, 1);
+    if (h == 0) {
+      fold = hosts[0].input;
+    } else {
+      ReduceInto(fold.data(), hosts[h].input.data(), count, type, op);
+    }
+  }
+  for (int h = 0; h < n; ++h) {
+    hosts[h].expected = fold;
+    hosts[h].check.assign(bytes, wants(h) ? 1 : 0);
+  }
+  return hosts;
+}
+
+std::unique_ptr<LocalMesh> Mesh(int n) {
+  std::unique_ptr<LocalMesh> mesh;
+  Status st = LocalMesh::Create(n, &mesh);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return mesh;
+}
+
+bool Everyone(int) { return true; }
+
+TEST(CollectiveAlgorithmsTest, AllReduceOnOneToSixteenHostsAndOddSizes) {
+  for (int n = 1; n <= 16; ++n) {
+    auto mesh = Mesh(n);
+    for (size_t count : {0, 1, 3, 17, 1001}) {
+      for (size_t chunk : {4, 100, 512 * 1024}) {
+        SCOPED_TRACE("hosts " + std::to_string(n) + " count " + std::to_string(count) + " chunk " +
+                     std::to_string(chunk));
+        auto ring = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+        RunOnMesh(*mesh, ring, [count](const HostGroup& g, uint8_t* buf) {
+          return RingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+        }, {.chunk_bytes = chunk, .scratch = chunk != 100, .all_finalized = n > 1});
+        auto rd = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+        RunOnMesh(*mesh, rd, [count](const HostGroup& g, uint8_t* buf) {
+          return RecursiveDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+        }, {.chunk_bytes = chunk, .scratch = chunk != 100});
+      }
+    }
+  }
+}
+
+TEST(CollectiveAlgorithmsTest, AllReduceEveryTypeAndOperator) {
+  const ncclDataType_t types[] = {ncclInt8,  ncclUint8,   ncclInt32,    ncclUint32,  ncclInt64,
+                                  ncclUint64, ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
+  for (int n : {3, 4}) {
+    auto mesh = Mesh(n);
+    for (ncclDataType_t type : types) {
+      for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin}) {
+        SCOPED_TRACE("hosts " + std::to_string(n) + " type " + DataTypeName(type) + " op " + std::to_string(op));
+        const size_t count = 257;
+        auto ring = ReductionCase(n, count, type, op, Everyone);
+        RunOnMesh(*mesh, ring, [&](const HostGroup& g, uint8_t* buf) { return RingAllReduce(g, buf, count, type, op); },
+                  {.chunk_bytes = 60, .all_finalized = true});
+        auto rd = ReductionCase(n, count, type, op, Everyone);
+        RunOnMesh(*mesh, rd, [&](const HostGroup& g, uint8_t* buf) {
+          return RecursiveDoublingAllReduce(g, buf, count, type, op);
+        });
+      }
+    }
+  }
+}
+
+// Many more chunks than the ring's staging slots, so slots are reused while the next
+// host is still sending: the flow limits must hold the sender back.
+TEST(CollectiveAlgorithmsTest, LargeRingAllReduceCyclesItsStagingSlots) {
+  for (int n : {2, 4, 5}) {
+    auto mesh = Mesh(n);
+    const size_t count = (1u << 20) + 3;
+    SCOPED_TRACE("hosts " + std::to_string(n));
+    auto hosts = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+    RunOnMesh(*mesh, hosts, [count](const HostGroup& g, uint8_t* buf) {
+      return RingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+    }, {.chunk_bytes = 4096, .all_finalized = true});
+  }
+}
+
+// Ranks are dealt to hosts round robin, as the daemon's segments follow rank order: a host
+// owns several separate blocks, or none when there are fewer ranks than hosts.
+HostSegments DealtSegments(int nhosts, int nranks, size_t block) {
+  HostSegments segments(nhosts);
+  for (int r = 0; r < nranks; ++r) segments[r % nhosts].push_back({static_cast<size_t>(r) * block, block});
+  return segments;
+}
+
+TEST(CollectiveAlgorithmsTest, ReduceScatterLeavesEachHostItsOwnBlocks) {
+  for (int n : {2, 3, 5, 8}) {
+    auto mesh = Mesh(n);
+    for (int nranks : {n - 1, n, 2 * n + 1}) {
+      if (nranks == 0) continue;
+      const size_t block_count = 37;
+      const size_t block = block_count * sizeof(int32_t);
+      SCOPED_TRACE("hosts " + std::to_string(n) + " ranks " + std::to_string(nranks));
+      const HostSegments segments = DealtSegments(n, nranks, block);
+      auto hosts = ReductionCase(n, block_count * nranks, ncclInt32, ncclMax, Everyone);
+      for (int h = 0; h < n; ++h) {
+        std::fill(hosts[h].check.begin(), hosts[h].check.end(), 0);
+        for (const ByteRange& r : segments[h]) std::fill_n(hosts[h].check.begin() + r.offset, r.len, 1);
+      }
+      RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
+        return RingReduceScatter(g, buf, segments, ncclInt32, ncclMax);
+      }, {.chunk_bytes = 44, .all_finalized = true});
+    }
+  }
+}
+
+TEST(CollectiveAlgorithmsTest, AllGatherGivesEveryHostEveryBlock) {
+  for (int n : {2, 3, 5, 8}) {
+    auto mesh = Mesh(n);
+    for (int nranks : {n - 1, n, 2 * n + 1}) {
+      if (nranks == 0) continue;
+      const size_t block = 1003;
+      SCOPED_TRACE("hosts " + std::to_string(n) + " ranks " + std::to_string(nranks));
+      const HostSegments segments = DealtSegments(n, nranks, block);
+      std::vector<HostCase> hosts(n);
+      std::vector<uint8_t> whole(block * nranks);
+      for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<uint8_t>(i * 31 + 7);
+      for (int h = 0; h < n; ++h) {
+        hosts[h].Init(whole.size());
+        hosts[h].input = whole;
+        for (const ByteRange& r : segments[h]) std::fill_n(hosts[h].has_input.begin() + r.offset, r.len, 1);
+        hosts[h].expected = whole;
+        hosts[h].check.assign(whole.size(), 1);
+        // A host's own blocks are its input, never finalized by the algorithm.
+        for (const ByteRange& r : segments[h]) std::fill_n(hosts[h].finalized.begin() + r.offset, r.len, 1);
+      }
+      RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
+        return RingAllGather(g, buf, segments);
+      }, {.chunk_bytes = 256, .all_finalized = true});
+    }
+  }
+}
+
+TEST(CollectiveAlgorithmsTest, ChainBroadcastFromEveryRoot) {
+  for (int n : {1, 2, 3, 5, 8}) {
+    auto mesh = Mesh(n);
+    for (int root = 0; root < n; ++root) {
+      for (size_t bytes : {0, 1, 1000, 100003}) {
+        for (size_t chunk : {7, 4096}) {
+          SCOPED_TRACE("hosts " + std::to_string(n) + " root " + std::to_string(root) + " bytes " +
+                       std::to_string(bytes) + " chunk " + std::to_string(chunk));
+          std::vector<HostCase> hosts(n);
+          for (int h = 0; h < n; ++h) {
+            hosts[h].Init(bytes);
+            for (size_t i = 0; i < bytes; ++i) hosts[h].input[i] = static_cast<uint8_t>(i * 7 + root);
+            if (h == root) hosts[h].has_input.assign(bytes, 1);
+            hosts[h].expected = hosts[h].input;
+            hosts[h].check.assign(bytes, 1);
+            if (h == root) hosts[h].finalized.assign(bytes, 1);  // the root's data is its input
+          }
+          RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
+            return ChainBroadcast(g, root, buf, bytes);
+          }, {.chunk_bytes = chunk, .all_finalized = true});
+        }
+      }
+    }
+  }
+}
+
+TEST(CollectiveAlgorithmsTest, ChainReduceToEveryRoot) {
+  for (int n : {1, 2, 3, 5, 8}) {
+    auto mesh = Mesh(n);
+    for (int root = 0; root < n; ++root) {
+      for (size_t count : {0, 1, 999, 25001}) {
+        for (ncclRedOp_t op : {ncclSum, ncclMin}) {
+          SCOPED_TRACE("hosts " + std::to_string(n) + " root " + std::to_string(root) + " count " +
+                       std::to_string(count) + " op " + std::to_string(op));
+          auto hosts = ReductionCase(n, count, ncclInt32, op, [root](int h) { return h == root; });
+          RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
+            return ChainReduce(g, root, buf, count, ncclInt32, op);
+          }, {.chunk_bytes = 4000, .all_finalized = n > 1});
+        }
+      }
+    }
+  }
+}
+
+// A host that dies (its links shut down) fails the collective on every other host within
+// the deadline, each with an error naming a peer, instead of hanging or reporting success.
+TEST(CollectiveAlgorithmsTest, ALostHostFailsEveryHostBeforeTheDeadline) {
+  for (bool ring : {true, false}) {
+    const int n = 4, lost = 2;
+    auto mesh = Mesh(n);
+    const size_t count = 1u << 18;
+    auto hosts = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+    std::vector<std::thread> threads;
+    for (int h = 0; h < n; ++h) {
+      threads.emplace_back([&, h] {
+        if (h == lost) {
+          for (Link* l : mesh->Row(h)) if (l != nullptr) l->Shutdown();
+          return;
+        }
+        HostGroup group;
+        group.nhosts = n;
+        group.me = h;
+        group.links = mesh->Row(h);
+        group.chunk_bytes = 8192;
+        group.deadline = Deadline::AfterMs(3000);
+        uint8_t* buf = hosts[h].input.data();
+        hosts[h].status = ring ? RingAllReduce(group, buf, count, ncclFloat32, ncclSum)
+                               : RecursiveDoublingAllReduce(group, buf, count, ncclFloat32, ncclSum);
+        // As a communicator does on failure: abort its links so nobody waits on it.
+        if (!hosts[h].status.ok()) {
+          for (Link* l : mesh->Row(h)) if (l != nullptr) l->Shutdown();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int h = 0; h < n; ++h) {
+      if (h == lost) continue;
+      SCOPED_TRACE(std::string(ring ? "ring" : "recursive doubling") + " host " + std::to_string(h));
+      EXPECT_FALSE(hosts[h].status.ok());
+      EXPECT_NE(hosts[h].status.message().find("host"), std::string::npos) << hosts[h].status.message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace conduit
