@@ -72,6 +72,7 @@ struct Flags {
   std::string object_peers;
   uint32_t rpc_inline_max = 512;
   int busy_poll_us = -1;  // -1: common/busy_poll.h's default
+  int shutdown_grace_ms = 2000;  // how long programs have to hear why the daemon is going
   std::string cluster_key;
   bool insecure_peers = false;
   bool encrypt_peers = false;
@@ -196,6 +197,11 @@ const FlagSpec kFlagSpecs[] = {
      [](Flags& f, const std::string& v) {
        CONDUIT_RETURN_IF_ERROR(SetNumber(v, &f.busy_poll_us));
        return Refused(f.busy_poll_us <= kMaxBusyPollMicros, "must be at most 100000");
+     }},
+    {"shutdown-grace-ms", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       CONDUIT_RETURN_IF_ERROR(SetNumber(v, &f.shutdown_grace_ms));
+       return Refused(f.shutdown_grace_ms <= 600000, "must be at most 600000 (10 minutes)");
      }},
     {"chunk-bytes", FlagKind::kValue, [](Flags& f, const std::string& v) { return SetNumber(v, &f.comm.chunk_bytes); }},
     {"max-shm-bytes", FlagKind::kValue, [](Flags& f, const std::string& v) { return SetNumber(v, &f.max_shm_bytes); }},
@@ -334,6 +340,8 @@ struct CommandLine {
           "                peer daemon's bytes) polls without blocking before it sleeps: a wake-up\n"
           "                costs more than a short collective (default 50; 0: never; always 0 on\n"
           "                one CPU)\n"
+          "  --shutdown-grace-ms N  on SIGTERM/SIGINT, how long programs have to hear why\n"
+          "                their calls fail before their connections are closed (default 2000)\n"
           "  --chunk-bytes N  pipelining chunk of ring collectives between hosts (default 512 KiB)\n"
           "  --log-level   debug, info, warn or error (default info)\n"
           "  --rd-max-bytes N, --rd-latency-bytes N  all-reduce: recursive doubling up to N bytes\n"
@@ -695,10 +703,23 @@ int Main(int argc, char** argv) {
     if (sig != SIGHUP) break;
     Reload(cli, &flags, LiveParts{&fabric, &policy});
   }
-  CLOG_INFO("signal %d: shutting down", sig);
+  // Orderly end: programs that connect from now on find no socket (and fall back to their
+  // native library), calls in flight fail with the reason (on other hosts too, for
+  // communicators spanning hosts), and programs get a grace period to hear it.
+  CLOG_INFO("signal %d (%s): shutting down: refusing new connections, failing calls in flight, closing %zu "
+            "program connections within %d ms",
+            sig, strsignal(sig), router.Programs().size(), flags.shutdown_grace_ms);
   unlink(flags.socket_path.c_str());
   unlink(flags.admin_socket.c_str());
-  // Sessions and links are torn down by process exit; peers see their connections close.
+  shutdown(unix_listener.get(), SHUT_RDWR);  // ends the accept loops; peers are refused
+  shutdown(peer_listener.get(), SHUT_RDWR);
+  const Status reason = SystemError("conduitd on %s is shutting down (%s): start it again to serve new calls",
+                                    my_addr.c_str(), strsignal(sig));
+  const size_t cut = router.Shutdown(reason, Deadline::AfterMs(flags.shutdown_grace_ms));
+  if (cut > 0) CLOG_WARN("%zu program connections did not hang up within %d ms and were closed", cut, flags.shutdown_grace_ms);
+  CLOG_INFO("stopped");
+  // The services' threads are detached and never joined (they end with the process), so
+  // static destructors must not run under them: _exit, not exit.
   _exit(0);
 }
 

@@ -79,6 +79,14 @@ std::vector<std::shared_ptr<Communicator>> CommRegistry::List() {
   return out;
 }
 
+void CommRegistry::Stop(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = reason;
+  }
+  for (const auto& comm : List()) comm->Abort(reason);
+}
+
 Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::shared_ptr<Communicator>* out,
                           const std::string& exe) {
   if (nranks <= 0 || rank < 0 || rank >= nranks) {
@@ -87,6 +95,7 @@ Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::sha
   std::shared_ptr<Communicator> comm;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_.ok()) return stopped_;
     for (auto it = comms_.begin(); it != comms_.end();) {  // forget destroyed communicators
       if (it->second.expired()) {
         accepting_.erase(it->first);

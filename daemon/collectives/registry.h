@@ -45,6 +45,10 @@ class CommRegistry {
   // Serves one incoming connection from another daemon (runs on its own thread).
   void ServePeerConnection(Conn conn, const PeerIdentity& peer);
 
+  // The daemon is shutting down: aborts every communicator with `reason` (its peers are
+  // told) and refuses new ones with it.
+  void Stop(const Status& reason);
+
   size_t LiveCommunicators();
   // The communicators alive now (their setup may still be in progress).
   std::vector<std::shared_ptr<Communicator>> List();
@@ -74,6 +78,7 @@ class CommRegistry {
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  Status stopped_;  // set by Stop: why new communicators are refused
   std::map<uint64_t, std::weak_ptr<Communicator>> comms_;
   std::set<uint64_t> accepting_;  // communicators whose incoming links attach directly
   std::map<uint64_t, std::vector<ParkedLink>> parked_;

@@ -44,6 +44,9 @@ class Service {
   // end, security/peer_security.h) and its first frame is still unread. Connections that
   // services cannot take sealed (collective links) never are: the router refuses them.
   virtual void ServePeer(Conn conn, const PeerIdentity& peer) = 0;
+  // The daemon is shutting down: fail what is in flight, and whatever programs ask next,
+  // with `reason`. Called once, before the router closes the program connections.
+  virtual void Stop(const Status& reason) { (void)reason; }
 };
 
 }  // namespace conduit

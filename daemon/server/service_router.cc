@@ -63,15 +63,23 @@ class DescriptorReserve {
   UniqueFd fd_;
 };
 
+// Serves `listener` until it is shut down (shutdown(2) wakes accept with EINVAL) or
+// `stopping` is set.
 template <typename Handler>
-void AcceptLoop(int listener, const char* what, std::atomic<uint64_t>* refused, Handler handle) {
+void AcceptLoop(int listener, const char* what, const std::atomic<bool>* stopping, std::atomic<uint64_t>* refused,
+                Handler handle) {
   DescriptorReserve reserve;
   RateLimitedLog log;
   for (;;) {
     SockAddr peer;
     peer.len = sizeof(peer.storage);
     int fd = accept4(listener, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_CLOEXEC);
+    if (stopping->load()) {
+      if (fd >= 0) close(fd);
+      return;
+    }
     if (fd < 0) {
+      if (errno == EINVAL) return;  // the daemon shut the listener down
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE) {
         reserve.RefuseOne(listener);
@@ -147,11 +155,12 @@ void ServiceRouter::Add(ServiceId id, Service* service) { services_[static_cast<
 Service* ServiceRouter::Find(uint16_t type) const { return services_[static_cast<uint8_t>(ServiceOfType(type))]; }
 
 void ServiceRouter::ServePrograms(int unix_listener) {
-  AcceptLoop(unix_listener, "program socket", &refused_, [this](UniqueFd fd, SockAddr) { RouteProgram(std::move(fd)); });
+  AcceptLoop(unix_listener, "program socket", &stopping_, &refused_,
+             [this](UniqueFd fd, SockAddr) { RouteProgram(std::move(fd)); });
 }
 
 void ServiceRouter::ServePeers(int tcp_listener) {
-  AcceptLoop(tcp_listener, "peer port", &refused_,
+  AcceptLoop(tcp_listener, "peer port", &stopping_, &refused_,
              [this](UniqueFd fd, SockAddr addr) { RoutePeer(std::move(fd), FormatSockAddr(addr)); });
 }
 
@@ -205,6 +214,10 @@ bool ServiceRouter::AdmitProgram(int uid) {
 
 void ServiceRouter::ReleaseProgram(int uid) {
   std::lock_guard<std::mutex> lock(mu_);
+  ReleaseProgramLocked(uid);
+}
+
+void ServiceRouter::ReleaseProgramLocked(int uid) {
   --program_conns_;
   auto it = programs_by_uid_.find(uid);
   if (it != programs_by_uid_.end() && --it->second == 0) programs_by_uid_.erase(it);
@@ -236,15 +249,40 @@ void ServiceRouter::RouteProgram(UniqueFd fd) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_.load()) {
+      ReleaseProgramLocked(creds.uid);
+      return;  // Shutdown has begun and would not see this connection
+    }
     id = next_id_++;
     programs_[id] = ProgramConnection{id, creds, ProgramExe(creds.pid), service->name(), std::chrono::system_clock::now()};
+    program_fds_[id] = fd.get();
   }
   service->ServeProgram(std::move(fd), creds);
   {
     std::lock_guard<std::mutex> lock(mu_);
     programs_.erase(id);
+    program_fds_.erase(id);
+    if (programs_.empty()) programs_cv_.notify_all();
   }
   ReleaseProgram(creds.uid);
+}
+
+size_t ServiceRouter::Shutdown(const Status& reason, Deadline drain) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_.store(true);
+  }
+  for (Service* service : services_) {
+    if (service != nullptr) service->Stop(reason);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  programs_cv_.wait_until(lock, drain.when(), [this] { return programs_.empty(); });
+  const size_t left = programs_.size();
+  // Programs that did not call in time (idle, or a long call) are cut off: their sessions
+  // read end-of-file, and the programs see the connection close.
+  for (const auto& [id, fd] : program_fds_) shutdown(fd, SHUT_RDWR);
+  programs_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return programs_.empty(); });
+  return left;
 }
 
 void ServiceRouter::RoutePeer(UniqueFd fd, const std::string& peer) {

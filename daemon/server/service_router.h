@@ -14,12 +14,14 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/deadline.h"
 #include "server/service.h"
 
 namespace conduit {
@@ -56,9 +58,16 @@ class ServiceRouter {
   // `service` must outlive the router; one service per id.
   void Add(ServiceId id, Service* service);
 
-  // Accept loops over listening sockets; never return.
+  // Accept loops over listening sockets; return once Shutdown has begun.
   void ServePrograms(int unix_listener);  // shim protocol
   void ServePeers(int tcp_listener);      // peer protocol
+
+  // The daemon's orderly end: new connections are closed unserved; every service fails
+  // what is in flight with `reason` (Service::Stop); programs then have until `drain` to
+  // hear it on their next call and hang up. Connections left after that are shut down, and
+  // their sessions get a second to end. Returns how many program connections remained
+  // open at `drain` (cut off rather than drained). The caller closes the listeners.
+  size_t Shutdown(const Status& reason, Deadline drain);
 
   // Program connections currently served, oldest first.
   std::vector<ProgramConnection> Programs() const;
@@ -75,6 +84,7 @@ class ServiceRouter {
   void ReleasePeer();
   bool AdmitProgram(int uid);
   void ReleaseProgram(int uid);
+  void ReleaseProgramLocked(int uid);  // needs mu_
 
   const PeerSecurity* security_;
   const RouterLimits limits_;
@@ -82,6 +92,12 @@ class ServiceRouter {
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, ProgramConnection> programs_;
+  // Each served program connection's descriptor, for Shutdown. The number may be closed
+  // (and reused) just before its entry goes; shutting down a reused number then is
+  // harmless, as by then every connection is being shut down.
+  std::map<uint64_t, int> program_fds_;
+  std::condition_variable programs_cv_;  // programs_ became empty
+  std::atomic<bool> stopping_{false};
   // Under mu_: connections per stage.
   int handshakes_ = 0;
   std::map<std::string, int> handshakes_by_source_;

@@ -14,4 +14,6 @@ void CollectiveService::ServePeer(Conn conn, const PeerIdentity& peer) {
   registry_->ServePeerConnection(std::move(conn), peer);
 }
 
+void CollectiveService::Stop(const Status& reason) { registry_->Stop(reason); }
+
 }  // namespace conduit

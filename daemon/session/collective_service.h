@@ -16,6 +16,8 @@ class CollectiveService : public Service {
   const char* name() const override { return "collectives"; }
   void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) override;
   void ServePeer(Conn conn, const PeerIdentity& peer) override;
+  // Aborts every communicator: its ranks' calls here and on other hosts fail with `reason`.
+  void Stop(const Status& reason) override;
 
  private:
   CommRegistry* registry_;

@@ -3,6 +3,7 @@
 // the daemons keep serving new communicators afterwards.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "coll_run.h"
 #include "integration_env.h"
@@ -96,6 +97,37 @@ TEST(FailureTest, KilledDaemonFailsEveryRank) {
   EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
 
   // A restarted daemon joins the surviving one for a new program.
+  std::string error;
+  ASSERT_TRUE(cluster.StartDaemon(1, &error)) << error;
+  ExpectHealthyRun(cluster);
+}
+
+// SIGTERM is an orderly end (docs/configuration.md, "Stopping"): the ranks on the stopped
+// daemon's host and on the other host all fail with its reason, not a dropped connection;
+// the daemon removes its sockets and exits 0 within its grace period; a new daemon serves.
+TEST(FailureTest, StoppedDaemonTellsEveryRankWhyAndExitsCleanly) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(FailureCluster());
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = StartLooping(cluster);  // ranks 0,1 on host 0; 2,3 on host 1
+  if (HasFatalFailure()) return;
+
+  Subprocess& daemon = cluster.daemon(1);
+  daemon.Kill(SIGTERM);
+  auto stopped_at = std::chrono::steady_clock::now();
+  for (Subprocess* p : procs) {
+    ExpectErrorInTime(cluster, *p, stopped_at, {"ncclSystemError", "ncclRemoteError"});
+    EXPECT_NE(p->Output().find("is shutting down (Terminated)"), std::string::npos)
+        << p->CommandLine() << ": the error does not give the daemon's reason\n" << p->Output();
+  }
+  // The default grace (2 s) plus the second for cut-off sessions, and a 2-core machine's slack.
+  ASSERT_TRUE(daemon.Wait(std::chrono::seconds(10))) << "conduitd did not exit after SIGTERM\n" << cluster.Describe();
+  EXPECT_EQ(daemon.exit_code(), 0) << cluster.Describe();
+  EXPECT_NE(daemon.Output().find("stopped"), std::string::npos) << daemon.Output();
+  EXPECT_NE(access(cluster.Socket(1).c_str(), F_OK), 0) << "program socket left behind";
+  EXPECT_NE(access(cluster.AdminSocket(1).c_str(), F_OK), 0) << "admin socket left behind";
+  EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
+
   std::string error;
   ASSERT_TRUE(cluster.StartDaemon(1, &error)) << error;
   ExpectHealthyRun(cluster);
