@@ -16,8 +16,8 @@
 #include "common/exe_name.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
-#include "common/object_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/object_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "conduit/hoplite.h"
 
 namespace hoplite {

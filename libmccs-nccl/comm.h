@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "daemon_connection.h"
 #include "device_path.h"
 #include "nccl.h"

@@ -11,7 +11,7 @@
 
 #include "common/busy_poll.h"
 #include "common/exe_name.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit {
 
@@ -35,7 +35,7 @@ Status DaemonConnection::Open(std::unique_ptr<DaemonConnection>* out, bool* refu
   }
   shimproto::HelloRequest hello{};
   hello.pid = static_cast<uint32_t>(getpid());
-  hello.shim_version = shimproto::kVersion;
+  hello.version = shimproto::kVersion;
   CopyCString(hello.exe, ExeName().c_str());
   Frame reply;
   SetBusyPollFromEnv();  // how long ReadReply spins (common/busy_poll.h)

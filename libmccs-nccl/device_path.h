@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/status.h"
 #include "daemon_connection.h"
 #include "device_memory.h"

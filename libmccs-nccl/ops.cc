@@ -6,7 +6,7 @@
 #include <optional>
 #include <thread>
 
-#include "common/staging_control.h"
+#include "protocol/staging_control.h"
 #include "device_path.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"

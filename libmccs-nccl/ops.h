@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "device_memory.h"
 #include "nccl.h"
 

@@ -1,7 +1,7 @@
 #include "staging_buffer.h"
 
-#include "common/shim_protocol.h"
-#include "common/staging_control.h"
+#include "protocol/shim_protocol.h"
+#include "protocol/staging_control.h"
 
 namespace conduit {
 

@@ -1,6 +1,6 @@
 // StagingBuffer: a memfd segment shared with the daemon, through which a rank's op data
 // moves (host-memory path: the program's buffers are copied in and out of it). Its first
-// page is the StagingControl block (common/staging_control.h); op data follows it.
+// page is the StagingControl block (protocol/staging_control.h); op data follows it.
 #ifndef CONDUIT_LIBMCCS_NCCL_STAGING_BUFFER_H_
 #define CONDUIT_LIBMCCS_NCCL_STAGING_BUFFER_H_
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/staging_control.h"
+#include "protocol/staging_control.h"
 
 namespace conduit {
 namespace {

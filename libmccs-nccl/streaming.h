@@ -1,4 +1,4 @@
-// Streaming one collective through the staging segment (common/staging_control.h): the
+// Streaming one collective through the staging segment (protocol/staging_control.h): the
 // shim copies its input in while the daemon already sends the first bytes, and copies the
 // output out chunk by chunk as the daemon finalizes it, instead of copy-in, network,
 // copy-out one after the other.

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 
 namespace conduit::grpcshim {
 namespace {

@@ -18,7 +18,7 @@
 #include "common/release_ring.h"
 #include "common/rpc_hello_reply.h"
 #include "common/exe_name.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "completion.h"
 #include "real_grpc.h"
 #include "receive_segments.h"
@@ -100,7 +100,7 @@ Status DaemonConnection::Hello() {
 
   rpcproto::HelloRequest hello{};
   hello.pid = static_cast<uint32_t>(getpid());
-  hello.rpc_version = rpcproto::kRpcVersion;
+  hello.version = rpcproto::kRpcVersion;
   CopyCString(hello.exe, ExeName().c_str());
   OutFrame f;
   f.head.assign(reinterpret_cast<const char*>(&hello), sizeof(hello));

@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "common/frame_stream.h"
 #include "common/rpc_event.h"
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "common/shm_heap.h"
 #include "common/shm_segment.h"
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "common/shm_segment.h"
 
 namespace conduit::grpcshim {

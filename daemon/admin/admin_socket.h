@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "collectives/memory_traffic.h"
-#include "common/peer_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/peer_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "transport/link.h"
 
 namespace conduit {

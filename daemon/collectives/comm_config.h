@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "common/status.h"
 
 namespace conduit {

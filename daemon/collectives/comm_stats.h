@@ -16,7 +16,7 @@
 #include "collectives/comm_config.h"
 #include "collectives/memory_traffic.h"
 #include "common/metrics.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit {
 

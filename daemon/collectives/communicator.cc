@@ -7,7 +7,7 @@
 #include "collectives/peer_messages.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "common/thread_guard.h"
 #include "gpu/comm_stream.h"
 #include "policy/tenant_pacer.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/fd_io.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "common/status.h"
 
 namespace conduit {

@@ -22,8 +22,8 @@
 
 #include "collectives/memory_traffic.h"
 #include "common/deadline.h"
-#include "common/shim_protocol.h"
-#include "common/staging_control.h"
+#include "protocol/shim_protocol.h"
+#include "protocol/staging_control.h"
 #include "common/status.h"
 #include "nccl.h"
 

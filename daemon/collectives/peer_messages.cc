@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/unique_id.h"
 #include "security/comm_secret.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/frame.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "common/status.h"
 
 namespace conduit {

@@ -7,7 +7,7 @@
 #include "collectives/peer_messages.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "common/unique_id.h"
 #include "security/comm_secret.h"
 #include "security/peer_security.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "common/status.h"
 #include "common/unique_id.h"
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <thread>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 
 namespace conduit {
 namespace {

@@ -1,6 +1,6 @@
 // Conn: one connection to another daemon, after the peer handshake (security/peer_security.h),
 // as every service reads and writes it. When the handshake sealed the connection, its bytes
-// travel in authenticated, encrypted records (common/auth_protocol.h) and Conn seals and
+// travel in authenticated, encrypted records (protocol/auth_protocol.h) and Conn seals and
 // opens them, so sealing is invisible to the protocols above. Unsealed, every call goes
 // straight to the socket (common/fd_io.h): no buffer, no copy, no cost.
 //

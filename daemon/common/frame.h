@@ -1,10 +1,5 @@
-// Framing shared by both Conduit wire protocols (shim<->daemon and daemon<->daemon):
-// a 16-byte little-endian header followed by `length` payload bytes.
-//
-//   u32 magic | u16 version | u16 type | u32 length | u32 tag
-//
-// The magic tells the two protocols apart (a daemon port hit by a shim, or garbage, is
-// rejected at the first header); `tag` lets a reply name the request it answers.
+// Reading and writing frames (protocol/frame_format.h) on program connections and on
+// connections to other daemons, with deadlines, size caps and descriptor passing.
 #ifndef CONDUIT_DAEMON_COMMON_FRAME_H_
 #define CONDUIT_DAEMON_COMMON_FRAME_H_
 
@@ -16,30 +11,15 @@
 #include "common/deadline.h"
 #include "common/fd_io.h"
 #include "common/status.h"
+#include "protocol/frame_format.h"
 
 namespace conduit {
-
-struct FrameHeader {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t type;
-  uint32_t length;
-  uint32_t tag;
-};
-static_assert(sizeof(FrameHeader) == 16);
 
 struct Frame {
   FrameHeader header{};
   std::vector<uint8_t> payload;
   UniqueFd fd;  // a descriptor that arrived with the frame (Unix sockets only)
 };
-
-// The status block that starts every reply in both protocols.
-struct WireStatus {
-  int32_t result;  // ncclResult_t
-  char message[252];
-};
-static_assert(sizeof(WireStatus) == 256);
 
 WireStatus ToWire(const Status& status);
 Status FromWire(const WireStatus& wire);
@@ -68,22 +48,6 @@ Status ReadFrame(Conn& conn, uint32_t magic, uint16_t version, uint32_t max_payl
 Status PeekFrameHeader(Conn& conn, uint32_t magic, uint16_t version, FrameHeader* header, Deadline deadline);
 Status WriteFrame(Conn& conn, uint32_t magic, uint16_t version, uint16_t type, uint32_t tag, const void* payload,
                   uint32_t length, Deadline deadline);
-
-// Copies a C string into a fixed char array, always NUL-terminated.
-template <size_t N>
-void CopyCString(char (&dst)[N], const char* src) {
-  size_t i = 0;
-  for (; src != nullptr && src[i] != '\0' && i + 1 < N; ++i) dst[i] = src[i];
-  for (; i < N; ++i) dst[i] = '\0';
-}
-
-// Reads a fixed char array that may lack its NUL terminator (untrusted input).
-template <size_t N>
-std::string FromCString(const char (&src)[N]) {
-  size_t len = 0;
-  while (len < N && src[len] != '\0') ++len;
-  return std::string(src, len);
-}
 
 }  // namespace conduit
 

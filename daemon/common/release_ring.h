@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 
 namespace conduit::rpcproto {
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 
 namespace conduit::rpc {
 namespace {

@@ -4,7 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "common/rpc_protocol.h"
+#include "common/frame.h"
+#include "protocol/rpc_protocol.h"
 
 namespace conduit {
 

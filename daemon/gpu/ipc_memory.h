@@ -18,7 +18,7 @@
 #include <mutex>
 #include <utility>
 
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/status.h"
 
 namespace conduit::gpu {

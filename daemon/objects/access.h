@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/object_protocol.h"
+#include "protocol/object_protocol.h"
 #include "objects/obj_status.h"
 
 namespace conduit::objects {

@@ -32,7 +32,7 @@
 
 #include "common/deadline.h"
 #include "common/fd_io.h"
-#include "common/object_protocol.h"
+#include "protocol/object_protocol.h"
 #include "objects/obj_status.h"
 #include "objects/quota.h"
 

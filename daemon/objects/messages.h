@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/object_protocol.h"
+#include "protocol/object_protocol.h"
 
 namespace conduit::objects {
 

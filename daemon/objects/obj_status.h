@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/object_protocol.h"
+#include "protocol/object_protocol.h"
 #include "common/status.h"
 
 namespace conduit::objects {

@@ -5,8 +5,8 @@
 
 #include "common/frame.h"
 #include "common/log.h"
-#include "common/peer_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/peer_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/thread_guard.h"
 #include "objects/program_session.h"
 #include "objects/reducer.h"

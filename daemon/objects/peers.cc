@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "common/thread_guard.h"
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "security/peer_security.h"
 #include "objects/wait.h"
 #include "transport/tcp.h"

@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
 

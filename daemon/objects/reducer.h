@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "common/object_protocol.h"
+#include "protocol/object_protocol.h"
 #include "objects/access.h"
 #include "objects/messages.h"
 #include "objects/obj_status.h"

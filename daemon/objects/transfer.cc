@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "objects/messages.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"

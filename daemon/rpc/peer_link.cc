@@ -8,10 +8,10 @@
 #include <chrono>
 #include <thread>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "common/log.h"
-#include "common/peer_protocol.h"
-#include "common/rpc_protocol.h"
+#include "protocol/peer_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "common/thread_guard.h"
 #include "rpc/auth_properties.h"
 #include "rpc/frame_input.h"

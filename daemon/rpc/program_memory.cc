@@ -4,7 +4,7 @@
 
 #include "common/log.h"
 #include "common/release_ring.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit::rpc {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/frame_stream.h"
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "common/shm_heap.h"
 #include "common/shm_segment.h"
 #include "rpc/message.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "common/status.h"
 
 namespace conduit::rpc {

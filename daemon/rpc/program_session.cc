@@ -4,8 +4,8 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
-#include "common/rpc_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/rpc_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "rpc/auth_properties.h"
 #include "rpc/frame_input.h"
 #include "rpc/peer_link.h"
@@ -136,8 +136,8 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   std::string claimed;
   if (!DecodeHello(payload, &req, &claimed)) {
     st = InvalidArgument("malformed Hello (%zu bytes)", payload.size());
-  } else if (req.rpc_version != rpcproto::kRpcVersion) {
-    st = InvalidUsage("RPC protocol version %u is not supported (this daemon speaks %u)", req.rpc_version,
+  } else if (req.version != rpcproto::kRpcVersion) {
+    st = InvalidUsage("RPC protocol version %u is not supported (this daemon speaks %u)", req.version,
                       rpcproto::kRpcVersion);
   } else if (!control.valid()) {
     st = InvalidArgument("Hello arrived without its control region");

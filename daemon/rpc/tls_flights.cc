@@ -3,8 +3,8 @@
 #include <cstring>
 #include <string>
 
-#include "common/peer_protocol.h"
-#include "common/rpc_protocol.h"
+#include "protocol/peer_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "security/aead_record_cipher.h"
 
 namespace conduit::rpc {

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
 #include "security/crypto.h"

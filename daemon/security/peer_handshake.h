@@ -1,4 +1,4 @@
-// The two halves of the daemon-to-daemon handshake (common/auth_protocol.h) on a connected
+// The two halves of the daemon-to-daemon handshake (protocol/auth_protocol.h) on a connected
 // socket: each proves that its side holds the cluster key over both sides' fresh nonces,
 // names the peer daemon it authenticated and, when the connection is to be sealed, derives
 // the per-direction record keys.
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "common/deadline.h"
 #include "common/status.h"
 #include "security/aead_record_cipher.h"

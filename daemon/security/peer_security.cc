@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "security/aead_record_cipher.h"
 #include "security/peer_handshake.h"
 #include "transport/tcp.h"

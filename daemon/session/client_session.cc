@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/unique_id.h"
 #include "common/version.h"
 #include "security/comm_secret.h"
@@ -123,6 +123,13 @@ Status ClientSession::HandleHello(const Frame& frame, bool* close_after) {
   if (!ParseExact(frame, &req)) {
     *close_after = true;
     return ReplyStatus(shimproto::kHelloReply, InvalidArgument("malformed Hello (%zu bytes)", frame.payload.size()));
+  }
+  if (req.version != shimproto::kVersion) {
+    *close_after = true;
+    return ReplyStatus(shimproto::kHelloReply,
+                       InvalidUsage("NCCL shim protocol version %u is not supported (this daemon speaks %u): install "
+                                    "the libnccl.so.2 of this Conduit release",
+                                    req.version, shimproto::kVersion));
   }
   // Who the program is comes from the kernel (the socket's peer pid and its executable),
   // never from what the Hello claims.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/frame.h"
 #include "gpu/runtime.h"
 #include "reduce/reduce.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/status.h"
 #include "gpu/ipc_memory.h"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/status.h"
 
 namespace conduit {

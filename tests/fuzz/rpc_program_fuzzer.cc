@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "common/rpc_hello_reply.h"
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "fuzz_check.h"
 #include "rpc/program_requests.h"
 #include "rpc/target.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/frame_stream.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/unique_id.h"
 #include "fuzz_check.h"
 #include "session/group_request.h"

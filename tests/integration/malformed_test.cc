@@ -79,6 +79,19 @@ TEST_F(MalformedTest, BadVersion) {
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
 }
 
+// The framing is right but the Hello speaks another version of the collective protocol: a
+// refusal naming both versions (the shim then falls back to the native NCCL).
+TEST_F(MalformedTest, HelloOfAnotherProtocolVersion) {
+  HelloRequest hello{};
+  hello.version = kVersion + 1;
+  client_.SendFrame(kHello, &hello, sizeof hello);
+  const int status = client_.ReadStatus(kReplyBound);
+  EXPECT_NE(client_.last_message().find("version " + std::to_string(kVersion + 1) + " is not supported"),
+            std::string::npos)
+      << client_.last_message();
+  ExpectRejectedAndDaemonServing(status);
+}
+
 TEST_F(MalformedTest, HugeAnnouncedLength) {
   client_.SendFrame(kHello, nullptr, 0, 0xfffffff0u);
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));

@@ -36,11 +36,11 @@
 #include <string>
 #include <vector>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "common/frame.h"
-#include "common/object_protocol.h"
-#include "common/peer_protocol.h"
-#include "common/rpc_protocol.h"
+#include "protocol/object_protocol.h"
+#include "protocol/peer_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "common/unique_id.h"
 #include "security/comm_secret.h"
 #include "security/peer_security.h"

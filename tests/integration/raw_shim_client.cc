@@ -127,7 +127,7 @@ int RawShimClient::ReadStatus(std::chrono::milliseconds timeout, std::vector<uin
 std::string RawShimClient::OpenSession(size_t shm_size, std::chrono::milliseconds timeout) {
   HelloRequest hello{};
   hello.pid = static_cast<uint32_t>(::getpid());
-  hello.shim_version = kVersion;
+  hello.version = kVersion;
   CopyCString(hello.exe, "malformed_test");
   std::vector<uint8_t> body;
   if (!SendFrame(kHello, &hello, sizeof hello)) return "cannot send Hello";

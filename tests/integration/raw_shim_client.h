@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/shim_protocol.h"
+#include "nccl.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit::it {
 

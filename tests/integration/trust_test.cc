@@ -20,7 +20,7 @@
 #include "coll_run.h"
 #include "conduitctl_run.h"
 #include "common/frame.h"
-#include "common/shim_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "integration_env.h"
 
 namespace conduit::it {
@@ -208,6 +208,7 @@ TEST(TrustTest, AdmissionGoesByTheKernelsNameNotTheHellos) {
     ASSERT_GE(fd, 0);
     shimproto::HelloRequest hello{};
     hello.pid = 1;
+    hello.version = shimproto::kVersion;
     CopyCString(hello.exe, "coll_check");  // this process is trust_test
     ASSERT_TRUE(WriteFrame(fd, shimproto::kMagic, shimproto::kVersion, shimproto::kHello, 0, &hello, sizeof(hello),
                            Deadline::AfterMs(2000))
@@ -304,6 +305,7 @@ TEST(TrustTest, SlowSendersAreDroppedWithinTheDocumentedBounds) {
   ASSERT_EQ(::send(half, &h, sizeof(h) / 2, 0), static_cast<ssize_t>(sizeof(h) / 2));
   // A whole Hello first (the session starts), then a Group header whose payload never comes.
   shimproto::HelloRequest hello{};
+  hello.version = shimproto::kVersion;
   std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
   msg.append(reinterpret_cast<const char*>(&hello), sizeof(hello));
   FrameHeader group{shimproto::kMagic, shimproto::kVersion, shimproto::kGroup, 4096, 0};

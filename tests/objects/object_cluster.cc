@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "common/frame.h"
-#include "common/object_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/object_protocol.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit::it {
 

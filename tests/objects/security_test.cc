@@ -18,8 +18,8 @@
 
 #include "../integration/integration_env.h"
 #include "common/frame.h"
-#include "common/object_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/object_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "object_cluster.h"
 
 namespace conduit::it {

@@ -48,7 +48,7 @@ def find(docs, kind):
 def shim_variables():
     """The environment variables Conduit's programs read (string literals in the sources)."""
     names = set()
-    for part in ("libmccs-nccl", "libmrpc-grpc", "libhoplite", "daemon"):
+    for part in ("libmccs-nccl", "libmrpc-grpc", "libhoplite", "daemon", "protocol"):
         for path in (SRC / part).rglob("*"):
             if path.suffix in (".cc", ".h"):
                 names.update(re.findall(r'"(CONDUIT_[A-Z0-9_]+)"', path.read_text(errors="replace")))

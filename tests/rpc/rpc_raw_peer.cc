@@ -25,9 +25,9 @@
 
 #include "common/frame.h"
 #include "common/frame_stream.h"
-#include "common/peer_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "common/rpc_event.h"
-#include "common/rpc_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
 

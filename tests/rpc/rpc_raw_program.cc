@@ -26,8 +26,8 @@
 
 #include "common/frame.h"
 #include "common/frame_stream.h"
-#include "common/rpc_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/rpc_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "common/shm_segment.h"
 
 namespace conduit {
@@ -52,7 +52,7 @@ std::string Hello(int fd, const std::string& exe) {
   if (!st.ok()) return "cannot create the control region: " + st.message();
   rpcproto::HelloRequest hello{};
   hello.pid = 1;  // a lie too: the daemon asks the kernel
-  hello.rpc_version = rpcproto::kRpcVersion;
+  hello.version = rpcproto::kRpcVersion;
   CopyCString(hello.exe, exe.c_str());
   OutFrame f;
   f.head.assign(reinterpret_cast<const char*>(&hello), sizeof(hello));

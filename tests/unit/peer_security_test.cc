@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/auth_protocol.h"
+#include "protocol/auth_protocol.h"
 #include "common/frame.h"
 #include "common/net_addr.h"
 #include "security/aead_record_cipher.h"

@@ -13,8 +13,8 @@
 
 #include "common/frame_stream.h"
 #include "common/rpc_event.h"
-#include "common/rpc_protocol.h"
-#include "common/shim_protocol.h"
+#include "protocol/rpc_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "rpc/bind_address.h"
 #include "rpc/frame_input.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/staging_control.h"
+#include "protocol/staging_control.h"
 #include "streaming.h"
 
 namespace conduit {

@@ -5,10 +5,12 @@
 // program socket (shimproto magic), 0x0281..0x02ff between daemons on the peer port
 // (peerproto magic). Every struct is little-endian, fixed-size and trivially copyable;
 // variable parts (object ids, inline bytes) follow the struct, as each comment says.
-#ifndef CONDUIT_DAEMON_COMMON_OBJECT_PROTOCOL_H_
-#define CONDUIT_DAEMON_COMMON_OBJECT_PROTOCOL_H_
+#ifndef CONDUIT_PROTOCOL_OBJECT_PROTOCOL_H_
+#define CONDUIT_PROTOCOL_OBJECT_PROTOCOL_H_
 
 #include <cstdint>
+
+#include "protocol/frame_format.h"
 
 namespace conduit::objproto {
 
@@ -97,11 +99,7 @@ enum ShimType : uint16_t {
   kStateReply = 0x0212,   // Status + JSON text (the daemon's object state, for tools/tests)
 };
 
-struct HelloRequest {
-  uint32_t pid;
-  uint32_t version;  // kVersion
-  char exe[64];
-};
+using HelloRequest = ProgramHello;  // version = kVersion
 
 struct HelloReply {
   Status status;
@@ -380,6 +378,38 @@ struct NodeReport {
   Status status;
 };
 
+// Every struct's size is part of the protocol, and each is copied as bytes.
+static_assert(sizeof(HelloReply) == 264 && kWireStruct<HelloReply>);
+static_assert(sizeof(PutRequest) == 80 && kWireStruct<PutRequest>);
+static_assert(sizeof(Progress) == 8 && kWireStruct<Progress>);
+static_assert(sizeof(GetRequest) == 72 && kWireStruct<GetRequest>);
+static_assert(sizeof(GetReply) == 280 && kWireStruct<GetReply>);
+static_assert(sizeof(GetProgress) == 264 && kWireStruct<GetProgress>);
+static_assert(sizeof(ReduceRequest) == 88 && kWireStruct<ReduceRequest>);
+static_assert(sizeof(ReduceReply) == 272 && kWireStruct<ReduceReply>);
+static_assert(sizeof(WaitRequest) == 16 && kWireStruct<WaitRequest>);
+static_assert(sizeof(WaitReply) == 264 && kWireStruct<WaitReply>);
+static_assert(sizeof(Addr) == 64 && kWireStruct<Addr>);
+static_assert(sizeof(PeerHello) == 72 && kWireStruct<PeerHello>);
+static_assert(sizeof(Publish) == 160 && kWireStruct<Publish>);
+static_assert(sizeof(Location) == 128 && kWireStruct<Location>);
+static_assert(sizeof(Acquire) == 264 && kWireStruct<Acquire>);
+static_assert(sizeof(AcquireReply) == 352 && kWireStruct<AcquireReply>);
+static_assert(sizeof(Release) == 200 && kWireStruct<Release>);
+static_assert(sizeof(Subscribe) == 72 && kWireStruct<Subscribe>);
+static_assert(sizeof(DirEvent) == 176 && kWireStruct<DirEvent>);
+static_assert(sizeof(DeleteRequest) == 72 && kWireStruct<DeleteRequest>);
+static_assert(sizeof(CountReply) == 264 && kWireStruct<CountReply>);
+static_assert(sizeof(DropCopy) == 72 && kWireStruct<DropCopy>);
+static_assert(sizeof(Fetch) == 80 && kWireStruct<Fetch>);
+static_assert(sizeof(FetchReply) == 264 && kWireStruct<FetchReply>);
+static_assert(sizeof(ReduceKey) == 72 && kWireStruct<ReduceKey>);
+static_assert(sizeof(ChildInfo) == 136 && kWireStruct<ChildInfo>);
+static_assert(sizeof(NodeStart) == 232 && kWireStruct<NodeStart>);
+static_assert(sizeof(NodeChild) == 224 && kWireStruct<NodeChild>);
+static_assert(sizeof(NodeCancel) == 80 && kWireStruct<NodeCancel>);
+static_assert(sizeof(NodeReport) == 344 && kWireStruct<NodeReport>);
+
 }  // namespace conduit::objproto
 
-#endif  // CONDUIT_DAEMON_COMMON_OBJECT_PROTOCOL_H_
+#endif  // CONDUIT_PROTOCOL_OBJECT_PROTOCOL_H_

@@ -14,13 +14,13 @@
 //   * one control region (passed with Hello) holding two rings of released blocks, so
 //     blocks go back to their owner without a message per block.
 // All structs are little-endian, fixed-size and trivially copyable.
-#ifndef CONDUIT_DAEMON_COMMON_RPC_PROTOCOL_H_
-#define CONDUIT_DAEMON_COMMON_RPC_PROTOCOL_H_
+#ifndef CONDUIT_PROTOCOL_RPC_PROTOCOL_H_
+#define CONDUIT_PROTOCOL_RPC_PROTOCOL_H_
 
 #include <atomic>
 #include <cstdint>
 
-#include "common/frame.h"
+#include "protocol/frame_format.h"
 
 namespace conduit::rpcproto {
 
@@ -73,11 +73,8 @@ enum MsgType : uint16_t {
 };
 
 // Hello: the first message on a program connection; the control region's memfd rides along.
-struct HelloRequest {
-  uint32_t pid;
-  uint32_t rpc_version;
-  char exe[64];  // basename of the program, for admission policy and logs
-};
+// version = kRpcVersion.
+using HelloRequest = ProgramHello;
 
 struct HelloReply {
   WireStatus status;
@@ -216,6 +213,19 @@ static_assert(sizeof(TlsServerCredentials) == 16);
 static_assert(sizeof(PeerHello) == 72);
 static_assert(sizeof(ProbeReply) == sizeof(WireStatus) + 8);
 
+// Every struct's size is part of the protocol, and each is copied as bytes.
+static_assert(sizeof(HelloReply) == 272 && kWireStruct<HelloReply>);
+static_assert(sizeof(SegmentInfo) == 16 && kWireStruct<SegmentInfo>);
+static_assert(sizeof(StatusReply) == 256 && kWireStruct<StatusReply>);
+static_assert(sizeof(OpenChannelRequest) == 264 && kWireStruct<OpenChannelRequest>);
+static_assert(sizeof(OpenChannelReply) == 264 && kWireStruct<OpenChannelReply>);
+static_assert(sizeof(ServeRequest) == 272 && kWireStruct<ServeRequest>);
+static_assert(sizeof(CloseChannelRequest) == 8 && kWireStruct<CloseChannelRequest>);
+static_assert(sizeof(UnserveRequest) == 8 && kWireStruct<UnserveRequest>);
+static_assert(sizeof(FreeEntry) == 16 && kWireStruct<FreeEntry>);
+static_assert(sizeof(ControlRegion) == 524544 && kWireStruct<ControlRegion>);
+static_assert(sizeof(ProbeRequest) == 8 && kWireStruct<ProbeRequest>);
+
 }  // namespace conduit::rpcproto
 
-#endif  // CONDUIT_DAEMON_COMMON_RPC_PROTOCOL_H_
+#endif  // CONDUIT_PROTOCOL_RPC_PROTOCOL_H_

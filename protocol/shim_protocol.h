@@ -5,13 +5,13 @@
 // exactly once. Bulk data never crosses the socket: the shim attaches a memfd shared
 // memory segment (AttachShm, descriptor passed with SCM_RIGHTS) and ops name offsets in it.
 // All structs are little-endian, fixed-size and trivially copyable.
-#ifndef CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_
-#define CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_
+#ifndef CONDUIT_PROTOCOL_SHIM_PROTOCOL_H_
+#define CONDUIT_PROTOCOL_SHIM_PROTOCOL_H_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "common/frame.h"
+#include "protocol/frame_format.h"
 
 namespace conduit::shimproto {
 
@@ -53,11 +53,8 @@ enum MsgType : uint16_t {
   kDeriveIdReply = 20,  // a UniqueIdReply
 };
 
-struct HelloRequest {
-  uint32_t pid;
-  uint32_t shim_version;
-  char exe[64];  // basename of the program, for admission policy and logs
-};
+// Hello: version = kVersion.
+using HelloRequest = ProgramHello;
 
 struct HelloReply {
   WireStatus status;
@@ -142,7 +139,7 @@ static_assert(sizeof(OpDesc) == 32);
 inline constexpr uint8_t kOpDevice = 1;  // data in registered device buffers (DeviceOpRef), not the segment
 
 // GroupRequest::flags.
-inline constexpr uint32_t kGroupStreamed = 1;  // see common/staging_control.h
+inline constexpr uint32_t kGroupStreamed = 1;  // see protocol/staging_control.h
 inline constexpr uint32_t kGroupDevice = 2;    // DeviceGroupHeader and DeviceOpRefs follow the ops
 
 // Followed by nops OpDesc. Collectives run in order; sends and receives of the group
@@ -216,6 +213,25 @@ struct DeviceGroupReplyTail {
   uint8_t done_event[kIpcHandleBytes];
 };
 
+// Every struct's size is part of the protocol, and each is copied as bytes.
+static_assert(sizeof(HelloReply) == 296 && kWireStruct<HelloReply>);
+static_assert(sizeof(UniqueIdReply) == 384 && kWireStruct<UniqueIdReply>);
+static_assert(sizeof(DeriveIdRequest) == 80 && kWireStruct<DeriveIdRequest>);
+static_assert(sizeof(CommInitRequest) == 144 && kWireStruct<CommInitRequest>);
+static_assert(sizeof(CommInitReply) == 280 && kWireStruct<CommInitReply>);
+static_assert(sizeof(DaemonAddr) == 64 && kWireStruct<DaemonAddr>);
+static_assert(sizeof(AttachShmRequest) == 8 && kWireStruct<AttachShmRequest>);
+static_assert(sizeof(AttachShmReply) == 256 && kWireStruct<AttachShmReply>);
+static_assert(sizeof(GroupRequest) == 8 && kWireStruct<GroupRequest>);
+static_assert(sizeof(GroupReply) == 264 && kWireStruct<GroupReply>);
+static_assert(sizeof(CommDestroyReply) == 256 && kWireStruct<CommDestroyReply>);
+static_assert(sizeof(DeviceUuid) == 16 && kWireStruct<DeviceUuid>);
+static_assert(sizeof(DeviceInfoReply) == 400 && kWireStruct<DeviceInfoReply>);
+static_assert(sizeof(RegisterBufferRequest) == 96 && kWireStruct<RegisterBufferRequest>);
+static_assert(sizeof(ReleaseBufferRequest) == 8 && kWireStruct<ReleaseBufferRequest>);
+static_assert(sizeof(DeviceGroupHeader) == 80 && kWireStruct<DeviceGroupHeader>);
+static_assert(sizeof(DeviceGroupReplyTail) == 64 && kWireStruct<DeviceGroupReplyTail>);
+
 }  // namespace conduit::shimproto
 
-#endif  // CONDUIT_DAEMON_COMMON_SHIM_PROTOCOL_H_
+#endif  // CONDUIT_PROTOCOL_SHIM_PROTOCOL_H_

@@ -14,8 +14,8 @@
 // sealed, the session keys come from HKDF-SHA256 over K, the X25519 shared secret and the
 // transcript (forward secrecy: a key leaked later does not open recorded traffic).
 // All integers little-endian; structs are fixed-size and trivially copyable.
-#ifndef CONDUIT_DAEMON_COMMON_AUTH_PROTOCOL_H_
-#define CONDUIT_DAEMON_COMMON_AUTH_PROTOCOL_H_
+#ifndef CONDUIT_PROTOCOL_AUTH_PROTOCOL_H_
+#define CONDUIT_PROTOCOL_AUTH_PROTOCOL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -73,4 +73,4 @@ inline constexpr size_t kMaxRecordPlaintext = 64 * 1024;
 
 }  // namespace conduit::authproto
 
-#endif  // CONDUIT_DAEMON_COMMON_AUTH_PROTOCOL_H_
+#endif  // CONDUIT_PROTOCOL_AUTH_PROTOCOL_H_

@@ -19,8 +19,8 @@
 // each streamed Group request; while the request is outstanding the shim writes only the
 // input_seq/input_complete words and the input bits, the daemon only input_wanted,
 // output_seq and the done bits.
-#ifndef CONDUIT_DAEMON_COMMON_STAGING_CONTROL_H_
-#define CONDUIT_DAEMON_COMMON_STAGING_CONTROL_H_
+#ifndef CONDUIT_PROTOCOL_STAGING_CONTROL_H_
+#define CONDUIT_PROTOCOL_STAGING_CONTROL_H_
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -103,4 +103,4 @@ inline void PublishInputComplete(StagingControl* c) {
 
 }  // namespace conduit
 
-#endif  // CONDUIT_DAEMON_COMMON_STAGING_CONTROL_H_
+#endif  // CONDUIT_PROTOCOL_STAGING_CONTROL_H_

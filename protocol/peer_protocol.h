@@ -1,6 +1,6 @@
 // The daemon <-> daemon protocol, version 3 (documented in docs/daemon-protocol.md).
 //
-// Every connection is authenticated first (common/auth_protocol.h); the identity a daemon
+// Every connection is authenticated first (protocol/auth_protocol.h); the identity a daemon
 // acts on is the one the handshake proved, never an address a message names.
 //
 // Three kinds of TCP connection, all opened by the side that needs them:
@@ -13,13 +13,13 @@
 //  * p2p link: one per (communicator, pair of daemons); after LinkHello it carries
 //    P2pData frames, each followed by its payload bytes, and the reconfiguration
 //    messages (ReconfigForward, ReconfigPropose, ReconfigSeq).
-#ifndef CONDUIT_DAEMON_COMMON_PEER_PROTOCOL_H_
-#define CONDUIT_DAEMON_COMMON_PEER_PROTOCOL_H_
+#ifndef CONDUIT_PROTOCOL_PEER_PROTOCOL_H_
+#define CONDUIT_PROTOCOL_PEER_PROTOCOL_H_
 
 #include <cstdint>
 
-#include "common/frame.h"
-#include "common/shim_protocol.h"
+#include "protocol/frame_format.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit::peerproto {
 
@@ -139,6 +139,17 @@ struct ReconfigSeq {
 
 inline constexpr uint32_t kMaxControlPayload = 1u << 20;
 
+// Every struct's size is part of the protocol, and each is copied as bytes.
+static_assert(sizeof(RegisterRequest) == 112 && kWireStruct<RegisterRequest>);
+static_assert(sizeof(MembershipReply) == 264 && kWireStruct<MembershipReply>);
+static_assert(sizeof(RingOrder) == 8 && kWireStruct<RingOrder>);
+static_assert(sizeof(LinkHello) == 24 && kWireStruct<LinkHello>);
+static_assert(sizeof(LinkHelloReply) == 256 && kWireStruct<LinkHelloReply>);
+static_assert(sizeof(P2pData) == 16 && kWireStruct<P2pData>);
+static_assert(sizeof(ReconfigHeader) == 48 && kWireStruct<ReconfigHeader>);
+static_assert(sizeof(PathPin) == 12 && kWireStruct<PathPin>);
+static_assert(sizeof(ReconfigSeq) == 16 && kWireStruct<ReconfigSeq>);
+
 }  // namespace conduit::peerproto
 
-#endif  // CONDUIT_DAEMON_COMMON_PEER_PROTOCOL_H_
+#endif  // CONDUIT_PROTOCOL_PEER_PROTOCOL_H_
