@@ -1,4 +1,4 @@
-// SpinPoll (daemon/common/busy_poll.h): what a spinning wait returns, never how fast.
+// SpinPoll (common/busy_poll.h): what a spinning wait returns, never how fast.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// The configuration file reader (daemon/common/config_file.h): the grammar of good files,
+// The configuration file reader (common/config_file.h): the grammar of good files,
 // every error naming file and line, the file-type checks and the size cap.
 #include "common/config_file.h"
 

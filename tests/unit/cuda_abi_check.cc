@@ -1,4 +1,4 @@
-// Conduit declares the CUDA driver ABI it uses itself (daemon/cuda/cuda_abi.h and the
+// Conduit declares the CUDA driver ABI it uses itself (cuda/cuda_abi.h and the
 // entry point list in cuda_driver.h) so nothing needs CUDA headers to build. This test
 // compares those declarations with the toolkit's cuda.h: constants, handle layouts, and
 // every entry point's signature (parameter count and sizes, return size).

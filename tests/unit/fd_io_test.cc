@@ -1,4 +1,4 @@
-// InputOnlyPollFd (daemon/common/fd_io.h), watched the way gRPC's iomgr watches a
+// InputOnlyPollFd (common/fd_io.h), watched the way gRPC's iomgr watches a
 // descriptor: in an epoll set of its own, for input and output, edge-triggered.
 #include <sys/epoll.h>
 #include <sys/socket.h>

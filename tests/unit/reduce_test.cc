@@ -1,4 +1,4 @@
-// Tests for daemon/reduce: every type x op against an independent reference, the
+// Tests for reduce: every type x op against an independent reference, the
 // narrow-float conversions against a brute-force nearest-value search, and the
 // aliasing / alignment / length edge cases of the kernels.
 #include "reduce/reduce.h"
