@@ -138,7 +138,7 @@ Status Conn::ReadFull(void* dst, size_t n, Deadline deadline) {
       CONDUIT_RETURN_IF_ERROR(WaitFd(fd_.get(), POLLIN, deadline, "receive"));
       continue;
     }
-    if (got == 0) return SystemError("connection closed by peer after %zu of %zu bytes", done, n);
+    if (got == 0) return ClosedAfter(done, n);
     done += got;
   }
   return Status::Ok();
@@ -149,7 +149,7 @@ Status Conn::Peek(void* dst, size_t n, Deadline deadline) {
     for (;;) {
       ssize_t r = recv(fd_.get(), dst, n, MSG_PEEK | MSG_DONTWAIT);
       if (r == static_cast<ssize_t>(n)) return Status::Ok();
-      if (r == 0) return SystemError("connection closed by peer after 0 of %zu bytes", n);
+      if (r == 0) return ClosedAfter(0, n);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return SystemError("receive failed: %s", strerror(errno));
       if (deadline.expired()) return SystemError("timed out waiting for %zu bytes", n);
@@ -164,7 +164,7 @@ Status Conn::Peek(void* dst, size_t n, Deadline deadline) {
   while (buffered() < n) {
     bool would_block = false, closed = false;
     CONDUIT_RETURN_IF_ERROR(OpenNextRecord(/*blocking=*/false, &would_block, &closed));
-    if (closed) return SystemError("connection closed by peer after %zu of %zu bytes", buffered(), n);
+    if (closed) return ClosedAfter(buffered(), n);
     if (would_block) CONDUIT_RETURN_IF_ERROR(WaitFd(fd_.get(), POLLIN, deadline, "receive"));
   }
   memcpy(dst, plain_.data() + plain_pos_, n);

@@ -31,6 +31,15 @@ Status WaitFd(int fd, short events, Deadline deadline, const char* what) {
   }
 }
 
+Status ClosedAfter(size_t got, size_t want) {
+  if (got == 0) {
+    return want == 0 ? EndOfStream("connection closed by peer")
+                     : EndOfStream("connection closed by peer after 0 of %zu bytes", want);
+  }
+  if (want == 0) return SystemError("connection closed by peer in the middle of a frame (%zu bytes of it)", got);
+  return SystemError("connection closed by peer after %zu of %zu bytes", got, want);
+}
+
 Status ReadFull(int fd, void* buf, size_t len, Deadline deadline) {
   return ReadWithFd(fd, buf, len, nullptr, deadline);
 }
@@ -62,7 +71,7 @@ Status ReadWithFd(int fd, void* buf, size_t len, UniqueFd* received, Deadline de
       done += static_cast<size_t>(r);
       continue;
     }
-    if (r == 0) return SystemError("connection closed by peer after %zu of %zu bytes", done, len);
+    if (r == 0) return ClosedAfter(done, len);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       CONDUIT_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, "receive"));

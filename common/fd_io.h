@@ -40,6 +40,12 @@ class UniqueFd {
 
 // Reads exactly `len` bytes. EOF before that is an error ("peer closed").
 Status ReadFull(int fd, void* buf, size_t len, Deadline deadline);
+
+// What a read returns when the other end closed the connection after `got` of the `want`
+// bytes asked for (want 0: a frame whose length is not known yet): an end of stream
+// (IsEndOfStream: the peer hung up between messages) when none had arrived, an error
+// when it cut a message short.
+Status ClosedAfter(size_t got, size_t want);
 // Writes all of iov[0..n). The iovec array is not modified.
 Status WriteFullV(int fd, const iovec* iov, int n, Deadline deadline);
 Status WriteFull(int fd, const void* buf, size_t len, Deadline deadline);

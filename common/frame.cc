@@ -45,7 +45,7 @@ Status PeekFrameHeader(int fd, uint32_t magic, uint16_t version, FrameHeader* he
   for (;;) {
     ssize_t r = recv(fd, header, sizeof(*header), MSG_PEEK | MSG_DONTWAIT);
     if (r == static_cast<ssize_t>(sizeof(*header))) return CheckHeader(*header, magic, version);
-    if (r == 0) return SystemError("connection closed by peer after 0 of %zu bytes", sizeof(*header));
+    if (r == 0) return ClosedAfter(0, sizeof(*header));
     if (r > 0) {
       // Part of a header: poll would report readable at once, so wait for the rest here.
       if (deadline.expired()) return SystemError("timed out waiting for a whole frame header");

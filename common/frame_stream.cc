@@ -85,7 +85,7 @@ Status FrameReader::Fill(Deadline deadline) {
   }
   size_t got = 0;
   CONDUIT_RETURN_IF_ERROR(Receive(buf_.data() + end_, buf_.size() - end_, &got, deadline));
-  if (got == 0) return SystemError("connection closed by peer");
+  if (got == 0) return ClosedAfter(end_ - begin_, 0);
   end_ += got;
   return Status::Ok();
 }
@@ -107,7 +107,7 @@ Status FrameReader::NextHeader(FrameHeader* header, Deadline idle, int started_m
     }
     Status st = Fill(empty ? idle : started);
     if (!st.ok()) {
-      if (empty && st.message() == "connection closed by peer") closed_ = true;
+      if (IsEndOfStream(st)) closed_ = true;
       return st;
     }
   }
@@ -131,7 +131,7 @@ Status FrameReader::TryNextHeader(FrameHeader* header, bool* got) {
     if (would_block) return Status::Ok();
     if (r == 0) {
       closed_ = empty;
-      return SystemError("connection closed by peer");
+      return ClosedAfter(end_ - begin_, 0);
     }
     end_ += r;
     if (end_ - begin_ < sizeof(FrameHeader)) return Status::Ok();

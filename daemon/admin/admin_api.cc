@@ -25,11 +25,25 @@ AdminReply AdminReply::Error(int http_status, const std::string& message) {
   return AdminReply{http_status, std::move(body), {}, "application/json"};
 }
 
+int HttpStatusOf(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kOutOfRange: return 400;
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kUnauthenticated: return 403;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kDeadlineExceeded: return 408;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kAborted: return 409;
+    default: return 500;  // the daemon's own failures, lost peers
+  }
+}
+
 AdminReply AdminReply::FromStatus(const Status& status) {
   if (status.ok()) return Ok(Json::Object());
-  int http = 500;
-  if (status.code() == ncclInvalidArgument || status.code() == ncclInvalidUsage) http = 400;
-  return Error(http, status.message());
+  return Error(HttpStatusOf(status.canonical()), status.message());
 }
 
 const char* HttpStatusName(int http_status) {

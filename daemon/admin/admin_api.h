@@ -48,9 +48,14 @@ struct AdminReply {
   static AdminReply Ok(Json body) { return AdminReply{200, std::move(body), {}, "application/json"}; }
   // {"error": {"code": http_status, "status": "...", "message": "..."}}
   static AdminReply Error(int http_status, const std::string& message);
-  // Maps a Status's ncclResult_t to an HTTP status (invalid argument/usage -> 400, the rest -> 500).
+  // An error reply with the HTTP status of the Status's canonical code (HttpStatusOf).
   static AdminReply FromStatus(const Status& status);
 };
+
+// The admin edge's mapping of the canonical codes: invalid argument, failed precondition
+// -> 400, permission -> 403, not found -> 404, deadline -> 408, conflict -> 409, the rest
+// (the daemon's own failures, lost peers) -> 500.
+int HttpStatusOf(StatusCode code);
 
 using AdminHandler = std::function<AdminReply(const AdminRequest&)>;
 using MetricsSource = std::function<void(MetricsWriter&)>;

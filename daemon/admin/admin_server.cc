@@ -103,7 +103,7 @@ void AdminServer::ServeConnection(UniqueFd fd, const ProgramCredentials& caller)
   std::string early_body;
   Status st = ReadHttpRequestHead(fd.get(), head_deadline, &http, &early_body);
   if (!st.ok()) {
-    if (st.message().rfind("connection closed by peer after 0 of", 0) == 0) return;  // a probe
+    if (IsEndOfStream(st)) return;  // a probe
     AdminReply reply = OutOfTime(head_deadline)
                            ? AdminReply::Error(408, "the request head did not arrive within " +
                                                         std::to_string(options_.head_timeout_ms) + " ms")

@@ -124,7 +124,7 @@ void MetricsServer::ServeConnection(UniqueFd fd, const std::string& peer) {
   std::string early_body;
   Status st = ReadHttpRequestHead(fd.get(), head_deadline, &request, &early_body);
   if (!st.ok()) {
-    if (st.message().rfind("connection closed by peer after 0 of", 0) == 0) return;  // a port probe
+    if (IsEndOfStream(st)) return;  // a port probe
     // poll(2) waits in whole milliseconds: a read that ran out of time may return up to
     // 1 ms before the deadline itself.
     HttpResponse r = head_deadline.PollTimeoutMs() == 0

@@ -76,7 +76,7 @@ void ProgramSession::Run() {
     Frame f;
     Status st = ReadRequest(&f);
     if (!st.ok()) {
-      if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
+      if (!IsEndOfStream(st)) {
         CLOG_WARN("objects: %s: dropping connection: %s", who_.c_str(), st.message().c_str());
       }
       return;

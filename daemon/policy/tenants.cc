@@ -72,7 +72,7 @@ Status Tenants::Put(const std::string& name, const Json& body) {
 
 Status Tenants::Remove(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (by_name_.erase(name) == 0) return InvalidUsage("no tenant policy named '%s'", name.c_str());
+  if (by_name_.erase(name) == 0) return NotFound("no tenant policy named '%s'", name.c_str());
   generation_.fetch_add(1, std::memory_order_acq_rel);
   return Status::Ok();
 }
@@ -89,7 +89,7 @@ Json Tenants::List() const {
 Status Tenants::Get(const std::string& name, Json* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_name_.find(name);
-  if (it == by_name_.end()) return InvalidUsage("no tenant policy named '%s'", name.c_str());
+  if (it == by_name_.end()) return NotFound("no tenant policy named '%s'", name.c_str());
   *out = it->second->policy().ToJson();
   return Status::Ok();
 }

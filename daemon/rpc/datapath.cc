@@ -6,10 +6,6 @@
 namespace conduit::rpc {
 namespace {
 
-constexpr int32_t kUnavailable = 14;
-constexpr int32_t kCancelled = 1;
-constexpr int32_t kResourceExhausted = 8;
-constexpr int32_t kInternal = 13;
 // The largest request a content policy decompresses to read (a few compressed bytes must
 // not become gigabytes of daemon memory); a larger one is refused, not let through.
 constexpr uint64_t kMaxInspectedBytes = 64ull << 20;
@@ -60,7 +56,9 @@ bool Datapath::Filter(const std::shared_ptr<RpcCall>& call, Event& ev, std::chro
       std::string why;
       InflateResult r = Decompress(call->request_encoding, content, kMaxInspectedBytes, &plain, &why);
       if (r != InflateResult::kOk) {
-        Deny(call, r == InflateResult::kTooLarge ? kResourceExhausted : kInternal,
+        Deny(call,
+             r == InflateResult::kTooLarge ? GrpcStatusOf(StatusCode::kResourceExhausted)
+                                           : GrpcStatusOf(StatusCode::kInternal),
              "conduit: a policy must read this compressed request and cannot: " + why);
         return false;
       }
@@ -176,7 +174,8 @@ void Datapath::EndGone(const Endpoint* gone, const std::vector<std::shared_ptr<R
     {
       std::lock_guard<std::mutex> lock(call->mu);
       if (call->finished) continue;
-      call->outcome.code = call->client_end.get() == gone ? kCancelled : kUnavailable;
+      call->outcome.code = call->client_end.get() == gone ? GrpcStatusOf(StatusCode::kCancelled)
+                                                          : GrpcStatusOf(StatusCode::kUnavailable);
     }
     if (call->client_end.get() == gone) {
       bool forwarded;
@@ -184,9 +183,11 @@ void Datapath::EndGone(const Endpoint* gone, const std::vector<std::shared_ptr<R
         std::lock_guard<std::mutex> lock(call->mu);
         forwarded = call->start_forwarded;
       }
-      if (forwarded) call->server_end->Deliver(*call, call->server_id, CancelEvent(kCancelled, why));
+      if (forwarded) {
+        call->server_end->Deliver(*call, call->server_id, CancelEvent(GrpcStatusOf(StatusCode::kCancelled), why));
+      }
     } else {
-      call->client_end->Deliver(*call, call->client_id, StatusEvent(kUnavailable, why));
+      call->client_end->Deliver(*call, call->client_id, StatusEvent(GrpcStatusOf(StatusCode::kUnavailable), why));
     }
     Finish(call);
   }

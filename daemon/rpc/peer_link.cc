@@ -25,8 +25,6 @@
 namespace conduit::rpc {
 namespace {
 
-constexpr int32_t kResourceExhausted = 8;
-constexpr int32_t kUnavailable = 14;
 constexpr int kConnectTimeoutMs = 1000;
 constexpr int kHelloTimeoutMs = 5000;
 // Sections that go with the first fragment of a message, and with the last.
@@ -353,7 +351,7 @@ Status PeerLink::HandleCall(const FrameHeader& h) {
     CLOG_WARN("daemon %s has more than %llu bytes of incomplete messages on its RPC link; failing call %llu",
               peer_.c_str(), static_cast<unsigned long long>(service_->options().max_link_assembling_bytes),
               static_cast<unsigned long long>(view.call));
-    Abandon(lc, view.call, kResourceExhausted,
+    Abandon(lc, view.call, GrpcStatusOf(StatusCode::kResourceExhausted),
             "conduit: the link from daemon " + peer_ + " holds too many bytes of incomplete messages");
     return SkipArriving(reader_, m.fragment_length, deadline);
   }
@@ -378,7 +376,7 @@ Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>*
   std::string why;
   std::shared_ptr<ProgramSession> session = service_->servers().Find(port, local_ip_, /*from_link=*/true, &why);
   if (session == nullptr) {
-    SendStatus(view.call, kUnavailable,
+    SendStatus(view.call, GrpcStatusOf(StatusCode::kUnavailable),
                why.empty() ? "conduit: no program serves port " + std::to_string(port) + " through the daemon at " +
                                  service_->options().my_addr
                            : "conduit: " + why + " (daemon at " + service_->options().my_addr + ")");
@@ -387,7 +385,8 @@ Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>*
   bool stale = false;
   std::string refusal = RefusalFor(port, *session, &stale);
   if (!refusal.empty()) {
-    SendStatus(view.call, kUnavailable, "conduit: " + refusal + " (daemon at " + service_->options().my_addr + ")");
+    SendStatus(view.call, GrpcStatusOf(StatusCode::kUnavailable),
+               "conduit: " + refusal + " (daemon at " + service_->options().my_addr + ")");
     // The other daemon makes a new link, with a new handshake, for the channel's next call.
     if (stale) Fail(refusal);
     return Status::Ok();
@@ -398,7 +397,7 @@ Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>*
     open = calls_.size();
   }
   if (open >= service_->options().max_link_calls) {
-    SendStatus(view.call, kResourceExhausted,
+    SendStatus(view.call, GrpcStatusOf(StatusCode::kResourceExhausted),
                "conduit: daemon " + service_->options().my_addr + " already carries " + std::to_string(open) +
                    " calls from this daemon, the most one link may");
     return Status::Ok();

@@ -17,8 +17,6 @@
 namespace conduit::rpc {
 namespace {
 
-constexpr int32_t kResourceExhausted = 8;
-constexpr int32_t kUnavailable = 14;
 constexpr int kHelloTimeoutMs = 10000;
 // Ids this daemon gives calls to a program's servers; the program's own ids are small.
 constexpr uint64_t kIncomingBit = 1ull << 63;
@@ -445,10 +443,10 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = channels_.find(view.target);
     if (it == channels_.end()) {
-      refusal = kUnavailable;
+      refusal = GrpcStatusOf(StatusCode::kUnavailable);
       why = "conduit: this program has no channel " + std::to_string(view.target);
     } else if (client_calls_ >= service_->options().max_program_calls) {
-      refusal = kResourceExhausted;
+      refusal = GrpcStatusOf(StatusCode::kResourceExhausted);
       why = "conduit: this program has " + std::to_string(client_calls_) +
             " calls open through conduitd, the most one program may";
     } else {
@@ -465,14 +463,14 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
   if (target.local) {
     local = service_->servers().Find(target.port, target.ip, /*from_link=*/false, &why);
     if (local == nullptr) {
-      Refuse(view.call, kUnavailable,
+      Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable),
              "conduit: " + (why.empty() ? "no program on this host serves port " + std::to_string(target.port) : why));
       return Status::Ok();
     }
     std::shared_ptr<const TlsServerContext> checked = ch.checked_against;
     Status st = CheckLocalSecurity(&ch, *local);
     if (!st.ok()) {
-      Refuse(view.call, kUnavailable, "conduit: " + st.message());
+      Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable), "conduit: " + st.message());
       return Status::Ok();
     }
     if (ch.checked_against != checked) {
@@ -491,7 +489,7 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
     if (ch.link == nullptr || !ch.link->alive()) {
       Status st = ConnectTlsLink(&ch);
       if (!st.ok()) {
-        Refuse(view.call, kUnavailable, "conduit: " + st.message());
+        Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable), "conduit: " + st.message());
         return Status::Ok();
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -503,7 +501,7 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
     std::string daemon = JoinHostPort(target.ip, service_->options().peer_port);
     Status st = service_->links().Get(daemon, &link);
     if (!st.ok()) {
-      Refuse(view.call, kUnavailable, "conduit: " + st.message());
+      Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable), "conduit: " + st.message());
       return Status::Ok();
     }
   }
@@ -563,7 +561,7 @@ void ProgramSession::Deliver(RpcCall&, uint64_t id, Event ev) {
     auto it = server_of_port_.find(static_cast<uint32_t>(ev.target));
     if (it == server_of_port_.end()) {
       ev.sections = kCancel;
-      ev.cancel_code = kUnavailable;
+      ev.cancel_code = GrpcStatusOf(StatusCode::kUnavailable);
       ev.cancel_details = "conduit: the server stopped serving this port";
     } else {
       ev.target = it->second;

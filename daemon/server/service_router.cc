@@ -237,7 +237,7 @@ void ServiceRouter::RouteProgram(UniqueFd fd) {
   if (st.ok() && service == nullptr) st = InvalidArgument("no service handles message type %u", h.type);
   if (!st.ok()) {
     // Probes that connect and close (the listener's own liveness check) are not news.
-    if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
+    if (!IsEndOfStream(st)) {
       CLOG_WARN("program pid %d: connection refused: %s", creds.pid, st.message().c_str());
       WireStatus wire = ToWire(st);
       (void)WriteFrame(fd.get(), shimproto::kMagic, shimproto::kVersion, 0, 0, &wire, sizeof(wire),

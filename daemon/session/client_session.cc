@@ -49,7 +49,7 @@ void ClientSession::Run() {
     Status st = ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &frame,
                                    shimproto::kFrameTimeoutMs, /*accept_fd=*/true);
     if (!st.ok()) {
-      if (st.message().rfind("connection closed by peer after 0 of", 0) != 0) {
+      if (!IsEndOfStream(st)) {
         CLOG_WARN("%s: dropping connection after a malformed request: %s", who_.c_str(), st.message().c_str());
         (void)ReplyStatus(0, st);
       }

@@ -1,16 +1,6 @@
 #include "session/fabric_admin.h"
 
 namespace conduit {
-namespace {
-
-// Not-found errors come back from the stores as InvalidUsage with "no ... named".
-AdminReply PolicyError(const Status& st) {
-  if (st.message().rfind("no tenant policy named", 0) == 0) return AdminReply::Error(404, st.message());
-  return AdminReply::FromStatus(st);
-}
-
-}  // namespace
-
 void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
   api->Route("GET", "/v1/topology", AdminAccess::kRead,
              [fabric](const AdminRequest&) { return AdminReply::Ok(fabric->topology().Describe()); });
@@ -49,7 +39,7 @@ void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
   api->Route("GET", "/v1/policies/tenant/{name}", AdminAccess::kRead, [fabric](const AdminRequest& req) {
     Json body;
     Status st = fabric->tenants().Get(req.params.at("name"), &body);
-    return st.ok() ? AdminReply::Ok(std::move(body)) : PolicyError(st);
+    return st.ok() ? AdminReply::Ok(std::move(body)) : AdminReply::FromStatus(st);
   });
   api->Route("PUT", "/v1/policies/tenant/{name}", AdminAccess::kOperator, [fabric](const AdminRequest& req) {
     const std::string& name = req.params.at("name");
@@ -61,7 +51,7 @@ void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
   });
   api->Route("DELETE", "/v1/policies/tenant/{name}", AdminAccess::kOperator, [fabric](const AdminRequest& req) {
     Status st = fabric->tenants().Remove(req.params.at("name"));
-    return st.ok() ? AdminReply::Ok(Json::Object()) : PolicyError(st);
+    return st.ok() ? AdminReply::Ok(Json::Object()) : AdminReply::FromStatus(st);
   });
 
   api->Route("GET", "/v1/paths", AdminAccess::kRead,

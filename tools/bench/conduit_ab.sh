@@ -8,6 +8,8 @@
 #                      [-w 5] [-T 1] [--out FILE]
 # SPEC: conduitd flags, and environment for the programs as NAME=VALUE words, e.g.
 #   --a "--busy-poll-us 0 CONDUIT_BUSY_POLL_US=0" --b ""
+# The word BENCH_BUILD=DIR runs that variant's daemons and programs from another build
+# (a before/after of two commits): --a "BENCH_BUILD=/tmp/base/build" --b "".
 # --rate: links shaped to it (40gbit: left fast, as allreduce_bench.sh's "fast" mode).
 set -euo pipefail
 
@@ -29,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     -w) WARMUP=$2; shift 2 ;;
     -T) BUDGET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "conduit_ab.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -44,8 +46,10 @@ trap 'bench_conduit_stop; bench_cluster_down; rm -rf "$BENCH_WORK"' EXIT
 # run_variant SPEC RESULT_FILE: daemons with SPEC's flags, conduit-perf with its environment.
 run_variant() {
   local flags=() envs=() word
+  local BENCH_BUILD=$BENCH_BUILD  # lib.sh reads it at each start: a variant's own build
   for word in $1; do
-    if [[ $word =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$word"); else flags+=("$word"); fi
+    if [[ $word == BENCH_BUILD=* ]]; then BENCH_BUILD=${word#BENCH_BUILD=}
+    elif [[ $word =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$word"); else flags+=("$word"); fi
   done
   bench_conduit_start "$HOSTS" "${flags[@]}"
   # A subshell: the environment reaches this variant's programs only.

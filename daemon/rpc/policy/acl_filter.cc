@@ -8,8 +8,6 @@
 namespace conduit::rpc {
 namespace {
 
-constexpr int32_t kPermissionDenied = 7;
-
 bool DecodeBase64(const std::string& in, std::string* out) {
   auto digit = [](char c) -> int {
     if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -123,13 +121,15 @@ Verdict AclFilter::OnRequestMessage(const RpcInfo& info, const uint8_t* data, si
   if (it == fields_.end()) return Verdict::Continue();
   std::string value;
   if (!it->second.Read(data, len, &value)) {
-    return Verdict::Deny(kPermissionDenied, "conduit: access denied by policy '" + name_ + "': the request to " +
-                                                info.method + " is not a well-formed message");
+    return Verdict::Deny(GrpcStatusOf(StatusCode::kPermissionDenied), "conduit: access denied by policy '" + name_ +
+                                                                          "': the request to " + info.method +
+                                                                          " is not a well-formed message");
   }
   bool listed = values_.count(value) > 0;
   if (listed == allow_list_) return Verdict::Continue();
-  return Verdict::Deny(kPermissionDenied, "conduit: access denied by policy '" + name_ + "': " + it->second.text() +
-                                              " = '" + value + "' is " + (allow_list_ ? "not allowed" : "denied"));
+  return Verdict::Deny(GrpcStatusOf(StatusCode::kPermissionDenied),
+                       "conduit: access denied by policy '" + name_ + "': " + it->second.text() + " = '" + value +
+                           "' is " + (allow_list_ ? "not allowed" : "denied"));
 }
 
 }  // namespace conduit::rpc

@@ -8,7 +8,6 @@
 namespace conduit::rpc {
 namespace {
 
-constexpr int32_t kResourceExhausted = 8;
 // The longest a call may be held for a token: an hour (max_wait_ms 1e300 overflowed the
 // conversion to nanoseconds, undefined behaviour found by fuzzing).
 constexpr double kMaxWaitMs = 3600.0 * 1000;
@@ -63,7 +62,8 @@ Verdict RateLimitFilter::OnAdmit(const RpcInfo&) {
   if (!wait_ || !(wait_ns <= static_cast<double>(max_wait_.count()))) {
     char rate[32];
     snprintf(rate, sizeof(rate), "%g", rate_);
-    return Verdict::Deny(kResourceExhausted, "conduit: rate limit '" + name_ + "' (" + rate + " calls/s) exceeded");
+    return Verdict::Deny(GrpcStatusOf(StatusCode::kResourceExhausted),
+                         "conduit: rate limit '" + name_ + "' (" + rate + " calls/s) exceeded");
   }
   tokens_ -= 1;
   return Verdict::Delay(std::chrono::nanoseconds(static_cast<int64_t>(wait_ns)));
