@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "ops.h"
+#include "pending_op.h"
 #include "shim_log.h"
 
 namespace conduit {

@@ -7,28 +7,10 @@
 #include <functional>
 #include <vector>
 
-#include "comm.h"
-#include "protocol/shim_protocol.h"
-#include "device_memory.h"
 #include "nccl.h"
+#include "pending_op.h"
 
 namespace conduit {
-
-struct PendingOp {
-  ncclComm* comm = nullptr;
-  shimproto::OpDesc desc{};
-  size_t region_bytes = 0;   // bytes of the segment the op uses
-  const void* in = nullptr;  // copied to region + in_at before the op
-  size_t in_at = 0, in_bytes = 0;
-  void* out = nullptr;       // copied from region + out_at after the op
-  size_t out_at = 0, out_bytes = 0;
-  // Where in and out live (device_path.h): host ops are copied with memcpy, staged ones
-  // with CUDA copies on `stream`; device ones are shared with the daemon through `ref`.
-  MemoryKind place = MemoryKind::kHost;
-  cudaStream_t stream = nullptr;
-  BufferInfo in_info, out_info;
-  shimproto::DeviceOpRef ref{};
-};
 
 // Queues `op` inside a group, or runs it now. `call` names the API call for errors.
 ncclResult_t SubmitOp(const char* call, const PendingOp& op);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "ops.h"
+#include "pending_op.h"
 
 namespace conduit {
 

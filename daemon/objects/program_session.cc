@@ -38,7 +38,7 @@ std::vector<uint32_t> PeerGroups(int fd) {
 
 }  // namespace
 
-ProgramSession::ProgramSession(ObjectService* service, UniqueFd fd, const ProgramCredentials& creds)
+ProgramSession::ProgramSession(ObjectApi* service, UniqueFd fd, const ProgramCredentials& creds)
     : service_(service), fd_(std::move(fd)), creds_(creds), exe_(ProgramExe(creds.pid)) {
   caller_.pid = creds.pid;
   caller_.uid = static_cast<uint32_t>(creds.uid);

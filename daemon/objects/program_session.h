@@ -17,7 +17,8 @@
 
 #include "common/frame.h"
 #include "objects/access.h"
-#include "objects/object_service.h"
+#include "objects/object_api.h"
+#include "server/service.h"
 
 namespace conduit::objects {
 
@@ -29,7 +30,7 @@ class ProgramSession {
   // Read-only views one connection may hold at a time (each pins a copy against eviction).
   static constexpr size_t kMaxViews = 65536;
 
-  ProgramSession(ObjectService* service, UniqueFd fd, const ProgramCredentials& creds);
+  ProgramSession(ObjectApi* service, UniqueFd fd, const ProgramCredentials& creds);
   ~ProgramSession();
   void Run();
 
@@ -50,7 +51,7 @@ class ProgramSession {
   // kFrameTimeoutMs.
   Status ReadRequest(Frame* f);
 
-  ObjectService* service_;
+  ObjectApi* service_;
   UniqueFd fd_;
   ProgramCredentials creds_;
   Caller caller_;

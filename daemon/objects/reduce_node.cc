@@ -7,7 +7,6 @@
 
 #include "common/log.h"
 #include "common/thread_guard.h"
-#include "objects/object_service.h"
 #include "objects/reducer.h"
 #include "objects/reducer_state.h"
 #include "objects/wait.h"
@@ -26,7 +25,7 @@ std::string TaskName(const std::string& coord, uint64_t key, int slot, uint32_t 
 // fetched pipelined; either may still be being produced.
 class ChildReader {
  public:
-  ChildReader(ObjectService* svc, Reducer::Task* t, size_t index) : svc_(svc), t_(t), index_(index) {}
+  ChildReader(ReducerHost* host, Reducer::Task* t, size_t index) : host_(host), t_(t), index_(index) {}
   ~ChildReader() { Close(); }
 
   // Waits (bounded) for the child's slot to be filled, then opens its stream at `offset`.
@@ -44,15 +43,15 @@ class ChildReader {
     }
     std::string where = AddrFromWire(info.where), stream;
     IdFromWire(info.stream, &stream);
-    if (where == svc_->peers().self()) {
+    if (where == host_->peers().self()) {
       // An inner slot's partial result may not exist yet: its task starts asynchronously.
-      LocalStore& store = svc_->store();
+      LocalStore& store = host_->store();
       local_ = stream[0] == '\x01' ? store.FindOrWait(stream, Deadline::AfterMs(5000)) : store.Find(stream);
       if (local_ == nullptr) return Err(objproto::kNotFound, "no local copy of %s", Printable(stream).c_str());
       local_->AddUser();
       return ObjStatus::Ok();
     }
-    remote_ = std::make_unique<FetchStream>(&svc_->pool());
+    remote_ = std::make_unique<FetchStream>(&host_->pool());
     {
       std::lock_guard<std::mutex> lock(t_->mu);
       if (t_->cancelled) return Err(objproto::kTimeout, "cancelled");
@@ -79,7 +78,7 @@ class ChildReader {
     ObjStatus st = remote_->Read(scratch, len);
     if (st.ok() && off + len == t_->size && from_ == 0) {
       // A whole stream: it measured the link (eq. 2.1's B).
-      svc_->transfer_stats().NoteTransfer(
+      host_->transfer_stats().NoteTransfer(
           t_->size, std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count());
     }
     return st;
@@ -102,7 +101,7 @@ class ChildReader {
   }
 
  private:
-  ObjectService* svc_;
+  ReducerHost* host_;
   Reducer::Task* t_;
   size_t index_;
   ObjectRef local_;
@@ -136,7 +135,7 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
   t->size = s.size;
   t->op = s.op;
   t->dtype = s.dtype;
-  t->timeout_ms = static_cast<int>(std::min<uint32_t>(s.timeout_ms, static_cast<uint32_t>(svc_->options().timeout_ms)));
+  t->timeout_ms = static_cast<int>(std::min<uint32_t>(s.timeout_ms, static_cast<uint32_t>(host_->options().timeout_ms)));
   t->children.resize(s.nchildren);
   memcpy(t->children.data(), Tail<objproto::NodeStart>(body), s.nchildren * sizeof(objproto::ChildInfo));
   t->name = TaskName(t->coord, s.key.value, s.slot, s.gen);
@@ -145,7 +144,7 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
     if (t->slot == -1) {
       // The sink runs where its job is: it writes the job's target.
       auto it = jobs_.find(s.key.value);
-      if (t->coord != svc_->peers().self() || it == jobs_.end()) return;
+      if (t->coord != host_->peers().self() || it == jobs_.end()) return;
       std::lock_guard<std::mutex> jlock(it->second->mu);
       t->sink = it->second->sink;
       if (t->sink == nullptr) return;
@@ -205,7 +204,7 @@ void Reducer::CancelTasks(std::vector<std::shared_ptr<Task>> victims) {
       t->cv.notify_all();
     }
     // A partial result goes (its readers fail and restart); the sink's target stays.
-    if (t->sink == nullptr) svc_->store().Remove(t->output, Err(objproto::kNotFound, "partial reduce result cancelled"));
+    if (t->sink == nullptr) host_->store().Remove(t->output, Err(objproto::kNotFound, "partial reduce result cancelled"));
   }
 }
 
@@ -217,15 +216,15 @@ void Reducer::Report(const Task& t, uint32_t outcome, uint32_t child, const ObjS
   r.outcome = outcome;
   r.child = child;
   r.status = ToWire(st);
-  svc_->peers().Send(t.coord, objproto::kNodeReport, Encode(r));
+  host_->peers().Send(t.coord, objproto::kNodeReport, Encode(r));
 }
 
 
 void Reducer::RunTask(std::shared_ptr<Task> t) {
-  LocalStore& store = svc_->store();
+  LocalStore& store = host_->store();
   const auto type = static_cast<ncclDataType_t>(t->dtype);
   const size_t es = DataTypeSize(type);
-  const size_t block = BlockFor(svc_->options(), t->dtype, t->size);
+  const size_t block = BlockFor(host_->options(), t->dtype, t->size);
   const size_t k = t->children.size();
   ObjectRef own, out;
   std::vector<std::unique_ptr<ChildReader>> kids;
@@ -250,7 +249,7 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
   if (own == nullptr || !own->failure().ok()) {
     own.reset();
     return fail(objproto::kNodeOwnFailed, 0, Err(objproto::kLost, "object %s is no longer on daemon %s",
-                                                 Printable(t->own).c_str(), svc_->peers().self().c_str()));
+                                                 Printable(t->own).c_str(), host_->peers().self().c_str()));
   }
   own->AddUser();
   CopyInfo info;  // a partial result: internal, charged to nobody, never served to programs
@@ -269,7 +268,7 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
     memcpy(dst, own->data() + off, len);
     for (size_t c = 0; c < k; ++c) {
       if (kids.size() == c) {  // children open lazily, in order: the first may be all there is yet
-        kids.push_back(std::make_unique<ChildReader>(svc_, t.get(), c));
+        kids.push_back(std::make_unique<ChildReader>(host_, t.get(), c));
         st = kids[c]->Open(0);
         if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
       }
@@ -288,14 +287,14 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
 
 void Reducer::RunSink(std::shared_ptr<Task> t) {
   Sink& sink = *t->sink;
-  const size_t block = BlockFor(svc_->options(), t->dtype, t->size);
+  const size_t block = BlockFor(host_->options(), t->dtype, t->size);
   uint64_t off;
   {
     std::lock_guard<std::mutex> lock(sink.mu);
     if (sink.gen != t->gen) return;  // already replaced by a newer generation
     off = sink.written;
   }
-  ChildReader root(svc_, t.get(), 0);
+  ChildReader root(host_, t.get(), 0);
   ObjStatus st = root.Open(off);
   Bytes scratch(std::min<uint64_t>(block, t->size));
   bool stale = false;

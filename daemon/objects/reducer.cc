@@ -6,7 +6,6 @@
 #include <set>
 
 #include "common/log.h"
-#include "objects/object_service.h"
 #include "objects/reduce_tree.h"
 #include "objects/reducer_state.h"
 #include "objects/transfer.h"
@@ -27,7 +26,7 @@ std::string Hex(uint64_t v) {
 
 }  // namespace
 
-Reducer::Reducer(ObjectService* service) : svc_(service) {
+Reducer::Reducer(ReducerHost* host) : host_(host) {
   std::random_device rd;
   next_key_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
@@ -35,7 +34,7 @@ Reducer::Reducer(ObjectService* service) : svc_(service) {
 Reducer::~Reducer() = default;
 
 void Reducer::Register() {
-  Peers& p = svc_->peers();
+  Peers& p = host_->peers();
   p.Handle(objproto::kNodeStart, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnNodeStart(f, b); });
   p.Handle(objproto::kNodeChild, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeChild(b); });
   p.Handle(objproto::kNodeCancel, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeCancel(b); });
@@ -80,10 +79,10 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   DirectoryClient::PendingPublish reservation;
   std::vector<uint64_t> subs;
   {
-    Peers::Cork cork(&svc_->peers());
-    reservation = svc_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {}, owner);
+    Peers::Cork cork(&host_->peers());
+    reservation = host_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {}, owner);
     for (size_t i = 0; i < sources.size(); ++i) {
-      subs.push_back(svc_->directory().Subscribe(
+      subs.push_back(host_->directory().Subscribe(
           sources[i], [this, j, i](const objproto::DirEvent& ev, const Bytes& inline_data) {
             std::string where = AddrFromWire(ev.where);
             if (ev.kind != objproto::kEvLocation || where.empty()) return;
@@ -93,7 +92,7 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
     }
   }
   ObjStatus reserved =
-      svc_->directory().PublishFinish(reservation, Deadline::AfterMs(svc_->options().timeout_ms));
+      host_->directory().PublishFinish(reservation, Deadline::AfterMs(host_->options().timeout_ms));
   {
     std::unique_lock<std::mutex> lock(j->mu);
     if (!reserved.ok()) Finish(*j, reserved);
@@ -132,7 +131,7 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   // Small sources may all arrive (and be reduced) before a failed reservation's answer.
   if (!reserved.ok()) st = reserved;
   if (st.ok() && out == nullptr) {  // reduced inline: the target is a small object
-    st = svc_->store().Create(target, small_result.size(), j->target_info, &out);
+    st = host_->store().Create(target, small_result.size(), j->target_info, &out);
     if (st.ok()) {
       if (!small_result.empty()) memcpy(out->data(), small_result.data(), small_result.size());
     } else {
@@ -141,22 +140,22 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   }
   if (st.ok()) {
     out->MarkComplete();
-    svc_->PublishReduceTarget(out, /*complete=*/true);
+    host_->PublishReduceTarget(out, /*complete=*/true);
   } else if (reserved.ok()) {
-    svc_->AbandonReduceTarget(target, out.get(), st);
+    host_->AbandonReduceTarget(target, out.get(), st);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.erase(j->key);
   }
   // Clean-ups travel after the program has its answer.
-  svc_->peers().Defer([this, subs = std::move(subs), hosts = std::move(hosts), key = j->key] {
-    for (uint64_t h : subs) svc_->directory().Unsubscribe(h);
+  host_->peers().Defer([this, subs = std::move(subs), hosts = std::move(hosts), key = j->key] {
+    for (uint64_t h : subs) host_->directory().Unsubscribe(h);
     objproto::NodeCancel c{};
     c.key.value = key;
-    c.key.coordinator = AddrToWire(svc_->peers().self());
+    c.key.coordinator = AddrToWire(host_->peers().self());
     c.slot = -1;
-    for (const auto& h : hosts) svc_->peers().Send(h, objproto::kNodeCancel, Encode(c));
+    for (const auto& h : hosts) host_->peers().Send(h, objproto::kNodeCancel, Encode(c));
   });
   if (!st.ok()) used->clear();
   return st;
@@ -165,8 +164,8 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
 ObjStatus Reducer::CreateTarget(Job& j) {
   // Creating may evict (asking other daemons), so it happens here, not under Job::mu.
   ObjectRef out;
-  OBJ_RETURN_IF_ERROR(svc_->store().Create(j.target, j.size, j.target_info, &out));
-  svc_->PublishReduceTarget(out, /*complete=*/false);
+  OBJ_RETURN_IF_ERROR(host_->store().Create(j.target, j.size, j.target_info, &out));
+  host_->PublishReduceTarget(out, /*complete=*/false);
   auto sink = std::make_shared<Sink>();
   sink->out = out;
   std::lock_guard<std::mutex> lock(j.mu);
@@ -178,13 +177,13 @@ ObjStatus Reducer::CreateTarget(Job& j) {
 }
 
 void Reducer::ChooseDegree(Job& j) {
-  double bw = svc_->transfer_stats().bandwidth_Bps();
-  const ObjectOptions& o = svc_->options();
+  double bw = host_->transfer_stats().bandwidth_Bps();
+  const ObjectOptions& o = host_->options();
   if (o.bandwidth_Bps > 0) bw = o.bandwidth_Bps;
   if (bw <= 0) bw = kDefaultBandwidthBps;
   // Per-hop latency: half a round trip plus one pipeline block (a hop forwards a block only
   // once it has it).
-  double lat = o.latency_us > 0 ? o.latency_us * 1e-6 : svc_->peers().rtt_us() * 0.5e-6;
+  double lat = o.latency_us > 0 ? o.latency_us * 1e-6 : host_->peers().rtt_us() * 0.5e-6;
   lat += static_cast<double>(std::min<uint64_t>(PipelineBlock(o.block_bytes, j.size), j.size)) / bw;
   int d = ChooseReduceDegree(j.n, static_cast<double>(j.size), bw, lat);
   j.tree = BuildReduceTree(j.n, d);
@@ -268,7 +267,7 @@ void Reducer::UseTree(Job& j) {
 }
 
 void Reducer::AssignSpares(Job& j) {
-  const std::string& self = svc_->peers().self();
+  const std::string& self = host_->peers().self();
   while (!j.spares.empty()) {
     // Slots are filled in the tree's in-order sequence, except that an object on this
     // (the coordinator's) host takes the root when it is free: then the sink reads the
@@ -327,7 +326,7 @@ void Reducer::StartSlot(Job& j, int slot) {
   if (kids.empty()) return;  // leaves need no task: the parent reads their object
   objproto::NodeStart s{};
   s.key.value = j.key;
-  s.key.coordinator = AddrToWire(svc_->peers().self());
+  s.key.coordinator = AddrToWire(host_->peers().self());
   s.slot = slot;
   s.gen = j.slot_gen[slot];
   s.own = IdToWire(j.sources[j.slot_src[slot]]);
@@ -337,7 +336,7 @@ void Reducer::StartSlot(Job& j, int slot) {
   s.dtype = j.dtype;
   s.nchildren = static_cast<uint32_t>(kids.size());
   int left = j.deadline.PollTimeoutMs();
-  s.timeout_ms = static_cast<uint32_t>(left < 0 ? svc_->options().timeout_ms : std::max(left, 1));
+  s.timeout_ms = static_cast<uint32_t>(left < 0 ? host_->options().timeout_ms : std::max(left, 1));
   Bytes body = Encode(s);
   for (int c : kids) {
     objproto::ChildInfo ci = ChildInfoOf(j, c);
@@ -346,7 +345,7 @@ void Reducer::StartSlot(Job& j, int slot) {
   }
   const std::string& host = j.src[j.slot_src[slot]].where;
   j.hosts.insert(host);
-  svc_->peers().Send(host, objproto::kNodeStart, std::move(body));
+  host_->peers().Send(host, objproto::kNodeStart, std::move(body));
 }
 
 void Reducer::StartSink(Job& j) {
@@ -363,7 +362,7 @@ void Reducer::StartSink(Job& j) {
   }
   objproto::NodeStart s{};
   s.key.value = j.key;
-  s.key.coordinator = AddrToWire(svc_->peers().self());
+  s.key.coordinator = AddrToWire(host_->peers().self());
   s.slot = -1;
   s.gen = j.sink_gen;
   s.output = IdToWire(j.target);
@@ -372,24 +371,24 @@ void Reducer::StartSink(Job& j) {
   s.dtype = j.dtype;
   s.nchildren = 1;
   int left = j.deadline.PollTimeoutMs();
-  s.timeout_ms = static_cast<uint32_t>(left < 0 ? svc_->options().timeout_ms : std::max(left, 1));
+  s.timeout_ms = static_cast<uint32_t>(left < 0 ? host_->options().timeout_ms : std::max(left, 1));
   objproto::ChildInfo root = ChildInfoOf(j, 0);
-  j.hosts.insert(svc_->peers().self());
-  svc_->peers().Send(svc_->peers().self(), objproto::kNodeStart, Encode(s, &root, sizeof(root)));
+  j.hosts.insert(host_->peers().self());
+  host_->peers().Send(host_->peers().self(), objproto::kNodeStart, Encode(s, &root, sizeof(root)));
 }
 
 void Reducer::NotifyParent(Job& j, int slot) {
   int parent = j.tree.parent[slot];
   objproto::NodeChild m{};
   m.key.value = j.key;
-  m.key.coordinator = AddrToWire(svc_->peers().self());
+  m.key.coordinator = AddrToWire(host_->peers().self());
   m.child = ChildInfoOf(j, slot);
   std::string host;
   if (parent < 0) {
     m.slot = -1;
     m.gen = j.sink_gen;
     m.index = 0;
-    host = svc_->peers().self();
+    host = host_->peers().self();
   } else {
     if (j.slot_src[parent] == -1) return;  // told when the parent starts
     const auto& kids = j.tree.children[parent];
@@ -398,16 +397,16 @@ void Reducer::NotifyParent(Job& j, int slot) {
     m.index = static_cast<uint32_t>(std::find(kids.begin(), kids.end(), slot) - kids.begin());
     host = j.src[j.slot_src[parent]].where;
   }
-  svc_->peers().Send(host, objproto::kNodeChild, Encode(m));
+  host_->peers().Send(host, objproto::kNodeChild, Encode(m));
 }
 
 void Reducer::Cancel(Job& j, const std::string& host, int slot, uint32_t gen) {
   objproto::NodeCancel c{};
   c.key.value = j.key;
-  c.key.coordinator = AddrToWire(svc_->peers().self());
+  c.key.coordinator = AddrToWire(host_->peers().self());
   c.slot = slot;
   c.gen = gen;
-  svc_->peers().Send(host, objproto::kNodeCancel, Encode(c));
+  host_->peers().Send(host, objproto::kNodeCancel, Encode(c));
 }
 
 void Reducer::FailSlot(Job& j, int slot, const std::string& why) {
@@ -445,7 +444,7 @@ void Reducer::RestartPath(Job& j, int slot) {
     ++j.slot_gen[a];
     StartSlot(j, a);
   }
-  Cancel(j, svc_->peers().self(), -1, j.sink_gen);
+  Cancel(j, host_->peers().self(), -1, j.sink_gen);
   StartSink(j);
 }
 
@@ -476,7 +475,7 @@ void Reducer::OnReport(const Bytes& body) {
     } else if (r.outcome == objproto::kNodeChildFailed) {
       const int root = 0;
       if (j->slot_src[root] == -1) return;  // emptied meanwhile: the refill restarts the sink
-      if (!svc_->peers().IsLive(j->src[j->slot_src[root]].where) || st.code() == objproto::kNotFound ||
+      if (!host_->peers().IsLive(j->src[j->slot_src[root]].where) || st.code() == objproto::kNotFound ||
           st.code() == objproto::kLost) {
         FailSlot(*j, root, st.message());
       } else {
@@ -498,7 +497,7 @@ void Reducer::OnReport(const Bytes& body) {
     const auto& kids = j->tree.children[r.slot];
     if (r.child >= kids.size()) return;
     int c = kids[r.child];
-    if (j->slot_src[c] != -1 && (!svc_->peers().IsLive(j->src[j->slot_src[c]].where) ||
+    if (j->slot_src[c] != -1 && (!host_->peers().IsLive(j->src[j->slot_src[c]].where) ||
                                  st.code() == objproto::kNotFound || st.code() == objproto::kLost)) {
       FailSlot(*j, c, st.message());
     } else {
@@ -518,11 +517,11 @@ void Reducer::OnMembershipChange() {
     if (j->done || !j->have_tree) continue;
     for (int slot = 0; slot < j->n && !j->done; ++slot) {
       int s = j->slot_src[slot];
-      if (s != -1 && !svc_->peers().IsLive(j->src[s].where)) FailSlot(*j, slot, "its daemon " + j->src[s].where + " died");
+      if (s != -1 && !host_->peers().IsLive(j->src[s].where)) FailSlot(*j, slot, "its daemon " + j->src[s].where + " died");
     }
     // Arrived but unplaced objects on dead daemons can no longer take part.
     for (auto it = j->spares.begin(); it != j->spares.end();) {
-      if (!svc_->peers().IsLive(j->src[*it].where)) {
+      if (!host_->peers().IsLive(j->src[*it].where)) {
         j->src[*it].state = Job::kFailed;
         it = j->spares.erase(it);
       } else {
@@ -536,7 +535,7 @@ void Reducer::OnMembershipChange() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = tasks_.begin(); it != tasks_.end();) {
-      if (!svc_->peers().IsLive(it->second->coord)) {
+      if (!host_->peers().IsLive(it->second->coord)) {
         orphans.push_back(it->second);
         it = tasks_.erase(it);
       } else {

@@ -40,16 +40,38 @@
 #include "common/deadline.h"
 #include "protocol/object_protocol.h"
 #include "objects/access.h"
+#include "objects/directory_client.h"
+#include "objects/local_store.h"
 #include "objects/messages.h"
 #include "objects/obj_status.h"
+#include "objects/object_api.h"
+#include "objects/peers.h"
+#include "objects/transfer.h"
 
 namespace conduit::objects {
 
-class ObjectService;
+// What the reducer needs of the store around it (ObjectService implements it): its parts,
+// and the two events of a Reduce target's life that the store publishes.
+class ReducerHost {
+ public:
+  virtual ~ReducerHost() = default;
+  virtual const ObjectOptions& options() const = 0;
+  virtual Peers& peers() = 0;
+  virtual LocalStore& store() = 0;
+  virtual DirectoryClient& directory() = 0;
+  virtual DataPool& pool() = 0;
+  virtual TransferStats& transfer_stats() = 0;
+  // A Reduce target made on this host (pinned, origin): registered partial while the reduce
+  // runs, so readers elsewhere pipeline from it, and complete at the end.
+  virtual void PublishReduceTarget(const ObjectRef& obj, bool complete) = 0;
+  // A Reduce that failed: drops its target copy (if any) and its reservation in the
+  // directory; readers of the partial target get `why` (or "lost" on other hosts).
+  virtual void AbandonReduceTarget(const std::string& id, const LocalObject* obj, const ObjStatus& why) = 0;
+};
 
 class Reducer {
  public:
-  explicit Reducer(ObjectService* service);
+  explicit Reducer(ReducerHost* host);
   ~Reducer();
   void Register();
 
@@ -97,7 +119,7 @@ class Reducer {
   void Report(const Task& t, uint32_t outcome, uint32_t child, const ObjStatus& st);
   void CancelTasks(std::vector<std::shared_ptr<Task>> victims);
 
-  ObjectService* svc_;
+  ReducerHost* host_;
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Job>> jobs_;
   std::map<std::string, std::shared_ptr<Task>> tasks_;

@@ -1,0 +1,86 @@
+// ObjectApi: what a program's session asks of the object store (objects/program_session.h),
+// apart from the service that implements it (objects/object_service.h), so the session and
+// the service each include only this, never each other.
+#ifndef CONDUIT_DAEMON_OBJECTS_OBJECT_API_H_
+#define CONDUIT_DAEMON_OBJECTS_OBJECT_API_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "objects/access.h"
+#include "objects/local_store.h"
+#include "objects/messages.h"
+#include "objects/obj_status.h"
+#include "protocol/object_protocol.h"
+#include "server/program_policy.h"
+
+namespace conduit {
+class PeerSecurity;
+}
+
+namespace conduit::objects {
+
+struct ObjectOptions {
+  const PeerSecurity* security = nullptr;  // authenticates (and seals) connections to daemons
+  std::string self;                 // this daemon's peer address, as in `peers`
+  std::vector<std::string> peers;   // --object-peers (may include self)
+  uint64_t memory_bytes = 8ull << 30;
+  size_t block_bytes = 256 << 10;   // pipelining granularity (measured: docs/benchmarks.md)
+  int timeout_ms = 300000;          // bound on any wait for another daemon
+  double bandwidth_Bps = 0;         // reduce-degree model overrides (0: measure)
+  double latency_us = 0;
+  // Local users (access.h, quota.h). Operators: root, the daemon's euid and these uids
+  // (conduitd --admin-uid): they may read and delete every object and have no quota.
+  std::vector<int> operator_uids;
+  uint32_t default_access = objproto::kAccessOwner;  // --object-default-access
+  uint64_t quota_bytes = 0;          // per uid on this daemon; 0: half of memory_bytes
+  uint64_t quota_objects = 65536;    // per uid on this daemon
+};
+
+// A local copy or, for small objects served by the directory, the bytes themselves.
+struct Located {
+  ObjectRef obj;
+  bool is_inline = false;
+  Bytes inline_data;
+  objproto::Owner owner{};  // of the inline bytes (a local copy has its own)
+};
+
+class ObjectApi {
+ public:
+  virtual ~ObjectApi() = default;
+
+  virtual const ObjectOptions& options() const = 0;
+  virtual const ProgramPolicy* policy() const = 0;
+  // Whether `uid` is one of this daemon's operators (access.h).
+  virtual bool IsOperator(uint32_t uid) const = 0;
+
+  // Put: creates the pinned origin copy, owned by `caller` with `access` (0: the daemon's
+  // default), charged to its quota, and registers it (kExists if the id is known).
+  // Small objects are complete at once; large ones are filled by the program.
+  virtual ObjStatus CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data,
+                                 const Caller& caller, uint32_t access, ObjectRef* out) = 0;
+  // Seals the bytes and publishes the copy complete; if it cannot be sealed (the creator
+  // still maps it writable) the Put is abandoned and the error says why.
+  virtual ObjStatus FinishPut(const ObjectRef& obj) = 0;
+  virtual void AbortPut(const ObjectRef& obj, const std::string& why) = 0;
+  // A local copy of `id` (partial copies grow as the fetch goes on), joining the broadcast;
+  // kPermissionDenied (and no local copy made) when `caller` may not read it.
+  virtual ObjStatus Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) = 0;
+  // Deletes every copy if `caller` owns the object or is an operator.
+  virtual ObjStatus Delete(const std::string& id, const Caller& caller, Deadline deadline) = 0;
+  // Indices of the first `num_ready` objects with a complete copy somewhere, in order;
+  // kPermissionDenied as soon as one of them exists and `caller` may not read it.
+  virtual ObjStatus Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
+                         Deadline deadline, std::vector<uint32_t>* ready) = 0;
+  virtual ObjStatus Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
+                           uint32_t op, uint32_t dtype, const Caller& caller, uint32_t access, Deadline deadline,
+                           std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) = 0;
+  // JSON text with this daemon's object state (admin API, conduitctl, tests).
+  virtual std::string StateJson() = 0;
+};
+
+}  // namespace conduit::objects
+
+#endif  // CONDUIT_DAEMON_OBJECTS_OBJECT_API_H_

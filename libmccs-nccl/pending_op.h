@@ -1,0 +1,35 @@
+// PendingOp: one NCCL call on the managed path, laid out for the staging segment and
+// waiting for its group to be sent. The group machinery (ops.h) builds and sends it; the
+// device path (device_path.h) classifies and stages its buffers. Its own header so that
+// neither of those two includes the other's.
+#ifndef CONDUIT_LIBMCCS_NCCL_PENDING_OP_H_
+#define CONDUIT_LIBMCCS_NCCL_PENDING_OP_H_
+
+#include <cstddef>
+
+#include "comm.h"
+#include "device_memory.h"
+#include "nccl.h"
+#include "protocol/shim_protocol.h"
+
+namespace conduit {
+
+struct PendingOp {
+  ncclComm* comm = nullptr;
+  shimproto::OpDesc desc{};
+  size_t region_bytes = 0;   // bytes of the segment the op uses
+  const void* in = nullptr;  // copied to region + in_at before the op
+  size_t in_at = 0, in_bytes = 0;
+  void* out = nullptr;       // copied from region + out_at after the op
+  size_t out_at = 0, out_bytes = 0;
+  // Where in and out live (device_path.h): host ops are copied with memcpy, staged ones
+  // with CUDA copies on `stream`; device ones are shared with the daemon through `ref`.
+  MemoryKind place = MemoryKind::kHost;
+  cudaStream_t stream = nullptr;
+  BufferInfo in_info, out_info;
+  shimproto::DeviceOpRef ref{};
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_LIBMCCS_NCCL_PENDING_OP_H_
