@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "byte_buffers.h"
+#include "call_internal.h"
 #include "call_credentials.h"
 #include "channel.h"
 #include "common/log.h"
@@ -22,16 +23,6 @@
 
 namespace conduit::grpcshim {
 
-// Flow control: a sender may keep sending while the receiver has not credited more than
-// 3/4 of this; the receiver credits every quarter it consumes (docs/rpc-protocol.md).
-constexpr uint64_t kWindowBytes = 8ull << 20;
-
-struct ManagedCall::Batch {
-  void* tag;
-  grpc_completion_queue* cq;
-  int pending;
-  bool ok;
-};
 
 // Calls live in one reserved address range, so IsManaged is a range check.
 class CallSlab {
@@ -78,15 +69,6 @@ class CallSlab {
 };
 
 namespace {
-
-int64_t MicrosUntil(gpr_timespec deadline) {
-  const RealGrpc& g = Real();
-  if (deadline.tv_sec == INT64_MAX) return rpc::kNoTimeout;
-  gpr_timespec now = g.gpr_now(GPR_CLOCK_MONOTONIC);
-  gpr_timespec mono = g.gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
-  int64_t us = (mono.tv_sec - now.tv_sec) * 1000000 + (mono.tv_nsec - now.tv_nsec) / 1000;
-  return us < 0 ? 0 : us;
-}
 
 gpr_timespec DeadlineFromTimeout(int64_t timeout_us) {
   const RealGrpc& g = Real();
@@ -141,6 +123,16 @@ grpc_byte_buffer* NewByteBuffer(std::string_view bytes) {
 }
 
 }  // namespace
+
+int64_t MicrosUntil(gpr_timespec deadline) {
+  const RealGrpc& g = Real();
+  if (deadline.tv_sec == INT64_MAX) return rpc::kNoTimeout;
+  gpr_timespec now = g.gpr_now(GPR_CLOCK_MONOTONIC);
+  gpr_timespec mono = g.gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
+  int64_t us = (mono.tv_sec - now.tv_sec) * 1000000 + (mono.tv_nsec - now.tv_nsec) / 1000;
+  return us < 0 ? 0 : us;
+}
+
 
 bool ManagedCall::IsManaged(const grpc_call* call) { return CallSlab::Get().Contains(call); }
 
@@ -689,173 +681,6 @@ grpc_call_error ManagedCall::Validate(const grpc_op* ops, size_t nops) {
   return GRPC_CALL_OK;
 }
 
-grpc_call_error ManagedCall::StartBatch(const grpc_op* ops, size_t nops, void* tag) {
-  const grpc_byte_buffer* outgoing = nullptr;
-  for (size_t i = 0; i < nops; ++i) {
-    if (ops[i].op == GRPC_OP_SEND_MESSAGE) outgoing = ops[i].data.send_message.send_message;
-  }
-  if (outgoing != nullptr) conn_->ReserveSendSpace(ByteBufferLength(outgoing));
-
-  Ready ready;
-  Deferred d;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    grpc_call_error err = Validate(ops, nops);
-    if (err != GRPC_CALL_OK) return err;
-    if (!BeginCompletion(cq_, tag)) return GRPC_CALL_ERROR_COMPLETION_QUEUE_SHUTDOWN;
-    Ref();
-    auto* b = new Batch{tag, cq_, 1, true};
-    rpc::CallEvent out;
-    std::string md_block, trailers_block, details;
-    PlacedMessage placed;
-    bool have_message = false;
-    bool queued_status = false;
-    for (size_t i = 0; i < nops; ++i) {
-      const grpc_op& op = ops[i];
-      switch (op.op) {
-        case GRPC_OP_SEND_INITIAL_METADATA: {
-          uint32_t count = EncodeInitialMetadata(op, &md_block);
-          sent_initial_ = true;
-          if (client_) {
-            out.sections |= rpc::kStart;
-            out.target = channel_->id();
-            out.method = method_;
-            out.authority = authority_;
-            out.timeout_us = MicrosUntil(deadline_);
-            out.initial_md = rpc::MetadataView{count, md_block};
-          } else if (!finished_) {
-            out.sections |= rpc::kHeaders;
-            out.headers = rpc::MetadataView{count, md_block};
-          }
-          break;
-        }
-        case GRPC_OP_SEND_MESSAGE: {
-          const grpc_byte_buffer* bb = op.data.send_message.send_message;
-          size_t len = ByteBufferLength(bb);
-          if (finished_) {
-            b->ok = false;
-          } else if (limits_.max_send >= 0 && static_cast<int64_t>(len) > limits_.max_send) {
-            std::string why = "Sent message larger than max (" + std::to_string(len) + " vs. " +
-                              std::to_string(limits_.max_send) + ")";
-            b->ok = false;
-            QueueCancel(GRPC_STATUS_RESOURCE_EXHAUSTED, why);
-            if (client_) {
-              FinishClient(GRPC_STATUS_RESOURCE_EXHAUSTED, why, {}, 0, &ready);
-            } else {
-              FinishServer(true, &ready);
-            }
-          } else if (!held_.empty() || unacked_ > kWindowBytes * 3 / 4) {
-            HeldSend h;
-            h.batch = b;
-            h.message = bb;
-            h.compressed = MaybeCompress(bb, op.flags);
-            held_.push_back(std::move(h));
-            ++b->pending;
-          } else {
-            grpc_byte_buffer* compressed = MaybeCompress(bb, op.flags);
-            if (Place(bb, compressed, &placed).ok()) {
-              unacked_ += placed.wire.total_length;
-              have_message = true;
-            } else {
-              b->ok = false;
-            }
-            if (compressed != nullptr) Real().grpc_byte_buffer_destroy(compressed);
-          }
-          break;
-        }
-        case GRPC_OP_SEND_CLOSE_FROM_CLIENT:
-          sent_close_ = true;
-          if (finished_) break;
-          if (!held_.empty()) {
-            held_.back().extra_sections |= rpc::kHalfClose;
-          } else {
-            out.sections |= rpc::kHalfClose;
-          }
-          break;
-        case GRPC_OP_SEND_STATUS_FROM_SERVER: {
-          sent_close_ = true;
-          if (finished_) {
-            b->ok = false;
-            break;
-          }
-          const auto& s = op.data.send_status_from_server;
-          uint32_t count = EncodeMetadata(s.trailing_metadata, s.trailing_metadata_count, &trailers_block);
-          if (s.status_details != nullptr) {
-            details.assign(SliceView(*s.status_details));
-          }
-          if (!held_.empty()) {
-            HeldSend& h = held_.back();
-            h.extra_sections |= rpc::kStatus;
-            h.status_code = s.status;
-            h.details = details;
-            h.trailers = trailers_block;
-            h.trailer_count = count;
-          } else {
-            out.sections |= rpc::kStatus;
-            out.status_code = s.status;
-            out.status_details = details;
-            out.trailers = rpc::MetadataView{count, trailers_block};
-            queued_status = true;
-          }
-          break;
-        }
-        case GRPC_OP_RECV_INITIAL_METADATA:
-          if (headers_received_ || finished_) {
-            FillMetadata(op.data.recv_initial_metadata.recv_initial_metadata, headers_, headers_count_);
-          } else {
-            recv_initial_ = PendingRecv{b};
-            recv_initial_.metadata = op.data.recv_initial_metadata.recv_initial_metadata;
-            ++b->pending;
-          }
-          break;
-        case GRPC_OP_RECV_MESSAGE:
-          if (!messages_.empty()) {
-            DeliverMessage(op.data.recv_message.recv_message, &ready);
-          } else if (end_of_messages_) {
-            *op.data.recv_message.recv_message = nullptr;
-            if (cancelled_) b->ok = false;
-          } else {
-            recv_message_ = PendingRecv{b};
-            recv_message_.message = op.data.recv_message.recv_message;
-            ++b->pending;
-          }
-          break;
-        case GRPC_OP_RECV_STATUS_ON_CLIENT: {
-          const auto& r = op.data.recv_status_on_client;
-          PendingRecv want{b};
-          want.metadata = r.trailing_metadata;
-          want.status = r.status;
-          want.details = r.status_details;
-          want.error_string = r.error_string;
-          if (finished_) {
-            FillStatus(want);
-          } else {
-            recv_status_ = want;
-            ++b->pending;
-          }
-          break;
-        }
-        case GRPC_OP_RECV_CLOSE_ON_SERVER:
-          if (finished_) {
-            *op.data.recv_close_on_server.cancelled = cancelled_ ? 1 : 0;
-          } else {
-            recv_close_ = PendingRecv{b};
-            recv_close_.cancelled = op.data.recv_close_on_server.cancelled;
-            ++b->pending;
-          }
-          break;
-      }
-    }
-    if (out.sections != 0 || have_message) QueueEvent(out, have_message ? &placed : nullptr);
-    if (placed.valid) conn_->Unplace(&placed);
-    if (queued_status) FinishServer(false, &ready);
-    OpDone(b, true, &ready);
-    d = TakeDeferred();
-  }
-  RunDeferred(d);
-  PostReady(&ready);
-  return GRPC_CALL_OK;
-}
 
 // ---------------------------------------------------------------- events
 

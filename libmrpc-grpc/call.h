@@ -165,6 +165,17 @@ class ManagedCall {
   void Init(std::shared_ptr<DaemonConnection> conn, bool client, MessageLimits limits);
 
   grpc_call_error Validate(const grpc_op* ops, size_t nops);
+  // StartBatch, one handler per gRPC op (lock held). Sends gather into one event of the
+  // daemon protocol (BatchWork, call.cc); receives complete at once or wait on the call.
+  struct BatchWork;
+  void SendInitialMetadata(const grpc_op& op, BatchWork& w);
+  void SendMessage(const grpc_op& op, BatchWork& w);
+  void SendCloseFromClient(BatchWork& w);
+  void SendStatusFromServer(const grpc_op& op, BatchWork& w);
+  void RecvInitialMetadata(const grpc_op& op, BatchWork& w);
+  void RecvMessage(const grpc_op& op, BatchWork& w);
+  void RecvStatusOnClient(const grpc_op& op, BatchWork& w);
+  void RecvCloseOnServer(const grpc_op& op, BatchWork& w);
   void OpDone(Batch* b, bool ok, Ready* ready);
   void PostReady(Ready* ready);
   void FillMetadata(grpc_metadata_array* array, const std::string* block, uint32_t count);
