@@ -28,18 +28,18 @@
 #include "admin/daemon_routes.h"
 #include "admin/metrics_server.h"
 #include "collectives/registry.h"
-#include "gpu/runtime.h"
 #include "common/busy_poll.h"
 #include "common/config_file.h"
 #include "common/log.h"
 #include "common/net_addr.h"
-#include "protocol/peer_protocol.h"
-#include "protocol/shim_protocol.h"
 #include "common/thread_guard.h"
 #include "common/version.h"
-#include "policy/fabric.h"
+#include "gpu/runtime.h"
 #include "objects/object_admin.h"
 #include "objects/object_service.h"
+#include "policy/fabric.h"
+#include "protocol/peer_protocol.h"
+#include "protocol/shim_protocol.h"
 #include "rpc/rpc_admin.h"
 #include "rpc/rpc_service.h"
 #include "security/cluster_key.h"
@@ -716,7 +716,9 @@ int Main(int argc, char** argv) {
   const Status reason = SystemError("conduitd on %s is shutting down (%s): start it again to serve new calls",
                                     my_addr.c_str(), strsignal(sig));
   const size_t cut = router.Shutdown(reason, Deadline::AfterMs(flags.shutdown_grace_ms));
-  if (cut > 0) CLOG_WARN("%zu program connections did not hang up within %d ms and were closed", cut, flags.shutdown_grace_ms);
+  if (cut > 0) {
+    CLOG_WARN("%zu program connections did not hang up within %d ms and were closed", cut, flags.shutdown_grace_ms);
+  }
   CLOG_INFO("stopped");
   // The services' threads are detached and never joined (they end with the process), so
   // static destructors must not run under them: _exit, not exit.

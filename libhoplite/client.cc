@@ -16,9 +16,9 @@
 #include "common/exe_name.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
+#include "conduit/hoplite.h"
 #include "protocol/object_protocol.h"
 #include "protocol/shim_protocol.h"
-#include "conduit/hoplite.h"
 
 namespace hoplite {
 namespace {

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "protocol/shim_protocol.h"
 #include "daemon_connection.h"
 #include "device_path.h"
 #include "nccl.h"
+#include "protocol/shim_protocol.h"
 #include "staging_buffer.h"
 
 namespace conduit {

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "protocol/shim_protocol.h"
 #include "common/status.h"
 #include "daemon_connection.h"
 #include "device_memory.h"
 #include "nccl.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit {
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <thread>
 
-#include "protocol/staging_control.h"
 #include "device_path.h"
+#include "protocol/staging_control.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
 #include "streaming.h"

@@ -24,9 +24,9 @@
 #include "absl/status/status.h"
 #include "common/frame_stream.h"
 #include "common/rpc_event.h"
-#include "protocol/rpc_protocol.h"
 #include "common/shm_heap.h"
 #include "common/shm_segment.h"
+#include "protocol/rpc_protocol.h"
 
 struct grpc_fd;
 

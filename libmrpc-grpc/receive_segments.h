@@ -15,8 +15,8 @@
 #include <mutex>
 #include <vector>
 
-#include "protocol/rpc_protocol.h"
 #include "common/shm_segment.h"
+#include "protocol/rpc_protocol.h"
 
 namespace conduit::grpcshim {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/json.h"
-#include "protocol/peer_protocol.h"
 #include "common/status.h"
+#include "protocol/peer_protocol.h"
 
 namespace conduit {
 

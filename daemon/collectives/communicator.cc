@@ -7,10 +7,10 @@
 #include "collectives/peer_messages.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "protocol/peer_protocol.h"
 #include "common/thread_guard.h"
 #include "gpu/comm_stream.h"
 #include "policy/tenant_pacer.h"
+#include "protocol/peer_protocol.h"
 #include "reduce/reduce.h"
 
 namespace conduit {

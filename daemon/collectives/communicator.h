@@ -26,12 +26,12 @@
 #include "collectives/comm_config.h"
 #include "collectives/comm_stats.h"
 #include "collectives/mailbox.h"
-#include "protocol/shim_protocol.h"
-#include "protocol/staging_control.h"
 #include "common/status.h"
 #include "common/unique_id.h"
 #include "cuda/cuda_abi.h"
 #include "policy/fabric.h"
+#include "protocol/shim_protocol.h"
+#include "protocol/staging_control.h"
 #include "transport/link.h"
 
 namespace conduit {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common/fd_io.h"
-#include "protocol/peer_protocol.h"
 #include "common/status.h"
+#include "protocol/peer_protocol.h"
 
 namespace conduit {
 

@@ -22,10 +22,10 @@
 
 #include "collectives/memory_traffic.h"
 #include "common/deadline.h"
-#include "protocol/shim_protocol.h"
-#include "protocol/staging_control.h"
 #include "common/status.h"
 #include "nccl.h"
+#include "protocol/shim_protocol.h"
+#include "protocol/staging_control.h"
 
 namespace conduit {
 

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "protocol/shim_protocol.h"
 #include "common/unique_id.h"
+#include "protocol/shim_protocol.h"
 #include "security/comm_secret.h"
 
 namespace conduit {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/frame.h"
-#include "protocol/peer_protocol.h"
 #include "common/status.h"
+#include "protocol/peer_protocol.h"
 
 namespace conduit {
 

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "protocol/peer_protocol.h"
 #include "common/status.h"
 #include "common/unique_id.h"
+#include "protocol/peer_protocol.h"
 
 namespace conduit {
 

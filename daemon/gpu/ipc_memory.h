@@ -18,8 +18,8 @@
 #include <mutex>
 #include <utility>
 
-#include "protocol/shim_protocol.h"
 #include "common/status.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit::gpu {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "protocol/object_protocol.h"
 #include "objects/obj_status.h"
+#include "protocol/object_protocol.h"
 
 namespace conduit::objects {
 

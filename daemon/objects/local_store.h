@@ -32,9 +32,9 @@
 
 #include "common/deadline.h"
 #include "common/fd_io.h"
-#include "protocol/object_protocol.h"
 #include "objects/obj_status.h"
 #include "objects/quota.h"
+#include "protocol/object_protocol.h"
 
 namespace conduit::objects {
 

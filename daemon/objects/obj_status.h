@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "protocol/object_protocol.h"
 #include "common/status.h"
+#include "protocol/object_protocol.h"
 
 namespace conduit::objects {
 

@@ -5,12 +5,12 @@
 
 #include "common/frame.h"
 #include "common/log.h"
-#include "protocol/peer_protocol.h"
-#include "protocol/shim_protocol.h"
 #include "common/thread_guard.h"
 #include "objects/program_session.h"
 #include "objects/reducer.h"
 #include "objects/wait.h"
+#include "protocol/peer_protocol.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit::objects {
 namespace {

@@ -7,13 +7,13 @@
 #include <condition_variable>
 #include <thread>
 
-#include "common/thread_guard.h"
-#include "protocol/auth_protocol.h"
 #include "common/frame.h"
 #include "common/log.h"
+#include "common/thread_guard.h"
+#include "objects/wait.h"
+#include "protocol/auth_protocol.h"
 #include "protocol/peer_protocol.h"
 #include "security/peer_security.h"
-#include "objects/wait.h"
 #include "transport/tcp.h"
 
 namespace conduit::objects {

@@ -38,7 +38,6 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "protocol/object_protocol.h"
 #include "objects/access.h"
 #include "objects/directory_client.h"
 #include "objects/local_store.h"
@@ -47,6 +46,7 @@
 #include "objects/object_api.h"
 #include "objects/peers.h"
 #include "objects/transfer.h"
+#include "protocol/object_protocol.h"
 
 namespace conduit::objects {
 

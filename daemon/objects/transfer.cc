@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include "protocol/auth_protocol.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "protocol/peer_protocol.h"
 #include "objects/messages.h"
+#include "protocol/auth_protocol.h"
+#include "protocol/peer_protocol.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
 

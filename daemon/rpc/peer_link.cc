@@ -8,11 +8,11 @@
 #include <chrono>
 #include <thread>
 
-#include "protocol/auth_protocol.h"
 #include "common/log.h"
+#include "common/thread_guard.h"
+#include "protocol/auth_protocol.h"
 #include "protocol/peer_protocol.h"
 #include "protocol/rpc_protocol.h"
-#include "common/thread_guard.h"
 #include "rpc/auth_properties.h"
 #include "rpc/frame_input.h"
 #include "rpc/program_session.h"

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/frame_stream.h"
-#include "protocol/rpc_protocol.h"
 #include "common/shm_heap.h"
 #include "common/shm_segment.h"
+#include "protocol/rpc_protocol.h"
 #include "rpc/message.h"
 
 namespace conduit::rpc {

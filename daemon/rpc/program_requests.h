@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "protocol/rpc_protocol.h"
 #include "common/status.h"
+#include "protocol/rpc_protocol.h"
 
 namespace conduit::rpc {
 

@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "protocol/auth_protocol.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
+#include "protocol/auth_protocol.h"
 #include "security/crypto.h"
 
 namespace conduit {

@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "protocol/auth_protocol.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "protocol/auth_protocol.h"
 #include "security/aead_record_cipher.h"
 #include "security/cluster_key.h"
 

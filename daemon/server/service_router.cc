@@ -14,9 +14,9 @@
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/net_addr.h"
+#include "common/thread_guard.h"
 #include "protocol/peer_protocol.h"
 #include "protocol/shim_protocol.h"
-#include "common/thread_guard.h"
 #include "security/peer_security.h"
 
 namespace conduit {

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "protocol/shim_protocol.h"
 #include "common/unique_id.h"
 #include "common/version.h"
+#include "protocol/shim_protocol.h"
 #include "security/comm_secret.h"
 #include "session/group_request.h"
 

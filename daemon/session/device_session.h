@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "protocol/shim_protocol.h"
 #include "common/status.h"
 #include "gpu/ipc_memory.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "protocol/shim_protocol.h"
 #include "common/status.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit {
 

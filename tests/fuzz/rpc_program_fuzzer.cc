@@ -13,8 +13,8 @@
 #include <string_view>
 
 #include "common/rpc_hello_reply.h"
-#include "protocol/rpc_protocol.h"
 #include "fuzz_check.h"
+#include "protocol/rpc_protocol.h"
 #include "rpc/program_requests.h"
 #include "rpc/target.h"
 

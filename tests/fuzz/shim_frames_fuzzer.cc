@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/frame_stream.h"
-#include "protocol/shim_protocol.h"
 #include "common/unique_id.h"
 #include "fuzz_check.h"
+#include "protocol/shim_protocol.h"
 #include "session/group_request.h"
 
 using namespace conduit;

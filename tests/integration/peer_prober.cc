@@ -36,12 +36,12 @@
 #include <string>
 #include <vector>
 
-#include "protocol/auth_protocol.h"
 #include "common/frame.h"
+#include "common/unique_id.h"
+#include "protocol/auth_protocol.h"
 #include "protocol/object_protocol.h"
 #include "protocol/peer_protocol.h"
 #include "protocol/rpc_protocol.h"
-#include "common/unique_id.h"
 #include "security/comm_secret.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"

@@ -18,10 +18,10 @@
 #include <thread>
 
 #include "coll_run.h"
-#include "conduitctl_run.h"
 #include "common/frame.h"
-#include "protocol/shim_protocol.h"
+#include "conduitctl_run.h"
 #include "integration_env.h"
+#include "protocol/shim_protocol.h"
 
 namespace conduit::it {
 namespace {

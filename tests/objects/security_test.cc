@@ -18,9 +18,9 @@
 
 #include "../integration/integration_env.h"
 #include "common/frame.h"
+#include "object_cluster.h"
 #include "protocol/object_protocol.h"
 #include "protocol/shim_protocol.h"
-#include "object_cluster.h"
 
 namespace conduit::it {
 namespace {

@@ -25,8 +25,8 @@
 
 #include "common/frame.h"
 #include "common/frame_stream.h"
-#include "protocol/peer_protocol.h"
 #include "common/rpc_event.h"
+#include "protocol/peer_protocol.h"
 #include "protocol/rpc_protocol.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"

@@ -26,9 +26,9 @@
 
 #include "common/frame.h"
 #include "common/frame_stream.h"
+#include "common/shm_segment.h"
 #include "protocol/rpc_protocol.h"
 #include "protocol/shim_protocol.h"
-#include "common/shm_segment.h"
 
 namespace conduit {
 namespace {

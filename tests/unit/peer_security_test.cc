@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "protocol/auth_protocol.h"
 #include "common/frame.h"
 #include "common/net_addr.h"
+#include "protocol/auth_protocol.h"
 #include "security/aead_record_cipher.h"
 #include "security/cluster_key.h"
 #include "security/peer_security.h"
