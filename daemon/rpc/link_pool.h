@@ -14,18 +14,18 @@
 namespace conduit::rpc {
 
 class PeerLink;
-class RpcService;
+class RpcContext;
 
 class LinkPool {
  public:
-  explicit LinkPool(RpcService* service) : service_(service) {}
+  explicit LinkPool(RpcContext* service) : service_(service) {}
   // The live link to the daemon at `addr` ("ip:port"), connecting when there is none.
   Status Get(const std::string& addr, std::shared_ptr<PeerLink>* out);
   // Addresses of the links that are up.
   std::vector<std::string> Live();
 
  private:
-  RpcService* service_;
+  RpcContext* service_;
   std::mutex mu_;  // held while connecting: one connection per address
   std::map<std::string, std::shared_ptr<PeerLink>> links_;
 };

@@ -16,7 +16,7 @@
 #include "rpc/auth_properties.h"
 #include "rpc/frame_input.h"
 #include "rpc/program_session.h"
-#include "rpc/rpc_service.h"
+#include "rpc/rpc_context.h"
 #include "rpc/target.h"
 #include "rpc/tls_flights.h"
 #include "security/peer_security.h"
@@ -67,7 +67,7 @@ void Merge(Event& into, Event&& from) {
 
 }  // namespace
 
-PeerLink::PeerLink(RpcService* service, Conn conn, std::string peer, bool accepted)
+PeerLink::PeerLink(RpcContext* service, Conn conn, std::string peer, bool accepted)
     : service_(service),
       conn_(std::move(conn)),
       peer_(std::move(peer)),
@@ -93,17 +93,17 @@ PeerLink::LinkCall::~LinkCall() {
   if (budget != nullptr) budget->fetch_sub(charged);
 }
 
-Status PeerLink::Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out) {
+Status PeerLink::Connect(RpcContext* service, const std::string& addr, std::shared_ptr<PeerLink>* out) {
   return ConnectWith(service, addr, 0, nullptr, out);
 }
 
-Status PeerLink::ConnectTls(RpcService* service, const std::string& addr, uint32_t port,
+Status PeerLink::ConnectTls(RpcContext* service, const std::string& addr, uint32_t port,
                             std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out) {
   if (port == 0 || tls == nullptr) return InvalidArgument("a TLS link needs a port and credentials");
   return ConnectWith(service, addr, port, std::move(tls), out);
 }
 
-Status PeerLink::ConnectWith(RpcService* service, const std::string& addr, uint32_t tls_port,
+Status PeerLink::ConnectWith(RpcContext* service, const std::string& addr, uint32_t tls_port,
                              std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out) {
   Conn conn;
   PeerIdentity peer;
@@ -145,7 +145,7 @@ Status PeerLink::ConnectWith(RpcService* service, const std::string& addr, uint3
   return Status::Ok();
 }
 
-void PeerLink::Accept(RpcService* service, Conn conn, const PeerIdentity& identity) {
+void PeerLink::Accept(RpcContext* service, Conn conn, const PeerIdentity& identity) {
   TuneTcpSocket(conn.fd(), service->options().timeout_ms);
   const std::string peer = identity.remote;
   std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(conn), peer, /*accepted=*/true));

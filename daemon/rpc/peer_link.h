@@ -36,7 +36,7 @@
 namespace conduit::rpc {
 
 class ProgramSession;
-class RpcService;
+class RpcContext;
 
 class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> {
  public:
@@ -44,15 +44,15 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
 
   // Connects to the daemon at `addr`, authenticates it and says hello; the link then reads
   // on its own thread.
-  static Status Connect(RpcService* service, const std::string& addr, std::shared_ptr<PeerLink>* out);
+  static Status Connect(RpcContext* service, const std::string& addr, std::shared_ptr<PeerLink>* out);
   // A TLS link for one channel to `port` at the daemon at `addr`: after the hello, the TLS
   // handshake with the channel's credentials against the server's (rpc/tls_flights.h). It
   // carries calls to that port only.
-  static Status ConnectTls(RpcService* service, const std::string& addr, uint32_t port,
+  static Status ConnectTls(RpcContext* service, const std::string& addr, uint32_t port,
                            std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out);
   // Serves an authenticated connection another daemon opened, on the calling thread, until
   // it ends.
-  static void Accept(RpcService* service, Conn conn, const PeerIdentity& peer);
+  static void Accept(RpcContext* service, Conn conn, const PeerIdentity& peer);
   ~PeerLink() override;
 
   bool alive() const { return alive_.load(std::memory_order_acquire); }
@@ -98,8 +98,8 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
     std::string why;
   };
 
-  PeerLink(RpcService* service, Conn conn, std::string peer, bool accepted);
-  static Status ConnectWith(RpcService* service, const std::string& addr, uint32_t tls_port,
+  PeerLink(RpcContext* service, Conn conn, std::string peer, bool accepted);
+  static Status ConnectWith(RpcContext* service, const std::string& addr, uint32_t tls_port,
                             std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out);
   // Accepting side: which program credentials a hello naming `tls_port` gets the handshake
   // with; an error when no program serves that port here with TLS.
@@ -123,7 +123,7 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // for a TLS link closed because its channel is gone).
   void Fail(const std::string& why, bool quiet = false);
 
-  RpcService* service_;
+  RpcContext* service_;
   Conn conn_;  // sealed when the cluster encrypts (--encrypt-peers)
   std::string peer_;
   bool accepted_;  // the other daemon connected: it starts the calls

@@ -10,7 +10,7 @@
 #include "rpc/frame_input.h"
 #include "rpc/peer_link.h"
 #include "rpc/program_requests.h"
-#include "rpc/rpc_service.h"
+#include "rpc/rpc_context.h"
 #include "security/tls_session.h"
 #include "server/service_router.h"
 
@@ -30,7 +30,7 @@ bool ParseExact(const std::string& payload, T* out) {
 
 }  // namespace
 
-ProgramSession::ProgramSession(RpcService* service, UniqueFd fd, const ProgramCredentials& creds)
+ProgramSession::ProgramSession(RpcContext* service, UniqueFd fd, const ProgramCredentials& creds)
     : service_(service),
       fd_(std::move(fd)),
       creds_(creds),

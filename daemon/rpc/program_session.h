@@ -30,11 +30,11 @@
 namespace conduit::rpc {
 
 class PeerLink;
-class RpcService;
+class RpcContext;
 
 class ProgramSession : public Endpoint, public std::enable_shared_from_this<ProgramSession> {
  public:
-  ProgramSession(RpcService* service, UniqueFd fd, const ProgramCredentials& creds);
+  ProgramSession(RpcContext* service, UniqueFd fd, const ProgramCredentials& creds);
   ~ProgramSession() override;
 
   // Serves the connection until the program disconnects or misbehaves.
@@ -87,7 +87,7 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
   void Send(OutFrame frame);
   void EndAll(const std::string& why);
 
-  RpcService* service_;
+  RpcContext* service_;
   UniqueFd fd_;
   ProgramCredentials creds_;
   std::string who_;

@@ -7,9 +7,6 @@
 
 namespace conduit::rpc {
 
-RpcService::RpcService(RpcOptions options, const ProgramPolicy* admission)
-    : options_(std::move(options)), admission_(admission), datapath_(&policies_), links_(this) {}
-
 void RpcService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
   auto session = std::make_shared<ProgramSession>(this, std::move(fd), creds);
   session->Run();

@@ -1,77 +1,25 @@
 // RpcService: the RPC part of conduitd (libmrpc-grpc's programs, RPC links between
-// daemons) as a Service of the daemon's router. It owns what program sessions and links
-// share: the datapath with its policies, the table of served ports and the links to
-// other daemons.
+// daemons) as a Service of the daemon's router, owning the RpcContext they share.
 #ifndef CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 #define CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 
-#include <algorithm>
-#include <atomic>
-#include <cstdint>
-#include <string>
+#include <utility>
 
-#include "rpc/datapath.h"
-#include "rpc/link_pool.h"
-#include "rpc/policy/engine.h"
-#include "rpc/server_table.h"
-#include "server/program_policy.h"
+#include "rpc/rpc_context.h"
 #include "server/service.h"
-
-namespace conduit {
-class PeerSecurity;
-}
 
 namespace conduit::rpc {
 
-struct RpcOptions {
-  const PeerSecurity* security = nullptr;  // authenticates (and seals) links to other daemons
-  std::string my_addr;             // this daemon, "ip:port", for logs and hellos
-  uint32_t peer_port = 7650;       // where other daemons listen (all daemons share it)
-  int timeout_ms = 300000;         // bound on any wait
-  uint32_t inline_max = 512;       // messages up to this size travel inside frames
-  uint64_t max_receive_bytes = 1ull << 30;  // receive memory per program
-  // Caps on what one program connection or one link may hold (docs/rpc-design.md, Limits).
-  size_t max_program_channels = 16384;  // channels open at once
-  // TLS channels to other hosts open at once: each has a connection (and a reader thread
-  // in both daemons) of its own.
-  size_t max_program_tls_links = 1024;
-  size_t max_program_calls = 16384;     // calls it started that are still open
-  size_t max_program_ports = 1024;      // ports it serves
-  size_t max_link_calls = 65536;        // calls another daemon started on one link
-  uint64_t max_link_assembling_bytes = 256ull << 20;  // private memory of incomplete messages
-  // A frame whose first byte arrived must arrive whole within min(this, timeout_ms).
-  int max_frame_ms = 30000;
-  // Managed servers may listen natively beside conduitd (told to each program in Hello).
-  bool native_listeners = true;
-};
-
-class RpcService : public Service {
+// The RPC part of conduitd as a Service of the daemon's router: each program connection
+// becomes a ProgramSession, each connection from another daemon a PeerLink, both over this
+// service's RpcContext.
+class RpcService : public Service, public RpcContext {
  public:
-  RpcService(RpcOptions options, const ProgramPolicy* admission);
+  RpcService(RpcOptions options, const ProgramPolicy* admission) : RpcContext(std::move(options), admission) {}
 
   const char* name() const override { return "rpc"; }
   void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) override;
   void ServePeer(Conn conn, const PeerIdentity& peer) override;
-
-  const RpcOptions& options() const { return options_; }
-  // How long a frame may take to arrive once its first byte did (program and link).
-  int frame_timeout_ms() const { return std::min(options_.timeout_ms, options_.max_frame_ms); }
-  const ProgramPolicy& admission() const { return *admission_; }
-  PolicyEngine& policies() { return policies_; }
-  Datapath& datapath() { return datapath_; }
-  ServerTable& servers() { return servers_; }
-  LinkPool& links() { return links_; }
-  // Small frames the QoS policy sent ahead of queued bulk ones, on every link.
-  std::atomic<uint64_t>& small_first_frames() { return small_first_frames_; }
-
- private:
-  RpcOptions options_;
-  const ProgramPolicy* admission_;
-  PolicyEngine policies_;
-  Datapath datapath_;
-  ServerTable servers_;
-  LinkPool links_;
-  std::atomic<uint64_t> small_first_frames_{0};
 };
 
 }  // namespace conduit::rpc
