@@ -193,6 +193,23 @@ void Datapath::EndGone(const Endpoint* gone, const std::vector<std::shared_ptr<R
   }
 }
 
+void Datapath::Abort(const std::vector<std::shared_ptr<RpcCall>>& calls, const std::string& why) {
+  for (const auto& call : calls) {
+    bool forwarded;
+    {
+      std::lock_guard<std::mutex> lock(call->mu);
+      if (call->finished) continue;
+      call->outcome.code = GrpcStatusOf(StatusCode::kUnavailable);
+      forwarded = call->start_forwarded;
+    }
+    call->client_end->Deliver(*call, call->client_id, StatusEvent(GrpcStatusOf(StatusCode::kUnavailable), why));
+    if (forwarded) {
+      call->server_end->Deliver(*call, call->server_id, CancelEvent(GrpcStatusOf(StatusCode::kCancelled), why));
+    }
+    Finish(call);
+  }
+}
+
 void Datapath::Hold(const std::shared_ptr<RpcCall>& call, std::chrono::nanoseconds delay) {
   std::lock_guard<std::mutex> lock(delay_mu_);
   auto when = std::chrono::steady_clock::now() + delay;

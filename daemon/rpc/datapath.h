@@ -37,6 +37,9 @@ class Datapath {
   // An end went away (its program exited, its link broke): fail its calls towards the
   // other end.
   void EndGone(const Endpoint* gone, const std::vector<std::shared_ptr<RpcCall>>& calls, const std::string& why);
+  // The daemon is shutting down: each call ends UNAVAILABLE with `why` at its client and,
+  // if its server saw it start, is cancelled there.
+  void Abort(const std::vector<std::shared_ptr<RpcCall>>& calls, const std::string& why);
 
  private:
   // Runs the request filters over `ev`; false (after failing the call) when denied.

@@ -90,6 +90,15 @@ void ProgramSession::Run() {
   EndAll(who_ + " went away");
 }
 
+void ProgramSession::AbortCalls(const std::string& why) {
+  std::vector<std::shared_ptr<RpcCall>> calls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, call] : calls_) calls.push_back(call);
+  }
+  service_->datapath().Abort(calls, why);
+}
+
 void ProgramSession::EndAll(const std::string& why) {
   std::vector<std::shared_ptr<RpcCall>> calls;
   std::map<uint32_t, uint64_t> ports;
@@ -442,7 +451,10 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = channels_.find(view.target);
-    if (it == channels_.end()) {
+    if (std::string stopping = service_->stopping(); !stopping.empty()) {
+      refusal = GrpcStatusOf(StatusCode::kUnavailable);
+      why = "conduit: " + stopping;
+    } else if (it == channels_.end()) {
       refusal = GrpcStatusOf(StatusCode::kUnavailable);
       why = "conduit: this program has no channel " + std::to_string(view.target);
     } else if (client_calls_ >= service_->options().max_program_calls) {

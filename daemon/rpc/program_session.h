@@ -39,6 +39,8 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
 
   // Serves the connection until the program disconnects or misbehaves.
   void Run();
+  // The daemon is shutting down: every call of this program ends (datapath Abort).
+  void AbortCalls(const std::string& why);
 
   void Deliver(RpcCall& call, uint64_t id, Event ev) override;
   void Forget(uint64_t id) override;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "rpc/datapath.h"
@@ -60,6 +61,9 @@ class RpcContext {
   LinkPool& links() { return links_; }
   // Small frames the QoS policy sent ahead of queued bulk ones, on every link.
   std::atomic<uint64_t>& small_first_frames() { return small_first_frames_; }
+  // Once the daemon shuts down, why: programs' new calls are refused with it.
+  void SetStopping(const std::string& why);
+  std::string stopping() const;
 
  private:
   RpcOptions options_;
@@ -69,6 +73,8 @@ class RpcContext {
   ServerTable servers_;
   LinkPool links_;
   std::atomic<uint64_t> small_first_frames_{0};
+  mutable std::mutex stop_mu_;
+  std::string stopping_;
 };
 
 }  // namespace conduit::rpc

@@ -106,6 +106,29 @@ TEST_F(RpcFailureTest, ClientDaemonKilledUnderACall) {
   EXPECT_TRUE(EventuallyPasses()) << cluster_->Describe();
 }
 
+// SIGTERM to the client's daemon (docs/configuration.md, "Stopping"): the call in flight
+// ends UNAVAILABLE with the daemon's reason rather than a lost connection, the server hears
+// it cancelled, and the daemon exits 0.
+TEST_F(RpcFailureTest, ClientDaemonStoppedUnderACall) {
+  Subprocess& slow = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--delay-ms", "20000", "--expect", "14"},
+                                       /*preload=*/true);
+  ASSERT_TRUE(Cluster::WaitForOutput(slow, "carried by conduitd", std::chrono::seconds(10))) << slow.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cluster_->daemon(0).Kill(SIGTERM);
+  auto stopped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(slow.Wait(std::chrono::seconds(10))) << "the client hung after its daemon was stopped";
+  EXPECT_LT(slow.exit_time() - stopped, std::chrono::seconds(3));
+  EXPECT_EQ(slow.exit_code(), 0) << slow.Output();
+  EXPECT_NE(slow.Output().find("status 14 conduit: conduitd on"), std::string::npos) << slow.Output();
+  EXPECT_NE(slow.Output().find("is shutting down (Terminated)"), std::string::npos) << slow.Output();
+  EXPECT_TRUE(Cluster::WaitForOutput(*server_, "was cancelled", std::chrono::seconds(5))) << server_->Output();
+  ASSERT_TRUE(cluster_->daemon(0).Wait(std::chrono::seconds(10))) << "conduitd did not exit after SIGTERM";
+  EXPECT_EQ(cluster_->daemon(0).exit_code(), 0) << cluster_->daemon(0).Output();
+  std::string error;
+  ASSERT_TRUE(cluster_->StartDaemon(0, &error)) << error;
+  EXPECT_TRUE(EventuallyPasses()) << cluster_->Describe();
+}
+
 TEST_F(RpcFailureTest, ServerProgramDiesUnderACall) {
   Subprocess& slow = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--delay-ms", "20000", "--expect", "14"},
                                        /*preload=*/true);
