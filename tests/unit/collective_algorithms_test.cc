@@ -101,6 +101,17 @@ struct RunOptions {
   int64_t deadline_ms = 10000;
 };
 
+// Host h's group on `mesh`, without hooks or scratch.
+HostGroup GroupOf(const LocalMesh& mesh, int h, size_t chunk_bytes, int64_t deadline_ms) {
+  HostGroup group;
+  group.nhosts = mesh.nhosts();
+  group.me = h;
+  group.links = mesh.Row(h);
+  group.chunk_bytes = chunk_bytes;
+  group.deadline = Deadline::AfterMs(deadline_ms);
+  return group;
+}
+
 // Runs `algorithm` on every host at once over `mesh` and checks each host's results.
 void RunOnMesh(const LocalMesh& mesh, std::vector<HostCase>& hosts, const Algorithm& algorithm,
                const RunOptions& options = {}) {
@@ -111,12 +122,7 @@ void RunOnMesh(const LocalMesh& mesh, std::vector<HostCase>& hosts, const Algori
     threads.emplace_back([&, h] {
       HostCase& host = hosts[h];
       Scratch scratch;
-      HostGroup group;
-      group.nhosts = n;
-      group.me = h;
-      group.links = mesh.Row(h);
-      group.chunk_bytes = options.chunk_bytes;
-      group.deadline = Deadline::AfterMs(options.deadline_ms);
+      HostGroup group = GroupOf(mesh, h, options.chunk_bytes, options.deadline_ms);
       group.ensure = [&host](const void* p, size_t len) { return host.Ensure(p, len); };
       group.finalize = [&host](const uint8_t* p, size_t len) { host.Finalize(p, len); };
       group.scratch = options.scratch ? &scratch : nullptr;
@@ -368,12 +374,7 @@ TEST(CollectiveAlgorithmsTest, ALostHostFailsEveryHostBeforeTheDeadline) {
           for (Link* l : mesh->Row(h)) if (l != nullptr) l->Shutdown();
           return;
         }
-        HostGroup group;
-        group.nhosts = n;
-        group.me = h;
-        group.links = mesh->Row(h);
-        group.chunk_bytes = 8192;
-        group.deadline = Deadline::AfterMs(3000);
+        const HostGroup group = GroupOf(*mesh, h, 8192, 3000);
         uint8_t* buf = hosts[h].input.data();
         hosts[h].status = ring ? RingAllReduce(group, buf, count, ncclFloat32, ncclSum)
                                : RecursiveDoublingAllReduce(group, buf, count, ncclFloat32, ncclSum);
