@@ -116,6 +116,22 @@ TEST(FieldPathTest, ThirtyTwoBitFieldsKeepTheLow32BitsLikeProtobuf) {
   }
 }
 
+// An unknown group (wire types 3 and 4, deprecated but still parsed by protobuf) is skipped
+// as protobuf skips it, so a rule still sees the field after it; an unclosed group is refused.
+TEST(FieldPathTest, UnknownGroupsAreSkippedLikeProtobuf) {
+  HelloRequest req;
+  req.mutable_account()->set_user("alice");
+  const std::string group = std::string("\x9b\x06", 2) + "\x08\x05" + "\x0a\x01x" + std::string("\x9c\x06", 2);
+  const std::string bytes = group + req.SerializeAsString();  // field 99: a group holding 1: 5, 1: "x"
+  HelloRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(Read(Resolve("account.user"), bytes), parsed.account().user());
+  std::string v;
+  const std::string open = group.substr(0, group.size() - 2) + req.SerializeAsString();
+  EXPECT_FALSE(parsed.ParseFromString(open));
+  EXPECT_FALSE(Resolve("account.user").Read(reinterpret_cast<const uint8_t*>(open.data()), open.size(), &v));
+}
+
 TEST(FieldPathTest, MalformedBytesAreReported) {
   HelloRequest req;
   req.mutable_account()->set_user("alice");

@@ -1,45 +1,17 @@
 #include "rpc/policy/field_path.h"
 
-#include <cstring>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <climits>
+#include <cstdint>
 
 namespace conduit::rpc {
 namespace {
 
 using google::protobuf::FieldDescriptor;
-
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLength = 2, kFixed32 = 5 };
-
-bool ReadVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
-  uint64_t result = 0;
-  for (int shift = 0; shift < 64 && p < end; shift += 7) {
-    uint8_t b = *p++;
-    result |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *v = result;
-      return true;
-    }
-  }
-  return false;
-}
-
-WireType WireTypeOf(FieldDescriptor::Type t) {
-  switch (t) {
-    case FieldDescriptor::TYPE_STRING:
-    case FieldDescriptor::TYPE_BYTES:
-    case FieldDescriptor::TYPE_MESSAGE:
-      return kLength;
-    case FieldDescriptor::TYPE_FIXED64:
-    case FieldDescriptor::TYPE_SFIXED64:
-    case FieldDescriptor::TYPE_DOUBLE:
-      return kFixed64;
-    case FieldDescriptor::TYPE_FIXED32:
-    case FieldDescriptor::TYPE_SFIXED32:
-    case FieldDescriptor::TYPE_FLOAT:
-      return kFixed32;
-    default:
-      return kVarint;
-  }
-}
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::internal::WireFormatLite;
 
 bool Readable(FieldDescriptor::Type t) {
   switch (t) {
@@ -77,7 +49,8 @@ Status FieldPath::Resolve(const google::protobuf::Descriptor* type, const std::s
     const FieldDescriptor* f = at->FindFieldByName(name);
     if (f == nullptr) return InvalidArgument("%s has no field '%s'", at->full_name().c_str(), name.c_str());
     if (f->is_repeated()) return InvalidArgument("field %s is repeated; rules read singular fields", f->full_name().c_str());
-    out->steps_.push_back(Step{static_cast<uint32_t>(f->number()), f->type()});
+    const auto wire = WireFormatLite::WireTypeForFieldType(static_cast<WireFormatLite::FieldType>(f->type()));
+    out->steps_.push_back(Step{WireFormatLite::MakeTag(f->number(), wire), f->type()});
     bool last = dot == std::string::npos;
     if (last) {
       if (!Readable(f->type())) {
@@ -112,12 +85,10 @@ std::string FieldPath::Format(uint64_t raw) const {
     case FieldDescriptor::TYPE_INT64:
     case FieldDescriptor::TYPE_SFIXED64:
       return std::to_string(static_cast<int64_t>(raw));
-    case FieldDescriptor::TYPE_SINT32: {
-      const uint32_t n = static_cast<uint32_t>(raw);
-      return std::to_string(static_cast<int32_t>((n >> 1) ^ (~(n & 1) + 1)));
-    }
+    case FieldDescriptor::TYPE_SINT32:
+      return std::to_string(WireFormatLite::ZigZagDecode32(static_cast<uint32_t>(raw)));
     case FieldDescriptor::TYPE_SINT64:
-      return std::to_string(static_cast<int64_t>((raw >> 1) ^ (~(raw & 1) + 1)));
+      return std::to_string(WireFormatLite::ZigZagDecode64(raw));
     case FieldDescriptor::TYPE_ENUM: {
       const auto* v = leaf_->enum_type()->FindValueByNumber(static_cast<int32_t>(raw));
       return v != nullptr ? v->name() : std::to_string(static_cast<int32_t>(raw));
@@ -127,65 +98,60 @@ std::string FieldPath::Format(uint64_t raw) const {
   }
 }
 
-bool FieldPath::Find(const uint8_t* data, size_t len, size_t step, std::string* value, bool* found) const {
-  const uint8_t* p = data;
-  const uint8_t* end = data + len;
+// Walks one message (the stream's current limit) field by field. Fields off the path are
+// skipped by protobuf's own SkipField, which knows every wire type, groups included.
+bool FieldPath::Find(CodedInputStream* in, size_t step, std::string* value, bool* found) const {
   const Step& want = steps_[step];
-  bool leaf = step + 1 == steps_.size();
-  while (p < end) {
-    uint64_t key;
-    if (!ReadVarint(p, end, &key)) return false;
-    uint32_t number = static_cast<uint32_t>(key >> 3);
-    uint32_t wire = static_cast<uint32_t>(key & 7);
-    if (number == 0) return false;
-    bool ours = number == want.number && wire == WireTypeOf(want.type);
-    switch (wire) {
-      case kVarint: {
-        uint64_t v;
-        if (!ReadVarint(p, end, &v)) return false;
-        if (ours && leaf) {
-          *value = Format(v);
-          *found = true;
-        }
-        break;
-      }
-      case kFixed64:
-      case kFixed32: {
-        size_t n = wire == kFixed64 ? 8 : 4;
-        if (static_cast<size_t>(end - p) < n) return false;
-        uint64_t v = 0;
-        memcpy(&v, p, n);
-        p += n;
-        if (ours && leaf) {
-          *value = Format(n == 4 && (want.type == FieldDescriptor::TYPE_SFIXED32)
-                              ? static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(v)))
-                              : v);
-          *found = true;
-        }
-        break;
-      }
-      case kLength: {
-        uint64_t n;
-        if (!ReadVarint(p, end, &n) || n > static_cast<uint64_t>(end - p)) return false;
-        if (ours && leaf) {
-          value->assign(reinterpret_cast<const char*>(p), n);
-          *found = true;
-        } else if (ours && !Find(p, n, step + 1, value, found)) {
-          return false;
-        }
-        p += n;
-        break;
-      }
-      default:
-        return false;  // groups (deprecated) and invalid wire types
+  const bool leaf = step + 1 == steps_.size();
+  for (;;) {
+    const uint32_t tag = in->ReadTag();
+    if (tag == 0) return in->ConsumedEntireMessage();  // a clean end, not a field 0 or a cut varint
+    if (tag != want.tag) {
+      if (!WireFormatLite::SkipField(in, tag)) return false;
+      continue;
     }
+    switch (WireFormatLite::GetTagWireType(tag)) {
+      case WireFormatLite::WIRETYPE_VARINT: {
+        uint64_t v;
+        if (!in->ReadVarint64(&v)) return false;
+        if (leaf) *value = Format(v);
+        break;
+      }
+      case WireFormatLite::WIRETYPE_FIXED32: {
+        uint32_t v;
+        if (!in->ReadLittleEndian32(&v)) return false;
+        if (leaf) *value = Format(v);
+        break;
+      }
+      case WireFormatLite::WIRETYPE_FIXED64: {
+        uint64_t v;
+        if (!in->ReadLittleEndian64(&v)) return false;
+        if (leaf) *value = Format(v);
+        break;
+      }
+      default: {  // length-delimited: the string or bytes leaf, or a message on the path
+        uint32_t n;
+        if (!in->ReadVarint32(&n) || static_cast<int64_t>(n) > in->BytesUntilLimit()) return false;
+        if (leaf) {
+          if (!in->ReadString(value, static_cast<int>(n))) return false;
+          break;
+        }
+        const CodedInputStream::Limit outer = in->PushLimit(static_cast<int>(n));
+        if (!Find(in, step + 1, value, found)) return false;
+        in->PopLimit(outer);
+        continue;  // *found was set (or not) by the step below
+      }
+    }
+    *found = true;
   }
-  return true;
 }
 
 bool FieldPath::Read(const uint8_t* data, size_t len, std::string* value) const {
+  if (len > static_cast<size_t>(INT32_MAX)) return false;  // protobuf's own limit on a message
+  CodedInputStream in(data, static_cast<int>(len));
+  in.PushLimit(static_cast<int>(len));  // so that ReadTag can tell a clean end from a cut one
   bool found = false;
-  if (!Find(data, len, 0, value, &found)) return false;
+  if (!Find(&in, 0, value, &found)) return false;
   if (!found) {
     if (leaf_->type() == FieldDescriptor::TYPE_STRING || leaf_->type() == FieldDescriptor::TYPE_BYTES) {
       value->clear();

@@ -1,15 +1,16 @@
 // FieldPath: one protobuf field of a request, named by a dotted path ("account.user") and
 // resolved once against the operator's descriptors, read straight from serialized bytes.
 //
-// Reading parses only what the rule needs: it walks the message's fields, skips every one
-// not on the path by its wire type (no decoding, no allocation) and descends only into the
-// sub-messages on the path. Protobuf semantics hold: a field that appears several times
+// Reading parses only what the rule needs, with protobuf's own wire reader
+// (CodedInputStream, WireFormatLite): it walks the message's fields, skips every one not on
+// the path (no decoding, no allocation) and descends only into the sub-messages on the path. Protobuf semantics hold: a field that appears several times
 // takes its last value, and sub-messages that appear several times merge, so a sender
 // cannot hide a value behind a second copy of the field.
 #ifndef CONDUIT_DAEMON_RPC_POLICY_FIELD_PATH_H_
 #define CONDUIT_DAEMON_RPC_POLICY_FIELD_PATH_H_
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -34,10 +35,10 @@ class FieldPath {
 
  private:
   struct Step {
-    uint32_t number;
+    uint32_t tag;  // field number and the wire type its declared type is written with
     google::protobuf::FieldDescriptor::Type type;
   };
-  bool Find(const uint8_t* data, size_t len, size_t step, std::string* value, bool* found) const;
+  bool Find(google::protobuf::io::CodedInputStream* in, size_t step, std::string* value, bool* found) const;
   std::string Format(uint64_t raw) const;
 
   std::string text_;
