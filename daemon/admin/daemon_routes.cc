@@ -5,6 +5,9 @@
 #include <chrono>
 #include <map>
 
+#include "config/json_message.h"
+#include "config/placement.pb.h"
+
 namespace conduit {
 namespace {
 
@@ -82,14 +85,16 @@ void AddDaemonRoutes(AdminApi* api, DaemonInfo info, const ServiceRouter* router
   api->Route("GET", "/v1/policies/admission", AdminAccess::kRead,
              [policy](const AdminRequest&) { return AdminReply::Ok(AdmissionJson(*policy)); });
   api->Route("PUT", "/v1/policies/admission", AdminAccess::kOperator, [policy](const AdminRequest& req) {
-    const Json* deny = req.body.is_object() ? req.body.find("deny_exe") : nullptr;
-    if (deny == nullptr || !deny->is_array()) {
-      return AdminReply::Error(400, "expected {\"deny_exe\": [\"program\", ...]}");
-    }
+    config::v1::AdmissionPolicy doc;
+    Status st = config::MessageFromJson(req.body, "admission policy", &doc);
+    if (!st.ok()) return AdminReply::Error(400, st.message() + "; expected {\"deny_exe\": [\"program\", ...]}");
+    if (!doc.has_deny_exe()) return AdminReply::Error(400, "expected {\"deny_exe\": [\"program\", ...]}");
     std::vector<std::string> names;
-    for (const Json& n : deny->items()) {
-      if (!n.is_string() || n.as_string().empty()) return AdminReply::Error(400, "deny_exe entries must be non-empty strings");
-      names.push_back(n.as_string());
+    for (const auto& n : doc.deny_exe().values()) {
+      if (!config::IsString(n) || n.string_value().empty()) {
+        return AdminReply::Error(400, "deny_exe entries must be non-empty strings");
+      }
+      names.push_back(n.string_value());
     }
     policy->set_denied(std::move(names));
     return AdminReply::Ok(AdmissionJson(*policy));

@@ -1,9 +1,12 @@
 #include "collectives/comm_config.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "common/frame.h"
+#include "config/json_message.h"
+#include "config/placement.pb.h"
 
 namespace conduit {
 
@@ -47,60 +50,75 @@ Status ValidatePlan(const ReconfigPlan& plan, int nhosts) {
   return Status::Ok();
 }
 
-Status ParseReconfigPlan(const Json& body, const ReconfigContext& ctx, ReconfigPlan* out) {
-  if (!body.is_object()) return InvalidArgument("expected a JSON object like {\"ring\": \"locality\"}");
-  ReconfigPlan plan;
-  for (const auto& [key, v] : body.members()) {
-    if (key == "ring") {
-      plan.set_ring = true;
-      if (v.is_string()) {
-        const std::string& s = v.as_string();
-        if (s == "locality") {
-          plan.ring = ctx.locality_ring;
-        } else if (s == "rank") {
-          for (int h = 0; h < ctx.nhosts; ++h) plan.ring.push_back(h);
-        } else if (s == "reverse") {
-          plan.ring = ctx.current_ring;
-          if (plan.ring.size() > 1) std::reverse(plan.ring.begin() + 1, plan.ring.end());
-        } else {
-          return InvalidArgument("unknown ring '%s' (a list of host indices, locality, rank, reverse)", s.c_str());
-        }
-      } else if (v.is_array()) {
-        for (const Json& h : v.items()) {
-          if (!h.is_int()) return InvalidArgument("ring entries must be host indices");
-          plan.ring.push_back(static_cast<int>(h.as_int()));
-        }
-      } else {
-        return InvalidArgument("\"ring\" must be a list of host indices or locality|rank|reverse");
-      }
-    } else if (key == "algorithm") {
-      if (!v.is_string()) return InvalidArgument("\"algorithm\" must be auto, ring or rd");
-      plan.set_algorithm = true;
-      plan.algorithm = v.as_string();
-    } else if (key == "paths") {
-      if (v.is_string() && v.as_string() == "policy") {
-        plan.repath = true;
-      } else if (v.is_array()) {
-        for (const Json& p : v.items()) {
-          const Json* hosts = p.is_object() ? p.find("hosts") : nullptr;
-          const Json* path = p.is_object() ? p.find("path") : nullptr;
-          if (hosts == nullptr || path == nullptr || !hosts->is_array() || hosts->size() != 2 ||
-              !hosts->items()[0].is_int() || !hosts->items()[1].is_int() || !path->is_int()) {
-            return InvalidArgument("path entries are {\"hosts\": [A, B], \"path\": K} (K = -1: primary address)");
-          }
-          plan.pins.push_back(peerproto::PathPin{static_cast<int32_t>(hosts->items()[0].as_int()),
-                                                 static_cast<int32_t>(hosts->items()[1].as_int()),
-                                                 static_cast<int32_t>(path->as_int())});
-        }
-      } else {
-        return InvalidArgument("\"paths\" must be \"policy\" or a list of {\"hosts\": [A, B], \"path\": K}");
-      }
-    } else if (key != "wait_ms") {
-      return InvalidArgument("unknown reconfiguration field \"%s\" (ring, algorithm, paths, wait_ms)", key.c_str());
+namespace {
+
+Status ReadRing(const google::protobuf::Value& ring, const ReconfigContext& ctx, ReconfigPlan* plan) {
+  plan->set_ring = true;
+  if (config::IsString(ring)) {
+    const std::string& s = ring.string_value();
+    if (s == "locality") {
+      plan->ring = ctx.locality_ring;
+    } else if (s == "rank") {
+      for (int h = 0; h < ctx.nhosts; ++h) plan->ring.push_back(h);
+    } else if (s == "reverse") {
+      plan->ring = ctx.current_ring;
+      if (plan->ring.size() > 1) std::reverse(plan->ring.begin() + 1, plan->ring.end());
+    } else {
+      return InvalidArgument("reconfiguration: unknown ring '%s' (a list of host indices, locality, rank, reverse)",
+                             s.c_str());
     }
+    return Status::Ok();
   }
+  if (!config::IsList(ring)) {
+    return InvalidArgument("reconfiguration: \"ring\" must be a list of host indices or locality|rank|reverse");
+  }
+  for (const auto& h : ring.list_value().values()) {
+    int64_t index;
+    if (!config::AsInteger(h, &index) || index < INT32_MIN || index > INT32_MAX) {
+      return InvalidArgument("reconfiguration: ring entries must be host indices");
+    }
+    plan->ring.push_back(static_cast<int>(index));
+  }
+  return Status::Ok();
+}
+
+Status ReadPaths(const google::protobuf::Value& paths, ReconfigPlan* plan) {
+  if (config::IsString(paths) && paths.string_value() == "policy") {
+    plan->repath = true;
+    return Status::Ok();
+  }
+  const char* kShape = "reconfiguration: \"paths\" must be \"policy\" or a list of {\"hosts\": [A, B], \"path\": K} "
+                       "(K = -1: primary address)";
+  if (!config::IsList(paths)) return InvalidArgument("%s", kShape);
+  google::protobuf::Value wrapped;  // {"pins": [...]}, so that protobuf reads the entries as PathPin
+  (*wrapped.mutable_struct_value()->mutable_fields())["pins"] = paths;
+  config::v1::PathPinList pins;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromValue(wrapped, "reconfiguration: paths", &pins));
+  for (const config::v1::PathPin& pin : pins.pins()) {
+    if (pin.hosts_size() != 2 || !pin.has_path()) return InvalidArgument("%s", kShape);
+    plan->pins.push_back(peerproto::PathPin{pin.hosts(0), pin.hosts(1), pin.path()});
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseReconfigPlan(const Json& body, const ReconfigContext& ctx, ReconfigPlan* out, int* wait_ms) {
+  config::v1::ReconfigRequest doc;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromJson(body, "reconfiguration", &doc));
+  ReconfigPlan plan;
+  if (!config::IsAbsent(doc.ring())) CONDUIT_RETURN_IF_ERROR(ReadRing(doc.ring(), ctx, &plan));
+  if (doc.has_algorithm()) {
+    plan.set_algorithm = true;
+    plan.algorithm = doc.algorithm();
+  }
+  if (!config::IsAbsent(doc.paths())) CONDUIT_RETURN_IF_ERROR(ReadPaths(doc.paths(), &plan));
   if (plan.empty()) return InvalidArgument("nothing to change: give ring, algorithm and/or paths");
   CONDUIT_RETURN_IF_ERROR(ValidatePlan(plan, ctx.nhosts));
+  if (doc.has_wait_ms() && (doc.wait_ms() < 0 || doc.wait_ms() > kMaxReconfigWaitMs)) {
+    return InvalidArgument("reconfiguration: \"wait_ms\" must be 0..%d", kMaxReconfigWaitMs);
+  }
+  if (wait_ms != nullptr) *wait_ms = doc.has_wait_ms() ? doc.wait_ms() : kDefaultReconfigWaitMs;
   *out = std::move(plan);
   return Status::Ok();
 }

@@ -47,9 +47,14 @@ struct ReconfigContext {
   std::vector<int> locality_ring;  // what the locality policy gives for these hosts now
 };
 
+// How long POST /v1/communicators/{key}/reconfigure waits for the change by default, and at most.
+inline constexpr int kDefaultReconfigWaitMs = 10000;
+inline constexpr int kMaxReconfigWaitMs = 600000;
+
 // {"ring": [host, ...] | "locality" | "rank" | "reverse", "algorithm": "auto|ring|rd",
-//  "paths": "policy" | [{"hosts": [a, b], "path": K}]} (plus "wait_ms", ignored here).
-Status ParseReconfigPlan(const Json& body, const ReconfigContext& ctx, ReconfigPlan* out);
+//  "paths": "policy" | [{"hosts": [a, b], "path": K}], "wait_ms": N}
+// (config/placement.proto, ReconfigRequest); *wait_ms, when given, gets the wait asked for.
+Status ParseReconfigPlan(const Json& body, const ReconfigContext& ctx, ReconfigPlan* out, int* wait_ms = nullptr);
 // Structural checks for a plan that came over the wire.
 Status ValidatePlan(const ReconfigPlan& plan, int nhosts);
 

@@ -1,21 +1,21 @@
 #include "policy/placement_policy.h"
 
+#include "config/json_message.h"
+#include "config/placement.pb.h"
 #include "policy/tenant_policy.h"
 
 namespace conduit {
 
 Status RingPolicy::FromJson(const Json& json, RingPolicy* out) {
-  const Json* order = json.is_object() ? json.find("order") : nullptr;
-  if (order == nullptr || !order->is_string() || json.size() != 1) {
-    return InvalidArgument("expected {\"order\": \"locality\" | \"rank\"}");
-  }
+  config::v1::RingPolicy doc;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromJson(json, "ring policy", &doc));
   RingPolicy p;
-  if (order->as_string() == "locality") {
+  if (doc.order() == "locality") {
     p.order = Order::kLocality;
-  } else if (order->as_string() == "rank") {
+  } else if (doc.order() == "rank") {
     p.order = Order::kRank;
   } else {
-    return InvalidArgument("unknown ring order '%s' (locality, rank)", order->as_string().c_str());
+    return InvalidArgument("ring policy: \"order\" must be locality or rank, not '%s'", doc.order().c_str());
   }
   *out = p;
   return Status::Ok();
@@ -49,30 +49,24 @@ bool ParseFlowAssignment(const std::string& text, FlowAssignment* out) {
 }
 
 Status FlowPolicy::FromJson(const Json& json, FlowPolicy* out) {
-  if (!json.is_object()) return InvalidArgument("a flow policy is a JSON object");
+  config::v1::FlowPolicy doc;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromJson(json, "flow policy", &doc));
   FlowPolicy p;
-  for (const auto& [key, v] : json.members()) {
-    if (key == "assignment") {
-      if (!v.is_string() || !ParseFlowAssignment(v.as_string(), &p.assignment)) {
-        return InvalidArgument("\"assignment\" must be primary, single, hash or balance");
-      }
-    } else if (key == "reserve") {
-      if (!v.is_array()) return InvalidArgument("\"reserve\" must be an array of {\"path\": K, \"min_priority\": P}");
-      for (const Json& r : v.items()) {
-        const Json* path = r.is_object() ? r.find("path") : nullptr;
-        const Json* prio = r.is_object() ? r.find("min_priority") : nullptr;
-        if (path == nullptr || !path->is_int() || path->as_int() < 0 || path->as_int() > 63 || r.size() > 2 ||
-            (prio != nullptr && (!prio->is_int() || prio->as_int() < 1 || prio->as_int() > TenantPolicy::kMaxPriority))) {
-          return InvalidArgument("reserve entries are {\"path\": 0..63, \"min_priority\": 1..%d}", TenantPolicy::kMaxPriority);
-        }
-        for (const auto& existing : p.reserved) {
-          if (existing.path == path->as_int()) return InvalidArgument("path %d is reserved twice", existing.path);
-        }
-        p.reserved.push_back(ReservedPath{static_cast<int>(path->as_int()), prio ? static_cast<int>(prio->as_int()) : 1});
-      }
-    } else {
-      return InvalidArgument("unknown flow policy field \"%s\" (assignment, reserve)", key.c_str());
+  if (!doc.assignment().empty() && !ParseFlowAssignment(doc.assignment(), &p.assignment)) {
+    return InvalidArgument("flow policy: \"assignment\" must be primary, single, hash or balance, not '%s'",
+                           doc.assignment().c_str());
+  }
+  for (int i = 0; i < doc.reserve_size(); ++i) {
+    const config::v1::ReservedPath& r = doc.reserve(i);
+    if (!r.has_path() || r.path() < 0 || r.path() > 63 ||
+        (r.has_min_priority() && (r.min_priority() < 1 || r.min_priority() > TenantPolicy::kMaxPriority))) {
+      return InvalidArgument("flow policy: reserve[%d]: entries are {\"path\": 0..63, \"min_priority\": 1..%d}", i,
+                             TenantPolicy::kMaxPriority);
     }
+    for (const auto& existing : p.reserved) {
+      if (existing.path == r.path()) return InvalidArgument("flow policy: path %d is reserved twice", existing.path);
+    }
+    p.reserved.push_back(ReservedPath{r.path(), r.has_min_priority() ? r.min_priority() : 1});
   }
   *out = std::move(p);
   return Status::Ok();

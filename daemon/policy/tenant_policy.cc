@@ -2,6 +2,9 @@
 
 #include <cctype>
 
+#include "config/json_message.h"
+#include "config/placement.pb.h"
+
 namespace conduit {
 namespace {
 
@@ -17,49 +20,37 @@ bool IsCommKey(const std::string& s) {
 }  // namespace
 
 Status TenantPolicy::FromJson(const std::string& name, const Json& json, TenantPolicy* out) {
-  if (!json.is_object()) return InvalidArgument("a tenant policy is a JSON object");
+  config::v1::TenantPolicy doc;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromJson(json, "tenant policy", &doc));
   TenantPolicy p;
   p.name = name;
-  for (const auto& [key, v] : json.members()) {
-    if (key == "match") {
-      if (!v.is_object()) return InvalidArgument("\"match\" must be an object like {\"exe\": \"trainer\"}");
-      for (const auto& [mk, mv] : v.members()) {
-        if (!mv.is_string() || mv.as_string().empty()) return InvalidArgument("match.%s must be a non-empty string", mk.c_str());
-        if (mk == "exe") {
-          p.match_exe = mv.as_string();
-        } else if (mk == "comm") {
-          if (!IsCommKey(mv.as_string())) {
-            return InvalidArgument("match.comm must be a communicator key or its start (8 to 16 lowercase hex digits, "
-                                   "as `conduitctl comms` shows)");
-          }
-          p.match_comm = mv.as_string();
-        } else {
-          return InvalidArgument("unknown match field \"%s\" (exe, comm)", mk.c_str());
-        }
-      }
-    } else if (key == "priority") {
-      if (!v.is_int() || v.as_int() < 0 || v.as_int() > kMaxPriority) {
-        return InvalidArgument("\"priority\" must be an integer 0..%d", kMaxPriority);
-      }
-      p.priority = static_cast<int>(v.as_int());
-    } else if (key == "max_mbit_per_s") {
-      if (!v.is_number() || v.as_number() < 0 || v.as_number() > 1e7) {
-        return InvalidArgument("\"max_mbit_per_s\" must be a number >= 0 (0 = no cap)");
-      }
-      p.max_mbit_per_s = v.as_number();
-    } else if (key == "yield") {
-      if (!v.is_bool()) return InvalidArgument("\"yield\" must be true or false");
-      p.yield = v.as_bool();
-    } else if (key == "yield_max_ms") {
-      if (!v.is_int() || v.as_int() < 1 || v.as_int() > 60000) return InvalidArgument("\"yield_max_ms\" must be 1..60000");
-      p.yield_max_ms = static_cast<int>(v.as_int());
-    } else {
-      return InvalidArgument("unknown tenant policy field \"%s\" (match, priority, max_mbit_per_s, yield, yield_max_ms)",
-                             key.c_str());
-    }
+  p.match_exe = doc.match().exe();
+  p.match_comm = doc.match().comm();
+  if (!p.match_comm.empty() && !IsCommKey(p.match_comm)) {
+    return InvalidArgument("tenant policy: match.comm must be a communicator key or its start (8 to 16 lowercase hex "
+                           "digits, as `conduitctl comms` shows)");
   }
   if (p.match_exe.empty() && p.match_comm.empty()) {
     return InvalidArgument("a tenant policy needs \"match\": {\"exe\": NAME} and/or {\"comm\": KEY}");
+  }
+  if (doc.has_priority()) {
+    if (doc.priority() < 0 || doc.priority() > kMaxPriority) {
+      return InvalidArgument("tenant policy: \"priority\" must be an integer 0..%d", kMaxPriority);
+    }
+    p.priority = doc.priority();
+  }
+  if (doc.has_max_mbit_per_s()) {
+    if (!(doc.max_mbit_per_s() >= 0 && doc.max_mbit_per_s() <= 1e7)) {
+      return InvalidArgument("tenant policy: \"max_mbit_per_s\" must be 0..1e7 (0 = no cap)");
+    }
+    p.max_mbit_per_s = doc.max_mbit_per_s();
+  }
+  if (doc.has_yield()) p.yield = doc.yield();
+  if (doc.has_yield_max_ms()) {
+    if (doc.yield_max_ms() < 1 || doc.yield_max_ms() > 60000) {
+      return InvalidArgument("tenant policy: \"yield_max_ms\" must be 1..60000");
+    }
+    p.yield_max_ms = doc.yield_max_ms();
   }
   *out = std::move(p);
   return Status::Ok();

@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "common/log.h"
+#include "config/json_message.h"
+#include "config/rpc_policy.pb.h"
 #include "rpc/policy/acl_filter.h"
 #include "rpc/policy/metrics_filter.h"
 #include "rpc/policy/rate_limit_filter.h"
@@ -84,12 +86,14 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
   api->Route("GET", std::string("/v1/policies/") + kQosKind, AdminAccess::kRead,
              [engine](const AdminRequest&) { return AdminReply::Ok(QosJson(*engine)); });
   api->Route("PUT", std::string("/v1/policies/") + kQosKind, AdminAccess::kOperator, [engine](const AdminRequest& req) {
-    const Json* small = req.body.is_object() ? req.body.find("small_bytes") : nullptr;
-    if (small == nullptr || !small->is_int() || small->as_int() <= 0) {
+    config::v1::QosPolicy doc;
+    Status st = config::MessageFromJson(req.body, "QoS policy", &doc);
+    if (!st.ok()) return AdminReply::FromStatus(st);
+    if (!doc.has_small_bytes() || doc.small_bytes() <= 0) {
       return AdminReply::Error(400, "expected {\"small_bytes\": N}: messages up to N bytes go first on daemon links");
     }
-    engine->SetQos(static_cast<uint64_t>(small->as_int()));
-    CLOG_INFO("policy %s: messages up to %lld bytes go first", kQosKind, static_cast<long long>(small->as_int()));
+    engine->SetQos(static_cast<uint64_t>(doc.small_bytes()));
+    CLOG_INFO("policy %s: messages up to %lld bytes go first", kQosKind, static_cast<long long>(doc.small_bytes()));
     return AdminReply::Ok(QosJson(*engine));
   });
   api->Route("DELETE", std::string("/v1/policies/") + kQosKind, AdminAccess::kOperator, [engine](const AdminRequest&) {

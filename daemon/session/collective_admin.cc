@@ -232,11 +232,6 @@ void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry) {
     auto comm = FindComm(registry, req.params.at("key"), &error);
     if (!comm) return error;
     if (!comm->ready()) return AdminReply::Error(409, "communicator " + req.params.at("key") + " is still being set up");
-    int wait_ms = 10000;
-    if (const Json* w = req.body.is_object() ? req.body.find("wait_ms") : nullptr; w != nullptr) {
-      if (!w->is_int() || w->as_int() < 0 || w->as_int() > 600000) return AdminReply::Error(400, "wait_ms must be 0..600000");
-      wait_ms = static_cast<int>(w->as_int());
-    }
     const Membership& m = comm->membership();
     ReconfigContext ctx;
     ctx.nhosts = static_cast<int>(m.host_addrs.size());
@@ -244,7 +239,8 @@ void AddCollectiveAdmin(AdminApi* api, CommRegistry* registry) {
     ctx.locality_ring = registry->fabric() ? LocalityRing(*registry->fabric()->topology().Get(), m.host_addrs)
                                            : ctx.current_ring;
     ReconfigPlan plan;
-    Status st = ParseReconfigPlan(req.body, ctx, &plan);
+    int wait_ms = kDefaultReconfigWaitMs;
+    Status st = ParseReconfigPlan(req.body, ctx, &plan, &wait_ms);
     if (!st.ok()) return AdminReply::FromStatus(st);
     ReconfigResult result;
     st = comm->Reconfigure(plan, wait_ms, &result);

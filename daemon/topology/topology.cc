@@ -3,6 +3,8 @@
 #include <set>
 
 #include "common/net_addr.h"
+#include "config/json_message.h"
+#include "config/topology.pb.h"
 
 namespace conduit {
 namespace {
@@ -10,105 +12,86 @@ namespace {
 constexpr size_t kMaxHosts = 4096;
 constexpr size_t kMaxPaths = 64;
 
-Status StringField(const Json& obj, const char* field, bool required, std::string* out, const std::string& where) {
-  const Json* v = obj.find(field);
-  if (v == nullptr || v->is_null()) {
-    if (required) return InvalidArgument("%s: missing \"%s\"", where.c_str(), field);
-    return Status::Ok();
-  }
-  if (!v->is_string()) return InvalidArgument("%s: \"%s\" must be a string", where.c_str(), field);
-  *out = v->as_string();
+Status IpField(const std::string& v, const std::string& where, std::string* out) {
+  if (!IsNumericIp(v)) return InvalidArgument("topology: %s: expected a numeric IP address, got '%s'", where.c_str(), v.c_str());
+  *out = v;
   return Status::Ok();
 }
 
-Status IpField(const Json& v, const std::string& where, std::string* out) {
-  if (!v.is_string() || !IsNumericIp(v.as_string())) {
-    return InvalidArgument("%s: expected a numeric IP address, got %s", where.c_str(), v.Dump().c_str());
-  }
-  *out = v.as_string();
-  return Status::Ok();
-}
-
-Status ParseHost(const Json& h, size_t index, TopoHost* out) {
+Status ReadHost(const config::v1::TopologyHost& h, size_t index, TopoHost* out) {
   const std::string where = "hosts[" + std::to_string(index) + "]";
-  if (!h.is_object()) return InvalidArgument("%s must be an object", where.c_str());
-  for (const auto& [key, value] : h.members()) {
-    if (key != "name" && key != "addr" && key != "rack" && key != "pod" && key != "path_addrs") {
-      return InvalidArgument("%s: unknown field \"%s\"", where.c_str(), key.c_str());
-    }
+  if (h.addr().empty()) return InvalidArgument("topology: %s: missing \"addr\"", where.c_str());
+  CONDUIT_RETURN_IF_ERROR(IpField(h.addr(), where + ".addr", &out->addr));
+  out->name = h.name().empty() ? out->addr : h.name();
+  out->rack = h.rack();
+  out->pod = h.pod();
+  if (static_cast<size_t>(h.path_addrs_size()) > kMaxPaths) {
+    return InvalidArgument("topology: %s.path_addrs: at most %zu addresses", where.c_str(), kMaxPaths);
   }
-  const Json* addr = h.find("addr");
-  if (addr == nullptr) return InvalidArgument("%s: missing \"addr\"", where.c_str());
-  CONDUIT_RETURN_IF_ERROR(IpField(*addr, where + ".addr", &out->addr));
-  out->name = out->addr;
-  CONDUIT_RETURN_IF_ERROR(StringField(h, "name", false, &out->name, where));
-  CONDUIT_RETURN_IF_ERROR(StringField(h, "rack", false, &out->rack, where));
-  CONDUIT_RETURN_IF_ERROR(StringField(h, "pod", false, &out->pod, where));
-  if (const Json* paths = h.find("path_addrs"); paths != nullptr) {
-    if (!paths->is_array() || paths->size() > kMaxPaths) {
-      return InvalidArgument("%s.path_addrs must be an array of at most %zu addresses", where.c_str(), kMaxPaths);
-    }
-    for (size_t k = 0; k < paths->items().size(); ++k) {
-      std::string ip;
-      CONDUIT_RETURN_IF_ERROR(IpField(paths->items()[k], where + ".path_addrs[" + std::to_string(k) + "]", &ip));
-      out->path_addrs.push_back(ip);
-    }
+  for (int k = 0; k < h.path_addrs_size(); ++k) {
+    std::string ip;
+    CONDUIT_RETURN_IF_ERROR(IpField(h.path_addrs(k), where + ".path_addrs[" + std::to_string(k) + "]", &ip));
+    out->path_addrs.push_back(ip);
   }
   return Status::Ok();
+}
+
+// One [a, b] pair of a link's paths: two strings.
+bool PairOf(const google::protobuf::ListValue& pair, std::string* a, std::string* b) {
+  if (pair.values_size() != 2 || !config::IsString(pair.values(0)) || !config::IsString(pair.values(1))) return false;
+  *a = pair.values(0).string_value();
+  *b = pair.values(1).string_value();
+  return true;
 }
 
 }  // namespace
 
 Status Topology::FromJson(const Json& json, Topology* out) {
   if (!json.is_object()) return InvalidArgument("a topology is a JSON object with \"hosts\"");
-  for (const auto& [key, value] : json.members()) {
-    if (key != "hosts" && key != "links" && key != "version") {
-      return InvalidArgument("topology: unknown field \"%s\"", key.c_str());
-    }
-  }
-  const Json* hosts = json.find("hosts");
-  if (hosts == nullptr || !hosts->is_array()) return InvalidArgument("topology: \"hosts\" must be an array");
-  if (hosts->size() > kMaxHosts) return InvalidArgument("topology: more than %zu hosts", kMaxHosts);
+  if (json.find("hosts") == nullptr) return InvalidArgument("topology: \"hosts\" must be an array");
+  config::v1::Topology doc;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromJson(json, "topology", &doc));
+  if (static_cast<size_t>(doc.hosts_size()) > kMaxHosts) return InvalidArgument("topology: more than %zu hosts", kMaxHosts);
   Topology t;
   std::set<std::string> names, addrs;
-  for (size_t i = 0; i < hosts->items().size(); ++i) {
+  for (int i = 0; i < doc.hosts_size(); ++i) {
     TopoHost h;
-    CONDUIT_RETURN_IF_ERROR(ParseHost(hosts->items()[i], i, &h));
+    CONDUIT_RETURN_IF_ERROR(ReadHost(doc.hosts(i), static_cast<size_t>(i), &h));
     if (!addrs.insert(h.addr).second) return InvalidArgument("topology: address %s listed twice", h.addr.c_str());
     if (!names.insert(h.name).second) return InvalidArgument("topology: host name %s used twice", h.name.c_str());
     t.hosts_.push_back(std::move(h));
   }
-  if (const Json* links = json.find("links"); links != nullptr) {
-    if (!links->is_array()) return InvalidArgument("topology: \"links\" must be an array");
-    for (size_t i = 0; i < links->items().size(); ++i) {
-      const Json& l = links->items()[i];
-      const std::string where = "links[" + std::to_string(i) + "]";
-      const Json* pair = l.is_object() ? l.find("hosts") : nullptr;
-      const Json* paths = l.is_object() ? l.find("paths") : nullptr;
-      if (pair == nullptr || !pair->is_array() || pair->size() != 2 || !pair->items()[0].is_string() ||
-          !pair->items()[1].is_string()) {
-        return InvalidArgument("%s: \"hosts\" must name two hosts", where.c_str());
+  for (int i = 0; i < doc.links_size(); ++i) {
+    const config::v1::TopologyLink& l = doc.links(i);
+    const std::string where = "links[" + std::to_string(i) + "]";
+    if (l.hosts_size() != 2) return InvalidArgument("topology: %s: \"hosts\" must name two hosts", where.c_str());
+    const TopoHost* a = t.FindByNameOrAddr(l.hosts(0));
+    const TopoHost* b = t.FindByNameOrAddr(l.hosts(1));
+    if (a == nullptr || b == nullptr) {
+      return InvalidArgument("topology: %s: names a host that is not in \"hosts\"", where.c_str());
+    }
+    if (a == b) return InvalidArgument("topology: %s: a link joins two different hosts", where.c_str());
+    if (l.paths_size() == 0 || static_cast<size_t>(l.paths_size()) > kMaxPaths) {
+      return InvalidArgument("topology: %s: \"paths\" must be 1..%zu address pairs", where.c_str(), kMaxPaths);
+    }
+    const bool swap = b->addr < a->addr;
+    auto& list = t.links_[swap ? std::make_pair(b->addr, a->addr) : std::make_pair(a->addr, b->addr)];
+    if (!list.empty()) {
+      return InvalidArgument("topology: %s: the pair %s-%s is listed twice", where.c_str(), a->name.c_str(),
+                             b->name.c_str());
+    }
+    for (int k = 0; k < l.paths_size(); ++k) {
+      const std::string pw = where + ".paths[" + std::to_string(k) + "]";
+      std::string local, remote;
+      if (!PairOf(l.paths(k), &local, &remote)) {
+        return InvalidArgument("topology: %s: expected [addr of %s, addr of %s]", pw.c_str(), a->name.c_str(),
+                               b->name.c_str());
       }
-      const TopoHost* a = t.FindByNameOrAddr(pair->items()[0].as_string());
-      const TopoHost* b = t.FindByNameOrAddr(pair->items()[1].as_string());
-      if (a == nullptr || b == nullptr) return InvalidArgument("%s: names a host that is not in \"hosts\"", where.c_str());
-      if (a == b) return InvalidArgument("%s: a link joins two different hosts", where.c_str());
-      if (paths == nullptr || !paths->is_array() || paths->size() == 0 || paths->size() > kMaxPaths) {
-        return InvalidArgument("%s: \"paths\" must be 1..%zu address pairs", where.c_str(), kMaxPaths);
-      }
-      const bool swap = b->addr < a->addr;
-      auto& list = t.links_[swap ? std::make_pair(b->addr, a->addr) : std::make_pair(a->addr, b->addr)];
-      if (!list.empty()) return InvalidArgument("%s: the pair %s-%s is listed twice", where.c_str(), a->name.c_str(), b->name.c_str());
-      for (size_t k = 0; k < paths->items().size(); ++k) {
-        const Json& p = paths->items()[k];
-        const std::string pw = where + ".paths[" + std::to_string(k) + "]";
-        if (!p.is_array() || p.size() != 2) return InvalidArgument("%s: expected [addr of %s, addr of %s]", pw.c_str(), a->name.c_str(), b->name.c_str());
-        PathAddrs ends;
-        CONDUIT_RETURN_IF_ERROR(IpField(p.items()[0], pw, &ends.local));
-        CONDUIT_RETURN_IF_ERROR(IpField(p.items()[1], pw, &ends.remote));
-        if (swap) std::swap(ends.local, ends.remote);
-        list.push_back(ends);
-      }
+      PathAddrs ends;
+      CONDUIT_RETURN_IF_ERROR(IpField(local, pw, &ends.local));
+      CONDUIT_RETURN_IF_ERROR(IpField(remote, pw, &ends.remote));
+      if (swap) std::swap(ends.local, ends.remote);
+      list.push_back(ends);
     }
   }
   *out = std::move(t);

@@ -8,6 +8,8 @@
 
 #include "collectives/comm_config.h"
 #include "policy/fabric.h"
+#include "policy/placement_policy.h"
+#include "policy/tenant_policy.h"
 #include "policy/tenant_pacer.h"
 #include "topology/locality.h"
 #include "topology/topology.h"
@@ -148,7 +150,8 @@ TEST(TenantTest, MatchingAndValidation) {
   EXPECT_FALSE(tenants.Remove("by-exe").ok());
   for (const char* bad : {R"({})", R"({"match": {}})", R"({"match": {"exe": ""}})", R"({"match": {"uid": 3}})",
                           R"({"match": {"exe": "x"}, "priority": 8})", R"({"match": {"exe": "x"}, "max_mbit_per_s": -1})",
-                          R"({"match": {"exe": "x"}, "yield": "yes"})", R"({"match": {"exe": "x"}, "speed": 1})"}) {
+                          R"({"match": {"exe": "x"}, "yield": 1})", R"({"match": {"exe": "x"}, "speed": 1})",
+                          R"({"match": {"exe": "x"}, "priority": 1.5})", R"({"match": ["x"]})"}) {
     EXPECT_FALSE(tenants.Put("t", ParseOrDie(bad)).ok()) << bad;
   }
   EXPECT_FALSE(tenants.Put("bad name", ParseOrDie(R"({"match": {"exe": "x"}})")).ok());
@@ -238,9 +241,51 @@ TEST(ReconfigPlanTest, ParsesResolvesAndRoundTrips) {
   for (const char* bad : {R"({})", R"({"ring": [0, 1, 2]})", R"({"ring": [0, 1, 2, 2]})", R"({"ring": [0, 1, 2, 4]})",
                           R"({"ring": "up"})", R"({"algorithm": "tree"})", R"({"paths": [{"hosts": [1, 1], "path": 0}]})",
                           R"({"paths": [{"hosts": [0, 9], "path": 0}]})", R"({"paths": [{"hosts": [0, 1], "path": 99}]})",
-                          R"({"colour": 1})"}) {
+                          R"({"colour": 1})", R"({"ring": "rank", "wait_ms": 600001})", R"({"ring": "rank", "wait_ms": -1})",
+                          R"({"paths": [{"hosts": [0, 1]}]})", R"({"paths": [{"hosts": [0, 1], "path": 0, "x": 1}]})",
+                          R"({"ring": [0, 1.5, 2, 3]})"}) {
     EXPECT_FALSE(ParseReconfigPlan(ParseOrDie(bad), ctx, &plan).ok()) << bad;
   }
+  int wait_ms = 0;
+  ASSERT_TRUE(ParseReconfigPlan(ParseOrDie(R"({"ring": "rank", "wait_ms": 250})"), ctx, &plan, &wait_ms).ok());
+  EXPECT_EQ(wait_ms, 250);
+  ASSERT_TRUE(ParseReconfigPlan(ParseOrDie(R"({"ring": "rank"})"), ctx, &plan, &wait_ms).ok());
+  EXPECT_EQ(wait_ms, kDefaultReconfigWaitMs);
+}
+
+// The documents are protobuf messages (config/*.proto) read through protobuf's JSON mapping:
+// a wrong type or an unknown field is refused with the field's path, at any depth, and the
+// mapping's other spellings are accepted (lowerCamelCase names, integers as strings).
+TEST(ConfigSchemaTest, ErrorsNameTheFieldAndTheMappingIsProtobufs) {
+  struct Case {
+    const char* json;
+    const char* names;
+  };
+  for (const Case& c : {Case{R"({"match": {"exe": "x"}, "priority": "high"})", "priority"},
+                        Case{R"({"match": {"exe": "x", "uid": 3}})", "uid"},
+                        Case{R"({"match": {"exe": 7}})", "match.exe"},
+                        Case{R"({"match": {"exe": "x"}, "yield_max_ms": 1e12})", "yield_max_ms"}}) {
+    TenantPolicy p;
+    Status st = TenantPolicy::FromJson("t", ParseOrDie(c.json), &p);
+    ASSERT_FALSE(st.ok()) << c.json;
+    EXPECT_NE(st.message().find(c.names), std::string::npos) << c.json << " -> " << st.message();
+    EXPECT_NE(st.message().find("tenant policy"), std::string::npos) << st.message();
+  }
+  FlowPolicy flows;
+  Status st = FlowPolicy::FromJson(ParseOrDie(R"({"reserve": [{"path": 1, "min_prio": 2}]})"), &flows);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("min_prio"), std::string::npos) << st.message();
+  Topology topo;
+  st = Topology::FromJson(ParseOrDie(R"({"hosts": [{"addr": "10.0.0.1"}, {"addr": ["10.0.0.2"]}]})"), &topo);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("addr"), std::string::npos) << st.message();
+
+  TenantPolicy p;
+  ASSERT_TRUE(TenantPolicy::FromJson("t", ParseOrDie(R"({"match": {"exe": "x"}, "maxMbitPerS": 80, "priority": "3"})"), &p).ok());
+  EXPECT_EQ(p.max_mbit_per_s, 80);
+  EXPECT_EQ(p.priority, 3);
+  ASSERT_TRUE(TenantPolicy::FromJson("t", ParseOrDie(R"({"match": {"exe": "x"}, "yield": null})"), &p).ok());
+  EXPECT_FALSE(p.yield) << "null is the field's default";
 }
 
 }  // namespace

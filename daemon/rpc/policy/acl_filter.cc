@@ -1,56 +1,44 @@
 #include "rpc/policy/acl_filter.h"
 
 #include <google/protobuf/descriptor.pb.h>
+#include <google/protobuf/struct.pb.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "config/json_message.h"
+#include "config/rpc_policy.pb.h"
+
 namespace conduit::rpc {
 namespace {
 
-bool DecodeBase64(const std::string& in, std::string* out) {
-  auto digit = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-  };
-  out->clear();
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
-    int d = digit(c);
-    if (d < 0) return false;
-    acc = (acc << 6) | static_cast<uint32_t>(d);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out->push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return true;
-}
-
-// The descriptor set bytes named by the spec.
-Status ReadDescriptorSet(const Json& spec, std::string* bytes) {
-  if (const Json* file = spec.find("descriptor_set_file"); file != nullptr && file->is_string()) {
-    std::ifstream in(file->as_string(), std::ios::binary);
-    if (!in) return InvalidArgument("cannot read descriptor_set_file %s", file->as_string().c_str());
+// The descriptor set bytes named by the policy.
+Status ReadDescriptorSet(const config::v1::AclPolicy& doc, std::string* bytes) {
+  if (!doc.descriptor_set_file().empty()) {
+    std::ifstream in(doc.descriptor_set_file(), std::ios::binary);
+    if (!in) return InvalidArgument("cannot read descriptor_set_file %s", doc.descriptor_set_file().c_str());
     std::ostringstream all;
     all << in.rdbuf();
     *bytes = all.str();
     return Status::Ok();
   }
-  if (const Json* b64 = spec.find("descriptor_set"); b64 != nullptr && b64->is_string()) {
-    if (!DecodeBase64(b64->as_string(), bytes)) return InvalidArgument("descriptor_set is not base64");
+  if (!doc.descriptor_set().empty()) {
+    *bytes = doc.descriptor_set();  // protobuf's JSON mapping decoded the base64
     return Status::Ok();
   }
   return InvalidArgument(
       "an ACL needs the request types: \"descriptor_set_file\" (from protoc --descriptor_set_out "
       "--include_imports) or \"descriptor_set\" (the same bytes in base64)");
+}
+
+// An allow or deny entry as the text FieldPath::Read gives the field's value.
+bool ValueText(const google::protobuf::Value& v, std::string* out) {
+  int64_t n;
+  if (config::IsString(v)) *out = v.string_value();
+  else if (config::AsInteger(v, &n)) *out = std::to_string(n);
+  else if (v.kind_case() == google::protobuf::Value::kBoolValue) *out = v.bool_value() ? "true" : "false";
+  else return false;
+  return true;
 }
 
 Status BuildPool(const std::string& bytes, std::shared_ptr<google::protobuf::DescriptorPool>* out) {
@@ -69,27 +57,21 @@ Status BuildPool(const std::string& bytes, std::shared_ptr<google::protobuf::Des
 }  // namespace
 
 Status AclFilter::Create(const std::string& name, const Json& spec, std::shared_ptr<Filter>* out) {
+  config::v1::AclPolicy doc;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromJson(spec, "ACL", &doc));
   auto f = std::make_shared<AclFilter>();
   f->name_ = name;
-  CONDUIT_RETURN_IF_ERROR(Scope::FromJson(spec, &f->scope_));
-  const Json* field = spec.find("field");
-  if (field == nullptr || !field->is_string() || field->as_string().empty()) {
-    return InvalidArgument("an ACL needs \"field\": a dotted path into the request message");
-  }
-  const Json* allow = spec.find("allow");
-  const Json* deny = spec.find("deny");
-  if ((allow == nullptr) == (deny == nullptr)) return InvalidArgument("an ACL needs exactly one of \"allow\" and \"deny\"");
-  const Json* list = allow != nullptr ? allow : deny;
-  f->allow_list_ = allow != nullptr;
-  if (!list->is_array()) return InvalidArgument("\"%s\" must be a list of values", f->allow_list_ ? "allow" : "deny");
-  for (const Json& v : list->items()) {
-    if (v.is_string()) f->values_.insert(v.as_string());
-    else if (v.is_int()) f->values_.insert(std::to_string(v.as_int()));
-    else if (v.is_bool()) f->values_.insert(v.as_bool() ? "true" : "false");
-    else return InvalidArgument("ACL values must be strings, integers or booleans");
+  CONDUIT_RETURN_IF_ERROR(Scope::Make(doc.service(), doc.method(), doc.side(), &f->scope_));
+  if (doc.field().empty()) return InvalidArgument("an ACL needs \"field\": a dotted path into the request message");
+  if (doc.has_allow() == doc.has_deny()) return InvalidArgument("an ACL needs exactly one of \"allow\" and \"deny\"");
+  f->allow_list_ = doc.has_allow();
+  for (const google::protobuf::Value& v : (f->allow_list_ ? doc.allow() : doc.deny()).values()) {
+    std::string text;
+    if (!ValueText(v, &text)) return InvalidArgument("ACL values must be strings, integers or booleans");
+    f->values_.insert(std::move(text));
   }
   std::string bytes;
-  CONDUIT_RETURN_IF_ERROR(ReadDescriptorSet(spec, &bytes));
+  CONDUIT_RETURN_IF_ERROR(ReadDescriptorSet(doc, &bytes));
   CONDUIT_RETURN_IF_ERROR(BuildPool(bytes, &f->pool_));
   const google::protobuf::ServiceDescriptor* service = f->pool_->FindServiceByName(f->scope_.service);
   if (service == nullptr) return InvalidArgument("the descriptor set has no service %s", f->scope_.service.c_str());
@@ -98,7 +80,7 @@ Status AclFilter::Create(const std::string& name, const Json& spec, std::shared_
     const google::protobuf::MethodDescriptor* m = service->method(i);
     if (!f->scope_.method.empty() && m->name() != f->scope_.method) continue;
     FieldPath path;
-    Status st = FieldPath::Resolve(m->input_type(), field->as_string(), &path);
+    Status st = FieldPath::Resolve(m->input_type(), doc.field(), &path);
     if (!st.ok()) {
       last_error = st.message();
       continue;  // a service-wide rule covers the methods whose request has the field
@@ -108,7 +90,7 @@ Status AclFilter::Create(const std::string& name, const Json& spec, std::shared_
   if (f->fields_.empty()) {
     return InvalidArgument("no method of %s%s%s has request field '%s'%s%s", f->scope_.service.c_str(),
                            f->scope_.method.empty() ? "" : " named ", f->scope_.method.c_str(),
-                           field->as_string().c_str(), last_error.empty() ? "" : ": ", last_error.c_str());
+                           doc.field().c_str(), last_error.empty() ? "" : ": ", last_error.c_str());
   }
   *out = std::move(f);
   return Status::Ok();

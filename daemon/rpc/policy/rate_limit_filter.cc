@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <limits>
 
+#include "config/json_message.h"
+#include "config/rpc_policy.pb.h"
+
 namespace conduit::rpc {
 namespace {
 
@@ -15,32 +18,31 @@ constexpr double kMaxWaitMs = 3600.0 * 1000;
 }  // namespace
 
 Status RateLimitFilter::Create(const std::string& name, const Json& spec, std::shared_ptr<Filter>* out) {
+  config::v1::RateLimitPolicy doc;
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromJson(spec, "rate limit", &doc));
   auto f = std::make_shared<RateLimitFilter>();
   f->name_ = name;
-  CONDUIT_RETURN_IF_ERROR(Scope::FromJson(spec, &f->scope_));
-  const Json* rate = spec.find("rate");
-  if (rate != nullptr && rate->is_string() && (rate->as_string() == "inf" || rate->as_string() == "infinity")) {
+  CONDUIT_RETURN_IF_ERROR(Scope::Make(doc.service(), doc.method(), doc.side(), &f->scope_));
+  const google::protobuf::Value& rate = doc.rate();
+  if (config::IsString(rate) && (rate.string_value() == "inf" || rate.string_value() == "infinity")) {
     f->rate_ = std::numeric_limits<double>::infinity();
-  } else if (rate != nullptr && rate->is_number() && rate->as_number() > 0) {
-    f->rate_ = rate->as_number();
+  } else if (rate.kind_case() == google::protobuf::Value::kNumberValue && rate.number_value() > 0) {
+    f->rate_ = rate.number_value();
   } else {
     return InvalidArgument("a rate limit needs \"rate\": calls per second (> 0) or \"inf\"");
   }
-  std::string error;
-  double burst = std::isinf(f->rate_) ? 1 : std::max(1.0, f->rate_ / 10);
-  double max_wait_ms = 1000;
-  if (!OptionalNumber(spec, "burst", &burst, &error) || !OptionalNumber(spec, "max_wait_ms", &max_wait_ms, &error)) {
-    return InvalidArgument("%s", error.c_str());
-  }
-  if (burst < 1) return InvalidArgument("\"burst\" must be at least 1");
+  const double burst = doc.has_burst() ? doc.burst() : std::isinf(f->rate_) ? 1 : std::max(1.0, f->rate_ / 10);
+  const double max_wait_ms = doc.has_max_wait_ms() ? doc.max_wait_ms() : 1000;
+  if (!(burst >= 1)) return InvalidArgument("\"burst\" must be at least 1");
   if (!(max_wait_ms >= 0 && max_wait_ms <= kMaxWaitMs)) return InvalidArgument("\"max_wait_ms\" must be 0..3600000");
   f->burst_ = burst;
   f->tokens_ = burst;
   f->max_wait_ = std::chrono::nanoseconds(static_cast<int64_t>(max_wait_ms * 1e6));
-  if (const Json* on = spec.find("on_limit"); on != nullptr && !on->is_null()) {
-    std::string v = on->is_string() ? on->as_string() : "";
-    if (v != "wait" && v != "reject") return InvalidArgument("\"on_limit\" must be \"wait\" or \"reject\"");
-    f->wait_ = v == "wait";
+  if (!doc.on_limit().empty()) {
+    if (doc.on_limit() != "wait" && doc.on_limit() != "reject") {
+      return InvalidArgument("\"on_limit\" must be \"wait\" or \"reject\"");
+    }
+    f->wait_ = doc.on_limit() == "wait";
   }
   *out = std::move(f);
   return Status::Ok();

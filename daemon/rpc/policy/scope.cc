@@ -2,24 +2,17 @@
 
 namespace conduit::rpc {
 
-Status Scope::FromJson(const Json& spec, Scope* out) {
+Status Scope::Make(const std::string& service, const std::string& method, const std::string& side, Scope* out) {
   *out = Scope();
-  const Json* service = spec.find("service");
-  if (service == nullptr || !service->is_string() || service->as_string().empty()) {
+  if (service.empty()) {
     return InvalidArgument("a policy needs \"service\": the full name of a gRPC service, e.g. \"pkg.Greeter\"");
   }
-  out->service = service->as_string();
-  if (const Json* method = spec.find("method"); method != nullptr && !method->is_null()) {
-    if (!method->is_string()) return InvalidArgument("\"method\" must be a method name");
-    out->method = method->as_string();
-  }
-  if (const Json* side = spec.find("side"); side != nullptr && !side->is_null()) {
-    const std::string s = side->is_string() ? side->as_string() : "";
-    if (s == "client") out->sides = Sides::kClient;
-    else if (s == "server") out->sides = Sides::kServer;
-    else if (s == "both") out->sides = Sides::kBoth;
-    else return InvalidArgument("\"side\" must be \"client\", \"server\" or \"both\"");
-  }
+  out->service = service;
+  out->method = method;
+  if (side.empty() || side == "client") out->sides = Sides::kClient;
+  else if (side == "server") out->sides = Sides::kServer;
+  else if (side == "both") out->sides = Sides::kBoth;
+  else return InvalidArgument("\"side\" must be \"client\", \"server\" or \"both\", not '%s'", side.c_str());
   return Status::Ok();
 }
 
@@ -34,17 +27,6 @@ void Scope::ToJson(Json* spec) const {
   (*spec)["service"] = service;
   (*spec)["method"] = method.empty() ? Json() : Json(method);
   (*spec)["side"] = sides == Sides::kClient ? "client" : sides == Sides::kServer ? "server" : "both";
-}
-
-bool OptionalNumber(const Json& spec, const char* key, double* value, std::string* error) {
-  const Json* v = spec.find(key);
-  if (v == nullptr || v->is_null()) return true;
-  if (!v->is_number()) {
-    *error = std::string("\"") + key + "\" must be a number";
-    return false;
-  }
-  *value = v->as_number();
-  return true;
 }
 
 }  // namespace conduit::rpc

@@ -19,14 +19,12 @@ struct Scope {
   std::string method;   // "Method"; empty: every method of the service
   Sides sides = Sides::kClient;
 
-  // Reads "service", "method" and "side" ("client", "server" or "both") of a policy spec.
-  static Status FromJson(const Json& spec, Scope* out);
+  // From a policy's "service", "method" and "side" ("client", "server", "both"; "" = client).
+  static Status Make(const std::string& service, const std::string& method, const std::string& side, Scope* out);
   bool Matches(const RpcInfo& info) const;
   void ToJson(Json* spec) const;
 };
 
-// Reads an optional number member; false (with *error) when present but not a number.
-bool OptionalNumber(const Json& spec, const char* key, double* value, std::string* error);
 
 }  // namespace conduit::rpc
 
