@@ -18,7 +18,6 @@
 #include "metadata.h"
 #include "native_parent.h"
 #include "real_grpc.h"
-#include "server.h"
 #include "timer_queue.h"
 
 namespace conduit::grpcshim {
@@ -172,7 +171,7 @@ ManagedCall* ManagedCall::NewClient(std::shared_ptr<ManagedChannel> channel, std
   return call;
 }
 
-ManagedCall* ManagedCall::NewServer(std::shared_ptr<ManagedServer> server, std::shared_ptr<DaemonConnection> conn,
+ManagedCall* ManagedCall::NewServer(std::shared_ptr<ServerCallObserver> server, std::shared_ptr<DaemonConnection> conn,
                                     const rpc::CallEvent& start, MessageLimits limits,
                                     CompressionOptions compression) {
   ManagedCall* call = CallSlab::Get().New();
@@ -529,7 +528,7 @@ void ManagedCall::RunDeferred(const Deferred& d) {
   if (d.flush) conn_->Flush();
   if (d.unregister) conn_->Unregister(id_);
   if (d.timer != 0) {
-    if (ManagedCall* c = TimerQueue::Get().Cancel(d.timer)) c->Unref();
+    if (CallSink* c = TimerQueue::Get().Cancel(d.timer)) c->Unref();
   }
   if (d.finished_server_call) server_->OnCallFinished(this);
   if (d.waiting_changed) server_->OnWaitingCallChanged(this);

@@ -27,20 +27,29 @@
 #include "auth_context.h"
 #include "common/rpc_event.h"
 #include "compression.h"
+#include "call_sink.h"
 #include "daemon_connection.h"
+#include "message_limits.h"
 
 namespace conduit::grpcshim {
 
 class ManagedChannel;
-class ManagedServer;
+class ManagedCall;
 
-// Size limits gRPC applies to messages (channel/server args; -1 = unlimited).
-struct MessageLimits {
-  int64_t max_send = -1;
-  int64_t max_receive = 4 << 20;
+// What a managed server hears from the calls it handed out (ManagedServer implements it,
+// so that call.cc need not include server.h, which includes this).
+class ServerCallObserver {
+ public:
+  // A waiting call learnt its first message or was cancelled.
+  virtual void OnWaitingCallChanged(ManagedCall* call) = 0;
+  // A call handed to the program finished (status sent or cancelled).
+  virtual void OnCallFinished(ManagedCall* call) = 0;
+
+ protected:
+  ~ServerCallObserver() = default;
 };
 
-class ManagedCall {
+class ManagedCall final : public CallSink {
  public:
   // Whether `call` was made here (an address check, no locks).
   static bool IsManaged(const grpc_call* call);
@@ -54,12 +63,12 @@ class ManagedCall {
                                 grpc_completion_queue* cq, std::string method, std::string authority,
                                 gpr_timespec deadline, MessageLimits limits);
   // An incoming call for a managed server, not yet handed to the program.
-  static ManagedCall* NewServer(std::shared_ptr<ManagedServer> server, std::shared_ptr<DaemonConnection> conn,
+  static ManagedCall* NewServer(std::shared_ptr<ServerCallObserver> server, std::shared_ptr<DaemonConnection> conn,
                                 const rpc::CallEvent& start, MessageLimits limits, CompressionOptions compression);
 
   // The program's API.
   grpc_call_error StartBatch(const grpc_op* ops, size_t nops, void* tag);
-  grpc_call_error Cancel(grpc_status_code code, const char* details);
+  grpc_call_error Cancel(grpc_status_code code, const char* details) override;
   // grpc_call_set_credentials (call_credentials.h): their metadata goes with the call's
   // initial metadata, or the call fails as gRPC fails it on an insecure channel.
   grpc_call_error SetCredentials(grpc_call_credentials* creds);
@@ -98,14 +107,14 @@ class ManagedCall {
   void SetNativeParentWatch(grpc_call* stand_in);
 
   // Internal references (batches, timers, the connection's routing table).
-  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void Unref();
+  void Ref() override { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() override;
 
   // From the connection's reader thread.
-  void OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message);
-  void OnConnectionLost(const std::string& why);
+  void OnEvent(const rpc::CallEvent& ev, grpc_byte_buffer* message) override;
+  void OnConnectionLost(const std::string& why) override;
   // From the timer thread.
-  void OnDeadline();
+  void OnDeadline() override;
 
   // Server side, for ManagedServer: hand the call to the program (bound to `cq`), filling
   // what the request asked for. `payload` takes the first message when non-null.
@@ -218,7 +227,7 @@ class ManagedCall {
   bool client_ = true;
   std::shared_ptr<DaemonConnection> conn_;
   std::shared_ptr<ManagedChannel> channel_;
-  std::shared_ptr<ManagedServer> server_;
+  std::shared_ptr<ServerCallObserver> server_;
   uint64_t id_ = 0;
   std::string method_;
   std::string authority_;

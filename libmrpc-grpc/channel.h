@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "call.h"
+#include "compression.h"
 #include "credentials_registry.h"
 #include "daemon_connection.h"
+#include "message_limits.h"
 
 namespace conduit::grpcshim {
 

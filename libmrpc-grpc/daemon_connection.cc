@@ -12,7 +12,6 @@
 #include <cstdlib>
 
 #include "byte_buffers.h"
-#include "call.h"
 #include "common/exe_name.h"
 #include "common/fd_io.h"
 #include "common/log.h"
@@ -22,7 +21,6 @@
 #include "protocol/shim_protocol.h"
 #include "real_grpc.h"
 #include "receive_segments.h"
-#include "server.h"
 
 namespace conduit::grpcshim {
 namespace {
@@ -175,7 +173,7 @@ Status DaemonConnection::Request(uint16_t type, const void* payload, size_t len,
   return FromWire(ws);
 }
 
-bool DaemonConnection::Register(uint64_t id, ManagedCall* call) {
+bool DaemonConnection::Register(uint64_t id, CallSink* call) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!alive()) return false;
   call->Ref();
@@ -184,7 +182,7 @@ bool DaemonConnection::Register(uint64_t id, ManagedCall* call) {
 }
 
 void DaemonConnection::Unregister(uint64_t id) {
-  ManagedCall* call = nullptr;
+  CallSink* call = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = calls_.find(id);
@@ -195,13 +193,13 @@ void DaemonConnection::Unregister(uint64_t id) {
   call->Unref();
 }
 
-void DaemonConnection::RegisterServer(uint64_t server_id, std::shared_ptr<ManagedServer> server) {
+void DaemonConnection::RegisterServer(uint64_t server_id, std::shared_ptr<IncomingCallHandler> server) {
   std::lock_guard<std::mutex> lock(mu_);
   servers_[server_id] = std::move(server);
 }
 
 void DaemonConnection::UnregisterServer(uint64_t server_id) {
-  std::shared_ptr<ManagedServer> server;
+  std::shared_ptr<IncomingCallHandler> server;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = servers_.find(server_id);
@@ -532,8 +530,8 @@ Status DaemonConnection::HandleCall(std::string payload) {
           receive_->Wrap(ev.message.segment, ev.message.segment_offset, ev.message.total_length, &message));
     }
   }
-  ManagedCall* call = nullptr;
-  std::shared_ptr<ManagedServer> server;
+  CallSink* call = nullptr;
+  std::shared_ptr<IncomingCallHandler> server;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = calls_.find(ev.call);
@@ -567,8 +565,8 @@ Status DaemonConnection::HandleCall(std::string payload) {
 }
 
 void DaemonConnection::Die(const std::string& why) {
-  std::unordered_map<uint64_t, ManagedCall*> calls;
-  std::unordered_map<uint64_t, std::shared_ptr<ManagedServer>> servers;
+  std::unordered_map<uint64_t, CallSink*> calls;
+  std::unordered_map<uint64_t, std::shared_ptr<IncomingCallHandler>> servers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!alive_.exchange(false)) return;

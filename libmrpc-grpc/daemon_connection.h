@@ -25,6 +25,7 @@
 #include "common/frame_stream.h"
 #include "common/rpc_event.h"
 #include "common/shm_heap.h"
+#include "call_sink.h"
 #include "common/shm_segment.h"
 #include "protocol/rpc_protocol.h"
 
@@ -32,9 +33,20 @@ struct grpc_fd;
 
 namespace conduit::grpcshim {
 
-class ManagedCall;
-class ManagedServer;
+class DaemonConnection;
 class ReceiveSegments;
+
+// What the reader thread hands a managed server: incoming calls for it, and the loss of
+// the connection (ManagedServer implements it, so that this file need not know servers).
+class IncomingCallHandler {
+ public:
+  virtual void OnIncomingCall(const std::shared_ptr<DaemonConnection>& conn, const rpc::CallEvent& start,
+                              grpc_byte_buffer* message) = 0;
+  virtual void OnConnectionLost(const std::string& why) = 0;
+
+ protected:
+  ~IncomingCallHandler() = default;
+};
 
 // A message ready to go in a Call frame: where it lies in a send segment, or its bytes.
 struct PlacedMessage {
@@ -67,9 +79,9 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   // Calls: ids this side picks for client calls; incoming (server) calls use the daemon's.
   uint64_t NewCallId() { return next_call_id_.fetch_add(1, std::memory_order_relaxed); }
   // Routes incoming events for `id` to `call` (which it refs) until Unregister.
-  bool Register(uint64_t id, ManagedCall* call);
+  bool Register(uint64_t id, CallSink* call);
   void Unregister(uint64_t id);
-  void RegisterServer(uint64_t server_id, std::shared_ptr<ManagedServer> server);
+  void RegisterServer(uint64_t server_id, std::shared_ptr<IncomingCallHandler> server);
   void UnregisterServer(uint64_t server_id);
 
   // Copies a message the program wants to send into a send segment, or keeps it for the
@@ -139,8 +151,8 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
 
   mutable std::mutex mu_;
   std::string failure_;
-  std::unordered_map<uint64_t, ManagedCall*> calls_;
-  std::unordered_map<uint64_t, std::shared_ptr<ManagedServer>> servers_;
+  std::unordered_map<uint64_t, CallSink*> calls_;
+  std::unordered_map<uint64_t, std::shared_ptr<IncomingCallHandler>> servers_;
   struct Pending {
     uint16_t reply_type;
     bool done = false;

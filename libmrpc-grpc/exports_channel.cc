@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "byte_buffers.h"
+#include "call.h"
 #include "call_credentials.h"
 #include "channel.h"
 #include "common/log.h"

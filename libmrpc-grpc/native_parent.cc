@@ -5,7 +5,6 @@
 #include <string>
 #include <thread>
 
-#include "call.h"
 #include "common/log.h"
 #include "common/thread_guard.h"
 #include "handoff.h"
@@ -18,7 +17,7 @@ namespace {
 // stand-in ends), and what its batch receives.
 struct Watch {
   grpc_call* stand_in = nullptr;
-  ManagedCall* child = nullptr;
+  CallSink* child = nullptr;
   grpc_metadata_array trailers;
   grpc_status_code status = GRPC_STATUS_OK;
   grpc_slice details{};
@@ -75,7 +74,7 @@ WatchQueue& Queue() {
 
 }  // namespace
 
-grpc_call* WatchNativeParent(grpc_call* parent, uint32_t mask, ManagedCall* child) {
+grpc_call* WatchNativeParent(grpc_call* parent, uint32_t mask, CallSink* child) {
   const RealGrpc& g = Real();
   WatchQueue& q = Queue();
   const uint32_t propagate = mask & (GRPC_PROPAGATE_CANCELLATION | GRPC_PROPAGATE_DEADLINE);

@@ -15,15 +15,16 @@
 
 #include <cstdint>
 
+#include "call_sink.h"
+
 namespace conduit::grpcshim {
 
-class ManagedCall;
 
 // Starts watching `parent` for `child` (propagation `mask`, which must include
 // cancellation or deadline). Returns the stand-in with one reference for the child, to be
 // given to EndNativeParentWatch when the child ends; nullptr (and one log line) when gRPC
 // refused to make it, in which case the child is simply not propagated to.
-grpc_call* WatchNativeParent(grpc_call* parent, uint32_t mask, ManagedCall* child);
+grpc_call* WatchNativeParent(grpc_call* parent, uint32_t mask, CallSink* child);
 void EndNativeParentWatch(grpc_call* stand_in);
 
 }  // namespace conduit::grpcshim

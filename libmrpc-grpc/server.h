@@ -36,7 +36,9 @@
 
 namespace conduit::grpcshim {
 
-class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
+class ManagedServer final : public std::enable_shared_from_this<ManagedServer>,
+                            public ServerCallObserver,
+                            public IncomingCallHandler {
  public:
   static void Created(grpc_server* server, const grpc_channel_args* args);
   static std::shared_ptr<ManagedServer> Find(grpc_server* server);
@@ -67,12 +69,10 @@ class ManagedServer : public std::enable_shared_from_this<ManagedServer> {
 
   // From the connection and the calls.
   void OnIncomingCall(const std::shared_ptr<DaemonConnection>& conn, const rpc::CallEvent& start,
-                      grpc_byte_buffer* message);
-  void OnConnectionLost(const std::string& why);
-  // A waiting call learnt its first message or was cancelled.
-  void OnWaitingCallChanged(ManagedCall* call);
-  // A call handed to the program finished (status sent or cancelled).
-  void OnCallFinished(ManagedCall* call);
+                      grpc_byte_buffer* message) override;
+  void OnConnectionLost(const std::string& why) override;
+  void OnWaitingCallChanged(ManagedCall* call) override;
+  void OnCallFinished(ManagedCall* call) override;
 
  private:
   struct Request {

@@ -1,6 +1,5 @@
 #include "timer_queue.h"
 
-#include "call.h"
 
 namespace conduit::grpcshim {
 
@@ -9,7 +8,7 @@ TimerQueue& TimerQueue::Get() {
   return *queue;
 }
 
-uint64_t TimerQueue::Schedule(Clock::time_point when, ManagedCall* call) {
+uint64_t TimerQueue::Schedule(Clock::time_point when, CallSink* call) {
   call->Ref();
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = next_id_++;
@@ -23,11 +22,11 @@ uint64_t TimerQueue::Schedule(Clock::time_point when, ManagedCall* call) {
   return id;
 }
 
-ManagedCall* TimerQueue::Cancel(uint64_t id) {
+CallSink* TimerQueue::Cancel(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = timers_.find(id);
   if (it == timers_.end()) return nullptr;
-  ManagedCall* call = it->second.second;
+  CallSink* call = it->second.second;
   order_.erase({it->second.first, id});
   timers_.erase(it);
   return call;
@@ -47,7 +46,7 @@ void TimerQueue::Run() {
     }
     order_.erase(order_.begin());
     auto it = timers_.find(first.second);
-    ManagedCall* call = it->second.second;
+    CallSink* call = it->second.second;
     timers_.erase(it);
     lock.unlock();
     call->OnDeadline();

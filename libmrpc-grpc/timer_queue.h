@@ -12,9 +12,10 @@
 #include <thread>
 #include <utility>
 
+#include "call_sink.h"
+
 namespace conduit::grpcshim {
 
-class ManagedCall;
 
 class TimerQueue {
  public:
@@ -22,10 +23,10 @@ class TimerQueue {
   static TimerQueue& Get();
 
   // Calls call->OnDeadline() at `when` (taking a reference until then); returns an id.
-  uint64_t Schedule(Clock::time_point when, ManagedCall* call);
+  uint64_t Schedule(Clock::time_point when, CallSink* call);
   // Unschedules; returns the call whose reference the caller must now drop, or nullptr if
   // the timer already fired.
-  ManagedCall* Cancel(uint64_t id);
+  CallSink* Cancel(uint64_t id);
 
  private:
   TimerQueue() = default;
@@ -34,7 +35,7 @@ class TimerQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::pair<Clock::time_point, uint64_t>> order_;
-  std::map<uint64_t, std::pair<Clock::time_point, ManagedCall*>> timers_;
+  std::map<uint64_t, std::pair<Clock::time_point, CallSink*>> timers_;
   uint64_t next_id_ = 1;
   bool running_ = false;
 };

@@ -28,6 +28,10 @@ class Endpoint {
   // The call ended: drop `id` from this end's routing table.
   virtual void Forget(uint64_t id) = 0;
   virtual std::string name() const = 0;
+  // Memory of this end's program for an incoming message of `len` bytes, so that a daemon
+  // link reads the bytes straight there; false (the default: the end is no program, the
+  // message goes inline, or that memory is exhausted) and the link buffers them.
+  virtual bool ReceiveBlock(size_t /*len*/, Message* /*out*/) { return false; }
 };
 
 struct RpcCall {

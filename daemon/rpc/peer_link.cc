@@ -15,8 +15,8 @@
 #include "protocol/rpc_protocol.h"
 #include "rpc/auth_properties.h"
 #include "rpc/frame_input.h"
-#include "rpc/program_session.h"
 #include "rpc/rpc_context.h"
+#include "rpc/served_program.h"
 #include "rpc/target.h"
 #include "rpc/tls_flights.h"
 #include "security/peer_security.h"
@@ -227,7 +227,7 @@ Status PeerLink::HandleFrame(const FrameHeader& h) {
     if (h.length != sizeof(req)) return InvalidArgument("malformed Probe (%u bytes)", h.length);
     CONDUIT_RETURN_IF_ERROR(reader_.Read(&req, sizeof(req), deadline));
     std::string why;
-    std::shared_ptr<ProgramSession> session = service_->servers().Find(req.port, local_ip_, /*from_link=*/true, &why);
+    std::shared_ptr<ServedProgram> session = service_->servers().Find(req.port, local_ip_, /*from_link=*/true, &why);
     const bool served = session != nullptr;
     rpcproto::ProbeReply reply{};
     reply.status = ToWire(served || why.empty() ? Status::Ok() : SystemError("%s", why.c_str()));
@@ -332,9 +332,8 @@ Status PeerLink::HandleCall(const FrameHeader& h) {
     // policy there must check them before the program may see them. A block there costs
     // memory only as bytes are written into it.
     const std::shared_ptr<Endpoint>& dest = accepted_ ? lc->call->server_end : lc->call->client_end;
-    auto* program = dynamic_cast<ProgramSession*>(dest.get());
     bool private_first = accepted_ && lc->call->reads_body;
-    if (program != nullptr && !private_first) program->ReceiveBlock(m.total_length, &lc->block);
+    if (dest != nullptr && !private_first) dest->ReceiveBlock(m.total_length, &lc->block);
   } else if (!lc->assembling || m.total_length != lc->total || m.fragment_offset != lc->received) {
     return InvalidArgument("message fragment at %llu of %llu does not follow the %llu bytes received",
                            static_cast<unsigned long long>(m.fragment_offset),
@@ -374,7 +373,7 @@ Status PeerLink::HandleCall(const FrameHeader& h) {
 Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>* out) {
   uint32_t port = static_cast<uint32_t>(view.target);
   std::string why;
-  std::shared_ptr<ProgramSession> session = service_->servers().Find(port, local_ip_, /*from_link=*/true, &why);
+  std::shared_ptr<ServedProgram> session = service_->servers().Find(port, local_ip_, /*from_link=*/true, &why);
   if (session == nullptr) {
     SendStatus(view.call, GrpcStatusOf(StatusCode::kUnavailable),
                why.empty() ? "conduit: no program serves port " + std::to_string(port) + " through the daemon at " +
@@ -473,7 +472,7 @@ Status PeerLink::Probe(uint32_t port, bool* tls) {
 
 Status PeerLink::TlsServerFor(uint32_t tls_port, std::shared_ptr<const TlsServerContext>* out) {
   std::string why;
-  std::shared_ptr<ProgramSession> session = service_->servers().Find(tls_port, local_ip_, /*from_link=*/true, &why);
+  std::shared_ptr<ServedProgram> session = service_->servers().Find(tls_port, local_ip_, /*from_link=*/true, &why);
   if (session != nullptr) *out = session->TlsFor(tls_port);
   if (*out != nullptr) return Status::Ok();
   if (session != nullptr) return SystemError("port %u is served without TLS", tls_port);
@@ -482,7 +481,7 @@ Status PeerLink::TlsServerFor(uint32_t tls_port, std::shared_ptr<const TlsServer
                      : SystemError("%s", why.c_str());
 }
 
-std::string PeerLink::RefusalFor(uint32_t port, const ProgramSession& session, bool* stale) {
+std::string PeerLink::RefusalFor(uint32_t port, const ServedProgram& session, bool* stale) {
   std::shared_ptr<const TlsServerContext> server_tls = session.TlsFor(port);
   *stale = false;
   if (tls_port_ == 0) {

@@ -35,7 +35,7 @@
 
 namespace conduit::rpc {
 
-class ProgramSession;
+class ServedProgram;
 class RpcContext;
 
 class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> {
@@ -107,7 +107,7 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // Accepting side: why a call to `port` served by `session` may not pass this link ("" when
   // it may); *stale when this TLS link's handshake was with credentials the server no
   // longer has.
-  std::string RefusalFor(uint32_t port, const ProgramSession& session, bool* stale);
+  std::string RefusalFor(uint32_t port, const ServedProgram& session, bool* stale);
   void ReadLoop();
   Status HandleFrame(const FrameHeader& h);
   Status HandleCall(const FrameHeader& h);

@@ -250,7 +250,7 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, boo
   if (st.ok()) st = ResolveTarget(text, &ch.target);
   if (st.ok() && ch.target.local) {
     std::string why;
-    std::shared_ptr<ProgramSession> server = service_->servers().Find(ch.target.port, ch.target.ip, false, &why);
+    std::shared_ptr<ServedProgram> server = service_->servers().Find(ch.target.port, ch.target.ip, false, &why);
     if (server == nullptr) {
       st = why.empty() ? SystemError("no program on this host serves port %u through conduitd", ch.target.port)
                        : SystemError("%s", why.c_str());
@@ -282,7 +282,7 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, boo
   return Reply(rpcproto::kOpenChannelReply, tag, &reply, sizeof(reply));
 }
 
-Status ProgramSession::CheckLocalSecurity(Channel* ch, const ProgramSession& server) {
+Status ProgramSession::CheckLocalSecurity(Channel* ch, const ServedProgram& server) {
   std::shared_ptr<const TlsServerContext> server_tls = server.TlsFor(ch->target.port);
   if (ch->tls == nullptr && server_tls != nullptr) {
     return SystemError("port %u serves TLS and this channel is insecure", ch->target.port);
@@ -470,7 +470,7 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
     return Status::Ok();
   }
   const Target& target = ch.target;
-  std::shared_ptr<ProgramSession> local;
+  std::shared_ptr<ServedProgram> local;
   std::shared_ptr<PeerLink> link;
   if (target.local) {
     local = service_->servers().Find(target.port, target.ip, /*from_link=*/false, &why);

@@ -23,6 +23,7 @@
 #include "common/frame_stream.h"
 #include "rpc/call.h"
 #include "rpc/program_memory.h"
+#include "rpc/served_program.h"
 #include "rpc/target.h"
 #include "security/tls_session.h"
 #include "server/service.h"
@@ -32,7 +33,7 @@ namespace conduit::rpc {
 class PeerLink;
 class RpcContext;
 
-class ProgramSession : public Endpoint, public std::enable_shared_from_this<ProgramSession> {
+class ProgramSession : public ServedProgram, public std::enable_shared_from_this<ProgramSession> {
  public:
   ProgramSession(RpcContext* service, UniqueFd fd, const ProgramCredentials& creds);
   ~ProgramSession() override;
@@ -46,14 +47,12 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
   void Forget(uint64_t id) override;
   std::string name() const override { return who_; }
 
-  // A call for one of this program's servers: becomes its server end.
-  void AddIncoming(const std::shared_ptr<RpcCall>& call);
-  // A block of this program's receive memory for an incoming message of `len` bytes (a
-  // link then reads the bytes straight there); false when the message is small enough to
-  // go inline or that memory is exhausted.
-  bool ReceiveBlock(size_t len, Message* out);
-  // The TLS credentials this program serves `port` with; nullptr for an insecure port.
-  std::shared_ptr<const TlsServerContext> TlsFor(uint32_t port) const;
+  // ServedProgram.
+  void AddIncoming(const std::shared_ptr<RpcCall>& call) override;
+  // This program's receive memory; false when the message is small enough to go inline or
+  // that memory is exhausted.
+  bool ReceiveBlock(size_t len, Message* out) override;
+  std::shared_ptr<const TlsServerContext> TlsFor(uint32_t port) const override;
 
  private:
   struct Channel {
@@ -75,7 +74,7 @@ class ProgramSession : public Endpoint, public std::enable_shared_from_this<Prog
   // connect (a TLS client to a TLS server whose certificate it trusts, and the reverse;
   // or neither side with TLS). Runs the in-memory handshake when the server's credentials
   // are not the ones `ch` was checked against.
-  Status CheckLocalSecurity(Channel* ch, const ProgramSession& server);
+  Status CheckLocalSecurity(Channel* ch, const ServedProgram& server);
   // Makes `ch`'s own TLS link to the daemon of its target.
   Status ConnectTlsLink(Channel* ch);
   Status CloseChannel(const std::string& payload);

@@ -2,17 +2,17 @@
 
 #include <algorithm>
 
-#include "rpc/program_session.h"
+#include "rpc/served_program.h"
 
 namespace conduit::rpc {
 
-Status ServerTable::Add(uint32_t port, const BindAddress& bind, const std::shared_ptr<ProgramSession>& session) {
+Status ServerTable::Add(uint32_t port, const BindAddress& bind, const std::shared_ptr<ServedProgram>& session) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Entry>& entries = ports_[port];
   std::erase_if(entries, [](const Entry& e) { return e.session.expired(); });
   size_t mine = 0;
   for (const Entry& e : entries) {
-    std::shared_ptr<ProgramSession> holder = e.session.lock();
+    std::shared_ptr<ServedProgram> holder = e.session.lock();
     if (holder == session) {
       ++mine;
     } else if (holder != nullptr && e.bind.Overlaps(bind)) {
@@ -27,18 +27,18 @@ Status ServerTable::Add(uint32_t port, const BindAddress& bind, const std::share
   return Status::Ok();
 }
 
-void ServerTable::Remove(uint32_t port, const ProgramSession* session) {
+void ServerTable::Remove(uint32_t port, const ServedProgram* session) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ports_.find(port);
   if (it == ports_.end()) return;
   std::erase_if(it->second, [session](const Entry& e) {
-    std::shared_ptr<ProgramSession> holder = e.session.lock();
+    std::shared_ptr<ServedProgram> holder = e.session.lock();
     return holder == nullptr || holder.get() == session;
   });
   if (it->second.empty()) ports_.erase(it);
 }
 
-std::shared_ptr<ProgramSession> ServerTable::Find(uint32_t port, const std::string& target_ip, bool from_link,
+std::shared_ptr<ServedProgram> ServerTable::Find(uint32_t port, const std::string& target_ip, bool from_link,
                                                   std::string* why) const {
   std::lock_guard<std::mutex> lock(mu_);
   why->clear();
@@ -47,7 +47,7 @@ std::shared_ptr<ProgramSession> ServerTable::Find(uint32_t port, const std::stri
   std::string binds;
   bool loopback_only = true;
   for (const Entry& e : it->second) {
-    std::shared_ptr<ProgramSession> holder = e.session.lock();
+    std::shared_ptr<ServedProgram> holder = e.session.lock();
     if (holder == nullptr) continue;
     if (e.bind.Admits(target_ip, from_link)) return holder;
     binds += (binds.empty() ? "" : " and ") + e.bind.Describe();
@@ -76,7 +76,7 @@ std::vector<ServerTable::Served> ServerTable::List() const {
   std::vector<Served> out;
   for (const auto& [port, entries] : ports_) {
     for (const Entry& e : entries) {
-      if (std::shared_ptr<ProgramSession> holder = e.session.lock()) {
+      if (std::shared_ptr<ServedProgram> holder = e.session.lock()) {
         out.push_back(Served{port, e.bind.Describe(), holder->name()});
       }
     }

@@ -18,7 +18,7 @@
 
 namespace conduit::rpc {
 
-class ProgramSession;
+class ServedProgram;
 
 class ServerTable {
  public:
@@ -26,14 +26,14 @@ class ServerTable {
   static constexpr size_t kMaxBindsPerPort = 16;
 
   // Fails when another live program serves the port on an overlapping address.
-  Status Add(uint32_t port, const BindAddress& bind, const std::shared_ptr<ProgramSession>& session);
+  Status Add(uint32_t port, const BindAddress& bind, const std::shared_ptr<ServedProgram>& session);
   // Removes every address `session` serves `port` on.
-  void Remove(uint32_t port, const ProgramSession* session);
+  void Remove(uint32_t port, const ServedProgram* session);
   // The program serving `port` for a call that reached this host at `target_ip`, from a
   // program of this host (from_link false) or over a link from another daemon. nullptr
   // when none: *why is then empty when no program serves the port at all, else it says
   // which address the port is bound to.
-  std::shared_ptr<ProgramSession> Find(uint32_t port, const std::string& target_ip, bool from_link,
+  std::shared_ptr<ServedProgram> Find(uint32_t port, const std::string& target_ip, bool from_link,
                                        std::string* why) const;
   std::vector<uint32_t> Ports() const;
   struct Served {
@@ -46,7 +46,7 @@ class ServerTable {
  private:
   struct Entry {
     BindAddress bind;
-    std::weak_ptr<ProgramSession> session;
+    std::weak_ptr<ServedProgram> session;
   };
   mutable std::mutex mu_;
   std::map<uint32_t, std::vector<Entry>> ports_;
