@@ -16,12 +16,6 @@
 namespace conduit {
 namespace {
 
-// Bounds one point-to-point message from a peer daemon. Memory is taken as the bytes
-// arrive, in pieces of at least this size, doubling.
-constexpr uint64_t kMaxP2pBytes = 64ull << 30;
-constexpr size_t kP2pPieceBytes = 4u << 20;
-// How long an abort notice may take to leave for each peer.
-constexpr int kAbortNoticeMs = 200;
 // A collective that failed on a link waits this long for a peer's abort notice, so its
 // ranks get the reason (a disagreement, a dead rank) rather than "connection closed".
 constexpr int kAbortReasonWaitMs = 300;
@@ -38,7 +32,8 @@ Communicator::Communicator(uint64_t key, int nranks, std::string my_addr, CommOp
       my_addr_(std::move(my_addr)),
       options_(std::move(options)),
       fabric_(fabric),
-      exe_(std::move(exe)) {
+      exe_(std::move(exe)),
+      p2p_(this, options_.timeout_ms) {
   auto config = std::make_shared<CommConfig>();
   config->allreduce_algo = options_.allreduce_algo;
   config_ = std::move(config);
@@ -51,16 +46,9 @@ Communicator::~Communicator() {
     cv_.notify_all();  // a reader thread applying a reconfiguration stops waiting
   }
   // Tell peers this is a clean exit so they do not abort communicators that are done.
-  peerproto::P2pData bye{-1, -1, 0};
-  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(bye), 0};
-  for (size_t host = 0; host < p2p_links_.size(); ++host) {
-    if (!p2p_links_[host]) continue;
-    std::lock_guard<std::mutex> lock(p2p_send_mu_[host]);
-    (void)p2p_links_[host]->Send({{&h, sizeof(h)}, {&bye, sizeof(bye)}}, Deadline::AfterMs(1000));
-  }
+  p2p_.SayGoodbye();
   for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
-  for (auto& link : p2p_links_) if (link) link->Shutdown();
-  for (auto& t : readers_) t.join();
+  p2p_.Close();  // its readers call into this communicator: joined before anything goes
   CLOG_DEBUG("communicator %016llx destroyed", static_cast<unsigned long long>(key_));
 }
 
@@ -114,8 +102,7 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
       pending_.resize(local_ranks_.size());
       left_.assign(local_ranks_.size(), false);
       coll_links_.resize(nhosts);
-      p2p_links_.resize(nhosts);
-      p2p_send_mu_ = std::vector<std::mutex>(nhosts);
+      p2p_.Init(membership_.host_of_rank, membership_.my_host, static_cast<int>(nhosts));
       links_missing_ = 2 * static_cast<int>(nhosts - 1);
     }
   }
@@ -156,12 +143,10 @@ void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> 
     }
     coll_links_[host] = std::move(l);
   } else {
-    if (p2p_links_[host] || epoch > 0) {
+    if (epoch > 0 || !p2p_.Attach(host, std::move(link))) {
       CLOG_WARN("communicator %016llx: duplicate link from host %d ignored", static_cast<unsigned long long>(key_), host);
       return;
     }
-    p2p_links_[host] = std::move(link);
-    readers_.emplace_back([this, host] { P2pReaderLoop(host); });
   }
   --links_missing_;
   cv_.notify_all();
@@ -179,21 +164,7 @@ Status Communicator::WaitLinks() {
 }
 
 void Communicator::TellPeersAborted(const Status& reason) {
-  // Best effort and bounded: a p2p link busy with a large send is skipped (its peer then
-  // learns of the abort from the closed links, as before).
-  const std::string why = "communicator aborted by daemon " + my_addr_ + ": " + reason.message();
-  WireStatus wire = ToWire(Status(reason.code(), why));
-  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kAbort, sizeof(wire), 0};
-  for (size_t host = 0; host < p2p_links_.size(); ++host) {
-    Link* link;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      link = p2p_links_[host].get();
-    }
-    if (link == nullptr || !p2p_send_mu_[host].try_lock()) continue;
-    (void)link->Send({{&h, sizeof(h)}, {&wire, sizeof(wire)}}, Deadline::AfterMs(kAbortNoticeMs));
-    p2p_send_mu_[host].unlock();
-  }
+  p2p_.TellAborted(Status(reason.code(), "communicator aborted by daemon " + my_addr_ + ": " + reason.message()));
 }
 
 size_t Communicator::LocalIndex(int rank) const {
@@ -221,7 +192,7 @@ void Communicator::Abort(const Status& reason, bool tell_peers) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
     for (auto& [key, l] : renewed_) l.link->Shutdown();
-    for (auto& link : p2p_links_) if (link) link->Shutdown();
+    p2p_.Shutdown();
     cv_.notify_all();
   }
   mailbox_.Fail(reason);
@@ -349,75 +320,28 @@ Status Communicator::SendP2p(int rank, const RankBuffer& buffer, const shimproto
     mailbox_.PostLocal(rank, op.peer, data, bytes, *ticket);
     return Status::Ok();
   }
-  peerproto::P2pData head{rank, op.peer, bytes};
-  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(head), 0};
-  std::lock_guard<std::mutex> lock(p2p_send_mu_[host]);
-  return p2p_links_[host]->Send({{&h, sizeof(h)}, {&head, sizeof(head)}, {data, bytes}}, OpDeadline());
+  return p2p_.SendMessage(host, rank, op.peer, data, bytes, OpDeadline());
 }
 
-void Communicator::P2pReaderLoop(int host) {
-  Link* link;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    link = p2p_links_[host].get();
-  }
-  Status st = SystemError("point-to-point link from daemon %s failed", link->peer_name().c_str());
-  // std::bad_alloc when memory runs out for a large message: this communicator fails, the
-  // daemon and every other communicator go on.
-  RunGuarded("point-to-point reader", [&] { st = ReadP2p(host, link); });
-  if (st.ok() || closing_) return;
+void Communicator::OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) {
+  mailbox_.PostRemote(src, dst, std::move(bytes));
+}
+
+Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
+  return HandleControl(host, type, payload);
+}
+
+void Communicator::OnPeerAborted(const Status& why) { Abort(why, /*tell_peers=*/false); }
+
+void Communicator::OnLinkFailed(int /*host*/, const Status& why) {
+  if (closing_) return;
   // This link may have closed because its daemon learned of an abort from a third one,
   // whose notice to us is still on its way: give it a moment to say why.
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(kAbortReasonWaitMs), [this] { return !failed_.ok() || closing_; });
   }
-  Abort(st);
-}
-
-Status Communicator::ReadP2p(int host, Link* link) {
-  for (;;) {
-    // The link may idle between frames for as long as the communicator lives, but once a
-    // frame has begun the rest of it must follow within the timeout.
-    FrameHeader h{};
-    auto* head_bytes = reinterpret_cast<uint8_t*>(&h);
-    CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes, 1}}, Deadline::Never()));
-    CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes + 1, sizeof(h) - 1}}, Deadline::AfterMs(options_.timeout_ms)));
-    if (Status bad = CheckP2pFrameHeader(h); !bad.ok()) {
-      return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
-    }
-    const Deadline rest = Deadline::AfterMs(options_.timeout_ms);
-    if (h.type == peerproto::kAbort) {
-      WireStatus wire{};
-      CONDUIT_RETURN_IF_ERROR(link->Recv({{&wire, sizeof(wire)}}, rest));
-      Status why = FromWire(wire);
-      if (why.ok()) why = RemoteError("daemon %s aborted the communicator", link->peer_name().c_str());
-      Abort(why, /*tell_peers=*/false);
-      return Status::Ok();
-    }
-    if (h.type != peerproto::kP2pData) {  // reconfiguration
-      std::vector<uint8_t> payload(h.length);
-      CONDUIT_RETURN_IF_ERROR(link->Recv({{payload.data(), payload.size()}}, rest));
-      CONDUIT_RETURN_IF_ERROR(HandleControl(host, h.type, payload));
-      continue;
-    }
-    peerproto::P2pData head{};
-    CONDUIT_RETURN_IF_ERROR(link->Recv({{&head, sizeof(head)}}, rest));
-    if (head.src_rank == -1) return Status::Ok();  // the peer destroyed the communicator cleanly
-    if (Status bad = CheckP2pData(head, membership_.host_of_rank, host, membership_.my_host, kMaxP2pBytes); !bad.ok()) {
-      return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
-    }
-    // Memory follows the bytes that arrive, not the length announced: a message is read
-    // in pieces into a buffer that grows as they come.
-    std::vector<uint8_t> bytes;
-    while (bytes.size() < head.bytes) {
-      const size_t at = bytes.size();
-      const size_t piece = static_cast<size_t>(std::min<uint64_t>(head.bytes - at, std::max<size_t>(at, kP2pPieceBytes)));
-      bytes.resize(at + piece);
-      CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data() + at, piece}}, rest));
-    }
-    DeliverP2p(head.src_rank, head.dst_rank, std::move(bytes));
-  }
+  Abort(why);
 }
 
 Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, uint64_t seq,

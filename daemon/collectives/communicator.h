@@ -26,6 +26,7 @@
 #include "collectives/comm_config.h"
 #include "collectives/comm_stats.h"
 #include "collectives/mailbox.h"
+#include "collectives/peer_channel.h"
 #include "common/status.h"
 #include "common/unique_id.h"
 #include "cuda/cuda_abi.h"
@@ -109,7 +110,7 @@ struct ReconfigResult {
   bool applied = false;   // this daemon switched to it
 };
 
-class Communicator {
+class Communicator : private PeerChannel::Handler {
  public:
   // `fabric` (may be null) supplies paths and tenant policies; `exe` names the programs of
   // the ranks that created it here, for tenant matching.
@@ -174,9 +175,6 @@ class Communicator {
   // (sequenced by host 0). Waits up to wait_ms for this daemon to switch.
   Status Reconfigure(const ReconfigPlan& plan, int wait_ms, ReconfigResult* result);
 
-  // Delivery from a p2p link's reader thread.
-  void DeliverP2p(int src, int dst, std::vector<uint8_t> bytes) { mailbox_.PostRemote(src, dst, std::move(bytes)); }
-
  private:
   struct CollRequest {
     int rank;
@@ -235,19 +233,21 @@ class Communicator {
   void AdvanceReconfig(std::unique_lock<std::mutex>& lock);
   void AddProposal(std::unique_lock<std::mutex>& lock, Proposal proposal);
   Status ApplyProposal(const Proposal& proposal);
-  // Control messages from a peer daemon (p2p channel reader).
+  // Control messages from a peer daemon (the p2p channel's readers).
   Status HandleControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
   Status SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
   void SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload);
   Status SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
                  std::shared_ptr<SendTicket>* ticket);
-  void StartP2pReader(int host);
-  void P2pReaderLoop(int host);
-  // Reads the p2p link from `host` until it ends; the reason it ended.
-  Status ReadP2p(int host, Link* link);
   void Abort(const Status& reason, bool tell_peers);
   // Sends kAbort with the reason on every p2p link (bounded, best effort).
   void TellPeersAborted(const Status& reason);
+
+  // PeerChannel::Handler: what the p2p channel's readers deliver.
+  void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
+  Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override;
+  void OnPeerAborted(const Status& why) override;
+  void OnLinkFailed(int host, const Status& why) override;
   size_t LocalIndex(int rank) const;
 
   const uint64_t key_;
@@ -261,8 +261,8 @@ class Communicator {
   // Set once by Setup, read-only afterwards.
   Membership membership_;
   std::vector<int> local_ranks_;
-  std::vector<std::unique_ptr<Link>> p2p_links_;
-  std::vector<std::mutex> p2p_send_mu_;
+  // The p2p channel: point-to-point messages, reconfiguration control, abort notices.
+  PeerChannel p2p_;
 
   // Replaced only by ApplyProposal, while it holds the running_ token (so never under a
   // running collective); read by Execute (holding the token) or under mu_.
@@ -278,7 +278,6 @@ class Communicator {
   std::vector<std::deque<CollRequest*>> pending_;  // per local rank, in submission order
   bool running_ = false;
   std::vector<bool> left_;
-  std::vector<std::thread> readers_;
   std::atomic<bool> closing_{false};
 
   Mailbox mailbox_;

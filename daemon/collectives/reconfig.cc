@@ -36,9 +36,7 @@ std::vector<LinkReport> Communicator::Links() const {
     const CollLink& l = coll_links_[h];
     if (l.link) out.push_back({static_cast<int>(h), "collective", l.path, l.local_ip, l.link->peer_name(), l.epoch});
   }
-  for (size_t h = 0; h < p2p_links_.size(); ++h) {
-    if (p2p_links_[h]) out.push_back({static_cast<int>(h), "p2p", -1, "", p2p_links_[h]->peer_name(), 0});
-  }
+  for (auto& [host, peer] : p2p_.Peers()) out.push_back({host, "p2p", -1, "", std::move(peer), 0});
   return out;
 }
 
@@ -50,13 +48,11 @@ bool Communicator::MayLaunch() const {
 }
 
 Status Communicator::SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
-  FrameHeader h{peerproto::kMagic, peerproto::kVersion, type, static_cast<uint32_t>(payload.size()), 0};
-  std::lock_guard<std::mutex> lock(p2p_send_mu_[host]);
-  return p2p_links_[host]->Send({{&h, sizeof(h)}, {payload.data(), payload.size()}}, OpDeadline());
+  return p2p_.SendControl(host, type, payload, OpDeadline());
 }
 
 void Communicator::SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload) {
-  for (int h = 0; h < static_cast<int>(p2p_links_.size()); ++h) {
+  for (int h = 0; h < p2p_.nhosts(); ++h) {
     if (h == membership_.my_host) continue;
     Status st = SendControl(h, type, payload);
     if (!st.ok()) {

@@ -1,0 +1,168 @@
+#include "collectives/peer_channel.h"
+
+#include <algorithm>
+
+#include "collectives/peer_messages.h"
+#include "common/frame.h"
+#include "common/thread_guard.h"
+#include "protocol/peer_protocol.h"
+
+namespace conduit {
+namespace {
+
+// Bounds one point-to-point message from a peer daemon. Memory is taken as the bytes
+// arrive, in pieces of at least this size, doubling.
+constexpr uint64_t kMaxP2pBytes = 64ull << 30;
+constexpr size_t kP2pPieceBytes = 4u << 20;
+// How long an abort notice, or a goodbye, may take to leave for each peer.
+constexpr int kAbortNoticeMs = 200;
+constexpr int kGoodbyeMs = 1000;
+
+}  // namespace
+
+PeerChannel::PeerChannel(Handler* handler, int timeout_ms) : handler_(handler), timeout_ms_(timeout_ms) {}
+
+PeerChannel::~PeerChannel() { Close(); }
+
+void PeerChannel::Init(std::vector<int> host_of_rank, int my_host, int nhosts) {
+  host_of_rank_ = std::move(host_of_rank);
+  my_host_ = my_host;
+  nhosts_ = nhosts;
+  send_mu_ = std::vector<std::mutex>(static_cast<size_t>(nhosts));
+  std::lock_guard<std::mutex> lock(mu_);
+  links_.resize(static_cast<size_t>(nhosts));
+}
+
+bool PeerChannel::Attach(int host, std::unique_ptr<Link> link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host < 0 || host >= nhosts_ || links_[host] != nullptr) return false;
+  if (closed_) link->Shutdown();  // its reader returns at once
+  Link* raw = link.get();
+  links_[host] = std::move(link);
+  readers_.emplace_back([this, host, raw] { ReaderLoop(host, raw); });
+  return true;
+}
+
+Link* PeerChannel::LinkOf(int host) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host >= 0 && host < nhosts_ ? links_[host].get() : nullptr;
+}
+
+Status PeerChannel::SendMessage(int host, int src, int dst, const void* data, size_t bytes, Deadline deadline) {
+  Link* link = LinkOf(host);
+  if (link == nullptr) return SystemError("no point-to-point link to host %d", host);
+  peerproto::P2pData head{src, dst, bytes};
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(head), 0};
+  std::lock_guard<std::mutex> lock(send_mu_[host]);
+  return link->Send({{&h, sizeof(h)}, {&head, sizeof(head)}, {data, bytes}}, deadline);
+}
+
+Status PeerChannel::SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload, Deadline deadline) {
+  Link* link = LinkOf(host);
+  if (link == nullptr) return SystemError("no point-to-point link to host %d", host);
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, type, static_cast<uint32_t>(payload.size()), 0};
+  std::lock_guard<std::mutex> lock(send_mu_[host]);
+  return link->Send({{&h, sizeof(h)}, {payload.data(), payload.size()}}, deadline);
+}
+
+void PeerChannel::TellAborted(const Status& why) {
+  WireStatus wire = ToWire(why);
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kAbort, sizeof(wire), 0};
+  for (int host = 0; host < nhosts_; ++host) {
+    Link* link = LinkOf(host);
+    if (link == nullptr || !send_mu_[host].try_lock()) continue;
+    (void)link->Send({{&h, sizeof(h)}, {&wire, sizeof(wire)}}, Deadline::AfterMs(kAbortNoticeMs));
+    send_mu_[host].unlock();
+  }
+}
+
+void PeerChannel::SayGoodbye() {
+  peerproto::P2pData bye{-1, -1, 0};
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(bye), 0};
+  for (int host = 0; host < nhosts_; ++host) {
+    Link* link = LinkOf(host);
+    if (link == nullptr) continue;
+    std::lock_guard<std::mutex> lock(send_mu_[host]);
+    (void)link->Send({{&h, sizeof(h)}, {&bye, sizeof(bye)}}, Deadline::AfterMs(kGoodbyeMs));
+  }
+}
+
+void PeerChannel::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  for (auto& link : links_) {
+    if (link) link->Shutdown();
+  }
+}
+
+void PeerChannel::Close() {
+  Shutdown();
+  std::vector<std::thread> readers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    readers.swap(readers_);
+  }
+  for (auto& t : readers) t.join();
+}
+
+std::vector<std::pair<int, std::string>> PeerChannel::Peers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<int, std::string>> out;
+  for (size_t h = 0; h < links_.size(); ++h) {
+    if (links_[h]) out.emplace_back(static_cast<int>(h), links_[h]->peer_name());
+  }
+  return out;
+}
+
+void PeerChannel::ReaderLoop(int host, Link* link) {
+  Status st = SystemError("point-to-point link from daemon %s failed", link->peer_name().c_str());
+  // std::bad_alloc when memory runs out for a large message: this communicator fails, the
+  // daemon and every other communicator go on.
+  RunGuarded("point-to-point reader", [&] { st = Read(host, link); });
+  if (!st.ok()) handler_->OnLinkFailed(host, st);
+}
+
+Status PeerChannel::Read(int host, Link* link) {
+  for (;;) {
+    // The link may idle between frames for as long as the communicator lives, but once a
+    // frame has begun the rest of it must follow within the timeout.
+    FrameHeader h{};
+    auto* head_bytes = reinterpret_cast<uint8_t*>(&h);
+    CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes, 1}}, Deadline::Never()));
+    CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes + 1, sizeof(h) - 1}}, Deadline::AfterMs(timeout_ms_)));
+    if (Status bad = CheckP2pFrameHeader(h); !bad.ok()) {
+      return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
+    }
+    const Deadline rest = Deadline::AfterMs(timeout_ms_);
+    if (h.type == peerproto::kAbort) {
+      WireStatus wire{};
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{&wire, sizeof(wire)}}, rest));
+      Status why = FromWire(wire);
+      if (why.ok()) why = RemoteError("daemon %s aborted the communicator", link->peer_name().c_str());
+      handler_->OnPeerAborted(why);
+      return Status::Ok();
+    }
+    if (h.type != peerproto::kP2pData) {  // reconfiguration
+      std::vector<uint8_t> payload(h.length);
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{payload.data(), payload.size()}}, rest));
+      CONDUIT_RETURN_IF_ERROR(handler_->OnControl(host, h.type, payload));
+      continue;
+    }
+    peerproto::P2pData head{};
+    CONDUIT_RETURN_IF_ERROR(link->Recv({{&head, sizeof(head)}}, rest));
+    if (head.src_rank == -1) return Status::Ok();  // the peer destroyed the communicator cleanly
+    if (Status bad = CheckP2pData(head, host_of_rank_, host, my_host_, kMaxP2pBytes); !bad.ok()) {
+      return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
+    }
+    std::vector<uint8_t> bytes;
+    while (bytes.size() < head.bytes) {
+      const size_t at = bytes.size();
+      const size_t piece = static_cast<size_t>(std::min<uint64_t>(head.bytes - at, std::max<size_t>(at, kP2pPieceBytes)));
+      bytes.resize(at + piece);
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data() + at, piece}}, rest));
+    }
+    handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes));
+  }
+}
+
+}  // namespace conduit

@@ -1,0 +1,96 @@
+// PeerChannel: a communicator's second channel to each other daemon (peerproto::kP2p),
+// next to the collective links: point-to-point messages between ranks, the
+// reconfiguration agreement's control messages, abort notices and the goodbye of a
+// communicator destroyed cleanly. One Link per peer host, each read by its own thread.
+//
+// A send holds its link's own lock, so the frames of two messages never interleave. The
+// readers check every frame (peer_messages.h) before using it and hand what arrives to
+// the communicator through Handler; memory for a message follows the bytes that arrive,
+// not the length its header announces.
+#ifndef CONDUIT_DAEMON_COLLECTIVES_PEER_CHANNEL_H_
+#define CONDUIT_DAEMON_COLLECTIVES_PEER_CHANNEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "transport/link.h"
+
+namespace conduit {
+
+class PeerChannel {
+ public:
+  // What the readers hand the communicator, from their own threads.
+  class Handler {
+   public:
+    // A point-to-point message from rank `src` for local rank `dst`.
+    virtual void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) = 0;
+    // A reconfiguration message (peerproto::kReconfig*); an error ends the link.
+    virtual Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) = 0;
+    // The peer aborted the communicator; `why` is its reason.
+    virtual void OnPeerAborted(const Status& why) = 0;
+    // The link from `host` ended without a goodbye or a notice, or sent a bad frame.
+    virtual void OnLinkFailed(int host, const Status& why) = 0;
+
+   protected:
+    ~Handler() = default;
+  };
+
+  // `timeout_ms`: how long the rest of a frame may take once its first byte came.
+  PeerChannel(Handler* handler, int timeout_ms);
+  ~PeerChannel();  // Close()
+
+  // Once, before any link: the communicator's hosts (for checking where messages are from
+  // and to).
+  void Init(std::vector<int> host_of_rank, int my_host, int nhosts);
+  // Installs the link with `host` and starts its reader; false (and the link is dropped)
+  // when there already is one.
+  bool Attach(int host, std::unique_ptr<Link> link);
+
+  // Sends to `host`, whose link must be attached.
+  Status SendMessage(int host, int src, int dst, const void* data, size_t bytes, Deadline deadline);
+  Status SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload, Deadline deadline);
+  // Best effort and bounded: the abort notice (with `why`) to every peer whose link is not
+  // busy with a large send (its peer then learns of the abort from the closed links).
+  void TellAborted(const Status& why);
+  // Tells every peer this communicator is being destroyed cleanly, so that they do not
+  // take the end of the link for a failure.
+  void SayGoodbye();
+  // Ends every link; the readers return.
+  void Shutdown();
+  // Shutdown and waits for the readers.
+  void Close();
+
+  int nhosts() const { return nhosts_; }
+  // The peers with a link: host and the link's peer name.
+  std::vector<std::pair<int, std::string>> Peers() const;
+
+ private:
+  Link* LinkOf(int host) const;
+  void ReaderLoop(int host, Link* link);
+  // Reads the link from `host` until it ends; OK for a goodbye or an abort notice.
+  Status Read(int host, Link* link);
+
+  Handler* const handler_;
+  const int timeout_ms_;
+  std::vector<int> host_of_rank_;  // set by Init, read-only afterwards
+  int my_host_ = 0;
+  int nhosts_ = 0;
+  std::vector<std::mutex> send_mu_;  // per host: one message's frames at a time
+
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Link>> links_;  // per host; null until attached
+  std::vector<std::thread> readers_;
+  bool closed_ = false;
+};
+
+}  // namespace conduit
+
+#endif  // CONDUIT_DAEMON_COLLECTIVES_PEER_CHANNEL_H_

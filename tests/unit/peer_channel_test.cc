@@ -1,0 +1,131 @@
+// PeerChannel (collectives/peer_channel.h), the communicator's p2p channel, between two
+// "daemons" in one process over socketpair links: messages and control frames reach the
+// other side's handler in order, an abort notice carries its reason, a goodbye ends the
+// link quietly, and a bad frame or a lost link is reported as a failure of that link.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/peer_channel.h"
+#include "common/frame.h"
+#include "protocol/peer_protocol.h"
+#include "transport/local_link.h"
+
+namespace conduit {
+namespace {
+
+// Records what a reader hands over.
+class Recorder : public PeerChannel::Handler {
+ public:
+  void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
+    Add("msg " + std::to_string(src) + "->" + std::to_string(dst) + " " + std::string(bytes.begin(), bytes.end()));
+  }
+  Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override {
+    Add("control " + std::to_string(host) + " " + std::to_string(type) + " " + std::string(payload.begin(), payload.end()));
+    return Status::Ok();
+  }
+  void OnPeerAborted(const Status& why) override { Add("aborted " + why.message()); }
+  void OnLinkFailed(int host, const Status& why) override { Add("failed " + std::to_string(host) + " " + why.message()); }
+
+  // Waits until `n` events arrived (at most `ms`) and returns them.
+  std::vector<std::string> Wait(size_t n, int ms = 5000) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return events_.size() >= n; });
+    return events_;
+  }
+
+ private:
+  void Add(std::string e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(e));
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> events_;
+};
+
+// Host 0 has rank 0, host 1 has rank 1.
+struct Pair {
+  Recorder heard0, heard1;
+  PeerChannel ch0{&heard0, 2000};
+  PeerChannel ch1{&heard1, 2000};
+  Link* raw01 = nullptr;  // host 0's end, for writing frames by hand
+
+  Pair() {
+    std::unique_ptr<Link> a, b;
+    EXPECT_TRUE(NewLocalLinkPair("h1", "h0", &a, &b).ok());
+    raw01 = a.get();
+    ch0.Init({0, 1}, 0, 2);
+    ch1.Init({0, 1}, 1, 2);
+    EXPECT_TRUE(ch0.Attach(1, std::move(a)));
+    EXPECT_TRUE(ch1.Attach(0, std::move(b)));
+  }
+};
+
+TEST(PeerChannelTest, MessagesAndControlArriveInOrder) {
+  Pair p;
+  const std::string big(5 << 20, 'x');  // more than one receive piece
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "hello", 5, Deadline::AfterMs(2000)).ok());
+  ASSERT_TRUE(p.ch0.SendControl(1, peerproto::kReconfigSeq, {'a', 'b'}, Deadline::AfterMs(2000)).ok());
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, big.data(), big.size(), Deadline::AfterMs(5000)).ok());
+  std::vector<std::string> got = p.heard1.Wait(3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], "msg 0->1 hello");
+  EXPECT_EQ(got[1], "control 0 " + std::to_string(peerproto::kReconfigSeq) + " ab");
+  EXPECT_EQ(got[2], "msg 0->1 " + big);
+  ASSERT_TRUE(p.ch1.SendMessage(0, 1, 0, "back", 4, Deadline::AfterMs(2000)).ok());
+  EXPECT_EQ(p.heard0.Wait(1).at(0), "msg 1->0 back");
+  std::vector<std::pair<int, std::string>> peers = p.ch0.Peers();
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0].first, 1);
+  EXPECT_FALSE(p.ch0.Attach(1, nullptr)) << "a second link to the same host is refused";
+}
+
+TEST(PeerChannelTest, AbortNoticeCarriesTheReasonAndGoodbyeIsQuiet) {
+  Pair p;
+  p.ch0.TellAborted(RemoteError("rank 0 disagreed"));
+  std::vector<std::string> got = p.heard1.Wait(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "aborted rank 0 disagreed");
+
+  Pair q;
+  q.ch1.SayGoodbye();
+  q.ch1.Close();
+  EXPECT_TRUE(q.heard0.Wait(1, 300).empty()) << "a goodbye, then the end of the link, is no failure";
+}
+
+TEST(PeerChannelTest, BadFramesAndLostLinksFailTheLink) {
+  {
+    Pair p;  // a message from a rank that is not on the sending host
+    peerproto::P2pData head{1, 1, 3};
+    FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(head), 0};
+    ASSERT_TRUE(p.raw01->Send({{&h, sizeof(h)}, {&head, sizeof(head)}, {"abc", 3}}, Deadline::AfterMs(2000)).ok());
+    std::vector<std::string> got = p.heard1.Wait(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].rfind("failed 0 ", 0), 0u) << got[0];
+  }
+  {
+    Pair p;  // a frame of another protocol
+    FrameHeader h{0x12345678, peerproto::kVersion, peerproto::kP2pData, 0, 0};
+    ASSERT_TRUE(p.raw01->Send({{&h, sizeof(h)}}, Deadline::AfterMs(2000)).ok());
+    std::vector<std::string> got = p.heard1.Wait(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].rfind("failed 0 ", 0), 0u) << got[0];
+  }
+  {
+    Pair p;  // the peer goes away without a word
+    p.ch0.Close();
+    std::vector<std::string> got = p.heard1.Wait(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].rfind("failed 0 ", 0), 0u) << got[0];
+  }
+}
+
+}  // namespace
+}  // namespace conduit
