@@ -25,12 +25,19 @@ PeerChannel::PeerChannel(Handler* handler, int timeout_ms) : handler_(handler), 
 PeerChannel::~PeerChannel() { Close(); }
 
 void PeerChannel::Init(std::vector<int> host_of_rank, int my_host, int nhosts) {
+  // Under mu_: an abort on another thread may look at the channel while it is set up. The
+  // rest of the channel reads these only after finding a link, which Attach adds later.
+  std::lock_guard<std::mutex> lock(mu_);
   host_of_rank_ = std::move(host_of_rank);
   my_host_ = my_host;
   nhosts_ = nhosts;
   send_mu_ = std::vector<std::mutex>(static_cast<size_t>(nhosts));
-  std::lock_guard<std::mutex> lock(mu_);
   links_.resize(static_cast<size_t>(nhosts));
+}
+
+int PeerChannel::nhosts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return nhosts_;
 }
 
 bool PeerChannel::Attach(int host, std::unique_ptr<Link> link) {
@@ -68,7 +75,8 @@ Status PeerChannel::SendControl(int host, uint16_t type, const std::vector<uint8
 void PeerChannel::TellAborted(const Status& why) {
   WireStatus wire = ToWire(why);
   FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kAbort, sizeof(wire), 0};
-  for (int host = 0; host < nhosts_; ++host) {
+  const int n = nhosts();
+  for (int host = 0; host < n; ++host) {
     Link* link = LinkOf(host);
     if (link == nullptr || !send_mu_[host].try_lock()) continue;
     (void)link->Send({{&h, sizeof(h)}, {&wire, sizeof(wire)}}, Deadline::AfterMs(kAbortNoticeMs));
@@ -79,7 +87,8 @@ void PeerChannel::TellAborted(const Status& why) {
 void PeerChannel::SayGoodbye() {
   peerproto::P2pData bye{-1, -1, 0};
   FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(bye), 0};
-  for (int host = 0; host < nhosts_; ++host) {
+  const int n = nhosts();
+  for (int host = 0; host < n; ++host) {
     Link* link = LinkOf(host);
     if (link == nullptr) continue;
     std::lock_guard<std::mutex> lock(send_mu_[host]);

@@ -68,7 +68,7 @@ class PeerChannel {
   // Shutdown and waits for the readers.
   void Close();
 
-  int nhosts() const { return nhosts_; }
+  int nhosts() const;
   // The peers with a link: host and the link's peer name.
   std::vector<std::pair<int, std::string>> Peers() const;
 
@@ -80,12 +80,13 @@ class PeerChannel {
 
   Handler* const handler_;
   const int timeout_ms_;
-  std::vector<int> host_of_rank_;  // set by Init, read-only afterwards
+  mutable std::mutex mu_;
+  // Set by Init under mu_; read-only afterwards.
+  std::vector<int> host_of_rank_;
   int my_host_ = 0;
   int nhosts_ = 0;
   std::vector<std::mutex> send_mu_;  // per host: one message's frames at a time
 
-  mutable std::mutex mu_;
   std::vector<std::unique_ptr<Link>> links_;  // per host; null until attached
   std::vector<std::thread> readers_;
   bool closed_ = false;
