@@ -21,11 +21,15 @@ Status MessageFromJson(const Json& doc, const char* what, google::protobuf::Mess
   return MessageFromJsonText(doc.Dump(), what, out);
 }
 
-Status MessageFromValue(const google::protobuf::Value& value, const char* what, google::protobuf::Message* out) {
+Status MessageFromValue(const google::protobuf::Value& value, const char* field, const char* what,
+                        google::protobuf::Message* out) {
   std::string text;
   const auto st = google::protobuf::util::MessageToJsonString(value, &text);
   if (!st.ok()) return InvalidArgument("%s: %s", what, std::string(st.message()).c_str());
-  return MessageFromJsonText(text, what, out);
+  std::string wrapped = "{";
+  AppendJsonString(&wrapped, field);
+  wrapped += ":" + text + "}";
+  return MessageFromJsonText(wrapped, what, out);
 }
 
 bool IsString(const google::protobuf::Value& v) { return v.kind_case() == google::protobuf::Value::kStringValue; }

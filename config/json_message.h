@@ -25,8 +25,12 @@ namespace conduit::config {
 // (max_mbit_per_s) or in protobuf's lowerCamelCase (maxMbitPerS).
 Status MessageFromJsonText(std::string_view text, const char* what, google::protobuf::Message* out);
 Status MessageFromJson(const Json& doc, const char* what, google::protobuf::Message* out);
-// A union member (a google.protobuf.Value holding an object or a list) read as `out`.
-Status MessageFromValue(const google::protobuf::Value& value, const char* what, google::protobuf::Message* out);
+// A union member (a google.protobuf.Value) read as `out`'s field `field`: {field: value}, e.g.
+// a list of objects as a message's repeated field. The value goes through its JSON text,
+// never through protobuf's inline Map code, whose layout differs between a ThreadSanitizer
+// build and Debian's libprotobuf (found by the TSan job: a SEGV in Map::FindHelper).
+Status MessageFromValue(const google::protobuf::Value& value, const char* field, const char* what,
+                        google::protobuf::Message* out);
 
 // A Value's kind, for a union's error messages.
 bool IsString(const google::protobuf::Value& v);

@@ -90,10 +90,8 @@ Status ReadPaths(const google::protobuf::Value& paths, ReconfigPlan* plan) {
   const char* kShape = "reconfiguration: \"paths\" must be \"policy\" or a list of {\"hosts\": [A, B], \"path\": K} "
                        "(K = -1: primary address)";
   if (!config::IsList(paths)) return InvalidArgument("%s", kShape);
-  google::protobuf::Value wrapped;  // {"pins": [...]}, so that protobuf reads the entries as PathPin
-  (*wrapped.mutable_struct_value()->mutable_fields())["pins"] = paths;
-  config::v1::PathPinList pins;
-  CONDUIT_RETURN_IF_ERROR(config::MessageFromValue(wrapped, "reconfiguration: paths", &pins));
+  config::v1::PathPinList pins;  // {"pins": [...]}: protobuf reads the entries as PathPin
+  CONDUIT_RETURN_IF_ERROR(config::MessageFromValue(paths, "pins", "reconfiguration: paths", &pins));
   for (const config::v1::PathPin& pin : pins.pins()) {
     if (pin.hosts_size() != 2 || !pin.has_path()) return InvalidArgument("%s", kShape);
     plan->pins.push_back(peerproto::PathPin{pin.hosts(0), pin.hosts(1), pin.path()});
