@@ -41,7 +41,8 @@ bool IsAbsent(const google::protobuf::Value& v) {
 bool AsInteger(const google::protobuf::Value& v, int64_t* out) {
   if (v.kind_case() != google::protobuf::Value::kNumberValue) return false;
   const double d = v.number_value();
-  if (!(d >= -9.2e18 && d <= 9.2e18) || std::floor(d) != d) return false;
+  constexpr double kMax = static_cast<double>(kMaxExactInteger);
+  if (!(d >= -kMax && d <= kMax) || std::floor(d) != d) return false;
   *out = static_cast<int64_t>(d);
   return true;
 }

@@ -36,7 +36,10 @@ Status MessageFromValue(const google::protobuf::Value& value, const char* field,
 bool IsString(const google::protobuf::Value& v);
 bool IsList(const google::protobuf::Value& v);
 bool IsAbsent(const google::protobuf::Value& v);  // not given, or null
-// An integer-valued number that fits an int64.
+// An integer-valued number whose value the double it is held in gives exactly: |v| <= 2^53
+// (a Value's numbers are doubles, so 9007199254740993 would arrive as ...992; such
+// integers must be written as strings).
+inline constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
 bool AsInteger(const google::protobuf::Value& v, int64_t* out);
 
 }  // namespace conduit::config

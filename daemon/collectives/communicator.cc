@@ -327,10 +327,6 @@ void Communicator::OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) {
   mailbox_.PostRemote(src, dst, std::move(bytes));
 }
 
-Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
-  return HandleControl(host, type, payload);
-}
-
 void Communicator::OnPeerAborted(const Status& why) { Abort(why, /*tell_peers=*/false); }
 
 void Communicator::OnLinkFailed(int /*host*/, const Status& why) {

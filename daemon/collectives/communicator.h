@@ -233,8 +233,6 @@ class Communicator : private PeerChannel::Handler {
   void AdvanceReconfig(std::unique_lock<std::mutex>& lock);
   void AddProposal(std::unique_lock<std::mutex>& lock, Proposal proposal);
   Status ApplyProposal(const Proposal& proposal);
-  // Control messages from a peer daemon (the p2p channel's readers).
-  Status HandleControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
   Status SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
   void SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload);
   Status SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
@@ -245,6 +243,7 @@ class Communicator : private PeerChannel::Handler {
 
   // PeerChannel::Handler: what the p2p channel's readers deliver.
   void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
+  // A reconfiguration message from a peer daemon (reconfig.cc).
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override;
   void OnPeerAborted(const Status& why) override;
   void OnLinkFailed(int host, const Status& why) override;

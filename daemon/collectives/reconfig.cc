@@ -261,7 +261,7 @@ Status Communicator::Reconfigure(const ReconfigPlan& plan, int wait_ms, Reconfig
   return failed_;
 }
 
-Status Communicator::HandleControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
+Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
   const int nhosts = static_cast<int>(membership_.host_addrs.size());
   const std::string& peer = membership_.host_addrs[host];
   if (type == peerproto::kReconfigSeq) {

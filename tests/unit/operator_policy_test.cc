@@ -7,6 +7,7 @@
 #include <set>
 
 #include "collectives/comm_config.h"
+#include "config/json_message.h"
 #include "policy/fabric.h"
 #include "policy/placement_policy.h"
 #include "policy/tenant_policy.h"
@@ -286,6 +287,23 @@ TEST(ConfigSchemaTest, ErrorsNameTheFieldAndTheMappingIsProtobufs) {
   EXPECT_EQ(p.priority, 3);
   ASSERT_TRUE(TenantPolicy::FromJson("t", ParseOrDie(R"({"match": {"exe": "x"}, "yield": null})"), &p).ok());
   EXPECT_FALSE(p.yield) << "null is the field's default";
+}
+
+// A Value's numbers are doubles: integers are taken only where the double holds them exactly.
+TEST(ConfigSchemaTest, IntegersAreTakenOnlyWhereExact) {
+  google::protobuf::Value v;
+  int64_t n = 0;
+  v.set_number_value(9007199254740992.0);  // 2^53
+  ASSERT_TRUE(config::AsInteger(v, &n));
+  EXPECT_EQ(n, config::kMaxExactInteger);
+  v.set_number_value(-9007199254740992.0);
+  EXPECT_TRUE(config::AsInteger(v, &n));
+  v.set_number_value(9007199254740994.0);  // 2^53 + 2: 2^53 + 1 would read as 2^53
+  EXPECT_FALSE(config::AsInteger(v, &n));
+  v.set_number_value(1.5);
+  EXPECT_FALSE(config::AsInteger(v, &n));
+  v.set_string_value("7");
+  EXPECT_FALSE(config::AsInteger(v, &n));
 }
 
 }  // namespace

@@ -67,7 +67,10 @@ Status AclFilter::Create(const std::string& name, const Json& spec, std::shared_
   f->allow_list_ = doc.has_allow();
   for (const google::protobuf::Value& v : (f->allow_list_ ? doc.allow() : doc.deny()).values()) {
     std::string text;
-    if (!ValueText(v, &text)) return InvalidArgument("ACL values must be strings, integers or booleans");
+    if (!ValueText(v, &text)) {
+      return InvalidArgument("ACL values must be strings, integers (beyond 2^53 written as strings: \"%lld\") or "
+                             "booleans", static_cast<long long>(config::kMaxExactInteger + 1));
+    }
     f->values_.insert(std::move(text));
   }
   std::string bytes;
