@@ -21,6 +21,7 @@ void PolicyEngine::Install(InstalledPolicy policy) {
   auto next = std::make_shared<Snapshot>(*snapshot_);
   for (InstalledPolicy& p : *next) {
     if (p.kind == policy.kind && p.name == policy.name) {
+      policy.filter->TakeStateFrom(*p.filter);
       p = std::move(policy);
       snapshot_ = std::move(next);
       return;

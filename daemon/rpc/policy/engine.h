@@ -36,7 +36,9 @@ class PolicyEngine {
   uint64_t qos_small_bytes() const { return qos_small_bytes_.load(std::memory_order_relaxed); }
   void SetQos(uint64_t small_bytes) { qos_small_bytes_.store(small_bytes, std::memory_order_relaxed); }
 
-  // Adds a policy, or replaces the one of the same kind and name (keeping its place).
+  // Adds a policy, or replaces the one of the same kind and name in place: it keeps its place
+  // in the order, its state moves to the new filter (Filter::TakeStateFrom), and the other
+  // policies' filters are not touched. Calls that started before keep the old filter.
   void Install(InstalledPolicy policy);
   bool Remove(const std::string& kind, const std::string& name);
   std::vector<InstalledPolicy> List() const;

@@ -73,6 +73,10 @@ class Filter {
   virtual Verdict OnRequestMessage(const RpcInfo&, const uint8_t*, size_t) { return Verdict::Continue(); }
   virtual Verdict OnAdmit(const RpcInfo&) { return Verdict::Continue(); }
   virtual void OnFinish(const RpcInfo&, const CallOutcome&) {}
+  // This filter replaces `previous` (the policy of the same kind and name) on the engine and
+  // takes over the state that must outlive a change of its settings (a rate limiter's
+  // tokens and the reservations of calls waiting for one). Called before any call sees it.
+  virtual void TakeStateFrom(Filter& previous) { (void)previous; }
 };
 
 using FilterChain = std::vector<std::shared_ptr<Filter>>;

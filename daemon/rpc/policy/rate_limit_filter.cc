@@ -48,6 +48,17 @@ Status RateLimitFilter::Create(const std::string& name, const Json& spec, std::s
   return Status::Ok();
 }
 
+void RateLimitFilter::TakeStateFrom(Filter& previous) {
+  auto* old = dynamic_cast<RateLimitFilter*>(&previous);
+  if (old == nullptr) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::scoped_lock lock(old->mu_, mu_);
+  const double elapsed = std::chrono::duration<double>(now - old->last_).count();
+  const double carried = std::min(old->burst_, old->tokens_ + elapsed * old->rate_);
+  tokens_ = std::min(burst_, carried);
+  last_ = now;
+}
+
 Verdict RateLimitFilter::OnAdmit(const RpcInfo&) {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);

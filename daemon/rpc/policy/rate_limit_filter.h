@@ -31,6 +31,10 @@ class RateLimitFilter : public Filter {
   std::string name() const override { return name_; }
   bool Applies(const RpcInfo& info) const override { return scope_.Matches(info); }
   Verdict OnAdmit(const RpcInfo& info) override;
+  // A new rate or burst takes over the old bucket (capped at the new burst) and the debt
+  // of the calls waiting for tokens: a change never hands out a fresh burst, and calls
+  // already waiting keep their turn.
+  void TakeStateFrom(Filter& previous) override;
 
  private:
   std::string name_;

@@ -1,0 +1,94 @@
+// Policy modules changed in place (docs/upgrade.md, "Policy modules"): replacing a policy
+// keeps its place and the state that must outlive a change of settings, and leaves every
+// other policy's filter alone; calls that started keep the filters they started with.
+#include <gtest/gtest.h>
+
+#include "common/json.h"
+#include "rpc/policy/engine.h"
+#include "rpc/policy/rate_limit_filter.h"
+
+namespace conduit::rpc {
+namespace {
+
+RpcInfo Call() {
+  RpcInfo info;
+  info.method = "/pkg.Greeter/SayHello";
+  info.program = "client[1]";
+  return info;
+}
+
+std::shared_ptr<Filter> RateLimit(const std::string& name, const std::string& spec) {
+  Json json;
+  EXPECT_TRUE(Json::Parse(spec, &json).ok()) << spec;
+  std::shared_ptr<Filter> f;
+  Status st = RateLimitFilter::Create(name, json, &f);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return f;
+}
+
+void Install(PolicyEngine& engine, const std::string& name, const std::string& spec) {
+  engine.Install(InstalledPolicy{"rpc-ratelimit", name, Json::Object(), RateLimit(name, spec)});
+}
+
+// Admits one call through every filter that applies; the first verdict that is not Continue.
+Verdict Admit(const PolicyEngine& engine) {
+  for (const auto& f : engine.FiltersFor(Call())) {
+    Verdict v = f->OnAdmit(Call());
+    if (v.action != Verdict::Action::kContinue) return v;
+  }
+  return Verdict::Continue();
+}
+
+TEST(PolicyEngineTest, AChangedRateLimitDoesNotHandOutAFreshBurst) {
+  PolicyEngine engine;
+  Install(engine, "limit", R"({"service": "pkg.Greeter", "rate": 0.01, "burst": 3, "on_limit": "reject"})");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Admit(engine).action, Verdict::Action::kContinue) << i;
+  EXPECT_EQ(Admit(engine).action, Verdict::Action::kDeny);
+  // The operator raises the burst: the bucket it took over is still empty.
+  Install(engine, "limit", R"({"service": "pkg.Greeter", "rate": 0.01, "burst": 10, "on_limit": "reject"})");
+  EXPECT_EQ(Admit(engine).action, Verdict::Action::kDeny) << "a replaced rate limit started with a full bucket";
+}
+
+TEST(PolicyEngineTest, ALowerBurstCapsWhatWasCarried) {
+  PolicyEngine engine;
+  Install(engine, "limit", R"({"service": "pkg.Greeter", "rate": 0.01, "burst": 10, "on_limit": "reject"})");
+  Install(engine, "limit", R"({"service": "pkg.Greeter", "rate": 0.01, "burst": 2, "on_limit": "reject"})");
+  EXPECT_EQ(Admit(engine).action, Verdict::Action::kContinue);
+  EXPECT_EQ(Admit(engine).action, Verdict::Action::kContinue);
+  EXPECT_EQ(Admit(engine).action, Verdict::Action::kDeny);
+}
+
+TEST(PolicyEngineTest, WaitingCallsKeepTheirTurnAcrossAChange) {
+  PolicyEngine engine;
+  Install(engine, "limit", R"({"service": "pkg.Greeter", "rate": 10, "burst": 1, "max_wait_ms": 60000})");
+  EXPECT_EQ(Admit(engine).action, Verdict::Action::kContinue);
+  for (int i = 1; i <= 4; ++i) {
+    Verdict v = Admit(engine);
+    ASSERT_EQ(v.action, Verdict::Action::kDelay);
+    EXPECT_NEAR(std::chrono::duration<double>(v.delay).count(), 0.1 * i, 0.05) << i;
+  }
+  // Four calls wait for tokens 100..400 ms away. The next call after the change waits
+  // behind them (at the new rate), not at the head of an empty queue.
+  Install(engine, "limit", R"({"service": "pkg.Greeter", "rate": 20, "burst": 1, "max_wait_ms": 60000})");
+  Verdict v = Admit(engine);
+  ASSERT_EQ(v.action, Verdict::Action::kDelay);
+  EXPECT_NEAR(std::chrono::duration<double>(v.delay).count(), 5 * 0.05, 0.05);
+}
+
+TEST(PolicyEngineTest, OtherPoliciesAndRunningCallsAreNotTouched) {
+  PolicyEngine engine;
+  Install(engine, "a", R"({"service": "pkg.Greeter", "rate": 100})");
+  Install(engine, "b", R"({"service": "pkg.Greeter", "rate": 100})");
+  const FilterChain before = engine.FiltersFor(Call());
+  ASSERT_EQ(before.size(), 2u);
+  Install(engine, "a", R"({"service": "pkg.Greeter", "rate": 50})");
+  const FilterChain after = engine.FiltersFor(Call());
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_NE(after[0], before[0]) << "a was replaced";
+  EXPECT_EQ(after[0]->name(), "a") << "in its place";
+  EXPECT_EQ(after[1], before[1]) << "b is the same filter, with its own state";
+  EXPECT_EQ(before[0]->name(), "a") << "a call that started keeps the filter it started with";
+}
+
+}  // namespace
+}  // namespace conduit::rpc
