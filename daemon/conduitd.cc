@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +51,10 @@
 #include "session/collective_admin.h"
 #include "session/collective_service.h"
 #include "session/fabric_admin.h"
+#include "server/systemd_notify.h"
 #include "transport/tcp.h"
+#include "upgrade/handover.h"
+#include "upgrade/upgrade_admin.h"
 
 namespace conduit {
 namespace {
@@ -287,6 +291,12 @@ Status ApplySetting(Flags& f, const FlagSpec& spec, const std::string& value) {
 struct CommandLine {
   std::string config;
   std::vector<std::pair<const FlagSpec*, std::string>> settings;
+  // Set only by the daemon this one replaces (live upgrade, upgrade/handover.h): its end of
+  // the handover socketpair. Not a setting: never in a file, never shown in --help.
+  int take_over_fd = -1;
+  // The command line as given, without argv[0] and --take-over-fd: what a live upgrade
+  // starts the new daemon with.
+  std::vector<std::string> args;
 };
 
 // The usage text: on stdout with exit 0 for --help, on stderr with exit 2 after a bad
@@ -382,9 +392,16 @@ CommandLine ParseCommandLine(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") Usage("", /*asked=*/true);
     const FlagSpec* spec = a.rfind("--", 0) == 0 ? FindFlag(std::string_view(a).substr(2)) : nullptr;
+    if (a.rfind("--take-over-fd=", 0) == 0) {
+      const std::string fd = a.substr(strlen("--take-over-fd="));
+      if (!SetNumber(fd, &cli.take_over_fd).ok() || cli.take_over_fd < 3) Usage("bad --take-over-fd");
+      continue;
+    }
+    cli.args.push_back(a);
     if (a == "--config") {
       if (i + 1 >= argc) Usage("missing value for --config");
       cli.config = argv[++i];
+      cli.args.push_back(cli.config);
     } else if (spec == nullptr) {
       Usage(("unknown flag " + a).c_str());
     } else if (spec->kind == FlagKind::kSwitch) {
@@ -392,6 +409,7 @@ CommandLine ParseCommandLine(int argc, char** argv) {
     } else {
       if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
       cli.settings.emplace_back(spec, argv[++i]);
+      cli.args.push_back(argv[i]);
     }
   }
   return cli;
@@ -547,6 +565,76 @@ void Reload(const CommandLine& cli, Flags* running, const LiveParts& daemon) {
             topology.c_str());
 }
 
+// Live upgrade (docs/upgrade.md): how long the new daemon waits for the old one's sockets
+// and state, and for its Go after Ready.
+constexpr int kHandoverReceiveMs = 30000;
+constexpr int kHandoverGoMs = 10000;
+
+// The executable this process runs, by the path it was started from: after a package
+// upgrade that path holds the new binary, the default of POST /v1/upgrade.
+std::string ExecutablePath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "/usr/bin/conduitd";
+  std::string path(buf, static_cast<size_t>(n));
+  const std::string deleted = " (deleted)";  // the file was replaced since
+  if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0) {
+    path.resize(path.size() - deleted.size());
+  }
+  return path;
+}
+
+// The running services a live upgrade asks about; set once they exist.
+struct DaemonParts {
+  ServiceRouter* router = nullptr;
+  objects::ObjectService* objects = nullptr;
+  AdminApi* admin = nullptr;
+  AdminServer* admin_server = nullptr;
+};
+DaemonParts daemon_parts;
+
+// The state handed to the new daemon, taken with every accept loop parked. Programs'
+// sessions and stored objects do not move yet (docs/upgrade.md): while there are any the
+// upgrade is refused, and this daemon goes on.
+Status SnapshotForUpgrade(const std::string& program_socket, const std::string& admin_socket,
+                          const std::string& my_addr, upgrade::v1::DaemonState* state) {
+  const DaemonParts& d = daemon_parts;
+  // Connections accepted just before the gate parked may still be on their way to a
+  // service, or be probes that hang up at once: they get a moment to settle.
+  const auto settle = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (d.router->ProgramConnections() > 0 && std::chrono::steady_clock::now() < settle) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const size_t programs = d.router->ProgramConnections();
+  if (programs > 0) {
+    return Status(StatusCode::kAborted,
+                  std::to_string(programs) + " program connection(s) are open, and this release hands over the "
+                  "sockets and the operator's changes but not programs' sessions (docs/upgrade.md): upgrade "
+                  "when they have ended, or stop and restart");
+  }
+  const size_t objects = d.objects->store().All().size();
+  if (objects > 0) {
+    return Status(StatusCode::kAborted,
+                  std::to_string(objects) + " object(s) are stored here, and this release does not hand over "
+                  "the object store (docs/upgrade.md): delete them first, or stop and restart");
+  }
+  // Changes being made now would be missed: wait for every other admin request to end.
+  if (!d.admin_server->WaitServing(1, Deadline::AfterMs(5000))) {
+    return Status(StatusCode::kAborted, "other admin requests are still being answered; try again");
+  }
+  state->set_release(kDaemonVersion);
+  state->set_advertised_addr(my_addr);
+  state->set_program_socket(program_socket);
+  state->set_admin_socket(admin_socket);
+  for (const OperatorDocument& doc : d.admin->ExportState()) {
+    upgrade::v1::OperatorDocument* out = state->add_operator_state();
+    out->set_method(doc.method);
+    out->set_path(doc.path);
+    if (!doc.body.is_null()) out->set_body_json(doc.body.Dump());
+  }
+  return Status::Ok();
+}
+
 int Main(int argc, char** argv) {
   const auto started = std::chrono::system_clock::now();
   SetLogTag("conduitd");
@@ -566,7 +654,8 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGHUP);  // reload the configuration file and the topology
+  sigaddset(&stop, SIGHUP);   // reload the configuration file and the topology
+  sigaddset(&stop, SIGUSR2);  // a live upgrade handed over: exit (upgrade_setup.exit)
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   static Fabric fabric(flags.topology);
@@ -580,12 +669,55 @@ int Main(int argc, char** argv) {
     }
   }
 
-  UniqueFd peer_listener;
-  SockAddr bound;
-  Status st = TcpListen(flags.listen, &peer_listener, &bound);
-  if (!st.ok()) {
-    CLOG_ERROR("%s", st.message().c_str());
+  // GPUs, if any: probed (and the combine kernels compiled) before programs can arrive, and
+  // in a live upgrade before the old daemon parks its accept loops (the slow part of a
+  // start does not lengthen the pause); logs whether device buffers are served and, if
+  // not, why.
+  gpu::Runtime::Get();
+
+  // A live upgrade (docs/upgrade.md): the daemon this one replaces hands over its sockets
+  // and the operator's run-time changes. Until this daemon says Ready, every failure must
+  // reach the old one, which then goes on serving.
+  UniqueFd handover(cli.take_over_fd);
+  upgrade::TakeOver takeover;
+  if (handover.valid()) {
+    Status st = upgrade::ReceiveTakeOver(handover.get(), kDaemonVersion, kHandoverReceiveMs, &takeover);
+    if (!st.ok()) {
+      CLOG_ERROR("upgrade: cannot take over: %s", st.message().c_str());
+      return 1;
+    }
+    CLOG_INFO("upgrade: taking over from %s (state version %u): %zu sockets, %d operator changes",
+              takeover.state.release().c_str(), takeover.state.state_version(), takeover.listeners.size(),
+              takeover.state.operator_state_size());
+  }
+  auto fail = [&handover](const std::string& why) {
+    CLOG_ERROR("%s", why.c_str());
+    if (handover.valid()) upgrade::SendFailed(handover.get(), InvalidUsage("%s", why.c_str()));
     return 1;
+  };
+  auto inherited = [&takeover](upgradeproto::ListenerRole role) {
+    auto it = takeover.listeners.find(role);
+    return it == takeover.listeners.end() ? UniqueFd() : std::move(it->second);
+  };
+  if (handover.valid()) {
+    if (takeover.state.program_socket() != flags.socket_path || takeover.state.admin_socket() != flags.admin_socket) {
+      return fail("upgrade: the sockets are " + flags.socket_path + " and " + flags.admin_socket + " here but " +
+                  takeover.state.program_socket() + " and " + takeover.state.admin_socket() +
+                  " in the running daemon: a live upgrade keeps the sockets; stop and restart to move them");
+    }
+  }
+
+  UniqueFd peer_listener = inherited(upgradeproto::ListenerRole::kPeer);
+  SockAddr bound;
+  Status st;
+  if (peer_listener.valid()) {
+    bound.len = sizeof(bound.storage);
+    if (getsockname(peer_listener.get(), reinterpret_cast<sockaddr*>(&bound.storage), &bound.len) != 0) {
+      return fail(std::string("upgrade: the peer port handed over: ") + strerror(errno));
+    }
+  } else {
+    st = TcpListen(flags.listen, &peer_listener, &bound);
+    if (!st.ok()) return fail(st.message());
   }
   std::string port = FormatSockAddr(bound);
   port = port.substr(port.rfind(':') + 1);
@@ -595,27 +727,32 @@ int Main(int argc, char** argv) {
     if (ip.empty() || ip == "0.0.0.0" || ip == "[::]") ip = PrimaryIpv4Address();
   }
   std::string my_addr = (ip.find(':') != std::string::npos && ip[0] != '[') ? "[" + ip + "]:" + port : ip + ":" + port;
+  if (handover.valid() && takeover.state.advertised_addr() != my_addr) {
+    return fail("upgrade: this daemon would be known as " + my_addr + " but the running one is " +
+                takeover.state.advertised_addr() + " (--listen/--advertise changed): stop and restart instead");
+  }
 
-  UniqueFd unix_listener;
-  st = ListenUnix(flags.socket_path, 0666, &unix_listener);
-  if (!st.ok()) {
-    CLOG_ERROR("%s", st.message().c_str());
-    return 1;
+  UniqueFd unix_listener = inherited(upgradeproto::ListenerRole::kProgram);
+  if (!unix_listener.valid()) {
+    st = ListenUnix(flags.socket_path, 0666, &unix_listener);
+    if (!st.ok()) return fail(st.message());
   }
-  UniqueFd admin_listener;
-  st = ListenUnix(flags.admin_socket, flags.admin_mode, &admin_listener);
-  if (!st.ok()) {
-    CLOG_ERROR("admin socket: %s", st.message().c_str());
-    return 1;
+  UniqueFd admin_listener = inherited(upgradeproto::ListenerRole::kAdmin);
+  if (!admin_listener.valid()) {
+    st = ListenUnix(flags.admin_socket, flags.admin_mode, &admin_listener);
+    if (!st.ok()) return fail("admin socket: " + st.message());
   }
-  UniqueFd metrics_listener;
+  // Metrics: the old daemon's port when it had one and this one wants one (closed when it
+  // does not), else a new one.
+  UniqueFd metrics_listener = inherited(upgradeproto::ListenerRole::kMetrics);
+  if (flags.metrics_listen.empty()) metrics_listener.reset();
   SockAddr metrics_bound;
-  if (!flags.metrics_listen.empty()) {
+  if (metrics_listener.valid()) {
+    metrics_bound.len = sizeof(metrics_bound.storage);
+    getsockname(metrics_listener.get(), reinterpret_cast<sockaddr*>(&metrics_bound.storage), &metrics_bound.len);
+  } else if (!flags.metrics_listen.empty()) {
     st = TcpListen(flags.metrics_listen, &metrics_listener, &metrics_bound);
-    if (!st.ok()) {
-      CLOG_ERROR("metrics-listen: %s", st.message().c_str());
-      return 1;
-    }
+    if (!st.ok()) return fail("metrics-listen: " + st.message());
   }
 
   // How this daemon proves itself to other daemons and checks them (docs/security.md).
@@ -627,27 +764,17 @@ int Main(int argc, char** argv) {
   } else if (!flags.cluster_key.empty()) {
     peer_options.mode = PeerMode::kClusterKey;
     st = LoadClusterKey(flags.cluster_key, &peer_options.key);
-    if (!st.ok()) {
-      CLOG_ERROR("%s", st.message().c_str());
-      return 1;
-    }
+    if (!st.ok()) return fail(st.message());
   }
   static std::unique_ptr<PeerSecurity> security;
   st = PeerSecurity::Create(std::move(peer_options), &security);
-  if (!st.ok()) {
-    CLOG_ERROR("%s", st.message().c_str());
-    return 1;
-  }
+  if (!st.ok()) return fail(st.message());
   if (security->mode() == PeerMode::kInsecure) {
     CLOG_WARN("%s", security->Describe().c_str());
   } else {
     CLOG_INFO("%s", security->Describe().c_str());
   }
   flags.comm.security = security.get();
-
-  // GPUs, if any: probed (and the combine kernels compiled) before programs can arrive;
-  // logs whether device buffers are served and, if not, why.
-  gpu::Runtime::Get();
 
   // The services live until _exit: their threads are detached and never joined.
   static CommRegistry registry(my_addr, flags.comm, &fabric);
@@ -681,14 +808,51 @@ int Main(int argc, char** argv) {
   AddFabricAdmin(&admin, &fabric);
   objects::AddObjectAdmin(&admin, &object_store);
   static AdminServer admin_server(&admin, flags.admin);
+  static ListenerGate gate;  // every accept loop: parked during an upgrade, stopped at the end
 
-  std::thread([fd = peer_listener.get()] { router.ServePeers(fd); }).detach();
-  std::thread([fd = unix_listener.get()] { router.ServePrograms(fd); }).detach();
-  std::thread([fd = admin_listener.get()] { admin_server.Serve(fd); }).detach();
+  // The next upgrade, from this daemon to a new one.
+  static std::atomic<bool> handed_over{false};
+  upgrade::UpgradeSetup upgrade_setup;
+  upgrade_setup.default_binary = ExecutablePath();
+  upgrade_setup.args = cli.args;
+  upgrade_setup.hooks.gate = &gate;
+  upgrade_setup.hooks.listeners = {{upgradeproto::ListenerRole::kProgram, unix_listener.get()},
+                                   {upgradeproto::ListenerRole::kPeer, peer_listener.get()},
+                                   {upgradeproto::ListenerRole::kAdmin, admin_listener.get()}};
+  if (metrics_listener.valid()) {
+    upgrade_setup.hooks.listeners.emplace_back(upgradeproto::ListenerRole::kMetrics, metrics_listener.get());
+  }
+  upgrade_setup.hooks.snapshot = [&flags, my_addr](upgrade::v1::DaemonState* state) {
+    return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, state);
+  };
+  upgrade_setup.exit = [] {
+    handed_over.store(true);
+    kill(getpid(), SIGUSR2);  // the main thread exits once the reply is written
+  };
+  upgrade::AddUpgradeAdmin(&admin, std::move(upgrade_setup));
+  daemon_parts = DaemonParts{&router, &object_store, &admin, &admin_server};
+
+  if (handover.valid()) {
+    // From here on the services run threads that are never joined: _exit, not return.
+    st = upgrade::ReplayOperatorState(admin, takeover.state);
+    if (!st.ok()) _exit(fail("upgrade: " + st.message()));
+    st = upgrade::SendReadyAndWaitGo(handover.get(), kHandoverGoMs);
+    if (!st.ok()) {
+      CLOG_ERROR("upgrade: %s; exiting without having served", st.message().c_str());
+      _exit(1);
+    }
+    handover.reset();
+    CLOG_INFO("upgrade: took over from %s with %d operator changes", takeover.state.release().c_str(),
+              takeover.state.operator_state_size());
+  }
+
+  std::thread([fd = peer_listener.get()] { router.ServePeers(fd, &gate); }).detach();
+  std::thread([fd = unix_listener.get()] { router.ServePrograms(fd, &gate); }).detach();
+  std::thread([fd = admin_listener.get()] { admin_server.Serve(fd, &gate); }).detach();
   if (metrics_listener.valid()) {
     static MetricsServer metrics_server(&admin);
     std::thread([fd = metrics_listener.get()] {
-      KeepRunning("the metrics port", [fd] { metrics_server.Serve(fd); });
+      KeepRunning("the metrics port", [fd] { metrics_server.Serve(fd, &gate); });
     }).detach();
     CLOG_INFO("serving metrics (Prometheus) on http://%s/metrics", FormatSockAddr(metrics_bound).c_str());
   }
@@ -696,22 +860,39 @@ int Main(int argc, char** argv) {
   CLOG_INFO("serving programs on %s, daemons on %s (advertised as %s), operators on %s; timeout %d ms; settings: %s",
             flags.socket_path.c_str(), flags.listen.c_str(), my_addr.c_str(), flags.admin_socket.c_str(),
             flags.comm.timeout_ms, sources.c_str());
+  // systemd follows the new process after an upgrade (Type=notify, NotifyAccess=all).
+  NotifyServiceManager(cli.take_over_fd >= 0 ? "MAINPID=" + std::to_string(getpid()) + "\nREADY=1" : "READY=1");
 
   int sig = 0;
   for (;;) {
     sigwait(&stop, &sig);
-    if (sig != SIGHUP) break;
-    Reload(cli, &flags, LiveParts{&fabric, &policy});
+    if (sig == SIGHUP) {
+      Reload(cli, &flags, LiveParts{&fabric, &policy});
+      continue;
+    }
+    if (sig == SIGUSR2) {
+      if (!handed_over.load()) continue;  // not ours: only the upgrade's own signal ends the daemon
+      // The new daemon serves; this one leaves the sockets to it (no unlink, no shutdown)
+      // once the upgrade's reply has been written.
+      if (!admin_server.WaitServing(0, Deadline::AfterMs(5000))) {
+        CLOG_WARN("upgrade: an admin request is still being answered; exiting anyway");
+      }
+      CLOG_INFO("upgrade: handed over; exiting");
+      _exit(0);
+    }
+    break;
   }
   // Orderly end: programs that connect from now on find no socket (and fall back to their
   // native library), calls in flight fail with the reason (on other hosts too, for
   // communicators spanning hosts), and programs get a grace period to hear it.
+  NotifyServiceManager("STOPPING=1");
   CLOG_INFO("signal %d (%s): shutting down: refusing new connections, failing calls in flight, closing %zu "
             "program connections within %d ms",
             sig, strsignal(sig), router.Programs().size(), flags.shutdown_grace_ms);
   unlink(flags.socket_path.c_str());
   unlink(flags.admin_socket.c_str());
-  shutdown(unix_listener.get(), SHUT_RDWR);  // ends the accept loops; peers are refused
+  gate.Stop();  // ends the accept loops
+  shutdown(unix_listener.get(), SHUT_RDWR);  // connections still queued, and new ones, are refused
   shutdown(peer_listener.get(), SHUT_RDWR);
   const Status reason = SystemError("conduitd on %s is shutting down (%s): start it again to serve new calls",
                                     my_addr.c_str(), strsignal(sig));

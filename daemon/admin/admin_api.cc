@@ -75,6 +75,22 @@ void AdminApi::AddMetrics(MetricsSource source) {
   metrics_.push_back(std::move(source));
 }
 
+void AdminApi::AddStateSource(StateSource source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_sources_.push_back(std::move(source));
+}
+
+std::vector<OperatorDocument> AdminApi::ExportState() const {
+  std::vector<StateSource> sources;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sources = state_sources_;
+  }
+  std::vector<OperatorDocument> out;
+  for (const StateSource& source : sources) source(&out);
+  return out;
+}
+
 bool AdminApi::Match(const std::vector<std::string>& pattern, const std::vector<std::string>& segments,
                      std::map<std::string, std::string>* params) {
   if (pattern.size() != segments.size()) return false;

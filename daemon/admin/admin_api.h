@@ -60,6 +60,15 @@ int HttpStatusOf(StatusCode code);
 using AdminHandler = std::function<AdminReply(const AdminRequest&)>;
 using MetricsSource = std::function<void(MetricsWriter&)>;
 
+// A change the operator made at run time, as the request that makes it again: what a live
+// upgrade replays on the new daemon (docs/upgrade.md).
+struct OperatorDocument {
+  std::string method;  // "PUT"
+  std::string path;
+  Json body;
+};
+using StateSource = std::function<void(std::vector<OperatorDocument>*)>;
+
 // A request admitted to its route, its body not read yet.
 struct AdminCall {
   AdminBody body = AdminBody::kNone;
@@ -74,6 +83,10 @@ class AdminApi {
   void Route(std::string method, std::string pattern, AdminAccess access, AdminBody body, AdminHandler handler);
   // Called on every scrape of /metrics, in registration order.
   void AddMetrics(MetricsSource source);
+  // A part that keeps operator changes made through its routes says here how to make them
+  // again; ExportState asks every source, in registration order.
+  void AddStateSource(StateSource source);
+  std::vector<OperatorDocument> ExportState() const;
 
   // Step 1, from the request head: finds the route of method + path and checks that the
   // caller may call it and that it takes the body announced (body_bytes > 0). False with
@@ -105,6 +118,7 @@ class AdminApi {
   mutable std::mutex mu_;
   std::vector<RouteEntry> routes_;
   std::vector<MetricsSource> metrics_;
+  std::vector<StateSource> state_sources_;
 };
 
 // "NOT_FOUND", "PERMISSION_DENIED", ... for an HTTP status (the error body's "status").

@@ -55,28 +55,22 @@ bool AdminServer::IsOperator(int uid) const {
   return std::find(options_.operator_uids.begin(), options_.operator_uids.end(), uid) != options_.operator_uids.end();
 }
 
-void AdminServer::Serve(int listener) {
-  for (;;) {
-    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      CLOG_ERROR("accept on the admin socket failed: %s", strerror(errno));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    UniqueFd conn(fd);
+void AdminServer::Serve(int listener, ListenerGate* gate) {
+  AcceptLoop(listener, "admin socket", gate, &refused_, [this](UniqueFd conn, const SockAddr&) {
+    const int fd = conn.get();
     ProgramCredentials caller;
     if (!PeerCredentials(fd, &caller)) {
       CLOG_WARN("admin: cannot tell who connected (SO_PEERCRED: %s); closing the connection", strerror(errno));
-      continue;
+      return;
     }
     const bool is_operator = IsOperator(caller.uid);
     std::string why;
     if (!slots_.TryAcquire(caller.uid, is_operator, &why)) {
       // Answered without waiting: the caller may not even read.
       Refuse(fd, caller, "a connection", AdminReply::Error(503, why), Deadline::AfterMs(0));
-      continue;
+      return;
     }
+    ChangeServing(+1);
     try {
       std::thread([this, fd, caller, is_operator] {
         try {
@@ -85,15 +79,28 @@ void AdminServer::Serve(int listener) {
           CLOG_ERROR("admin: a request from %s failed: %s", Who(caller).c_str(), e.what());
         }
         slots_.Release(caller.uid, is_operator);
+        ChangeServing(-1);
       }).detach();
       conn.release();  // the thread owns it now
     } catch (const std::system_error& e) {
+      ChangeServing(-1);
       slots_.Release(caller.uid, is_operator);
       Refuse(fd, caller, "a connection",
              AdminReply::Error(503, std::string("the daemon cannot start a thread now: ") + e.what()),
              Deadline::AfterMs(0));
     }
-  }
+  });
+}
+
+void AdminServer::ChangeServing(int delta) {
+  std::lock_guard<std::mutex> lock(serving_mu_);
+  serving_ += delta;
+  serving_cv_.notify_all();
+}
+
+bool AdminServer::WaitServing(int at_most, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(serving_mu_);
+  return serving_cv_.wait_until(lock, deadline.when(), [&] { return serving_ <= at_most; });
 }
 
 void AdminServer::ServeConnection(UniqueFd fd, const ProgramCredentials& caller) {

@@ -12,13 +12,19 @@
 #ifndef CONDUIT_DAEMON_ADMIN_ADMIN_SERVER_H_
 #define CONDUIT_DAEMON_ADMIN_ADMIN_SERVER_H_
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "admin/admin_api.h"
 #include "admin/connection_slots.h"
 #include "admin/refusal_log.h"
+#include "common/deadline.h"
 #include "common/fd_io.h"
+#include "server/acceptor.h"
 
 namespace conduit {
 
@@ -35,9 +41,12 @@ class AdminServer {
   AdminServer(const AdminApi* api, AdminServerOptions options)
       : api_(api), options_(std::move(options)), slots_(options_.connections) {}
 
-  // Accept loop; never returns.
-  void Serve(int listener);
+  // Accept loop; returns once `gate` is stopped (server/acceptor.h).
+  void Serve(int listener, ListenerGate* gate);
   bool IsOperator(int uid) const;
+  // Waits until at most `at_most` connections are being served (a live upgrade waits for
+  // the requests in flight besides its own); false at the deadline.
+  bool WaitServing(int at_most, Deadline deadline);
 
   // Answers the one request of an accepted connection from `caller` (the accept loop takes
   // the credentials from SO_PEERCRED).
@@ -51,7 +60,12 @@ class AdminServer {
   const AdminApi* api_;
   const AdminServerOptions options_;
   ConnectionSlots slots_;
-  RefusalLog refusals_;  // refusals are logged at most RefusalLog::kBurst per window
+  RefusalLog refusals_;
+  std::atomic<uint64_t> refused_{0};
+  void ChangeServing(int delta);
+  std::mutex serving_mu_;
+  std::condition_variable serving_cv_;
+  int serving_ = 0;  // connections being served  // connections refused for want of descriptors  // refusals are logged at most RefusalLog::kBurst per window
 };
 
 }  // namespace conduit

@@ -96,8 +96,16 @@ void AddDaemonRoutes(AdminApi* api, DaemonInfo info, const ServiceRouter* router
       }
       names.push_back(n.string_value());
     }
-    policy->set_denied(std::move(names));
+    policy->set_denied(std::move(names), /*from_admin_api=*/true);
     return AdminReply::Ok(AdmissionJson(*policy));
+  });
+  api->AddStateSource([policy](std::vector<OperatorDocument>* out) {
+    if (!policy->denied_from_api()) return;
+    Json deny = Json::Array();
+    for (const auto& exe : policy->denied()) deny.push_back(exe);
+    Json body = Json::Object();
+    body["deny_exe"] = std::move(deny);
+    out->push_back(OperatorDocument{"PUT", "/v1/policies/admission", std::move(body)});
   });
   const double start_time_s = std::chrono::duration<double>(info.started.time_since_epoch()).count();
   api->AddMetrics([router, uptime, release = ReleaseOf(info.version), start_time_s](MetricsWriter& w) {

@@ -50,12 +50,6 @@ HttpResponse TextResponse(int status, std::string body) {
   return r;
 }
 
-std::string PeerName(const sockaddr_storage& addr, socklen_t len) {
-  SockAddr sa;
-  sa.storage = addr;
-  sa.len = len;
-  return len > 0 ? FormatSockAddr(sa) : std::string("an unknown address");
-}
 
 }  // namespace
 
@@ -67,27 +61,17 @@ bool MetricsServer::TryAcquireSlot() {
   return false;
 }
 
-void MetricsServer::Serve(int listener) {
-  for (;;) {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    int fd = accept4(listener, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      // Out of descriptors or memory: wait instead of spinning; connections queue meanwhile.
-      CLOG_ERROR("metrics: accept failed: %s", strerror(errno));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    UniqueFd conn(fd);
-    const std::string peer = PeerName(addr, len);
+void MetricsServer::Serve(int listener, ListenerGate* gate) {
+  AcceptLoop(listener, "metrics port", gate, &refused_, [this](UniqueFd conn, const SockAddr& addr) {
+    const int fd = conn.get();
+    const std::string peer = addr.len > 0 ? FormatSockAddr(addr) : std::string("an unknown address");
     if (!TryAcquireSlot()) {
       // Answered without waiting: the caller may not even read.
       Refuse(fd, peer, "a connection",
              TextResponse(503, "all " + std::to_string(options_.max_connections) +
                                    " metrics connections are in use; try again\n"),
              Deadline::AfterMs(0), /*send_body=*/true, /*linger=*/false);
-      continue;
+      return;
     }
     try {
       std::thread([this, fd, peer] {
@@ -101,7 +85,7 @@ void MetricsServer::Serve(int listener) {
              TextResponse(503, std::string("the daemon cannot start a thread now: ") + e.what() + "\n"),
              Deadline::AfterMs(0), /*send_body=*/true, /*linger=*/false);
     }
-  }
+  });
 }
 
 HttpResponse MetricsServer::Answer(const HttpRequest& request) const {

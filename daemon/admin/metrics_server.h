@@ -12,12 +12,14 @@
 #define CONDUIT_DAEMON_ADMIN_METRICS_SERVER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "admin/admin_api.h"
 #include "admin/http.h"
 #include "admin/refusal_log.h"
 #include "common/fd_io.h"
+#include "server/acceptor.h"
 
 namespace conduit {
 
@@ -35,7 +37,7 @@ class MetricsServer {
   explicit MetricsServer(const AdminApi* api, MetricsServerOptions options = {}) : api_(api), options_(options) {}
 
   // Accept loop on a listening TCP socket; never returns.
-  void Serve(int listener);
+  void Serve(int listener, ListenerGate* gate);  // returns once `gate` is stopped
   // Answers the one request of an accepted connection; `peer` names the caller in logs.
   void ServeConnection(UniqueFd fd, const std::string& peer);
   // The answer to a request head (no I/O): the metrics, or the refusal.
@@ -52,6 +54,7 @@ class MetricsServer {
   const AdminApi* api_;
   const MetricsServerOptions options_;
   std::atomic<int> in_flight_{0};
+  std::atomic<uint64_t> refused_{0};  // connections refused for want of descriptors
   RefusalLog refusals_;
 };
 

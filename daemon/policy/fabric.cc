@@ -13,9 +13,15 @@ FlowPolicy Fabric::flow_policy() const {
   return flow_policy_;
 }
 
-void Fabric::set_flow_policy(FlowPolicy policy) {
+void Fabric::set_flow_policy(FlowPolicy policy, bool from_admin_api) {
   std::lock_guard<std::mutex> lock(mu_);
   flow_policy_ = std::move(policy);
+  flow_policy_from_api_ = from_admin_api;
+}
+
+bool Fabric::flow_policy_from_api() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return flow_policy_from_api_;
 }
 
 RingPolicy Fabric::ring_policy() const {
@@ -23,9 +29,15 @@ RingPolicy Fabric::ring_policy() const {
   return ring_policy_;
 }
 
-void Fabric::set_ring_policy(RingPolicy policy) {
+void Fabric::set_ring_policy(RingPolicy policy, bool from_admin_api) {
   std::lock_guard<std::mutex> lock(mu_);
   ring_policy_ = policy;
+  ring_policy_from_api_ = from_admin_api;
+}
+
+bool Fabric::ring_policy_from_api() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ring_policy_from_api_;
 }
 
 std::vector<int> Fabric::ChooseRing(const std::vector<std::string>& host_addrs) const {

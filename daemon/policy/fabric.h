@@ -33,10 +33,14 @@ class Fabric {
   Tenants& tenants() { return tenants_; }
   PathTable& paths() { return paths_; }
 
+  // The policies, and whether the operator set them through the admin API (as opposed to
+  // the configuration, at start or on SIGHUP): a live upgrade carries the former over.
   FlowPolicy flow_policy() const;
-  void set_flow_policy(FlowPolicy policy);
+  void set_flow_policy(FlowPolicy policy, bool from_admin_api = false);
+  bool flow_policy_from_api() const;
   RingPolicy ring_policy() const;
-  void set_ring_policy(RingPolicy policy);
+  void set_ring_policy(RingPolicy policy, bool from_admin_api = false);
+  bool ring_policy_from_api() const;
 
   // The ring order (position -> host index) for a new communicator's hosts ("ip:port").
   std::vector<int> ChooseRing(const std::vector<std::string>& host_addrs) const;
@@ -53,6 +57,8 @@ class Fabric {
   mutable std::mutex mu_;
   FlowPolicy flow_policy_;
   RingPolicy ring_policy_;
+  bool flow_policy_from_api_ = false;
+  bool ring_policy_from_api_ = false;
 };
 
 }  // namespace conduit

@@ -157,6 +157,22 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
     body["qos"] = std::move(qos);
     return AdminReply::Ok(std::move(body));
   });
+  // What the operator installed, for a live upgrade, in installation order (the order the
+  // filters run in); QoS last.
+  api->AddStateSource([engine](std::vector<OperatorDocument>* out) {
+    for (const InstalledPolicy& p : engine->List()) {
+      if (p.kind == kMetricsKind) {
+        out->push_back(OperatorDocument{"PUT", std::string("/v1/policies/") + kMetricsKind, Json::Object()});
+      } else {
+        out->push_back(OperatorDocument{"PUT", "/v1/policies/" + p.kind + "/" + p.name, p.spec});
+      }
+    }
+    if (engine->qos_small_bytes() > 0) {
+      Json qos = Json::Object();
+      qos["small_bytes"] = engine->qos_small_bytes();
+      out->push_back(OperatorDocument{"PUT", std::string("/v1/policies/") + kQosKind, std::move(qos)});
+    }
+  });
   api->AddMetrics([service](MetricsWriter& w) {
     if (auto metrics = Metrics(service)) metrics->WriteMetrics(w);
   });

@@ -17,9 +17,15 @@ std::vector<std::string> ProgramPolicy::denied() const {
   return deny_exe_;
 }
 
-void ProgramPolicy::set_denied(std::vector<std::string> deny_exe) {
+void ProgramPolicy::set_denied(std::vector<std::string> deny_exe, bool from_admin_api) {
   std::lock_guard<std::mutex> lock(mu_);
   deny_exe_ = std::move(deny_exe);
+  denied_from_api_ = from_admin_api;
+}
+
+bool ProgramPolicy::denied_from_api() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return denied_from_api_;
 }
 
 }  // namespace conduit

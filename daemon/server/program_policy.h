@@ -23,12 +23,16 @@ class ProgramPolicy {
   // Ok, or why the program named `exe` (its basename) is refused.
   Status CheckAdmission(const std::string& exe) const;
   std::vector<std::string> denied() const;
-  void set_denied(std::vector<std::string> deny_exe);
+  // from_admin_api: set by the operator at run time (a live upgrade carries it over), not
+  // by the configuration.
+  void set_denied(std::vector<std::string> deny_exe, bool from_admin_api = false);
+  bool denied_from_api() const;
   uint64_t max_shm_bytes() const { return max_shm_bytes_; }
 
  private:
   mutable std::mutex mu_;
   std::vector<std::string> deny_exe_;
+  bool denied_from_api_ = false;
   const uint64_t max_shm_bytes_ = 64ull << 30;
 };
 

@@ -25,8 +25,8 @@ namespace {
 // A connection must name its service this soon after connecting (after its handshake).
 constexpr int kFirstFrameTimeoutMs = 10000;
 
-// Refusals come in floods (a connection storm, a full descriptor table): one line per
-// second per kind, with how many were refused meanwhile.
+// Refusals come in floods (a connection storm): one line per second per kind, with how
+// many were refused meanwhile.
 class RateLimitedLog {
  public:
   void Warn(const char* what, const std::string& detail) {
@@ -45,64 +45,6 @@ class RateLimitedLog {
   std::chrono::steady_clock::time_point last_{};
   uint64_t suppressed_ = 0;
 };
-
-// accept(2) failing with EMFILE leaves the connection queued, and the listener readable:
-// the loop would spin and the peer would wait. A descriptor kept in reserve is given up
-// for a moment to accept the connection and close it, which refuses it promptly.
-class DescriptorReserve {
- public:
-  DescriptorReserve() : fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
-  void RefuseOne(int listener) {
-    fd_.reset();
-    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) close(fd);
-    fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
-  }
-
- private:
-  UniqueFd fd_;
-};
-
-// Serves `listener` until it is shut down (shutdown(2) wakes accept with EINVAL) or
-// `stopping` is set.
-template <typename Handler>
-void AcceptLoop(int listener, const char* what, const std::atomic<bool>* stopping, std::atomic<uint64_t>* refused,
-                Handler handle) {
-  DescriptorReserve reserve;
-  RateLimitedLog log;
-  for (;;) {
-    SockAddr peer;
-    peer.len = sizeof(peer.storage);
-    int fd = accept4(listener, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_CLOEXEC);
-    if (stopping->load()) {
-      if (fd >= 0) close(fd);
-      return;
-    }
-    if (fd < 0) {
-      if (errno == EINVAL) return;  // the daemon shut the listener down
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) {
-        reserve.RefuseOne(listener);
-        ++*refused;
-        log.Warn(what, "out of file descriptors: a new connection was refused (raise the daemon's RLIMIT_NOFILE)");
-        continue;
-      }
-      CLOG_ERROR("accept on the %s socket failed: %s", what, strerror(errno));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    UniqueFd conn(fd);
-    try {
-      std::thread([handle, what](UniqueFd c, SockAddr a) { RunGuarded(what, [&] { handle(std::move(c), a); }); },
-                  std::move(conn), peer)
-          .detach();
-    } catch (const std::system_error& e) {
-      // pthread_create failed (RLIMIT_NPROC, memory): the connection closes unserved.
-      ++*refused;
-      log.Warn(what, std::string("cannot start a thread for a new connection, refused: ") + e.what());
-    }
-  }
-}
 
 ProgramCredentials CredentialsOf(int fd) {
   ProgramCredentials c;
@@ -143,6 +85,11 @@ std::string ProgramExe(int pid) {
   return comm;
 }
 
+size_t ServiceRouter::ProgramConnections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<size_t>(program_conns_);
+}
+
 std::vector<ProgramConnection> ServiceRouter::Programs() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ProgramConnection> out;
@@ -154,14 +101,45 @@ void ServiceRouter::Add(ServiceId id, Service* service) { services_[static_cast<
 
 Service* ServiceRouter::Find(uint16_t type) const { return services_[static_cast<uint8_t>(ServiceOfType(type))]; }
 
-void ServiceRouter::ServePrograms(int unix_listener) {
-  AcceptLoop(unix_listener, "program socket", &stopping_, &refused_,
-             [this](UniqueFd fd, SockAddr) { RouteProgram(std::move(fd)); });
+void ServiceRouter::ServePrograms(int unix_listener, ListenerGate* gate) {
+  AcceptLoop(unix_listener, "program socket", gate, &refused_, [this](UniqueFd fd, const SockAddr&) {
+    // Admitted here, on the accept loop, so that a connection counts (ProgramConnections)
+    // from the moment it is accepted: a parked gate then means every program is counted.
+    ProgramCredentials creds = CredentialsOf(fd.get());
+    if (!AdmitProgram(creds.uid)) {
+      WireStatus wire =
+          ToWire(SystemError("conduitd refused the connection: too many connections from uid %d", creds.uid));
+      (void)WriteFrame(fd.get(), shimproto::kMagic, shimproto::kVersion, 0, 0, &wire, sizeof(wire),
+                       Deadline::AfterMs(100));
+      return;
+    }
+    if (!StartThread("program socket", [this, creds](UniqueFd c) { RouteProgram(std::move(c), creds); },
+                     std::move(fd))) {
+      ReleaseProgram(creds.uid);
+    }
+  });
 }
 
-void ServiceRouter::ServePeers(int tcp_listener) {
-  AcceptLoop(tcp_listener, "peer port", &stopping_, &refused_,
-             [this](UniqueFd fd, SockAddr addr) { RoutePeer(std::move(fd), FormatSockAddr(addr)); });
+void ServiceRouter::ServePeers(int tcp_listener, ListenerGate* gate) {
+  AcceptLoop(tcp_listener, "peer port", gate, &refused_, [this](UniqueFd fd, const SockAddr& addr) {
+    const std::string peer = FormatSockAddr(addr);
+    (void)StartThread("peer port", [this, peer](UniqueFd c) { RoutePeer(std::move(c), peer); }, std::move(fd));
+  });
+}
+
+bool ServiceRouter::StartThread(const char* what, std::function<void(UniqueFd)> serve, UniqueFd fd) {
+  if (stopping_.load()) return false;  // Shutdown has begun: the connection closes unserved
+  try {
+    std::thread([what](std::function<void(UniqueFd)> s, UniqueFd c) { RunGuarded(what, [&] { s(std::move(c)); }); },
+                std::move(serve), std::move(fd))
+        .detach();
+    return true;
+  } catch (const std::system_error& e) {
+    // pthread_create failed (RLIMIT_NPROC, memory): the connection closes unserved.
+    ++refused_;
+    CapLog().Warn(what, std::string("cannot start a thread for a new connection, refused: ") + e.what());
+    return false;
+  }
 }
 
 bool ServiceRouter::AdmitPeer(const std::string& source) {
@@ -223,13 +201,7 @@ void ServiceRouter::ReleaseProgramLocked(int uid) {
   if (it != programs_by_uid_.end() && --it->second == 0) programs_by_uid_.erase(it);
 }
 
-void ServiceRouter::RouteProgram(UniqueFd fd) {
-  ProgramCredentials creds = CredentialsOf(fd.get());
-  if (!AdmitProgram(creds.uid)) {
-    WireStatus wire = ToWire(SystemError("conduitd refused the connection: too many connections from uid %d", creds.uid));
-    (void)WriteFrame(fd.get(), shimproto::kMagic, shimproto::kVersion, 0, 0, &wire, sizeof(wire), Deadline::AfterMs(100));
-    return;
-  }
+void ServiceRouter::RouteProgram(UniqueFd fd, const ProgramCredentials& creds) {
   FrameHeader h;
   Status st = PeekFrameHeader(fd.get(), shimproto::kMagic, shimproto::kVersion, &h,
                               Deadline::AfterMs(kFirstFrameTimeoutMs));

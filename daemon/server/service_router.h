@@ -14,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "server/acceptor.h"
 #include "server/service.h"
 
 namespace conduit {
@@ -58,9 +60,9 @@ class ServiceRouter {
   // `service` must outlive the router; one service per id.
   void Add(ServiceId id, Service* service);
 
-  // Accept loops over listening sockets; return once Shutdown has begun.
-  void ServePrograms(int unix_listener);  // shim protocol
-  void ServePeers(int tcp_listener);      // peer protocol
+  // Accept loops over listening sockets; return once `gate` is stopped (server/acceptor.h).
+  void ServePrograms(int unix_listener, ListenerGate* gate);  // shim protocol
+  void ServePeers(int tcp_listener, ListenerGate* gate);      // peer protocol
 
   // The daemon's orderly end: new connections are closed unserved; every service fails
   // what is in flight with `reason` (Service::Stop); programs then have until `drain` to
@@ -69,13 +71,18 @@ class ServiceRouter {
   // open at `drain` (cut off rather than drained). The caller closes the listeners.
   size_t Shutdown(const Status& reason, Deadline drain);
 
+  // Program connections open: served, or accepted and not yet routed to their service.
+  size_t ProgramConnections() const;
   // Program connections currently served, oldest first.
   std::vector<ProgramConnection> Programs() const;
   // Connections refused so far because of a cap or missing threads/descriptors.
   uint64_t refused() const { return refused_.load(); }
 
  private:
-  void RouteProgram(UniqueFd fd);
+  // Serves an accepted connection on a thread of its own; false (the connection closed
+  // unserved) when none can start or the router is shutting down.
+  bool StartThread(const char* what, std::function<void(UniqueFd)> serve, UniqueFd fd);
+  void RouteProgram(UniqueFd fd, const ProgramCredentials& creds);
   void RoutePeer(UniqueFd fd, const std::string& peer);
   Service* Find(uint16_t type) const;
   // Admission of a new connection against the caps; `Release*` undo it when it ends.

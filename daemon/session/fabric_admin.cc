@@ -21,7 +21,7 @@ void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
     RingPolicy p;
     Status st = RingPolicy::FromJson(req.body, &p);
     if (!st.ok()) return AdminReply::FromStatus(st);
-    fabric->set_ring_policy(p);
+    fabric->set_ring_policy(p, /*from_admin_api=*/true);
     return AdminReply::Ok(p.ToJson());
   });
   api->Route("GET", "/v1/policies/flows", AdminAccess::kRead,
@@ -30,7 +30,7 @@ void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
     FlowPolicy p;
     Status st = FlowPolicy::FromJson(req.body, &p);
     if (!st.ok()) return AdminReply::FromStatus(st);
-    fabric->set_flow_policy(p);
+    fabric->set_flow_policy(p, /*from_admin_api=*/true);
     return AdminReply::Ok(p.ToJson());
   });
 
@@ -56,6 +56,35 @@ void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
 
   api->Route("GET", "/v1/paths", AdminAccess::kRead,
              [fabric](const AdminRequest&) { return AdminReply::Ok(fabric->paths().Describe()); });
+
+  // What the operator changed here at run time, for a live upgrade: a topology installed
+  // over the API, the ring and flow policies when set over the API, every tenant policy.
+  api->AddStateSource([fabric](std::vector<OperatorDocument>* out) {
+    Json topology = fabric->topology().Describe();
+    const Json* source = topology.find("source");
+    const Json* doc = topology.find("topology");
+    if (source != nullptr && source->is_string() && source->as_string() == "admin" && doc != nullptr) {
+      out->push_back(OperatorDocument{"PUT", "/v1/topology", *doc});
+    }
+    if (fabric->ring_policy_from_api()) {
+      out->push_back(OperatorDocument{"PUT", "/v1/policies/ring", fabric->ring_policy().ToJson()});
+    }
+    if (fabric->flow_policy_from_api()) {
+      out->push_back(OperatorDocument{"PUT", "/v1/policies/flows", fabric->flow_policy().ToJson()});
+    }
+    Json tenants = fabric->tenants().List();
+    const Json* list = tenants.find("tenants");
+    if (list == nullptr || !list->is_array()) return;
+    for (const Json& t : list->items()) {
+      const Json* name = t.find("name");
+      if (name == nullptr || !name->is_string()) continue;
+      Json body = Json::Object();  // the policy without its name, which is in the path
+      for (const auto& [key, value] : t.members()) {
+        if (key != "name") body[key] = value;
+      }
+      out->push_back(OperatorDocument{"PUT", "/v1/policies/tenant/" + name->as_string(), std::move(body)});
+    }
+  });
 
   api->AddMetrics([fabric](MetricsWriter& w) {
     w.Family("conduit_topology_generation", "gauge", "Topologies installed since start (file, SIGHUP, admin API).");

@@ -118,11 +118,44 @@ Cluster::~Cluster() {
   }
   procs_.clear();
   daemons_.clear();
+  if (netns_up_) StopLeftovers();
   if (netns_up_) RunCommand({NetnsScript(), "down", "--prefix", config_.prefix}, nullptr);
   if (prefix_lock_ >= 0) ::close(prefix_lock_);
   if (!dir_.empty() && std::getenv("CONDUIT_IT_KEEP") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+// Processes the harness did not start itself are still in the namespaces: daemons that
+// replaced the ones it started (live upgrade), anything a test left behind. They get
+// SIGTERM and the daemons' grace, then SIGKILL. Orphans are not our children, so a
+// zombie (state Z in /proc/PID/stat) counts as gone.
+void Cluster::StopLeftovers() {
+  std::vector<pid_t> pids;
+  for (int h = 0; h < config_.hosts; ++h) {
+    std::string out;
+    if (RunCommand({IpTool(), "netns", "pids", Netns(h)}, &out, std::chrono::seconds(10)) != 0) continue;
+    for (size_t at = 0; at < out.size();) {
+      size_t end = out.find('\n', at);
+      if (end == std::string::npos) end = out.size();
+      const int pid = atoi(out.substr(at, end - at).c_str());
+      if (pid > 1) pids.push_back(pid);
+      at = end + 1;
+    }
+  }
+  auto alive = [](pid_t pid) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  };
+  for (pid_t pid : pids) kill(pid, SIGTERM);
+  const auto until = std::chrono::steady_clock::now() + kDaemonExitGrace;
+  for (pid_t pid : pids) {
+    while (alive(pid) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (alive(pid)) kill(pid, SIGKILL);
   }
 }
 

@@ -96,6 +96,8 @@ class Cluster {
   std::string Describe();
 
  private:
+  void StopLeftovers();
+
   ClusterConfig config_;
   std::string dir_;
   bool netns_up_ = false;

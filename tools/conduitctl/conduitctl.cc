@@ -2,6 +2,7 @@
 //
 // Exit status: 0 success, 1 the daemon answered with an error, 2 bad usage, 3 the daemon
 // could not be reached.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,10 @@ constexpr char kUsage[] =
     "  policy get KIND [NAME]       show the policies of a kind (all of them, or one by NAME)\n"
     "  policy set KIND [NAME] JSON  set one; JSON is the text itself or @FILE (a file holding it)\n"
     "  policy rm KIND [NAME]        remove one\n"
+    "  upgrade [BINARY] [--wait-ms N]  replace the daemon by a new process (default: the binary\n"
+    "                               it was started from, e.g. after a package upgrade) without\n"
+    "                               closing its sockets; the operator's policies carry over;\n"
+    "                               refused while programs are connected (docs/upgrade.md)\n"
     "  raw METHOD PATH [JSON]       any request, e.g. raw GET /v1/status\n"
     "  keygen FILE                  write a new cluster key (mode 0600) for conduitd --cluster-key;\n"
     "                               copy the same file to every host (talks to no daemon)\n"
@@ -148,6 +153,7 @@ struct Request {
   std::string target;
   std::string body;
   Render render = Render::kJson;
+  int wait_ms = 0;  // how long the daemon may take to answer, beyond --timeout-ms
 };
 
 Request Build(const std::vector<std::string>& args) {
@@ -220,6 +226,24 @@ Request Build(const std::vector<std::string>& args) {
     } else {
       Usage("policy get|set|rm");
     }
+  } else if (cmd == "upgrade") {
+    r.method = "POST";
+    r.target = "/v1/upgrade";
+    Json body = Json::Object();
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--wait-ms" && i + 1 < args.size()) {
+        char* end = nullptr;
+        const long ms = strtol(args[++i].c_str(), &end, 10);
+        if (*end != '\0' || ms < 1000 || ms > 600000) Usage("--wait-ms must be 1000..600000");
+        body["timeout_ms"] = static_cast<int64_t>(ms);
+        r.wait_ms = static_cast<int>(ms);
+      } else if (args[i][0] != '-' && body.find("binary") == nullptr) {
+        body["binary"] = args[i];
+      } else {
+        Usage("upgrade [BINARY] [--wait-ms N]");
+      }
+    }
+    r.body = body.Dump();
   } else if (cmd == "raw") {
     need(3);
     r.method = args[1];
@@ -259,6 +283,8 @@ int Main(int argc, char** argv) {
     return loaded.ok() ? 0 : 1;
   }
   Request req = Build(args);
+  // An upgrade answers once the new daemon serves (60 s at most by default).
+  if (req.target == "/v1/upgrade") timeout_ms = std::max(timeout_ms, (req.wait_ms > 0 ? req.wait_ms : 60000) + 5000);
   AdminClient client(socket, timeout_ms);
   HttpResponse resp;
   Status st = client.Call(req.method, req.target, req.body, &resp);

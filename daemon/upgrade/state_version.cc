@@ -1,0 +1,19 @@
+// The version of protocol/upgrade_state.proto's DaemonState this build writes, and the
+// oldest it reads. Bump kStateVersion when a change to the state cannot be read by older
+// code the way it is meant (a field whose absence would be misread), and keep reading the
+// older versions as long as upgrades from them are supported.
+//
+// Its own file so that a test build can be made with another version (CMake sets
+// CONDUIT_UPGRADE_STATE_VERSION for conduitd_next_state, which checks the refusal).
+#include "upgrade/handover.h"
+
+#ifndef CONDUIT_UPGRADE_STATE_VERSION
+#define CONDUIT_UPGRADE_STATE_VERSION 1
+#endif
+
+namespace conduit::upgrade {
+
+uint32_t StateVersion() { return CONDUIT_UPGRADE_STATE_VERSION; }
+uint32_t MinReadableStateVersion() { return CONDUIT_UPGRADE_STATE_VERSION; }
+
+}  // namespace conduit::upgrade

@@ -1,0 +1,238 @@
+// Live upgrade on real daemons in network namespaces (docs/upgrade.md): conduitd is replaced
+// by a new process, again and again, while callers keep connecting to its sockets; none is
+// refused, the operator's policies carry over, and collectives between upgraded daemons
+// still run and check out. What cannot be handed over is refused with the reason and the
+// old daemon goes on: a new binary that reads another state version, one that fails or
+// hangs, and (in this release) programs that are connected.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "admin_call.h"
+#include "coll_run.h"
+#include "integration_env.h"
+
+namespace conduit::it {
+namespace {
+
+ClusterConfig UpgradeCluster() {
+  ClusterConfig c;
+  c.prefix = "ug";
+  c.subnet = "10.231.70";
+  c.hosts = 2;
+  return c;
+}
+
+int64_t DaemonPid(const Cluster& cluster, int host) {
+  AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/status");
+  const Json* pid = a.body.is_object() ? a.body.find("pid") : nullptr;
+  return pid != nullptr && pid->is_number() ? pid->as_int() : -1;
+}
+
+AdminAnswer Upgrade(const Cluster& cluster, int host, const std::string& body = "{}") {
+  return AdminCall(cluster, host, "POST", "/v1/upgrade", body);
+}
+
+std::string ErrorMessage(const AdminAnswer& a) {
+  const Json* err = a.body.is_object() ? a.body.find("error") : nullptr;
+  const Json* message = err != nullptr ? err->find("message") : nullptr;
+  return message != nullptr && message->is_string() ? message->as_string() : a.text;
+}
+
+// A connection to a Unix socket (blocking, as the shims connect); -1 when refused.
+int ConnectUnix(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+// Connects and hangs up; false when the connection was refused.
+bool Connects(const std::string& path) {
+  const int fd = ConnectUnix(path);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}
+
+// Callers that keep coming while the daemon is replaced: connections to the program socket
+// (connect and hang up) and admin requests (each a new connection, answered in full).
+class Callers {
+ public:
+  explicit Callers(const Cluster& cluster, int host) {
+    threads_.emplace_back([this, &cluster, host] {
+      while (!stop_.load()) {
+        ++connects_;
+        if (!Connects(cluster.Socket(host))) ++refused_;
+      }
+    });
+    threads_.emplace_back([this, &cluster, host] {
+      while (!stop_.load()) {
+        ++requests_;
+        if (AdminCall(cluster, host, "GET", "/v1/status").status != 200) ++unanswered_;
+      }
+    });
+  }
+  void Stop() {
+    stop_.store(true);
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  ~Callers() { Stop(); }
+
+  std::atomic<uint64_t> connects_{0}, refused_{0}, requests_{0}, unanswered_{0};
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// Waits for a process that is not our child to end (its zombie counts as ended).
+bool Exits(int64_t pid, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    if (stat.empty() || stat.find(") Z") != std::string::npos) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string RunCollectives(Cluster& cluster) {
+  auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "allreduce,broadcast,sendrecv", "--types", "float,int32", "--ops", "sum",
+                                           "--sizes", "1,4097,1M", "--iters", "2"}));
+  return WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
+}
+
+TEST(UpgradeTest, ReplacesTheDaemonWithoutRefusingAConnection) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(UpgradeCluster());
+  CONDUIT_START_CLUSTER(cluster);
+  ASSERT_EQ(RunCollectives(cluster), "");
+
+  // The operator's run-time changes, which the new daemons must keep.
+  const std::vector<std::pair<std::string, std::string>> policies = {
+      {"/v1/policies/rpc-ratelimit/slow", R"({"service": "pkg.Slow", "rate": 5, "on_limit": "reject"})"},
+      {"/v1/policies/rpc-metrics", "{}"},
+      {"/v1/policies/rpc-qos", R"({"small_bytes": 2048})"},
+      {"/v1/policies/tenant/batch", R"({"match": {"exe": "trainer"}, "priority": 2, "max_mbit_per_s": 900})"},
+      {"/v1/policies/ring", R"({"order": "rank"})"},
+      {"/v1/policies/admission", R"({"deny_exe": ["forbidden"]})"},
+  };
+  for (const auto& [path, body] : policies) {
+    AdminAnswer a = AdminCall(cluster, 0, "PUT", path, body);
+    ASSERT_EQ(a.status, 200) << path << ": " << a.text;
+  }
+
+  Callers callers(cluster, 0);
+  std::vector<int64_t> pids = {DaemonPid(cluster, 0)};
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    AdminAnswer a = Upgrade(cluster, 0);
+    ASSERT_EQ(a.status, 200) << a.text << cluster.Describe();
+    const Json* new_pid = a.body.find("new_pid");
+    const Json* pause = a.body.find("pause_ms");
+    ASSERT_TRUE(new_pid != nullptr && pause != nullptr) << a.text;
+    EXPECT_EQ(a.body.find("old_pid")->as_int(), pids.back());
+    pids.push_back(new_pid->as_int());
+    EXPECT_EQ(DaemonPid(cluster, 0), pids.back()) << "the new daemon answers the admin socket";
+    EXPECT_TRUE(Exits(pids[pids.size() - 2], std::chrono::seconds(5))) << "the old daemon did not exit";
+    printf("upgrade %d: pid %lld -> %lld, accept loops parked %.2f ms\n", round, static_cast<long long>(pids[round]),
+           static_cast<long long>(pids.back()), pause->as_number());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  callers.Stop();
+  printf("during the upgrades: %llu connections to the program socket, %llu admin requests\n",
+         static_cast<unsigned long long>(callers.connects_.load()),
+         static_cast<unsigned long long>(callers.requests_.load()));
+  EXPECT_GT(callers.connects_.load(), 10u);
+  EXPECT_GT(callers.requests_.load(), 10u);
+  EXPECT_EQ(callers.refused_.load(), 0u) << "connections to the program socket were refused";
+  EXPECT_EQ(callers.unanswered_.load(), 0u) << "admin requests went unanswered";
+
+  // Every policy is there, as the operator set it.
+  for (const auto& [path, body] : policies) {
+    AdminAnswer a = AdminCall(cluster, 0, "GET", path);
+    EXPECT_EQ(a.status, 200) << path << ": " << a.text;
+  }
+  AdminAnswer limit = AdminCall(cluster, 0, "GET", "/v1/policies/rpc-ratelimit/slow");
+  EXPECT_NE(limit.text.find("pkg.Slow"), std::string::npos) << limit.text;
+  AdminAnswer tenant = AdminCall(cluster, 0, "GET", "/v1/policies/tenant/batch");
+  const Json* rate = tenant.body.is_object() ? tenant.body.find("max_mbit_per_s") : nullptr;
+  EXPECT_TRUE(rate != nullptr && rate->is_number() && rate->as_int() == 900) << tenant.text;
+  AdminAnswer ring = AdminCall(cluster, 0, "GET", "/v1/policies/ring");
+  EXPECT_NE(ring.text.find("rank"), std::string::npos) << ring.text;
+  AdminAnswer admission = AdminCall(cluster, 0, "GET", "/v1/policies/admission");
+  EXPECT_NE(admission.text.find("forbidden"), std::string::npos) << admission.text;
+  AdminAnswer qos = AdminCall(cluster, 0, "GET", "/v1/policies/rpc-qos");
+  EXPECT_NE(qos.text.find("2048"), std::string::npos) << qos.text;
+
+  // The other host's daemon too; then the two new daemons run collectives together (the
+  // peer port and the cluster key went over).
+  AdminAnswer other = Upgrade(cluster, 1);
+  ASSERT_EQ(other.status, 200) << other.text;
+  EXPECT_EQ(RunCollectives(cluster), "");
+}
+
+TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = UpgradeCluster();
+  config.hosts = 1;
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  const int64_t pid = DaemonPid(cluster, 0);
+  ASSERT_GT(pid, 0);
+
+  // A build that writes and reads another state version.
+  AdminAnswer a = Upgrade(cluster, 0, R"({"binary": ")" + Cluster::ToolPath("conduitd_next_state") + R"("})");
+  EXPECT_EQ(a.status, 400) << a.text;
+  EXPECT_NE(ErrorMessage(a).find("reads daemon state versions 2..2, and this daemon writes version 1"),
+            std::string::npos)
+      << a.text;
+  EXPECT_EQ(DaemonPid(cluster, 0), pid);
+
+  // A new daemon that dies at once, and one that never speaks (killed at the deadline).
+  a = Upgrade(cluster, 0, R"({"binary": "/bin/false"})");
+  EXPECT_EQ(a.status, 500) << a.text;
+  EXPECT_NE(ErrorMessage(a).find("before taking over"), std::string::npos) << a.text;
+  const std::string hang = cluster.dir() + "/hang";
+  {
+    std::ofstream script(hang);
+    script << "#!/bin/sh\nexec sleep 600\n";
+  }
+  chmod(hang.c_str(), 0755);
+  a = Upgrade(cluster, 0, R"({"binary": ")" + hang + R"(", "timeout_ms": 1500})");
+  EXPECT_EQ(a.status, 500) << a.text;
+  EXPECT_EQ(DaemonPid(cluster, 0), pid);
+
+  // A binary others could have written is not run.
+  chmod(hang.c_str(), 0777);
+  a = Upgrade(cluster, 0, R"({"binary": ")" + hang + R"("})");
+  EXPECT_EQ(a.status, 403) << a.text;
+
+  // A program connected: its session cannot move yet, so the daemon stays.
+  const int fd = ConnectUnix(cluster.Socket(0));
+  ASSERT_GE(fd, 0);
+  a = Upgrade(cluster, 0);
+  EXPECT_EQ(a.status, 409) << a.text;
+  EXPECT_NE(ErrorMessage(a).find("1 program connection(s) are open"), std::string::npos) << a.text;
+  close(fd);
+
+  // Still the same daemon, serving; and once nothing is connected, the upgrade goes through.
+  EXPECT_EQ(DaemonPid(cluster, 0), pid);
+  EXPECT_TRUE(Connects(cluster.Socket(0)));
+  a = Upgrade(cluster, 0);
+  EXPECT_EQ(a.status, 200) << a.text;
+  EXPECT_NE(DaemonPid(cluster, 0), pid);
+}
+
+}  // namespace
+}  // namespace conduit::it

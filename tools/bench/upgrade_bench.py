@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""What callers of conduitd see while it is replaced: a live upgrade against stop-and-restart.
+
+One conduitd on this host (no namespaces: the sockets are what is measured). Two prober
+threads call it for the whole run: one connects to the program socket and hangs
+up, one sends GET /v1/status on the admin socket and reads the answer (a new connection each
+time), each starting a call every --interval-ms (a crowd of programs starting, not a
+connection storm that would only measure the accept loop's speed). Meanwhile the daemon is replaced --rounds times by `conduitctl upgrade`, then
+--rounds times by stop-and-restart (SIGTERM, wait for the exit, start the same command line:
+what `systemctl restart` does). For each event it prints how many calls failed, how long
+callers could not get through (first to last failure), and the slowest call around it,
+next to the calls' median when nothing happens.
+
+usage: upgrade_bench.py [--build build] [--rounds 3] [--gap-s 1.0] [--interval-ms 1]
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def admin_get(path, target="/v1/status"):
+    """One GET on the admin socket (a new connection): (HTTP status, body)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect(path)
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: conduitd\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else 0, body
+
+
+def admin_status(path):
+    return admin_get(path)[0] == 200
+
+
+def program_connect(path):
+    # Blocking, as the shims connect: a full backlog makes connect wait, not fail.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setblocking(True)
+    try:
+        s.connect(path)
+        return True
+    finally:
+        s.close()
+
+
+class Prober(threading.Thread):
+    def __init__(self, name, call, path, interval):
+        super().__init__(daemon=True)
+        self.name, self.call, self.path, self.interval = name, call, path, interval
+        self.samples = []  # (start, seconds, ok)
+        self.stop = False
+
+    def run(self):
+        while not self.stop:
+            t0 = time.monotonic()
+            try:
+                ok = self.call(self.path)
+            except OSError:
+                ok = False
+            t1 = time.monotonic()
+            self.samples.append((t0, t1 - t0, ok))
+            if t1 - t0 < self.interval:
+                time.sleep(self.interval - (t1 - t0))
+
+
+def daemon_pid(admin):
+    return json.loads(admin_get(admin)[1])["pid"]
+
+
+def wait_gone(pid, timeout=20):
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.001)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--gap-s", type=float, default=1.0)
+    ap.add_argument("--interval-ms", type=float, default=1.0)
+    args = ap.parse_args()
+    conduitd = os.path.abspath(os.path.join(args.build, "bin", "conduitd"))
+    conduitctl = os.path.abspath(os.path.join(args.build, "bin", "conduitctl"))
+    work = tempfile.mkdtemp(prefix="upgrade-bench.")
+    sock, admin = os.path.join(work, "c.sock"), os.path.join(work, "c-admin.sock")
+    cmd = [conduitd, "--socket", sock, "--listen", "127.0.0.1:0", "--log-level", "warn"]
+    log = open(os.path.join(work, "conduitd.log"), "a")
+
+    def start():
+        p = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
+        until = time.monotonic() + 20
+        while time.monotonic() < until:
+            try:
+                if admin_status(admin):
+                    return p
+            except OSError:
+                pass
+            time.sleep(0.005)
+        sys.exit("conduitd did not start; see " + log.name)
+
+    start()
+    interval = args.interval_ms / 1e3
+    probers = [Prober("program socket connect", program_connect, sock, interval),
+               Prober("admin GET /v1/status", admin_status, admin, interval)]
+    for p in probers:
+        p.start()
+    events = []  # (kind, start, end)
+    time.sleep(args.gap_s)
+    for _ in range(args.rounds):
+        t0 = time.monotonic()
+        r = subprocess.run([conduitctl, "--socket", admin, "upgrade"], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("upgrade failed: " + r.stderr)
+        events.append(("live upgrade", t0, time.monotonic()))
+        time.sleep(args.gap_s)
+    for _ in range(args.rounds):
+        pid = daemon_pid(admin)
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        wait_gone(pid)
+        start()
+        events.append(("stop and restart", t0, time.monotonic()))
+        time.sleep(args.gap_s)
+    for p in probers:
+        p.stop = True
+    for p in probers:
+        p.join()
+    os.kill(daemon_pid(admin), signal.SIGTERM)
+
+    print(f"# conduitd replaced {args.rounds} times live and {args.rounds} times by stop-and-restart; "
+          f"callers starting a call every {args.interval_ms:g} ms throughout")
+    print()
+    print("| event | caller | calls in the window | failed | callers cut off (ms) | slowest call (ms) | median call, quiet (ms) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for p in probers:
+        quiet = [d for (t, d, ok) in p.samples if ok and all(not (s - 0.5 <= t <= e + 0.5) for (_, s, e) in events)]
+        median = statistics.median(quiet) * 1e3 if quiet else float("nan")
+        for kind, s, e in events:
+            window = [(t, d, ok) for (t, d, ok) in p.samples if s - 0.05 <= t <= e + 0.05]
+            failed = [(t, d) for (t, d, ok) in window if not ok]
+            cut = (max(t + d for t, d in failed) - min(t for t, d in failed)) * 1e3 if failed else 0.0
+            slowest = max((d for (t, d, ok) in window), default=0.0) * 1e3
+            print(f"| {kind} | {p.name} | {len(window)} | {len(failed)} | {cut:.1f} | {slowest:.1f} | {median:.3f} |")
+    print()
+    print(f"(log: {log.name})")
+
+
+if __name__ == "__main__":
+    main()
