@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_guard.h"
 
 namespace conduit {
 namespace {
@@ -153,7 +154,8 @@ void AcceptLoop(int listener, const char* what, ListenerGate* gate, std::atomic<
       continue;
     }
     // Accepted sockets do not inherit O_NONBLOCK on Linux; the services expect blocking ones.
-    handle(UniqueFd(fd), peer);
+    // A handler that throws (out of memory) loses its connection, never the loop.
+    RunGuarded(what, [&] { handle(UniqueFd(fd), peer); });
   }
 }
 

@@ -177,10 +177,11 @@ Status HandOver(const HandOverRequest& request, const HandOverHooks& hooks, Hand
     outcome->pause_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - parked).count();
     return st;
   }
-  // Nothing moved for good: the new daemon goes, this one accepts again.
+  // Nothing moved for good: this daemon accepts again at once (the new one never accepts
+  // without a Go), and the new one goes.
+  hooks.gate->Resume();
   mine.reset();
   const std::string how = Reap(pid, kExitGraceMs);
-  hooks.gate->Resume();
   CLOG_WARN("upgrade to %s called off, this daemon goes on serving: %s (the new process %s)",
             outcome->new_release.c_str(), st.message().c_str(), how.c_str());
   return st;
