@@ -41,6 +41,12 @@ int HttpStatusOf(StatusCode code) {
   }
 }
 
+std::string AdminReply::ErrorMessage() const {
+  const Json* err = body.is_object() ? body.find("error") : nullptr;
+  const Json* message = err != nullptr && err->is_object() ? err->find("message") : nullptr;
+  return message != nullptr && message->is_string() ? message->as_string() : "";
+}
+
 AdminReply AdminReply::FromStatus(const Status& status) {
   if (status.ok()) return Ok(Json::Object());
   return Error(HttpStatusOf(status.canonical()), status.message());

@@ -50,6 +50,8 @@ struct AdminReply {
   static AdminReply Error(int http_status, const std::string& message);
   // An error reply with the HTTP status of the Status's canonical code (HttpStatusOf).
   static AdminReply FromStatus(const Status& status);
+  // An error reply's message ("" for other replies).
+  std::string ErrorMessage() const;
 };
 
 // The admin edge's mapping of the canonical codes: invalid argument, failed precondition

@@ -42,12 +42,6 @@ void WriteReply(int fd, AdminReply reply, Deadline deadline) {
 // returns up to 1 ms before the deadline itself has passed.
 bool OutOfTime(const Deadline& deadline) { return deadline.PollTimeoutMs() == 0; }
 
-std::string ErrorMessage(const AdminReply& reply) {
-  const Json* err = reply.body.is_object() ? reply.body.find("error") : nullptr;
-  const Json* message = err != nullptr && err->is_object() ? err->find("message") : nullptr;
-  return message != nullptr && message->is_string() ? message->as_string() : "";
-}
-
 }  // namespace
 
 bool AdminServer::IsOperator(int uid) const {
@@ -70,7 +64,6 @@ void AdminServer::Serve(int listener, ListenerGate* gate) {
       Refuse(fd, caller, "a connection", AdminReply::Error(503, why), Deadline::AfterMs(0));
       return;
     }
-    ChangeServing(+1);
     try {
       std::thread([this, fd, caller, is_operator] {
         try {
@@ -79,11 +72,9 @@ void AdminServer::Serve(int listener, ListenerGate* gate) {
           CLOG_ERROR("admin: a request from %s failed: %s", Who(caller).c_str(), e.what());
         }
         slots_.Release(caller.uid, is_operator);
-        ChangeServing(-1);
       }).detach();
       conn.release();  // the thread owns it now
     } catch (const std::system_error& e) {
-      ChangeServing(-1);
       slots_.Release(caller.uid, is_operator);
       Refuse(fd, caller, "a connection",
              AdminReply::Error(503, std::string("the daemon cannot start a thread now: ") + e.what()),
@@ -92,16 +83,7 @@ void AdminServer::Serve(int listener, ListenerGate* gate) {
   });
 }
 
-void AdminServer::ChangeServing(int delta) {
-  std::lock_guard<std::mutex> lock(serving_mu_);
-  serving_ += delta;
-  serving_cv_.notify_all();
-}
-
-bool AdminServer::WaitServing(int at_most, Deadline deadline) {
-  std::unique_lock<std::mutex> lock(serving_mu_);
-  return serving_cv_.wait_until(lock, deadline.when(), [&] { return serving_ <= at_most; });
-}
+bool AdminServer::WaitServing(int at_most, Deadline deadline) { return slots_.WaitInUseAtMost(at_most, deadline); }
 
 void AdminServer::ServeConnection(UniqueFd fd, const ProgramCredentials& caller) {
   const bool is_operator = IsOperator(caller.uid);
@@ -158,7 +140,7 @@ void AdminServer::ServeConnection(UniqueFd fd, const ProgramCredentials& caller)
 void AdminServer::Refuse(int fd, const ProgramCredentials& caller, const std::string& what, const AdminReply& reply,
                          Deadline deadline) {
   refusals_.Log("admin: refused " + what + " from " + Who(caller) + ": " + std::to_string(reply.http_status) + " " +
-                HttpStatusName(reply.http_status) + ": " + ErrorMessage(reply));
+                HttpStatusName(reply.http_status) + ": " + reply.ErrorMessage());
   WriteReply(fd, reply, deadline);
 }
 

@@ -13,8 +13,6 @@
 #define CONDUIT_DAEMON_ADMIN_ADMIN_SERVER_H_
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,12 +58,8 @@ class AdminServer {
   const AdminApi* api_;
   const AdminServerOptions options_;
   ConnectionSlots slots_;
-  RefusalLog refusals_;
-  std::atomic<uint64_t> refused_{0};
-  void ChangeServing(int delta);
-  std::mutex serving_mu_;
-  std::condition_variable serving_cv_;
-  int serving_ = 0;  // connections being served  // connections refused for want of descriptors  // refusals are logged at most RefusalLog::kBurst per window
+  RefusalLog refusals_;               // refusals are logged at most RefusalLog::kBurst per window
+  std::atomic<uint64_t> refused_{0};  // connections refused for want of descriptors
 };
 
 }  // namespace conduit

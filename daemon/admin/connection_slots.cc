@@ -33,10 +33,16 @@ bool ConnectionSlots::TryAcquire(int uid, bool is_operator, std::string* why) {
 void ConnectionSlots::Release(int uid, bool is_operator) {
   std::lock_guard<std::mutex> lock(mu_);
   --total_;
+  released_.notify_all();
   if (is_operator) return;
   --others_;
   auto it = per_uid_.find(uid);
   if (it != per_uid_.end() && --it->second <= 0) per_uid_.erase(it);
+}
+
+bool ConnectionSlots::WaitInUseAtMost(int n, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return released_.wait_until(lock, deadline.when(), [&] { return total_ <= n; });
 }
 
 int ConnectionSlots::in_use() const {

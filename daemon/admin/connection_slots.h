@@ -5,9 +5,12 @@
 #ifndef CONDUIT_DAEMON_ADMIN_CONNECTION_SLOTS_H_
 #define CONDUIT_DAEMON_ADMIN_CONNECTION_SLOTS_H_
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
+
+#include "common/deadline.h"
 
 namespace conduit {
 
@@ -28,10 +31,13 @@ class ConnectionSlots {
   void Release(int uid, bool is_operator);
 
   int in_use() const;
+  // Waits until at most `n` slots are in use; false at the deadline.
+  bool WaitInUseAtMost(int n, Deadline deadline);
 
  private:
   const ConnectionLimits limits_;
   mutable std::mutex mu_;
+  std::condition_variable released_;
   int total_ = 0;
   int others_ = 0;                 // held by callers who are not the operator
   std::map<int, int> per_uid_;     // non-operator uid -> connections held (no zero entries)

@@ -36,8 +36,8 @@ class MetricsServer {
 
   explicit MetricsServer(const AdminApi* api, MetricsServerOptions options = {}) : api_(api), options_(options) {}
 
-  // Accept loop on a listening TCP socket; never returns.
-  void Serve(int listener, ListenerGate* gate);  // returns once `gate` is stopped
+  // Accept loop on a listening TCP socket; returns once `gate` is stopped (server/acceptor.h).
+  void Serve(int listener, ListenerGate* gate);
   // Answers the one request of an accepted connection; `peer` names the caller in logs.
   void ServeConnection(UniqueFd fd, const std::string& peer);
   // The answer to a request head (no I/O): the metrics, or the refusal.

@@ -14,28 +14,10 @@
 
 #include "common/log.h"
 #include "common/thread_guard.h"
+#include "server/rate_limited_log.h"
 
 namespace conduit {
 namespace {
-
-// Refusals come in floods (a connection storm, a full descriptor table): one line per
-// second per socket, with how many were refused meanwhile.
-class RateLimitedLog {
- public:
-  void Warn(const char* what, const char* detail) {
-    auto now = std::chrono::steady_clock::now();
-    ++suppressed_;
-    if (now - last_ < std::chrono::seconds(1)) return;
-    CLOG_WARN("%s: %s (%llu refused since the last such line)", what, detail,
-              static_cast<unsigned long long>(suppressed_));
-    suppressed_ = 0;
-    last_ = now;
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_{};
-  uint64_t suppressed_ = 0;
-};
 
 // accept(2) failing with EMFILE leaves the connection queued and the listener readable: the
 // loop would spin and the caller would wait. A descriptor kept in reserve is given up for a

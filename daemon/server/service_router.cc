@@ -18,33 +18,13 @@
 #include "protocol/peer_protocol.h"
 #include "protocol/shim_protocol.h"
 #include "security/peer_security.h"
+#include "server/rate_limited_log.h"
 
 namespace conduit {
 namespace {
 
 // A connection must name its service this soon after connecting (after its handshake).
 constexpr int kFirstFrameTimeoutMs = 10000;
-
-// Refusals come in floods (a connection storm): one line per second per kind, with how
-// many were refused meanwhile.
-class RateLimitedLog {
- public:
-  void Warn(const char* what, const std::string& detail) {
-    auto now = std::chrono::steady_clock::now();
-    std::lock_guard<std::mutex> lock(mu_);
-    ++suppressed_;
-    if (now - last_ < std::chrono::seconds(1)) return;
-    CLOG_WARN("%s: %s (%llu refused since the last such line)", what, detail.c_str(),
-              static_cast<unsigned long long>(suppressed_));
-    suppressed_ = 0;
-    last_ = now;
-  }
-
- private:
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point last_{};
-  uint64_t suppressed_ = 0;
-};
 
 ProgramCredentials CredentialsOf(int fd) {
   ProgramCredentials c;

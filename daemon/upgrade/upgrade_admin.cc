@@ -98,11 +98,8 @@ Status ReplayOperatorState(const AdminApi& api, const v1::DaemonState& state) {
     }
     AdminReply reply = api.Dispatch(std::move(request), /*caller_is_operator=*/true);
     if (reply.http_status != 200) {
-      const Json* err = reply.body.find("error");
-      const Json* message = err != nullptr ? err->find("message") : nullptr;
       return InvalidUsage("the old daemon's %s %s is refused here (HTTP %d): %s", doc.method().c_str(),
-                          doc.path().c_str(), reply.http_status,
-                          message != nullptr && message->is_string() ? message->as_string().c_str() : "");
+                          doc.path().c_str(), reply.http_status, reply.ErrorMessage().c_str());
     }
   }
   return Status::Ok();

@@ -129,8 +129,8 @@ Cluster::~Cluster() {
 
 // Processes the harness did not start itself are still in the namespaces: daemons that
 // replaced the ones it started (live upgrade), anything a test left behind. They get
-// SIGTERM and the daemons' grace, then SIGKILL. Orphans are not our children, so a
-// zombie (state Z in /proc/PID/stat) counts as gone.
+// SIGTERM and the daemons' grace, then SIGKILL. Orphans are not our children: a zombie
+// counts as gone (ProcessEnded).
 void Cluster::StopLeftovers() {
   std::vector<pid_t> pids;
   for (int h = 0; h < config_.hosts; ++h) {
@@ -144,11 +144,7 @@ void Cluster::StopLeftovers() {
       at = end + 1;
     }
   }
-  auto alive = [](pid_t pid) {
-    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-    const size_t paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-  };
+  auto alive = [](pid_t pid) { return !ProcessEnded(pid); };
   for (pid_t pid : pids) kill(pid, SIGTERM);
   const auto until = std::chrono::steady_clock::now() + kDaemonExitGrace;
   for (pid_t pid : pids) {

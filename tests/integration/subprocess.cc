@@ -120,4 +120,10 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+bool ProcessEnded(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+}
+
 }  // namespace conduit::it

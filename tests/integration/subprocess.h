@@ -52,6 +52,10 @@ int RunCommand(const std::vector<std::string>& argv, std::string* output,
 
 std::string ReadFile(const std::string& path);
 
+// Whether a process, ours or not, has ended: gone from /proc, or a zombie (state Z), which is
+// what an orphan that nobody reaps stays as.
+bool ProcessEnded(pid_t pid);
+
 }  // namespace conduit::it
 
 #endif  // CONDUIT_TESTS_INTEGRATION_SUBPROCESS_H_

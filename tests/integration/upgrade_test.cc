@@ -95,12 +95,11 @@ class Callers {
   std::vector<std::thread> threads_;
 };
 
-// Waits for a process that is not our child to end (its zombie counts as ended).
+// Waits for a process that is not our child to end.
 bool Exits(int64_t pid, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-    if (stat.empty() || stat.find(") Z") != std::string::npos) return true;
+    if (ProcessEnded(static_cast<pid_t>(pid))) return true;
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
