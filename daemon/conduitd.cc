@@ -732,11 +732,6 @@ int Main(int argc, char** argv) {
                 takeover.state.advertised_addr() + " (--listen/--advertise changed): stop and restart instead");
   }
 
-  UniqueFd unix_listener = inherited(upgradeproto::ListenerRole::kProgram);
-  if (!unix_listener.valid()) {
-    st = ListenUnix(flags.socket_path, 0666, &unix_listener);
-    if (!st.ok()) return fail(st.message());
-  }
   UniqueFd admin_listener = inherited(upgradeproto::ListenerRole::kAdmin);
   if (!admin_listener.valid()) {
     st = ListenUnix(flags.admin_socket, flags.admin_mode, &admin_listener);
@@ -753,6 +748,14 @@ int Main(int argc, char** argv) {
   } else if (!flags.metrics_listen.empty()) {
     st = TcpListen(flags.metrics_listen, &metrics_listener, &metrics_bound);
     if (!st.ok()) return fail("metrics-listen: " + st.message());
+  }
+  // The program socket listens last: its appearing is what programs, packaging scripts and
+  // the tests take for "the daemon is up", so the admin and metrics sockets must already be
+  // listening by then (connections wait in the backlog until the accept loops start).
+  UniqueFd unix_listener = inherited(upgradeproto::ListenerRole::kProgram);
+  if (!unix_listener.valid()) {
+    st = ListenUnix(flags.socket_path, 0666, &unix_listener);
+    if (!st.ok()) return fail(st.message());
   }
 
   // How this daemon proves itself to other daemons and checks them (docs/security.md).

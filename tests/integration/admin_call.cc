@@ -48,6 +48,12 @@ int CollectivePath(const Json& comm, int peer) {
   return -2;
 }
 
+const Json& Field(const Json& body, std::string_view key) {
+  static const Json kNull;
+  const Json* member = body.is_object() ? body.find(key) : nullptr;
+  return member != nullptr ? *member : kNull;
+}
+
 std::vector<int64_t> Ints(const Json* array) {
   std::vector<int64_t> out;
   if (array == nullptr || !array->is_array()) return out;

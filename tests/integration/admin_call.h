@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cluster.h"
@@ -19,6 +20,10 @@ struct AdminAnswer {
   Json body;
   std::string text;  // the raw body, for failure messages
 };
+
+// `body`'s member `key`, or a null value when the body is no object or lacks it, so a test
+// whose daemon answered something else fails an expectation instead of crashing.
+const Json& Field(const Json& body, std::string_view key);
 
 AdminAnswer AdminCall(const Cluster& cluster, int host, const std::string& method, const std::string& target,
                       const std::string& body = "");

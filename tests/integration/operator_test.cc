@@ -197,7 +197,7 @@ TEST(OperatorTest, FlowAssignmentSpreadsTenantsOverPaths) {
   // The accepting side reports the same path.
   EXPECT_EQ(CollectivePath(CommOn(cluster, 0, KeyOf(ca)), 1), pa);
   AdminAnswer paths = AdminCall(cluster, 1, "GET", "/v1/paths");
-  EXPECT_EQ(paths.body.find("paths")->size(), 2u) << paths.text;
+  EXPECT_EQ(Field(paths.body, "paths").size(), 2u) << paths.text;
 
   // "single": a third tenant lands on path 0 whatever the load.
   ASSERT_EQ(Ctl(cluster, 1, {"policy", "set", "flows", R"({"assignment": "single"})"}).rc, 0);
@@ -288,13 +288,13 @@ TEST(OperatorTest, TopologyReloads) {
   config.netns_topology = true;
   Cluster cluster(config);
   CONDUIT_START_CLUSTER(cluster);
-  auto generation = [&] { return AdminCall(cluster, 0, "GET", "/v1/topology").body.find("generation")->as_int(); };
+  auto generation = [&] { return Field(AdminCall(cluster, 0, "GET", "/v1/topology").body, "generation").as_int(); };
   EXPECT_EQ(generation(), 1);
 
   AdminAnswer put = AdminCall(cluster, 0, "PUT", "/v1/topology",
                               R"({"hosts": [{"name": "x", "addr": "10.1.2.3", "rack": "r9", "path_addrs": ["10.9.0.1"]}]})");
   ASSERT_EQ(put.status, 200) << put.text;
-  EXPECT_EQ(put.body.find("source")->as_string(), "admin");
+  EXPECT_EQ(Field(put.body, "source").as_string(), "admin");
   EXPECT_EQ(generation(), 2);
   for (const char* bad : {R"({"hosts": [{"addr": "not-an-ip"}]})", R"({"hosts": [{"addr": "10.0.0.1"}, {"addr": "10.0.0.1"}]})",
                           R"({"hosts": [], "links": [{"hosts": ["a", "b"], "paths": []}]})", R"({"hostz": []})", "[1]"}) {

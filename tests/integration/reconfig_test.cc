@@ -127,7 +127,7 @@ TEST(ReconfigTest, ThousandsOfSwitchesUnderLoad) {
         AdminAnswer a = AdminCall(cluster, who, "POST", target, body);
         if (a.status == 404 || a.status == 409) return;  // the ranks finished and destroyed it
         if (a.status != 200) return fail("host " + std::to_string(who) + " " + body + " -> " + std::to_string(a.status) + ": " + a.text);
-        if (!a.body.find("applied")->as_bool()) return fail("not applied: " + a.text);
+        if (!Field(a.body, "applied").as_bool()) return fail("not applied: " + a.text);
         ++applied;
       }
     });
@@ -187,7 +187,7 @@ TEST(ReconfigTest, IdleAndMultiRankHosts) {
     AdminAnswer a = AdminCall(cluster, i % kHosts, "POST", "/v1/communicators/" + key + "/reconfigure",
                               i % 2 ? R"({"ring": "reverse", "paths": "policy"})" : R"({"ring": "rank", "algorithm": "ring"})");
     ASSERT_EQ(a.status, 200) << a.text;
-    EXPECT_TRUE(a.body.find("applied")->as_bool());
+    EXPECT_TRUE(Field(a.body, "applied").as_bool());
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250)) << "waited for a collective";
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(800));

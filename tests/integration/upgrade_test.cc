@@ -140,7 +140,7 @@ TEST(UpgradeTest, ReplacesTheDaemonWithoutRefusingAConnection) {
     const Json* new_pid = a.body.find("new_pid");
     const Json* pause = a.body.find("pause_ms");
     ASSERT_TRUE(new_pid != nullptr && pause != nullptr) << a.text;
-    EXPECT_EQ(a.body.find("old_pid")->as_int(), pids.back());
+    EXPECT_EQ(Field(a.body, "old_pid").as_int(), pids.back());
     pids.push_back(new_pid->as_int());
     EXPECT_EQ(DaemonPid(cluster, 0), pids.back()) << "the new daemon answers the admin socket";
     EXPECT_TRUE(Exits(pids[pids.size() - 2], std::chrono::seconds(5))) << "the old daemon did not exit";
