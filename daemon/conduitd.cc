@@ -594,10 +594,11 @@ struct DaemonParts {
 DaemonParts daemon_parts;
 
 // The state handed to the new daemon, taken with every accept loop parked. Programs'
-// sessions and stored objects do not move yet (docs/upgrade.md): while there are any the
-// upgrade is refused, and this daemon goes on.
+// sessions do not move yet (docs/upgrade.md): while there are any the upgrade is refused,
+// and this daemon goes on.
 Status SnapshotForUpgrade(const std::string& program_socket, const std::string& admin_socket,
-                          const std::string& my_addr, upgrade::v1::DaemonState* state) {
+                          const std::string& my_addr, upgrade::v1::DaemonState* state,
+                          std::vector<UniqueFd>* memfds) {
   const DaemonParts& d = daemon_parts;
   // Connections accepted just before the gate parked may still be on their way to a
   // service, or be probes that hang up at once: they get a moment to settle.
@@ -612,11 +613,17 @@ Status SnapshotForUpgrade(const std::string& program_socket, const std::string& 
                   "sockets and the operator's changes but not programs' sessions (docs/upgrade.md): upgrade "
                   "when they have ended, or stop and restart");
   }
-  const size_t objects = d.objects->store().All().size();
-  if (objects > 0) {
-    return Status(StatusCode::kAborted,
-                  std::to_string(objects) + " object(s) are stored here, and this release does not hand over "
-                  "the object store (docs/upgrade.md): delete them first, or stop and restart");
+  // The stored copies, when none is in motion (other daemons may still be fetching one).
+  std::vector<objects::HandedCopy> copies;
+  const auto quiet = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  objects::ObjStatus exported = d.objects->ExportCopies(&copies);
+  while (!exported.ok() && std::chrono::steady_clock::now() < quiet) {
+    copies.clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    exported = d.objects->ExportCopies(&copies);
+  }
+  if (!exported.ok()) {
+    return Status(StatusCode::kAborted, "the object store is busy (" + exported.message() + "); try again");
   }
   // Changes being made now would be missed: wait for every other admin request to end.
   if (!d.admin_server->WaitServing(1, Deadline::AfterMs(5000))) {
@@ -632,6 +639,48 @@ Status SnapshotForUpgrade(const std::string& program_socket, const std::string& 
     out->set_path(doc.path);
     if (!doc.body.is_null()) out->set_body_json(doc.body.Dump());
   }
+  for (objects::HandedCopy& c : copies) {
+    upgrade::v1::ObjectCopy* out = state->add_objects();
+    out->set_id(c.id);
+    out->set_size(c.size);
+    out->set_pinned(c.pinned);
+    out->set_charged(c.charged);
+    out->set_owner_uid(c.owner.uid);
+    out->set_owner_gid(c.owner.gid);
+    out->set_owner_access(c.owner.access);
+    if (c.memfd.valid()) {
+      memfds->push_back(std::move(c.memfd));
+      out->set_memfd(static_cast<uint32_t>(memfds->size()));
+    } else {
+      out->set_inline_bytes(c.bytes);
+    }
+  }
+  return Status::Ok();
+}
+
+// The new daemon's side: the copies the old one handed over, each memfd taken once.
+Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) {
+  std::vector<objects::HandedCopy> copies;
+  for (const upgrade::v1::ObjectCopy& in : takeover.state.objects()) {
+    objects::HandedCopy c;
+    c.id = in.id();
+    c.size = in.size();
+    c.pinned = in.pinned();
+    c.charged = in.charged();
+    c.owner = objproto::Owner{in.owner_uid(), in.owner_gid(), in.owner_access(), 0};
+    if (in.memfd() > 0) {
+      if (in.memfd() > takeover.memfds.size() || !takeover.memfds[in.memfd() - 1].valid()) {
+        return InternalError("object copy %u names memfd %u, of %zu handed over (or one used twice)",
+                             static_cast<unsigned>(copies.size()), in.memfd(), takeover.memfds.size());
+      }
+      c.memfd = std::move(takeover.memfds[in.memfd() - 1]);
+    } else {
+      c.bytes = in.inline_bytes();
+    }
+    copies.push_back(std::move(c));
+  }
+  objects::ObjStatus st = store->AdoptCopies(std::move(copies));
+  if (!st.ok()) return InternalError("the object store refused a handed-over copy: %s", st.message().c_str());
   return Status::Ok();
 }
 
@@ -797,6 +846,10 @@ int Main(int argc, char** argv) {
   flags.objects.peers = SplitList(flags.object_peers);
   flags.objects.timeout_ms = flags.comm.timeout_ms;
   static objects::ObjectService object_store(flags.objects, &policy);
+  if (handover.valid()) {
+    st = AdoptObjects(takeover, &object_store);
+    if (!st.ok()) _exit(fail("upgrade: " + st.message()));  // services run threads: no return
+  }
   object_store.Start();
   static ServiceRouter router(security.get());
   router.Add(ServiceId::kCollectives, &collectives);
@@ -825,8 +878,8 @@ int Main(int argc, char** argv) {
   if (metrics_listener.valid()) {
     upgrade_setup.hooks.listeners.emplace_back(upgradeproto::ListenerRole::kMetrics, metrics_listener.get());
   }
-  upgrade_setup.hooks.snapshot = [&flags, my_addr](upgrade::v1::DaemonState* state) {
-    return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, state);
+  upgrade_setup.hooks.snapshot = [&flags, my_addr](upgrade::v1::DaemonState* state, std::vector<UniqueFd>* memfds) {
+    return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, state, memfds);
   };
   upgrade_setup.exit = [] {
     handed_over.store(true);
@@ -845,8 +898,8 @@ int Main(int argc, char** argv) {
       _exit(1);
     }
     handover.reset();
-    CLOG_INFO("upgrade: took over from %s with %d operator changes", takeover.state.release().c_str(),
-              takeover.state.operator_state_size());
+    CLOG_INFO("upgrade: took over from %s with %d operator changes and %d stored objects",
+              takeover.state.release().c_str(), takeover.state.operator_state_size(), takeover.state.objects_size());
   }
 
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd, &gate); }).detach();

@@ -7,6 +7,8 @@
 //   new -> old   Hello      {state versions the new daemon reads, its release}
 //   old -> new   Refuse     WireStatus: why not (versions, sessions open, ...); end
 //            or  Listener   {role} with the listening socket attached (SCM_RIGHTS), one per socket
+//                ObjectMemory {index} with an object's memfd attached, one per large stored
+//                           copy, indices 1, 2, ... in order (DaemonState.objects names them)
 //                State      the serialized conduit.upgrade.v1.DaemonState (upgrade_state.proto)
 //   new -> old   Ready      the new daemon is ready to serve
 //            or  Failed     WireStatus: the old daemon takes its sockets back and goes on; end
@@ -30,6 +32,7 @@ constexpr uint32_t kMagic = 0x55544443;  // "CDTU" little-endian
 constexpr uint16_t kVersion = 1;         // of this conversation's framing and messages
 constexpr int kTakeOverFd = 3;           // the new daemon's end of the socketpair
 constexpr uint32_t kMaxStateBytes = 64u << 20;
+constexpr uint32_t kMaxObjectMemfds = 1u << 20;  // descriptors one handover may pass
 
 enum MsgType : uint16_t {
   kHello = 1,
@@ -39,6 +42,7 @@ enum MsgType : uint16_t {
   kReady = 5,
   kFailed = 6,
   kGo = 7,
+  kObjectMemory = 8,
 };
 
 struct Hello {
@@ -61,7 +65,13 @@ struct ListenerMsg {
 };
 static_assert(sizeof(ListenerMsg) == 8);
 
-static_assert(kWireStruct<Hello> && kWireStruct<ListenerMsg>);
+struct ObjectMemoryMsg {
+  uint32_t index;  // 1, 2, ...: the n-th ObjectMemory message
+  uint32_t reserved;
+};
+static_assert(sizeof(ObjectMemoryMsg) == 8);
+
+static_assert(kWireStruct<Hello> && kWireStruct<ListenerMsg> && kWireStruct<ObjectMemoryMsg>);
 
 }  // namespace conduit::upgradeproto
 

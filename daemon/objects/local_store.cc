@@ -76,6 +76,44 @@ ObjStatus LocalObject::Allocate(bool shared_memory) {
   return ObjStatus::Ok();
 }
 
+ObjStatus LocalObject::AdoptComplete(UniqueFd memfd, const std::string& bytes) {
+  if (!memfd.valid()) {
+    if (bytes.size() != size_ || size_ >= objproto::kInlineLimit) {
+      return Err(objproto::kInvalid, "object %s: %zu handed-over bytes for a %llu-byte copy", Printable(id_).c_str(),
+                 bytes.size(), static_cast<unsigned long long>(size_));
+    }
+    heap_.assign(bytes.begin(), bytes.end());
+    data_ = heap_.data();
+  } else {
+    // Only a copy nobody can change any more is taken: the same size, and sealed (Seal,
+    // Allocate) against resizing and against writes through any descriptor.
+    struct stat st {};
+    const int seals = fcntl(memfd.get(), F_GET_SEALS);
+    if (fstat(memfd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) != size_ || size_ == 0) {
+      return Err(objproto::kInvalid, "object %s: the handed-over memfd is not %llu bytes long", Printable(id_).c_str(),
+                 static_cast<unsigned long long>(size_));
+    }
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+        (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) == 0) {
+      return Err(objproto::kInvalid, "object %s: the handed-over memfd is not sealed against changes (seals 0x%x)",
+                 Printable(id_).c_str(), seals < 0 ? 0 : seals);
+    }
+    void* p = mmap(nullptr, size_, PROT_READ, MAP_SHARED, memfd.get(), 0);
+    if (p == MAP_FAILED) {
+      return Err(objproto::kOutOfMemory, "mmap of a handed-over %llu-byte object: %s",
+                 static_cast<unsigned long long>(size_), strerror(errno));
+    }
+    fd_ = std::move(memfd);
+    data_ = static_cast<uint8_t*>(p);
+  }
+  std::lock_guard<std::mutex> seal_lock(seal_mu_);
+  sealed_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_ = size_;
+  complete_ = true;
+  return ObjStatus::Ok();
+}
+
 ObjStatus LocalObject::ReadOnlyFd(UniqueFd* out) const {
   // A new open file description that is read-only: mmap(PROT_WRITE, MAP_SHARED) on it fails.
   std::string path = "/proc/self/fd/" + std::to_string(fd_.get());
@@ -219,6 +257,18 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
 }
 
 ObjStatus LocalStore::Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out) {
+  const bool shared_memory = size >= inline_limit_;
+  return Add(id, size, info, [shared_memory](LocalObject& obj) { return obj.Allocate(shared_memory); }, out);
+}
+
+ObjStatus LocalStore::Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd,
+                            const std::string& bytes, ObjectRef* out) {
+  auto fd = std::make_shared<UniqueFd>(std::move(memfd));
+  return Add(id, size, info, [fd, &bytes](LocalObject& obj) { return obj.AdoptComplete(std::move(*fd), bytes); }, out);
+}
+
+ObjStatus LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& info,
+                          const std::function<ObjStatus(LocalObject&)>& back, ObjectRef* out) {
   // The quota first: a uid over it costs nothing, not even an eviction.
   if (info.charge) OBJ_RETURN_IF_ERROR(quotas_.Charge(info.owner.uid, size, id));
   ObjStatus st = Reserve(id, size);
@@ -227,7 +277,7 @@ ObjStatus LocalStore::Create(const std::string& id, uint64_t size, const CopyInf
     return st;
   }
   auto obj = std::make_shared<LocalObject>(id, size, info);
-  st = obj->Allocate(size >= inline_limit_);
+  st = back(*obj);
   std::lock_guard<std::mutex> lock(mu_);
   if (st.ok() && objects_.count(id) != 0) st = Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
   if (!st.ok()) {

@@ -56,6 +56,10 @@ class LocalObject {
 
   // Backs the object with a memfd (large) or heap bytes (small).
   ObjStatus Allocate(bool shared_memory);
+  // Backs it instead with a complete copy another daemon process made (a live upgrade,
+  // docs/upgrade.md): its memfd, which must have this size and be sealed against writes
+  // and resizing, mapped read-only; or, with no memfd, `bytes` (a small copy).
+  ObjStatus AdoptComplete(UniqueFd memfd, const std::string& bytes);
 
   const std::string& id() const { return id_; }
   uint64_t size() const { return size_; }
@@ -133,6 +137,10 @@ class LocalStore {
   // Charges the owner's quota (with info.charge), reserves memory (evicting if needed) and
   // inserts a new, empty copy.
   ObjStatus Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out);
+  // The same for a complete copy handed over by the daemon this one replaced
+  // (LocalObject::AdoptComplete).
+  ObjStatus Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd, const std::string& bytes,
+                  ObjectRef* out);
   // The copy of `id`, or null. Marks it recently used.
   ObjectRef Find(const std::string& id);
   // Like Find, but waits (bounded) for the copy to be created: a reduce task's partial
@@ -148,6 +156,9 @@ class LocalStore {
 
  private:
   ObjStatus Reserve(const std::string& id, uint64_t size);
+  // Create and Adopt: charges, reserves, backs the copy with `back` and inserts it.
+  ObjStatus Add(const std::string& id, uint64_t size, const CopyInfo& info,
+                const std::function<ObjStatus(LocalObject&)>& back, ObjectRef* out);
 
   const uint64_t limit_;
   const uint64_t inline_limit_;

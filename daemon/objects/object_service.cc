@@ -1,5 +1,9 @@
 #include "objects/object_service.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+
 #include <chrono>
 #include <thread>
 
@@ -41,6 +45,7 @@ void ObjectService::Start() {
   peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnDropCopy(b); });
   peers_.OnPush([this](uint16_t type, const Bytes& body) { dir_.OnPush(type, body); });
   peers_.OnChange([this] { OnMembershipChange(); });
+  peers_.OnPeerUp([this](const std::string& addr) { RepublishTo(addr); });
   store_.SetEvictionHooks(
       [this](const std::string& id) {
         // Our own copy counts once the directory has our Release (one-way, so it may lag a
@@ -58,6 +63,11 @@ void ObjectService::Start() {
         published_to_.erase(id);
       });
   dir_.Start();
+  {
+    // Copies adopted from the daemon this one replaced are registered from the start.
+    std::lock_guard<std::mutex> lock(republish_mu_);
+    ring_changed_ = !store_.All().empty();
+  }
   std::thread([this] { KeepRunning("object republication", [&] { RepublishLoop(); }); }).detach();
   peers_.Start();
   CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers; per uid at most %llu "
@@ -406,10 +416,12 @@ ObjStatus ObjectService::Reduce(const std::string& target, const std::vector<std
 
 void ObjectService::RepublishLoop() {
   for (;;) {
+    std::set<std::string> forced;
     {
       std::unique_lock<std::mutex> lock(republish_mu_);
       republish_cv_.wait(lock, [this] { return ring_changed_; });
       ring_changed_ = false;
+      forced.swap(republish_to_);
     }
     for (const ObjectRef& obj : store_.All()) {
       if (obj->internal() || !obj->failure().ok()) continue;
@@ -417,7 +429,8 @@ void ObjectService::RepublishLoop() {
       {
         std::lock_guard<std::mutex> lock(fetch_mu_);
         auto it = published_to_.find(obj->id());
-        if (it == published_to_.end() || it->second == owner) continue;  // unregistered, or in place
+        if (it == published_to_.end()) continue;                              // unregistered
+        if (it->second == owner && forced.count(owner) == 0) continue;        // in place
       }
       uint32_t flags = objproto::kPubRepublish;
       if (obj->complete()) flags |= objproto::kPubComplete;
@@ -435,6 +448,56 @@ void ObjectService::RepublishLoop() {
       if (it != published_to_.end()) it->second = peers_.Owner(obj->id());
     }
   }
+}
+
+void ObjectService::RepublishTo(const std::string& addr) {
+  std::lock_guard<std::mutex> lock(republish_mu_);
+  republish_to_.insert(addr);
+  ring_changed_ = true;
+  republish_cv_.notify_all();
+}
+
+ObjStatus ObjectService::ExportCopies(std::vector<HandedCopy>* out) {
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    if (!pending_.empty()) {
+      return Err(objproto::kUnavailable, "%zu object fetch(es) are running here", pending_.size());
+    }
+  }
+  for (const ObjectRef& obj : store_.All()) {
+    if (!obj->complete() || obj->internal() || obj->users() > 0) {
+      return Err(objproto::kUnavailable, "object %s is being %s here", Printable(obj->id()).c_str(),
+                 obj->internal() ? "reduced" : obj->complete() ? "read" : "written");
+    }
+    HandedCopy c;
+    c.id = obj->id();
+    c.size = obj->size();
+    c.pinned = obj->pinned();
+    c.charged = obj->charged();
+    c.owner = obj->owner();
+    if (obj->has_fd()) {
+      c.memfd.reset(fcntl(obj->fd(), F_DUPFD_CLOEXEC, 0));
+      if (!c.memfd.valid()) return Err(objproto::kInternal, "dup of an object memfd: %s", strerror(errno));
+    } else {
+      c.bytes.assign(reinterpret_cast<const char*>(obj->data()), obj->size());
+    }
+    out->push_back(std::move(c));
+  }
+  return ObjStatus::Ok();
+}
+
+ObjStatus ObjectService::AdoptCopies(std::vector<HandedCopy> copies) {
+  for (HandedCopy& c : copies) {
+    CopyInfo info;
+    info.pinned = c.pinned;
+    info.owner = c.owner;
+    info.charge = c.charged;
+    ObjectRef obj;
+    OBJ_RETURN_IF_ERROR(store_.Adopt(c.id, c.size, info, std::move(c.memfd), c.bytes, &obj));
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    published_to_[c.id] = "";  // registered with nobody yet: Start's republication does it
+  }
+  return ObjStatus::Ok();
 }
 
 void ObjectService::OnMembershipChange() {

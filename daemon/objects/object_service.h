@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,18 @@
 namespace conduit::objects {
 
 
+
+// A complete local copy as a live upgrade hands it to the process that replaces this
+// daemon (docs/upgrade.md): its memfd (a large copy) or its bytes (a small one).
+struct HandedCopy {
+  std::string id;
+  uint64_t size = 0;
+  bool pinned = false;   // an origin copy (Put or Reduce target)
+  bool charged = false;  // counted against owner.uid's quota here
+  objproto::Owner owner{};
+  UniqueFd memfd;
+  std::string bytes;
+};
 
 struct ObjectMetrics {
   size_t live_daemons = 0;
@@ -78,6 +91,15 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   std::string StateJson() override;
   ObjectMetrics Metrics();
 
+  // Live upgrade. The copies to hand over (their memfds duplicated), or kUnavailable while any
+  // copy is being written, read or fetched, or a reduce runs here: called with no program
+  // connected. The directory shard does not move: it is soft state, which the other
+  // daemons re-publish to the new process when they reconnect (OnPeerUp).
+  ObjStatus ExportCopies(std::vector<HandedCopy>* out);
+  // In the new process, before Start: the copies handed over, re-published once the
+  // daemons are connected.
+  ObjStatus AdoptCopies(std::vector<HandedCopy> copies);
+
  private:
   struct PendingFetch {
     bool done = false;
@@ -92,6 +114,8 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   // Re-registers local copies whose shard moved (on its own thread: a new owner may not
   // see the new ring yet and asks us to retry).
   void RepublishLoop();
+  // Re-registers with `addr` every local copy whose shard it owns.
+  void RepublishTo(const std::string& addr);
   void NotePublished(const std::string& id);
 
   ObjectOptions options_;
@@ -111,6 +135,7 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   std::mutex republish_mu_;
   std::condition_variable republish_cv_;
   bool ring_changed_ = false;
+  std::set<std::string> republish_to_;  // daemons that (re)connected: re-publish all they own
 };
 
 }  // namespace conduit::objects

@@ -91,6 +91,8 @@ Peers::~Peers() = default;
 
 void Peers::Handle(uint16_t type, Handler handler) { handlers_[type] = std::move(handler); }
 void Peers::OnChange(std::function<void()> changed) { changed_ = std::move(changed); }
+
+void Peers::OnPeerUp(std::function<void(const std::string& addr)> up) { peer_up_ = std::move(up); }
 void Peers::OnPush(std::function<void(uint16_t, const Bytes&)> push) { push_ = std::move(push); }
 
 void Peers::Start() {
@@ -216,6 +218,7 @@ void Peers::ConnectLoop(Channel* ch) {
           }
         } release{this, ch, conn.fd()};
         Changed();
+        if (peer_up_) executor_.Post([this, addr = ch->addr] { peer_up_(addr); });
         ReadLoop(ch, conn);
       } else {
         CLOG_WARN("objects: peer %s refused the control connection: %s", ch->addr.c_str(), ost.message().c_str());
@@ -469,6 +472,7 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
     CLOG_WARN("objects: control connection from %s refused: %s", remote.c_str(), verdict.message().c_str());
     return;
   }
+  if (peer_up_) executor_.Post([this, from] { peer_up_(from); });
   for (;;) {
     Frame f;
     st = ReadMsg(sock, &f, Deadline::AfterMs(kSilenceMs));

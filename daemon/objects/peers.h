@@ -52,6 +52,10 @@ class Peers {
   // Registration happens before Start.
   void Handle(uint16_t type, Handler handler);
   void OnChange(std::function<void()> changed);
+  // Called (on the executor) when a control connection with `addr` comes up, either way:
+  // that daemon may have marked this one down meanwhile and dropped its directory
+  // locations (it has when this daemon's process was replaced by a live upgrade).
+  void OnPeerUp(std::function<void(const std::string& addr)> up);
   void OnPush(std::function<void(uint16_t type, const Bytes& body)> push);
   void Start();
 
@@ -136,6 +140,7 @@ class Peers {
   const PeerSecurity* security_;
   std::map<uint16_t, Handler> handlers_;
   std::function<void()> changed_;
+  std::function<void(const std::string&)> peer_up_;
   std::function<void(uint16_t, const Bytes&)> push_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::mutex change_mu_;  // serializes Changed(): live set read + ring swap

@@ -92,7 +92,12 @@ Status StatusOf(const Frame& frame) {
 // when this returns Ok.
 Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
   v1::DaemonState state;
-  Status st = hooks.snapshot(&state);
+  std::vector<UniqueFd> memfds;
+  Status st = hooks.snapshot(&state, &memfds);
+  if (st.ok() && memfds.size() > kMaxObjectMemfds) {
+    st = Status(StatusCode::kResourceExhausted, std::to_string(memfds.size()) + " stored objects, more than the " +
+                                                    std::to_string(kMaxObjectMemfds) + " one upgrade hands over");
+  }
   if (!st.ok()) {
     SendStatus(fd, kRefuse, st);
     return st;
@@ -101,6 +106,11 @@ Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
   for (const auto& [role, listener] : hooks.listeners) {
     ListenerMsg msg{static_cast<uint32_t>(role), 0};
     CONDUIT_RETURN_IF_ERROR(WriteFrame(fd, kMagic, kVersion, kListener, 0, &msg, sizeof(msg), deadline, listener));
+  }
+  for (size_t i = 0; i < memfds.size(); ++i) {
+    ObjectMemoryMsg msg{static_cast<uint32_t>(i + 1), 0};
+    CONDUIT_RETURN_IF_ERROR(
+        WriteFrame(fd, kMagic, kVersion, kObjectMemory, 0, &msg, sizeof(msg), deadline, memfds[i].get()));
   }
   std::string bytes;
   if (!state.SerializeToString(&bytes) || bytes.size() > kMaxStateBytes) {
@@ -113,15 +123,35 @@ Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
   Frame reply;
   st = ReadFrame(fd, kMagic, kVersion, sizeof(WireStatus), &reply, deadline);
   if (!st.ok()) return st;
-  if (reply.header.type == kReady) return WriteFrame(fd, kMagic, kVersion, kGo, 0, nullptr, 0, deadline);
-  if (reply.header.type == kFailed) {
-    Status why = StatusOf(reply);
-    return Status(why.canonical(), "the new conduitd could not take over: " + why.message());
-  }
-  return InternalError("the new conduitd sent message type %u instead of Ready", reply.header.type);
+  CONDUIT_RETURN_IF_ERROR(ParseAnswer(reply));
+  return WriteFrame(fd, kMagic, kVersion, kGo, 0, nullptr, 0, deadline);
 }
 
 }  // namespace
+
+Status ParseHello(const Frame& frame, Hello* hello) {
+  if (frame.header.type != kHello || frame.payload.size() != sizeof(Hello)) {
+    return InternalError("it did not open with a Hello");
+  }
+  memcpy(hello, frame.payload.data(), sizeof(*hello));
+  if (memchr(hello->release, 0, sizeof(hello->release)) == nullptr) {
+    return InternalError("its Hello's release is not terminated");
+  }
+  if (hello->min_state_version > hello->max_state_version) {
+    return InternalError("its Hello names state versions %u..%u", hello->min_state_version, hello->max_state_version);
+  }
+  return Status::Ok();
+}
+
+Status ParseAnswer(const Frame& frame) {
+  if (frame.header.type == kReady && frame.payload.empty()) return Status::Ok();
+  if (frame.header.type == kFailed) {
+    Status why = StatusOf(frame);
+    if (why.ok()) return InternalError("the new conduitd reported a failure without a reason");
+    return Status(why.canonical(), "the new conduitd could not take over: " + why.message());
+  }
+  return InternalError("the new conduitd sent message type %u instead of Ready", frame.header.type);
+}
 
 Status HandOver(const HandOverRequest& request, const HandOverHooks& hooks, HandOverOutcome* outcome) {
   if (access(request.binary.c_str(), X_OK) != 0) {
@@ -143,17 +173,14 @@ Status HandOver(const HandOverRequest& request, const HandOverHooks& hooks, Hand
   CLOG_INFO("upgrade: started %s (pid %d), waiting for it to ask for the daemon's state", request.binary.c_str(), pid);
 
   Frame hello_frame;
+  Hello hello;
   Status st = ReadFrame(mine.get(), kMagic, kVersion, sizeof(Hello), &hello_frame, deadline);
-  if (st.ok() && (hello_frame.header.type != kHello || hello_frame.payload.size() != sizeof(Hello))) {
-    st = InternalError("it did not open with a Hello");
-  }
+  if (st.ok()) st = ParseHello(hello_frame, &hello);
   if (!st.ok()) {
     const std::string how = Reap(pid, 1000);
     return SystemError("upgrade: the new conduitd (pid %d) %s before taking over: %s", pid, how.c_str(),
                        st.message().c_str());
   }
-  Hello hello;
-  memcpy(&hello, hello_frame.payload.data(), sizeof(hello));
   outcome->new_release = FromCString(hello.release);
   if (StateVersion() < hello.min_state_version || StateVersion() > hello.max_state_version) {
     st = InvalidUsage("%s reads daemon state versions %u..%u, and this daemon writes version %u: no live "
@@ -198,15 +225,34 @@ Status ReceiveTakeOver(int fd, const std::string& release, int timeout_ms, TakeO
     Frame frame;
     CONDUIT_RETURN_IF_ERROR(ReadFrame(fd, kMagic, kVersion, kMaxStateBytes, &frame, deadline, /*accept_fd=*/true));
     switch (frame.header.type) {
-      case kRefuse:
-        return StatusOf(frame);
+      case kRefuse: {
+        Status why = StatusOf(frame);
+        return why.ok() ? InternalError("the old daemon refused without a reason") : why;
+      }
       case kListener: {
         ListenerMsg msg;
         if (frame.payload.size() != sizeof(msg) || !frame.fd.valid()) {
           return InternalError("a Listener message without its socket");
         }
         memcpy(&msg, frame.payload.data(), sizeof(msg));
+        if (msg.role < static_cast<uint32_t>(ListenerRole::kProgram) ||
+            msg.role > static_cast<uint32_t>(ListenerRole::kMetrics) ||
+            out->listeners.count(static_cast<ListenerRole>(msg.role)) != 0) {
+          return InternalError("a Listener message for role %u (unknown, or sent twice)", msg.role);
+        }
         out->listeners[static_cast<ListenerRole>(msg.role)] = std::move(frame.fd);
+        break;
+      }
+      case kObjectMemory: {
+        ObjectMemoryMsg msg;
+        if (frame.payload.size() != sizeof(msg) || !frame.fd.valid()) {
+          return InternalError("an ObjectMemory message without its memfd");
+        }
+        memcpy(&msg, frame.payload.data(), sizeof(msg));
+        if (msg.index != out->memfds.size() + 1 || msg.index > kMaxObjectMemfds) {
+          return InternalError("ObjectMemory message %u where %zu was due", msg.index, out->memfds.size() + 1);
+        }
+        out->memfds.push_back(std::move(frame.fd));
         break;
       }
       case kState:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/fd_io.h"
+#include "common/frame.h"
 #include "common/status.h"
 #include "protocol/upgrade_protocol.h"
 #include "protocol/upgrade_state.pb.h"
@@ -39,8 +40,9 @@ struct HandOverRequest {
 struct HandOverHooks {
   ListenerGate* gate = nullptr;  // every accept loop of the daemon
   // Called with the gate parked: fails (and nothing is handed over) when the daemon cannot
-  // be handed over now; otherwise fills the state.
-  std::function<Status(v1::DaemonState*)> snapshot;
+  // be handed over now; otherwise fills the state and the objects' memfds (sent as
+  // ObjectMemory messages, index i+1 for memfds[i]).
+  std::function<Status(v1::DaemonState*, std::vector<UniqueFd>* memfds)> snapshot;
   std::vector<std::pair<upgradeproto::ListenerRole, int>> listeners;  // not owned
 };
 
@@ -55,10 +57,16 @@ struct HandOverOutcome {
 // resumed, the new process killed and reaped) and the status says why.
 Status HandOver(const HandOverRequest& request, const HandOverHooks& hooks, HandOverOutcome* outcome);
 
+// What the old daemon reads from the new one, checked (exposed for the fuzzer): its Hello;
+// and its answer to the state, Ok for Ready, its reason for Failed, an error otherwise.
+Status ParseHello(const Frame& frame, upgradeproto::Hello* hello);
+Status ParseAnswer(const Frame& frame);
+
 // ---- The new daemon's side ----
 
 struct TakeOver {
   std::map<upgradeproto::ListenerRole, UniqueFd> listeners;
+  std::vector<UniqueFd> memfds;  // ObjectMemory index i+1
   v1::DaemonState state;
 };
 

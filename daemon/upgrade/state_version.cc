@@ -7,13 +7,18 @@
 // CONDUIT_UPGRADE_STATE_VERSION for conduitd_next_state, which checks the refusal).
 #include "upgrade/handover.h"
 
+// Versions: 1, the sockets and the operator's changes; 2, also the object store's copies
+// (DaemonState.objects, which a version 1 reader would drop).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 1
+#define CONDUIT_UPGRADE_STATE_VERSION 2
+#endif
+#ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
+#define CONDUIT_UPGRADE_MIN_STATE_VERSION 1
 #endif
 
 namespace conduit::upgrade {
 
 uint32_t StateVersion() { return CONDUIT_UPGRADE_STATE_VERSION; }
-uint32_t MinReadableStateVersion() { return CONDUIT_UPGRADE_STATE_VERSION; }
+uint32_t MinReadableStateVersion() { return CONDUIT_UPGRADE_MIN_STATE_VERSION; }
 
 }  // namespace conduit::upgrade

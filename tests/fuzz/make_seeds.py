@@ -212,3 +212,35 @@ def serve_tls(mode, key, chain, roots):
             struct.pack("<IIII", mode, len(key), len(chain), len(roots)) + key + chain + roots)
 write("rpc_program", "serve-tls", serve_tls(0, b"KEY", PEM, b""))
 write("rpc_program", "serve-tls-require-client", serve_tls(4, b"KEY", PEM, PEM))
+
+# upgrade_handover: a side byte (0: what the new daemon reads, 1: what the old one reads),
+# then frames of protocol/upgrade_protocol.h (magic "CDTU", version 1).
+def upgrade_frame(mtype, payload=b""):
+    return struct.pack("<IHHII", 0x55544443, 1, mtype, len(payload), 0) + payload
+
+
+def ldelim(number, data):
+    return key(number, 2) + varint(len(data)) + data
+
+
+def daemon_state(version, objects=()):
+    doc = ldelim(1, b"PUT") + ldelim(2, b"/v1/policies/rpc-ratelimit/slow") + ldelim(3, b'{"rate": 10, "burst": 5}')
+    state = (key(1, 0) + varint(version) + ldelim(2, b"conduitd 0.1.0") + ldelim(3, b"10.0.0.1:7650") +
+             ldelim(4, b"/run/conduit/conduitd.sock") + ldelim(5, b"/run/conduit/admin.sock") + ldelim(10, doc))
+    for oid, size, memfd, inline in objects:
+        copy = (ldelim(1, oid) + key(2, 0) + varint(size) + key(3, 0) + varint(1) + key(5, 0) + varint(1000) +
+                key(7, 0) + varint(1) + key(8, 0) + varint(memfd) + (ldelim(9, inline) if inline else b""))
+        state += ldelim(11, copy)
+    return state
+
+
+STATUS_REFUSED = struct.pack("<i252s", 5, b"1 program connection(s) are open")
+write("upgrade_handover", "new-state", b"\x00" + upgrade_frame(4, daemon_state(2, [(b"small", 3, 0, b"abc")])))
+write("upgrade_handover", "new-state-v1", b"\x00" + upgrade_frame(4, daemon_state(1)))
+write("upgrade_handover", "new-refused", b"\x00" + upgrade_frame(2, STATUS_REFUSED))
+write("upgrade_handover", "new-listener-then-state",
+      b"\x00" + upgrade_frame(3, struct.pack("<II", 1, 0)) + upgrade_frame(8, struct.pack("<II", 1, 0)) +
+      upgrade_frame(4, daemon_state(2, [(b"big", 1 << 20, 1, b"")])))
+HELLO = struct.pack("<II56s", 1, 2, b"conduitd 0.1.0")
+write("upgrade_handover", "old-hello-ready", b"\x01" + upgrade_frame(1, HELLO) + upgrade_frame(5))
+write("upgrade_handover", "old-hello-failed", b"\x01" + upgrade_frame(1, HELLO) + upgrade_frame(6, STATUS_REFUSED))

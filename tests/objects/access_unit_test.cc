@@ -201,5 +201,53 @@ TEST(LocalStoreSeal, CopiesTheDaemonWritesAcceptNoOtherWriterFromTheStart) {
   EXPECT_EQ(obj->data()[0], 1);
 }
 
+// A live upgrade's new daemon takes a copy from the old one only if nobody can change it
+// any more: a memfd of the stated size, sealed against resizing and writes; small copies
+// only as bytes of the stated size. What it takes is complete, charged and read-only.
+TEST(LocalStoreAdopt, TakesOnlySealedMemfdsOfTheStatedSize) {
+  LocalStore old_store(64u << 20, 64 * 1024);
+  CopyInfo put;
+  put.pinned = true;
+  put.creator_writes = true;
+  put.charge = true;
+  put.owner = OwnedBy(1000, 100, op::kAccessOwner);
+  ObjectRef origin;
+  const size_t size = 1u << 20;
+  ASSERT_TRUE(old_store.Create("moved", size, put, &origin).ok());
+  auto* w = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, origin->fd(), 0));
+  ASSERT_NE(w, MAP_FAILED);
+  memset(w, 9, size);
+  auto dup_of = [](int fd) { return UniqueFd(fcntl(fd, F_DUPFD_CLOEXEC, 0)); };
+
+  LocalStore store(64u << 20, 64 * 1024, /*quota_bytes=*/8u << 20, /*quota_objects=*/8);
+  ObjectRef obj;
+  // Still writable by its creator: not sealed, refused.
+  munmap(w, size);
+  ObjStatus st = store.Adopt("moved", size, put, dup_of(origin->fd()), "", &obj);
+  EXPECT_EQ(st.code(), op::kInvalid);
+  EXPECT_NE(st.message().find("not sealed"), std::string::npos) << st.message();
+  EXPECT_EQ(store.used(), 0u);
+  EXPECT_EQ(store.quotas().Usage(1000).bytes, 0u) << "a refused copy is not charged";
+  ASSERT_TRUE(origin->Seal().ok());
+  // Sealed, but another size than stated.
+  st = store.Adopt("moved", size + 1, put, dup_of(origin->fd()), "", &obj);
+  EXPECT_EQ(st.code(), op::kInvalid) << st.message();
+  // Small copies: bytes of the stated size, under the inline limit.
+  EXPECT_EQ(store.Adopt("small", 5, put, UniqueFd(), "1234", &obj).code(), op::kInvalid);
+  EXPECT_EQ(store.Adopt("big-inline", 70000, put, UniqueFd(), std::string(70000, 'x'), &obj).code(), op::kInvalid);
+  ASSERT_TRUE(store.Adopt("small", 4, put, UniqueFd(), "1234", &obj).ok());
+  EXPECT_TRUE(obj->complete());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(obj->data()), 4), "1234");
+
+  ASSERT_TRUE(store.Adopt("moved", size, put, dup_of(origin->fd()), "", &obj).ok());
+  EXPECT_TRUE(obj->complete());
+  EXPECT_EQ(obj->ready(), size);
+  EXPECT_EQ(obj->data()[size - 1], 9);
+  EXPECT_TRUE(obj->pinned());
+  EXPECT_EQ(store.quotas().Usage(1000).bytes, size + 4);
+  EXPECT_EQ(store.Adopt("moved", size, put, dup_of(origin->fd()), "", &obj).code(), op::kExists);
+  EXPECT_EQ(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, obj->fd(), 0), MAP_FAILED);
+}
+
 }  // namespace
 }  // namespace conduit::objects
