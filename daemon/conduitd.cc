@@ -638,6 +638,7 @@ Status SnapshotForUpgrade(const std::string& program_socket, const std::string& 
     out->set_method(doc.method);
     out->set_path(doc.path);
     if (!doc.body.is_null()) out->set_body_json(doc.body.Dump());
+    if (!doc.state.is_null()) out->set_state_json(doc.state.Dump());
   }
   for (objects::HandedCopy& c : copies) {
     upgrade::v1::ObjectCopy* out = state->add_objects();

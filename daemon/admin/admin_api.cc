@@ -97,6 +97,24 @@ std::vector<OperatorDocument> AdminApi::ExportState() const {
   return out;
 }
 
+void AdminApi::AddStateRestorer(StateRestorer restorer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_restorers_.push_back(std::move(restorer));
+}
+
+Status AdminApi::RestoreState(const OperatorDocument& doc) const {
+  std::vector<StateRestorer> restorers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    restorers = state_restorers_;
+  }
+  Status result;
+  for (const StateRestorer& restore : restorers) {
+    if (restore(doc, &result)) return result;
+  }
+  return InvalidUsage("%s %s comes with a state no part of this daemon keeps", doc.method.c_str(), doc.path.c_str());
+}
+
 bool AdminApi::Match(const std::vector<std::string>& pattern, const std::vector<std::string>& segments,
                      std::map<std::string, std::string>* params) {
   if (pattern.size() != segments.size()) return false;

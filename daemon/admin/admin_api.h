@@ -65,11 +65,17 @@ using MetricsSource = std::function<void(MetricsWriter&)>;
 // A change the operator made at run time, as the request that makes it again: what a live
 // upgrade replays on the new daemon (docs/upgrade.md).
 struct OperatorDocument {
+  OperatorDocument(std::string method_, std::string path_, Json body_, Json state_ = Json())
+      : method(std::move(method_)), path(std::move(path_)), body(std::move(body_)), state(std::move(state_)) {}
+
   std::string method;  // "PUT"
   std::string path;
   Json body;
+  Json state;  // what the object the document makes had gathered at run time (null: nothing)
 };
 using StateSource = std::function<void(std::vector<OperatorDocument>*)>;
+// Gives a replayed document's object its state; false when `doc` is not one of the part's.
+using StateRestorer = std::function<bool(const OperatorDocument& doc, Status* result)>;
 
 // A request admitted to its route, its body not read yet.
 struct AdminCall {
@@ -89,6 +95,9 @@ class AdminApi {
   // again; ExportState asks every source, in registration order.
   void AddStateSource(StateSource source);
   std::vector<OperatorDocument> ExportState() const;
+  // After a document with a state was replayed: the part that made it takes the state.
+  void AddStateRestorer(StateRestorer restorer);
+  Status RestoreState(const OperatorDocument& doc) const;
 
   // Step 1, from the request head: finds the route of method + path and checks that the
   // caller may call it and that it takes the body announced (body_bytes > 0). False with
@@ -121,6 +130,7 @@ class AdminApi {
   std::vector<RouteEntry> routes_;
   std::vector<MetricsSource> metrics_;
   std::vector<StateSource> state_sources_;
+  std::vector<StateRestorer> state_restorers_;
 };
 
 // "NOT_FOUND", "PERMISSION_DENIED", ... for an HTTP status (the error body's "status").

@@ -164,7 +164,7 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
       if (p.kind == kMetricsKind) {
         out->push_back(OperatorDocument{"PUT", std::string("/v1/policies/") + kMetricsKind, Json::Object()});
       } else {
-        out->push_back(OperatorDocument{"PUT", "/v1/policies/" + p.kind + "/" + p.name, p.spec});
+        out->push_back(OperatorDocument{"PUT", "/v1/policies/" + p.kind + "/" + p.name, p.spec, p.filter->SavedState()});
       }
     }
     if (engine->qos_small_bytes() > 0) {
@@ -172,6 +172,16 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
       qos["small_bytes"] = engine->qos_small_bytes();
       out->push_back(OperatorDocument{"PUT", std::string("/v1/policies/") + kQosKind, std::move(qos)});
     }
+  });
+  // ... and, once the new daemon replayed one, the state its filter had (a rate limiter's
+  // bucket).
+  api->AddStateRestorer([engine](const OperatorDocument& doc, Status* result) {
+    const std::vector<std::string> path = SplitPath(doc.path);
+    if (path.size() != 4 || path[0] != "v1" || path[1] != "policies" || path[2].rfind("rpc-", 0) != 0) return false;
+    std::shared_ptr<Filter> filter = engine->Find(path[2], path[3]);
+    *result = filter == nullptr ? NotFound("no %s policy named '%s' to give its state", path[2].c_str(), path[3].c_str())
+                                : filter->RestoreState(doc.state);
+    return true;
   });
   api->AddMetrics([service](MetricsWriter& w) {
     if (auto metrics = Metrics(service)) metrics->WriteMetrics(w);

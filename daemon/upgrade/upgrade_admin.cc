@@ -101,6 +101,15 @@ Status ReplayOperatorState(const AdminApi& api, const v1::DaemonState& state) {
       return InvalidUsage("the old daemon's %s %s is refused here (HTTP %d): %s", doc.method().c_str(),
                           doc.path().c_str(), reply.http_status, reply.ErrorMessage().c_str());
     }
+    if (!doc.state_json().empty()) {
+      OperatorDocument replayed{doc.method(), doc.path(), Json(), Json()};
+      Status st = Json::Parse(doc.state_json(), &replayed.state);
+      if (st.ok()) st = api.RestoreState(replayed);
+      if (!st.ok()) {
+        return InvalidUsage("the state of the old daemon's %s %s: %s", doc.method().c_str(), doc.path().c_str(),
+                            st.message().c_str());
+      }
+    }
   }
   return Status::Ok();
 }

@@ -242,5 +242,25 @@ TEST_F(RpcPolicyTest, PerMethodMetrics) {
   EXPECT_NE(prom.find("conduit_rpc_latency_seconds_bucket"), std::string::npos);
 }
 
+// A binary upgrade of the caller's daemon (docs/upgrade.md) keeps its rate limiter's bucket:
+// the two calls of the burst spent before the upgrade stay spent in the new process.
+// Last in this file: the daemon of host 0 is a new process afterwards.
+TEST_F(RpcPolicyTest, RateLimitBucketSurvivesABinaryUpgrade) {
+  std::string out;
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-ratelimit", "limit",
+                      "{\"service\":\"conduit.test.Greeter\",\"method\":\"SayHello\",\"rate\":0.01,\"burst\":2,"
+                      "\"on_limit\":\"reject\"}"},
+                  &out),
+            0)
+      << out;
+  EXPECT_TRUE(Passed(Call({"--case", "unary"})));
+  EXPECT_TRUE(Passed(Call({"--case", "unary"})));
+  ASSERT_EQ(Admin(0, {"upgrade"}, &out), 0) << out;
+  EXPECT_NE(out.find("\"new_pid\""), std::string::npos) << out;
+  ClientRun refused = Call({"--case", "unary", "--expect", "8"});
+  EXPECT_TRUE(refused.passed()) << "the new daemon's bucket was full again: " << refused.output;
+  EXPECT_NE(refused.output.find("rate limit 'limit' (0.01 calls/s) exceeded"), std::string::npos) << refused.output;
+}
+
 }  // namespace
 }  // namespace conduit::it

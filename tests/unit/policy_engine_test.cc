@@ -49,6 +49,41 @@ TEST(PolicyEngineTest, AChangedRateLimitDoesNotHandOutAFreshBurst) {
   EXPECT_EQ(Admit(engine).action, Verdict::Action::kDeny) << "a replaced rate limit started with a full bucket";
 }
 
+// Across a binary upgrade the bucket travels as JSON (Filter::SavedState) to a filter made
+// from the same spec in the new process, which refills it for the time in between; a
+// state that is not the rate limiter's is refused.
+TEST(PolicyEngineTest, ARateLimitersBucketSurvivesAnUpgrade) {
+  const std::string spec = R"({"service": "pkg.Greeter", "rate": 0.01, "burst": 3, "on_limit": "reject"})";
+  std::shared_ptr<Filter> old_filter = RateLimit("limit", spec);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(old_filter->OnAdmit(Call()).action, Verdict::Action::kContinue);
+  const Json saved = old_filter->SavedState();
+  ASSERT_TRUE(saved.is_object()) << saved.Dump();
+  Json text;
+  ASSERT_TRUE(Json::Parse(saved.Dump(), &text).ok());  // as it crosses the handover
+
+  std::shared_ptr<Filter> fresh = RateLimit("limit", spec);
+  ASSERT_TRUE(fresh->RestoreState(text).ok());
+  EXPECT_EQ(fresh->OnAdmit(Call()).action, Verdict::Action::kContinue);
+  EXPECT_EQ(fresh->OnAdmit(Call()).action, Verdict::Action::kDeny) << "the new process started with a full bucket";
+
+  std::shared_ptr<Filter> other = RateLimit("limit", spec);
+  for (const char* bad : {R"({"tokens": "3", "monotonic_ns": 1})", R"({"tokens": 1})", R"([1, 2])",
+                          R"({"tokens": 1e999, "monotonic_ns": 1})", R"({"tokens": 1, "monotonic_ns": 1.5})"}) {
+    Json j;
+    if (!Json::Parse(bad, &j).ok()) continue;  // 1e999 may not parse at all
+    EXPECT_FALSE(other->RestoreState(j).ok()) << bad;
+  }
+  // A bucket from the future or below empty restores as empty, never as more than the burst.
+  Json odd;
+  ASSERT_TRUE(Json::Parse(R"({"tokens": -50, "monotonic_ns": 9223372036854775807})", &odd).ok());
+  ASSERT_TRUE(other->RestoreState(odd).ok());
+  EXPECT_EQ(other->OnAdmit(Call()).action, Verdict::Action::kDeny);
+  ASSERT_TRUE(Json::Parse(R"({"tokens": 1000, "monotonic_ns": 0})", &odd).ok());
+  ASSERT_TRUE(other->RestoreState(odd).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(other->OnAdmit(Call()).action, Verdict::Action::kContinue) << i;
+  EXPECT_EQ(other->OnAdmit(Call()).action, Verdict::Action::kDeny);
+}
+
 TEST(PolicyEngineTest, ALowerBurstCapsWhatWasCarried) {
   PolicyEngine engine;
   Install(engine, "limit", R"({"service": "pkg.Greeter", "rate": 0.01, "burst": 10, "on_limit": "reject"})");

@@ -24,6 +24,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json.h"
+#include "common/status.h"
+
 namespace conduit::rpc {
 
 // Where this daemon sits on the call: next to the calling program, or next to the server.
@@ -77,6 +80,14 @@ class Filter {
   // takes over the state that must outlive a change of its settings (a rate limiter's
   // tokens and the reservations of calls waiting for one). Called before any call sees it.
   virtual void TakeStateFrom(Filter& previous) { (void)previous; }
+  // The same across a live upgrade (docs/upgrade.md): what a filter made from the same spec
+  // in the new process continues from (null: nothing), and taking it there. The state
+  // comes from the old daemon and is checked like any input.
+  virtual Json SavedState() const { return Json(); }
+  virtual Status RestoreState(const Json& state) {
+    (void)state;
+    return Status::Ok();
+  }
 };
 
 using FilterChain = std::vector<std::shared_ptr<Filter>>;

@@ -59,6 +59,37 @@ void RateLimitFilter::TakeStateFrom(Filter& previous) {
   last_ = now;
 }
 
+Json RateLimitFilter::SavedState() const {
+  if (std::isinf(rate_)) return Json();  // unlimited: a bucket that is always full
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  const double elapsed = std::chrono::duration<double>(now - last_).count();
+  Json state = Json::Object();
+  state["tokens"] = std::max(0.0, std::min(burst_, tokens_ + elapsed * rate_));
+  state["monotonic_ns"] = static_cast<int64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  return state;
+}
+
+Status RateLimitFilter::RestoreState(const Json& state) {
+  const Json* tokens = state.is_object() ? state.find("tokens") : nullptr;
+  const Json* at = state.is_object() ? state.find("monotonic_ns") : nullptr;
+  if (tokens == nullptr || !tokens->is_number() || !std::isfinite(tokens->as_number()) || at == nullptr ||
+      !at->is_int()) {
+    return InvalidArgument("rate limit '%s': the saved state is not {\"tokens\": number, \"monotonic_ns\": integer}",
+                           name_.c_str());
+  }
+  if (std::isinf(rate_)) return Status::Ok();
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  // A time ahead of this clock (not one boot's) counts as no time at all.
+  const double elapsed = at->as_int() < now_ns ? static_cast<double>(now_ns - at->as_int()) / 1e9 : 0.0;
+  std::lock_guard<std::mutex> lock(mu_);
+  tokens_ = std::min(burst_, std::max(0.0, tokens->as_number()) + elapsed * rate_);
+  last_ = now;
+  return Status::Ok();
+}
+
 Verdict RateLimitFilter::OnAdmit(const RpcInfo&) {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);

@@ -35,6 +35,11 @@ class RateLimitFilter : public Filter {
   // of the calls waiting for tokens: a change never hands out a fresh burst, and calls
   // already waiting keep their turn.
   void TakeStateFrom(Filter& previous) override;
+  // {"tokens": the bucket now, "monotonic_ns": when (CLOCK_MONOTONIC, which both daemons
+  // of a host share)}: the new process refills for the time in between. Waiting calls do
+  // not move (none can wait while no program is connected), so neither does their debt.
+  Json SavedState() const override;
+  Status RestoreState(const Json& state) override;
 
  private:
   std::string name_;
@@ -44,7 +49,7 @@ class RateLimitFilter : public Filter {
   bool wait_ = true;
   std::chrono::nanoseconds max_wait_{std::chrono::seconds(1)};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   double tokens_ = 0;  // negative: reserved by waiting calls
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
