@@ -22,6 +22,14 @@ void LatencyHistogram::Observe(double us) {
   sum_ns_.fetch_add(static_cast<uint64_t>(us > 0 ? us * 1000.0 : 0), std::memory_order_relaxed);
 }
 
+void LatencyHistogram::Add(const std::array<uint64_t, kBuckets + 1>& counts, uint64_t sum_ns) {
+  for (int i = 0; i <= kBuckets; ++i) {
+    counts_[i].fetch_add(counts[i], std::memory_order_relaxed);
+    count_.fetch_add(counts[i], std::memory_order_relaxed);
+  }
+  sum_ns_.fetch_add(sum_ns, std::memory_order_relaxed);
+}
+
 LatencyHistogram::Snapshot LatencyHistogram::Read() const {
   Snapshot s;
   for (int i = 0; i <= kBuckets; ++i) {

@@ -31,6 +31,8 @@ class LatencyHistogram {
 
   void Observe(double us);
   Snapshot Read() const;
+  // Adds what another histogram observed (a live upgrade's carried counts, sum in ns).
+  void Add(const std::array<uint64_t, kBuckets + 1>& counts, uint64_t sum_ns);
   // Upper bound of bucket i in microseconds (i < kBuckets).
   static double UpperBoundUs(int i);
 

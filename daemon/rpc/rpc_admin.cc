@@ -162,7 +162,8 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
   api->AddStateSource([engine](std::vector<OperatorDocument>* out) {
     for (const InstalledPolicy& p : engine->List()) {
       if (p.kind == kMetricsKind) {
-        out->push_back(OperatorDocument{"PUT", std::string("/v1/policies/") + kMetricsKind, Json::Object()});
+        out->push_back(OperatorDocument{"PUT", std::string("/v1/policies/") + kMetricsKind, Json::Object(),
+                                        p.filter->SavedState()});
       } else {
         out->push_back(OperatorDocument{"PUT", "/v1/policies/" + p.kind + "/" + p.name, p.spec, p.filter->SavedState()});
       }
@@ -174,9 +175,10 @@ void AddRpcAdmin(AdminApi* api, RpcService* service) {
     }
   });
   // ... and, once the new daemon replayed one, the state its filter had (a rate limiter's
-  // bucket).
+  // bucket, the metrics' counts).
   api->AddStateRestorer([engine](const OperatorDocument& doc, Status* result) {
-    const std::vector<std::string> path = SplitPath(doc.path);
+    std::vector<std::string> path = SplitPath(doc.path);
+    if (path.size() == 3 && path[2] == kMetricsKind) path.push_back("metrics");  // one, unnamed
     if (path.size() != 4 || path[0] != "v1" || path[1] != "policies" || path[2].rfind("rpc-", 0) != 0) return false;
     std::shared_ptr<Filter> filter = engine->Find(path[2], path[3]);
     *result = filter == nullptr ? NotFound("no %s policy named '%s' to give its state", path[2].c_str(), path[3].c_str())

@@ -242,11 +242,13 @@ TEST_F(RpcPolicyTest, PerMethodMetrics) {
   EXPECT_NE(prom.find("conduit_rpc_latency_seconds_bucket"), std::string::npos);
 }
 
-// A binary upgrade of the caller's daemon (docs/upgrade.md) keeps its rate limiter's bucket:
-// the two calls of the burst spent before the upgrade stay spent in the new process.
+// A binary upgrade of the caller's daemon (docs/upgrade.md) keeps its rate limiter's bucket
+// (the two calls of the burst spent before the upgrade stay spent in the new process) and
+// its per-method metrics (the same counts and histograms afterwards).
 // Last in this file: the daemon of host 0 is a new process afterwards.
 TEST_F(RpcPolicyTest, RateLimitBucketSurvivesABinaryUpgrade) {
   std::string out;
+  ASSERT_EQ(Admin(0, {"policy", "set", "rpc-metrics", "{}"}), 0);
   ASSERT_EQ(Admin(0, {"policy", "set", "rpc-ratelimit", "limit",
                       "{\"service\":\"conduit.test.Greeter\",\"method\":\"SayHello\",\"rate\":0.01,\"burst\":2,"
                       "\"on_limit\":\"reject\"}"},
@@ -255,8 +257,11 @@ TEST_F(RpcPolicyTest, RateLimitBucketSurvivesABinaryUpgrade) {
       << out;
   EXPECT_TRUE(Passed(Call({"--case", "unary"})));
   EXPECT_TRUE(Passed(Call({"--case", "unary"})));
+  const std::string methods = Methods(0);
+  EXPECT_NE(methods.find("\"calls\": "), std::string::npos) << methods;
   ASSERT_EQ(Admin(0, {"upgrade"}, &out), 0) << out;
   EXPECT_NE(out.find("\"new_pid\""), std::string::npos) << out;
+  EXPECT_EQ(Methods(0), methods) << "the metrics started again";
   ClientRun refused = Call({"--case", "unary", "--expect", "8"});
   EXPECT_TRUE(refused.passed()) << "the new daemon's bucket was full again: " << refused.output;
   EXPECT_NE(refused.output.find("rate limit 'limit' (0.01 calls/s) exceeded"), std::string::npos) << refused.output;

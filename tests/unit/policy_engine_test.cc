@@ -5,6 +5,7 @@
 
 #include "common/json.h"
 #include "rpc/policy/engine.h"
+#include "rpc/policy/metrics_filter.h"
 #include "rpc/policy/rate_limit_filter.h"
 
 namespace conduit::rpc {
@@ -82,6 +83,48 @@ TEST(PolicyEngineTest, ARateLimitersBucketSurvivesAnUpgrade) {
   ASSERT_TRUE(other->RestoreState(odd).ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(other->OnAdmit(Call()).action, Verdict::Action::kContinue) << i;
   EXPECT_EQ(other->OnAdmit(Call()).action, Verdict::Action::kDeny);
+}
+
+// The per-method RPC metrics go on counting in the new process where the old one stopped;
+// a malformed saved state is refused whole and adds nothing.
+TEST(PolicyEngineTest, RpcMetricsCountsSurviveAnUpgrade) {
+  MetricsFilter old_filter;
+  RpcInfo server = Call();
+  server.side = Side::kServer;
+  for (int i = 0; i < 5; ++i) {
+    CallOutcome o;
+    o.code = i == 4 ? 5 : 0;
+    o.latency = std::chrono::microseconds(100 * (i + 1));
+    o.request_bytes = 10;
+    o.response_bytes = 20;
+    o.request_messages = 1;
+    o.response_messages = 2;
+    old_filter.OnFinish(i % 2 == 0 ? Call() : server, o);
+  }
+  Json saved;
+  ASSERT_TRUE(Json::Parse(old_filter.SavedState().Dump(), &saved).ok());
+  MetricsFilter fresh;
+  ASSERT_TRUE(fresh.RestoreState(saved).ok());
+  EXPECT_EQ(fresh.Snapshot().Dump(), old_filter.Snapshot().Dump());
+
+  MetricsFilter other;
+  for (const char* bad :
+       {R"({"methods": 3})", R"({"methods": [{"method": "/a/b", "side": "middle"}]})",
+        R"({"methods": [{"method": "/a/b", "side": "client", "codes": [1, 2]}]})", R"([])"}) {
+    Json j;
+    ASSERT_TRUE(Json::Parse(bad, &j).ok()) << bad;
+    EXPECT_FALSE(other.RestoreState(j).ok()) << bad;
+  }
+  Json tampered = saved;
+  tampered["methods"] = Json::Array();
+  Json entry = saved.find("methods")->items()[0];
+  entry["request_bytes"] = -1;
+  Json list = Json::Array();
+  list.push_back(saved.find("methods")->items()[1]);
+  list.push_back(entry);
+  tampered["methods"] = std::move(list);
+  EXPECT_FALSE(other.RestoreState(tampered).ok());
+  EXPECT_EQ(other.Snapshot().Dump(), MetricsFilter().Snapshot().Dump()) << "a refused state added something";
 }
 
 TEST(PolicyEngineTest, ALowerBurstCapsWhatWasCarried) {

@@ -29,6 +29,14 @@ class MetricsFilter : public Filter {
   Json Snapshot() const;
   void WriteMetrics(MetricsWriter& w) const;
 
+  // Across a live upgrade the counts go on where they were (no counter reset for
+  // Prometheus): {"methods": [{method, side, codes: [17], request_bytes, response_bytes,
+  // request_messages, response_messages, latency_buckets: [121], latency_sum_ns}]}, at
+  // most kMaxSavedMethods of them.
+  static constexpr size_t kMaxSavedMethods = 4096;
+  Json SavedState() const override;
+  Status RestoreState(const Json& state) override;
+
  private:
   struct Stats {
     std::array<std::atomic<uint64_t>, 17> codes{};
@@ -38,7 +46,7 @@ class MetricsFilter : public Filter {
     std::atomic<uint64_t> response_messages{0};
     LatencyHistogram latency;
   };
-  Stats* For(const RpcInfo& info);
+  Stats* For(const std::string& method, const std::string& side);
 
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Stats>> stats_;  // (method, side)
