@@ -598,7 +598,7 @@ DaemonParts daemon_parts;
 // and this daemon goes on.
 Status SnapshotForUpgrade(const std::string& program_socket, const std::string& admin_socket,
                           const std::string& my_addr, upgrade::v1::DaemonState* state,
-                          std::vector<UniqueFd>* memfds) {
+                          std::vector<UniqueFd>* descriptors) {
   const DaemonParts& d = daemon_parts;
   // Connections accepted just before the gate parked may still be on their way to a
   // service, or be probes that hang up at once: they get a moment to settle.
@@ -650,8 +650,8 @@ Status SnapshotForUpgrade(const std::string& program_socket, const std::string& 
     out->set_owner_gid(c.owner.gid);
     out->set_owner_access(c.owner.access);
     if (c.memfd.valid()) {
-      memfds->push_back(std::move(c.memfd));
-      out->set_memfd(static_cast<uint32_t>(memfds->size()));
+      descriptors->push_back(std::move(c.memfd));
+      out->set_memfd(static_cast<uint32_t>(descriptors->size()));
     } else {
       out->set_inline_bytes(c.bytes);
     }
@@ -670,11 +670,11 @@ Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) 
     c.charged = in.charged();
     c.owner = objproto::Owner{in.owner_uid(), in.owner_gid(), in.owner_access(), 0};
     if (in.memfd() > 0) {
-      if (in.memfd() > takeover.memfds.size() || !takeover.memfds[in.memfd() - 1].valid()) {
+      if (in.memfd() > takeover.descriptors.size() || !takeover.descriptors[in.memfd() - 1].valid()) {
         return InternalError("object copy %u names memfd %u, of %zu handed over (or one used twice)",
-                             static_cast<unsigned>(copies.size()), in.memfd(), takeover.memfds.size());
+                             static_cast<unsigned>(copies.size()), in.memfd(), takeover.descriptors.size());
       }
-      c.memfd = std::move(takeover.memfds[in.memfd() - 1]);
+      c.memfd = std::move(takeover.descriptors[in.memfd() - 1]);
     } else {
       c.bytes = in.inline_bytes();
     }
@@ -879,8 +879,9 @@ int Main(int argc, char** argv) {
   if (metrics_listener.valid()) {
     upgrade_setup.hooks.listeners.emplace_back(upgradeproto::ListenerRole::kMetrics, metrics_listener.get());
   }
-  upgrade_setup.hooks.snapshot = [&flags, my_addr](upgrade::v1::DaemonState* state, std::vector<UniqueFd>* memfds) {
-    return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, state, memfds);
+  upgrade_setup.hooks.snapshot = [&flags, my_addr](upgrade::v1::DaemonState* state,
+                                                    std::vector<UniqueFd>* descriptors) {
+    return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, state, descriptors);
   };
   upgrade_setup.exit = [] {
     handed_over.store(true);

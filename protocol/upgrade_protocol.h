@@ -7,8 +7,9 @@
 //   new -> old   Hello      {state versions the new daemon reads, its release}
 //   old -> new   Refuse     WireStatus: why not (versions, sessions open, ...); end
 //            or  Listener   {role} with the listening socket attached (SCM_RIGHTS), one per socket
-//                ObjectMemory {index} with an object's memfd attached, one per large stored
-//                           copy, indices 1, 2, ... in order (DaemonState.objects names them)
+//                Descriptor {index} with a descriptor attached: a large stored object's memfd
+//                           or a program's connection; indices 1, 2, ... in order
+//                           (DaemonState.objects and .programs name them)
 //                State      the serialized conduit.upgrade.v1.DaemonState (upgrade_state.proto)
 //   new -> old   Ready      the new daemon is ready to serve
 //            or  Failed     WireStatus: the old daemon takes its sockets back and goes on; end
@@ -32,7 +33,7 @@ constexpr uint32_t kMagic = 0x55544443;  // "CDTU" little-endian
 constexpr uint16_t kVersion = 1;         // of this conversation's framing and messages
 constexpr int kTakeOverFd = 3;           // the new daemon's end of the socketpair
 constexpr uint32_t kMaxStateBytes = 64u << 20;
-constexpr uint32_t kMaxObjectMemfds = 1u << 20;  // descriptors one handover may pass
+constexpr uint32_t kMaxDescriptors = 1u << 20;  // descriptors one handover may pass
 
 enum MsgType : uint16_t {
   kHello = 1,
@@ -42,7 +43,7 @@ enum MsgType : uint16_t {
   kReady = 5,
   kFailed = 6,
   kGo = 7,
-  kObjectMemory = 8,
+  kDescriptor = 8,
 };
 
 struct Hello {
@@ -65,13 +66,13 @@ struct ListenerMsg {
 };
 static_assert(sizeof(ListenerMsg) == 8);
 
-struct ObjectMemoryMsg {
-  uint32_t index;  // 1, 2, ...: the n-th ObjectMemory message
+struct DescriptorMsg {
+  uint32_t index;  // 1, 2, ...: the n-th Descriptor message
   uint32_t reserved;
 };
-static_assert(sizeof(ObjectMemoryMsg) == 8);
+static_assert(sizeof(DescriptorMsg) == 8);
 
-static_assert(kWireStruct<Hello> && kWireStruct<ListenerMsg> && kWireStruct<ObjectMemoryMsg>);
+static_assert(kWireStruct<Hello> && kWireStruct<ListenerMsg> && kWireStruct<DescriptorMsg>);
 
 }  // namespace conduit::upgradeproto
 

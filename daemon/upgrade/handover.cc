@@ -92,11 +92,12 @@ Status StatusOf(const Frame& frame) {
 // when this returns Ok.
 Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
   v1::DaemonState state;
-  std::vector<UniqueFd> memfds;
-  Status st = hooks.snapshot(&state, &memfds);
-  if (st.ok() && memfds.size() > kMaxObjectMemfds) {
-    st = Status(StatusCode::kResourceExhausted, std::to_string(memfds.size()) + " stored objects, more than the " +
-                                                    std::to_string(kMaxObjectMemfds) + " one upgrade hands over");
+  std::vector<UniqueFd> descriptors;
+  Status st = hooks.snapshot(&state, &descriptors);
+  if (st.ok() && descriptors.size() > kMaxDescriptors) {
+    st = Status(StatusCode::kResourceExhausted, std::to_string(descriptors.size()) +
+                                                    " stored objects and program connections, more than the " +
+                                                    std::to_string(kMaxDescriptors) + " one upgrade hands over");
   }
   if (!st.ok()) {
     SendStatus(fd, kRefuse, st);
@@ -107,10 +108,10 @@ Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
     ListenerMsg msg{static_cast<uint32_t>(role), 0};
     CONDUIT_RETURN_IF_ERROR(WriteFrame(fd, kMagic, kVersion, kListener, 0, &msg, sizeof(msg), deadline, listener));
   }
-  for (size_t i = 0; i < memfds.size(); ++i) {
-    ObjectMemoryMsg msg{static_cast<uint32_t>(i + 1), 0};
+  for (size_t i = 0; i < descriptors.size(); ++i) {
+    DescriptorMsg msg{static_cast<uint32_t>(i + 1), 0};
     CONDUIT_RETURN_IF_ERROR(
-        WriteFrame(fd, kMagic, kVersion, kObjectMemory, 0, &msg, sizeof(msg), deadline, memfds[i].get()));
+        WriteFrame(fd, kMagic, kVersion, kDescriptor, 0, &msg, sizeof(msg), deadline, descriptors[i].get()));
   }
   std::string bytes;
   if (!state.SerializeToString(&bytes) || bytes.size() > kMaxStateBytes) {
@@ -243,16 +244,16 @@ Status ReceiveTakeOver(int fd, const std::string& release, int timeout_ms, TakeO
         out->listeners[static_cast<ListenerRole>(msg.role)] = std::move(frame.fd);
         break;
       }
-      case kObjectMemory: {
-        ObjectMemoryMsg msg;
+      case kDescriptor: {
+        DescriptorMsg msg;
         if (frame.payload.size() != sizeof(msg) || !frame.fd.valid()) {
-          return InternalError("an ObjectMemory message without its memfd");
+          return InternalError("a Descriptor message without its descriptor");
         }
         memcpy(&msg, frame.payload.data(), sizeof(msg));
-        if (msg.index != out->memfds.size() + 1 || msg.index > kMaxObjectMemfds) {
-          return InternalError("ObjectMemory message %u where %zu was due", msg.index, out->memfds.size() + 1);
+        if (msg.index != out->descriptors.size() + 1 || msg.index > kMaxDescriptors) {
+          return InternalError("Descriptor message %u where %zu was due", msg.index, out->descriptors.size() + 1);
         }
-        out->memfds.push_back(std::move(frame.fd));
+        out->descriptors.push_back(std::move(frame.fd));
         break;
       }
       case kState:

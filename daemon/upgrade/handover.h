@@ -40,9 +40,12 @@ struct HandOverRequest {
 struct HandOverHooks {
   ListenerGate* gate = nullptr;  // every accept loop of the daemon
   // Called with the gate parked: fails (and nothing is handed over) when the daemon cannot
-  // be handed over now; otherwise fills the state and the objects' memfds (sent as
-  // ObjectMemory messages, index i+1 for memfds[i]).
-  std::function<Status(v1::DaemonState*, std::vector<UniqueFd>* memfds)> snapshot;
+  // be handed over now; otherwise fills the state and the descriptors it names (objects'
+  // memfds, programs' connections; sent as Descriptor messages, index i+1 for [i]).
+  std::function<Status(v1::DaemonState*, std::vector<UniqueFd>* descriptors)> snapshot;
+  // Called when the upgrade is called off after a successful snapshot: what it stopped
+  // (program sessions parked between two requests) goes on.
+  std::function<void()> resume;
   std::vector<std::pair<upgradeproto::ListenerRole, int>> listeners;  // not owned
 };
 
@@ -66,7 +69,7 @@ Status ParseAnswer(const Frame& frame);
 
 struct TakeOver {
   std::map<upgradeproto::ListenerRole, UniqueFd> listeners;
-  std::vector<UniqueFd> memfds;  // ObjectMemory index i+1
+  std::vector<UniqueFd> descriptors;  // Descriptor index i+1
   v1::DaemonState state;
 };
 

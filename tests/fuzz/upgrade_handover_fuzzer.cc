@@ -1,8 +1,8 @@
 // What each side of a live upgrade's handover reads from the other (protocol/
 // upgrade_protocol.h), through the daemon's own code. The first byte picks the side, the
 // rest is the byte stream that side receives:
-//   0  the new daemon: ReceiveTakeOver, which reads Refuse, Listener, ObjectMemory and State
-//      messages (no descriptors arrive here, so every Listener and ObjectMemory must fail)
+//   0  the new daemon: ReceiveTakeOver, which reads Refuse, Listener, Descriptor and State
+//      messages (no descriptors arrive here, so every Listener and Descriptor must fail)
 //   1  the old daemon: frames as it reads them off the socketpair, through ParseHello and
 //      ParseAnswer (the new daemon's Hello, and its Ready or Failed)
 #include <signal.h>
@@ -53,10 +53,10 @@ void NewDaemon(const uint8_t* data, size_t size) {
     FUZZ_CHECK(st.code() != ncclSuccess, "a failure with code 0");
     return;
   }
-  // Only a State ends the exchange well; without descriptors no Listener or ObjectMemory
+  // Only a State ends the exchange well; without descriptors no Listener or Descriptor
   // message can have been taken.
-  FUZZ_CHECK(takeover.listeners.empty() && takeover.memfds.empty(), "%zu listeners and %zu memfds without descriptors",
-             takeover.listeners.size(), takeover.memfds.size());
+  FUZZ_CHECK(takeover.listeners.empty() && takeover.descriptors.empty(), "%zu listeners and %zu descriptors without descriptors",
+             takeover.listeners.size(), takeover.descriptors.size());
   FUZZ_CHECK(takeover.state.state_version() >= upgrade::MinReadableStateVersion() &&
                  takeover.state.state_version() <= upgrade::StateVersion(),
              "state version %u accepted", takeover.state.state_version());
