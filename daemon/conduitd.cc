@@ -593,27 +593,42 @@ struct DaemonParts {
 };
 DaemonParts daemon_parts;
 
-// The state handed to the new daemon, taken with every accept loop parked. Programs'
-// sessions do not move yet (docs/upgrade.md): while there are any the upgrade is refused,
-// and this daemon goes on.
+// How long a live upgrade waits for program sessions to reach the end of a request.
+constexpr int kParkProgramsMs = 3000;
+
+Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* state, std::vector<UniqueFd>* descriptors);
+
+// The state handed to the new daemon, taken with every accept loop parked: program
+// sessions stopped between two requests (those of the object store; collectives and RPC
+// sessions do not move yet, docs/upgrade.md), the stored objects, the operator's changes.
 Status SnapshotForUpgrade(const std::string& program_socket, const std::string& admin_socket,
                           const std::string& my_addr, upgrade::v1::DaemonState* state,
                           std::vector<UniqueFd>* descriptors) {
   const DaemonParts& d = daemon_parts;
-  // Connections accepted just before the gate parked may still be on their way to a
-  // service, or be probes that hang up at once: they get a moment to settle.
-  const auto settle = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (d.router->ProgramConnections() > 0 && std::chrono::steady_clock::now() < settle) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::vector<HandedProgram> programs;
+  CONDUIT_RETURN_IF_ERROR(d.router->ParkPrograms(Deadline::AfterMs(kParkProgramsMs), &programs));
+  Status st = SnapshotParked(my_addr, state, descriptors);
+  if (!st.ok()) {
+    d.router->ResumePrograms();
+    return st;
   }
-  const size_t programs = d.router->ProgramConnections();
-  if (programs > 0) {
-    return Status(StatusCode::kAborted,
-                  std::to_string(programs) + " program connection(s) are open, and this release hands over the "
-                  "sockets and the operator's changes but not programs' sessions (docs/upgrade.md): upgrade "
-                  "when they have ended, or stop and restart");
+  state->set_program_socket(program_socket);
+  state->set_admin_socket(admin_socket);
+  for (HandedProgram& p : programs) {
+    descriptors->push_back(std::move(p.fd));
+    upgrade::v1::ProgramSession* out = state->add_programs();
+    out->set_service(static_cast<uint32_t>(p.service));
+    out->set_connection(static_cast<uint32_t>(descriptors->size()));
+    out->set_state(std::move(p.state));
   }
-  // The stored copies, when none is in motion (other daemons may still be fetching one).
+  return Status::Ok();
+}
+
+// The rest of the snapshot, once the program sessions are parked.
+Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* state,
+                      std::vector<UniqueFd>* descriptors) {
+  const DaemonParts& d = daemon_parts;
+  // The stored copies, when none is being written (a fetch or a reduce into this store).
   std::vector<objects::HandedCopy> copies;
   const auto quiet = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   objects::ObjStatus exported = d.objects->ExportCopies(&copies);
@@ -631,8 +646,6 @@ Status SnapshotForUpgrade(const std::string& program_socket, const std::string& 
   }
   state->set_release(kDaemonVersion);
   state->set_advertised_addr(my_addr);
-  state->set_program_socket(program_socket);
-  state->set_admin_socket(admin_socket);
   for (const OperatorDocument& doc : d.admin->ExportState()) {
     upgrade::v1::OperatorDocument* out = state->add_operator_state();
     out->set_method(doc.method);
@@ -683,6 +696,29 @@ Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) 
   objects::ObjStatus st = store->AdoptCopies(std::move(copies));
   if (!st.ok()) return InternalError("the object store refused a handed-over copy: %s", st.message().c_str());
   return Status::Ok();
+}
+
+// The new daemon's side, after the old one's Go: serves each handed-over connection. A
+// session that cannot be taken (a malformed entry, a cap) loses its connection, with a log
+// line; the others go on. Returns how many were taken.
+int AdoptPrograms(upgrade::TakeOver& takeover, ServiceRouter* router) {
+  int adopted = 0;
+  for (const upgrade::v1::ProgramSession& p : takeover.state.programs()) {
+    const uint32_t index = p.connection();
+    if (index == 0 || index > takeover.descriptors.size() || !takeover.descriptors[index - 1].valid() ||
+        p.service() > static_cast<uint32_t>(ServiceId::kObjects)) {
+      CLOG_WARN("upgrade: a handed-over program session names connection %u of service %u, which is not there",
+                index, p.service());
+      continue;
+    }
+    if (router->AdoptProgram(static_cast<ServiceId>(p.service()), std::move(takeover.descriptors[index - 1]),
+                             p.state())) {
+      ++adopted;
+    } else {
+      CLOG_WARN("upgrade: a handed-over program connection of service %u could not be served here", p.service());
+    }
+  }
+  return adopted;
 }
 
 int Main(int argc, char** argv) {
@@ -883,6 +919,7 @@ int Main(int argc, char** argv) {
                                                     std::vector<UniqueFd>* descriptors) {
     return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, state, descriptors);
   };
+  upgrade_setup.hooks.resume = [] { daemon_parts.router->ResumePrograms(); };
   upgrade_setup.exit = [] {
     handed_over.store(true);
     kill(getpid(), SIGUSR2);  // the main thread exits once the reply is written
@@ -900,8 +937,12 @@ int Main(int argc, char** argv) {
       _exit(1);
     }
     handover.reset();
-    CLOG_INFO("upgrade: took over from %s with %d operator changes and %d stored objects",
-              takeover.state.release().c_str(), takeover.state.operator_state_size(), takeover.state.objects_size());
+    // The old daemon has stopped for good: the programs' sessions go on here, each from
+    // the request boundary where the old one stopped it.
+    const int adopted = AdoptPrograms(takeover, &router);
+    CLOG_INFO("upgrade: took over from %s with %d operator changes, %d stored objects and %d of %d program sessions",
+              takeover.state.release().c_str(), takeover.state.operator_state_size(), takeover.state.objects_size(),
+              adopted, takeover.state.programs_size());
   }
 
   std::thread([fd = peer_listener.get()] { router.ServePeers(fd, &gate); }).detach();

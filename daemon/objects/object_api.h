@@ -14,6 +14,7 @@
 #include "objects/messages.h"
 #include "objects/obj_status.h"
 #include "protocol/object_protocol.h"
+#include "server/program_park.h"
 #include "server/program_policy.h"
 
 namespace conduit {
@@ -79,6 +80,11 @@ class ObjectApi {
                            std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) = 0;
   // JSON text with this daemon's object state (admin API, conduitctl, tests).
   virtual std::string StateJson() = 0;
+  // This daemon's copy of `id` (null: none), for a session handed over by a live upgrade
+  // to pin its views again.
+  virtual ObjectRef LocalCopy(const std::string& id) = 0;
+  // Where sessions stop between two requests for a live upgrade.
+  virtual ProgramPark& program_park() = 0;
 };
 
 }  // namespace conduit::objects

@@ -85,6 +85,16 @@ void ObjectService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
   session.Run();
 }
 
+void ObjectService::AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state) {
+  ProgramSession session(this, std::move(fd), creds);
+  Status st = session.Restore(state);
+  if (!st.ok()) {
+    CLOG_WARN("objects: a program session handed over by the previous daemon is refused: %s", st.message().c_str());
+    return;
+  }
+  session.Run();
+}
+
 void ObjectService::ServePeer(Conn conn, const PeerIdentity& peer) {
   FrameHeader h{};
   Status st = PeekFrameHeader(conn, peerproto::kMagic, peerproto::kVersion, &h, Deadline::AfterMs(kPeekTimeoutMs));
@@ -465,9 +475,11 @@ ObjStatus ObjectService::ExportCopies(std::vector<HandedCopy>* out) {
     }
   }
   for (const ObjectRef& obj : store_.All()) {
-    if (!obj->complete() || obj->internal() || obj->users() > 0) {
+    // Copies in use are fine: programs' views move with their sessions, and a daemon
+    // fetching one resumes from another copy when this process ends.
+    if (!obj->complete() || obj->internal()) {
       return Err(objproto::kUnavailable, "object %s is being %s here", Printable(obj->id()).c_str(),
-                 obj->internal() ? "reduced" : obj->complete() ? "read" : "written");
+                 obj->internal() ? "reduced" : "written");
     }
     HandedCopy c;
     c.id = obj->id();

@@ -89,11 +89,20 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   void AbandonReduceTarget(const std::string& id, const LocalObject* obj, const ObjStatus& why) override;
 
   std::string StateJson() override;
+  ObjectRef LocalCopy(const std::string& id) override { return store_.Find(id); }
+  ProgramPark& program_park() override { return park_; }
   ObjectMetrics Metrics();
 
+  // Service: program sessions across a live upgrade (server/program_park.h).
+  void BeginPark() override { park_.Begin(); }
+  size_t ParkedPrograms() const override { return park_.parked(); }
+  Status ExportPrograms(std::vector<HandedProgram>* out) override { return park_.Export(out); }
+  void ResumePrograms() override { park_.Resume(); }
+  void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state) override;
+
   // Live upgrade. The copies to hand over (their memfds duplicated), or kUnavailable while any
-  // copy is being written, read or fetched, or a reduce runs here: called with no program
-  // connected. The directory shard does not move: it is soft state, which the other
+  // copy is being written or fetched, or a reduce runs here: called with every program
+  // session parked. The directory shard does not move: it is soft state, which the other
   // daemons re-publish to the new process when they reconnect (OnPeerUp).
   ObjStatus ExportCopies(std::vector<HandedCopy>* out);
   // In the new process, before Start: the copies handed over, re-published once the
@@ -120,6 +129,7 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
 
   ObjectOptions options_;
   const ProgramPolicy* policy_;
+  ProgramPark park_{ServiceId::kObjects};
   Peers peers_;
   DirectoryShard shard_;
   DirectoryClient dir_;

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
+#include "protocol/upgrade_state.pb.h"
 #include "protocol/shim_protocol.h"
 #include "server/program_policy.h"
 #include "server/service_router.h"
@@ -63,18 +64,45 @@ Deadline ProgramSession::DeadlineOf(uint32_t timeout_ms) const {
   return Deadline::AfterMs(timeout_ms == 0 ? service_->options().timeout_ms : timeout_ms);
 }
 
-Status ProgramSession::ReadRequest(Frame* f) {
-  // Idle between requests is fine; a started frame must be finished promptly, or a program
-  // (or anyone: the socket is mode 0666) sending a header and then nothing would hold this
-  // thread forever.
-  return ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, f,
-                            kFrameTimeoutMs);
+Status ProgramSession::ReadRequest(ProgramPark::Member& member, Frame* f) {
+  // Idle between requests is fine (and where a live upgrade stops the session); a started
+  // frame must be finished promptly, or a program (or anyone: the socket is mode 0666)
+  // sending a header and then nothing would hold this thread forever.
+  CONDUIT_RETURN_IF_ERROR(member.AwaitRequest());
+  return ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, objproto::kMaxPayload, f,
+                   Deadline::AfterMs(kFrameTimeoutMs));
+}
+
+std::string ProgramSession::SavedState() const {
+  upgrade::v1::ObjectSession state;
+  state.set_hello_done(hello_done_);
+  for (const auto& [id, obj] : views_) state.add_views(id);
+  return state.SerializeAsString();
+}
+
+Status ProgramSession::Restore(const std::string& bytes) {
+  upgrade::v1::ObjectSession state;
+  if (!state.ParseFromString(bytes) || static_cast<size_t>(state.views_size()) > kMaxViews) {
+    return InvalidArgument("%s: the session state does not parse, or holds over %zu views", who_.c_str(), kMaxViews);
+  }
+  for (const std::string& id : state.views()) {
+    ObjectRef obj = service_->LocalCopy(id);
+    if (obj == nullptr || !obj->complete() || !obj->has_fd()) {
+      return InvalidArgument("%s: a view of %s, which has no complete copy here", who_.c_str(), Printable(id).c_str());
+    }
+    if (!MayRead(caller_, obj->owner())) return InvalidArgument("%s", ReadDenied(id, caller_, obj->owner()).message().c_str());
+    obj->AddUser();
+    views_.emplace(id, obj);
+  }
+  hello_done_ = state.hello_done();
+  return Status::Ok();
 }
 
 void ProgramSession::Run() {
+  ProgramPark::Member member(&service_->program_park(), fd_.get(), [this] { return SavedState(); });
   for (;;) {
     Frame f;
-    Status st = ReadRequest(&f);
+    Status st = ReadRequest(member, &f);
     if (!st.ok()) {
       if (!IsEndOfStream(st)) {
         CLOG_WARN("objects: %s: dropping connection: %s", who_.c_str(), st.message().c_str());

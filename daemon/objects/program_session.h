@@ -34,6 +34,13 @@ class ProgramSession {
   ~ProgramSession();
   void Run();
 
+  // Live upgrade (server/program_park.h): the session as the next process takes it (its
+  // Hello done or not, the read-only views it holds), and taking it there, where the
+  // views pin the handed-over copies again. Restore refuses a malformed state, a view of
+  // a copy that is not here, or one the program may not read.
+  std::string SavedState() const;
+  Status Restore(const std::string& state);
+
  private:
   // Each returns a non-ok status only when the connection must be closed.
   Status OnHello(const Frame& f);
@@ -49,7 +56,7 @@ class ProgramSession {
   Deadline DeadlineOf(uint32_t timeout_ms) const;
   // Waits (without a bound) for the next request to begin, then reads it within
   // kFrameTimeoutMs.
-  Status ReadRequest(Frame* f);
+  Status ReadRequest(ProgramPark::Member& member, Frame* f);
 
   ObjectApi* service_;
   UniqueFd fd_;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/conn.h"
 #include "common/fd_io.h"
@@ -32,6 +33,14 @@ struct ProgramCredentials {
   int gid = -1;
 };
 
+// A program connection handed to the process that replaces this daemon (a live upgrade,
+// docs/upgrade.md): the connection, and the session as its service encodes it.
+struct HandedProgram {
+  ServiceId service = ServiceId::kCollectives;
+  UniqueFd fd;
+  std::string state;
+};
+
 class Service {
  public:
   virtual ~Service() = default;
@@ -47,6 +56,26 @@ class Service {
   // The daemon is shutting down: fail what is in flight, and whatever programs ask next,
   // with `reason`. Called once, before the router closes the program connections.
   virtual void Stop(const Status& reason) { (void)reason; }
+
+  // Live upgrade (server/program_park.h). A service whose sessions can move stops them
+  // between two requests (BeginPark), counts those stopped, hands them over, or lets them
+  // go on. One that cannot parks none, and the router then refuses the upgrade while it
+  // serves a program.
+  virtual void BeginPark() {}
+  virtual size_t ParkedPrograms() const { return 0; }
+  virtual Status ExportPrograms(std::vector<HandedProgram>* out) {
+    (void)out;
+    return Status::Ok();
+  }
+  virtual void ResumePrograms() {}
+  // In the new process: serves a handed-over connection from where the old one stopped
+  // (on its own thread, as ServeProgram). `state` comes from the old process and is
+  // checked like any input.
+  virtual void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state) {
+    (void)fd;
+    (void)creds;
+    (void)state;
+  }
 };
 
 }  // namespace conduit

@@ -198,6 +198,11 @@ void ServiceRouter::RouteProgram(UniqueFd fd, const ProgramCredentials& creds) {
     ReleaseProgram(creds.uid);
     return;
   }
+  ServeListed(service, std::move(fd), creds, [service, creds](UniqueFd c) { service->ServeProgram(std::move(c), creds); });
+}
+
+void ServiceRouter::ServeListed(Service* service, UniqueFd fd, const ProgramCredentials& creds,
+                                const std::function<void(UniqueFd)>& serve) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -209,7 +214,7 @@ void ServiceRouter::RouteProgram(UniqueFd fd, const ProgramCredentials& creds) {
     programs_[id] = ProgramConnection{id, creds, ProgramExe(creds.pid), service->name(), std::chrono::system_clock::now()};
     program_fds_[id] = fd.get();
   }
-  service->ServeProgram(std::move(fd), creds);
+  serve(std::move(fd));
   {
     std::lock_guard<std::mutex> lock(mu_);
     programs_.erase(id);
@@ -217,6 +222,63 @@ void ServiceRouter::RouteProgram(UniqueFd fd, const ProgramCredentials& creds) {
     if (programs_.empty()) programs_cv_.notify_all();
   }
   ReleaseProgram(creds.uid);
+}
+
+Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>* out) {
+  for (Service* service : services_) {
+    if (service != nullptr) service->BeginPark();
+  }
+  size_t open = 0, parked = 0;
+  for (;;) {
+    parked = 0;
+    for (Service* service : services_) {
+      if (service != nullptr) parked += service->ParkedPrograms();
+    }
+    open = ProgramConnections();
+    if (parked >= open || deadline.expired()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  Status st;
+  if (parked < open) {
+    std::map<std::string, int> by_service;
+    for (const ProgramConnection& p : Programs()) ++by_service[p.service];
+    std::string which;
+    for (const auto& [name, n] : by_service) which += (which.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+    st = Status(StatusCode::kAborted,
+                std::to_string(open - parked) + " of " + std::to_string(open) + " program connection(s) (" + which +
+                    ") could not be stopped between two requests: sessions of collectives and RPC do not move yet "
+                    "(docs/upgrade.md), and an object request may still be running; upgrade when they have ended, "
+                    "or stop and restart");
+  }
+  for (Service* service : services_) {
+    if (st.ok() && service != nullptr) st = service->ExportPrograms(out);
+  }
+  if (!st.ok()) {
+    out->clear();
+    ResumePrograms();
+  }
+  return st;
+}
+
+void ServiceRouter::ResumePrograms() {
+  for (Service* service : services_) {
+    if (service != nullptr) service->ResumePrograms();
+  }
+}
+
+bool ServiceRouter::AdoptProgram(ServiceId id, UniqueFd fd, const std::string& state) {
+  Service* service = services_[static_cast<uint8_t>(id)];
+  const ProgramCredentials creds = CredentialsOf(fd.get());
+  if (service == nullptr || creds.uid < 0 || !AdmitProgram(creds.uid)) return false;
+  auto serve = [this, service, creds, state](UniqueFd c) {
+    ServeListed(service, std::move(c), creds,
+                [service, creds, &state](UniqueFd s) { service->AdoptProgram(std::move(s), creds, state); });
+  };
+  if (!StartThread("handed-over program", serve, std::move(fd))) {
+    ReleaseProgram(creds.uid);
+    return false;
+  }
+  return true;
 }
 
 size_t ServiceRouter::Shutdown(const Status& reason, Deadline drain) {

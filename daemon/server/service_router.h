@@ -71,6 +71,19 @@ class ServiceRouter {
   // open at `drain` (cut off rather than drained). The caller closes the listeners.
   size_t Shutdown(const Status& reason, Deadline drain);
 
+  // Live upgrade (docs/upgrade.md), with the accept loops parked. Stops every program
+  // session between two requests (Service::BeginPark) and hands back their connections.
+  // Fails, and every session goes on, when by `deadline` a connection is still open that
+  // no service stopped: one of a service whose sessions do not move, one in a long
+  // request, or one not yet routed.
+  Status ParkPrograms(Deadline deadline, std::vector<HandedProgram>* out);
+  // The upgrade was called off after ParkPrograms succeeded: every session goes on.
+  void ResumePrograms();
+  // In the new process: serves a connection handed over by the old one, from where that
+  // one stopped (Service::AdoptProgram); counted and listed like any program connection.
+  // False when it cannot (no such service, a cap, no thread), the connection then closed.
+  bool AdoptProgram(ServiceId service, UniqueFd fd, const std::string& state);
+
   // Program connections open: served, or accepted and not yet routed to their service.
   size_t ProgramConnections() const;
   // Program connections currently served, oldest first.
@@ -83,6 +96,9 @@ class ServiceRouter {
   // unserved) when none can start or the router is shutting down.
   bool StartThread(const char* what, std::function<void(UniqueFd)> serve, UniqueFd fd);
   void RouteProgram(UniqueFd fd, const ProgramCredentials& creds);
+  // Serves a routed connection: listed in programs_ while `serve` runs.
+  void ServeListed(Service* service, UniqueFd fd, const ProgramCredentials& creds,
+                   const std::function<void(UniqueFd)>& serve);
   void RoutePeer(UniqueFd fd, const std::string& peer);
   Service* Find(uint16_t type) const;
   // Admission of a new connection against the caps; `Release*` undo it when it ends.

@@ -88,18 +88,14 @@ Status StatusOf(const Frame& frame) {
   return FromWire(wire);
 }
 
-// Everything after the new daemon's Hello; the gate is parked on entry and left parked only
-// when this returns Ok.
-Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
-  v1::DaemonState state;
-  std::vector<UniqueFd> descriptors;
-  Status st = hooks.snapshot(&state, &descriptors);
-  if (st.ok() && descriptors.size() > kMaxDescriptors) {
+// The snapshot, sent; then the new daemon's answer.
+Status Send(int fd, const HandOverHooks& hooks, v1::DaemonState& state, const std::vector<UniqueFd>& descriptors,
+            Deadline deadline) {
+  Status st;
+  if (descriptors.size() > kMaxDescriptors) {
     st = Status(StatusCode::kResourceExhausted, std::to_string(descriptors.size()) +
                                                     " stored objects and program connections, more than the " +
                                                     std::to_string(kMaxDescriptors) + " one upgrade hands over");
-  }
-  if (!st.ok()) {
     SendStatus(fd, kRefuse, st);
     return st;
   }
@@ -126,6 +122,21 @@ Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
   if (!st.ok()) return st;
   CONDUIT_RETURN_IF_ERROR(ParseAnswer(reply));
   return WriteFrame(fd, kMagic, kVersion, kGo, 0, nullptr, 0, deadline);
+}
+
+// Everything after the new daemon's Hello; the gate is parked on entry and left parked only
+// when this returns Ok (what the snapshot stopped is resumed otherwise).
+Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
+  v1::DaemonState state;
+  std::vector<UniqueFd> descriptors;
+  Status st = hooks.snapshot(&state, &descriptors);
+  if (!st.ok()) {
+    SendStatus(fd, kRefuse, st);
+    return st;
+  }
+  st = Send(fd, hooks, state, descriptors, deadline);
+  if (!st.ok() && hooks.resume) hooks.resume();
+  return st;
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// A live upgrade of a daemon that stores objects (docs/upgrade.md): its copies (Put
-// origins, large and small, and a copy it fetched) move to the new process with their
-// memfds; afterwards every object is readable from every host with the same bytes, the
-// upgraded daemon serves its copies without fetching them again, and Delete, Put and Get
-// work as before. Real daemons in 3 network namespaces.
+// A live upgrade of a daemon that stores objects and serves programs (docs/upgrade.md):
+// its copies (Put origins, large and small, and a copy it fetched) move to the new process
+// with their memfds, and a connected program's session moves with its connection and its
+// read-only view, so the program goes on without reconnecting. Afterwards every object is
+// readable from every host with the same bytes, the upgraded daemon serves its copies
+// without fetching them again, and Delete, Put and Get work as before, on the moved
+// connection too. Real daemons in 3 network namespaces.
 #include <regex>
 #include <string>
 #include <vector>
@@ -43,7 +45,13 @@ TEST(ObjectsUpgrade, StoredObjectsMoveToTheNewDaemon) {
   }
   ASSERT_EQ(oc.ReadyOf(0, "up-big-2"), static_cast<long long>(2u << 20));
 
-  // No program is connected to host 0 now: the upgrade goes through.
+  // A program stays connected to host 0 through the upgrade, holding a read-only view.
+  auto live = oc.Connect(0);
+  ASSERT_NE(live, nullptr);
+  std::shared_ptr<const hoplite::ObjectView> held;
+  ASSERT_TRUE(live->GetReadOnly("up-big-0", &held, 10000).ok());
+  const uint64_t held_fnv = Fnv(held->data(), held->size());
+
   CtlResult up = Ctl(oc.cluster(), 0, {"upgrade"});
   ASSERT_EQ(up.rc, 0) << up.out;
   std::smatch m;
@@ -51,8 +59,23 @@ TEST(ObjectsUpgrade, StoredObjectsMoveToTheNewDaemon) {
   EXPECT_NE(std::stoll(m[1]), static_cast<long long>(oc.cluster().daemon(0).pid()));
   for (int h = 0; h < 3; ++h) EXPECT_TRUE(oc.WaitLive(h, 3)) << "host " << h;
   // The new process writes to the same log as the old one.
-  EXPECT_NE(oc.cluster().daemon(0).Output().find("and 4 stored objects"), std::string::npos)
+  EXPECT_NE(oc.cluster().daemon(0).Output().find("4 stored objects and 1 of 1 program sessions"), std::string::npos)
       << oc.cluster().daemon(0).Output();
+
+  // The program goes on over the same connection: its view still reads the same bytes, and
+  // its next requests are answered by the new daemon (which knows the view: the copy stays
+  // pinned until the program releases it).
+  EXPECT_EQ(Fnv(held->data(), held->size()), held_fnv);
+  {
+    std::vector<uint8_t> got;
+    hoplite::Status st = live->Get("up-small-0", &got, 10000);
+    ASSERT_TRUE(st.ok()) << "the moved connection: " << st.ToString();
+    EXPECT_EQ(Fnv(got), Fnv(Pattern(1000, 1000 + 11)));
+    const auto mine = Pattern(70000, 3);
+    ASSERT_TRUE(live->Put("up-live", mine.data(), mine.size()).ok());
+    ASSERT_TRUE(oc.Connect(2)->Get("up-live", &got, 10000).ok());
+    EXPECT_EQ(got, mine);
+  }
 
   // The new daemon has every copy the old one had, complete, before anyone asks.
   EXPECT_EQ(oc.ReadyOf(0, "up-big-0"), static_cast<long long>((3u << 20) + 5));
@@ -87,7 +110,8 @@ TEST(ObjectsUpgrade, StoredObjectsMoveToTheNewDaemon) {
   std::vector<uint8_t> got;
   ASSERT_TRUE(c1->Get("up-after", &got, 10000).ok());
   EXPECT_EQ(got, fresh);
-  hoplite::Status del = c0->Delete("up-big-0");
+  held.reset();  // the view is released on the moved connection
+  hoplite::Status del = live->Delete("up-big-0");
   ASSERT_TRUE(del.ok()) << del.ToString();
   EXPECT_TRUE(WaitFor([&] { return oc.ReadyOf(0, "up-big-0") < 0 && oc.ReadyOf(1, "up-big-0") < 0; }));
   hoplite::Status gone = oc.Connect(2)->Get("up-big-0", &got, 500);

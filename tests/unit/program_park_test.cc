@@ -1,0 +1,142 @@
+// ProgramPark (server/program_park.h): program sessions stop between two requests for a
+// live upgrade, never in the middle of one, leave the next request unread in the kernel,
+// hand over their connections and state, and go on when the upgrade is called off.
+// Sessions are threads serving one-byte requests over socketpairs.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "server/program_park.h"
+
+namespace conduit {
+namespace {
+
+// One program and its session: the session answers each byte with the byte + 1, taking
+// `work_ms` per request.
+struct Session {
+  int program = -1;
+  int daemon = -1;
+  std::thread thread;
+  std::atomic<int> served{0};
+
+  Session(ProgramPark* park, int work_ms, int id) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    program = sv[0];
+    daemon = sv[1];
+    thread = std::thread([this, park, work_ms, id] {
+      ProgramPark::Member member(park, daemon, [id] { return "session " + std::to_string(id); });
+      for (;;) {
+        if (!member.AwaitRequest().ok()) return;
+        unsigned char b;
+        if (read(daemon, &b, 1) != 1) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+        ++b;
+        ++served;
+        if (write(daemon, &b, 1) != 1) return;
+      }
+    });
+  }
+  ~Session() {
+    shutdown(program, SHUT_RDWR);
+    thread.join();
+    close(program);
+    close(daemon);
+  }
+  // Sends a request; the reply, or -1 when none came within `ms`.
+  void Send(unsigned char b) { ASSERT_EQ(write(program, &b, 1), 1); }
+  int Reply(int ms) {
+    timeval tv{ms / 1000, (ms % 1000) * 1000};
+    setsockopt(program, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    unsigned char b;
+    return read(program, &b, 1) == 1 ? b : -1;
+  }
+  // Bytes the daemon side has not read.
+  int Unread() const {
+    unsigned char buf[16];
+    const ssize_t n = recv(daemon, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 ? 0 : static_cast<int>(n);
+  }
+};
+
+bool WaitParked(const ProgramPark& park, size_t n, int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (park.parked() < n) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+TEST(ProgramParkTest, IdleSessionsStopLeaveTheNextRequestUnreadAndGoOnWhenResumed) {
+  ProgramPark park(ServiceId::kObjects);
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int i = 0; i < 3; ++i) sessions.push_back(std::make_unique<Session>(&park, 0, i));
+  sessions[0]->Send(1);
+  EXPECT_EQ(sessions[0]->Reply(2000), 2);
+
+  park.Begin();
+  ASSERT_TRUE(WaitParked(park, 3, 2000));
+  sessions[1]->Send(10);
+  EXPECT_EQ(sessions[1]->Reply(100), -1) << "a parked session answered";
+  EXPECT_EQ(sessions[1]->Unread(), 1) << "the request must stay in the kernel for the next process";
+
+  std::vector<HandedProgram> handed;
+  ASSERT_TRUE(park.Export(&handed).ok());
+  ASSERT_EQ(handed.size(), 3u);
+  for (const HandedProgram& h : handed) {
+    EXPECT_EQ(h.service, ServiceId::kObjects);
+    EXPECT_TRUE(h.fd.valid());
+    EXPECT_EQ(h.state.rfind("session ", 0), 0u) << h.state;
+  }
+
+  park.Resume();
+  EXPECT_EQ(sessions[1]->Reply(2000), 11) << "the resumed session did not serve the waiting request";
+  EXPECT_EQ(park.parked(), 0u);
+}
+
+TEST(ProgramParkTest, ASessionInARequestFinishesItFirst) {
+  ProgramPark park(ServiceId::kObjects);
+  Session slow(&park, 300, 0);
+  slow.Send(5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // it is working on it
+  park.Begin();
+  EXPECT_FALSE(WaitParked(park, 1, 100)) << "parked in the middle of a request";
+  EXPECT_EQ(slow.Reply(2000), 6);
+  EXPECT_TRUE(WaitParked(park, 1, 2000));
+  park.Resume();
+}
+
+TEST(ProgramParkTest, ABusyProgramIsStoppedAtARequestBoundary) {
+  ProgramPark park(ServiceId::kObjects);
+  Session busy(&park, 0, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> answered{0};
+  // The program sends its next request as soon as each answer arrives.
+  std::thread program([&] {
+    unsigned char b = 0;
+    while (!stop.load()) {
+      if (write(busy.program, &b, 1) != 1) return;
+      if (busy.Reply(3000) < 0) return;
+      ++answered;
+    }
+  });
+  while (answered.load() < 50) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  park.Begin();
+  EXPECT_TRUE(WaitParked(park, 1, 2000)) << "a session with requests always waiting never stopped";
+  const int served = busy.served.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(busy.served.load(), served) << "served a request while parked";
+  stop.store(true);
+  park.Resume();
+  program.join();
+}
+
+}  // namespace
+}  // namespace conduit
