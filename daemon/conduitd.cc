@@ -595,6 +595,8 @@ DaemonParts daemon_parts;
 
 // How long a live upgrade waits for program sessions to reach the end of a request.
 constexpr int kParkProgramsMs = 3000;
+// How long the other daemons keep this one's object locations after it handed over.
+constexpr int kReplacementGraceMs = 10000;
 
 Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* state, std::vector<UniqueFd>* descriptors);
 
@@ -976,6 +978,9 @@ int Main(int argc, char** argv) {
       if (!admin_server.WaitServing(0, Deadline::AfterMs(5000))) {
         CLOG_WARN("upgrade: an admin request is still being answered; exiting anyway");
       }
+      // The other daemons keep this one's object locations while its connections end: the
+      // new process holds the same copies at the same address.
+      object_store.AnnounceReplacement(kReplacementGraceMs);
       CLOG_INFO("upgrade: handed over; exiting");
       _exit(0);
     }

@@ -207,6 +207,9 @@ Status DaemonClient::Put(const std::string& id, const void* data, size_t size, A
   if (!f.fd.valid()) return Status(Code::kInternal, "daemon sent no shared memory for Put");
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd.get(), 0);
   if (p == MAP_FAILED) return Status(Code::kInternal, std::string("mmap for Put: ") + strerror(errno));
+  // A child forked meanwhile (another thread starting a process) would inherit the writable
+  // mapping until it execs, and the daemon's seal would find it and refuse the Put.
+  (void)madvise(p, size, MADV_DONTFORK);
   // Copy block by block and tell the daemon after each: receivers may already read them.
   // The mapping goes before the last report: the daemon seals the object against writes
   // then, which the kernel refuses while a writable mapping of it exists.

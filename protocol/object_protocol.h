@@ -200,6 +200,8 @@ enum PeerType : uint16_t {
   kDirCount = 0x0293,       // Id
   kDirCountReply = 0x0294,  // CountReply
   kDropCopy = 0x0295,       // DropCopy, one-way (owner -> holder)
+  kGoingAway = 0x0297,      // GoingAway: this daemon's process is being replaced (live upgrade)
+  kGoingAwayReply = 0x0298, // Status
   kFetch = 0x02a1,          // Fetch (data connection)
   kFetchReply = 0x02a2,     // FetchReply, then size - offset raw bytes
   kNodeStart = 0x02b1,      // NodeStart + nchildren ChildInfo (coordinator -> node host)
@@ -310,6 +312,15 @@ enum DropReason : uint32_t { kDropDeleted = 1, kDropLost = 2 };
 struct DropCopy {
   Id id;
   uint32_t reason;
+  uint32_t reserved;
+};
+
+// A daemon whose process a live upgrade replaces tells the others before it exits: for
+// grace_ms they keep its copies' locations (the new process holds the same copies behind
+// the same address) instead of dropping them, and declaring objects lost, when its
+// connections end.
+struct GoingAway {
+  uint32_t grace_ms;
   uint32_t reserved;
 };
 

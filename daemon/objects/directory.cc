@@ -438,7 +438,9 @@ void DirectoryShard::OnMembershipChange() {
       }
       if (!e.reserved_by.empty() && !peers_->IsLive(e.reserved_by)) e.reserved_by.clear();
       for (auto l = e.locs.begin(); l != e.locs.end();) {
-        if (!peers_->IsLive(l->first)) {
+        // A daemon being replaced (GoingAway) keeps its locations: the same copies are
+        // behind the same address once the new process serves.
+        if (!peers_->IsLive(l->first) && !peers_->Replacing(l->first)) {
           FreeBusy(e, l->first);
           l = e.locs.erase(l);
         } else {

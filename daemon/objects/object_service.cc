@@ -20,6 +20,8 @@ namespace conduit::objects {
 namespace {
 
 constexpr int kPeekTimeoutMs = 10000;
+// The longest a GoingAway may ask the others to keep a replaced daemon's locations.
+constexpr uint32_t kMaxReplacementGraceMs = 60000;
 constexpr int kResumePauseMs = 50;
 constexpr int kRelocatePauseMs = 20;
 
@@ -43,6 +45,18 @@ void ObjectService::Start() {
   shard_.Register();
   reducer_->Register();
   peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnDropCopy(b); });
+  peers_.Handle(objproto::kGoingAway, [this](const std::string& from, const Bytes& b, const ReplyFn& reply) {
+    objproto::GoingAway g{};
+    ObjStatus st = ObjStatus::Ok();
+    if (!Decode(b, &g) || g.grace_ms > kMaxReplacementGraceMs) {
+      st = Err(objproto::kInvalid, "malformed GoingAway from %s", from.c_str());
+    } else {
+      CLOG_INFO("objects: daemon %s is being replaced; its copies' locations are kept for %u ms", from.c_str(),
+                g.grace_ms);
+      peers_.NoteReplacing(from, static_cast<int>(g.grace_ms));
+    }
+    reply(objproto::kGoingAwayReply, Encode(ToWire(st)));
+  });
   peers_.OnPush([this](uint16_t type, const Bytes& body) { dir_.OnPush(type, body); });
   peers_.OnChange([this] { OnMembershipChange(); });
   peers_.OnPeerUp([this](const std::string& addr) { RepublishTo(addr); });
@@ -457,6 +471,20 @@ void ObjectService::RepublishLoop() {
       auto it = published_to_.find(obj->id());
       if (it != published_to_.end()) it->second = peers_.Owner(obj->id());
     }
+  }
+}
+
+void ObjectService::AnnounceReplacement(int grace_ms) {
+  objproto::GoingAway g{};
+  g.grace_ms = static_cast<uint32_t>(grace_ms);
+  std::vector<Peers::Outstanding> calls;
+  for (const std::string& addr : peers_.Live()) {
+    if (addr != peers_.self()) calls.push_back(peers_.Begin(addr, objproto::kGoingAway, Encode(g)));
+  }
+  const Deadline deadline = Deadline::AfterMs(1000);
+  for (const Peers::Outstanding& call : calls) {
+    Bytes reply;
+    (void)peers_.Await(call, objproto::kGoingAwayReply, &reply, deadline);
   }
 }
 

@@ -108,6 +108,10 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   // In the new process, before Start: the copies handed over, re-published once the
   // daemons are connected.
   ObjStatus AdoptCopies(std::vector<HandedCopy> copies);
+  // After the handover, before this process exits: tells every live daemon that this one's
+  // process is being replaced (GoingAway), waiting up to 1 s for their answers, so none
+  // declares this daemon's objects lost when its connections end.
+  void AnnounceReplacement(int grace_ms);
 
  private:
   struct PendingFetch {

@@ -127,6 +127,17 @@ bool Peers::IsLive(const std::string& addr) const {
   return ch->up;
 }
 
+void Peers::NoteReplacing(const std::string& addr, int grace_ms) {
+  std::lock_guard<std::mutex> lock(replacing_mu_);
+  replacing_[addr] = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+}
+
+bool Peers::Replacing(const std::string& addr) const {
+  std::lock_guard<std::mutex> lock(replacing_mu_);
+  auto it = replacing_.find(addr);
+  return it != replacing_.end() && std::chrono::steady_clock::now() < it->second;
+}
+
 std::string Peers::Owner(const std::string& id) const {
   std::lock_guard<std::mutex> lock(ring_mu_);
   return ring_->Owner(id);
@@ -288,6 +299,20 @@ void Peers::MarkDown(Channel* ch, int fd, const std::string& why) {
 void Peers::PingLoop() {
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(kPingEveryMs));
+    {
+      // A replacement's grace that ended: what was kept for it is looked at again.
+      bool ended = false;
+      std::lock_guard<std::mutex> lock(replacing_mu_);
+      for (auto it = replacing_.begin(); it != replacing_.end();) {
+        if (std::chrono::steady_clock::now() < it->second) {
+          ++it;
+          continue;
+        }
+        it = replacing_.erase(it);
+        ended = true;
+      }
+      if (ended && changed_) executor_.Post(changed_);
+    }
     for (auto& ch : channels_) {
       {
         std::lock_guard<std::mutex> lock(ch->mu);

@@ -17,6 +17,7 @@
 #define CONDUIT_DAEMON_OBJECTS_PEERS_H_
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -67,6 +68,11 @@ class Peers {
   const std::vector<std::string>& all() const { return all_; }
   std::vector<std::string> Live() const;
   bool IsLive(const std::string& addr) const;
+  // `addr` said (GoingAway) that its process is being replaced: until `grace_ms` from now
+  // its locations are kept when its connections end (the next process holds the same
+  // copies at the same address). A change of membership is announced when the grace ends.
+  void NoteReplacing(const std::string& addr, int grace_ms);
+  bool Replacing(const std::string& addr) const;
   // The live daemon owning the directory shard of `id`.
   std::string Owner(const std::string& id) const;
   // The daemons the hash ring was built from (the live set when it last changed).
@@ -141,6 +147,8 @@ class Peers {
   std::map<uint16_t, Handler> handlers_;
   std::function<void()> changed_;
   std::function<void(const std::string&)> peer_up_;
+  mutable std::mutex replacing_mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> replacing_;  // addr -> end of grace
   std::function<void(uint16_t, const Bytes&)> push_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::mutex change_mu_;  // serializes Changed(): live set read + ring swap

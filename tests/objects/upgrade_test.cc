@@ -5,8 +5,12 @@
 // readable from every host with the same bytes, the upgraded daemon serves its copies
 // without fetching them again, and Delete, Put and Get work as before, on the moved
 // connection too. Real daemons in 3 network namespaces.
+#include <atomic>
+#include <chrono>
+#include <iostream>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../integration/conduitctl_run.h"
@@ -118,6 +122,77 @@ TEST(ObjectsUpgrade, StoredObjectsMoveToTheNewDaemon) {
   EXPECT_FALSE(gone.ok());
   // The same id can be Put again once deleted.
   ASSERT_TRUE(c0->Put("up-big-0", fresh.data(), fresh.size()).ok());
+}
+
+// A rolling upgrade: every daemon replaced in turn while a program on each host Puts its
+// own objects and Gets the others' in a loop over one connection. No operation fails, every
+// byte read is the byte written, and every program's session moves with its daemon.
+TEST(ObjectsUpgrade, RollingUpgradeUnderPutsAndGets) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ObjectCluster oc("oug", "10.88.0", 3);
+  std::string error;
+  ASSERT_TRUE(oc.Start(&error)) << error;
+  constexpr size_t kSize = 300000;  // in a memfd (not inline), one block or two
+  auto seed = [](int host, int k) { return static_cast<uint64_t>(host * 100000 + k); };
+  std::atomic<bool> stop{false};
+  std::atomic<int> created[3] = {0, 0, 0};
+  std::atomic<int> ops{0};
+  std::atomic<long long> slowest_us{0};
+  std::vector<std::string> failures[3];
+  std::vector<std::thread> programs;
+  for (int h = 0; h < 3; ++h) {
+    programs.emplace_back([&, h] {
+      auto client = oc.Connect(h);
+      if (client == nullptr) {
+        failures[h].push_back("cannot connect");
+        return;
+      }
+      for (int k = 0; !stop.load() && failures[h].size() < 5; ++k) {
+        const auto start = std::chrono::steady_clock::now();
+        const std::string mine = "roll-" + std::to_string(h) + "-" + std::to_string(k);
+        const auto data = Pattern(kSize, seed(h, k));
+        hoplite::Status st = client->Put(mine, data.data(), data.size());
+        if (!st.ok()) failures[h].push_back("Put " + mine + ": " + st.ToString());
+        created[h].store(k + 1);
+        const int other = (h + 1 + k % 2) % 3;
+        const int n = created[other].load();
+        if (n > 0) {
+          const int pick = k % n;
+          const std::string id = "roll-" + std::to_string(other) + "-" + std::to_string(pick);
+          std::vector<uint8_t> got;
+          st = client->Get(id, &got, 20000);
+          if (!st.ok()) {
+            failures[h].push_back("Get " + id + ": " + st.ToString());
+          } else if (Fnv(got) != Fnv(Pattern(kSize, seed(other, pick)))) {
+            failures[h].push_back("Get " + id + ": other bytes than were Put");
+          }
+        }
+        const long long us =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+        for (long long seen = slowest_us.load(); us > seen && !slowest_us.compare_exchange_weak(seen, us);) {
+        }
+        ++ops;
+      }
+    });
+  }
+  while (ops.load() < 30) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int h = 0; h < 3; ++h) {
+    const int before = ops.load();
+    CtlResult up = Ctl(oc.cluster(), h, {"upgrade"});
+    EXPECT_EQ(up.rc, 0) << "host " << h << ": " << up.out;
+    for (int g = 0; g < 3; ++g) EXPECT_TRUE(oc.WaitLive(g, 3)) << "host " << g << " after upgrading host " << h;
+    // The programs go on after each upgrade.
+    EXPECT_TRUE(WaitFor([&] { return ops.load() >= before + 15; }, 20000)) << "stalled after upgrading host " << h;
+  }
+  stop.store(true);
+  for (std::thread& t : programs) t.join();
+  for (int h = 0; h < 3; ++h) {
+    EXPECT_TRUE(failures[h].empty()) << "program on host " << h << ": " << failures[h].front();
+    EXPECT_NE(oc.cluster().daemon(h).Output().find("and 1 of 1 program sessions"), std::string::npos)
+        << oc.cluster().daemon(h).Output();
+  }
+  std::cout << "rolling upgrade: " << ops.load() << " Put+Get rounds, slowest " << slowest_us.load() / 1000.0
+            << " ms\n";
 }
 
 }  // namespace
