@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """What callers of conduitd see while it is replaced: a live upgrade against stop-and-restart.
 
-One conduitd on this host (no namespaces: the sockets are what is measured). Two prober
-threads call it for the whole run: one connects to the program socket and hangs
-up, one sends GET /v1/status on the admin socket and reads the answer (a new connection each
-time), each starting a call every --interval-ms (a crowd of programs starting, not a
-connection storm that would only measure the accept loop's speed). Meanwhile the daemon is replaced --rounds times by `conduitctl upgrade`, then
---rounds times by stop-and-restart (SIGTERM, wait for the exit, start the same command line:
-what `systemctl restart` does). For each event it prints how many calls failed, how long
+One conduitd on this host (no namespaces: the sockets are what is measured). Three prober
+threads call it for the whole run, each starting a call every --interval-ms (a crowd of
+programs, not a connection storm that would only measure the accept loop's speed): one
+connects to the program socket and hangs up; one sends GET /v1/status on the admin socket
+and reads the answer (a new connection each time); and one is an object-store program
+(libhoplite through its C API) that stays connected and Gets a 256 KiB object it Put at
+the start, reconnecting and Putting it again when the daemon lost it, as a program must.
+Meanwhile the daemon is replaced --rounds times by `conduitctl upgrade`, then --rounds
+times by stop-and-restart (SIGTERM, wait for the exit, start the same command line: what
+`systemctl restart` does). For each event it prints how many calls failed, how long
 callers could not get through (first to last failure), and the slowest call around it,
-next to the calls' median when nothing happens.
+next to the calls' median when nothing happens; then, for the object program, its calls
+over time around the first event of each kind.
 
 usage: upgrade_bench.py [--build build] [--rounds 3] [--gap-s 1.0] [--interval-ms 1]
 """
@@ -47,6 +51,60 @@ def admin_get(path, target="/v1/status"):
 
 def admin_status(path):
     return admin_get(path)[0] == 200
+
+
+class ObjectProgram:
+    """A libhoplite program (C API, ctypes) that keeps one connection and Gets one object."""
+
+    SIZE = 256 * 1024
+    OBJECT = b"upgrade-bench-object"
+
+    def __init__(self, library):
+        import ctypes
+        self.c = ctypes
+        self.lib = ctypes.CDLL(library)
+        self.alloc_t = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)
+        self.lib.hoplite_connect.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
+                                             ctypes.c_size_t]
+        self.lib.hoplite_close.argtypes = [ctypes.c_void_p]
+        self.lib.hoplite_put.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
+                                         ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.hoplite_get.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
+                                         self.alloc_t, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        self.buf = ctypes.create_string_buffer(self.SIZE)
+        self.data = bytes(range(256)) * (self.SIZE // 256)
+        self.alloc = self.alloc_t(lambda ctx, size: ctypes.addressof(self.buf) if size <= self.SIZE else None)
+        self.handle = None
+        self.path = None
+
+    def _connect(self):
+        h = self.c.c_void_p()
+        err = self.c.create_string_buffer(512)
+        if self.lib.hoplite_connect(self.path.encode(), self.c.byref(h), err, 512) != 0:
+            return False
+        self.handle = h
+        return True
+
+    def put(self):
+        err = self.c.create_string_buffer(512)
+        return self.lib.hoplite_put(self.handle, self.OBJECT, len(self.OBJECT), self.data, self.SIZE, err, 512) == 0
+
+    def __call__(self, path):
+        """One Get; on failure the program reconnects and Puts its object again."""
+        self.path = path
+        if self.handle is None and not (self._connect() and self.put()):
+            self.close()
+            return False
+        err = self.c.create_string_buffer(512)
+        ok = self.lib.hoplite_get(self.handle, self.OBJECT, len(self.OBJECT), 2000, self.alloc, None, err, 512) == 0
+        if not ok:
+            self.close()
+        return ok and self.buf.raw[:1024] == self.data[:1024]
+
+    def close(self):
+        if self.handle is not None:
+            self.lib.hoplite_close(self.handle)
+            self.handle = None
 
 
 def program_connect(path):
@@ -124,8 +182,10 @@ def main():
 
     start()
     interval = args.interval_ms / 1e3
+    objects = ObjectProgram(os.path.abspath(os.path.join(args.build, "lib", "libhoplite.so.0")))
     probers = [Prober("program socket connect", program_connect, sock, interval),
-               Prober("admin GET /v1/status", admin_status, admin, interval)]
+               Prober("admin GET /v1/status", admin_status, admin, interval),
+               Prober("object program Get (one connection)", objects, sock, interval)]
     for p in probers:
         p.start()
     events = []  # (kind, start, end)
@@ -165,6 +225,29 @@ def main():
             cut = (max(t + d for t, d in failed) - min(t for t, d in failed)) * 1e3 if failed else 0.0
             slowest = max((d for (t, d, ok) in window), default=0.0) * 1e3
             print(f"| {kind} | {p.name} | {len(window)} | {len(failed)} | {cut:.1f} | {slowest:.1f} | {median:.3f} |")
+    print()
+    # The object program over time around the first event of each kind: its slowest call
+    # per 10 ms (x: a call failed in that slot), from 20 ms before the event, or before its
+    # first failed call, for 300 ms.
+    p = probers[2]
+    for kind in ("live upgrade", "stop and restart"):
+        s, e = next((s, e) for (k, s, e) in events if k == kind)
+        failed = [t0 for (t0, d, ok) in p.samples if s <= t0 <= e + 0.05 and not ok]
+        begin = (failed[0] if failed else s) - 0.02
+        slots = []
+        t = begin
+        while t < begin + 0.3:
+            calls = [(d, ok) for (t0, d, ok) in p.samples if t <= t0 < t + 0.01]
+            if not calls:
+                slots.append("-")
+            elif not all(ok for _, ok in calls):
+                slots.append("x")
+            else:
+                slots.append(f"{max(d for d, _ in calls) * 1e3:.1f}")
+            t += 0.01
+        where = "its first failed call" if failed else "its start"
+        print(f"{p.name}, {kind}: slowest call (ms) per 10 ms from 20 ms before {where}, "
+              f"{(begin + 0.02 - s) * 1e3:.0f} ms into the event: " + " ".join(slots))
     print()
     print(f"(log: {log.name})")
 
