@@ -26,6 +26,16 @@ Caller UserCaller(uint32_t uid, uint32_t gid, std::vector<uint32_t> groups = {})
 
 op::Owner OwnedBy(uint32_t uid, uint32_t gid, uint32_t access) { return op::Owner{uid, gid, access, 0}; }
 
+// What a Put creates: the pinned origin copy its creator writes.
+CopyInfo PutBy(uint32_t uid, uint32_t gid, bool charge) {
+  CopyInfo put;
+  put.pinned = true;
+  put.creator_writes = true;
+  put.charge = charge;
+  put.owner = OwnedBy(uid, gid, op::kAccessOwner);
+  return put;
+}
+
 TEST(ObjectAccess, ReadFollowsTheCreatorsChoice) {
   const Caller owner = UserCaller(1000, 100);
   const Caller same_primary_group = UserCaller(1001, 100);
@@ -155,10 +165,7 @@ TEST(LocalStoreQuota, ChargesOnlyOwnCopiesBeforeAllocatingAndReleasesOnRemove) {
 // never write.
 TEST(LocalStoreSeal, APutIsSealedOnlyOnceItsCreatorUnmaps) {
   LocalStore store(64u << 20, 64 * 1024);
-  CopyInfo put;
-  put.pinned = true;
-  put.creator_writes = true;
-  put.owner = OwnedBy(0, 0, op::kAccessOwner);
+  const CopyInfo put = PutBy(0, 0, /*charge=*/false);
   ObjectRef obj;
   const size_t size = 1u << 20;
   ASSERT_TRUE(store.Create("sealed", size, put, &obj).ok());
@@ -206,11 +213,7 @@ TEST(LocalStoreSeal, CopiesTheDaemonWritesAcceptNoOtherWriterFromTheStart) {
 // only as bytes of the stated size. What it takes is complete, charged and read-only.
 TEST(LocalStoreAdopt, TakesOnlySealedMemfdsOfTheStatedSize) {
   LocalStore old_store(64u << 20, 64 * 1024);
-  CopyInfo put;
-  put.pinned = true;
-  put.creator_writes = true;
-  put.charge = true;
-  put.owner = OwnedBy(1000, 100, op::kAccessOwner);
+  const CopyInfo put = PutBy(1000, 100, /*charge=*/true);
   ObjectRef origin;
   const size_t size = 1u << 20;
   ASSERT_TRUE(old_store.Create("moved", size, put, &origin).ok());
