@@ -94,6 +94,7 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   ObjectMetrics Metrics();
 
   // Service: program sessions across a live upgrade (server/program_park.h).
+  bool MovesPrograms() const override { return true; }
   void BeginPark() override { park_.Begin(); }
   size_t ParkedPrograms() const override { return park_.parked(); }
   Status ExportPrograms(std::vector<HandedProgram>* out) override { return park_.Export(out); }

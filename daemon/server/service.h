@@ -57,10 +57,11 @@ class Service {
   // with `reason`. Called once, before the router closes the program connections.
   virtual void Stop(const Status& reason) { (void)reason; }
 
-  // Live upgrade (server/program_park.h). A service whose sessions can move stops them
-  // between two requests (BeginPark), counts those stopped, hands them over, or lets them
-  // go on. One that cannot parks none, and the router then refuses the upgrade while it
-  // serves a program.
+  // Live upgrade (server/program_park.h). A service whose sessions can move (MovesPrograms)
+  // stops them between two requests (BeginPark), counts those stopped, hands them over, or
+  // lets them go on. While a service that cannot serves a program, the router refuses the
+  // upgrade at once, before stopping anything.
+  virtual bool MovesPrograms() const { return false; }
   virtual void BeginPark() {}
   virtual size_t ParkedPrograms() const { return 0; }
   virtual Status ExportPrograms(std::vector<HandedProgram>* out) {

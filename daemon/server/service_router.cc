@@ -211,7 +211,8 @@ void ServiceRouter::ServeListed(Service* service, UniqueFd fd, const ProgramCred
       return;  // Shutdown has begun and would not see this connection
     }
     id = next_id_++;
-    programs_[id] = ProgramConnection{id, creds, ProgramExe(creds.pid), service->name(), std::chrono::system_clock::now()};
+    programs_[id] = ProgramConnection{id, creds, ProgramExe(creds.pid), service->name(), std::chrono::system_clock::now(),
+                                      service->MovesPrograms()};
     program_fds_[id] = fd.get();
   }
   serve(std::move(fd));
@@ -225,6 +226,20 @@ void ServiceRouter::ServeListed(Service* service, UniqueFd fd, const ProgramCred
 }
 
 Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>* out) {
+  // Sessions that cannot move refuse the upgrade before any other session is stopped.
+  std::map<std::string, int> unmovable;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, p] : programs_) {
+      if (!p.moves) ++unmovable[p.service];
+    }
+  }
+  if (!unmovable.empty()) {
+    std::string which;
+    for (const auto& [name, n] : unmovable) which += (which.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+    return Status(StatusCode::kAborted, "program sessions that do not move yet are open (" + which +
+                                            "; docs/upgrade.md): upgrade when they have ended, or stop and restart");
+  }
   for (Service* service : services_) {
     if (service != nullptr) service->BeginPark();
   }
@@ -244,11 +259,11 @@ Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>
     for (const ProgramConnection& p : Programs()) ++by_service[p.service];
     std::string which;
     for (const auto& [name, n] : by_service) which += (which.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+    if (!which.empty()) which = " (" + which + " served)";
     st = Status(StatusCode::kAborted,
-                std::to_string(open - parked) + " of " + std::to_string(open) + " program connection(s) (" + which +
-                    ") could not be stopped between two requests: sessions of collectives and RPC do not move yet "
-                    "(docs/upgrade.md), and an object request may still be running; upgrade when they have ended, "
-                    "or stop and restart");
+                std::to_string(open - parked) + " of " + std::to_string(open) + " program connection(s)" + which +
+                    " could not be stopped between two requests: a request still running, or a connection that "
+                    "has not said which service it wants; try again");
   }
   for (Service* service : services_) {
     if (st.ok() && service != nullptr) st = service->ExportPrograms(out);

@@ -37,6 +37,7 @@ struct ProgramConnection {
   std::string exe;  // basename of /proc/<pid>/exe (or comm)
   std::string service;
   std::chrono::system_clock::time_point since;
+  bool moves = false;  // its service hands sessions over in a live upgrade
 };
 
 struct RouterLimits {

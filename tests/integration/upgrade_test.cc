@@ -17,6 +17,7 @@
 #include "admin_call.h"
 #include "coll_run.h"
 #include "integration_env.h"
+#include "raw_shim_client.h"
 
 namespace conduit::it {
 namespace {
@@ -225,6 +226,18 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   EXPECT_EQ(a.status, 409) << a.text;
   EXPECT_NE(ErrorMessage(a).find("1 of 1 program connection(s)"), std::string::npos) << a.text;
   close(fd);
+
+  // A collectives session (a communicator and its segment): it does not move yet, so the
+  // upgrade is refused at once, naming it.
+  {
+    RawShimClient program;
+    ASSERT_TRUE(program.Connect(cluster.Socket(0)));
+    ASSERT_EQ(program.OpenSession(1 << 20, std::chrono::seconds(10)), "");
+    a = Upgrade(cluster, 0);
+    EXPECT_EQ(a.status, 409) << a.text;
+    EXPECT_NE(ErrorMessage(a).find("program sessions that do not move yet are open (1 collectives"), std::string::npos)
+        << a.text;
+  }
 
   // Still the same daemon, serving; and once nothing is connected, the upgrade goes through.
   EXPECT_EQ(DaemonPid(cluster, 0), pid);
