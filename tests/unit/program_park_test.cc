@@ -98,6 +98,11 @@ TEST(ProgramParkTest, IdleSessionsStopLeaveTheNextRequestUnreadAndGoOnWhenResume
 
   park.Resume();
   EXPECT_EQ(sessions[1]->Reply(2000), 11) << "the resumed session did not serve the waiting request";
+  // The others leave the park as they get to run.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (park.parked() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(park.parked(), 0u);
 }
 
