@@ -32,8 +32,8 @@ ClusterConfig UpgradeCluster() {
 
 int64_t DaemonPid(const Cluster& cluster, int host) {
   AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/status");
-  const Json* pid = a.body.is_object() ? a.body.find("pid") : nullptr;
-  return pid != nullptr && pid->is_number() ? pid->as_int() : -1;
+  const Json& pid = Field(a.body, "pid");
+  return pid.is_number() ? pid.as_int() : -1;
 }
 
 AdminAnswer Upgrade(const Cluster& cluster, int host, const std::string& body = "{}") {
@@ -41,9 +41,8 @@ AdminAnswer Upgrade(const Cluster& cluster, int host, const std::string& body = 
 }
 
 std::string ErrorMessage(const AdminAnswer& a) {
-  const Json* err = a.body.is_object() ? a.body.find("error") : nullptr;
-  const Json* message = err != nullptr ? err->find("message") : nullptr;
-  return message != nullptr && message->is_string() ? message->as_string() : a.text;
+  const Json& message = Field(Field(a.body, "error"), "message");
+  return message.is_string() ? message.as_string() : a.text;
 }
 
 // A connection to a Unix socket (blocking, as the shims connect); -1 when refused.
@@ -166,8 +165,8 @@ TEST(UpgradeTest, ReplacesTheDaemonWithoutRefusingAConnection) {
   AdminAnswer limit = AdminCall(cluster, 0, "GET", "/v1/policies/rpc-ratelimit/slow");
   EXPECT_NE(limit.text.find("pkg.Slow"), std::string::npos) << limit.text;
   AdminAnswer tenant = AdminCall(cluster, 0, "GET", "/v1/policies/tenant/batch");
-  const Json* rate = tenant.body.is_object() ? tenant.body.find("max_mbit_per_s") : nullptr;
-  EXPECT_TRUE(rate != nullptr && rate->is_number() && rate->as_int() == 900) << tenant.text;
+  const Json& rate = Field(tenant.body, "max_mbit_per_s");
+  EXPECT_TRUE(rate.is_number() && rate.as_int() == 900) << tenant.text;
   AdminAnswer ring = AdminCall(cluster, 0, "GET", "/v1/policies/ring");
   EXPECT_NE(ring.text.find("rank"), std::string::npos) << ring.text;
   AdminAnswer admission = AdminCall(cluster, 0, "GET", "/v1/policies/admission");
