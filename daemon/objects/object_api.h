@@ -84,7 +84,7 @@ class ObjectApi {
   // to pin its views again.
   virtual ObjectRef LocalCopy(const std::string& id) = 0;
   // Where sessions stop between two requests for a live upgrade.
-  virtual ProgramPark& program_park() = 0;
+  virtual ProgramPark* program_park() = 0;
 };
 
 }  // namespace conduit::objects

@@ -90,15 +90,10 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
 
   std::string StateJson() override;
   ObjectRef LocalCopy(const std::string& id) override { return store_.Find(id); }
-  ProgramPark& program_park() override { return park_; }
+  ProgramPark* program_park() override { return &park_; }  // ObjectApi and Service
   ObjectMetrics Metrics();
 
-  // Service: program sessions across a live upgrade (server/program_park.h).
-  bool MovesPrograms() const override { return true; }
-  void BeginPark() override { park_.Begin(); }
-  size_t ParkedPrograms() const override { return park_.parked(); }
-  Status ExportPrograms(std::vector<HandedProgram>* out) override { return park_.Export(out); }
-  void ResumePrograms() override { park_.Resume(); }
+  // Service: program sessions across a live upgrade.
   void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state) override;
 
   // Live upgrade. The copies to hand over (their memfds duplicated), or kUnavailable while any

@@ -99,7 +99,7 @@ Status ProgramSession::Restore(const std::string& bytes) {
 }
 
 void ProgramSession::Run() {
-  ProgramPark::Member member(&service_->program_park(), fd_.get(), [this] { return SavedState(); });
+  ProgramPark::Member member(service_->program_park(), fd_.get(), [this] { return SavedState(); });
   for (;;) {
     Frame f;
     Status st = ReadRequest(member, &f);

@@ -41,6 +41,8 @@ struct HandedProgram {
   std::string state;
 };
 
+class ProgramPark;
+
 class Service {
  public:
   virtual ~Service() = default;
@@ -57,18 +59,10 @@ class Service {
   // with `reason`. Called once, before the router closes the program connections.
   virtual void Stop(const Status& reason) { (void)reason; }
 
-  // Live upgrade (server/program_park.h). A service whose sessions can move (MovesPrograms)
-  // stops them between two requests (BeginPark), counts those stopped, hands them over, or
-  // lets them go on. While a service that cannot serves a program, the router refuses the
-  // upgrade at once, before stopping anything.
-  virtual bool MovesPrograms() const { return false; }
-  virtual void BeginPark() {}
-  virtual size_t ParkedPrograms() const { return 0; }
-  virtual Status ExportPrograms(std::vector<HandedProgram>* out) {
-    (void)out;
-    return Status::Ok();
-  }
-  virtual void ResumePrograms() {}
+  // Live upgrade: where this service's program sessions stop between two requests to be
+  // handed over (server/program_park.h); null for a service whose sessions do not move, and
+  // while one of those serves a program the router refuses the upgrade.
+  virtual ProgramPark* program_park() { return nullptr; }
   // In the new process: serves a handed-over connection from where the old one stopped
   // (on its own thread, as ServeProgram). `state` comes from the old process and is
   // checked like any input.

@@ -18,6 +18,7 @@
 #include "protocol/peer_protocol.h"
 #include "protocol/shim_protocol.h"
 #include "security/peer_security.h"
+#include "server/program_park.h"
 #include "server/rate_limited_log.h"
 
 namespace conduit {
@@ -41,6 +42,13 @@ ProgramCredentials CredentialsOf(int fd) {
 RateLimitedLog& CapLog() {
   static RateLimitedLog log;
   return log;
+}
+
+// "2 collectives, 1 objects": how many of each.
+std::string CountsText(const std::map<std::string, int>& counts) {
+  std::string text;
+  for (const auto& [name, n] : counts) text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+  return text;
 }
 
 }  // namespace
@@ -212,7 +220,7 @@ void ServiceRouter::ServeListed(Service* service, UniqueFd fd, const ProgramCred
     }
     id = next_id_++;
     programs_[id] = ProgramConnection{id, creds, ProgramExe(creds.pid), service->name(), std::chrono::system_clock::now(),
-                                      service->MovesPrograms()};
+                                      service->program_park() != nullptr};
     program_fds_[id] = fd.get();
   }
   serve(std::move(fd));
@@ -235,20 +243,18 @@ Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>
     }
   }
   if (!unmovable.empty()) {
-    std::string which;
-    for (const auto& [name, n] : unmovable) which += (which.empty() ? "" : ", ") + std::to_string(n) + " " + name;
-    return Status(StatusCode::kAborted, "program sessions that do not move yet are open (" + which +
+    return Status(StatusCode::kAborted, "program sessions that do not move yet are open (" + CountsText(unmovable) +
                                             "; docs/upgrade.md): upgrade when they have ended, or stop and restart");
   }
+  std::vector<ProgramPark*> parks;
   for (Service* service : services_) {
-    if (service != nullptr) service->BeginPark();
+    if (service != nullptr && service->program_park() != nullptr) parks.push_back(service->program_park());
   }
+  for (ProgramPark* park : parks) park->Begin();
   size_t open = 0, parked = 0;
   for (;;) {
     parked = 0;
-    for (Service* service : services_) {
-      if (service != nullptr) parked += service->ParkedPrograms();
-    }
+    for (ProgramPark* park : parks) parked += park->parked();
     open = ProgramConnections();
     if (parked >= open || deadline.expired()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -257,16 +263,14 @@ Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>
   if (parked < open) {
     std::map<std::string, int> by_service;
     for (const ProgramConnection& p : Programs()) ++by_service[p.service];
-    std::string which;
-    for (const auto& [name, n] : by_service) which += (which.empty() ? "" : ", ") + std::to_string(n) + " " + name;
-    if (!which.empty()) which = " (" + which + " served)";
+    const std::string which = by_service.empty() ? "" : " (" + CountsText(by_service) + " served)";
     st = Status(StatusCode::kAborted,
                 std::to_string(open - parked) + " of " + std::to_string(open) + " program connection(s)" + which +
                     " could not be stopped between two requests: a request still running, or a connection that "
                     "has not said which service it wants; try again");
   }
-  for (Service* service : services_) {
-    if (st.ok() && service != nullptr) st = service->ExportPrograms(out);
+  for (ProgramPark* park : parks) {
+    if (st.ok()) st = park->Export(out);
   }
   if (!st.ok()) {
     out->clear();
@@ -277,7 +281,7 @@ Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>
 
 void ServiceRouter::ResumePrograms() {
   for (Service* service : services_) {
-    if (service != nullptr) service->ResumePrograms();
+    if (service != nullptr && service->program_park() != nullptr) service->program_park()->Resume();
   }
 }
 

@@ -73,7 +73,7 @@ class ServiceRouter {
   size_t Shutdown(const Status& reason, Deadline drain);
 
   // Live upgrade (docs/upgrade.md), with the accept loops parked. Stops every program
-  // session between two requests (Service::BeginPark) and hands back their connections.
+  // session between two requests (Service::program_park) and hands back their connections.
   // Fails, and every session goes on, when by `deadline` a connection is still open that
   // no service stopped: one of a service whose sessions do not move, one in a long
   // request, or one not yet routed.
