@@ -685,11 +685,11 @@ Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) 
     c.charged = in.charged();
     c.owner = objproto::Owner{in.owner_uid(), in.owner_gid(), in.owner_access(), 0};
     if (in.memfd() > 0) {
-      if (in.memfd() > takeover.descriptors.size() || !takeover.descriptors[in.memfd() - 1].valid()) {
+      c.memfd = takeover.Take(in.memfd());
+      if (!c.memfd.valid()) {
         return InternalError("object copy %u names memfd %u, of %zu handed over (or one used twice)",
                              static_cast<unsigned>(copies.size()), in.memfd(), takeover.descriptors.size());
       }
-      c.memfd = std::move(takeover.descriptors[in.memfd() - 1]);
     } else {
       c.bytes = in.inline_bytes();
     }
@@ -706,15 +706,13 @@ Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) 
 int AdoptPrograms(upgrade::TakeOver& takeover, ServiceRouter* router) {
   int adopted = 0;
   for (const upgrade::v1::ProgramSession& p : takeover.state.programs()) {
-    const uint32_t index = p.connection();
-    if (index == 0 || index > takeover.descriptors.size() || !takeover.descriptors[index - 1].valid() ||
-        p.service() > static_cast<uint32_t>(ServiceId::kObjects)) {
+    UniqueFd connection = takeover.Take(p.connection());
+    if (!connection.valid() || p.service() > static_cast<uint32_t>(ServiceId::kObjects)) {
       CLOG_WARN("upgrade: a handed-over program session names connection %u of service %u, which is not there",
-                index, p.service());
+                p.connection(), p.service());
       continue;
     }
-    if (router->AdoptProgram(static_cast<ServiceId>(p.service()), std::move(takeover.descriptors[index - 1]),
-                             p.state())) {
+    if (router->AdoptProgram(static_cast<ServiceId>(p.service()), std::move(connection), p.state())) {
       ++adopted;
     } else {
       CLOG_WARN("upgrade: a handed-over program connection of service %u could not be served here", p.service());

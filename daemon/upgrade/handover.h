@@ -71,6 +71,13 @@ struct TakeOver {
   std::map<upgradeproto::ListenerRole, UniqueFd> listeners;
   std::vector<UniqueFd> descriptors;  // Descriptor index i+1
   v1::DaemonState state;
+
+  // The descriptor the state names by `index` (1-based), taken out; invalid when there is
+  // no such descriptor or it was taken already (a state naming one twice).
+  UniqueFd Take(uint32_t index) {
+    if (index == 0 || index > descriptors.size()) return UniqueFd();
+    return std::move(descriptors[index - 1]);
+  }
 };
 
 // Says Hello on `fd` (kTakeOverFd) and receives the listeners and the state, or the old
