@@ -53,19 +53,22 @@ void RateLimitFilter::TakeStateFrom(Filter& previous) {
   if (old == nullptr) return;
   const auto now = std::chrono::steady_clock::now();
   std::scoped_lock lock(old->mu_, mu_);
-  const double elapsed = std::chrono::duration<double>(now - old->last_).count();
-  const double carried = std::min(old->burst_, old->tokens_ + elapsed * old->rate_);
+  const double carried = old->TokensAt(now);
   tokens_ = std::min(burst_, carried);
   last_ = now;
+}
+
+double RateLimitFilter::TokensAt(std::chrono::steady_clock::time_point now) const {
+  const double elapsed = std::chrono::duration<double>(now - last_).count();
+  return std::min(burst_, tokens_ + elapsed * rate_);
 }
 
 Json RateLimitFilter::SavedState() const {
   if (std::isinf(rate_)) return Json();  // unlimited: a bucket that is always full
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  const double elapsed = std::chrono::duration<double>(now - last_).count();
   Json state = Json::Object();
-  state["tokens"] = std::max(0.0, std::min(burst_, tokens_ + elapsed * rate_));
+  state["tokens"] = std::max(0.0, TokensAt(now));
   state["monotonic_ns"] = static_cast<int64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
   return state;
@@ -93,9 +96,8 @@ Status RateLimitFilter::RestoreState(const Json& state) {
 Verdict RateLimitFilter::OnAdmit(const RpcInfo&) {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  double elapsed = std::chrono::duration<double>(now - last_).count();
+  tokens_ = TokensAt(now);
   last_ = now;
-  tokens_ = std::min(burst_, tokens_ + elapsed * rate_);
   if (tokens_ >= 1) {
     tokens_ -= 1;
     return Verdict::Continue();

@@ -42,6 +42,9 @@ class RateLimitFilter : public Filter {
   Status RestoreState(const Json& state) override;
 
  private:
+  // The bucket at `now`: refilled since last_, capped at the burst (mu_ held).
+  double TokensAt(std::chrono::steady_clock::time_point now) const;
+
   std::string name_;
   Scope scope_;
   double rate_ = 0;   // tokens per second; infinity: unlimited
