@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -601,14 +602,16 @@ constexpr int kReplacementGraceMs = 10000;
 Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* state, std::vector<UniqueFd>* descriptors);
 
 // The state handed to the new daemon, taken with every accept loop parked: program
-// sessions stopped between two requests (those of the object store; collectives and RPC
-// sessions do not move yet, docs/upgrade.md), the stored objects, the operator's changes.
+// sessions stopped between two requests (those of the object store and of collectives,
+// with the communicators; RPC sessions do not move yet, docs/upgrade.md), the stored
+// objects, the operator's changes.
 Status SnapshotForUpgrade(const std::string& program_socket, const std::string& admin_socket,
                           const std::string& my_addr, upgrade::v1::DaemonState* state,
                           std::vector<UniqueFd>* descriptors) {
   const DaemonParts& d = daemon_parts;
   std::vector<HandedProgram> programs;
-  CONDUIT_RETURN_IF_ERROR(d.router->ParkPrograms(Deadline::AfterMs(kParkProgramsMs), &programs));
+  std::vector<HandedShared> shared;
+  CONDUIT_RETURN_IF_ERROR(d.router->ParkPrograms(Deadline::AfterMs(kParkProgramsMs), &programs, &shared));
   Status st = SnapshotParked(my_addr, state, descriptors);
   if (!st.ok()) {
     d.router->ResumePrograms();
@@ -622,6 +625,19 @@ Status SnapshotForUpgrade(const std::string& program_socket, const std::string& 
     out->set_service(static_cast<uint32_t>(p.service));
     out->set_connection(static_cast<uint32_t>(descriptors->size()));
     out->set_state(std::move(p.state));
+    for (UniqueFd& fd : p.fds) {
+      descriptors->push_back(std::move(fd));
+      out->add_descriptors(static_cast<uint32_t>(descriptors->size()));
+    }
+  }
+  for (HandedShared& s : shared) {
+    upgrade::v1::ServiceShared* out = state->add_shared();
+    out->set_service(static_cast<uint32_t>(s.service));
+    out->set_state(std::move(s.state));
+    for (UniqueFd& fd : s.fds) {
+      descriptors->push_back(std::move(fd));
+      out->add_descriptors(static_cast<uint32_t>(descriptors->size()));
+    }
   }
   return Status::Ok();
 }
@@ -700,6 +716,28 @@ Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) 
   return Status::Ok();
 }
 
+// The new daemon's side, before Ready: what the old one's services' sessions shared (the
+// collective communicators), each descriptor taken once.
+Status AdoptShared(upgrade::TakeOver& takeover, ServiceRouter* router) {
+  for (const upgrade::v1::ServiceShared& s : takeover.state.shared()) {
+    HandedShared in;
+    if (s.service() > static_cast<uint32_t>(ServiceId::kObjects)) {
+      return InvalidArgument("state handed over for unknown service %u", s.service());
+    }
+    in.service = static_cast<ServiceId>(s.service());
+    in.state = s.state();
+    for (uint32_t index : s.descriptors()) {
+      in.fds.push_back(takeover.Take(index));
+      if (!in.fds.back().valid()) {
+        return InvalidArgument("service %u names descriptor %u, of %zu handed over (or one used twice)", s.service(),
+                               index, takeover.descriptors.size());
+      }
+    }
+    CONDUIT_RETURN_IF_ERROR(router->AdoptShared(std::move(in)));
+  }
+  return Status::Ok();
+}
+
 // The new daemon's side, after the old one's Go: serves each handed-over connection. A
 // session that cannot be taken (a malformed entry, a cap) loses its connection, with a log
 // line; the others go on. Returns how many were taken.
@@ -707,12 +745,16 @@ int AdoptPrograms(upgrade::TakeOver& takeover, ServiceRouter* router) {
   int adopted = 0;
   for (const upgrade::v1::ProgramSession& p : takeover.state.programs()) {
     UniqueFd connection = takeover.Take(p.connection());
-    if (!connection.valid() || p.service() > static_cast<uint32_t>(ServiceId::kObjects)) {
-      CLOG_WARN("upgrade: a handed-over program session names connection %u of service %u, which is not there",
+    std::vector<UniqueFd> fds;
+    for (uint32_t index : p.descriptors()) fds.push_back(takeover.Take(index));
+    const bool all_there = std::all_of(fds.begin(), fds.end(), [](const UniqueFd& fd) { return fd.valid(); });
+    if (!connection.valid() || !all_there || p.service() > static_cast<uint32_t>(ServiceId::kObjects)) {
+      CLOG_WARN("upgrade: a handed-over program session names connection %u of service %u, or descriptors, which are "
+                "not there",
                 p.connection(), p.service());
       continue;
     }
-    if (router->AdoptProgram(static_cast<ServiceId>(p.service()), std::move(connection), p.state())) {
+    if (router->AdoptProgram(static_cast<ServiceId>(p.service()), std::move(connection), p.state(), std::move(fds))) {
       ++adopted;
     } else {
       CLOG_WARN("upgrade: a handed-over program connection of service %u could not be served here", p.service());
@@ -892,6 +934,10 @@ int Main(int argc, char** argv) {
   router.Add(ServiceId::kCollectives, &collectives);
   router.Add(ServiceId::kRpc, &rpc);
   router.Add(ServiceId::kObjects, &object_store);
+  if (handover.valid()) {
+    st = AdoptShared(takeover, &router);
+    if (!st.ok()) _exit(fail("upgrade: " + st.message()));
+  }
 
   static AdminApi admin;
   AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket, started}, &router,
@@ -937,8 +983,10 @@ int Main(int argc, char** argv) {
       _exit(1);
     }
     handover.reset();
-    // The old daemon has stopped for good: the programs' sessions go on here, each from
-    // the request boundary where the old one stopped it.
+    // The old daemon has stopped for good: the communicators start reading their links,
+    // and the programs' sessions go on here, each from the request boundary where the old
+    // one stopped it.
+    router.StartShared();
     const int adopted = AdoptPrograms(takeover, &router);
     CLOG_INFO("upgrade: took over from %s with %d operator changes, %d stored objects and %d of %d program sessions",
               takeover.state.release().c_str(), takeover.state.operator_state_size(), takeover.state.objects_size(),

@@ -82,9 +82,6 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
       setup_status_ = InternalError("this daemon (%s) serves no rank of the communicator", my_addr_.c_str());
     } else {
       membership_.my_host = static_cast<int>(mine - membership_.host_addrs.begin());
-      for (int r = 0; r < nranks_; ++r) {
-        if (membership_.host_of_rank[r] == membership_.my_host) local_ranks_.push_back(r);
-      }
       const size_t nhosts = membership_.host_addrs.size();
       ReconfigPlan check;
       check.set_ring = true;
@@ -99,10 +96,7 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
       auto config = std::make_shared<CommConfig>(*config_);
       config->ring = check.ring;
       config_ = std::move(config);
-      pending_.resize(local_ranks_.size());
-      left_.assign(local_ranks_.size(), false);
-      coll_links_.resize(nhosts);
-      p2p_.Init(membership_.host_of_rank, membership_.my_host, static_cast<int>(nhosts));
+      InitMembership();
       links_missing_ = 2 * static_cast<int>(nhosts - 1);
     }
   }
@@ -118,6 +112,18 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
   // A peer that finished first may already have proposed a reconfiguration.
   if (setup_status_.ok() && !proposals_.empty()) AdvanceReconfig(lock);
   return setup_status_;
+}
+
+void Communicator::InitMembership() {
+  local_ranks_.clear();
+  for (int r = 0; r < nranks_; ++r) {
+    if (membership_.host_of_rank[r] == membership_.my_host) local_ranks_.push_back(r);
+  }
+  const size_t nhosts = membership_.host_addrs.size();
+  pending_.resize(local_ranks_.size());
+  left_.assign(local_ranks_.size(), false);
+  coll_links_.resize(nhosts);
+  p2p_.Init(membership_.host_of_rank, membership_.my_host, static_cast<int>(nhosts));
 }
 
 void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link, uint32_t epoch, int path,

@@ -25,6 +25,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/comm_config.h"
 #include "collectives/comm_stats.h"
+#include "collectives/handed_comm.h"
 #include "collectives/mailbox.h"
 #include "collectives/peer_channel.h"
 #include "common/status.h"
@@ -110,7 +111,7 @@ struct ReconfigResult {
   bool applied = false;   // this daemon switched to it
 };
 
-class Communicator : private PeerChannel::Handler {
+class Communicator final : private PeerChannel::Handler {
  public:
   // `fabric` (may be null) supplies paths and tenant policies; `exe` names the programs of
   // the ranks that created it here, for tenant matching.
@@ -174,6 +175,23 @@ class Communicator : private PeerChannel::Handler {
   // Asks every daemon of the communicator to switch to `plan` after the same collective
   // (sequenced by host 0). Waits up to wait_ms for this daemon to switch.
   Status Reconfigure(const ReconfigPlan& plan, int wait_ms, ReconfigResult* result);
+
+  // Live upgrade (comm_handover.cc, docs/upgrade.md). The caller has stopped every local
+  // rank's session between two requests. Stops the point-to-point readers before their
+  // next frame and checks that nothing runs or waits here: no collective running or queued,
+  // no local send, no reconfiguration under way, no GPU state. An error names what is busy,
+  // and the communicator goes on.
+  Status QuiesceForHandover(Deadline deadline);
+  // The upgrade was called off: the readers go on.
+  void ResumeAfterHandover();
+  // While quiesced: what the next process needs, with duplicates of the links' sockets.
+  Status ExportHandover(HandedComm* out);
+  // In the next process: the communicator `in` describes, checked as any input. Its
+  // collective links are installed; its point-to-point links wait for StartHandedOver
+  // (called once the old process has stopped for good), which starts their readers.
+  static Status FromHandover(HandedComm in, std::string my_addr, CommOptions options, Fabric* fabric,
+                             std::shared_ptr<Communicator>* out);
+  void StartHandedOver();
 
  private:
   struct CollRequest {
@@ -248,6 +266,10 @@ class Communicator : private PeerChannel::Handler {
   void OnPeerAborted(const Status& why) override;
   void OnLinkFailed(int host, const Status& why) override;
   size_t LocalIndex(int rank) const;
+  // Setup's part that sizes the per-host and per-rank state (needs mu_).
+  void InitMembership();
+  // A reconfiguration has begun and not ended here (needs mu_).
+  bool ReconfigUnderWay() const;
 
   const uint64_t key_;
   const CommSecret secret_;
@@ -295,6 +317,8 @@ class Communicator : private PeerChannel::Handler {
   std::map<uint32_t, uint64_t> request_epochs_;  // origin side: request -> sequenced epoch
   std::map<std::pair<int, uint64_t>, CollLink> renewed_;  // (host, epoch) -> replacement link
   uint64_t reconfigurations_ = 0;
+  // A handed-over communicator's point-to-point links until StartHandedOver, per host.
+  std::vector<std::unique_ptr<Link>> handed_p2p_;
 
   // Only the thread holding the running_ token touches these.
   uint64_t running_seq_ = 0;  // the sequence number of the collective being executed

@@ -69,4 +69,16 @@ void Mailbox::Fail(const Status& status) {
   cv_.notify_all();
 }
 
+Status Mailbox::ExportArrived(std::vector<ArrivedMessage>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [pair, queue] : queues_) {
+    for (const Message& m : queue) {
+      if (m.ticket) return Status(StatusCode::kAborted, "a local send from rank " + std::to_string(pair.first) +
+                                                            " to rank " + std::to_string(pair.second) + " waits");
+      out->push_back(ArrivedMessage{pair.first, pair.second, m.owned});
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace conduit

@@ -26,6 +26,13 @@ struct SendTicket {
   Status status;
 };
 
+// A message from another daemon that waits for its receive (handed over in a live upgrade).
+struct ArrivedMessage {
+  int src = 0;
+  int dst = 0;
+  std::vector<uint8_t> bytes;
+};
+
 class Mailbox {
  public:
   // A local rank's message; `ticket` is signalled when a receiver consumed it.
@@ -38,6 +45,9 @@ class Mailbox {
   Status WaitSent(const std::shared_ptr<SendTicket>& ticket, Deadline deadline);
   // Fails every waiter now and later with `status`.
   void Fail(const Status& status);
+  // Copies of the messages from other daemons not yet received, in arrival order per
+  // (src, dst); an error when a local rank's send is still queued (it is in a request).
+  Status ExportArrived(std::vector<ArrivedMessage>* out);
 
  private:
   struct Message {

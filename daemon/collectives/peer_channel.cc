@@ -1,5 +1,12 @@
 #include "collectives/peer_channel.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "collectives/peer_messages.h"
@@ -20,7 +27,8 @@ constexpr int kGoodbyeMs = 1000;
 
 }  // namespace
 
-PeerChannel::PeerChannel(Handler* handler, int timeout_ms) : handler_(handler), timeout_ms_(timeout_ms) {}
+PeerChannel::PeerChannel(Handler* handler, int timeout_ms)
+    : handler_(handler), timeout_ms_(timeout_ms), pause_wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 PeerChannel::~PeerChannel() { Close(); }
 
@@ -46,6 +54,7 @@ bool PeerChannel::Attach(int host, std::unique_ptr<Link> link) {
   if (closed_) link->Shutdown();  // its reader returns at once
   Link* raw = link.get();
   links_[host] = std::move(link);
+  ++live_readers_;
   readers_.emplace_back([this, host, raw] { ReaderLoop(host, raw); });
   return true;
 }
@@ -102,6 +111,46 @@ void PeerChannel::Shutdown() {
   for (auto& link : links_) {
     if (link) link->Shutdown();
   }
+  pause_cv_.notify_all();  // paused readers go on to find their links shut
+}
+
+Status PeerChannel::Pause(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const auto& link : links_) {
+    if (link && link->socket_fd() < 0) return InternalError("a point-to-point link without a socket cannot be handed over");
+  }
+  if (!pause_wake_.valid()) return SystemError("no eventfd to pause the point-to-point readers");
+  pausing_ = true;
+  const uint64_t one = 1;
+  (void)!write(pause_wake_.get(), &one, sizeof(one));
+  pause_cv_.notify_all();
+  const bool stopped = pause_cv_.wait_until(lock, deadline.when(), [this] { return paused_readers_ >= live_readers_; });
+  if (stopped) return Status::Ok();
+  const int busy = live_readers_ - paused_readers_;
+  lock.unlock();
+  Resume();
+  return Status(StatusCode::kAborted, std::to_string(busy) + " point-to-point link(s) are in the middle of a message");
+}
+
+void PeerChannel::Resume() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pausing_) return;
+  pausing_ = false;
+  uint64_t value;
+  (void)!read(pause_wake_.get(), &value, sizeof(value));
+  pause_cv_.notify_all();
+}
+
+Status PeerChannel::DupSockets(std::vector<UniqueFd>* per_host) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  per_host->clear();
+  per_host->resize(links_.size());
+  for (size_t h = 0; h < links_.size(); ++h) {
+    if (!links_[h]) continue;
+    (*per_host)[h].reset(fcntl(links_[h]->socket_fd(), F_DUPFD_CLOEXEC, 0));
+    if (!(*per_host)[h].valid()) return SystemError("dup of a point-to-point link: %s", strerror(errno));
+  }
+  return Status::Ok();
 }
 
 void PeerChannel::Close() {
@@ -128,7 +177,35 @@ void PeerChannel::ReaderLoop(int host, Link* link) {
   // std::bad_alloc when memory runs out for a large message: this communicator fails, the
   // daemon and every other communicator go on.
   RunGuarded("point-to-point reader", [&] { st = Read(host, link); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --live_readers_;
+    pause_cv_.notify_all();
+  }
   if (!st.ok()) handler_->OnLinkFailed(host, st);
+}
+
+Status PeerChannel::AwaitFrame(Link* link) {
+  const int fd = link->socket_fd();
+  if (fd < 0) return Status::Ok();  // the first Recv waits (a link that cannot pause)
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (pausing_ && !closed_) {
+        ++paused_readers_;
+        pause_cv_.notify_all();
+        pause_cv_.wait(lock, [this] { return !pausing_ || closed_; });
+        --paused_readers_;
+        continue;
+      }
+      if (closed_) return Status::Ok();  // the Recv fails on the shut link
+    }
+    pollfd fds[2] = {{fd, POLLIN, 0}, {pause_wake_.get(), POLLIN, 0}};
+    const int n = poll(fds, 2, -1);
+    if (n < 0 && errno != EINTR) return SystemError("poll of a point-to-point link: %s", strerror(errno));
+    if (n <= 0 || fds[1].revents != 0) continue;  // a pause began: stop before reading
+    if (fds[0].revents != 0) return Status::Ok();
+  }
 }
 
 Status PeerChannel::Read(int host, Link* link) {
@@ -137,6 +214,7 @@ Status PeerChannel::Read(int host, Link* link) {
     // frame has begun the rest of it must follow within the timeout.
     FrameHeader h{};
     auto* head_bytes = reinterpret_cast<uint8_t*>(&h);
+    CONDUIT_RETURN_IF_ERROR(AwaitFrame(link));
     CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes, 1}}, Deadline::Never()));
     CONDUIT_RETURN_IF_ERROR(link->Recv({{head_bytes + 1, sizeof(h) - 1}}, Deadline::AfterMs(timeout_ms_)));
     if (Status bad = CheckP2pFrameHeader(h); !bad.ok()) {

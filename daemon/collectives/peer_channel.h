@@ -11,6 +11,7 @@
 #define CONDUIT_DAEMON_COLLECTIVES_PEER_CHANNEL_H_
 
 #include <cstddef>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/fd_io.h"
 #include "common/status.h"
 #include "transport/link.h"
 
@@ -68,6 +70,16 @@ class PeerChannel {
   // Shutdown and waits for the readers.
   void Close();
 
+  // Live upgrade (docs/upgrade.md): stops every reader before its next frame (one in the
+  // middle of a frame reads it to the end first), so what the peers send from then on waits
+  // in the kernel for whichever process reads the sockets next. Ok once every reader has
+  // stopped; after `deadline`, or for a link without a socket, an error and the channel
+  // goes on.
+  Status Pause(Deadline deadline);
+  void Resume();
+  // While paused: a duplicate of each link's socket, per host (invalid where none).
+  Status DupSockets(std::vector<UniqueFd>* per_host) const;
+
   int nhosts() const;
   // The peers with a link: host and the link's peer name.
   std::vector<std::pair<int, std::string>> Peers() const;
@@ -77,6 +89,8 @@ class PeerChannel {
   void ReaderLoop(int host, Link* link);
   // Reads the link from `host` until it ends; OK for a goodbye or an abort notice.
   Status Read(int host, Link* link);
+  // Returns once the next frame's first byte can be read; stops on the way while paused.
+  Status AwaitFrame(Link* link);
 
   Handler* const handler_;
   const int timeout_ms_;
@@ -90,6 +104,12 @@ class PeerChannel {
   std::vector<std::unique_ptr<Link>> links_;  // per host; null until attached
   std::vector<std::thread> readers_;
   bool closed_ = false;
+  // The pause (under mu_): readers still reading, and those stopped.
+  UniqueFd pause_wake_;  // an eventfd, readable while a pause is on
+  std::condition_variable pause_cv_;
+  bool pausing_ = false;
+  int live_readers_ = 0;
+  int paused_readers_ = 0;
 };
 
 }  // namespace conduit

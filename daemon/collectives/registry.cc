@@ -39,6 +39,12 @@ void CommRegistry::ExpireParkedLoop() {
   while (!stopping_) {
     stop_cv_.wait_for(lock, std::chrono::seconds(1));
     if (stopping_) return;
+    auto lost = ExpireHanded();
+    if (!lost.empty()) {
+      lock.unlock();
+      for (auto& [comm, why] : lost) comm->Abort(why);
+      lock.lock();
+    }
     size_t dropped = ExpireParked();
     if (dropped > 0) {
       CLOG_WARN("dropped %zu link(s) from other daemons for communicators that did not form here within %d ms",

@@ -55,6 +55,23 @@ class CommRegistry {
   // Links parked now (for tests and the operator).
   size_t ParkedLinks();
 
+  // Live upgrade (registry_handover.cc, docs/upgrade.md). With every local rank's session
+  // stopped between two requests: quiesces every communicator and exports them. Refused
+  // (and everything goes on) while a communicator is being formed here or one is busy.
+  Status ExportForHandover(Deadline deadline, std::vector<HandedComm>* out);
+  // The upgrade was called off: the quiesced communicators go on.
+  void ResumeHandover();
+  // In the next process, before it is told to go: builds the handed-over communicators,
+  // which start nothing yet. Checked as any input; on an error none is kept.
+  Status AdoptHandedOver(std::vector<HandedComm> comms);
+  // Once the old process has stopped for good: the adopted communicators start reading.
+  void StartHandedOver();
+  // The communicator a handed-over session of local rank `rank` goes on with, or null. The
+  // registry holds each adopted communicator until its local ranks have taken it, or for
+  // kHandedWaitMs: then the ranks that never came count as gone (the communicator fails).
+  std::shared_ptr<Communicator> TakeHandedOver(uint64_t key, int rank);
+  static constexpr int kHandedWaitMs = 10000;
+
  private:
   struct ParkedLink {
     int from_host;
@@ -65,7 +82,17 @@ class CommRegistry {
     Deadline expires;
   };
 
+  // An adopted communicator waiting for its local ranks' sessions (TakeHandedOver).
+  struct Handed {
+    std::shared_ptr<Communicator> comm;
+    std::set<int> waiting;  // local ranks not taken yet
+    Deadline expires = Deadline::Never();
+  };
+
   Status ConnectLinks(Communicator& comm);
+  // The adopted communicators whose ranks did not come in time, with the reason to fail
+  // them for (needs mu_; the caller aborts them without it).
+  std::vector<std::pair<std::shared_ptr<Communicator>, Status>> ExpireHanded();
   // Drops parked links whose communicator did not form in time; runs every second.
   void ExpireParkedLoop();
   size_t ExpireParked();  // needs mu_
@@ -83,6 +110,8 @@ class CommRegistry {
   std::set<uint64_t> accepting_;  // communicators whose incoming links attach directly
   std::map<uint64_t, std::vector<ParkedLink>> parked_;
   size_t parked_count_ = 0;
+  std::vector<std::shared_ptr<Communicator>> quiesced_;  // by ExportForHandover
+  std::map<uint64_t, Handed> handed_;
   std::thread expirer_;
 };
 

@@ -45,6 +45,11 @@ void Reply(int fd, const Status& status, const std::vector<std::string>& addrs, 
 
 }  // namespace
 
+size_t RendezvousTable::open() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
 void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, const std::string& proven,
                             Deadline deadline) {
   std::string daemon;

@@ -40,6 +40,8 @@ class RendezvousTable {
   // `proven` is the daemon the connection authenticated as, "" under --insecure-peers (see
   // ValidateRegister, peer_messages.h).
   void Serve(int fd, const peerproto::RegisterRequest& request, const std::string& proven, Deadline deadline);
+  // Communicators whose rendezvous this root serves now.
+  size_t open();
 
  private:
   struct Entry {

@@ -99,7 +99,8 @@ void ObjectService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
   session.Run();
 }
 
-void ObjectService::AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state) {
+void ObjectService::AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state,
+                                 std::vector<UniqueFd> /*fds: an object session holds none*/) {
   ProgramSession session(this, std::move(fd), creds);
   Status st = session.Restore(state);
   if (!st.ok()) {

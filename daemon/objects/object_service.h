@@ -94,7 +94,8 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   ObjectMetrics Metrics();
 
   // Service: program sessions across a live upgrade.
-  void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state) override;
+  void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state,
+                    std::vector<UniqueFd> fds) override;
 
   // Live upgrade. The copies to hand over (their memfds duplicated), or kUnavailable while any
   // copy is being written or fetched, or a reduce runs here: called with every program

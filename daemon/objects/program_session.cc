@@ -99,7 +99,10 @@ Status ProgramSession::Restore(const std::string& bytes) {
 }
 
 void ProgramSession::Run() {
-  ProgramPark::Member member(service_->program_park(), fd_.get(), [this] { return SavedState(); });
+  ProgramPark::Member member(service_->program_park(), fd_.get(), [this](std::string* state, std::vector<UniqueFd>*) {
+    *state = SavedState();
+    return Status::Ok();
+  });
   for (;;) {
     Frame f;
     Status st = ReadRequest(member, &f);

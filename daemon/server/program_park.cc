@@ -11,10 +11,17 @@
 
 namespace conduit {
 
-ProgramPark::ProgramPark(ServiceId service)
-    : service_(service), wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+namespace {
 
-ProgramPark::Member::Member(ProgramPark* park, int fd, std::function<std::string()> state)
+// How often a session that may not stop yet (its group is busy) looks again.
+constexpr int kGroupRecheckMs = 5;
+
+}  // namespace
+
+ProgramPark::ProgramPark(ServiceId service, std::function<void()> on_resume)
+    : service_(service), on_resume_(std::move(on_resume)), wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+ProgramPark::Member::Member(ProgramPark* park, int fd, StateFn state)
     : park_(park), fd_(fd), state_(std::move(state)) {
   std::lock_guard<std::mutex> lock(park_->mu_);
   park_->members_.insert(this);
@@ -22,16 +29,49 @@ ProgramPark::Member::Member(ProgramPark* park, int fd, std::function<std::string
 
 ProgramPark::Member::~Member() {
   std::lock_guard<std::mutex> lock(park_->mu_);
+  if (in_request_ && group_ != 0 && --park_->busy_[group_] == 0) park_->busy_.erase(group_);
   park_->members_.erase(this);
 }
 
+void ProgramPark::Member::SetGroup(uint64_t group) {
+  std::lock_guard<std::mutex> lock(park_->mu_);
+  if (in_request_ && group_ != 0 && --park_->busy_[group_] == 0) park_->busy_.erase(group_);
+  group_ = group;
+  if (in_request_ && group_ != 0) ++park_->busy_[group_];
+}
+
+void ProgramPark::Member::BeginRequest() {
+  in_request_ = true;
+  if (group_ != 0) ++park_->busy_[group_];
+}
+
+bool ProgramPark::MayPark(const Member& m) const { return m.group_ == 0 || busy_.count(m.group_) == 0; }
+
 Status ProgramPark::Member::AwaitRequest() {
+  if (in_request_) {
+    std::lock_guard<std::mutex> lock(park_->mu_);
+    in_request_ = false;
+    if (group_ != 0 && --park_->busy_[group_] == 0) park_->busy_.erase(group_);
+  }
   for (;;) {
     // A park stops a session at its request boundary even when the next request has
     // arrived: its bytes stay in the kernel for the next process.
     if (park_->parking_.load()) {
       std::unique_lock<std::mutex> lock(park_->mu_);
       if (!park_->parking_.load()) continue;  // it just ended
+      if (!park_->MayPark(*this)) {
+        // Another session of its group is in a request, which may need this one's next:
+        // serve that when it comes, and stop once the group is quiet.
+        lock.unlock();
+        pollfd fd = {fd_, POLLIN, 0};
+        const int n = poll(&fd, 1, kGroupRecheckMs);
+        if (n < 0 && errno != EINTR) return SystemError("poll of a program connection: %s", strerror(errno));
+        if (n <= 0) continue;
+        lock.lock();
+        if (park_->parking_.load() && park_->MayPark(*this)) continue;  // quiet now: stop first
+        BeginRequest();
+        return Status::Ok();
+      }
       parked_ = true;
       ++park_->parked_;
       park_->cv_.notify_all();
@@ -42,11 +82,20 @@ Status ProgramPark::Member::AwaitRequest() {
     }
     // A program in a loop sends its next request soon after the reply: caught without a
     // wake-up when possible (common/busy_poll.h).
-    if (SpinUntilReady(fd_, POLLIN)) return Status::Ok();
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {park_->wake_.get(), POLLIN, 0}};
-    const int n = poll(fds, park_->wake_.valid() ? 2 : 1, -1);
-    if (n < 0 && errno != EINTR) return SystemError("poll of a program connection: %s", strerror(errno));
-    if (n > 0 && fds[1].revents == 0 && fds[0].revents != 0) return Status::Ok();
+    bool ready = SpinUntilReady(fd_, POLLIN);
+    if (!ready) {
+      pollfd fds[2] = {{fd_, POLLIN, 0}, {park_->wake_.get(), POLLIN, 0}};
+      const int n = poll(fds, park_->wake_.valid() ? 2 : 1, -1);
+      if (n < 0 && errno != EINTR) return SystemError("poll of a program connection: %s", strerror(errno));
+      ready = n > 0 && fds[1].revents == 0 && fds[0].revents != 0;
+    }
+    if (!ready) continue;
+    std::lock_guard<std::mutex> lock(park_->mu_);
+    // Decided under the park's lock, so that a session of a group never begins a request
+    // once the others have stopped.
+    if (park_->parking_.load() && park_->MayPark(*this)) continue;
+    BeginRequest();
+    return Status::Ok();
   }
 }
 
@@ -70,18 +119,21 @@ Status ProgramPark::Export(std::vector<HandedProgram>* out) const {
     h.service = service_;
     h.fd.reset(fcntl(m->fd_, F_DUPFD_CLOEXEC, 0));
     if (!h.fd.valid()) return SystemError("dup of a program connection: %s", strerror(errno));
-    h.state = m->state_();
+    CONDUIT_RETURN_IF_ERROR(m->state_(&h.state, &h.fds));
     out->push_back(std::move(h));
   }
   return Status::Ok();
 }
 
 void ProgramPark::Resume() {
-  std::lock_guard<std::mutex> lock(mu_);
-  parking_.store(false);
-  uint64_t value;
-  (void)!read(wake_.get(), &value, sizeof(value));
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    parking_.store(false);
+    uint64_t value;
+    (void)!read(wake_.get(), &value, sizeof(value));
+    cv_.notify_all();
+  }
+  if (on_resume_) on_resume_();
 }
 
 }  // namespace conduit

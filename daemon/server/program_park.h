@@ -8,6 +8,11 @@
 // process reads the connection next. A session in the middle of a request finishes it
 // first. After a handover the park never ends: the parked sessions wait until the process
 // exits, and never touch their connections again.
+//
+// Sessions may form a group (the local ranks of one collective communicator): none of a
+// group stops while another is in a request, since that request may wait for the others'
+// next one (a collective runs once every local rank has called it). They stop together
+// once none is in a request.
 #ifndef CONDUIT_DAEMON_SERVER_PROGRAM_PARK_H_
 #define CONDUIT_DAEMON_SERVER_PROGRAM_PARK_H_
 
@@ -15,6 +20,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -29,7 +35,9 @@ namespace conduit {
 
 class ProgramPark {
  public:
-  explicit ProgramPark(ServiceId service);
+  // `on_resume` (may be empty) runs when an upgrade is called off, after the sessions go on:
+  // the service undoes what it stopped besides them.
+  explicit ProgramPark(ServiceId service, std::function<void()> on_resume = nullptr);
   ProgramPark(const ProgramPark&) = delete;
   ProgramPark& operator=(const ProgramPark&) = delete;
 
@@ -37,20 +45,29 @@ class ProgramPark {
   // process (read only while the session is parked).
   class Member {
    public:
-    Member(ProgramPark* park, int fd, std::function<std::string()> state);
+    // `state` encodes the session and may add descriptors it holds (duplicates).
+    using StateFn = std::function<Status(std::string* state, std::vector<UniqueFd>* fds)>;
+    Member(ProgramPark* park, int fd, StateFn state);
     ~Member();
     Member(const Member&) = delete;
     Member& operator=(const Member&) = delete;
     // Waits without a bound for the next request to begin on the connection; parks on
-    // the way while a park is on. An error when the connection cannot be waited on.
+    // the way while a park is on. An error when the connection cannot be waited on. The
+    // session is in a request from its return to the next call.
     Status AwaitRequest();
+    // Joins group `group` (0: none); called by the session's own thread.
+    void SetGroup(uint64_t group);
 
    private:
     friend class ProgramPark;
+    // Marks the session in a request (needs park_->mu_).
+    void BeginRequest();
     ProgramPark* park_;
     int fd_;
-    std::function<std::string()> state_;
+    StateFn state_;
     bool parked_ = false;  // under park_->mu_
+    uint64_t group_ = 0;   // under park_->mu_
+    bool in_request_ = false;  // the session's own thread only
   };
 
   // The upgrade's side.
@@ -61,13 +78,18 @@ class ProgramPark {
   void Resume();              // the upgrade was called off: every session goes on
 
  private:
+  // Whether `m` may stop now (needs mu_).
+  bool MayPark(const Member& m) const;
+
   const ServiceId service_;
+  const std::function<void()> on_resume_;
   UniqueFd wake_;  // an eventfd, readable while a park is on
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> parking_{false};  // written under mu_
   std::set<Member*> members_;
   size_t parked_ = 0;
+  std::map<uint64_t, int> busy_;  // group -> its sessions in a request
 };
 
 }  // namespace conduit

@@ -34,11 +34,21 @@ struct ProgramCredentials {
 };
 
 // A program connection handed to the process that replaces this daemon (a live upgrade,
-// docs/upgrade.md): the connection, and the session as its service encodes it.
+// docs/upgrade.md): the connection, the session as its service encodes it, and the other
+// descriptors the session holds (a shared segment), which its state names by position.
 struct HandedProgram {
   ServiceId service = ServiceId::kCollectives;
   UniqueFd fd;
   std::string state;
+  std::vector<UniqueFd> fds;
+};
+
+// What a service's sessions share, handed over with them (collective communicators and
+// their links): the service's own encoding, and the descriptors it names by position.
+struct HandedShared {
+  ServiceId service = ServiceId::kCollectives;
+  std::string state;
+  std::vector<UniqueFd> fds;
 };
 
 class ProgramPark;
@@ -63,13 +73,30 @@ class Service {
   // handed over (server/program_park.h); null for a service whose sessions do not move, and
   // while one of those serves a program the router refuses the upgrade.
   virtual ProgramPark* program_park() { return nullptr; }
+  // Once its sessions are parked: what they share, for the new process. Undone by the
+  // park's Resume when the upgrade is called off.
+  virtual Status ExportShared(HandedShared* out) {
+    (void)out;
+    return Status::Ok();
+  }
+  // In the new process, before it tells the old one it is ready: takes what the old one's
+  // ExportShared gave (checked as any input); starts nothing.
+  virtual Status AdoptShared(HandedShared in) {
+    (void)in;
+    return Status::Ok();
+  }
+  // In the new process, once the old one has stopped for good, before the sessions are
+  // adopted: starts what AdoptShared took.
+  virtual void StartShared() {}
   // In the new process: serves a handed-over connection from where the old one stopped
-  // (on its own thread, as ServeProgram). `state` comes from the old process and is
-  // checked like any input.
-  virtual void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state) {
+  // (on its own thread, as ServeProgram). `state` and `fds` come from the old process and
+  // are checked like any input.
+  virtual void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state,
+                            std::vector<UniqueFd> fds) {
     (void)fd;
     (void)creds;
     (void)state;
+    (void)fds;
   }
 };
 

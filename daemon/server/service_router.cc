@@ -233,7 +233,8 @@ void ServiceRouter::ServeListed(Service* service, UniqueFd fd, const ProgramCred
   ReleaseProgram(creds.uid);
 }
 
-Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>* out) {
+Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>* out,
+                                   std::vector<HandedShared>* shared) {
   // Sessions that cannot move refuse the upgrade before any other session is stopped.
   std::map<std::string, int> unmovable;
   {
@@ -272,11 +273,33 @@ Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>
   for (ProgramPark* park : parks) {
     if (st.ok()) st = park->Export(out);
   }
+  for (size_t id = 0; id < services_.size() && st.ok(); ++id) {
+    Service* service = services_[id];
+    if (service == nullptr || service->program_park() == nullptr) continue;
+    HandedShared h;
+    h.service = static_cast<ServiceId>(id);
+    st = service->ExportShared(&h);
+    if (st.ok() && (!h.state.empty() || !h.fds.empty())) shared->push_back(std::move(h));
+  }
   if (!st.ok()) {
     out->clear();
+    shared->clear();
     ResumePrograms();
   }
   return st;
+}
+
+Status ServiceRouter::AdoptShared(HandedShared shared) {
+  const size_t id = static_cast<size_t>(shared.service);
+  Service* service = id < services_.size() ? services_[id] : nullptr;
+  if (service == nullptr) return InvalidArgument("state handed over for service %zu, which this daemon lacks", id);
+  return service->AdoptShared(std::move(shared));
+}
+
+void ServiceRouter::StartShared() {
+  for (Service* service : services_) {
+    if (service != nullptr) service->StartShared();
+  }
 }
 
 void ServiceRouter::ResumePrograms() {
@@ -285,13 +308,15 @@ void ServiceRouter::ResumePrograms() {
   }
 }
 
-bool ServiceRouter::AdoptProgram(ServiceId id, UniqueFd fd, const std::string& state) {
+bool ServiceRouter::AdoptProgram(ServiceId id, UniqueFd fd, const std::string& state, std::vector<UniqueFd> fds) {
   Service* service = services_[static_cast<uint8_t>(id)];
   const ProgramCredentials creds = CredentialsOf(fd.get());
   if (service == nullptr || creds.uid < 0 || !AdmitProgram(creds.uid)) return false;
-  auto serve = [this, service, creds, state](UniqueFd c) {
-    ServeListed(service, std::move(c), creds,
-                [service, creds, &state](UniqueFd s) { service->AdoptProgram(std::move(s), creds, state); });
+  auto held = std::make_shared<std::vector<UniqueFd>>(std::move(fds));
+  auto serve = [this, service, creds, state, held](UniqueFd c) {
+    ServeListed(service, std::move(c), creds, [service, creds, &state, held](UniqueFd s) {
+      service->AdoptProgram(std::move(s), creds, state, std::move(*held));
+    });
   };
   if (!StartThread("handed-over program", serve, std::move(fd))) {
     ReleaseProgram(creds.uid);

@@ -76,14 +76,19 @@ class ServiceRouter {
   // session between two requests (Service::program_park) and hands back their connections.
   // Fails, and every session goes on, when by `deadline` a connection is still open that
   // no service stopped: one of a service whose sessions do not move, one in a long
-  // request, or one not yet routed.
-  Status ParkPrograms(Deadline deadline, std::vector<HandedProgram>* out);
+  // request, or one not yet routed. Then takes what the services' sessions share
+  // (Service::ExportShared).
+  Status ParkPrograms(Deadline deadline, std::vector<HandedProgram>* out, std::vector<HandedShared>* shared);
   // The upgrade was called off after ParkPrograms succeeded: every session goes on.
   void ResumePrograms();
   // In the new process: serves a connection handed over by the old one, from where that
   // one stopped (Service::AdoptProgram); counted and listed like any program connection.
   // False when it cannot (no such service, a cap, no thread), the connection then closed.
-  bool AdoptProgram(ServiceId service, UniqueFd fd, const std::string& state);
+  bool AdoptProgram(ServiceId service, UniqueFd fd, const std::string& state, std::vector<UniqueFd> fds);
+  // In the new process: what the old one's services shared (Service::AdoptShared, before
+  // Ready; Service::StartShared, after Go).
+  Status AdoptShared(HandedShared shared);
+  void StartShared();
 
   // Program connections open: served, or accepted and not yet routed to their service.
   size_t ProgramConnections() const;

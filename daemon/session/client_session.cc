@@ -24,8 +24,15 @@ bool ParseExact(const Frame& frame, T* out) {
 
 }  // namespace
 
-ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid)
-    : fd_(std::move(fd)), registry_(registry), policy_(policy), exe_(std::move(exe)), pid_(pid), device_(pid) {}
+ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid,
+                             ProgramPark* park)
+    : fd_(std::move(fd)),
+      registry_(registry),
+      park_(park),
+      policy_(policy),
+      exe_(std::move(exe)),
+      pid_(pid),
+      device_(pid) {}
 
 ClientSession::~ClientSession() {
   // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
@@ -43,10 +50,20 @@ Status ClientSession::ReplyStatus(uint16_t type, const Status& status) {
   return Reply(type, &wire, sizeof(wire));
 }
 
+void ClientSession::JoinParkGroup() {
+  if (member_) member_->SetGroup(comm_ ? comm_->key() : 0);
+}
+
 void ClientSession::Run() {
+  if (park_ != nullptr) {
+    member_ = std::make_unique<ProgramPark::Member>(
+        park_, fd_.get(), [this](std::string* state, std::vector<UniqueFd>* fds) { return SavedState(state, fds); });
+    JoinParkGroup();
+  }
   for (;;) {
     Frame frame;
-    Status st = ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &frame,
+    Status st = member_ ? member_->AwaitRequest() : Status::Ok();
+    if (st.ok()) st = ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &frame,
                                    shimproto::kFrameTimeoutMs, /*accept_fd=*/true);
     if (!st.ok()) {
       if (!IsEndOfStream(st)) {
@@ -104,6 +121,7 @@ void ClientSession::Run() {
       case shimproto::kCommDestroy:
         if (comm_) comm_->Leave(rank_, /*graceful=*/true);
         comm_.reset();
+        JoinParkGroup();
         st = ReplyStatus(shimproto::kCommDestroyReply, Status::Ok());
         break;
       default:
@@ -168,6 +186,7 @@ Status ClientSession::HandleCommInit(const Frame& frame) {
   }
   comm_ = comm;
   rank_ = req.rank;
+  JoinParkGroup();
   const Membership& m = comm->membership();
   shimproto::CommInitReply head{};
   head.status = ToWire(Status::Ok());
@@ -226,6 +245,7 @@ Status ClientSession::HandleAttach(Frame& frame) {
     st = InvalidArgument("AttachShm arrived without a file descriptor");
   } else {
     st = shm_.Map(frame.fd.get(), req.size, policy_->max_shm_bytes());
+    if (st.ok()) shm_fd_ = std::move(frame.fd);
   }
   return ReplyStatus(shimproto::kAttachShmReply, st);
 }

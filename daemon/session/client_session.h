@@ -9,6 +9,7 @@
 #include "collectives/registry.h"
 #include "common/fd_io.h"
 #include "common/frame.h"
+#include "server/program_park.h"
 #include "server/program_policy.h"
 #include "common/shm_segment.h"
 #include "session/device_session.h"
@@ -18,12 +19,21 @@ namespace conduit {
 class ClientSession {
  public:
   // `exe`: the program's executable as the kernel names it (tenant policies match on it);
-  // `pid`: its process, as the kernel reports the socket's peer.
-  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid);
+  // `pid`: its process, as the kernel reports the socket's peer. `park` (may be null) stops
+  // the session between two requests for a live upgrade.
+  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid,
+                ProgramPark* park = nullptr);
   ~ClientSession();
 
   // Serves requests until the program disconnects or sends something unparseable.
   void Run();
+
+  // Live upgrade (docs/upgrade.md): the session as the next process needs it, with a
+  // duplicate of its shared segment; refused while it holds GPU state.
+  Status SavedState(std::string* state, std::vector<UniqueFd>* fds) const;
+  // In the next process, before Run: goes on from what the old process saved (checked as
+  // any input), with the communicator it handed over (CommRegistry::TakeHandedOver).
+  Status Restore(const std::string& state, std::vector<UniqueFd> fds);
 
  private:
   Status HandleHello(const Frame& frame, bool* close_after);
@@ -36,8 +46,13 @@ class ClientSession {
   Status Reply(uint16_t type, const void* payload, size_t len);
   Status ReplyStatus(uint16_t type, const Status& status);
 
+  // Joins comm_'s group of sessions in the park (ProgramPark::Member::SetGroup).
+  void JoinParkGroup();
+
   UniqueFd fd_;
   CommRegistry* registry_;
+  ProgramPark* const park_;
+  std::unique_ptr<ProgramPark::Member> member_;  // while Run serves
   const ProgramPolicy* policy_;
   const std::string exe_;
   const int pid_;
@@ -46,6 +61,7 @@ class ClientSession {
   std::shared_ptr<Communicator> comm_;
   int rank_ = -1;
   ShmSegment shm_;
+  UniqueFd shm_fd_;  // the segment's memfd, kept to hand it over
   DeviceSession device_;
 };
 

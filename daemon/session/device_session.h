@@ -28,6 +28,9 @@ class DeviceSession {
 
   Status Register(const shimproto::RegisterBufferRequest& request);
   Status Release(uint64_t buffer_id);
+  // Buffers registered now, and whether an event was opened (GPU state, which a live
+  // upgrade does not move yet).
+  bool holds_device_state() const { return !buffers_.empty() || ready_ != nullptr; }
 
   // Resolves a device group of `rank` of a communicator of `nranks`: each kOpDevice op's buffers,
   // checked against the registered sizes, and the program's ready event (opened once and

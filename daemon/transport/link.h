@@ -65,6 +65,9 @@ class Link {
   // set it only while no transfer runs on the link.
   virtual void SetPacer(SendPacer* pacer) { (void)pacer; }
   virtual const std::string& peer_name() const = 0;
+  // The socket under the link, for waiting on it without reading and for handing it to the
+  // process that replaces this daemon (docs/upgrade.md); -1 for a link without one.
+  virtual int socket_fd() const { return -1; }
 };
 
 size_t TotalBytes(const std::vector<ConstSpan>& spans);

@@ -35,6 +35,7 @@ class TcpLink : public Link {
   const std::string& peer_name() const override { return peer_name_; }
 
   int fd() const { return fd_.get(); }
+  int socket_fd() const override { return fd_.get(); }
 
  private:
   UniqueFd fd_;

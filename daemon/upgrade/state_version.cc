@@ -8,9 +8,10 @@
 #include "upgrade/handover.h"
 
 // Versions: 1, the sockets and the operator's changes; 2, also the object store's copies
-// (DaemonState.objects, which a version 1 reader would drop).
+// (DaemonState.objects, which a version 1 reader would drop); 3, also collectives sessions
+// and their communicators (DaemonState.shared, ProgramSession.descriptors).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 2
+#define CONDUIT_UPGRADE_STATE_VERSION 3
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

@@ -244,3 +244,42 @@ write("upgrade_handover", "new-listener-then-state",
 HELLO = struct.pack("<II56s", 1, 2, b"conduitd 0.1.0")
 write("upgrade_handover", "old-hello-ready", b"\x01" + upgrade_frame(1, HELLO) + upgrade_frame(5))
 write("upgrade_handover", "old-hello-failed", b"\x01" + upgrade_frame(1, HELLO) + upgrade_frame(6, STATUS_REFUSED))
+
+
+# collectives_handover: a CollectivesState (protocol/upgrade_state.proto); descriptors 1..8
+# are sockets, 9 a pipe. This daemon is 10.0.0.1:29611.
+def comm_key(secret):
+    import hashlib
+    k = int.from_bytes(hashlib.sha256(b"conduit comm key v1\0" + secret).digest()[:8], "little")
+    return k or 1
+
+
+def packed(number, values):
+    return ldelim(number, b"".join(varint(v) for v in values))
+
+
+def communicator(hosts, host_of_rank, links=(), messages=(), failed=None, secret=bytes(range(32))):
+    ring = list(range(len(hosts)))
+    c = (key(1, 0) + varint(comm_key(secret)) + ldelim(2, secret) + key(3, 0) + varint(len(host_of_rank)) +
+         ldelim(4, b"train.py") + b"".join(ldelim(5, h.encode()) for h in hosts) + packed(6, host_of_rank) +
+         packed(7, ring) + key(8, 0) + varint(42) + packed(10, ring) + ldelim(11, b"auto"))
+    if failed:
+        c += key(17, 0) + varint(failed[0]) + ldelim(18, failed[1])
+    for host, coll, p2p in links:
+        c += ldelim(19, key(1, 0) + varint(host) + key(2, 0) + varint(coll) + key(3, 0) + varint(-1) +
+                    key(6, 0) + varint(p2p))
+    for src, dst, payload in messages:
+        c += ldelim(20, key(1, 0) + varint(src) + key(2, 0) + varint(dst) + ldelim(3, payload))
+    return ldelim(1, c)
+
+
+ME, PEER, THIRD = "10.0.0.1:29611", "10.0.0.2:29611", "10.0.0.3:29611"
+write("collectives_handover", "two-hosts", communicator([ME, PEER], [0, 0, 1, 1], [(1, 1, 2)], [(2, 0, b"abcd")]))
+write("collectives_handover", "three-hosts-second",
+      communicator([PEER, ME, THIRD], [0, 1, 2], [(0, 1, 2), (2, 3, 4)]))
+write("collectives_handover", "one-host", communicator([ME], [0, 0]))
+write("collectives_handover", "failed", communicator([ME, PEER], [0, 1], failed=(6, b"rank 1 exited")))
+write("collectives_handover", "pipe-as-link", communicator([ME, PEER], [0, 1], [(1, 9, 2)]))
+write("collectives_handover", "two-communicators",
+      communicator([ME, PEER], [0, 1], [(1, 1, 2)]) +
+      communicator([PEER, ME], [0, 1], [(0, 3, 4)], secret=bytes(range(1, 33))))

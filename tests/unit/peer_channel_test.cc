@@ -1,14 +1,18 @@
 // PeerChannel (collectives/peer_channel.h), the communicator's p2p channel, between two
 // "daemons" in one process over socketpair links: messages and control frames reach the
 // other side's handler in order, an abort notice carries its reason, a goodbye ends the
-// link quietly, and a bad frame or a lost link is reported as a failure of that link.
+// link quietly, and a bad frame or a lost link is reported as a failure of that link. A
+// pause (live upgrade) stops the readers between two frames, leaving what comes next in
+// the kernel.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/peer_channel.h"
@@ -125,6 +129,48 @@ TEST(PeerChannelTest, BadFramesAndLostLinksFailTheLink) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].rfind("failed 0 ", 0), 0u) << got[0];
   }
+}
+
+TEST(PeerChannelTest, APauseLeavesTheNextFrameInTheKernel) {
+  Pair p;
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "one", 3, Deadline::AfterMs(2000)).ok());
+  ASSERT_EQ(p.heard1.Wait(1).size(), 1u);
+  ASSERT_TRUE(p.ch1.Pause(Deadline::AfterMs(2000)).ok());
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "two", 3, Deadline::AfterMs(2000)).ok());
+  EXPECT_EQ(p.heard1.Wait(2, 300).size(), 1u);  // not read
+  // The frame waits whole in the socket, for whichever process reads it next.
+  std::vector<UniqueFd> sockets;
+  ASSERT_TRUE(p.ch1.DupSockets(&sockets).ok());
+  ASSERT_EQ(sockets.size(), 2u);
+  ASSERT_TRUE(sockets[0].valid());
+  EXPECT_FALSE(sockets[1].valid());  // no link with itself
+  uint8_t peek[64];
+  const ssize_t waiting = recv(sockets[0].get(), peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
+  EXPECT_EQ(waiting, static_cast<ssize_t>(sizeof(FrameHeader) + sizeof(peerproto::P2pData) + 3));
+  // Called off: the reader goes on from that frame.
+  p.ch1.Resume();
+  std::vector<std::string> got = p.heard1.Wait(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], "msg 0->1 two");
+}
+
+TEST(PeerChannelTest, APauseWaitsForAFrameInProgress) {
+  Pair p;
+  // Half a frame: the reader is inside it and cannot stop until the rest comes.
+  peerproto::P2pData head{0, 1, 4};
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(head), 0};
+  ASSERT_TRUE(p.raw01->Send({{&h, sizeof(h)}, {&head, sizeof(head)}, {"ab", 2}}, Deadline::AfterMs(1000)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Status st = p.ch1.Pause(Deadline::AfterMs(200));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("in the middle of a message"), std::string::npos) << st.message();
+  // The channel went on: the rest of the frame completes the message.
+  ASSERT_TRUE(p.raw01->Send({{"cd", 2}}, Deadline::AfterMs(1000)).ok());
+  std::vector<std::string> got = p.heard1.Wait(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "msg 0->1 abcd");
+  EXPECT_TRUE(p.ch1.Pause(Deadline::AfterMs(2000)).ok());
+  p.ch1.Resume();
 }
 
 }  // namespace

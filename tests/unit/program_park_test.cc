@@ -1,6 +1,8 @@
 // ProgramPark (server/program_park.h): program sessions stop between two requests for a
 // live upgrade, never in the middle of one, leave the next request unread in the kernel,
-// hand over their connections and state, and go on when the upgrade is called off.
+// hand over their connections and state, and go on when the upgrade is called off. The
+// sessions of a group (a communicator's local ranks) stop together, never one while
+// another's request waits for it.
 // Sessions are threads serving one-byte requests over socketpairs.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -8,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -25,18 +28,25 @@ struct Session {
   std::thread thread;
   std::atomic<int> served{0};
 
-  Session(ProgramPark* park, int work_ms, int id) {
+  // `group`: its ProgramPark group; `before_reply` runs in each request (a collective
+  // waiting for the other local ranks).
+  Session(ProgramPark* park, int work_ms, int id, uint64_t group = 0, std::function<void()> before_reply = nullptr) {
     int sv[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     program = sv[0];
     daemon = sv[1];
-    thread = std::thread([this, park, work_ms, id] {
-      ProgramPark::Member member(park, daemon, [id] { return "session " + std::to_string(id); });
+    thread = std::thread([this, park, work_ms, id, group, before_reply] {
+      ProgramPark::Member member(park, daemon, [id](std::string* state, std::vector<UniqueFd>*) {
+        *state = "session " + std::to_string(id);
+        return Status::Ok();
+      });
+      member.SetGroup(group);
       for (;;) {
         if (!member.AwaitRequest().ok()) return;
         unsigned char b;
         if (read(daemon, &b, 1) != 1) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+        if (before_reply) before_reply();
         ++b;
         ++served;
         if (write(daemon, &b, 1) != 1) return;
@@ -141,6 +151,45 @@ TEST(ProgramParkTest, ABusyProgramIsStoppedAtARequestBoundary) {
   stop.store(true);
   park.Resume();
   program.join();
+}
+
+TEST(ProgramParkTest, AGroupStopsTogetherOnceNoneIsInARequest) {
+  ProgramPark park(ServiceId::kCollectives);
+  constexpr uint64_t kGroup = 7;
+  auto b = std::make_unique<Session>(&park, 0, 1, kGroup);
+  // A's request completes only once B has served one: a collective of two local ranks.
+  Session a(&park, 0, 0, kGroup, [&b] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (b->served.load() == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  Session other(&park, 0, 2);  // not in the group: stops at once
+  a.Send(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // A waits for B
+  park.Begin();
+  ASSERT_TRUE(WaitParked(park, 1, 2000));  // `other`
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(park.parked(), 1u) << "B stopped while A's request waited for it";
+  // B's request arrives during the park: B serves it (A needs it), then both stop.
+  b->Send(1);
+  EXPECT_EQ(b->Reply(2000), 2);
+  EXPECT_EQ(a.Reply(2000), 2);
+  EXPECT_TRUE(WaitParked(park, 3, 2000));
+  // Stopped: the next request of either waits unread.
+  a.Send(5);
+  EXPECT_EQ(a.Reply(100), -1);
+  EXPECT_EQ(a.Unread(), 1);
+  park.Resume();
+  EXPECT_EQ(a.Reply(2000), 6);
+}
+
+TEST(ProgramParkTest, ResumeRunsTheServicesOwnUndo) {
+  std::atomic<int> undone{0};
+  ProgramPark park(ServiceId::kCollectives, [&undone] { ++undone; });
+  park.Begin();
+  park.Resume();
+  EXPECT_EQ(undone.load(), 1);
 }
 
 }  // namespace

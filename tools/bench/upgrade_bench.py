@@ -7,13 +7,17 @@ programs, not a connection storm that would only measure the accept loop's speed
 connects to the program socket and hangs up; one sends GET /v1/status on the admin socket
 and reads the answer (a new connection each time); and one is an object-store program
 (libhoplite through its C API) that stays connected and Gets a 256 KiB object it Put at
-the start, reconnecting and Putting it again when the daemon lost it, as a program must.
+the start, reconnecting and Putting it again when the daemon lost it, as a program must;
+and one is an NCCL job (two ranks, threads of one process, through Conduit's libnccl.so.2)
+that all-reduces 64 KiB of floats and checks the sums, making a new communicator when
+its old one failed, as a job restarting from its last step must.
 Meanwhile the daemon is replaced --rounds times by `conduitctl upgrade`, then --rounds
 times by stop-and-restart (SIGTERM, wait for the exit, start the same command line: what
 `systemctl restart` does). For each event it prints how many calls failed, how long
 callers could not get through (first to last failure), and the slowest call around it,
-next to the calls' median when nothing happens; then, for the object program, its calls
-over time around the first event of each kind.
+and when it got through again, next to the calls' median when nothing happens; then, for
+the object program and the NCCL job, their calls over time around the first event of each
+kind.
 
 usage: upgrade_bench.py [--build build] [--rounds 3] [--gap-s 1.0] [--interval-ms 1]
 """
@@ -107,6 +111,90 @@ class ObjectProgram:
             self.handle = None
 
 
+class CollectiveProgram:
+    """Two ranks (threads) of one communicator through the NCCL shim (ctypes): one call is
+    one all-reduce on both, its sums checked; after a failure the job makes a new
+    communicator (ncclGetUniqueId, ncclCommInitRank on both ranks) on its next call."""
+
+    COUNT = 16 * 1024  # floats
+    NCCL_FLOAT32, NCCL_SUM = 7, 0
+
+    def __init__(self, library, socket_path):
+        import ctypes
+        import queue
+        os.environ["CONDUIT_SOCKET"] = socket_path
+        os.environ.setdefault("CONDUIT_LOG_LEVEL", "error")  # a line per failed call otherwise
+        self.c = ctypes
+
+        class UniqueId(ctypes.Structure):
+            _fields_ = [("internal", ctypes.c_char * 128)]
+
+        self.UniqueId = UniqueId
+        self.lib = ctypes.CDLL(library)
+        self.lib.ncclGetUniqueId.argtypes = [ctypes.POINTER(UniqueId)]
+        self.lib.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId, ctypes.c_int]
+        self.lib.ncclAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                           ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.ncclCommAbort.argtypes = [ctypes.c_void_p]
+        self.comms = [None, None]
+        self.step = 0
+        self.send = [(ctypes.c_float * self.COUNT)() for _ in range(2)]
+        self.recv = [(ctypes.c_float * self.COUNT)() for _ in range(2)]
+        self.tasks = [queue.Queue(), queue.Queue()]
+        self.results = queue.Queue()
+        for r in range(2):
+            threading.Thread(target=self._rank, args=(r,), daemon=True).start()
+
+    def _rank(self, r):
+        while True:
+            task = self.tasks[r].get()
+            try:
+                self.results.put(task(r))
+            except Exception:  # noqa: BLE001 - a failed call is a result, never a dead rank
+                self.results.put(False)
+
+    def _both(self, task):
+        for q in self.tasks:
+            q.put(task)
+        return all([self.results.get(), self.results.get()])
+
+    def _init(self, uid):
+        def task(r):
+            comm = self.c.c_void_p()
+            ok = self.lib.ncclCommInitRank(self.c.byref(comm), 2, uid, r) == 0
+            self.comms[r] = comm if ok else None
+            return ok
+        return self._both(task)
+
+    def _allreduce(self, r):
+        k = float(self.step % 5)
+        buf = self.send[r]
+        for i in (0, self.COUNT // 2, self.COUNT - 1):
+            buf[i] = r + 1 + k
+        if self.lib.ncclAllReduce(buf, self.recv[r], self.COUNT, self.NCCL_FLOAT32, self.NCCL_SUM, self.comms[r],
+                                  None) != 0:
+            return False
+        return all(self.recv[r][i] == 3 + 2 * k for i in (0, self.COUNT // 2, self.COUNT - 1))
+
+    def __call__(self, _path):
+        if self.comms[0] is None or self.comms[1] is None:
+            uid = self.UniqueId()
+            if self.lib.ncclGetUniqueId(self.c.byref(uid)) != 0 or not self._init(uid):
+                self.close()
+                return False
+        self.step += 1
+        ok = self._both(self._allreduce)
+        if not ok:
+            self.close()
+        return ok
+
+    def close(self):
+        for r in range(2):
+            if self.comms[r] is not None:
+                self.lib.ncclCommAbort(self.comms[r])
+                self.comms[r] = None
+
+
 def program_connect(path):
     # Blocking, as the shims connect: a full backlog makes connect wait, not fail.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -183,9 +271,11 @@ def main():
     start()
     interval = args.interval_ms / 1e3
     objects = ObjectProgram(os.path.abspath(os.path.join(args.build, "lib", "libhoplite.so.0")))
+    collectives = CollectiveProgram(os.path.abspath(os.path.join(args.build, "lib", "libnccl.so.2")), sock)
     probers = [Prober("program socket connect", program_connect, sock, interval),
                Prober("admin GET /v1/status", admin_status, admin, interval),
-               Prober("object program Get (one connection)", objects, sock, interval)]
+               Prober("object program Get (one connection)", objects, sock, interval),
+               Prober("NCCL job all-reduce, 2 ranks", collectives, sock, interval)]
     for p in probers:
         p.start()
     events = []  # (kind, start, end)
@@ -209,13 +299,15 @@ def main():
         p.stop = True
     for p in probers:
         p.join()
+    collectives.close()
     os.kill(daemon_pid(admin), signal.SIGTERM)
 
     print(f"# conduitd replaced {args.rounds} times live and {args.rounds} times by stop-and-restart; "
           f"callers starting a call every {args.interval_ms:g} ms throughout")
     print()
-    print("| event | caller | calls in the window | failed | callers cut off (ms) | slowest call (ms) | median call, quiet (ms) |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| event | caller | calls in the window | failed | callers cut off (ms) | back after (ms) | slowest call (ms) "
+          "| median call, quiet (ms) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for p in probers:
         quiet = [d for (t, d, ok) in p.samples if ok and all(not (s - 0.5 <= t <= e + 0.5) for (_, s, e) in events)]
         median = statistics.median(quiet) * 1e3 if quiet else float("nan")
@@ -224,30 +316,38 @@ def main():
             failed = [(t, d) for (t, d, ok) in window if not ok]
             cut = (max(t + d for t, d in failed) - min(t for t, d in failed)) * 1e3 if failed else 0.0
             slowest = max((d for (t, d, ok) in window), default=0.0) * 1e3
-            print(f"| {kind} | {p.name} | {len(window)} | {len(failed)} | {cut:.1f} | {slowest:.1f} | {median:.3f} |")
+            # From the first failed call to the end of the first call that succeeded after it
+            # (a job that must make a new communicator comes back only then).
+            back = 0.0
+            if failed:
+                first = min(t for t, d in failed)
+                after = [t + d for (t, d, ok) in p.samples if ok and t > first]
+                back = (min(after) - first) * 1e3 if after else float("inf")
+            print(f"| {kind} | {p.name} | {len(window)} | {len(failed)} | {cut:.1f} | {back:.1f} | {slowest:.1f} "
+                  f"| {median:.3f} |")
     print()
-    # The object program over time around the first event of each kind: its slowest call
-    # per 10 ms (x: a call failed in that slot), from 20 ms before the event, or before its
-    # first failed call, for 300 ms.
-    p = probers[2]
-    for kind in ("live upgrade", "stop and restart"):
-        s, e = next((s, e) for (k, s, e) in events if k == kind)
-        failed = [t0 for (t0, d, ok) in p.samples if s <= t0 <= e + 0.05 and not ok]
-        begin = (failed[0] if failed else s) - 0.02
-        slots = []
-        t = begin
-        while t < begin + 0.3:
-            calls = [(d, ok) for (t0, d, ok) in p.samples if t <= t0 < t + 0.01]
-            if not calls:
-                slots.append("-")
-            elif not all(ok for _, ok in calls):
-                slots.append("x")
-            else:
-                slots.append(f"{max(d for d, _ in calls) * 1e3:.1f}")
-            t += 0.01
-        where = "its first failed call" if failed else "its start"
-        print(f"{p.name}, {kind}: slowest call (ms) per 10 ms from 20 ms before {where}, "
-              f"{(begin + 0.02 - s) * 1e3:.0f} ms into the event: " + " ".join(slots))
+    # The programs over time around the first event of each kind: the slowest call per 10 ms
+    # (x: a call failed in that slot), from 20 ms before the event, or before the first
+    # failed call, for 300 ms.
+    for p in probers[2:]:
+        for kind in ("live upgrade", "stop and restart"):
+            s, e = next((s, e) for (k, s, e) in events if k == kind)
+            failed = [t0 for (t0, d, ok) in p.samples if s <= t0 <= e + 0.05 and not ok]
+            begin = (failed[0] if failed else s) - 0.02
+            slots = []
+            t = begin
+            while t < begin + 0.3:
+                calls = [(d, ok) for (t0, d, ok) in p.samples if t <= t0 < t + 0.01]
+                if not calls:
+                    slots.append("-")
+                elif not all(ok for _, ok in calls):
+                    slots.append("x")
+                else:
+                    slots.append(f"{max(d for d, _ in calls) * 1e3:.1f}")
+                t += 0.01
+            where = "its first failed call" if failed else "its start"
+            print(f"{p.name}, {kind}: slowest call (ms) per 10 ms from 20 ms before {where}, "
+                  f"{(begin + 0.02 - s) * 1e3:.0f} ms into the event: " + " ".join(slots))
     print()
     print(f"(log: {log.name})")
 

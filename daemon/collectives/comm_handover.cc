@@ -1,0 +1,217 @@
+// A communicator handed to the process that replaces this daemon in a live upgrade
+// (handed_comm.h, docs/upgrade.md): quiesced between two collectives, exported with its
+// links' sockets, and rebuilt on the other side exactly where it stopped, so that the
+// other daemons of the communicator never notice.
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+
+#include "collectives/communicator.h"
+#include "common/log.h"
+#include "security/comm_secret.h"
+#include "transport/tcp.h"
+
+namespace conduit {
+namespace {
+
+// Bounds on what a handed-over state may hold (it is checked as any input).
+constexpr size_t kMaxHandedMessages = 1 << 16;
+
+bool IsSocket(int fd) {
+  struct stat st {};
+  return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+Status DupSocket(int fd, UniqueFd* out) {
+  if (fd < 0) return InternalError("a link without a socket cannot be handed over");
+  out->reset(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!out->valid()) return SystemError("dup of a collective link: %s", strerror(errno));
+  return Status::Ok();
+}
+
+Status Busy(uint64_t key, const char* what) {
+  return Status(StatusCode::kAborted, "communicator " + CommKeyShort(key) + ": " + what);
+}
+
+// The structural checks of a handed-over communicator; *my_host is this daemon's index.
+Status CheckHanded(const HandedComm& in, const std::string& my_addr, int* my_host) {
+  if (in.nranks < 1 || in.nranks > peerproto::kMaxRanks) return InvalidArgument("%d ranks", in.nranks);
+  if (CommKeyOf(in.secret) != in.key) return InvalidArgument("its key is not its secret's");
+  const int nhosts = static_cast<int>(in.host_addrs.size());
+  if (nhosts < 1 || nhosts > in.nranks) return InvalidArgument("%d hosts for %d ranks", nhosts, in.nranks);
+  if (std::set<std::string>(in.host_addrs.begin(), in.host_addrs.end()).size() != in.host_addrs.size()) {
+    return InvalidArgument("a host named twice");
+  }
+  auto mine = std::find(in.host_addrs.begin(), in.host_addrs.end(), my_addr);
+  if (mine == in.host_addrs.end()) return InvalidArgument("this daemon (%s) is not one of its hosts", my_addr.c_str());
+  *my_host = static_cast<int>(mine - in.host_addrs.begin());
+  if (static_cast<int>(in.host_of_rank.size()) != in.nranks) return InvalidArgument("a host for each rank is missing");
+  std::vector<bool> used(nhosts, false);
+  for (int h : in.host_of_rank) {
+    if (h < 0 || h >= nhosts) return InvalidArgument("a rank on host %d of %d", h, nhosts);
+    used[h] = true;
+  }
+  if (std::find(used.begin(), used.end(), false) != used.end()) return InvalidArgument("a host without ranks");
+  ReconfigPlan ring;
+  ring.set_ring = true;
+  ring.ring = in.initial_ring;
+  CONDUIT_RETURN_IF_ERROR(ValidatePlan(ring, nhosts));
+  ring.ring = in.config.ring;
+  CONDUIT_RETURN_IF_ERROR(ValidatePlan(ring, nhosts));
+  if (!IsAllReduceAlgorithm(in.config.allreduce_algo)) {
+    return InvalidArgument("all-reduce algorithm \"%s\"", in.config.allreduce_algo.c_str());
+  }
+  for (int r : in.left_ranks) {
+    if (r < 0 || r >= in.nranks || in.host_of_rank[r] != *my_host) return InvalidArgument("left rank %d is not local", r);
+  }
+  if (!in.failed.ok()) return Status::Ok();  // a failed communicator moves without links or messages
+  std::vector<bool> linked(nhosts, false);
+  for (const HandedLinks& l : in.links) {
+    if (l.host < 0 || l.host >= nhosts || l.host == *my_host || linked[l.host]) {
+      return InvalidArgument("links with host %d (of %d, this one %d) unexpected or twice", l.host, nhosts, *my_host);
+    }
+    linked[l.host] = true;
+    if (!IsSocket(l.collective.get()) || !IsSocket(l.p2p.get())) {
+      return InvalidArgument("the links with host %d are not sockets", l.host);
+    }
+  }
+  if (static_cast<int>(in.links.size()) != nhosts - 1) {
+    return InvalidArgument("%zu hosts linked, of %d other hosts", in.links.size(), nhosts - 1);
+  }
+  if (in.messages.size() > kMaxHandedMessages) return InvalidArgument("%zu waiting messages", in.messages.size());
+  for (const ArrivedMessage& m : in.messages) {
+    if (m.src < 0 || m.src >= in.nranks || m.dst < 0 || m.dst >= in.nranks || in.host_of_rank[m.src] == *my_host ||
+        in.host_of_rank[m.dst] != *my_host) {
+      return InvalidArgument("a waiting message from rank %d to rank %d", m.src, m.dst);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool Communicator::ReconfigUnderWay() const {
+  return !proposals_.empty() || !launched_.empty() || !renewed_.empty() || !request_epochs_.empty() || target_known_;
+}
+
+Status Communicator::QuiesceForHandover(Deadline deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!setup_done_) return Busy(key_, "still being set up");
+    if (!failed_.ok() || !setup_status_.ok()) return Status::Ok();  // nothing runs; it moves failed
+    if (running_ || std::any_of(pending_.begin(), pending_.end(), [](const auto& q) { return !q.empty(); })) {
+      return Busy(key_, "a collective is running");
+    }
+    if (ReconfigUnderWay()) return Busy(key_, "a reconfiguration is under way");
+    if (device_) return Busy(key_, "it ran collectives on GPU buffers, whose state does not move yet");
+  }
+  CONDUIT_RETURN_IF_ERROR(p2p_.Pause(deadline));
+  // A reader may have handed over a reconfiguration message before it stopped.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_.ok() && ReconfigUnderWay()) {
+    p2p_.Resume();
+    return Busy(key_, "a reconfiguration is under way");
+  }
+  return Status::Ok();
+}
+
+void Communicator::ResumeAfterHandover() { p2p_.Resume(); }
+
+Status Communicator::ExportHandover(HandedComm* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->key = key_;
+  out->secret = secret_;
+  out->nranks = nranks_;
+  out->exe = exe_;
+  out->host_addrs = membership_.host_addrs;
+  out->host_of_rank = membership_.host_of_rank;
+  out->initial_ring = membership_.initial_ring;
+  out->coll_seq = coll_seq_;
+  out->config = *config_;
+  out->entered_epoch = entered_epoch_;
+  out->proposed_epoch = proposed_epoch_;
+  out->next_request_id = next_request_id_;
+  out->reconfigurations = reconfigurations_;
+  for (size_t i = 0; i < left_.size(); ++i) {
+    if (left_[i]) out->left_ranks.push_back(local_ranks_[i]);
+  }
+  out->failed = failed_.ok() ? setup_status_ : failed_;
+  if (!out->failed.ok()) return Status::Ok();
+  std::vector<UniqueFd> p2p;
+  CONDUIT_RETURN_IF_ERROR(p2p_.DupSockets(&p2p));
+  for (size_t h = 0; h < coll_links_.size(); ++h) {
+    if (static_cast<int>(h) == membership_.my_host) continue;
+    const CollLink& c = coll_links_[h];
+    HandedLinks l;
+    l.host = static_cast<int>(h);
+    if (!c.link || h >= p2p.size() || !p2p[h].valid()) return Busy(key_, "a link is missing");
+    CONDUIT_RETURN_IF_ERROR(DupSocket(c.link->socket_fd(), &l.collective));
+    l.path = c.path;
+    l.local_ip = c.local_ip;
+    l.epoch = c.epoch;
+    l.p2p = std::move(p2p[h]);
+    out->links.push_back(std::move(l));
+  }
+  return mailbox_.ExportArrived(&out->messages);
+}
+
+Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOptions options, Fabric* fabric,
+                                  std::shared_ptr<Communicator>* out) {
+  int my_host = 0;
+  if (Status bad = CheckHanded(in, my_addr, &my_host); !bad.ok()) {
+    return InvalidArgument("handed-over communicator %s: %s", CommKeyShort(in.key).c_str(), bad.message().c_str());
+  }
+  auto comm = std::make_shared<Communicator>(in.key, in.nranks, my_addr, std::move(options), fabric, in.exe, in.secret);
+  Communicator& c = *comm;
+  std::lock_guard<std::mutex> lock(c.mu_);
+  c.membership_.host_addrs = std::move(in.host_addrs);
+  c.membership_.host_of_rank = std::move(in.host_of_rank);
+  c.membership_.my_host = my_host;
+  c.membership_.initial_ring = std::move(in.initial_ring);
+  c.InitMembership();
+  c.config_ = std::make_shared<CommConfig>(std::move(in.config));
+  c.coll_seq_ = in.coll_seq;
+  c.entered_epoch_ = in.entered_epoch;
+  c.proposed_epoch_ = in.proposed_epoch;
+  c.next_request_id_ = in.next_request_id;
+  c.reconfigurations_ = in.reconfigurations;
+  for (int r : in.left_ranks) c.left_[c.LocalIndex(r)] = true;
+  c.setup_started_ = c.setup_done_ = true;
+  if (!in.failed.ok()) {
+    c.failed_ = in.failed;
+    c.mailbox_.Fail(in.failed);
+  } else {
+    c.handed_p2p_.resize(c.membership_.host_addrs.size());
+    for (HandedLinks& l : in.links) {
+      const std::string& peer = c.membership_.host_addrs[l.host];
+      CollLink link{std::make_unique<TcpLink>(std::move(l.collective), peer), l.path, l.local_ip, l.epoch, nullptr};
+      // The side that dialed a link holds a lease on its path, so the path's load counts it.
+      if (fabric != nullptr && l.host < my_host && l.path >= 0) {
+        link.lease = fabric->ChooseLinkPath(my_addr, peer, 0, in.key,
+                                            RingNeighbours(c.config_->ring, my_host, l.host), l.path)
+                         .lease;
+      }
+      c.coll_links_[l.host] = std::move(link);
+      c.handed_p2p_[l.host] = std::make_unique<TcpLink>(std::move(l.p2p), peer);
+    }
+    for (ArrivedMessage& m : in.messages) c.mailbox_.PostRemote(m.src, m.dst, std::move(m.bytes));
+  }
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+void Communicator::StartHandedOver() {
+  std::vector<std::unique_ptr<Link>> links;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    links.swap(handed_p2p_);
+  }
+  for (size_t h = 0; h < links.size(); ++h) {
+    if (links[h]) p2p_.Attach(static_cast<int>(h), std::move(links[h]));
+  }
+}
+
+}  // namespace conduit

@@ -1,0 +1,185 @@
+// The collectives service's side of a live upgrade (docs/upgrade.md): a session's state,
+// and the communicators its sessions share, in the handover's encoding
+// (protocol/upgrade_state.proto: CollectiveSession, CollectivesState). Everything read here
+// came over a socket from another process and is checked before use.
+#include <fcntl.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "protocol/upgrade_state.pb.h"
+#include "session/client_session.h"
+#include "session/collective_service.h"
+
+namespace conduit {
+namespace {
+
+// How long the communicators' point-to-point readers may take to reach a frame boundary.
+constexpr int kQuiesceMs = 2000;
+
+Status Dup(int fd, const char* what, UniqueFd* out) {
+  out->reset(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!out->valid()) return SystemError("dup of %s: %s", what, strerror(errno));
+  return Status::Ok();
+}
+
+// Appends `fd` to the service's descriptors; its 1-based position.
+uint32_t Add(UniqueFd fd, std::vector<UniqueFd>* fds) {
+  fds->push_back(std::move(fd));
+  return static_cast<uint32_t>(fds->size());
+}
+
+// Takes descriptor `position` (1-based) once.
+Status Take(uint32_t position, std::vector<UniqueFd>* fds, UniqueFd* out) {
+  if (position == 0 || position > fds->size() || !(*fds)[position - 1].valid()) {
+    return InvalidArgument("descriptor %u of %zu is not there, or named twice", position, fds->size());
+  }
+  *out = std::move((*fds)[position - 1]);
+  return Status::Ok();
+}
+
+void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd>* fds) {
+  out->set_key(in.key);
+  out->set_secret(in.secret.data(), in.secret.size());
+  out->set_nranks(in.nranks);
+  out->set_exe(in.exe);
+  for (const auto& a : in.host_addrs) out->add_host_addrs(a);
+  for (int h : in.host_of_rank) out->add_host_of_rank(h);
+  for (int h : in.initial_ring) out->add_initial_ring(h);
+  out->set_coll_seq(in.coll_seq);
+  out->set_config_epoch(in.config.epoch);
+  for (int h : in.config.ring) out->add_ring(h);
+  out->set_allreduce_algo(in.config.allreduce_algo);
+  out->set_entered_epoch(in.entered_epoch);
+  out->set_proposed_epoch(in.proposed_epoch);
+  out->set_next_request_id(in.next_request_id);
+  out->set_reconfigurations(in.reconfigurations);
+  for (int r : in.left_ranks) out->add_left_ranks(r);
+  if (!in.failed.ok()) {
+    out->set_failed_result(static_cast<int32_t>(in.failed.code()));
+    out->set_failed_message(in.failed.message());
+  }
+  for (HandedLinks& l : in.links) {
+    upgrade::v1::CommLinks* o = out->add_links();
+    o->set_host(l.host);
+    o->set_collective(Add(std::move(l.collective), fds));
+    o->set_path(l.path);
+    o->set_local_ip(l.local_ip);
+    o->set_epoch(l.epoch);
+    o->set_p2p(Add(std::move(l.p2p), fds));
+  }
+  for (ArrivedMessage& m : in.messages) {
+    upgrade::v1::WaitingMessage* o = out->add_messages();
+    o->set_src(m.src);
+    o->set_dst(m.dst);
+    o->set_data(m.bytes.data(), m.bytes.size());
+  }
+}
+
+Status Decode(const upgrade::v1::Communicator& in, std::vector<UniqueFd>* fds, HandedComm* out) {
+  if (in.secret().size() != out->secret.size()) return InvalidArgument("a secret of %zu bytes", in.secret().size());
+  out->key = in.key();
+  memcpy(out->secret.data(), in.secret().data(), out->secret.size());
+  out->nranks = in.nranks();
+  out->exe = in.exe();
+  out->host_addrs.assign(in.host_addrs().begin(), in.host_addrs().end());
+  out->host_of_rank.assign(in.host_of_rank().begin(), in.host_of_rank().end());
+  out->initial_ring.assign(in.initial_ring().begin(), in.initial_ring().end());
+  out->coll_seq = in.coll_seq();
+  out->config.epoch = in.config_epoch();
+  out->config.ring.assign(in.ring().begin(), in.ring().end());
+  out->config.allreduce_algo = in.allreduce_algo();
+  out->entered_epoch = in.entered_epoch();
+  out->proposed_epoch = in.proposed_epoch();
+  out->next_request_id = in.next_request_id();
+  out->reconfigurations = in.reconfigurations();
+  out->left_ranks.assign(in.left_ranks().begin(), in.left_ranks().end());
+  if (in.failed_result() != 0) {
+    const int32_t r = in.failed_result();
+    const ncclResult_t code = r > 0 && r <= ncclInProgress ? static_cast<ncclResult_t>(r) : ncclSystemError;
+    out->failed = Status(code, in.failed_message().empty() ? "failed before a live upgrade" : in.failed_message());
+  }
+  for (const upgrade::v1::CommLinks& l : in.links()) {
+    HandedLinks h;
+    h.host = l.host();
+    CONDUIT_RETURN_IF_ERROR(Take(l.collective(), fds, &h.collective));
+    CONDUIT_RETURN_IF_ERROR(Take(l.p2p(), fds, &h.p2p));
+    h.path = l.path();
+    h.local_ip = l.local_ip();
+    h.epoch = l.epoch();
+    out->links.push_back(std::move(h));
+  }
+  for (const upgrade::v1::WaitingMessage& m : in.messages()) {
+    out->messages.push_back(ArrivedMessage{m.src(), m.dst(), std::vector<uint8_t>(m.data().begin(), m.data().end())});
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds) const {
+  if (device_.holds_device_state()) {
+    return Status(StatusCode::kAborted, who_ + " holds GPU buffers or events, whose state does not move yet");
+  }
+  upgrade::v1::CollectiveSession s;
+  s.set_hello_done(hello_done_);
+  if (comm_) {
+    s.set_comm_key(comm_->key());
+    s.set_rank(rank_);
+  }
+  if (shm_.data() != nullptr && shm_fd_.valid()) {
+    UniqueFd dup;
+    CONDUIT_RETURN_IF_ERROR(Dup(shm_fd_.get(), "a shared segment", &dup));
+    fds->push_back(std::move(dup));
+    s.set_shm_size(shm_.size());
+  }
+  *state = s.SerializeAsString();
+  return Status::Ok();
+}
+
+Status ClientSession::Restore(const std::string& state, std::vector<UniqueFd> fds) {
+  upgrade::v1::CollectiveSession s;
+  if (!s.ParseFromString(state)) return InvalidArgument("the session state does not parse");
+  who_ = exe_ + "[" + std::to_string(pid_) + "]";
+  if (s.shm_size() > 0) {
+    if (fds.empty() || !fds[0].valid()) return InvalidArgument("%s: its shared segment was not handed over", who_.c_str());
+    CONDUIT_RETURN_IF_ERROR(shm_.Map(fds[0].get(), s.shm_size(), policy_->max_shm_bytes()));
+    shm_fd_ = std::move(fds[0]);
+  }
+  if (s.comm_key() != 0) {
+    comm_ = registry_->TakeHandedOver(s.comm_key(), s.rank());
+    if (!comm_) {
+      return InvalidArgument("%s: rank %d of communicator %s, which was not handed over (or is taken already)",
+                             who_.c_str(), s.rank(), CommKeyShort(s.comm_key()).c_str());
+    }
+    rank_ = s.rank();
+  }
+  hello_done_ = s.hello_done();
+  return Status::Ok();
+}
+
+Status CollectiveService::ExportShared(HandedShared* out) {
+  std::vector<HandedComm> comms;
+  CONDUIT_RETURN_IF_ERROR(registry_->ExportForHandover(Deadline::AfterMs(kQuiesceMs), &comms));
+  upgrade::v1::CollectivesState state;
+  for (HandedComm& c : comms) Encode(c, state.add_communicators(), &out->fds);
+  if (!comms.empty()) out->state = state.SerializeAsString();
+  return Status::Ok();
+}
+
+Status CollectiveService::AdoptShared(HandedShared in) {
+  upgrade::v1::CollectivesState state;
+  if (!state.ParseFromString(in.state)) return InvalidArgument("the collectives state does not parse");
+  std::vector<HandedComm> comms;
+  for (const upgrade::v1::Communicator& c : state.communicators()) {
+    HandedComm handed;
+    if (Status bad = Decode(c, &in.fds, &handed); !bad.ok()) {
+      return InvalidArgument("handed-over communicator %s: %s", CommKeyShort(c.key()).c_str(), bad.message().c_str());
+    }
+    comms.push_back(std::move(handed));
+  }
+  return registry_->AdoptHandedOver(std::move(comms));
+}
+
+void CollectiveService::StartShared() { registry_->StartHandedOver(); }
+
+}  // namespace conduit
