@@ -263,7 +263,8 @@ bool RunsPast(const Cluster& cluster, int host, int64_t seq, std::chrono::second
 }
 
 // The issue's test: a 4-host job runs all-reduces and point-to-point exchanges in a loop,
-// checking every result, while each host's daemon is replaced by a new process in turn.
+// checking every result, while each host's daemon is replaced by a new process in turn
+// (after three upgrades that fail and leave the old process serving the job).
 // The communicator and its links move with each daemon: the job never reconnects, and
 // every collective is correct and runs once (the ranks agree on each result and on the
 // sequence numbers the daemons check on every collective link).
@@ -282,6 +283,28 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
                                                              "sum", "--sizes", "1,4097,256K", "--seconds",
                                                              std::to_string(seconds)}));
   ASSERT_TRUE(RunsPast(cluster, 0, 10, std::chrono::seconds(60))) << cluster.Describe();
+  // Upgrades that fail under the running job: a build that reads another state version is
+  // refused before anything stops, and a new daemon that dies after the communicator was
+  // quiesced and handed over leaves the old process serving it, its links read again.
+  const int64_t first_pid = DaemonPid(cluster, 1);
+  AdminAnswer refused = Upgrade(cluster, 1, R"({"binary": ")" + Cluster::ToolPath("conduitd_next_state") + R"("})");
+  EXPECT_EQ(refused.status, 400) << refused.text;
+  AdminAnswer died = Upgrade(cluster, 1, R"({"binary": "/bin/false"})");
+  EXPECT_EQ(died.status, 500) << died.text;
+  // This one gets the communicator and its sessions, then refuses to take over (its
+  // program socket moved): everything goes on in the old process.
+  const std::string moved = cluster.dir() + "/moved-socket";
+  {
+    std::ofstream script(moved);
+    script << "#!/bin/sh\nexec " << Cluster::ConduitdPath() << " \"$@\" --socket " << cluster.dir() << "/moved.sock\n";
+  }
+  chmod(moved.c_str(), 0755);
+  AdminAnswer refused_state = Upgrade(cluster, 1, R"({"binary": ")" + moved + R"("})");
+  EXPECT_EQ(refused_state.status, 400) << refused_state.text;
+  EXPECT_NE(ErrorMessage(refused_state).find("socket"), std::string::npos) << refused_state.text;
+  EXPECT_EQ(DaemonPid(cluster, 1), first_pid);
+  EXPECT_TRUE(RunsPast(cluster, 1, NextCollective(cluster, 1) + 2, std::chrono::seconds(30)))
+      << "the communicator did not go on in the old process\n" << cluster.Describe();
   for (int round = 0; round < (slow ? 4 : 8); ++round) {
     const int host = round % 4;
     const int64_t pid = DaemonPid(cluster, host);
