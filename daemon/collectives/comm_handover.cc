@@ -139,6 +139,7 @@ Status Communicator::ExportHandover(HandedComm* out) {
     if (left_[i]) out->left_ranks.push_back(local_ranks_[i]);
   }
   out->failed = failed_.ok() ? setup_status_ : failed_;
+  out->stats = stats_.SaveTotals();
   if (!out->failed.ok()) return Status::Ok();
   std::vector<UniqueFd> p2p;
   CONDUIT_RETURN_IF_ERROR(p2p_.DupSockets(&p2p));
@@ -180,6 +181,7 @@ Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOption
   c.reconfigurations_ = in.reconfigurations;
   for (int r : in.left_ranks) c.left_[c.LocalIndex(r)] = true;
   c.setup_started_ = c.setup_done_ = true;
+  c.stats_.AddTotals(in.stats);
   if (!in.failed.ok()) {
     c.failed_ = in.failed;
     c.mailbox_.Fail(in.failed);

@@ -1,5 +1,7 @@
 #include "collectives/comm_stats.h"
 
+#include <cmath>
+
 namespace conduit {
 
 const char* OpKindName(uint8_t kind) {
@@ -51,6 +53,37 @@ std::vector<CollRecord> CommStats::Trace(size_t max) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = std::min(max, trace_.size());
   return std::vector<CollRecord>(trace_.end() - static_cast<std::ptrdiff_t>(n), trace_.end());
+}
+
+CommStats::Totals CommStats::SaveTotals() const {
+  Totals t;
+  t.ops = ops();
+  t.bytes = bytes();
+  t.errors = errors();
+  for (int k = 0; k < kKinds; ++k) {
+    Totals::Kind& out = t.kinds[k];
+    out.ops = ops_of(static_cast<uint8_t>(k));
+    out.bytes = bytes_of(static_cast<uint8_t>(k));
+    const LatencyHistogram::Snapshot latency = latency_[k].Read();
+    out.latency = latency.counts;
+    out.latency_sum_ns = static_cast<uint64_t>(std::llround(latency.sum_us * 1000.0));
+    out.traffic = traffic_of(static_cast<uint8_t>(k));
+  }
+  return t;
+}
+
+void CommStats::AddTotals(const Totals& t) {
+  ops_.fetch_add(t.ops, std::memory_order_relaxed);
+  bytes_.fetch_add(t.bytes, std::memory_order_relaxed);
+  errors_.fetch_add(t.errors, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int k = 0; k < kKinds; ++k) {
+    const Totals::Kind& in = t.kinds[k];
+    kind_ops_[k].fetch_add(in.ops, std::memory_order_relaxed);
+    kind_bytes_[k].fetch_add(in.bytes, std::memory_order_relaxed);
+    latency_[k].Add(in.latency, in.latency_sum_ns);
+    kind_traffic_[k] += in.traffic;
+  }
 }
 
 }  // namespace conduit

@@ -61,6 +61,24 @@ class CommStats {
   // The newest `max` records, oldest first.
   std::vector<CollRecord> Trace(size_t max) const;
 
+  // What a live upgrade carries to the next process (the counters behind the Prometheus
+  // totals and histograms; the trace stays behind).
+  struct Totals {
+    struct Kind {
+      uint64_t ops = 0;
+      uint64_t bytes = 0;
+      std::array<uint64_t, LatencyHistogram::kBuckets + 1> latency{};
+      uint64_t latency_sum_ns = 0;
+      TrafficCounts traffic;
+    };
+    uint64_t ops = 0;
+    uint64_t bytes = 0;
+    uint64_t errors = 0;
+    std::array<Kind, kKinds> kinds{};
+  };
+  Totals SaveTotals() const;
+  void AddTotals(const Totals& totals);
+
  private:
   std::atomic<uint64_t> ops_{0};
   std::atomic<uint64_t> bytes_{0};

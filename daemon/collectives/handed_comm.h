@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/comm_config.h"
+#include "collectives/comm_stats.h"
 #include "collectives/mailbox.h"
 #include "common/fd_io.h"
 #include "common/status.h"
@@ -47,6 +48,7 @@ struct HandedComm {
   Status failed;                // a failed communicator moves failed, without links
   std::vector<HandedLinks> links;
   std::vector<ArrivedMessage> messages;  // point-to-point messages not yet received
+  CommStats::Totals stats;  // so that the operator's counters go on rather than reset
 };
 
 }  // namespace conduit

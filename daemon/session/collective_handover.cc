@@ -73,6 +73,43 @@ void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd
     o->set_dst(m.dst);
     o->set_data(m.bytes.data(), m.bytes.size());
   }
+  out->set_ops(in.stats.ops);
+  out->set_bytes(in.stats.bytes);
+  out->set_errors(in.stats.errors);
+  for (const CommStats::Totals::Kind& k : in.stats.kinds) {
+    upgrade::v1::CommKindTotals* o = out->add_kinds();
+    o->set_ops(k.ops);
+    o->set_bytes(k.bytes);
+    for (uint64_t n : k.latency) o->add_latency(n);
+    o->set_latency_sum_ns(k.latency_sum_ns);
+    o->set_program_copies(k.traffic.program_copies);
+    o->set_local_copies(k.traffic.local_copies);
+    o->set_reduce_writes(k.traffic.reduce_writes);
+    o->set_socket_sends(k.traffic.socket_sends);
+    o->set_socket_receives(k.traffic.socket_receives);
+  }
+}
+
+Status DecodeTotals(const upgrade::v1::Communicator& in, CommStats::Totals* out) {
+  if (in.kinds_size() > CommStats::kKinds) return InvalidArgument("counters for %d collective kinds", in.kinds_size());
+  out->ops = in.ops();
+  out->bytes = in.bytes();
+  out->errors = in.errors();
+  for (int i = 0; i < in.kinds_size(); ++i) {
+    const upgrade::v1::CommKindTotals& k = in.kinds(i);
+    CommStats::Totals::Kind& o = out->kinds[i];
+    if (k.latency_size() != 0 && static_cast<size_t>(k.latency_size()) != o.latency.size()) {
+      return InvalidArgument("a latency histogram of %d buckets (this daemon counts %zu)", k.latency_size(),
+                             o.latency.size());
+    }
+    o.ops = k.ops();
+    o.bytes = k.bytes();
+    for (int b = 0; b < k.latency_size(); ++b) o.latency[b] = k.latency(b);
+    o.latency_sum_ns = k.latency_sum_ns();
+    o.traffic = TrafficCounts{k.program_copies(), k.local_copies(), k.reduce_writes(), k.socket_sends(),
+                              k.socket_receives()};
+  }
+  return Status::Ok();
 }
 
 Status Decode(const upgrade::v1::Communicator& in, std::vector<UniqueFd>* fds, HandedComm* out) {
@@ -111,7 +148,7 @@ Status Decode(const upgrade::v1::Communicator& in, std::vector<UniqueFd>* fds, H
   for (const upgrade::v1::WaitingMessage& m : in.messages()) {
     out->messages.push_back(ArrivedMessage{m.src(), m.dst(), std::vector<uint8_t>(m.data().begin(), m.data().end())});
   }
-  return Status::Ok();
+  return DecodeTotals(in, &out->stats);
 }
 
 }  // namespace

@@ -258,7 +258,7 @@ def packed(number, values):
     return ldelim(number, b"".join(varint(v) for v in values))
 
 
-def communicator(hosts, host_of_rank, links=(), messages=(), failed=None, secret=bytes(range(32))):
+def communicator(hosts, host_of_rank, links=(), messages=(), failed=None, secret=bytes(range(32)), extra=b""):
     ring = list(range(len(hosts)))
     c = (key(1, 0) + varint(comm_key(secret)) + ldelim(2, secret) + key(3, 0) + varint(len(host_of_rank)) +
          ldelim(4, b"train.py") + b"".join(ldelim(5, h.encode()) for h in hosts) + packed(6, host_of_rank) +
@@ -270,7 +270,7 @@ def communicator(hosts, host_of_rank, links=(), messages=(), failed=None, secret
                     key(6, 0) + varint(p2p))
     for src, dst, payload in messages:
         c += ldelim(20, key(1, 0) + varint(src) + key(2, 0) + varint(dst) + ldelim(3, payload))
-    return ldelim(1, c)
+    return ldelim(1, c + extra)
 
 
 ME, PEER, THIRD = "10.0.0.1:29611", "10.0.0.2:29611", "10.0.0.3:29611"
@@ -280,6 +280,11 @@ write("collectives_handover", "three-hosts-second",
 write("collectives_handover", "one-host", communicator([ME], [0, 0]))
 write("collectives_handover", "failed", communicator([ME, PEER], [0, 1], failed=(6, b"rank 1 exited")))
 write("collectives_handover", "pipe-as-link", communicator([ME, PEER], [0, 1], [(1, 9, 2)]))
+kind_totals = (key(1, 0) + varint(7) + key(2, 0) + varint(4096) + packed(3, [1] * 121) + key(4, 0) + varint(5000) +
+               key(8, 0) + varint(100) + key(9, 0) + varint(100))
+write("collectives_handover", "with-totals",
+      communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(21, 0) + varint(7) + key(23, 0) + varint(1) +
+                   ldelim(24, b"") + ldelim(24, kind_totals)))
 write("collectives_handover", "two-communicators",
       communicator([ME, PEER], [0, 1], [(1, 1, 2)]) +
       communicator([PEER, ME], [0, 1], [(0, 3, 4)], secret=bytes(range(1, 33))))

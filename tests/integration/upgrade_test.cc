@@ -243,14 +243,17 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   EXPECT_EQ(program.ReadStatus(std::chrono::seconds(10)), 0) << program.last_message();
 }
 
-// The next collective each daemon of a communicator will run (GET /v1/communicators), or -1.
-int64_t NextCollective(const Cluster& cluster, int host) {
+// A number host's one communicator reports (GET /v1/communicators), or -1.
+int64_t CommNumber(const Cluster& cluster, int host, const char* field) {
   AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/communicators");
   const Json& list = Field(a.body, "communicators");
   if (!list.is_array() || list.size() != 1) return -1;
-  const Json& seq = Field(list.items()[0], "next_seq");
-  return seq.is_number() ? seq.as_int() : -1;
+  const Json& n = Field(list.items()[0], field);
+  return n.is_number() ? n.as_int() : -1;
 }
+
+// The next collective the communicator will run on host.
+int64_t NextCollective(const Cluster& cluster, int host) { return CommNumber(cluster, host, "next_seq"); }
 
 // Waits (bounded) until host's communicator has gone past collective `seq`.
 bool RunsPast(const Cluster& cluster, int host, int64_t seq, std::chrono::seconds bound) {
@@ -309,6 +312,7 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
     const int host = round % 4;
     const int64_t pid = DaemonPid(cluster, host);
     const int64_t before = NextCollective(cluster, host);
+    const int64_t counted = CommNumber(cluster, host, "collectives");
     const auto t0 = std::chrono::steady_clock::now();
     AdminAnswer a = Upgrade(cluster, host);
     const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -318,6 +322,9 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
     // The communicator goes on in the new process from where it stopped.
     const int64_t after = NextCollective(cluster, host);
     EXPECT_GE(after, before);
+    // Its counters (conduit_collective_ops_total) go on rather than reset.
+    EXPECT_GE(CommNumber(cluster, host, "collectives"), counted);
+    EXPECT_GT(counted, 0);
     const Json& pause = Field(a.body, "pause_ms");
     std::printf("upgrade of host %d: pid %lld -> %lld at collective %lld (next %lld), %.1f ms, accept loops parked "
                 "%.2f ms\n",
