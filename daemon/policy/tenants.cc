@@ -94,6 +94,44 @@ Status Tenants::Get(const std::string& name, Json* out) const {
   return Status::Ok();
 }
 
+Json Tenants::SavedCounters(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return Json();
+  const TenantState& s = *it->second;
+  Json out = Json::Object();
+  out["sent_bytes"] = s.sent_bytes.load();
+  out["capped_us"] = s.capped_us.load();
+  out["yielded_us"] = s.yielded_us.load();
+  out["collectives"] = s.collectives.load();
+  return out;
+}
+
+Status Tenants::RestoreCounters(const std::string& name, const Json& saved) {
+  static constexpr const char* kCounters[] = {"sent_bytes", "capped_us", "yielded_us", "collectives"};
+  uint64_t values[4] = {};
+  if (!saved.is_object() || saved.size() != 4) {
+    return InvalidArgument("tenant '%s': the saved counters are not an object of the 4 counters", name.c_str());
+  }
+  for (int i = 0; i < 4; ++i) {
+    const Json* v = saved.find(kCounters[i]);
+    if (v == nullptr || !v->is_int() || v->as_int() < 0) {
+      return InvalidArgument("tenant '%s': saved counter \"%s\" is missing or not a non-negative integer", name.c_str(),
+                             kCounters[i]);
+    }
+    values[i] = static_cast<uint64_t>(v->as_int());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return NotFound("no tenant policy named '%s' to give its counters", name.c_str());
+  TenantState& s = *it->second;
+  s.sent_bytes += values[0];
+  s.capped_us += values[1];
+  s.yielded_us += values[2];
+  s.collectives += values[3];
+  return Status::Ok();
+}
+
 std::shared_ptr<TenantState> Tenants::Resolve(const std::string& exe, const std::string& comm_key) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<TenantState> best;

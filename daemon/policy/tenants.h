@@ -62,6 +62,11 @@ class Tenants {
   Status Remove(const std::string& name);
   Json List() const;
   Status Get(const std::string& name, Json* out) const;
+  // A live upgrade carries each policy's counters (the conduit_tenant_*_total metrics) to
+  // the next process: {"sent_bytes", "capped_us", "yielded_us", "collectives"}, null for an
+  // unknown name. Restore checks the whole object before adding anything to the policy's.
+  Json SavedCounters(const std::string& name) const;
+  Status RestoreCounters(const std::string& name, const Json& saved);
 
   // The tenant of a communicator (its programs' executable, its key); nullptr when no
   // policy matches (default treatment: priority 0, no cap, no yield).

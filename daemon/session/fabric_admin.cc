@@ -82,8 +82,16 @@ void AddFabricAdmin(AdminApi* api, Fabric* fabric) {
       for (const auto& [key, value] : t.members()) {
         if (key != "name") body[key] = value;
       }
-      out->push_back(OperatorDocument{"PUT", "/v1/policies/tenant/" + name->as_string(), std::move(body)});
+      out->push_back(OperatorDocument{"PUT", "/v1/policies/tenant/" + name->as_string(), std::move(body),
+                                      fabric->tenants().SavedCounters(name->as_string())});
     }
+  });
+  // The new daemon, once a tenant policy's document was replayed: its counters go on.
+  api->AddStateRestorer([fabric](const OperatorDocument& doc, Status* result) {
+    static const std::string kPrefix = "/v1/policies/tenant/";
+    if (doc.path.rfind(kPrefix, 0) != 0) return false;
+    *result = fabric->tenants().RestoreCounters(doc.path.substr(kPrefix.size()), doc.state);
+    return true;
   });
 
   api->AddMetrics([fabric](MetricsWriter& w) {

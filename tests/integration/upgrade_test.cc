@@ -252,6 +252,13 @@ int64_t CommNumber(const Cluster& cluster, int host, const char* field) {
   return n.is_number() ? n.as_int() : -1;
 }
 
+// A sample of host's Prometheus text (GET /metrics), or -1 when absent.
+double MetricValue(const Cluster& cluster, int host, const std::string& series) {
+  const std::string text = AdminCall(cluster, host, "GET", "/metrics").text;
+  const size_t at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + series.size() + 2);
+}
+
 // The next collective the communicator will run on host.
 int64_t NextCollective(const Cluster& cluster, int host) { return CommNumber(cluster, host, "next_seq"); }
 
@@ -282,6 +289,10 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
   // (2 cores for 4 daemons and the ranks), one rank per host and one round.
   const bool slow = kSanitizerSlowdown > 1;
   const int seconds = slow ? 30 : 8;
+  // A tenant policy covering the job on host 0: its counters must go on across upgrades.
+  AdminAnswer put = AdminCall(cluster, 0, "PUT", "/v1/policies/tenant/job", R"({"match": {"exe": "coll_check"}})");
+  ASSERT_EQ(put.status, 200) << put.text;
+  const std::string tenant_collectives = R"(conduit_tenant_collectives_total{tenant="job"})";
   auto procs = LaunchCollCheck(cluster, Ranks(slow ? 1 : 2, {"--colls", "allreduce,sendrecv", "--types", "float", "--ops",
                                                              "sum", "--sizes", "1,4097,256K", "--seconds",
                                                              std::to_string(seconds)}));
@@ -313,6 +324,7 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
     const int64_t pid = DaemonPid(cluster, host);
     const int64_t before = NextCollective(cluster, host);
     const int64_t counted = CommNumber(cluster, host, "collectives");
+    const double tenant_counted = MetricValue(cluster, 0, tenant_collectives);
     const auto t0 = std::chrono::steady_clock::now();
     AdminAnswer a = Upgrade(cluster, host);
     const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -325,6 +337,8 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
     // Its counters (conduit_collective_ops_total) go on rather than reset.
     EXPECT_GE(CommNumber(cluster, host, "collectives"), counted);
     EXPECT_GT(counted, 0);
+    EXPECT_GT(tenant_counted, 0);
+    EXPECT_GE(MetricValue(cluster, 0, tenant_collectives), tenant_counted);
     const Json& pause = Field(a.body, "pause_ms");
     std::printf("upgrade of host %d: pid %lld -> %lld at collective %lld (next %lld), %.1f ms, accept loops parked "
                 "%.2f ms\n",

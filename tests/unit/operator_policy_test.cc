@@ -158,6 +158,32 @@ TEST(TenantTest, MatchingAndValidation) {
   EXPECT_FALSE(tenants.Put("bad name", ParseOrDie(R"({"match": {"exe": "x"}})")).ok());
 }
 
+TEST(TenantTest, CountersGoOnAcrossALiveUpgradeAndBadSavedCountersChangeNothing) {
+  Tenants old_daemon;
+  ASSERT_TRUE(old_daemon.Put("job", ParseOrDie(R"({"match": {"exe": "trainer"}})")).ok());
+  auto state = old_daemon.Resolve("trainer", "0000000000000001");
+  state->sent_bytes += 1000;
+  state->collectives += 7;
+  const Json saved = old_daemon.SavedCounters("job");
+  EXPECT_TRUE(old_daemon.SavedCounters("nobody").is_null());
+
+  Tenants new_daemon;
+  ASSERT_TRUE(new_daemon.Put("job", ParseOrDie(R"({"match": {"exe": "trainer"}})")).ok());
+  auto fresh = new_daemon.Resolve("trainer", "0000000000000001");
+  fresh->collectives += 1;  // counted here before the state came
+  for (const char* bad : {R"([])", R"({})", R"({"sent_bytes": 1, "capped_us": 0, "yielded_us": 0})",
+                          R"({"sent_bytes": -1, "capped_us": 0, "yielded_us": 0, "collectives": 0})",
+                          R"({"sent_bytes": 1.5, "capped_us": 0, "yielded_us": 0, "collectives": 0})",
+                          R"({"sent_bytes": 1, "capped_us": 0, "yielded_us": 0, "collective": 0})"}) {
+    EXPECT_FALSE(new_daemon.RestoreCounters("job", ParseOrDie(bad)).ok()) << bad;
+  }
+  EXPECT_EQ(fresh->sent_bytes.load(), 0u);
+  EXPECT_FALSE(new_daemon.RestoreCounters("other", saved).ok());
+  ASSERT_TRUE(new_daemon.RestoreCounters("job", saved).ok());
+  EXPECT_EQ(fresh->sent_bytes.load(), 1000u);
+  EXPECT_EQ(fresh->collectives.load(), 8u);
+}
+
 TEST(TenantTest, CapLimitsGrantsAndYieldWaitsForHigherPriority) {
   TenantPolicy p;
   ASSERT_TRUE(TenantPolicy::FromJson("t", ParseOrDie(R"({"match": {"exe": "x"}, "max_mbit_per_s": 80})"), &p).ok());
