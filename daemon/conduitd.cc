@@ -671,6 +671,10 @@ Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* stat
     if (!doc.body.is_null()) out->set_body_json(doc.body.Dump());
     if (!doc.state.is_null()) out->set_state_json(doc.state.Dump());
   }
+  const objects::TransferStats& transfers = d.objects->transfer_stats();
+  state->mutable_object_totals()->set_served(transfers.served.load());
+  state->mutable_object_totals()->set_resumed(transfers.resumed.load());
+  state->mutable_object_totals()->set_received(transfers.received.load());
   for (objects::HandedCopy& c : copies) {
     upgrade::v1::ObjectCopy* out = state->add_objects();
     out->set_id(c.id);
@@ -713,6 +717,11 @@ Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) 
   }
   objects::ObjStatus st = store->AdoptCopies(std::move(copies));
   if (!st.ok()) return InternalError("the object store refused a handed-over copy: %s", st.message().c_str());
+  // Its transfer counters go on (conduit_objects_transfers_total).
+  const upgrade::v1::ObjectTotals& totals = takeover.state.object_totals();
+  store->transfer_stats().served += totals.served();
+  store->transfer_stats().resumed += totals.resumed();
+  store->transfer_stats().received += totals.received();
   return Status::Ok();
 }
 

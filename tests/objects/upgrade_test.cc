@@ -56,8 +56,19 @@ TEST(ObjectsUpgrade, StoredObjectsMoveToTheNewDaemon) {
   ASSERT_TRUE(live->GetReadOnly("up-big-0", &held, 10000).ok());
   const uint64_t held_fnv = Fnv(held->data(), held->size());
 
+  // Host 0's transfer counters, which must go on in the new process.
+  const std::string received = R"(conduit_objects_transfers_total{kind="received"} )";
+  auto counter = [&oc](const std::string& series) {
+    const std::string text = Ctl(oc.cluster(), 0, {"metrics"}).out;
+    const size_t at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::atof(text.c_str() + at + series.size());
+  };
+  const double received_before = counter(received);
+  EXPECT_GE(received_before, 1.0);
+
   CtlResult up = Ctl(oc.cluster(), 0, {"upgrade"});
   ASSERT_EQ(up.rc, 0) << up.out;
+  EXPECT_GE(counter(received), received_before);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(up.out, m, std::regex(R"("new_pid":\s*([0-9]+))"))) << up.out;
   EXPECT_NE(std::stoll(m[1]), static_cast<long long>(oc.cluster().daemon(0).pid()));
