@@ -48,10 +48,13 @@ void ProgramPark::Member::BeginRequest() {
 bool ProgramPark::MayPark(const Member& m) const { return m.group_ == 0 || busy_.count(m.group_) == 0; }
 
 Status ProgramPark::Member::AwaitRequest() {
+  // group_ and in_request_ change only on this session's thread: read here without the lock.
   if (in_request_) {
-    std::lock_guard<std::mutex> lock(park_->mu_);
     in_request_ = false;
-    if (group_ != 0 && --park_->busy_[group_] == 0) park_->busy_.erase(group_);
+    if (group_ != 0) {
+      std::lock_guard<std::mutex> lock(park_->mu_);
+      if (--park_->busy_[group_] == 0) park_->busy_.erase(group_);
+    }
   }
   for (;;) {
     // A park stops a session at its request boundary even when the next request has
@@ -90,6 +93,10 @@ Status ProgramPark::Member::AwaitRequest() {
       ready = n > 0 && fds[1].revents == 0 && fds[0].revents != 0;
     }
     if (!ready) continue;
+    if (group_ == 0) {  // no other session waits on this one's requests
+      in_request_ = true;
+      return Status::Ok();
+    }
     std::lock_guard<std::mutex> lock(park_->mu_);
     // Decided under the park's lock, so that a session of a group never begins a request
     // once the others have stopped.

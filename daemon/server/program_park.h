@@ -66,7 +66,7 @@ class ProgramPark {
     int fd_;
     StateFn state_;
     bool parked_ = false;  // under park_->mu_
-    uint64_t group_ = 0;   // under park_->mu_
+    uint64_t group_ = 0;   // the session's own thread only (busy_ counts it under park_->mu_)
     bool in_request_ = false;  // the session's own thread only
   };
 
