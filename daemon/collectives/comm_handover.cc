@@ -189,14 +189,9 @@ Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOption
     c.handed_p2p_.resize(c.membership_.host_addrs.size());
     for (HandedLinks& l : in.links) {
       const std::string& peer = c.membership_.host_addrs[l.host];
-      CollLink link{std::make_unique<TcpLink>(std::move(l.collective), peer), l.path, l.local_ip, l.epoch, nullptr};
-      // The side that dialed a link holds a lease on its path, so the path's load counts it.
-      if (fabric != nullptr && l.host < my_host && l.path >= 0) {
-        link.lease = fabric->ChooseLinkPath(my_addr, peer, 0, in.key,
-                                            RingNeighbours(c.config_->ring, my_host, l.host), l.path)
-                         .lease;
-      }
-      c.coll_links_[l.host] = std::move(link);
+      // Its path lease is taken by StartHandedOver, once the tenant policies are replayed.
+      c.coll_links_[l.host] =
+          CollLink{std::make_unique<TcpLink>(std::move(l.collective), peer), l.path, l.local_ip, l.epoch, nullptr};
       c.handed_p2p_[l.host] = std::make_unique<TcpLink>(std::move(l.p2p), peer);
     }
     for (ArrivedMessage& m : in.messages) c.mailbox_.PostRemote(m.src, m.dst, std::move(m.bytes));
@@ -210,6 +205,20 @@ void Communicator::StartHandedOver() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     links.swap(handed_p2p_);
+    // The side that dialed a collective link holds a lease on its path, weighted by the
+    // tenant's priority, so that the path's load counts it (as ConnectLinks does).
+    if (fabric_ != nullptr) {
+      int priority = 0;
+      if (auto tenant = fabric_->tenants().Resolve(exe_, CommKeyText(key_))) priority = tenant->policy().priority;
+      const int me = membership_.my_host;
+      for (int h = 0; h < me; ++h) {
+        CollLink& l = coll_links_[h];
+        if (!l.link || l.path < 0 || l.lease) continue;
+        l.lease = fabric_->ChooseLinkPath(my_addr_, membership_.host_addrs[h], priority, key_,
+                                          RingNeighbours(config_->ring, me, h), l.path)
+                      .lease;
+      }
+    }
   }
   for (size_t h = 0; h < links.size(); ++h) {
     if (links[h]) p2p_.Attach(static_cast<int>(h), std::move(links[h]));
