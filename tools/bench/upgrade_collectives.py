@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from upgrade_bench import daemon_pid  # GET /v1/status on a daemon's admin socket
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NETNS = os.path.join(ROOT, "tools", "netns", "conduit-netns")
 PREFIX, SUBNET, PORT = "ubn", "10.78.0", 7650
@@ -93,22 +95,6 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
-def admin_get(path):
-    import socket
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(path)
-    s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: conduitd\r\nConnection: close\r\n\r\n")
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data.partition(b"\r\n\r\n")[2])
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -148,7 +134,7 @@ def main():
         until = time.monotonic() + 20
         while time.monotonic() < until:
             try:
-                return admin_get(admin)["pid"]
+                return daemon_pid(admin)
             except (OSError, ValueError, KeyError):
                 time.sleep(0.01)
         sys.exit(f"conduitd on host {h} did not start; see {logs[h].name}")
@@ -176,7 +162,7 @@ def main():
                 time.sleep(args.gap_s)
         # Stop and restart the last host's daemon: the job's communicator ends everywhere.
         h = args.hosts - 1
-        pid = admin_get(os.path.join(work, f"h{h}-admin.sock"))["pid"]
+        pid = daemon_pid(os.path.join(work, f"h{h}-admin.sock"))
         t0 = time.monotonic()
         os.kill(pid, signal.SIGTERM)
         while os.path.exists(f"/proc/{pid}"):
