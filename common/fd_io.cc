@@ -1,6 +1,7 @@
 #include "common/fd_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -144,6 +145,17 @@ Status InputOnlyPollFd(int fd, UniqueFd* out) {
   ev.events = EPOLLIN;  // level-triggered: every new input wakes the set's own watchers
   if (epoll_ctl(set.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return SystemError("epoll_ctl: %s", strerror(errno));
   *out = std::move(set);
+  return Status::Ok();
+}
+
+UniqueFd TakeDescriptor(std::vector<UniqueFd>* fds, uint32_t position) {
+  if (position == 0 || position > fds->size()) return UniqueFd();
+  return std::move((*fds)[position - 1]);
+}
+
+Status DupFd(int fd, const char* what, UniqueFd* out) {
+  out->reset(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!out->valid()) return SystemError("dup of %s: %s", what, strerror(errno));
   return Status::Ok();
 }
 

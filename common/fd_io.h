@@ -8,6 +8,8 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "common/deadline.h"
 #include "common/status.h"
@@ -64,6 +66,14 @@ Status WaitFd(int fd, short events, Deadline deadline, const char* what);
 // for output as well (gRPC's iomgr does, edge-triggered). A socket turns writable each
 // time its peer reads, so watched directly it wakes such a loop for every message sent.
 Status InputOnlyPollFd(int fd, UniqueFd* out);
+
+// The descriptor at 1-based `position` of `fds`, taken out (a handover's state names its
+// descriptors so); invalid when there is none there or it was taken already.
+UniqueFd TakeDescriptor(std::vector<UniqueFd>* fds, uint32_t position);
+
+// A close-on-exec duplicate of `fd` (what a live upgrade hands over); `what` names it in
+// the error ("dup of <what>: <errno text>").
+Status DupFd(int fd, const char* what, UniqueFd* out);
 
 }  // namespace conduit
 

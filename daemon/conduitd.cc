@@ -10,7 +10,6 @@
 
 #include <sys/resource.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -735,12 +734,9 @@ Status AdoptShared(upgrade::TakeOver& takeover, ServiceRouter* router) {
     }
     in.service = static_cast<ServiceId>(s.service());
     in.state = s.state();
-    for (uint32_t index : s.descriptors()) {
-      in.fds.push_back(takeover.Take(index));
-      if (!in.fds.back().valid()) {
-        return InvalidArgument("service %u names descriptor %u, of %zu handed over (or one used twice)", s.service(),
-                               index, takeover.descriptors.size());
-      }
+    if (!takeover.TakeAll(s.descriptors(), &in.fds)) {
+      return InvalidArgument("service %u names descriptors that are not among the %zu handed over (or one twice)",
+                             s.service(), takeover.descriptors.size());
     }
     CONDUIT_RETURN_IF_ERROR(router->AdoptShared(std::move(in)));
   }
@@ -755,8 +751,7 @@ int AdoptPrograms(upgrade::TakeOver& takeover, ServiceRouter* router) {
   for (const upgrade::v1::ProgramSession& p : takeover.state.programs()) {
     UniqueFd connection = takeover.Take(p.connection());
     std::vector<UniqueFd> fds;
-    for (uint32_t index : p.descriptors()) fds.push_back(takeover.Take(index));
-    const bool all_there = std::all_of(fds.begin(), fds.end(), [](const UniqueFd& fd) { return fd.valid(); });
+    const bool all_there = takeover.TakeAll(p.descriptors(), &fds);
     if (!connection.valid() || !all_there || p.service() > static_cast<uint32_t>(ServiceId::kObjects)) {
       CLOG_WARN("upgrade: a handed-over program session names connection %u of service %u, or descriptors, which are "
                 "not there",

@@ -2,8 +2,6 @@
 // (handed_comm.h, docs/upgrade.md): quiesced between two collectives, exported with its
 // links' sockets, and rebuilt on the other side exactly where it stopped, so that the
 // other daemons of the communicator never notice.
-#include <fcntl.h>
-#include <string.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -23,13 +21,6 @@ constexpr size_t kMaxHandedMessages = 1 << 16;
 bool IsSocket(int fd) {
   struct stat st {};
   return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-Status DupSocket(int fd, UniqueFd* out) {
-  if (fd < 0) return InternalError("a link without a socket cannot be handed over");
-  out->reset(fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!out->valid()) return SystemError("dup of a collective link: %s", strerror(errno));
-  return Status::Ok();
 }
 
 Status Busy(uint64_t key, const char* what) {
@@ -149,7 +140,8 @@ Status Communicator::ExportHandover(HandedComm* out) {
     HandedLinks l;
     l.host = static_cast<int>(h);
     if (!c.link || h >= p2p.size() || !p2p[h].valid()) return Busy(key_, "a link is missing");
-    CONDUIT_RETURN_IF_ERROR(DupSocket(c.link->socket_fd(), &l.collective));
+    if (c.link->socket_fd() < 0) return InternalError("a link without a socket cannot be handed over");
+    CONDUIT_RETURN_IF_ERROR(DupFd(c.link->socket_fd(), "a collective link", &l.collective));
     l.path = c.path;
     l.local_ip = c.local_ip;
     l.epoch = c.epoch;

@@ -1,7 +1,6 @@
 #include "collectives/peer_channel.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -147,8 +146,7 @@ Status PeerChannel::DupSockets(std::vector<UniqueFd>* per_host) const {
   per_host->resize(links_.size());
   for (size_t h = 0; h < links_.size(); ++h) {
     if (!links_[h]) continue;
-    (*per_host)[h].reset(fcntl(links_[h]->socket_fd(), F_DUPFD_CLOEXEC, 0));
-    if (!(*per_host)[h].valid()) return SystemError("dup of a point-to-point link: %s", strerror(errno));
+    CONDUIT_RETURN_IF_ERROR(DupFd(links_[h]->socket_fd(), "a point-to-point link", &(*per_host)[h]));
   }
   return Status::Ok();
 }

@@ -1,7 +1,6 @@
 #include "objects/object_service.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 
 #include <chrono>
@@ -517,8 +516,9 @@ ObjStatus ObjectService::ExportCopies(std::vector<HandedCopy>* out) {
     c.charged = obj->charged();
     c.owner = obj->owner();
     if (obj->has_fd()) {
-      c.memfd.reset(fcntl(obj->fd(), F_DUPFD_CLOEXEC, 0));
-      if (!c.memfd.valid()) return Err(objproto::kInternal, "dup of an object memfd: %s", strerror(errno));
+      if (Status dup = DupFd(obj->fd(), "an object memfd", &c.memfd); !dup.ok()) {
+        return Err(objproto::kInternal, "%s", dup.message().c_str());
+      }
     } else {
       c.bytes.assign(reinterpret_cast<const char*>(obj->data()), obj->size());
     }

@@ -1,7 +1,6 @@
 #include "server/program_park.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -124,8 +123,7 @@ Status ProgramPark::Export(std::vector<HandedProgram>* out) const {
     if (!m->parked_) continue;
     HandedProgram h;
     h.service = service_;
-    h.fd.reset(fcntl(m->fd_, F_DUPFD_CLOEXEC, 0));
-    if (!h.fd.valid()) return SystemError("dup of a program connection: %s", strerror(errno));
+    CONDUIT_RETURN_IF_ERROR(DupFd(m->fd_, "a program connection", &h.fd));
     CONDUIT_RETURN_IF_ERROR(m->state_(&h.state, &h.fds));
     out->push_back(std::move(h));
   }

@@ -2,7 +2,6 @@
 // and the communicators its sessions share, in the handover's encoding
 // (protocol/upgrade_state.proto: CollectiveSession, CollectivesState). Everything read here
 // came over a socket from another process and is checked before use.
-#include <fcntl.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -16,12 +15,6 @@ namespace {
 // How long the communicators' point-to-point readers may take to reach a frame boundary.
 constexpr int kQuiesceMs = 2000;
 
-Status Dup(int fd, const char* what, UniqueFd* out) {
-  out->reset(fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!out->valid()) return SystemError("dup of %s: %s", what, strerror(errno));
-  return Status::Ok();
-}
-
 // Appends `fd` to the service's descriptors; its 1-based position.
 uint32_t Add(UniqueFd fd, std::vector<UniqueFd>* fds) {
   fds->push_back(std::move(fd));
@@ -30,10 +23,8 @@ uint32_t Add(UniqueFd fd, std::vector<UniqueFd>* fds) {
 
 // Takes descriptor `position` (1-based) once.
 Status Take(uint32_t position, std::vector<UniqueFd>* fds, UniqueFd* out) {
-  if (position == 0 || position > fds->size() || !(*fds)[position - 1].valid()) {
-    return InvalidArgument("descriptor %u of %zu is not there, or named twice", position, fds->size());
-  }
-  *out = std::move((*fds)[position - 1]);
+  *out = TakeDescriptor(fds, position);
+  if (!out->valid()) return InvalidArgument("descriptor %u of %zu is not there, or named twice", position, fds->size());
   return Status::Ok();
 }
 
@@ -165,7 +156,7 @@ Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds)
   }
   if (shm_.data() != nullptr && shm_fd_.valid()) {
     UniqueFd dup;
-    CONDUIT_RETURN_IF_ERROR(Dup(shm_fd_.get(), "a shared segment", &dup));
+    CONDUIT_RETURN_IF_ERROR(DupFd(shm_fd_.get(), "a shared segment", &dup));
     fds->push_back(std::move(dup));
     s.set_shm_size(shm_.size());
   }

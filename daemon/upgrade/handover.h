@@ -74,9 +74,16 @@ struct TakeOver {
 
   // The descriptor the state names by `index` (1-based), taken out; invalid when there is
   // no such descriptor or it was taken already (a state naming one twice).
-  UniqueFd Take(uint32_t index) {
-    if (index == 0 || index > descriptors.size()) return UniqueFd();
-    return std::move(descriptors[index - 1]);
+  UniqueFd Take(uint32_t index) { return TakeDescriptor(&descriptors, index); }
+  // Takes every descriptor `indexes` names, in order, into *out; false when one is missing.
+  template <typename Indexes>
+  bool TakeAll(const Indexes& indexes, std::vector<UniqueFd>* out) {
+    bool all = true;
+    for (uint32_t index : indexes) {
+      out->push_back(Take(index));
+      all = all && out->back().valid();
+    }
+    return all;
   }
 };
 
