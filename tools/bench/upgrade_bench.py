@@ -226,6 +226,29 @@ class Prober(threading.Thread):
                 time.sleep(self.interval - (t1 - t0))
 
 
+def quiet_calls(samples, spans):
+    """Durations of the calls in `samples` ((start, seconds, ok)) that succeeded and started
+    at least 0.5 s away from every (start, end) span: what a call costs when nothing happens."""
+    return [d for (t, d, ok) in samples if ok and all(not (s - 0.5 <= t <= e + 0.5) for (s, e) in spans)]
+
+
+def slowest_per_slot(samples, begin, length=0.3, slot=0.01):
+    """The slowest call started in each `slot` s from `begin` for `length` s, in ms as text:
+    "-" when none started, "x" when one failed."""
+    slots = []
+    t = begin
+    while t < begin + length:
+        calls = [(d, ok) for (t0, d, ok) in samples if t <= t0 < t + slot]
+        if not calls:
+            slots.append("-")
+        elif not all(ok for _, ok in calls):
+            slots.append("x")
+        else:
+            slots.append(f"{max(d for d, _ in calls) * 1e3:.1f}")
+        t += slot
+    return slots
+
+
 def daemon_pid(admin):
     return json.loads(admin_get(admin)[1])["pid"]
 
@@ -309,7 +332,7 @@ def main():
           "| median call, quiet (ms) |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for p in probers:
-        quiet = [d for (t, d, ok) in p.samples if ok and all(not (s - 0.5 <= t <= e + 0.5) for (_, s, e) in events)]
+        quiet = quiet_calls(p.samples, [(s, e) for (_, s, e) in events])
         median = statistics.median(quiet) * 1e3 if quiet else float("nan")
         for kind, s, e in events:
             window = [(t, d, ok) for (t, d, ok) in p.samples if s - 0.05 <= t <= e + 0.05]
@@ -334,17 +357,7 @@ def main():
             s, e = next((s, e) for (k, s, e) in events if k == kind)
             failed = [t0 for (t0, d, ok) in p.samples if s <= t0 <= e + 0.05 and not ok]
             begin = (failed[0] if failed else s) - 0.02
-            slots = []
-            t = begin
-            while t < begin + 0.3:
-                calls = [(d, ok) for (t0, d, ok) in p.samples if t <= t0 < t + 0.01]
-                if not calls:
-                    slots.append("-")
-                elif not all(ok for _, ok in calls):
-                    slots.append("x")
-                else:
-                    slots.append(f"{max(d for d, _ in calls) * 1e3:.1f}")
-                t += 0.01
+            slots = slowest_per_slot(p.samples, begin)
             where = "its first failed call" if failed else "its start"
             print(f"{p.name}, {kind}: slowest call (ms) per 10 ms from 20 ms before {where}, "
                   f"{(begin + 0.02 - s) * 1e3:.0f} ms into the event: " + " ".join(slots))

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from upgrade_bench import daemon_pid  # GET /v1/status on a daemon's admin socket
+from upgrade_bench import daemon_pid, quiet_calls, slowest_per_slot
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NETNS = os.path.join(ROOT, "tools", "netns", "conduit-netns")
@@ -185,7 +185,7 @@ def main():
     for r in range(args.hosts):
         with open(os.path.join(work, f"rank{r}.json")) as f:
             samples.append([tuple(s) for s in json.load(f)])
-    quiet = [d for (t, d, ok) in samples[0] if ok and all(not (s - 0.5 <= t <= e + 0.5) for (_, _, s, e) in events)]
+    quiet = quiet_calls(samples[0], [(s, e) for (_, _, s, e) in events])
     median = statistics.median(quiet) * 1e3 if quiet else float("nan")
     p99 = sorted(quiet)[int(0.99 * (len(quiet) - 1))] * 1e3 if quiet else float("nan")
     link = f"links shaped to {args.rate}" if args.rate else "unshaped veth links"
@@ -213,14 +213,8 @@ def main():
               f"failed, the first ending {(first - events[-1][2]) * 1e3:.0f} ms after SIGTERM; the job must be restarted "
               "(a new communicator on every host, from its last checkpoint).")
     kind, h, s, e = events[0]
-    slots, t = [], s - 0.02
-    while t < s + 0.28:
-        calls = [(d, ok) for (t0, d, ok) in samples[0] if t <= t0 < t + 0.01]
-        slots.append("-" if not calls else "x" if not all(ok for _, ok in calls)
-                     else f"{max(d for d, _ in calls) * 1e3:.1f}")
-        t += 0.01
     print(f"rank 0, first live upgrade (host {h}): slowest all-reduce (ms) per 10 ms from 20 ms before it: "
-          + " ".join(slots))
+          + " ".join(slowest_per_slot(samples[0], s - 0.02)))
     print(f"(logs: {work})")
     if os.environ.get("UPGRADE_BENCH_KEEP") is None:
         shutil.rmtree(work, ignore_errors=True)
