@@ -95,6 +95,18 @@ class Callers {
   std::vector<std::thread> threads_;
 };
 
+// A shell script `name` in the cluster's directory, executable (mode 0755), for an upgrade's
+// "binary"; its path.
+std::string WriteScript(const Cluster& cluster, const std::string& name, const std::string& body) {
+  const std::string path = cluster.dir() + "/" + name;
+  {
+    std::ofstream script(path);
+    script << "#!/bin/sh\n" << body << "\n";
+  }
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
 // Waits for a process that is not our child to end.
 bool Exits(int64_t pid, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
@@ -202,12 +214,7 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   a = Upgrade(cluster, 0, R"({"binary": "/bin/false"})");
   EXPECT_EQ(a.status, 500) << a.text;
   EXPECT_NE(ErrorMessage(a).find("before taking over"), std::string::npos) << a.text;
-  const std::string hang = cluster.dir() + "/hang";
-  {
-    std::ofstream script(hang);
-    script << "#!/bin/sh\nexec sleep 600\n";
-  }
-  chmod(hang.c_str(), 0755);
+  const std::string hang = WriteScript(cluster, "hang", "exec sleep 600");
   a = Upgrade(cluster, 0, R"({"binary": ")" + hang + R"(", "timeout_ms": 1500})");
   EXPECT_EQ(a.status, 500) << a.text;
   EXPECT_EQ(DaemonPid(cluster, 0), pid);
@@ -307,12 +314,9 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
   EXPECT_EQ(died.status, 500) << died.text;
   // This one gets the communicator and its sessions, then refuses to take over (its
   // program socket moved): everything goes on in the old process.
-  const std::string moved = cluster.dir() + "/moved-socket";
-  {
-    std::ofstream script(moved);
-    script << "#!/bin/sh\nexec " << Cluster::ConduitdPath() << " \"$@\" --socket " << cluster.dir() << "/moved.sock\n";
-  }
-  chmod(moved.c_str(), 0755);
+  const std::string moved =
+      WriteScript(cluster, "moved-socket",
+                  "exec " + Cluster::ConduitdPath() + " \"$@\" --socket " + cluster.dir() + "/moved.sock");
   AdminAnswer refused_state = Upgrade(cluster, 1, R"({"binary": ")" + moved + R"("})");
   EXPECT_EQ(refused_state.status, 400) << refused_state.text;
   EXPECT_NE(ErrorMessage(refused_state).find("socket"), std::string::npos) << refused_state.text;
