@@ -196,6 +196,28 @@ UniqueFd FrameReader::TakeFd() {
   return fd;
 }
 
+std::string FrameReader::ReadAhead() const {
+  return std::string(reinterpret_cast<const char*>(buf_.data()) + begin_, end_ - begin_);
+}
+
+Status FrameReader::DupFds(std::vector<UniqueFd>* out) const {
+  for (const UniqueFd& fd : fds_) {
+    UniqueFd copy;
+    CONDUIT_RETURN_IF_ERROR(DupFd(fd.get(), "a descriptor that arrived with a frame", &copy));
+    out->push_back(std::move(copy));
+  }
+  return Status::Ok();
+}
+
+bool FrameReader::Prime(const std::string& bytes, std::vector<UniqueFd> fds) {
+  if (bytes.size() > buf_.size() - (end_ - begin_) || begin_ != end_) return false;
+  begin_ = 0;
+  end_ = bytes.size();
+  memcpy(buf_.data(), bytes.data(), bytes.size());
+  for (UniqueFd& fd : fds) fds_.push_back(std::move(fd));
+  return true;
+}
+
 void PutFrameHeader(OutFrame* f, uint32_t magic, uint16_t version, uint16_t type, uint32_t tag, size_t payload_len) {
   FrameHeader h{magic, version, type, static_cast<uint32_t>(payload_len), tag};
   f->head.insert(0, reinterpret_cast<const char*>(&h), sizeof(h));

@@ -54,6 +54,14 @@ class FrameReader {
   size_t buffered() const { return end_ - begin_; }
   // After `conn` was resealed (Conn::Reseal): reads go through its new records.
   void Rebind(Conn* conn) { conn_ = conn->sealed() ? conn : nullptr; }
+  // A live upgrade hands the connection to another process: the bytes received past the
+  // last frame consumed, and duplicates of the descriptors not yet taken (the reader keeps
+  // both, in case the upgrade is called off).
+  std::string ReadAhead() const;
+  Status DupFds(std::vector<UniqueFd>* out) const;
+  // In that process, before the first read: bytes to read before the connection's, and
+  // descriptors that came with them. False when they do not fit the read buffer.
+  bool Prime(const std::string& bytes, std::vector<UniqueFd> fds);
 
  private:
   Status Fill(Deadline deadline);

@@ -72,4 +72,20 @@ bool ShmHeap::Free(uint64_t offset) {
   return true;
 }
 
+bool ShmHeap::Reserve(uint64_t offset, uint64_t len) {
+  if (len == 0 || len % kAlign != 0 || offset % kAlign != 0 || len > capacity_) return false;
+  // The free range holding offset: the last one starting at or before it.
+  auto it = free_by_offset_.upper_bound(offset);
+  if (it == free_by_offset_.begin()) return false;
+  --it;
+  const uint64_t at = it->first, have = it->second;
+  if (offset - at > have || len > have - (offset - at)) return false;
+  EraseFree(it);
+  if (offset > at) InsertFree(at, offset - at);
+  if (at + have > offset + len) InsertFree(offset + len, at + have - offset - len);
+  live_.emplace(offset, len);
+  used_ += len;
+  return true;
+}
+
 }  // namespace conduit

@@ -27,6 +27,11 @@ class ShmHeap {
   bool Fits(uint64_t len) const;
   // Releases a block from Allocate; false if `offset` is not a live block.
   bool Free(uint64_t offset);
+  // A live upgrade: the live blocks (offset -> length), and, in the new process, a block
+  // taken again at its place; false (nothing taken) unless [offset, +len) is aligned and
+  // free in this heap.
+  std::map<uint64_t, uint64_t> LiveBlocks() const { return {live_.begin(), live_.end()}; }
+  bool Reserve(uint64_t offset, uint64_t len);
 
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const { return used_; }

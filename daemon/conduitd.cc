@@ -40,6 +40,7 @@
 #include "objects/object_service.h"
 #include "policy/fabric.h"
 #include "protocol/peer_protocol.h"
+#include "protocol/rpc_protocol.h"
 #include "protocol/shim_protocol.h"
 #include "rpc/rpc_admin.h"
 #include "rpc/rpc_service.h"
@@ -81,6 +82,7 @@ struct Flags {
   bool insecure_peers = false;
   bool encrypt_peers = false;
   uint64_t rpc_link_assembly_bytes = 256ull << 20;
+  uint32_t rpc_link_version = rpcproto::kPeerLinkVersion;
   bool rpc_managed_only = false;
   LogLevel log_level = LogLevel::kInfo;
   std::string metrics_listen;  // "" = no metrics port
@@ -213,6 +215,13 @@ const FlagSpec kFlagSpecs[] = {
      [](Flags& f, const std::string& v) { return SetNumber(v, &f.rpc_inline_max); }},
     {"rpc-link-assembly-bytes", FlagKind::kValue,
      [](Flags& f, const std::string& v) { return SetNumber(v, &f.rpc_link_assembly_bytes); }},
+    {"rpc-link-version", FlagKind::kValue,
+     [](Flags& f, const std::string& v) {
+       CONDUIT_RETURN_IF_ERROR(SetNumber(v, &f.rpc_link_version));
+       return Refused(f.rpc_link_version >= rpcproto::kMinPeerLinkVersion &&
+                          f.rpc_link_version <= rpcproto::kPeerLinkVersion,
+                      "must be 2 or 3");
+     }},
     {"rpc-managed-only", FlagKind::kSwitch,
      [](Flags& f, const std::string& v) { return SetBool(v, &f.rpc_managed_only); }},
     // Its file is re-read on every SIGHUP; a new path needs a restart.
@@ -378,6 +387,8 @@ struct CommandLine {
           "                               through shared memory (default 512)\n"
           "  --rpc-link-assembly-bytes N  private memory the incomplete messages of one link may\n"
           "                               hold; past it the call fails (default 256 MiB)\n"
+          "  --rpc-link-version N         newest RPC link version offered and accepted (default 3;\n"
+          "                               2: as a release without GoAway, docs/rpc-protocol.md)\n"
           "  --rpc-managed-only           servers served through conduitd take calls only through\n"
           "                               it (no native listener for clients without the preload,\n"
           "                               so every call meets the policies)\n",
@@ -922,6 +933,7 @@ int Main(int argc, char** argv) {
   rpc_options.timeout_ms = flags.comm.timeout_ms;
   rpc_options.inline_max = flags.rpc_inline_max;
   rpc_options.max_link_assembling_bytes = flags.rpc_link_assembly_bytes;
+  rpc_options.max_link_version = flags.rpc_link_version;
   rpc_options.native_listeners = !flags.rpc_managed_only;
   static rpc::RpcService rpc(rpc_options, &policy);
   flags.objects.security = security.get();
@@ -992,6 +1004,8 @@ int Main(int argc, char** argv) {
     // one stopped it.
     router.StartShared();
     const int adopted = AdoptPrograms(takeover, &router);
+    // What the RPC sessions serve is back in the table before any connection is accepted.
+    router.AwaitAdopted(Deadline::AfterMs(5000));
     CLOG_INFO("upgrade: took over from %s with %d operator changes, %d stored objects and %d of %d program sessions",
               takeover.state.release().c_str(), takeover.state.operator_state_size(), takeover.state.objects_size(),
               adopted, takeover.state.programs_size());

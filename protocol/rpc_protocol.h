@@ -27,6 +27,12 @@ namespace conduit::rpcproto {
 // Version 2: Serve carries the host the server listens on (its bind address, enforced by
 // the daemon), and CloseChannel exists. docs/rpc-protocol.md says what changed.
 inline constexpr uint32_t kRpcVersion = 2;
+// RPC links between daemons (PeerHello.rpc_version). Version 2 is the links of kRpcVersion
+// 2; version 3 adds GoAway. A connecting daemon offers its newest version and, refused,
+// dials again with its oldest, so daemons of both versions interoperate during a rolling
+// upgrade (docs/rpc-protocol.md, "Link versions").
+inline constexpr uint32_t kPeerLinkVersion = 3;
+inline constexpr uint32_t kMinPeerLinkVersion = 2;
 // Largest frame either side accepts: a 64 MiB message sent inline plus its sections.
 inline constexpr uint32_t kMaxFrame = (64u << 20) + (1u << 20);
 // Largest variable part of one section of a Call frame (a metadata block, details).
@@ -70,6 +76,10 @@ enum MsgType : uint16_t {
   // (a StatusReply; either side may send a failed one instead of its next flight)
   kTlsHandshake = 0x0184,
   kTlsDone = 0x0185,
+  // accepting daemon -> connecting daemon, link version 3, no payload: start no more calls
+  // on this link (the accepting daemon is being replaced); the calls open on it go on, and
+  // the connecting daemon closes it after the last one.
+  kGoAway = 0x0186,
 };
 
 // Hello: the first message on a program connection; the control region's memfd rides along.

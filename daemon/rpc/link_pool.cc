@@ -7,7 +7,9 @@ namespace conduit::rpc {
 Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = links_.find(addr);
-  if (it != links_.end() && it->second->alive()) {
+  // A link whose daemon said GoAway (it is being replaced) closes after its last call; new
+  // calls go on a new connection, which its successor serves.
+  if (it != links_.end() && it->second->accepting_calls()) {
     *out = it->second;
     return Status::Ok();
   }

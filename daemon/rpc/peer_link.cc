@@ -105,6 +105,20 @@ Status PeerLink::ConnectTls(RpcContext* service, const std::string& addr, uint32
 
 Status PeerLink::ConnectWith(RpcContext* service, const std::string& addr, uint32_t tls_port,
                              std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out) {
+  bool refused = false;
+  const uint32_t newest = service->options().max_link_version;
+  Status st = Dial(service, addr, newest, tls_port, tls, out, &refused);
+  if (st.ok() || !refused || newest == rpcproto::kMinPeerLinkVersion) return st;
+  // A daemon of an older release (a rolling upgrade under way) refuses the newer version:
+  // speak its own. Any other refusal is refused again, and that answer is the one returned.
+  Status older = Dial(service, addr, rpcproto::kMinPeerLinkVersion, tls_port, tls, out, &refused);
+  if (older.ok()) CLOG_INFO("daemon %s speaks RPC link version %u", addr.c_str(), rpcproto::kMinPeerLinkVersion);
+  return older;
+}
+
+Status PeerLink::Dial(RpcContext* service, const std::string& addr, uint32_t version, uint32_t tls_port,
+                      std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out, bool* refused) {
+  *refused = false;
   Conn conn;
   PeerIdentity peer;
   Status st = service->options().security->Dial(addr, Deadline::AfterMs(kConnectTimeoutMs + authproto::kHandshakeTimeoutMs),
@@ -112,8 +126,9 @@ Status PeerLink::ConnectWith(RpcContext* service, const std::string& addr, uint3
   if (!st.ok()) return SystemError("no conduitd at %s: %s", addr.c_str(), st.message().c_str());
   TuneTcpSocket(conn.fd(), service->options().timeout_ms);
   std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(conn), addr, /*accepted=*/false));
+  link->link_version_ = version;
   rpcproto::PeerHello hello{};
-  hello.rpc_version = rpcproto::kRpcVersion;
+  hello.rpc_version = version;
   hello.tls_port = tls_port;
   CopyCString(hello.daemon, service->options().my_addr.c_str());
   CONDUIT_RETURN_IF_ERROR(link->writer_.Send(SmallFrame(rpcproto::kPeerHello, 0, hello)));
@@ -127,7 +142,9 @@ Status PeerLink::ConnectWith(RpcContext* service, const std::string& addr, uint3
     return SystemError("daemon %s answered the RPC hello with message 0x%04x", addr.c_str(), h.type);
   }
   memcpy(&reply, payload.data(), sizeof(reply));
-  CONDUIT_RETURN_IF_ERROR(FromWire(reply.status));
+  st = FromWire(reply.status);
+  *refused = !st.ok();
+  CONDUIT_RETURN_IF_ERROR(st);
   if (tls != nullptr) {
     std::unique_ptr<TlsHandshake> hs;
     CONDUIT_RETURN_IF_ERROR(TlsHandshake::NewClient(std::move(tls), &hs));
@@ -161,9 +178,9 @@ void PeerLink::Accept(RpcContext* service, Conn conn, const PeerIdentity& identi
   std::shared_ptr<const TlsServerContext> tls;
   if (st.ok()) {
     memcpy(&hello, payload.data(), sizeof(hello));
-    if (hello.rpc_version != rpcproto::kRpcVersion) {
-      st = InvalidUsage("RPC protocol version %u is not supported (this daemon speaks %u)", hello.rpc_version,
-                        rpcproto::kRpcVersion);
+    if (hello.rpc_version < rpcproto::kMinPeerLinkVersion || hello.rpc_version > service->options().max_link_version) {
+      st = InvalidUsage("RPC link version %u is not supported (this daemon speaks %u to %u)", hello.rpc_version,
+                        rpcproto::kMinPeerLinkVersion, service->options().max_link_version);
     } else if (hello.tls_port != 0) {
       st = link->TlsServerFor(hello.tls_port, &tls);
     }
@@ -173,6 +190,7 @@ void PeerLink::Accept(RpcContext* service, Conn conn, const PeerIdentity& identi
     CLOG_WARN("RPC link from %s refused: %s", peer.c_str(), st.message().c_str());
     return;
   }
+  link->link_version_ = hello.rpc_version;
   if (tls != nullptr) {
     std::unique_ptr<TlsHandshake> hs;
     st = TlsHandshake::NewServer(tls, &hs);
@@ -188,13 +206,15 @@ void PeerLink::Accept(RpcContext* service, Conn conn, const PeerIdentity& identi
     link->tls_auth_ = AuthProperties(link->tls_client_);
     CLOG_DEBUG("TLS link for port %u from %s is up (client certificate: %s)", hello.tls_port, peer.c_str(),
                link->tls_client_.has_certificate ? link->tls_client_.subject.c_str() : "none");
-    link->ReadLoop();
-    return;
+  } else {
+    CLOG_INFO("RPC link from daemon %s (%s%s) is up",
+              identity.authenticated() ? identity.daemon.c_str() : FromCString(hello.daemon).c_str(), peer.c_str(),
+              link->conn_.sealed() ? ", sealed" : "");
   }
-  CLOG_INFO("RPC link from daemon %s (%s%s) is up",
-            identity.authenticated() ? identity.daemon.c_str() : FromCString(hello.daemon).c_str(), peer.c_str(),
-            link->conn_.sealed() ? ", sealed" : "");
+  // Listed from here on, so that a live upgrade can ask it for no more calls (GoAway).
+  service->AddAccepted(link);
   link->ReadLoop();
+  service->RemoveAccepted(link.get());
 }
 
 void PeerLink::ReadLoop() {
@@ -207,8 +227,9 @@ void PeerLink::ReadLoop() {
     if (!st.ok()) {
       if (!alive()) return;
       if (reader_.closed()) {
-        // A TLS link ends when its channel does: the other daemon closes it, no failure.
-        Fail("daemon " + peer_ + " closed the connection", /*quiet=*/tls_port_ != 0);
+        // A TLS link ends when its channel does, and any link once this daemon said GoAway:
+        // the other daemon closes it after its last call, no failure.
+        Fail("daemon " + peer_ + " closed the connection", /*quiet=*/tls_port_ != 0 || told_to_go_.load());
       } else {
         CLOG_WARN("malformed or failed RPC frame from daemon %s: %s; closing the link", peer_.c_str(),
                   st.message().c_str());
@@ -234,6 +255,17 @@ Status PeerLink::HandleFrame(const FrameHeader& h) {
     reply.served = served ? 1 : 0;
     reply.flags = served && session->TlsFor(req.port) != nullptr ? rpcproto::kProbeTls : 0;
     return writer_.Send(SmallFrame(rpcproto::kProbeReply, h.tag, reply));
+  }
+  if (h.type == rpcproto::kGoAway && !accepted_ && link_version_ >= 3) {
+    if (h.length != 0) return InvalidArgument("malformed GoAway (%u bytes)", h.length);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      draining_ = true;
+    }
+    CLOG_INFO("daemon %s is being replaced: its RPC link%s takes no new call and closes after its last",
+              peer_.c_str(), tls_port_ != 0 ? (" for port " + std::to_string(tls_port_)).c_str() : "");
+    ReleaseWhenIdle();
+    return Status::Ok();
   }
   if (h.type == rpcproto::kProbeReply && !accepted_) {
     rpcproto::ProbeReply reply;
@@ -497,14 +529,30 @@ std::string PeerLink::RefusalFor(uint32_t port, const ServedProgram& session, bo
   return "";
 }
 
-void PeerLink::AddCall(const std::shared_ptr<RpcCall>& call) {
+bool PeerLink::accepting_calls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return alive() && !draining_;
+}
+
+bool PeerLink::GoAway() {
+  if (!accepted_ || link_version_ < 3) return false;
+  if (told_to_go_.exchange(true)) return true;
+  OutFrame f;
+  PutFrameHeader(&f, peerproto::kMagic, peerproto::kVersion, rpcproto::kGoAway, 0, 0);
+  if (!writer_.Send(std::move(f)).ok()) Fail("cannot write to daemon " + peer_);
+  return true;
+}
+
+bool PeerLink::AddCall(const std::shared_ptr<RpcCall>& call) {
   auto lc = std::make_shared<LinkCall>();
   lc->call = call;
   std::lock_guard<std::mutex> lock(mu_);
+  if (draining_) return false;
   uint64_t id = next_call_++;
   calls_[id] = lc;
   call->server_end = shared_from_this();
   call->server_id = id;
+  return true;
 }
 
 void PeerLink::Forget(uint64_t id) {
@@ -514,7 +562,7 @@ void PeerLink::Forget(uint64_t id) {
     calls_.erase(id);
     idle = calls_.empty();
   }
-  if (idle && release_when_idle_.load()) Fail("its channel was closed", /*quiet=*/true);
+  if (idle && release_when_idle_.load()) Fail("no call left on it", /*quiet=*/true);
 }
 
 void PeerLink::ReleaseWhenIdle() {
@@ -524,7 +572,7 @@ void PeerLink::ReleaseWhenIdle() {
     std::lock_guard<std::mutex> lock(mu_);
     idle = calls_.empty();
   }
-  if (idle) Fail("its channel was closed", /*quiet=*/true);
+  if (idle) Fail("no call left on it", /*quiet=*/true);
 }
 
 void PeerLink::Deliver(RpcCall&, uint64_t id, Event ev) {

@@ -8,7 +8,10 @@
 // program's. With the QoS policy on, frames of messages above its threshold are bulk: the
 // link's writer sends every small frame queued before them, across calls and programs
 // (a call's own frames keep their order). A malformed frame, a lost connection or an
-// unanswered write ends the link: its calls fail with UNAVAILABLE on both sides.
+// unanswered write ends the link: its calls fail with UNAVAILABLE on both sides. An
+// accepting daemon being replaced asks for no more calls (GoAway, link version 3): the
+// connecting daemon takes another link for its next calls and closes this one after the
+// last (docs/rpc-protocol.md).
 //
 // The other daemon is not trusted with this daemon's memory or threads: every length in
 // its frames is checked before use, a message's private memory grows with the fragments
@@ -56,16 +59,26 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   ~PeerLink() override;
 
   bool alive() const { return alive_.load(std::memory_order_acquire); }
+  // Connecting side: the link is up and the other daemon has not asked for no more calls
+  // (GoAway): a new call may start on it.
+  bool accepting_calls();
+  // The link version both daemons speak (rpcproto::kMinPeerLinkVersion..kPeerLinkVersion).
+  uint32_t link_version() const { return link_version_; }
+  // Accepting side, a live upgrade: asks the other daemon to start no more calls here
+  // (GoAway); it closes the link after its last call. False when its link version has no
+  // GoAway (an older release), which the link then keeps.
+  bool GoAway();
   // Asks the other daemon whether a program there serves `port` for callers from this
   // host: Ok when it does, else why not (no such server, or one bound to loopback or to
   // another address).
   // *tls: the port is served with TLS (insecure channels must not reach it).
   Status Probe(uint32_t port, bool* tls);
-  // Makes this link the server end of `call` (connecting side).
-  void AddCall(const std::shared_ptr<RpcCall>& call);
+  // Makes this link the server end of `call` (connecting side); false, changing nothing,
+  // once the other daemon said GoAway (the caller takes another link).
+  bool AddCall(const std::shared_ptr<RpcCall>& call);
 
-  // A TLS link whose channel is gone: closes once no call is left on it (at once when
-  // none is), quietly on both sides.
+  // A TLS link whose channel is gone, or a link whose daemon said GoAway: closes once no
+  // call is left on it (at once when none is), quietly on both sides.
   void ReleaseWhenIdle();
 
   void Deliver(RpcCall& call, uint64_t id, Event ev) override;
@@ -101,6 +114,10 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   PeerLink(RpcContext* service, Conn conn, std::string peer, bool accepted);
   static Status ConnectWith(RpcContext* service, const std::string& addr, uint32_t tls_port,
                             std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out);
+  // One connection offering link version `version`; *refused when the other daemon
+  // answered the hello with an error (an older release refuses a newer version).
+  static Status Dial(RpcContext* service, const std::string& addr, uint32_t version, uint32_t tls_port,
+                     std::shared_ptr<const TlsClientContext> tls, std::shared_ptr<PeerLink>* out, bool* refused);
   // Accepting side: which program credentials a hello naming `tls_port` gets the handshake
   // with; an error when no program serves that port here with TLS.
   Status TlsServerFor(uint32_t tls_port, std::shared_ptr<const TlsServerContext>* out);
@@ -140,12 +157,15 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   FrameWriter writer_;
   std::atomic<bool> alive_{true};
   std::atomic<bool> release_when_idle_{false};
+  uint32_t link_version_ = 0;  // set before the link reads or writes calls
+  std::atomic<bool> told_to_go_{false};  // accepting side: GoAway sent (its close is expected)
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<LinkCall>> calls_;
   // Private bytes of incomplete incoming messages, shared with the LinkCalls charged.
   std::shared_ptr<std::atomic<uint64_t>> assembling_ = std::make_shared<std::atomic<uint64_t>>(0);
   uint64_t next_call_ = 1;
+  bool draining_ = false;  // connecting side: the other daemon said GoAway
   std::map<uint32_t, ProbeWait> probes_;
   uint32_t next_probe_ = 1;
   std::condition_variable probe_cv_;

@@ -1,7 +1,11 @@
 #include "rpc/program_session.h"
 
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include <chrono>
+#include <thread>
 
 #include "common/log.h"
 #include "protocol/rpc_protocol.h"
@@ -11,6 +15,7 @@
 #include "rpc/peer_link.h"
 #include "rpc/program_requests.h"
 #include "rpc/rpc_context.h"
+#include "rpc/session_handover.h"
 #include "security/tls_session.h"
 #include "server/service_router.h"
 
@@ -20,6 +25,10 @@ namespace {
 constexpr int kHelloTimeoutMs = 10000;
 // Ids this daemon gives calls to a program's servers; the program's own ids are small.
 constexpr uint64_t kIncomingBit = 1ull << 63;
+// Requests a session holds during a park (its program waits for their replies, so few).
+constexpr size_t kMaxHeld = 4096;
+// Bytes a session may have read ahead of its requests (its FrameReader's buffer holds less).
+constexpr size_t kMaxReadAhead = 1 << 20;
 
 template <typename T>
 bool ParseExact(const std::string& payload, T* out) {
@@ -61,7 +70,7 @@ Status ProgramSession::ReplyStatus(uint16_t type, uint32_t tag, const Status& st
   return Reply(type, tag, &r, sizeof(r));
 }
 
-void ProgramSession::Run() {
+void ProgramSession::MakeMemory() {
   std::weak_ptr<ProgramSession> weak = weak_from_this();
   memory_ = std::make_shared<ProgramMemory>(
       [weak](const rpcproto::FreeEntry& e) {
@@ -73,14 +82,33 @@ void ProgramSession::Run() {
         }
       },
       service_->options().max_receive_bytes, service_->admission().max_shm_bytes());
+}
+
+void ProgramSession::Run() {
+  MakeMemory();
   FrameHeader h;
   Status st = reader_.NextHeader(&h, Deadline::AfterMs(kHelloTimeoutMs));
   if (st.ok()) st = Hello(h);
-  while (st.ok()) {
-    // Idle between frames as long as it likes; a frame it started must follow promptly.
-    st = reader_.NextHeader(&h, Deadline::Never(), service_->frame_timeout_ms());
-    if (st.ok()) st = HandleFrame(h);
+  if (st.ok()) st = ServeConnection();
+  Finish(st);
+}
+
+void ProgramSession::RunAdopted(const std::string& state, std::vector<UniqueFd> fds,
+                                const std::function<void()>& restored) {
+  MakeMemory();
+  Status st = Restore(state, std::move(fds));
+  restored();
+  if (st.ok()) {
+    CLOG_DEBUG("%s: session handed over (%zu channel(s), %zu port(s), %zu request(s) held)", who_.c_str(),
+               channels_.size(), server_of_port_.size(), held_.size());
+    st = ServeConnection();
+  } else {
+    CLOG_WARN("%s: the handed-over session is refused: %s", who_.c_str(), st.message().c_str());
   }
+  Finish(st);
+}
+
+void ProgramSession::Finish(const Status& st) {
   if (!reader_.closed()) {
     CLOG_WARN("%s: dropping the connection: %s", who_.c_str(), st.message().c_str());
     (void)ReplyStatus(0, 0, st);
@@ -88,6 +116,153 @@ void ProgramSession::Run() {
     CLOG_DEBUG("%s disconnected", who_.c_str());
   }
   EndAll(who_ + " went away");
+}
+
+Status ProgramSession::ServeConnection() {
+  ProgramPark::Member member(&service_->park(), fd_.get(),
+                             [this](std::string* state, std::vector<UniqueFd>* fds) { return SavedState(state, fds); });
+  member.SetIdle([this] { return Idle(); });
+  for (;;) {
+    CONDUIT_RETURN_IF_ERROR(member.AwaitRequest({reader_.buffered() > 0, !held_.empty()}));
+    if (!held_.empty() && !service_->parking()) {
+      CONDUIT_RETURN_IF_ERROR(ServeHeld());
+      continue;
+    }
+    if (held_.size() >= kMaxHeld) {
+      // As many requests held as a session may: what the program sends next stays in the
+      // kernel until the park ends (or the session, idle, stops with it there).
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    if (reader_.buffered() == 0) {
+      // Woken for held requests just as another park began: read only what has arrived.
+      pollfd p = {fd_.get(), POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) continue;
+    }
+    CONDUIT_RETURN_IF_ERROR(ReadRequest());
+  }
+}
+
+Status ProgramSession::ReadRequest() {
+  FrameHeader h;
+  // Idle between frames as long as it likes; a frame it started must follow promptly.
+  CONDUIT_RETURN_IF_ERROR(reader_.NextHeader(&h, Deadline::Never(), service_->frame_timeout_ms()));
+  ProgramFrame f;
+  f.type = h.type;
+  f.tag = h.tag;
+  CONDUIT_RETURN_IF_ERROR(ReadArriving(reader_, h.length, &f.payload, Deadline::AfterMs(service_->frame_timeout_ms())));
+  if (f.type == rpcproto::kAttachSegment) f.fd = reader_.TakeFd();
+  return Admit(std::move(f));
+}
+
+Status ProgramSession::ServeCounted(ProgramFrame& f, bool* served) {
+  // Counted from before the park is looked at until the frame is served, so that no session
+  // stops in between (a call this frame starts may be for its port).
+  std::atomic<int>& starts = service_->starts_under_way();
+  starts.fetch_add(1);
+  *served = !service_->parking();
+  Status st = *served ? HandleFrame(f) : Status::Ok();
+  starts.fetch_sub(1);
+  return st;
+}
+
+Status ProgramSession::Admit(ProgramFrame f) {
+  if (held_.empty()) {
+    bool served;
+    Status st = ServeCounted(f, &served);
+    if (served) return st;
+  }
+  // A park is on. The events of calls in flight, and blocks the program released, are
+  // served at once: they are what lets the session reach a point with no call in flight.
+  bool in_flight = f.type == rpcproto::kFree;
+  CallHead head;
+  if (f.type == rpcproto::kCall && PeekCallHead(f.payload, &head).ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight = calls_.count(head.call) > 0;
+  }
+  if (in_flight) return HandleFrame(f);
+  held_.push_back(std::move(f));
+  return Status::Ok();
+}
+
+Status ProgramSession::ServeHeld() {
+  while (!held_.empty()) {
+    bool served;
+    CONDUIT_RETURN_IF_ERROR(ServeCounted(held_.front(), &served));
+    if (!served) return Status::Ok();  // another park began
+    held_.pop_front();
+  }
+  return Status::Ok();
+}
+
+bool ProgramSession::Idle() {
+  if (service_->starts_under_way().load() != 0) return false;
+  if (memory_->sends_in_flight() != 0 || writer_->queued_bytes() != 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!calls_.empty()) return false;
+  // A server's calls may still come over a connection from another daemon.
+  return server_of_port_.empty() || service_->accepted_connections().load() == 0;
+}
+
+Status ProgramSession::SavedState(std::string* state, std::vector<UniqueFd>* fds) {
+  HandedSession h;
+  CONDUIT_RETURN_IF_ERROR(memory_->Export(&h.memory));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!calls_.empty()) {
+      return Status(StatusCode::kAborted, who_ + " has " + std::to_string(calls_.size()) + " call(s) in flight");
+    }
+    for (const auto& [id, ch] : channels_) h.channels.push_back({id, ch.text, ch.tls_config});
+    for (const auto& [port, server] : server_of_port_) {
+      auto tls = tls_config_of_port_.find(port);
+      h.ports.push_back({port, server, host_of_port_[port],
+                         tls == tls_config_of_port_.end() ? std::nullopt : std::optional(tls->second)});
+    }
+  }
+  h.next_incoming = next_incoming_.load();
+  // Copies: the session keeps its own, in case the upgrade is called off.
+  for (const ProgramFrame& f : held_) {
+    ProgramFrame copy{f.type, f.tag, f.payload, UniqueFd()};
+    if (f.fd.valid()) CONDUIT_RETURN_IF_ERROR(DupFd(f.fd.get(), "a held request's descriptor", &copy.fd));
+    h.held.push_back(std::move(copy));
+  }
+  h.read_ahead = reader_.ReadAhead();
+  CONDUIT_RETURN_IF_ERROR(reader_.DupFds(&h.read_ahead_fds));
+  CONDUIT_RETURN_IF_ERROR(EncodeHandedSession(std::move(h), state, fds));
+  service_->SessionExported();
+  return Status::Ok();
+}
+
+Status ProgramSession::Restore(const std::string& bytes, std::vector<UniqueFd> fds) {
+  const RpcOptions& o = service_->options();
+  HandedSession h;
+  CONDUIT_RETURN_IF_ERROR(DecodeHandedSession(
+      bytes, std::move(fds), SessionLimits{o.max_program_channels, o.max_program_ports, kMaxHeld, kMaxReadAhead}, &h));
+  // Who the program is: the kernel's word again, and the admission list as it is now.
+  const std::string exe = ProgramExe(creds_.pid);
+  who_ = exe + "[" + std::to_string(creds_.pid) + "]";
+  CONDUIT_RETURN_IF_ERROR(service_->admission().CheckAdmission(exe));
+  CONDUIT_RETURN_IF_ERROR(memory_->Import(std::move(h.memory)));
+  for (HandedSession::Channel& c : h.channels) {
+    Channel ch;
+    ch.text = std::move(c.target);
+    CONDUIT_RETURN_IF_ERROR(ResolveTarget(ch.text, &ch.target));
+    ch.tls_config = std::move(c.tls);
+    if (ch.tls_config) CONDUIT_RETURN_IF_ERROR(TlsClientContext::Create(*ch.tls_config, &ch.tls));
+    // A TLS channel to another host makes its link again at its next call (a new handshake,
+    // as after a broken link); a local channel checks its server again at its next call.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!channels_.emplace(c.id, std::move(ch)).second) {
+      return InvalidArgument("channel %llu twice", static_cast<unsigned long long>(c.id));
+    }
+  }
+  for (HandedSession::Port& p : h.ports) CONDUIT_RETURN_IF_ERROR(AddPort(p.port, p.server, p.host, std::move(p.tls)));
+  next_incoming_.store(h.next_incoming);
+  for (ProgramFrame& f : h.held) held_.push_back(std::move(f));
+  if (!reader_.Prime(h.read_ahead, std::move(h.read_ahead_fds))) {
+    return InvalidArgument("%zu bytes read ahead do not fit the read buffer", h.read_ahead.size());
+  }
+  return Status::Ok();
 }
 
 void ProgramSession::AbortCalls(const std::string& why) {
@@ -110,6 +285,8 @@ void ProgramSession::EndAll(const std::string& why) {
     client_calls_ = 0;
     ports.swap(server_of_port_);
     tls_of_port_.clear();
+    tls_config_of_port_.clear();
+    host_of_port_.clear();
     for (auto& [id, ch] : channels_) {
       if (ch.link != nullptr) links.push_back(std::move(ch.link));
     }
@@ -166,26 +343,25 @@ Status ProgramSession::Hello(const FrameHeader& h) {
   return Status::Ok();
 }
 
-Status ProgramSession::HandleFrame(const FrameHeader& h) {
-  std::string payload;
-  CONDUIT_RETURN_IF_ERROR(ReadArriving(reader_, h.length, &payload, Deadline::AfterMs(service_->frame_timeout_ms())));
-  switch (h.type) {
+Status ProgramSession::HandleFrame(ProgramFrame& f) {
+  const std::string& payload = f.payload;
+  switch (f.type) {
     case rpcproto::kCall:
-      return HandleCall(std::move(payload));
+      return HandleCall(std::move(f.payload));
     case rpcproto::kAttachSegment:
-      return AttachSegment(payload, h.tag);
+      return AttachSegment(payload, f.tag, std::move(f.fd));
     case rpcproto::kOpenChannel:
-      return OpenChannel(payload, h.tag, /*tls=*/false);
+      return OpenChannel(payload, f.tag, /*tls=*/false);
     case rpcproto::kOpenTlsChannel:
-      return OpenChannel(payload, h.tag, /*tls=*/true);
+      return OpenChannel(payload, f.tag, /*tls=*/true);
     case rpcproto::kCloseChannel:
       return CloseChannel(payload);
     case rpcproto::kServe:
-      return Serve(payload, h.tag, /*tls=*/false);
+      return Serve(payload, f.tag, /*tls=*/false);
     case rpcproto::kServeTls:
-      return Serve(payload, h.tag, /*tls=*/true);
+      return Serve(payload, f.tag, /*tls=*/true);
     case rpcproto::kUnserve:
-      return Unserve(payload, h.tag);
+      return Unserve(payload, f.tag);
     case rpcproto::kFree:
       if (payload.size() % sizeof(rpcproto::FreeEntry) != 0) return InvalidArgument("malformed Free");
       for (size_t at = 0; at < payload.size(); at += sizeof(rpcproto::FreeEntry)) {
@@ -195,13 +371,12 @@ Status ProgramSession::HandleFrame(const FrameHeader& h) {
       }
       return Status::Ok();
     default:
-      return InvalidArgument("unknown RPC request type 0x%04x", h.type);
+      return InvalidArgument("unknown RPC request type 0x%04x", f.type);
   }
 }
 
-Status ProgramSession::AttachSegment(const std::string& payload, uint32_t tag) {
+Status ProgramSession::AttachSegment(const std::string& payload, uint32_t tag, UniqueFd fd) {
   rpcproto::SegmentInfo info;
-  UniqueFd fd = reader_.TakeFd();
   Status st;
   if (!ParseExact(payload, &info)) {
     st = InvalidArgument("malformed AttachSegment (%zu bytes)", payload.size());
@@ -225,7 +400,8 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, boo
     if (st.ok()) {
       req = open.req;
       text = open.target;
-      st = TlsClientContext::Create(TlsClientConfig{open.roots, open.key, open.chain, open.name}, &ch.tls);
+      ch.tls_config = TlsClientConfig{open.roots, open.key, open.chain, open.name};
+      st = TlsClientContext::Create(*ch.tls_config, &ch.tls);
     }
   } else if (!DecodeOpenChannel(payload, &req, &text)) {
     st = InvalidArgument("malformed OpenChannel (%zu bytes)", payload.size());
@@ -247,6 +423,7 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, boo
                         "may", links);
     }
   }
+  ch.text = text;
   if (st.ok()) st = ResolveTarget(text, &ch.target);
   if (st.ok() && ch.target.local) {
     std::string why;
@@ -329,44 +506,52 @@ Status ProgramSession::CloseChannel(const std::string& payload) {
 
 Status ProgramSession::Serve(const std::string& payload, uint32_t tag, bool tls) {
   rpcproto::ServeRequest req{};
-  std::shared_ptr<const TlsServerContext> tls_ctx;
-  BindAddress bind;
+  std::optional<TlsServerConfig> config;
   Status st;
   if (tls) {
     TlsServe serve;
     st = DecodeServeTls(payload, &serve);
     if (st.ok()) {
       req = serve.req;
-      st = TlsServerContext::Create(
-          TlsServerConfig{serve.key, serve.chain, serve.roots, static_cast<ClientCertMode>(serve.client_cert_mode)},
-          &tls_ctx);
+      config = TlsServerConfig{serve.key, serve.chain, serve.roots, static_cast<ClientCertMode>(serve.client_cert_mode)};
     }
   } else if (!ParseExact(payload, &req)) {
     st = InvalidArgument("malformed Serve (%zu bytes)", payload.size());
   }
   if (st.ok() && (req.port == 0 || req.port > 65535)) st = InvalidArgument("cannot serve port %u", req.port);
-  if (st.ok()) st = ParseBindHost(FromCString(req.host), &bind);
-  if (st.ok()) {
+  if (st.ok()) st = AddPort(req.port, req.server, FromCString(req.host), std::move(config));
+  return ReplyStatus(rpcproto::kServeReply, tag, st);
+}
+
+Status ProgramSession::AddPort(uint32_t port, uint64_t server, const std::string& host,
+                               std::optional<TlsServerConfig> tls) {
+  std::shared_ptr<const TlsServerContext> tls_ctx;
+  if (tls) CONDUIT_RETURN_IF_ERROR(TlsServerContext::Create(*tls, &tls_ctx));
+  BindAddress bind;
+  CONDUIT_RETURN_IF_ERROR(ParseBindHost(host, &bind));
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = server_of_port_.find(req.port);
+    auto it = server_of_port_.find(port);
     size_t cap = service_->options().max_program_ports;
-    if (it != server_of_port_.end() && it->second != req.server) {
-      st = InvalidUsage("this program already serves port %u with another server", req.port);
+    if (it != server_of_port_.end() && it->second != server) {
+      return InvalidUsage("this program already serves port %u with another server", port);
     } else if (it == server_of_port_.end() && server_of_port_.size() >= cap) {
-      st = InvalidUsage("this program serves %zu ports through conduitd, the most one program may", cap);
-    } else if (it != server_of_port_.end() && (tls_of_port_.count(req.port) > 0) != tls) {
-      st = InvalidUsage("this program serves port %u %s TLS already", req.port, tls ? "without" : "with");
+      return InvalidUsage("this program serves %zu ports through conduitd, the most one program may", cap);
+    } else if (it != server_of_port_.end() && (tls_of_port_.count(port) > 0) != tls.has_value()) {
+      return InvalidUsage("this program serves port %u %s TLS already", port, tls ? "without" : "with");
     }
   }
-  if (st.ok()) st = service_->servers().Add(req.port, bind, shared_from_this());
-  if (st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    server_of_port_[req.port] = req.server;
-    if (tls_ctx != nullptr) tls_of_port_[req.port] = tls_ctx;
-    CLOG_INFO("%s serves port %u on %s through conduitd%s", who_.c_str(), req.port, bind.Describe().c_str(),
-              tls ? ", with TLS" : "");
+  CONDUIT_RETURN_IF_ERROR(service_->servers().Add(port, bind, shared_from_this()));
+  std::lock_guard<std::mutex> lock(mu_);
+  server_of_port_[port] = server;
+  host_of_port_[port] = host;
+  if (tls_ctx != nullptr) {
+    tls_of_port_[port] = tls_ctx;
+    tls_config_of_port_[port] = *tls;
   }
-  return ReplyStatus(rpcproto::kServeReply, tag, st);
+  CLOG_INFO("%s serves port %u on %s through conduitd%s", who_.c_str(), port, bind.Describe().c_str(),
+            tls ? ", with TLS" : "");
+  return Status::Ok();
 }
 
 Status ProgramSession::Unserve(const std::string& payload, uint32_t tag) {
@@ -379,6 +564,8 @@ Status ProgramSession::Unserve(const std::string& payload, uint32_t tag) {
       if (it->second == req.server) {
         ports.push_back(it->first);
         tls_of_port_.erase(it->first);
+        tls_config_of_port_.erase(it->first);
+        host_of_port_.erase(it->first);
         it = server_of_port_.erase(it);
       } else {
         ++it;
@@ -495,23 +682,8 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
     }
     ev.peer = "local:" + who_;
     ev.auth = ch.auth;
-  } else if (ch.tls != nullptr) {
-    // The channel's own link; made again (a new handshake) after it broke, as gRPC
-    // reconnects a channel.
-    if (ch.link == nullptr || !ch.link->alive()) {
-      Status st = ConnectTlsLink(&ch);
-      if (!st.ok()) {
-        Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable), "conduit: " + st.message());
-        return Status::Ok();
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = channels_.find(view.target);
-      if (it != channels_.end()) it->second.link = ch.link;
-    }
-    link = ch.link;
   } else {
-    std::string daemon = JoinHostPort(target.ip, service_->options().peer_port);
-    Status st = service_->links().Get(daemon, &link);
+    Status st = LinkFor(view.target, &ch, &link);
     if (!st.ok()) {
       Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable), "conduit: " + st.message());
       return Status::Ok();
@@ -532,10 +704,34 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
   ev.target = target.port;
   if (local != nullptr) {
     local->AddIncoming(call);
-  } else {
-    link->AddCall(call);
+  } else if (!link->AddCall(call)) {
+    // The other daemon said GoAway in between (it is being replaced): a new link, once.
+    Status st = LinkFor(view.target, &ch, &link);
+    if (!st.ok() || !link->AddCall(call)) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (calls_.erase(view.call) > 0) --client_calls_;
+      }
+      Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable),
+             "conduit: " + (st.ok() ? "the daemon at " + target.ip + " is being replaced; try again" : st.message()));
+      return Status::Ok();
+    }
   }
   service_->datapath().FromClient(call, std::move(ev));
+  return Status::Ok();
+}
+
+Status ProgramSession::LinkFor(uint64_t channel, Channel* ch, std::shared_ptr<PeerLink>* out) {
+  if (ch->tls == nullptr) return service_->links().Get(JoinHostPort(ch->target.ip, service_->options().peer_port), out);
+  // The channel's own link; made again (a new handshake) after it broke or its daemon said
+  // GoAway, as gRPC reconnects a channel.
+  if (ch->link == nullptr || !ch->link->accepting_calls()) {
+    CONDUIT_RETURN_IF_ERROR(ConnectTlsLink(ch));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = channels_.find(channel);
+    if (it != channels_.end()) it->second.link = ch->link;
+  }
+  *out = ch->link;
   return Status::Ok();
 }
 
@@ -609,6 +805,7 @@ void ProgramSession::Deliver(RpcCall&, uint64_t id, Event ev) {
       for (auto& a : announce) writer_->Enqueue(std::move(a));
     }
   }
+  if (view.has(kMessage) && view.message.segment != kInlineSegment) memory_->HandToProgram();
   EncodeCallEvent(view, &f.head);
   PutFrameHeader(&f, shimproto::kMagic, shimproto::kVersion, rpcproto::kCall, 0, f.head.size() + f.owned.size());
   Send(std::move(f));

@@ -10,20 +10,31 @@
 // connecting process (not the name its Hello claims), every count and size it sends is
 // checked, what it may hold is capped (channels, calls, ports, shared memory; RpcOptions),
 // and a frame it started must arrive whole within the frame deadline.
+//
+// A live upgrade (docs/upgrade.md, "RPC programs") moves a session once none of its calls
+// is in flight: while a park is on, the session serves the events of its calls in flight
+// and holds, in order, every other request (the calls its program starts, channels,
+// servers), which the next process serves first. What moves is what outlives calls: the
+// shared memory, channels, served ports, the held requests and what was read ahead.
 #ifndef CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
 #define CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
 
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/frame_stream.h"
 #include "rpc/call.h"
 #include "rpc/program_memory.h"
 #include "rpc/served_program.h"
+#include "rpc/session_handover.h"
 #include "rpc/target.h"
 #include "security/tls_session.h"
 #include "server/service.h"
@@ -40,6 +51,10 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
 
   // Serves the connection until the program disconnects or misbehaves.
   void Run();
+  // Serves a connection handed over by the process this daemon replaced, from where that
+  // one stopped: `state` and `fds` (checked as any input) are its SavedState. `restored`
+  // runs once the state is taken (or refused), before the session serves anything.
+  void RunAdopted(const std::string& state, std::vector<UniqueFd> fds, const std::function<void()>& restored);
   // The daemon is shutting down: every call of this program ends (datapath Abort).
   void AbortCalls(const std::string& why);
 
@@ -56,6 +71,8 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
 
  private:
   struct Channel {
+    std::string text;  // the target as the program wrote it
+    std::optional<TlsClientConfig> tls_config;
     Target target;
     // TLS channels: the program's credentials; the link made for this channel (another
     // host), or the server credentials they were checked against in memory (this host).
@@ -65,8 +82,26 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
     Metadata auth;  // what that in-memory handshake showed the server of this client
   };
 
+  void MakeMemory();
   Status Hello(const FrameHeader& h);
-  Status HandleFrame(const FrameHeader& h);
+  // Serves requests until the connection ends or fails, stopping at the park when asked.
+  Status ServeConnection();
+  void Finish(const Status& st);
+  // Reads the next request, then serves or holds it.
+  Status ReadRequest();
+  // Serves `f` now, or holds it while a park is on (see the header comment).
+  Status Admit(ProgramFrame f);
+  // Serves `f` as a start under way (RpcContext::starts_under_way) unless a park is on;
+  // *served false then, and `f` untouched.
+  Status ServeCounted(ProgramFrame& f, bool* served);
+  // Serves the held requests once the park is over (stops if another begins).
+  Status ServeHeld();
+  Status HandleFrame(ProgramFrame& f);
+  // Whether the session may stop for a live upgrade: no call in flight, none starting,
+  // nothing being sent, and (serving ports) no connection from another daemon left.
+  bool Idle();
+  Status SavedState(std::string* state, std::vector<UniqueFd>* fds);
+  Status Restore(const std::string& state, std::vector<UniqueFd> fds);
   Status HandleCall(std::string payload);
   Status StartCall(const CallEvent& view, Event ev);
   Status OpenChannel(const std::string& payload, uint32_t tag, bool tls);
@@ -77,10 +112,16 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
   Status CheckLocalSecurity(Channel* ch, const ServedProgram& server);
   // Makes `ch`'s own TLS link to the daemon of its target.
   Status ConnectTlsLink(Channel* ch);
+  // The link a call of channel `channel` (`ch`, a copy) to another host takes: the pool's
+  // link to that daemon, or the channel's own TLS link, made again when it broke or its
+  // daemon said GoAway.
+  Status LinkFor(uint64_t channel, Channel* ch, std::shared_ptr<PeerLink>* out);
   Status CloseChannel(const std::string& payload);
   Status Serve(const std::string& payload, uint32_t tag, bool tls);
   Status Unserve(const std::string& payload, uint32_t tag);
-  Status AttachSegment(const std::string& payload, uint32_t tag);
+  Status AttachSegment(const std::string& payload, uint32_t tag, UniqueFd fd);
+  // Registers a server port (Serve, and a restored session's ports).
+  Status AddPort(uint32_t port, uint64_t server, const std::string& host, std::optional<TlsServerConfig> tls);
   Status Reply(uint16_t type, uint32_t tag, const void* payload, size_t len);
   Status ReplyStatus(uint16_t type, uint32_t tag, const Status& status);
   // Fails a call the program just started before it reached anyone.
@@ -101,6 +142,9 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
   std::map<uint64_t, Channel> channels_;
   std::map<uint32_t, uint64_t> server_of_port_;  // port -> the program's server id
   std::map<uint32_t, std::shared_ptr<const TlsServerContext>> tls_of_port_;  // TLS ports only
+  std::map<uint32_t, std::string> host_of_port_;                // as the program wrote it
+  std::map<uint32_t, TlsServerConfig> tls_config_of_port_;      // TLS ports only
+  std::deque<ProgramFrame> held_;  // the session's own thread only
   size_t client_calls_ = 0;                      // calls in calls_ this program started
   std::atomic<uint64_t> next_incoming_{1};
 };

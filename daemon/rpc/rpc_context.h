@@ -8,13 +8,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "rpc/datapath.h"
 #include "rpc/link_pool.h"
 #include "rpc/policy/engine.h"
 #include "rpc/server_table.h"
+#include "server/program_park.h"
 #include "server/program_policy.h"
 
 namespace conduit {
@@ -41,13 +45,19 @@ struct RpcOptions {
   uint64_t max_link_assembling_bytes = 256ull << 20;  // private memory of incomplete messages
   // A frame whose first byte arrived must arrive whole within min(this, timeout_ms).
   int max_frame_ms = 30000;
+  // The newest RPC link version offered and accepted (rpcproto::kMinPeerLinkVersion..
+  // kPeerLinkVersion): 2 speaks as a release without GoAway (a rollout, a test).
+  uint32_t max_link_version = 3;
   // Managed servers may listen natively beside conduitd (told to each program in Hello).
   bool native_listeners = true;
 };
 
+class PeerLink;
+
 class RpcContext {
  public:
   RpcContext(RpcOptions options, const ProgramPolicy* admission);
+  virtual ~RpcContext() = default;
   RpcContext(const RpcContext&) = delete;
   RpcContext& operator=(const RpcContext&) = delete;
 
@@ -65,6 +75,28 @@ class RpcContext {
   void SetStopping(const std::string& why);
   std::string stopping() const;
 
+  // Live upgrade (docs/upgrade.md, "RPC programs"). Program sessions stop at this park
+  // once no call of theirs is in flight; meanwhile they hold the calls their programs
+  // start (parking()), and links from other daemons are asked for no more calls.
+  ProgramPark& park() { return park_; }
+  bool parking() const { return park_.parking(); }
+  // A program's call start under way (from before it looked at parking() until the call
+  // is in its server's table): no session stops meanwhile.
+  std::atomic<int>& starts_under_way() { return starts_; }
+  // Connections other daemons opened to this one's RPC service, from their accept to their
+  // end (handshake included): a session stops only when there is none, since any may
+  // bring a call.
+  std::atomic<int>& accepted_connections() { return accepted_; }
+  // Links other daemons opened, once their hello is done: asked for GoAway when a park
+  // begins (or at once, during one).
+  void AddAccepted(const std::shared_ptr<PeerLink>& link);
+  void RemoveAccepted(const PeerLink* link);
+  // Why sessions cannot stop yet, for the refusal ("" when nothing holds them).
+  std::string ParkBlockers();
+  // Sessions whose state was taken for the new process since the park began.
+  void SessionExported() { exported_.fetch_add(1); }
+  int sessions_exported() const { return exported_.load(); }
+
  private:
   RpcOptions options_;
   const ProgramPolicy* admission_;
@@ -75,6 +107,16 @@ class RpcContext {
   std::atomic<uint64_t> small_first_frames_{0};
   mutable std::mutex stop_mu_;
   std::string stopping_;
+
+  void BeginPark();
+  void EndPark();
+  std::mutex accepted_mu_;
+  std::map<const PeerLink*, std::weak_ptr<PeerLink>> accepted_links_;
+  bool going_away_ = false;  // under accepted_mu_: a park is on
+  std::atomic<int> starts_{0};
+  std::atomic<int> accepted_{0};
+  std::atomic<int> exported_{0};
+  ProgramPark park_;
 };
 
 }  // namespace conduit::rpc

@@ -3,9 +3,12 @@
 #ifndef CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 #define CONDUIT_DAEMON_RPC_RPC_SERVICE_H_
 
+#include <condition_variable>
 #include <mutex>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "rpc/rpc_context.h"
 #include "server/service.h"
@@ -28,9 +31,26 @@ class RpcService : public Service, public RpcContext {
   // here and on other hosts) and refuses new ones with it.
   void Stop(const Status& reason) override;
 
+  // Live upgrade (docs/upgrade.md, "RPC programs"): sessions stop once none of their calls
+  // is in flight; the number of sessions handed over travels as the shared state, so that
+  // the new process serves none of them (and accepts no connection) before every one has
+  // taken its state back: a held call from one program reaches the port another serves.
+  ProgramPark* program_park() override { return &park(); }
+  std::string ParkBlockers() override { return RpcContext::ParkBlockers(); }
+  Status ExportShared(HandedShared* out) override;
+  Status AdoptShared(HandedShared in) override;
+  void AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state,
+                    std::vector<UniqueFd> fds) override;
+  void AwaitAdopted(Deadline deadline) override;
+
  private:
+  void Serve(const std::shared_ptr<ProgramSession>& session, const std::function<void()>& run);
+
   std::mutex sessions_mu_;
   std::set<ProgramSession*> sessions_;  // served now (ServeProgram adds and removes)
+  std::mutex adopt_mu_;
+  std::condition_variable adopt_cv_;
+  int to_restore_ = 0;  // handed-over sessions that have not taken their state yet
 };
 
 }  // namespace conduit::rpc

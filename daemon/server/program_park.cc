@@ -17,8 +17,8 @@ constexpr int kGroupRecheckMs = 5;
 
 }  // namespace
 
-ProgramPark::ProgramPark(ServiceId service, std::function<void()> on_resume)
-    : service_(service), on_resume_(std::move(on_resume)), wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+ProgramPark::ProgramPark(ServiceId service, std::function<void()> on_resume, std::function<void()> on_begin)
+    : service_(service), on_resume_(std::move(on_resume)), on_begin_(std::move(on_begin)), wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 ProgramPark::Member::Member(ProgramPark* park, int fd, StateFn state)
     : park_(park), fd_(fd), state_(std::move(state)) {
@@ -44,9 +44,11 @@ void ProgramPark::Member::BeginRequest() {
   if (group_ != 0) ++park_->busy_[group_];
 }
 
-bool ProgramPark::MayPark(const Member& m) const { return m.group_ == 0 || busy_.count(m.group_) == 0; }
+bool ProgramPark::MayPark(const Member& m) const {
+  return (m.group_ == 0 || busy_.count(m.group_) == 0) && (!m.idle_ || m.idle_());
+}
 
-Status ProgramPark::Member::AwaitRequest() {
+Status ProgramPark::Member::AwaitRequest(Ready ready) {
   // group_ and in_request_ change only on this session's thread: read here without the lock.
   if (in_request_) {
     in_request_ = false;
@@ -62,8 +64,12 @@ Status ProgramPark::Member::AwaitRequest() {
       std::unique_lock<std::mutex> lock(park_->mu_);
       if (!park_->parking_.load()) continue;  // it just ended
       if (!park_->MayPark(*this)) {
-        // Another session of its group is in a request, which may need this one's next:
-        // serve that when it comes, and stop once the group is quiet.
+        // Another session of its group is in a request, which may need this one's next
+        // (or this one is not idle): serve that when it comes, and stop once quiet.
+        if (ready.buffered) {
+          BeginRequest();
+          return Status::Ok();
+        }
         lock.unlock();
         pollfd fd = {fd_, POLLIN, 0};
         const int n = poll(&fd, 1, kGroupRecheckMs);
@@ -81,6 +87,16 @@ Status ProgramPark::Member::AwaitRequest() {
       parked_ = false;
       --park_->parked_;
       continue;
+    }
+    if (ready.buffered || ready.held) {
+      if (group_ == 0) {
+        in_request_ = true;
+        return Status::Ok();
+      }
+      std::lock_guard<std::mutex> lock(park_->mu_);
+      if (park_->parking_.load()) continue;
+      BeginRequest();
+      return Status::Ok();
     }
     // A program in a loop sends its next request soon after the reply: caught without a
     // wake-up when possible (common/busy_poll.h).
@@ -106,6 +122,7 @@ Status ProgramPark::Member::AwaitRequest() {
 }
 
 void ProgramPark::Begin() {
+  if (on_begin_) on_begin_();
   std::lock_guard<std::mutex> lock(mu_);
   parking_.store(true);
   const uint64_t one = 1;

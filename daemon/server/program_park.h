@@ -13,6 +13,10 @@
 // group stops while another is in a request, since that request may wait for the others'
 // next one (a collective runs once every local rank has called it). They stop together
 // once none is in a request.
+//
+// A session may also say when it may stop at all (SetIdle: the RPC service's sessions stop
+// only with no call in flight), and that it has requests in hand that it read ahead
+// (Ready): those it serves without waiting on its connection.
 #ifndef CONDUIT_DAEMON_SERVER_PROGRAM_PARK_H_
 #define CONDUIT_DAEMON_SERVER_PROGRAM_PARK_H_
 
@@ -37,7 +41,9 @@ class ProgramPark {
  public:
   // `on_resume` (may be empty) runs when an upgrade is called off, after the sessions go on:
   // the service undoes what it stopped besides them.
-  explicit ProgramPark(ServiceId service, std::function<void()> on_resume = nullptr);
+  // `on_begin` (may be empty) runs when a park begins, before any session is asked to stop.
+  explicit ProgramPark(ServiceId service, std::function<void()> on_resume = nullptr,
+                       std::function<void()> on_begin = nullptr);
   ProgramPark(const ProgramPark&) = delete;
   ProgramPark& operator=(const ProgramPark&) = delete;
 
@@ -51,12 +57,23 @@ class ProgramPark {
     ~Member();
     Member(const Member&) = delete;
     Member& operator=(const Member&) = delete;
-    // Waits without a bound for the next request to begin on the connection; parks on
-    // the way while a park is on. An error when the connection cannot be waited on. The
-    // session is in a request from its return to the next call.
-    Status AwaitRequest();
+    // What a session that reads ahead of its requests has in hand.
+    struct Ready {
+      // A request already read and not yet served: served at once unless the session
+      // may stop, in which case it stops with it in hand (its state carries it).
+      bool buffered;
+      // Requests it put aside during a park: served as soon as the park is over.
+      bool held;
+    };
+    // Waits without a bound for the next request to begin on the connection (or in
+    // hand, `ready`); parks on the way while a park is on. An error when the connection
+    // cannot be waited on. The session is in a request from its return to the next call.
+    Status AwaitRequest(Ready ready = {});
     // Joins group `group` (0: none); called by the session's own thread.
     void SetGroup(uint64_t group);
+    // The session may stop only while `idle` says so (besides its group). It runs under
+    // the park's lock: it must not call into the park. Set before the first AwaitRequest.
+    void SetIdle(std::function<bool()> idle) { idle_ = std::move(idle); }
 
    private:
     friend class ProgramPark;
@@ -65,6 +82,7 @@ class ProgramPark {
     ProgramPark* park_;
     int fd_;
     StateFn state_;
+    std::function<bool()> idle_;
     bool parked_ = false;  // under park_->mu_
     uint64_t group_ = 0;   // the session's own thread only (busy_ counts it under park_->mu_)
     bool in_request_ = false;  // the session's own thread only
@@ -72,6 +90,7 @@ class ProgramPark {
 
   // The upgrade's side.
   void Begin();               // sessions between two requests stop there
+  bool parking() const { return parking_.load(); }
   size_t parked() const;      // sessions stopped so far
   // The parked sessions, each with a duplicate of its connection.
   Status Export(std::vector<HandedProgram>* out) const;
@@ -83,6 +102,7 @@ class ProgramPark {
 
   const ServiceId service_;
   const std::function<void()> on_resume_;
+  const std::function<void()> on_begin_;
   UniqueFd wake_;  // an eventfd, readable while a park is on
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/conn.h"
+#include "common/deadline.h"
 #include "common/fd_io.h"
 #include "common/peer_identity.h"
 #include "common/status.h"
@@ -73,6 +74,9 @@ class Service {
   // handed over (server/program_park.h); null for a service whose sessions do not move, and
   // while one of those serves a program the router refuses the upgrade.
   virtual ProgramPark* program_park() { return nullptr; }
+  // While its sessions cannot stop: why, beyond a request under way, for the refusal
+  // ("" when nothing else holds them).
+  virtual std::string ParkBlockers() { return ""; }
   // Once its sessions are parked: what they share, for the new process. Undone by the
   // park's Resume when the upgrade is called off.
   virtual Status ExportShared(HandedShared* out) {
@@ -98,6 +102,10 @@ class Service {
     (void)state;
     (void)fds;
   }
+  // In the new process, once every handed-over session was given to AdoptProgram and
+  // before the accept loops start: returns when those sessions have taken their state
+  // (what they serve is known), or at `deadline`.
+  virtual void AwaitAdopted(Deadline deadline) { (void)deadline; }
 };
 
 }  // namespace conduit

@@ -265,10 +265,15 @@ Status ServiceRouter::ParkPrograms(Deadline deadline, std::vector<HandedProgram>
     std::map<std::string, int> by_service;
     for (const ProgramConnection& p : Programs()) ++by_service[p.service];
     const std::string which = by_service.empty() ? "" : " (" + CountsText(by_service) + " served)";
+    std::string blockers;
+    for (Service* service : services_) {
+      std::string why = service != nullptr ? service->ParkBlockers() : "";
+      if (!why.empty()) blockers += std::string("; ") + service->name() + ": " + why;
+    }
     st = Status(StatusCode::kAborted,
                 std::to_string(open - parked) + " of " + std::to_string(open) + " program connection(s)" + which +
-                    " could not be stopped between two requests: a request still running, or a connection that "
-                    "has not said which service it wants; try again");
+                    " could not be stopped between two requests: a request still running (an RPC call in flight), "
+                    "or a connection that has not said which service it wants" + blockers + "; try again");
   }
   for (ProgramPark* park : parks) {
     if (st.ok()) st = park->Export(out);
@@ -294,6 +299,12 @@ Status ServiceRouter::AdoptShared(HandedShared shared) {
   Service* service = id < services_.size() ? services_[id] : nullptr;
   if (service == nullptr) return InvalidArgument("state handed over for service %zu, which this daemon lacks", id);
   return service->AdoptShared(std::move(shared));
+}
+
+void ServiceRouter::AwaitAdopted(Deadline deadline) {
+  for (Service* service : services_) {
+    if (service != nullptr) service->AwaitAdopted(deadline);
+  }
 }
 
 void ServiceRouter::StartShared() {

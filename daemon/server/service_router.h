@@ -88,6 +88,9 @@ class ServiceRouter {
   // In the new process: what the old one's services shared (Service::AdoptShared, before
   // Ready; Service::StartShared, after Go).
   Status AdoptShared(HandedShared shared);
+  // Once every handed-over session was adopted, before the accept loops start: waits
+  // (until `deadline`) for them to have taken their state (Service::AwaitAdopted).
+  void AwaitAdopted(Deadline deadline);
   void StartShared();
 
   // Program connections open: served, or accepted and not yet routed to their service.

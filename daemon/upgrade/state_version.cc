@@ -11,7 +11,7 @@
 // (DaemonState.objects, which a version 1 reader would drop); 3, also collectives sessions
 // and their communicators (DaemonState.shared, ProgramSession.descriptors).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 3
+#define CONDUIT_UPGRADE_STATE_VERSION 4
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

@@ -288,3 +288,36 @@ write("collectives_handover", "with-totals",
 write("collectives_handover", "two-communicators",
       communicator([ME, PEER], [0, 1], [(1, 1, 2)]) +
       communicator([PEER, ME], [0, 1], [(0, 3, 4)], secret=bytes(range(1, 33))))
+
+
+# rpc_handover: an RpcSession (protocol/upgrade_state.proto). Descriptors: 0 the control
+# region's memfd, 1 and 2 sealed 1 MiB memfds, 3 an unsealed one, 4 a socket, 5 a pipe.
+def rpc_session(control=1, send=(), receive=(), channels=(), ports=(), held=(), read_ahead=b"", extra=b""):
+    s = key(1, 0) + varint(control) if control else b""
+    for seg_id, size, fd in send:
+        s += ldelim(2, key(1, 0) + varint(seg_id) + key(2, 0) + varint(size) + key(3, 0) + varint(fd))
+    for size, fd, blocks in receive:
+        s += ldelim(3, key(1, 0) + varint(size) + key(2, 0) + varint(fd) +
+                    b"".join(ldelim(3, key(1, 0) + varint(o) + key(2, 0) + varint(n)) for o, n in blocks))
+    s += key(4, 0) + varint(7) + key(5, 0) + varint(3)
+    for ch_id, target in channels:
+        s += ldelim(6, key(1, 0) + varint(ch_id) + ldelim(2, target))
+    for port, server, host in ports:
+        s += ldelim(7, key(1, 0) + varint(port) + key(2, 0) + varint(server) + ldelim(3, host))
+    s += key(8, 0) + varint(12)
+    for typ, tag, payload, fd in held:
+        s += ldelim(9, key(1, 0) + varint(typ) + key(2, 0) + varint(tag) + ldelim(3, payload) +
+                    key(4, 0) + varint(fd & 0xffffffffffffffff))
+    if read_ahead:
+        s += ldelim(10, read_ahead)
+    return s + extra
+
+
+write("rpc_handover", "server", rpc_session(send=[(0, 1 << 20, 1)], receive=[(1 << 20, 2, [(0, 4096), (8192, 64)])],
+                                            ports=[(50051, 1, b"0.0.0.0")]))
+write("rpc_handover", "client-held-call", rpc_session(channels=[(3, b"10.0.0.2:50051")],
+                                                      held=[(0x0110, 0, b"\x01" * 40, -1)], read_ahead=b"CDTS\x02"))
+write("rpc_handover", "attach-held", rpc_session(held=[(0x0103, 9, b"\x00" * 16, 3)]))
+write("rpc_handover", "overlapping-blocks", rpc_session(receive=[(1 << 20, 1, [(0, 4096), (64, 64)])]))
+write("rpc_handover", "descriptor-twice", rpc_session(send=[(0, 1 << 20, 1), (1, 1 << 20, 1)]))
+write("rpc_handover", "pipe-as-segment", rpc_session(send=[(0, 4096, 5)]))

@@ -16,6 +16,7 @@
 
 #include "admin_call.h"
 #include "coll_run.h"
+#include "greeter_rig.h"
 #include "integration_env.h"
 #include "raw_shim_client.h"
 
@@ -205,7 +206,7 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   // A build that writes and reads another state version.
   AdminAnswer a = Upgrade(cluster, 0, R"({"binary": ")" + Cluster::ToolPath("conduitd_next_state") + R"("})");
   EXPECT_EQ(a.status, 400) << a.text;
-  EXPECT_NE(ErrorMessage(a).find("reads daemon state versions 4..4, and this daemon writes version 3"),
+  EXPECT_NE(ErrorMessage(a).find("reads daemon state versions 5..5, and this daemon writes version 4"),
             std::string::npos)
       << a.text;
   EXPECT_EQ(DaemonPid(cluster, 0), pid);
@@ -248,6 +249,80 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   OneOpGroup group{{1, 0}, AllReduceFloat(16, 4096)};
   ASSERT_TRUE(program.SendFrame(shimproto::kGroup, &group, sizeof group));
   EXPECT_EQ(program.ReadStatus(std::chrono::seconds(10)), 0) << program.last_message();
+}
+
+// An RPC session moves only once its calls have ended. A call that outlasts the park (a
+// server taking 4 s) refuses the upgrade with the reason; the call completes, and the calls
+// its program started during the park (held meanwhile) are served by the old process. Once
+// the call has ended the upgrade goes through, and the same programs go on calling.
+TEST(UpgradeTest, AnRpcCallInFlightHoldsTheUpgradeAndCallsGoOn) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = UpgradeCluster();
+  config.hosts = 1;
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  GreeterRig rig(&cluster);
+  std::string error;
+  ASSERT_NE(rig.StartServer(0, 50073, "sync", /*preload=*/true, &error), nullptr) << error;
+  const std::string target = rig.Target(0, 50073);
+  // A call the server answers after 4 s, and a program calling every 20 ms meanwhile.
+  Subprocess& slow = rig.StartClient(0, target, {"--case", "unary", "--delay-ms", "4000"}, /*preload=*/true);
+  Subprocess& steady =
+      rig.StartClient(0, target, {"--case", "loop", "--count", "250", "--interval-ms", "20"}, /*preload=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int64_t pid = DaemonPid(cluster, 0);
+  AdminAnswer a = Upgrade(cluster, 0);
+  EXPECT_EQ(a.status, 409) << a.text;
+  EXPECT_NE(ErrorMessage(a).find("an RPC call in flight"), std::string::npos) << a.text;
+  EXPECT_EQ(DaemonPid(cluster, 0), pid);
+  slow.Wait(std::chrono::seconds(30));
+  EXPECT_EQ(slow.exit_code(), 0) << slow.Output();
+  EXPECT_NE(slow.Output().find("PASS unary"), std::string::npos) << slow.Output();
+  a = Upgrade(cluster, 0);
+  EXPECT_EQ(a.status, 200) << a.text;
+  EXPECT_NE(DaemonPid(cluster, 0), pid);
+  steady.Wait(std::chrono::seconds(60));
+  const std::string out = steady.Output();
+  EXPECT_EQ(steady.exit_code(), 0) << out;
+  // Every call of the loop answered OK, through the refused upgrade and the one that went.
+  size_t calls = 0, ok = 0;
+  for (size_t at = out.find("call "); at != std::string::npos; at = out.find("\ncall ", at + 1)) {
+    ++calls;
+    if (out.find(" code 0 ", at) == out.find(" code ", at)) ++ok;
+  }
+  EXPECT_EQ(calls, 250u) << out;
+  EXPECT_EQ(ok, calls) << out;
+}
+
+// A rolling upgrade from a release whose RPC links have no GoAway (link version 2, here a
+// daemon started with --rpc-link-version 2): calls go both ways between the two releases
+// (the newer daemon offers 3, is refused, and dials again with 2), and a daemon that such a
+// link still reaches cannot ask it to move its calls, so its upgrade is refused with the
+// other daemon's name while everything goes on.
+TEST(UpgradeTest, MixedLinkVersionsCarryCallsAndAnOldLinkHoldsTheUpgrade) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  Cluster cluster(UpgradeCluster());
+  CONDUIT_START_CLUSTER(cluster);
+  const std::string older =
+      WriteScript(cluster, "link-v2", "exec " + Cluster::ConduitdPath() + " \"$@\" --rpc-link-version 2");
+  AdminAnswer a = Upgrade(cluster, 0, R"({"binary": ")" + older + R"("})");
+  ASSERT_EQ(a.status, 200) << a.text;
+  GreeterRig rig(&cluster);
+  std::string error;
+  for (int host : {0, 1}) ASSERT_NE(rig.StartServer(host, 50072, "sync", /*preload=*/true, &error), nullptr) << error;
+  for (auto [from, to] : {std::pair{1, 0}, std::pair{0, 1}}) {
+    ClientRun run = rig.RunClient(from, rig.Target(to, 50072), {"--case", "bidi", "--count", "5"}, /*preload=*/true);
+    EXPECT_TRUE(Passed(run)) << "host " << from << " -> host " << to;
+    EXPECT_TRUE(run.managed()) << run.output;
+  }
+  const int64_t pid = DaemonPid(cluster, 1);
+  a = Upgrade(cluster, 1);
+  EXPECT_EQ(a.status, 409) << a.text;
+  EXPECT_NE(ErrorMessage(a).find("from a release without GoAway (daemon " + cluster.Ip(0)), std::string::npos)
+      << a.text;
+  EXPECT_EQ(DaemonPid(cluster, 1), pid);
+  ClientRun after = rig.RunClient(0, rig.Target(1, 50072), {"--case", "bidi", "--count", "5"}, /*preload=*/true);
+  EXPECT_TRUE(Passed(after)) << "calls did not go on after the refused upgrade";
 }
 
 // A number host's one communicator reports (GET /v1/communicators), or -1.
@@ -300,28 +375,44 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
   AdminAnswer put = AdminCall(cluster, 0, "PUT", "/v1/policies/tenant/job", R"({"match": {"exe": "coll_check"}})");
   ASSERT_EQ(put.status, 200) << put.text;
   const std::string tenant_collectives = R"(conduit_tenant_collectives_total{tenant="job"})";
+  // A gRPC pair beside the job: greeter_server on host 3 under the preload, and clients on
+  // host 0 (across hosts) and on host 3 (the same host) running bidirectional streams one
+  // after another all through the upgrades, every reply checked (order, content, none
+  // extra or missing).
+  GreeterRig rig(&cluster);
+  std::string error;
+  ASSERT_NE(rig.StartServer(3, 50071, "sync", /*preload=*/true, &error), nullptr) << error;
   auto procs = LaunchCollCheck(cluster, Ranks(slow ? 1 : 2, {"--colls", "allreduce,sendrecv", "--types", "float", "--ops",
                                                              "sum", "--sizes", "1,4097,256K", "--seconds",
                                                              std::to_string(seconds)}));
+  std::vector<Subprocess*> chats;
+  for (int host : {0, 3}) {
+    chats.push_back(&rig.StartClient(host, rig.Target(3, 50071),
+                                     {"--case", "chat_loop", "--count", "4", "--bytes", "3000", "--seconds",
+                                      std::to_string(seconds)},
+                                     /*preload=*/true));
+  }
   ASSERT_TRUE(RunsPast(cluster, 0, 10, std::chrono::seconds(60))) << cluster.Describe();
   // Upgrades that fail under the running job: a build that reads another state version is
   // refused before anything stops, and a new daemon that dies after the communicator was
   // quiesced and handed over leaves the old process serving it, its links read again.
-  const int64_t first_pid = DaemonPid(cluster, 1);
-  AdminAnswer refused = Upgrade(cluster, 1, R"({"binary": ")" + Cluster::ToolPath("conduitd_next_state") + R"("})");
+  // Host 3 also serves the gRPC pair: its RPC sessions stopped with no call in flight, and
+  // the calls they held meanwhile are served by the old process.
+  const int64_t first_pid = DaemonPid(cluster, 3);
+  AdminAnswer refused = Upgrade(cluster, 3, R"({"binary": ")" + Cluster::ToolPath("conduitd_next_state") + R"("})");
   EXPECT_EQ(refused.status, 400) << refused.text;
-  AdminAnswer died = Upgrade(cluster, 1, R"({"binary": "/bin/false"})");
+  AdminAnswer died = Upgrade(cluster, 3, R"({"binary": "/bin/false"})");
   EXPECT_EQ(died.status, 500) << died.text;
-  // This one gets the communicator and its sessions, then refuses to take over (its
+  // This one gets the communicator and the sessions, then refuses to take over (its
   // program socket moved): everything goes on in the old process.
   const std::string moved =
       WriteScript(cluster, "moved-socket",
                   "exec " + Cluster::ConduitdPath() + " \"$@\" --socket " + cluster.dir() + "/moved.sock");
-  AdminAnswer refused_state = Upgrade(cluster, 1, R"({"binary": ")" + moved + R"("})");
+  AdminAnswer refused_state = Upgrade(cluster, 3, R"({"binary": ")" + moved + R"("})");
   EXPECT_EQ(refused_state.status, 400) << refused_state.text;
   EXPECT_NE(ErrorMessage(refused_state).find("socket"), std::string::npos) << refused_state.text;
-  EXPECT_EQ(DaemonPid(cluster, 1), first_pid);
-  EXPECT_TRUE(RunsPast(cluster, 1, NextCollective(cluster, 1) + 2, std::chrono::seconds(30)))
+  EXPECT_EQ(DaemonPid(cluster, 3), first_pid);
+  EXPECT_TRUE(RunsPast(cluster, 3, NextCollective(cluster, 3) + 2, std::chrono::seconds(30)))
       << "the communicator did not go on in the old process\n" << cluster.Describe();
   for (int round = 0; round < (slow ? 4 : 8); ++round) {
     const int host = round % 4;
@@ -353,6 +444,17 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
   }
   EXPECT_EQ(WaitCollCheck(cluster, procs, std::chrono::seconds(seconds + 120 * kSanitizerSlowdown)), "");
   std::printf("%s", procs[0]->Output().c_str());
+  // Every stream of the gRPC pair answered in full, once, through conduitd.
+  for (Subprocess* chat : chats) {
+    chat->Wait(std::chrono::seconds(60 * kSanitizerSlowdown));
+    const std::string out = chat->Output();
+    EXPECT_EQ(chat->exit_code(), 0) << out;
+    EXPECT_NE(out.find("PASS chat_loop"), std::string::npos) << out;
+    EXPECT_NE(out.find("is carried by conduitd"), std::string::npos) << out;
+    const size_t at = out.find("chats ");
+    EXPECT_GT(at == std::string::npos ? 0 : std::atoi(out.c_str() + at + 6), 20) << out;
+    std::printf("%s", out.substr(at == std::string::npos ? 0 : at).c_str());
+  }
 }
 
 }  // namespace

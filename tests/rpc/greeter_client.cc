@@ -3,6 +3,7 @@
 // and without LD_PRELOAD=libmrpc-grpc.so.
 //
 //   greeter_client --target HOST:PORT --case CASE [--mode sync|async|callback] [options]
+//   (chat_loop: bidirectional streams for --seconds, --count messages each)
 //
 // Prints "PASS <case>" or "FAIL <case>: <why>" (exit 0 / 1), plus "status <code> <message>"
 // for every call whose status it reports.
@@ -49,6 +50,8 @@ struct Options {
   int fail_code = 0;
   int interval_ms = 50;
   int inflight = 16;
+  int seconds = 0;      // chat_loop: how long to go on
+  int print_each = 0;   // chat_loop: a line per chat (time since the start, latency)
 };
 
 int Fail(const Options& o, const std::string& why) {
@@ -362,6 +365,29 @@ std::string CheckChatReply(const HelloRequest& req, const HelloReply& rep, int i
   return "";
 }
 
+// One bidirectional stream through the sync API: each request written and its reply read
+// and checked before the next, then no reply more. What went wrong ("" when nothing); *st
+// is the call's status (Finish), whatever happened.
+std::string SyncChat(Greeter::Stub* stub, ClientContext* ctx, const std::vector<HelloRequest>& reqs, Status* st) {
+  auto stream = stub->Chat(ctx);
+  std::string wrong;
+  for (size_t i = 0; i < reqs.size() && wrong.empty(); ++i) {
+    HelloReply rep;
+    if (!stream->Write(reqs[i])) {
+      wrong = "write " + std::to_string(i) + " failed";
+    } else if (!stream->Read(&rep)) {
+      wrong = "read " + std::to_string(i) + " failed";
+    } else {
+      wrong = CheckChatReply(reqs[i], rep, static_cast<int>(i));
+    }
+  }
+  stream->WritesDone();
+  HelloReply extra;
+  if (stream->Read(&extra)) wrong = "a reply after the last request";
+  *st = stream->Finish();
+  return wrong;
+}
+
 int Bidi(Greeter::Stub* stub, const Options& o) {
   ClientContext ctx;
   Prepare(o, &ctx);
@@ -455,17 +481,7 @@ int Bidi(Greeter::Stub* stub, const Options& o) {
     st = chat.done.Wait();
     wrong = chat.wrong;
   } else {
-    auto stream = stub->Chat(&ctx);
-    for (int i = 0; i < o.count && wrong.empty(); ++i) {
-      if (!stream->Write(reqs[i])) return Fail(o, "write " + std::to_string(i) + " failed");
-      HelloReply rep;
-      if (!stream->Read(&rep)) return Fail(o, "read " + std::to_string(i) + " failed");
-      wrong = CheckChatReply(reqs[i], rep, i);
-    }
-    stream->WritesDone();
-    HelloReply extra;
-    if (stream->Read(&extra)) return Fail(o, "a reply after the last request");
-    st = stream->Finish();
+    wrong = SyncChat(stub, &ctx, reqs, &st);
   }
   if (!wrong.empty()) return Fail(o, wrong);
   if (int r = CheckStatus(o, st); r >= 0) return r;
@@ -553,12 +569,53 @@ int Burst(Greeter::Stub* stub, const Options& o) {
   return Pass(o);
 }
 
+// Bidirectional streams one after the other for o.seconds: each sends o.count messages and
+// reads each reply before the next (every reply checked: order, content, none extra), so a
+// message lost, duplicated or answered twice fails it. Prints a summary (and, with
+// --print-each 1, "chat <i> start_s <t> ms <latency> ok <0|1>" per stream, t on the
+// host's monotonic clock, as Python's time.monotonic()).
+int ChatLoop(Greeter::Stub* stub, const Options& o) {
+  const auto start = Clock::now();
+  std::vector<double> latencies;
+  int failed = 0;
+  for (int i = 0; Clock::now() - start < std::chrono::seconds(o.seconds); ++i) {
+    const auto begun = Clock::now();
+    ClientContext ctx;
+    Prepare(o, &ctx);
+    std::vector<HelloRequest> reqs;
+    for (int m = 0; m < o.count; ++m) reqs.push_back(Request(o, o.name + std::to_string(i) + "." + std::to_string(m)));
+    Status st;
+    const std::string wrong = SyncChat(stub, &ctx, reqs, &st);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - begun).count();
+    latencies.push_back(ms);
+    const bool ok = st.ok() && wrong.empty();
+    if (!ok) {
+      ++failed;
+      printf("chat %d failed: code %d %s %s\n", i, static_cast<int>(st.error_code()), st.error_message().c_str(),
+             wrong.c_str());
+    }
+    if (o.print_each != 0) {
+      printf("chat %d start_s %.6f ms %.3f ok %d\n", i, std::chrono::duration<double>(begun.time_since_epoch()).count(),
+             ms, ok ? 1 : 0);
+    }
+    fflush(stdout);
+  }
+  std::vector<double> sorted = latencies;
+  std::sort(sorted.begin(), sorted.end());
+  printf("chats %zu failed %d median_ms %.3f slowest_ms %.3f\n", sorted.size(), failed,
+         sorted.empty() ? 0.0 : sorted[sorted.size() / 2], sorted.empty() ? 0.0 : sorted.back());
+  if (failed != 0) return Fail(o, std::to_string(failed) + " chat(s) failed");
+  if (sorted.empty()) return Fail(o, "no chat ran");
+  return Pass(o);
+}
+
 int Main(int argc, char** argv) {
   Options o;
   std::map<std::string, int*> ints = {{"--count", &o.count},         {"--bytes", &o.bytes},
                                       {"--deadline-ms", &o.deadline_ms}, {"--delay-ms", &o.delay_ms},
                                       {"--expect", &o.expect},       {"--fail-code", &o.fail_code},
-                                      {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight}};
+                                      {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight},
+                                      {"--seconds", &o.seconds},     {"--print-each", &o.print_each}};
   std::map<std::string, std::string*> strings = {
       {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user},
       {"--compress", &o.compress}, {"--call-creds", &o.call_creds}, {"--tls-roots", &o.tls_roots},
@@ -593,6 +650,7 @@ int Main(int argc, char** argv) {
   if (c == "cancel") return Abandoned(stub.get(), o, /*cancel=*/true);
   if (c == "loop") return Loop(stub.get(), o);
   if (c == "burst") return Burst(stub.get(), o);
+  if (c == "chat_loop") return ChatLoop(stub.get(), o);
   fprintf(stderr, "unknown --case %s\n", c.c_str());
   return 2;
 }

@@ -185,11 +185,62 @@ TEST(ProgramParkTest, AGroupStopsTogetherOnceNoneIsInARequest) {
 }
 
 TEST(ProgramParkTest, ResumeRunsTheServicesOwnUndo) {
-  std::atomic<int> undone{0};
-  ProgramPark park(ServiceId::kCollectives, [&undone] { ++undone; });
+  std::atomic<int> undone{0}, begun{0};
+  ProgramPark park(ServiceId::kCollectives, [&undone] { ++undone; }, [&begun] { ++begun; });
   park.Begin();
+  EXPECT_EQ(begun.load(), 1);
   park.Resume();
   EXPECT_EQ(undone.load(), 1);
+}
+
+// The RPC service's sessions stop only when idle (no call in flight): one that is not keeps
+// serving requests during the park, stops as soon as it is idle, and serves what it held
+// (Ready::held) once the park is over, even when its program sends nothing more.
+TEST(ProgramParkTest, ASessionStopsOnlyWhenIdleAndServesWhatItHeldAfterThePark) {
+  ProgramPark park(ServiceId::kRpc);
+  std::atomic<bool> idle{false};
+  std::atomic<int> served{0}, held_served{0};
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::thread session([&] {
+    ProgramPark::Member member(&park, sv[1], [](std::string*, std::vector<UniqueFd>*) { return Status::Ok(); });
+    member.SetIdle([&idle] { return idle.load(); });
+    bool held = false;
+    for (;;) {
+      if (!member.AwaitRequest({false, held}).ok()) return;
+      if (held && !park.parking()) {
+        held = false;
+        ++held_served;
+        continue;
+      }
+      unsigned char b;
+      if (read(sv[1], &b, 1) != 1) return;
+      ++served;
+      if (park.parking()) held = true;  // a request it may not serve now
+    }
+  });
+  park.Begin();
+  unsigned char b = 1;
+  ASSERT_EQ(write(sv[0], &b, 1), 1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (served.load() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(served.load(), 1) << "a busy session must go on reading during the park";
+  EXPECT_FALSE(WaitParked(park, 1, 50)) << "stopped while not idle";
+  idle = true;
+  EXPECT_TRUE(WaitParked(park, 1, 2000)) << "did not stop once idle";
+  EXPECT_EQ(held_served.load(), 0);
+  park.Resume();
+  const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (held_served.load() == 0 && std::chrono::steady_clock::now() < until2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(held_served.load(), 1) << "what it held was not served after the park";
+  shutdown(sv[0], SHUT_RDWR);
+  session.join();
+  close(sv[0]);
+  close(sv[1]);
 }
 
 }  // namespace

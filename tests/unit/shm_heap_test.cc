@@ -66,5 +66,30 @@ TEST(ShmHeapTest, RandomWorkloadKeepsBlocksDisjoint) {
   }
 }
 
+// A live upgrade rebuilds a receive segment's heap in the new process from the blocks the
+// program still holds: the same blocks are taken, the rest is free, and nothing that was
+// not a free aligned range can be taken (a hostile state cannot overlap two blocks).
+TEST(ShmHeapTest, ReserveRebuildsTheLiveBlocksOfAnotherHeap) {
+  ShmHeap old_heap(0, 1 << 20);
+  uint64_t a, b, c;
+  ASSERT_TRUE(old_heap.Allocate(1000, &a));
+  ASSERT_TRUE(old_heap.Allocate(5000, &b));
+  ASSERT_TRUE(old_heap.Allocate(64, &c));
+  ASSERT_TRUE(old_heap.Free(b));
+  ShmHeap heap(0, 1 << 20);
+  for (const auto& [offset, len] : old_heap.LiveBlocks()) ASSERT_TRUE(heap.Reserve(offset, len));
+  EXPECT_EQ(heap.LiveBlocks(), old_heap.LiveBlocks());
+  EXPECT_EQ(heap.used(), old_heap.used());
+  EXPECT_FALSE(heap.Reserve(a, 64)) << "a block taken twice";
+  EXPECT_FALSE(heap.Reserve(b + 1, 64)) << "unaligned";
+  EXPECT_FALSE(heap.Reserve(b, 0));
+  EXPECT_FALSE(heap.Reserve((1 << 20) - 64, 128)) << "past the end";
+  EXPECT_TRUE(heap.Free(a));
+  EXPECT_TRUE(heap.Free(c));
+  EXPECT_EQ(heap.used(), 0u);
+  uint64_t whole;
+  EXPECT_TRUE(heap.Allocate(heap.capacity(), &whole)) << "the frees did not merge back into one range";
+}
+
 }  // namespace
 }  // namespace conduit

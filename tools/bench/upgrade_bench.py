@@ -10,7 +10,9 @@ and reads the answer (a new connection each time); and one is an object-store pr
 the start, reconnecting and Putting it again when the daemon lost it, as a program must;
 and one is an NCCL job (two ranks, threads of one process, through Conduit's libnccl.so.2)
 that all-reduces 64 KiB of floats and checks the sums, making a new communicator when
-its old one failed, as a job restarting from its last step must.
+its old one failed, as a job restarting from its last step must; and a gRPC pair under the
+preload (tests/rpc's greeter_server and greeter_client, unmodified gRPC programs): the client
+opens bidirectional streams one after another, 4 messages each, every reply checked.
 Meanwhile the daemon is replaced --rounds times by `conduitctl upgrade`, then --rounds
 times by stop-and-restart (SIGTERM, wait for the exit, start the same command line: what
 `systemctl restart` does). For each event it prints how many calls failed, how long
@@ -249,6 +251,56 @@ def slowest_per_slot(samples, begin, length=0.3, slot=0.01):
     return slots
 
 
+def read_streams(text):
+    """What greeter_client --case chat_loop --print-each 1 printed: its streams as (start, seconds,
+    ok) on the host's monotonic clock, and its summary line."""
+    streams, summary = [], ""
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 8 and f[0] == "chat" and f[2] == "start_s" and f[6] == "ok":
+            streams.append((float(f[3]), float(f[5]) / 1e3, f[7] == "1"))
+        elif line.startswith("chats "):
+            summary = line
+    return streams, summary
+
+
+class GrpcPair:
+    """greeter_server and a greeter_client chat_loop under LD_PRELOAD=libmrpc-grpc.so, for
+    the whole run; its streams, read from the client's output once it ends, are the samples."""
+
+    def __init__(self, build, work, sock, seconds):
+        self.name = "gRPC bidi stream, 4 messages"
+        env = dict(os.environ, LD_PRELOAD=os.path.abspath(os.path.join(build, "lib", "libmrpc-grpc.so")),
+                   CONDUIT_SOCKET=sock)
+        tests = os.path.abspath(os.path.join(build, "tests", "bin"))
+        # A line per stream, thousands a second: to a file (a pipe read only at the end
+        # would fill and stop the client).
+        self.out = open(os.path.join(work, "greeter_client.out"), "w+")
+        self.server = subprocess.Popen([os.path.join(tests, "greeter_server"), "--listen", "127.0.0.1:50091",
+                                        "--mode", "sync"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, start_new_session=True)
+        for line in self.server.stdout:
+            if "greeter_server listening" in line:
+                break
+        threading.Thread(target=self.server.stdout.read, daemon=True).start()
+        self.client = subprocess.Popen([os.path.join(tests, "greeter_client"), "--target", "127.0.0.1:50091", "--case",
+                                        "chat_loop", "--count", "4", "--bytes", "3000", "--print-each", "1",
+                                        "--seconds", str(int(seconds) + 1)], env=env, stdout=self.out,
+                                       stderr=subprocess.STDOUT)
+        self.samples = []
+        self.summary = ""
+
+    def start(self):
+        pass
+
+    def join(self):
+        self.client.wait()
+        self.out.seek(0)
+        self.samples, self.summary = read_streams(self.out.read())
+        self.server.terminate()
+        self.server.wait()
+
+
 def daemon_pid(admin):
     return json.loads(admin_get(admin)[1])["pid"]
 
@@ -277,6 +329,8 @@ def main():
     work = tempfile.mkdtemp(prefix="upgrade-bench.")
     sock, admin = os.path.join(work, "c.sock"), os.path.join(work, "c-admin.sock")
     cmd = [conduitd, "--socket", sock, "--listen", "127.0.0.1:0", "--log-level", "warn"]
+    # The gRPC pair's streams run for the whole schedule below.
+    run_seconds = args.gap_s * (2 * args.rounds + 1) + 2 * args.rounds
     log = open(os.path.join(work, "conduitd.log"), "a")
 
     def start():
@@ -299,6 +353,7 @@ def main():
                Prober("admin GET /v1/status", admin_status, admin, interval),
                Prober("object program Get (one connection)", objects, sock, interval),
                Prober("NCCL job all-reduce, 2 ranks", collectives, sock, interval)]
+    grpc_pair = GrpcPair(args.build, work, sock, run_seconds)
     for p in probers:
         p.start()
     events = []  # (kind, start, end)
@@ -322,6 +377,8 @@ def main():
         p.stop = True
     for p in probers:
         p.join()
+    grpc_pair.join()
+    probers.append(grpc_pair)
     collectives.close()
     os.kill(daemon_pid(admin), signal.SIGTERM)
 

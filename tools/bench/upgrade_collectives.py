@@ -7,10 +7,13 @@ each rank: --rank), all-reducing --count floats in a loop and checking every sum
 logging when each call started, how long it took and whether it was right. Meanwhile the
 daemons are replaced one after the other by `conduitctl upgrade` (--rounds times each);
 then one daemon is stopped and restarted (SIGTERM, start again: `systemctl restart`), which
-ends the job's communicator on every host. Printed: the calls' median and 99th percentile
-when nothing happens (rank 0);
-per event the calls that started in it, failed, and the slowest; and rank 0's calls over
-time around the first upgrade (slowest call per 10 ms).
+ends the job's communicator on every host. Beside the job, a gRPC pair under
+LD_PRELOAD=libmrpc-grpc.so (tests/rpc's greeter programs): the server on the last host, the
+client on host 0 opening bidirectional streams one after another (4 messages each, every
+reply checked). Printed: the calls' median and 99th percentile when nothing happens (rank 0);
+per event the calls that started in it, failed, and the slowest; the same for the gRPC
+streams; and rank 0's calls and the streams over time around the first upgrade and around
+the upgrade of the server's host (slowest call per 10 ms).
 
 usage: upgrade_collectives.py [--build build] [--hosts 4] [--rounds 1] [--count 65536]
                               [--rate RATE] [--gap-s 1.0]
@@ -27,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from upgrade_bench import daemon_pid, quiet_calls, slowest_per_slot
+from upgrade_bench import daemon_pid, quiet_calls, read_streams, slowest_per_slot
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NETNS = os.path.join(ROOT, "tools", "netns", "conduit-netns")
@@ -141,9 +144,26 @@ def main():
 
     ranks = []
     events = []  # (kind, host, start, end)
+    grpc = []
+    grpc_out = open(os.path.join(work, "greeter_client.out"), "w+")
     try:
         for h in range(args.hosts):
             start(h)
+        # The gRPC pair: server on the last host, client on host 0, for the whole schedule.
+        tests = os.path.join(args.build, "tests", "bin")
+        server_host = args.hosts - 1
+        seconds = args.gap_s * (args.rounds * args.hosts + 3) + args.rounds * args.hosts + 3
+        preload = os.path.join(args.build, "lib", "libmrpc-grpc.so")
+        for h, argv, out in ((server_host, [os.path.join(tests, "greeter_server"), "--listen", "0.0.0.0:50091",
+                                            "--mode", "sync"], subprocess.DEVNULL),
+                             (0, [os.path.join(tests, "greeter_client"), "--target", f"{ips[server_host]}:50091",
+                                  "--case", "chat_loop", "--count", "4", "--bytes", "3000", "--print-each", "1",
+                                  "--seconds", str(int(seconds))], grpc_out)):
+            env = dict(os.environ, LD_PRELOAD=preload, CONDUIT_SOCKET=os.path.join(work, f"h{h}.sock"),
+                       CONDUIT_LOG_LEVEL="error")
+            grpc.append(subprocess.Popen(["ip", "netns", "exec", ns(h)] + argv, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True))
+            time.sleep(0.5)
         for r in range(args.hosts):
             env = dict(os.environ, CONDUIT_SOCKET=os.path.join(work, f"h{r}.sock"), CONDUIT_LOG_LEVEL="error")
             ranks.append(subprocess.Popen(
@@ -172,6 +192,14 @@ def main():
         time.sleep(args.gap_s)
     finally:
         open(os.path.join(work, "stop"), "w").close()
+        if len(grpc) == 2:
+            try:
+                grpc[1].wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                grpc[1].kill()
+        for p in grpc:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
         for p in ranks:
             try:
                 p.wait(timeout=60)
@@ -215,6 +243,26 @@ def main():
     kind, h, s, e = events[0]
     print(f"rank 0, first live upgrade (host {h}): slowest all-reduce (ms) per 10 ms from 20 ms before it: "
           + " ".join(slowest_per_slot(samples[0], s - 0.02)))
+    # The gRPC streams (client on host 0, server on the last host).
+    grpc_out.seek(0)
+    streams, summary = read_streams(grpc_out.read())
+    quiet = quiet_calls(streams, [(s, e) for (_, _, s, e) in events])
+    print()
+    print(f"gRPC streams, host 0 -> host {args.hosts - 1} ({summary}): median {statistics.median(quiet) * 1e3:.3f} ms, "
+          f"p99 {sorted(quiet)[int(0.99 * (len(quiet) - 1))] * 1e3:.1f} ms when nothing happens" if quiet else
+          f"gRPC streams: none ran ({summary})")
+    print()
+    print("| event | host | streams in the window | failed | slowest stream (ms) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for i, (kind, h, s, e) in enumerate(events):
+        nxt = events[i + 1][2] - 0.05 if i + 1 < len(events) else float("inf")
+        window = [(t, d, ok) for (t, d, ok) in streams if s - 0.05 <= t <= e + 0.05]
+        failed = sum(1 for (t, d, ok) in streams if not ok and s - 0.05 <= t < nxt)
+        print(f"| {kind} | {h} | {len(window)} | {failed} | {max((d for (t, d, ok) in window), default=0.0) * 1e3:.1f} |")
+    for kind, h, s, e in events:
+        if kind == "live upgrade" and h in (0, args.hosts - 1):
+            print(f"gRPC streams, live upgrade of host {h}: slowest stream (ms) per 10 ms from 20 ms before it: "
+                  + " ".join(slowest_per_slot(streams, s - 0.02)))
     print(f"(logs: {work})")
     if os.environ.get("UPGRADE_BENCH_KEEP") is None:
         shutil.rmtree(work, ignore_errors=True)
