@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <thread>
+#include <utility>
 
 #include "common/log.h"
 
@@ -40,6 +42,21 @@ void KeepRunning(const char* what, Fn&& fn) noexcept {
     });
     if (!threw) return;
     std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+// Starts `fn` on a detached thread, under RunGuarded. False when no thread can be started
+// (pthread_create failing on RLIMIT_NPROC or memory throws std::system_error, which would
+// end the daemon where it is not caught): the caller then refuses or fails what the thread
+// was for, and says so.
+template <typename Fn>
+[[nodiscard]] bool StartDetached(const char* what, Fn&& fn) noexcept {
+  try {
+    std::thread([what, f = std::forward<Fn>(fn)]() mutable { RunGuarded(what, f); }).detach();
+    return true;
+  } catch (const std::exception& e) {
+    CLOG_WARN("cannot start a thread for %s: %s", what, e.what());
+    return false;
   }
 }
 

@@ -1011,14 +1011,23 @@ int Main(int argc, char** argv) {
               adopted, takeover.state.programs_size());
   }
 
-  std::thread([fd = peer_listener.get()] { router.ServePeers(fd, &gate); }).detach();
-  std::thread([fd = unix_listener.get()] { router.ServePrograms(fd, &gate); }).detach();
-  std::thread([fd = admin_listener.get()] { admin_server.Serve(fd, &gate); }).detach();
+  // The accept loops start parked: a flood of connections queued since the sockets were
+  // bound must not take the thread slots (RLIMIT_NPROC) that the next loop needs.
+  (void)gate.Park(Deadline::AfterMs(0));  // no loop runs yet: parked at once
+  static MetricsServer metrics_server(&admin);
+  const bool accepting =
+      StartDetached("the peer port", [fd = peer_listener.get()] { router.ServePeers(fd, &gate); }) &&
+      StartDetached("the program socket", [fd = unix_listener.get()] { router.ServePrograms(fd, &gate); }) &&
+      StartDetached("the admin socket", [fd = admin_listener.get()] { admin_server.Serve(fd, &gate); }) &&
+      (!metrics_listener.valid() || StartDetached("the metrics port", [fd = metrics_listener.get()] {
+         KeepRunning("the metrics port", [fd] { metrics_server.Serve(fd, &gate); });
+       }));
+  if (!accepting) {
+    CLOG_ERROR("cannot start the threads that accept connections (see the line above; is RLIMIT_NPROC too low?)");
+    _exit(1);
+  }
+  gate.Resume();
   if (metrics_listener.valid()) {
-    static MetricsServer metrics_server(&admin);
-    std::thread([fd = metrics_listener.get()] {
-      KeepRunning("the metrics port", [fd] { metrics_server.Serve(fd, &gate); });
-    }).detach();
     CLOG_INFO("serving metrics (Prometheus) on http://%s/metrics", FormatSockAddr(metrics_bound).c_str());
   }
   const std::string sources = cli.config.empty() ? "command line" : cli.config + " and the command line";
@@ -1077,4 +1086,13 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace conduit
 
-int main(int argc, char** argv) { return conduit::Main(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return conduit::Main(argc, argv);
+  } catch (const std::exception& e) {
+    // Only while starting (every thread the services run is guarded): say why and go, with
+    // _exit, since threads may already run.
+    CLOG_ERROR("cannot start: %s (no thread or memory for the daemon's services? see RLIMIT_NPROC)", e.what());
+    _exit(1);
+  }
+}

@@ -213,7 +213,9 @@ void Communicator::StartHandedOver() {
     }
   }
   for (size_t h = 0; h < links.size(); ++h) {
-    if (links[h]) p2p_.Attach(static_cast<int>(h), std::move(links[h]));
+    if (links[h] && p2p_.Attach(static_cast<int>(h), std::move(links[h])) == PeerChannel::Attached::kNoReader) {
+      Abort(SystemError("daemon %s cannot start a thread to read the link from host %zu", my_addr_.c_str(), h));
+    }
   }
 }
 

@@ -149,8 +149,17 @@ void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> 
     }
     coll_links_[host] = std::move(l);
   } else {
-    if (epoch > 0 || !p2p_.Attach(host, std::move(link))) {
+    const PeerChannel::Attached attached = epoch > 0 ? PeerChannel::Attached::kDuplicate : p2p_.Attach(host, std::move(link));
+    if (attached == PeerChannel::Attached::kDuplicate) {
       CLOG_WARN("communicator %016llx: duplicate link from host %d ignored", static_cast<unsigned long long>(key_), host);
+      return;
+    }
+    if (attached == PeerChannel::Attached::kNoReader) {
+      // Abort takes mu_, held here: failed_ alone fails what waits for this link, with why.
+      Status why = SystemError("daemon %s cannot start a thread to read the link from host %d", my_addr_.c_str(), host);
+      if (failed_.ok()) failed_ = why;
+      CLOG_WARN("communicator %016llx aborted: %s", static_cast<unsigned long long>(key_), why.message().c_str());
+      cv_.notify_all();
       return;
     }
   }

@@ -47,15 +47,22 @@ int PeerChannel::nhosts() const {
   return nhosts_;
 }
 
-bool PeerChannel::Attach(int host, std::unique_ptr<Link> link) {
+PeerChannel::Attached PeerChannel::Attach(int host, std::unique_ptr<Link> link) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (host < 0 || host >= nhosts_ || links_[host] != nullptr) return false;
+  if (host < 0 || host >= nhosts_ || links_[host] != nullptr) return Attached::kDuplicate;
   if (closed_) link->Shutdown();  // its reader returns at once
   Link* raw = link.get();
   links_[host] = std::move(link);
-  ++live_readers_;
-  readers_.emplace_back([this, host, raw] { ReaderLoop(host, raw); });
-  return true;
+  try {
+    readers_.emplace_back([this, host, raw] { ReaderLoop(host, raw); });
+  } catch (const std::exception& e) {
+    // pthread_create failed (RLIMIT_NPROC, memory): the link stays, shut, and never read.
+    CLOG_WARN("cannot start a thread to read the link from host %d: %s", host, e.what());
+    raw->Shutdown();
+    return Attached::kNoReader;
+  }
+  ++live_readers_;  // under mu_, which the reader takes before it counts itself out
+  return Attached::kOk;
 }
 
 Link* PeerChannel::LinkOf(int host) const {

@@ -52,9 +52,11 @@ class PeerChannel {
   // Once, before any link: the communicator's hosts (for checking where messages are from
   // and to).
   void Init(std::vector<int> host_of_rank, int my_host, int nhosts);
-  // Installs the link with `host` and starts its reader; false (and the link is dropped)
-  // when there already is one.
-  bool Attach(int host, std::unique_ptr<Link> link);
+  // Installs the link with `host` and starts its reader. kDuplicate (and the link is
+  // dropped) when there already is one; kNoReader when no thread can be started for the
+  // reader (the link is installed, shut): the caller fails the communicator.
+  enum class Attached { kOk, kDuplicate, kNoReader };
+  Attached Attach(int host, std::unique_ptr<Link> link);
 
   // Sends to `host`, whose link must be attached.
   Status SendMessage(int host, int src, int dst, const void* data, size_t bytes, Deadline deadline);

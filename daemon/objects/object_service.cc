@@ -273,8 +273,14 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller,
       dir_.Release(id, r.sender, false);
     } else {
       NotePublished(id);
-      std::thread([this, obj = result.obj, sender = r.sender] { RunGuarded("object fetch", [&] { FetchLoop(obj, sender); }); })
-          .detach();
+      if (!StartDetached("object fetch", [this, obj = result.obj, sender = r.sender] { FetchLoop(obj, sender); })) {
+        // Nothing will fill the copy: it goes (unpublished), the sender is freed, the caller may retry.
+        st = Err(objproto::kUnavailable, "daemon %s cannot start a thread to fetch %s now", peers_.self().c_str(),
+                 Printable(id).c_str());
+        store_.Remove(id, st, result.obj.get());
+        result.obj.reset();
+        dir_.Release(id, r.sender, false);
+      }
     }
   }
   {

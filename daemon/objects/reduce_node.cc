@@ -151,10 +151,17 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
     }
     tasks_[t->name] = t;
   }
-  if (t->sink) {
-    std::thread([this, t] { RunGuarded("reduce sink", [&] { RunSink(t); }); }).detach();
-  } else {
-    std::thread([this, t] { RunGuarded("reduce task", [&] { RunTask(t); }); }).detach();
+  const bool started = t->sink ? StartDetached("reduce sink", [this, t] { RunSink(t); })
+                                : StartDetached("reduce task", [this, t] { RunTask(t); });
+  if (!started) {
+    // The coordinator hears of it as of any failed node and schedules the reduce again.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.erase(t->name);
+    }
+    Report(*t, objproto::kNodeOwnFailed, 0,
+           Err(objproto::kUnavailable, "daemon %s cannot start a thread for a reduce node now",
+               host_->peers().self().c_str()));
   }
 }
 

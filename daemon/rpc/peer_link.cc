@@ -152,7 +152,10 @@ Status PeerLink::Dial(RpcContext* service, const std::string& addr, uint32_t ver
     if (!st.ok()) return SystemError("TLS with port %u at daemon %s: %s", tls_port, addr.c_str(), st.message().c_str());
     link->tls_port_ = tls_port;
   }
-  std::thread([link] { RunGuarded("RPC link reader", [&] { link->ReadLoop(); }); }).detach();
+  if (!StartDetached("RPC link reader", [link] { link->ReadLoop(); })) {
+    link->conn_.Shutdown();
+    return SystemError("daemon %s: no thread can be started for the RPC link's reader now", addr.c_str());
+  }
   if (tls_port != 0) {
     CLOG_DEBUG("TLS link to port %u at daemon %s is up", tls_port, addr.c_str());
   } else {

@@ -67,8 +67,8 @@ struct Pair {
     raw01 = a.get();
     ch0.Init({0, 1}, 0, 2);
     ch1.Init({0, 1}, 1, 2);
-    EXPECT_TRUE(ch0.Attach(1, std::move(a)));
-    EXPECT_TRUE(ch1.Attach(0, std::move(b)));
+    EXPECT_EQ(ch0.Attach(1, std::move(a)), PeerChannel::Attached::kOk);
+    EXPECT_EQ(ch1.Attach(0, std::move(b)), PeerChannel::Attached::kOk);
   }
 };
 
@@ -88,7 +88,7 @@ TEST(PeerChannelTest, MessagesAndControlArriveInOrder) {
   std::vector<std::pair<int, std::string>> peers = p.ch0.Peers();
   ASSERT_EQ(peers.size(), 1u);
   EXPECT_EQ(peers[0].first, 1);
-  EXPECT_FALSE(p.ch0.Attach(1, nullptr)) << "a second link to the same host is refused";
+  EXPECT_EQ(p.ch0.Attach(1, nullptr), PeerChannel::Attached::kDuplicate) << "a second link to the same host is refused";
 }
 
 TEST(PeerChannelTest, AbortNoticeCarriesTheReasonAndGoodbyeIsQuiet) {
