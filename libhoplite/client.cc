@@ -2,6 +2,7 @@
 // object bytes through memfds the daemon passes with SCM_RIGHTS.
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -30,6 +31,27 @@ using conduit::UniqueFd;
 
 // Beyond the daemon's own bound: a live daemon always answers before this.
 constexpr int kReplySlackMs = 30000;
+
+// A writable mapping of a Put's memfd that a forked child inherits lives on in the child
+// until it execs, and the daemon's seal (F_SEAL_WRITE) refuses the Put while it does.
+// madvise(MADV_DONTFORK) keeps it out of children, but only from the moment it is made: a
+// fork in between is held back by this lock, taken in a pthread_atfork handler.
+std::mutex& ForkGuard() {
+  static std::mutex* mu = [] {
+    auto* m = new std::mutex;  // never destroyed: a fork may come during exit
+    pthread_atfork([] { ForkGuard().lock(); }, [] { ForkGuard().unlock(); }, [] { ForkGuard().unlock(); });
+    return m;
+  }();
+  return *mu;
+}
+
+// Maps a Put's memfd writable, never into a child forked by another thread.
+void* MapForPut(int fd, size_t size) {
+  std::lock_guard<std::mutex> no_fork(ForkGuard());
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p != MAP_FAILED) (void)madvise(p, size, MADV_DONTFORK);
+  return p;
+}
 
 Status Wrap(const conduit::Status& st, const char* what) {
   return Status(Code::kUnavailable, std::string("lost contact with conduitd while ") + what + ": " + st.message());
@@ -205,11 +227,8 @@ Status DaemonClient::Put(const std::string& id, const void* data, size_t size, A
   st = FromWire(ws);
   if (!st.ok() || small) return st;
   if (!f.fd.valid()) return Status(Code::kInternal, "daemon sent no shared memory for Put");
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd.get(), 0);
+  void* p = MapForPut(f.fd.get(), size);
   if (p == MAP_FAILED) return Status(Code::kInternal, std::string("mmap for Put: ") + strerror(errno));
-  // A child forked meanwhile (another thread starting a process) would inherit the writable
-  // mapping until it execs, and the daemon's seal would find it and refuse the Put.
-  (void)madvise(p, size, MADV_DONTFORK);
   // Copy block by block and tell the daemon after each: receivers may already read them.
   // The mapping goes before the last report: the daemon seals the object against writes
   // then, which the kernel refuses while a writable mapping of it exists.

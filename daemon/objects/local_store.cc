@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "common/log.h"
 #include "objects/messages.h"
@@ -138,7 +140,16 @@ ObjStatus LocalObject::Seal() {
   // which the kernel refuses (EBUSY) while any writable shared mapping of it exists: the
   // creator's, if it did not unmap. The daemon's own mapping is read-only (Allocate).
   const int seals = creator_writes_ ? F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL : F_SEAL_SEAL;
-  if (fcntl(fd_.get(), F_ADD_SEALS, seals) != 0) {
+  // A writable mapping can outlive the creator's munmap by a moment: a child that another
+  // of its threads forked between the creator's mmap and its madvise(MADV_DONTFORK) holds
+  // one until it execs or exits. So EBUSY is tried again for about a second (and the
+  // kernel's own wait for pinned pages runs within each try) before the Put is refused.
+  int rc;
+  for (int pause_ms = 1; (rc = fcntl(fd_.get(), F_ADD_SEALS, seals)) != 0 && errno == EBUSY && pause_ms <= 512;
+       pause_ms *= 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+  }
+  if (rc != 0) {
     if (errno == EBUSY) {
       return Err(objproto::kInvalid,
                  "Put of %s refused: the creator still maps the object writable (it must unmap before reporting the "

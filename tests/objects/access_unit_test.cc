@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "objects/access.h"
@@ -190,6 +191,32 @@ TEST(LocalStoreSeal, APutIsSealedOnlyOnceItsCreatorUnmaps) {
   ASSERT_TRUE(obj->ReadOnlyFd(&ro).ok());
   EXPECT_EQ(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, ro.get(), 0), MAP_FAILED);
   EXPECT_TRUE(obj->Seal().ok()) << "idempotent";
+}
+
+// A child forked while the creator mapped the object keeps a writable mapping until it
+// execs or exits, after the creator unmapped: the seal waits for it (a moment), instead of
+// refusing a Put its creator did right.
+TEST(LocalStoreSeal, AWritableMappingInAShortLivedChildDelaysTheSealButDoesNotRefuseIt) {
+  LocalStore store(64u << 20, 64 * 1024);
+  ObjectRef obj;
+  const size_t size = 256u << 10;
+  ASSERT_TRUE(store.Create("forked", size, PutBy(0, 0, /*charge=*/false), &obj).ok());
+  auto* w = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, obj->fd(), 0));
+  ASSERT_NE(w, MAP_FAILED);
+  memset(w, 9, size);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    usleep(150 * 1000);  // holds the inherited mapping, then exits as an exec would drop it
+    _exit(0);
+  }
+  munmap(w, size);
+  ObjStatus st = obj->Seal();
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(fcntl(obj->fd(), F_GET_SEALS) & F_SEAL_WRITE, F_SEAL_WRITE);
+  EXPECT_EQ(obj->data()[size - 1], 9);
 }
 
 TEST(LocalStoreSeal, CopiesTheDaemonWritesAcceptNoOtherWriterFromTheStart) {
