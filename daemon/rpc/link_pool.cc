@@ -4,18 +4,31 @@
 
 namespace conduit::rpc {
 
-Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = links_.find(addr);
+std::shared_ptr<PeerLink> LinkPool::Usable(const Slot& slot) {
   // A link whose daemon said GoAway (it is being replaced) closes after its last call; new
   // calls go on a new connection, which its successor serves.
-  if (it != links_.end() && it->second->accepting_calls()) {
-    *out = it->second;
-    return Status::Ok();
+  return slot.link != nullptr && slot.link->accepting_calls() ? slot.link : nullptr;
+}
+
+Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<Slot>& s = slots_[addr];
+    if (s == nullptr) s = std::make_shared<Slot>();
+    if ((*out = Usable(*s)) != nullptr) return Status::Ok();
+    slot = s;
+  }
+  // One connection at a time per address; the pool's lock is not held while it is made.
+  std::lock_guard<std::mutex> dialing(slot->dial_mu);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if ((*out = Usable(*slot)) != nullptr) return Status::Ok();  // made while this caller waited
   }
   std::shared_ptr<PeerLink> link;
   CONDUIT_RETURN_IF_ERROR(PeerLink::Connect(service_, addr, &link));
-  links_[addr] = link;
+  std::lock_guard<std::mutex> lock(mu_);
+  slot->link = link;
   *out = std::move(link);
   return Status::Ok();
 }
@@ -23,8 +36,8 @@ Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
 std::vector<std::string> LinkPool::Live() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> live;
-  for (const auto& [addr, link] : links_) {
-    if (link->alive()) live.push_back(addr);
+  for (const auto& [addr, slot] : slots_) {
+    if (slot->link != nullptr && slot->link->alive()) live.push_back(addr);
   }
   return live;
 }

@@ -20,14 +20,23 @@ class LinkPool {
  public:
   explicit LinkPool(RpcContext* service) : service_(service) {}
   // The live link to the daemon at `addr` ("ip:port"), connecting when there is none.
+  // Callers for one address wait for one connection; callers for other addresses do not
+  // (a daemon being replaced answers a new connection only once its successor runs).
   Status Get(const std::string& addr, std::shared_ptr<PeerLink>* out);
   // Addresses of the links that are up.
   std::vector<std::string> Live();
 
  private:
+  struct Slot {
+    std::mutex dial_mu;              // held while connecting to this address
+    std::shared_ptr<PeerLink> link;  // guarded by LinkPool::mu_
+  };
+  // The slot's link when it takes new calls, else null. Under mu_.
+  static std::shared_ptr<PeerLink> Usable(const Slot& slot);
+
   RpcContext* service_;
-  std::mutex mu_;  // held while connecting: one connection per address
-  std::map<std::string, std::shared_ptr<PeerLink>> links_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Slot>> slots_;
 };
 
 }  // namespace conduit::rpc

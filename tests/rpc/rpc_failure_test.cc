@@ -190,6 +190,44 @@ TEST_F(RpcFailureTest, GracefulShutdownFinishesPlainAndManagedCalls) {
   EXPECT_TRUE(cluster_->DaemonAlive(0) && cluster_->DaemonAlive(1));
 }
 
+// A daemon that takes connections but does not answer (one being replaced, or frozen)
+// holds up only the calls that go to it: while a channel waits for its hello, calls from
+// the same daemon to another one go on.
+TEST_F(RpcFailureTest, AMuteDaemonDelaysOnlyTheCallsToIt) {
+  // The mute "daemon": an address of host 1 with a listener on the daemon port that never
+  // accepts; it prints "dialed" once a connection waits in its backlog.
+  const std::string mute_ip = "10.231.42.200";
+  Subprocess& address = cluster_->Launch(1, "mute_address", {"ip", "addr", "replace", mute_ip + "/32", "dev", "lo"});
+  ASSERT_TRUE(address.Wait(std::chrono::seconds(10)));
+  ASSERT_EQ(address.exit_code(), 0) << address.Output();
+  const std::string listener =
+      "import select, socket, sys, time\n"
+      "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "s.bind(('" + mute_ip + "', " + std::to_string(cluster_->config().port) + ")); s.listen(16)\n"
+      "print('listening', flush=True)\n"
+      "select.select([s], [], [])\n"
+      "print('dialed', flush=True)\n"
+      "time.sleep(60)\n";
+  Subprocess& mute = cluster_->Launch(1, "mute_daemon", {"python3", "-c", listener});
+  ASSERT_TRUE(Cluster::WaitForOutput(mute, "listening", std::chrono::seconds(10))) << mute.Output();
+  // A program opens a channel to a server behind the mute daemon: its daemon dials it and
+  // waits for a hello that does not come (up to its timeout, 5 s).
+  Subprocess& stuck = rig_->StartClient(0, mute_ip + ":" + std::to_string(kPort),
+                                        {"--case", "unary", "--deadline-ms", "2000"}, /*preload=*/true);
+  ASSERT_TRUE(Cluster::WaitForOutput(mute, "dialed", std::chrono::seconds(15))) << mute.Output() << stuck.Output();
+  // Meanwhile calls to the live daemon are carried at once, on new channels and old links.
+  const auto start = std::chrono::steady_clock::now();
+  ClientRun run = Call({"--case", "unary"});
+  EXPECT_TRUE(Passed(run));
+  EXPECT_TRUE(run.managed()) << run.output;
+  EXPECT_FALSE(stuck.Poll()) << "the channel to the mute daemon gave up before the other call was served:\n"
+                             << stuck.Output();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  ASSERT_TRUE(stuck.Wait(std::chrono::seconds(30))) << stuck.Output();
+  mute.Kill(SIGKILL);
+  EXPECT_TRUE(cluster_->DaemonAlive(0) && cluster_->DaemonAlive(1));
+}
+
 TEST_F(RpcFailureTest, MalformedFramesBetweenDaemons) {
   // A call in flight on the real link between the two daemons must not notice.
   Subprocess& inflight = rig_->StartClient(0, rig_->Target(1, kPort), {"--case", "unary", "--delay-ms", "2500"}, true);
