@@ -46,6 +46,7 @@ struct Options {
   int bytes = 0;
   int deadline_ms = 0;
   int delay_ms = 0;
+  int cancel_after_ms = 200;  // cancel: when the client cancels its call
   int expect = 0;
   int fail_code = 0;
   int interval_ms = 50;
@@ -501,7 +502,7 @@ int Abandoned(Greeter::Stub* stub, const Options& o, bool cancel) {
   std::thread canceller;
   if (cancel) {
     canceller = std::thread([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.cancel_after_ms));
       ctx.TryCancel();
     });
   }
@@ -510,7 +511,7 @@ int Abandoned(Greeter::Stub* stub, const Options& o, bool cancel) {
   if (canceller.joinable()) canceller.join();
   printf("elapsed_ms %lld\n", static_cast<long long>(ms));
   if (int r = CheckStatus(o, st); r >= 0) return r;
-  int bound = (cancel ? 200 : o.deadline_ms) + 1500;
+  int bound = (cancel ? o.cancel_after_ms : o.deadline_ms) + 1500;
   if (ms > bound) return Fail(o, "took " + std::to_string(ms) + " ms");
   return Pass(o);
 }
@@ -615,7 +616,8 @@ int Main(int argc, char** argv) {
                                       {"--deadline-ms", &o.deadline_ms}, {"--delay-ms", &o.delay_ms},
                                       {"--expect", &o.expect},       {"--fail-code", &o.fail_code},
                                       {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight},
-                                      {"--seconds", &o.seconds},     {"--print-each", &o.print_each}};
+                                      {"--seconds", &o.seconds},     {"--print-each", &o.print_each},
+                                      {"--cancel-after-ms", &o.cancel_after_ms}};
   std::map<std::string, std::string*> strings = {
       {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user},
       {"--compress", &o.compress}, {"--call-creds", &o.call_creds}, {"--tls-roots", &o.tls_roots},

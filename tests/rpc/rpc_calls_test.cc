@@ -258,16 +258,19 @@ TEST_F(RpcCallsTest, CancellationPropagatesToChildCalls) {
                          Chain{kRelayToManagedPort, &sync_server_, "chain-plain-parent", false, "cancel"},
                          Chain{kRelayToManagedPort, &sync_server_, "chain-plain-deadline", false, "deadline"}}) {
     const bool cancel = std::string(c.how) == "cancel";
-    std::vector<std::string> args = {"--case", c.how, "--name", c.name, "--delay-ms", "4000"};
+    // The parent is cancelled (or its deadline passes) 1 s into the call: by then the child
+    // call has reached the end server (tens of ms here), even on a loaded machine (sanitizer
+    // runs beside other tests). The end server would answer after 10 s.
+    std::vector<std::string> args = {"--case", c.how, "--name", c.name, "--delay-ms", "10000"};
     if (cancel) {
-      args.insert(args.end(), {"--expect", "1"});
+      args.insert(args.end(), {"--cancel-after-ms", "1000", "--expect", "1"});
     } else {
-      args.insert(args.end(), {"--deadline-ms", "300", "--expect", "4"});
+      args.insert(args.end(), {"--deadline-ms", "1000", "--expect", "4"});
     }
     ClientRun run = rig_->RunClient(0, rig_->Target(1, c.port), args, c.preload);
     EXPECT_TRUE(Passed(run)) << c.name;
     std::string line = std::string("server: SayHello ") + c.name + " was cancelled";
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(8000);
     while ((*c.end_server)->Output().find(line) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
