@@ -26,9 +26,17 @@ Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
     if ((*out = Usable(*slot)) != nullptr) return Status::Ok();  // made while this caller waited
   }
   std::shared_ptr<PeerLink> link;
-  CONDUIT_RETURN_IF_ERROR(PeerLink::Connect(service_, addr, &link));
+  Status st = PeerLink::Connect(service_, addr, &link);
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(addr);
+  if (!st.ok()) {
+    // Only addresses with a link stay: a program naming ever new hosts that do not answer
+    // leaves nothing behind.
+    if (it != slots_.end() && it->second == slot && slot->link == nullptr) slots_.erase(it);
+    return st;
+  }
   slot->link = link;
+  if (it == slots_.end()) slots_.emplace(addr, slot);  // dropped by a failed dial meanwhile
   *out = std::move(link);
   return Status::Ok();
 }
