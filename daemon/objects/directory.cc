@@ -11,10 +11,6 @@ namespace conduit::objects {
 namespace {
 
 constexpr int kSweepEveryMs = 50;
-// How long a deleted object's holders are remembered: well beyond a live upgrade's
-// take-over and a reconnection after it (the window in which a copy comes back).
-constexpr int kTombstoneMs = 30000;
-constexpr size_t kMaxTombstones = 65536;
 
 void RunAll(std::vector<std::function<void()>>& actions) {
   for (auto& a : actions) a();
@@ -74,12 +70,6 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
   ObjStatus st;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (RegistersADeletedCopy(id, where, p.flags)) {
-      // kNotFound tells the holder to drop its copy (ObjectService::RepublishLoop).
-      answer(Err(objproto::kNotFound, "object %s was deleted; the copy on %s goes", Printable(id).c_str(),
-                 where.c_str()));
-      return;
-    }
     Entry& e = entries_[id];
     bool known = !e.locs.empty() || e.has_inline;
     const bool create = p.flags & objproto::kPubCreate;
@@ -387,12 +377,9 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
       objproto::DropCopy d{};
       d.id = req.id;
       d.reason = objproto::kDropDeleted;
-      std::set<std::string> holders;
       for (auto& [addr, loc] : it->second.locs) {
         actions.push_back([this, addr = addr, b = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, b); });
-        holders.insert(addr);
       }
-      if (!holders.empty()) AddTombstone(id, std::move(holders));
       it->second.locs.clear();
       it->second.reserved_by.clear();
       it->second.has_inline = false;
@@ -403,31 +390,6 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
   }
   reply(objproto::kDirDeleteReply, Encode(ToWire(st)));
   RunAll(actions);
-}
-
-bool DirectoryShard::RegistersADeletedCopy(const std::string& id, const std::string& where, uint32_t flags) {
-  auto it = deleted_.find(id);
-  if (it == deleted_.end()) return false;
-  if ((flags & (objproto::kPubCreate | objproto::kPubReserve)) != 0 ||
-      std::chrono::steady_clock::now() >= it->second.until) {
-    deleted_.erase(it);  // a new object of that id, or long enough
-    return false;
-  }
-  if ((flags & objproto::kPubRepublish) == 0 || it->second.holders.erase(where) == 0) return false;
-  if (it->second.holders.empty()) deleted_.erase(it);
-  return true;
-}
-
-void DirectoryShard::AddTombstone(const std::string& id, std::set<std::string> holders) {
-  if (deleted_.size() >= kMaxTombstones && deleted_.count(id) == 0) {
-    // Full: the one closest to expiring goes (a linear scan, only at the cap).
-    auto oldest = deleted_.begin();
-    for (auto it = deleted_.begin(); it != deleted_.end(); ++it) {
-      if (it->second.until < oldest->second.until) oldest = it;
-    }
-    deleted_.erase(oldest);
-  }
-  deleted_[id] = Tombstone{std::move(holders), std::chrono::steady_clock::now() + std::chrono::milliseconds(kTombstoneMs)};
 }
 
 void DirectoryShard::OnCount(const Bytes& body, const ReplyFn& reply) {
@@ -501,7 +463,7 @@ void DirectoryShard::OnMembershipChange() {
 }
 
 void DirectoryShard::SweepLoop() {
-  for (uint64_t sweeps = 0;;) {
+  for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(kSweepEveryMs));
     Actions actions;
     {
@@ -524,12 +486,6 @@ void DirectoryShard::SweepLoop() {
           it = entries_.erase(it);
         } else {
           ++it;
-        }
-      }
-      if (++sweeps % 20 == 0) {  // about once a second: they last far longer
-        const auto now = std::chrono::steady_clock::now();
-        for (auto it = deleted_.begin(); it != deleted_.end();) {
-          it = now >= it->second.until ? deleted_.erase(it) : std::next(it);
         }
       }
     }

@@ -22,11 +22,9 @@
 #ifndef CONDUIT_DAEMON_OBJECTS_DIRECTORY_H_
 #define CONDUIT_DAEMON_OBJECTS_DIRECTORY_H_
 
-#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -81,14 +79,6 @@ class DirectoryShard {
       return locs.empty() && !has_inline && waiters.empty() && subs.empty() && reserved_by.empty();
     }
   };
-  // The holders of a deleted object's copies, kept for a while after the Delete: one that
-  // registers its copy again (a new process that adopted the copy before the drop reached
-  // the one it replaced, or a holder the drop did not reach) is told the object is gone.
-  // A new creation of the id ends it.
-  struct Tombstone {
-    std::set<std::string> holders;
-    std::chrono::steady_clock::time_point until;
-  };
   using Actions = std::vector<std::function<void()>>;
 
   void OnPublish(const std::string& from, const Bytes& body, const ReplyFn& reply);
@@ -111,15 +101,10 @@ class DirectoryShard {
   void CheckLost(const std::string& id, Entry& e, Actions* out);
   bool InChain(const Entry& e, const std::string& start, const std::string& requester) const;
   void FreeBusy(Entry& e, const std::string& receiver);
-  // Under mu_: whether `where` re-registering `id` is a copy of a deleted object (and then
-  // forgets `where`, whose copy goes); a creation of `id` clears its tombstone.
-  bool RegistersADeletedCopy(const std::string& id, const std::string& where, uint32_t flags);
-  void AddTombstone(const std::string& id, std::set<std::string> holders);
 
   Peers* peers_;
   std::mutex mu_;
   std::map<std::string, Entry> entries_;
-  std::map<std::string, Tombstone> deleted_;  // at most kMaxTombstones, swept when expired
 };
 
 }  // namespace conduit::objects

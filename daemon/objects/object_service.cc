@@ -468,15 +468,6 @@ void ObjectService::RepublishLoop() {
       Bytes inline_bytes;
       if (obj->complete() && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
       ObjStatus st = dir_.Publish(obj->id(), obj->size(), flags, inline_bytes, obj->owner(), Deadline::AfterMs(5000));
-      if (st.code() == objproto::kNotFound) {
-        // Deleted while this copy was out of the directory's sight (its drop reached the
-        // process this one replaced, or never arrived): it goes, as a drop would have done.
-        CLOG_INFO("objects: %s", st.message().c_str());
-        store_.Remove(obj->id(), st);
-        std::lock_guard<std::mutex> lock(fetch_mu_);
-        published_to_.erase(obj->id());
-        continue;
-      }
       if (!st.ok()) {
         CLOG_WARN("objects: could not re-register %s with its new directory shard: %s", Printable(obj->id()).c_str(),
                   st.message().c_str());

@@ -5,14 +5,11 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "objects/directory.h"
-#include "objects/messages.h"
 #include "objects/peers.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
@@ -39,9 +36,7 @@ struct Pair {
   std::condition_variable cv;
   std::vector<std::string> received;  // bodies of kNote and kEcho, in arrival order
 
-  // `before_serving` runs on the receiver before the sender can reach it (to register more
-  // handlers).
-  explicit Pair(const std::function<void(Peers* receiver)>& before_serving = nullptr) {
+  Pair() {
     UniqueFd listener;
     SockAddr bound;
     Status st = TcpListen("127.0.0.1:0", &listener, &bound);
@@ -73,7 +68,6 @@ struct Pair {
       record(body);
       reply(kEchoReply, body);
     });
-    if (before_serving) before_serving(receiver);
     std::thread([this, l = listener.release()] {
       UniqueFd fd(accept(l, nullptr, nullptr));
       close(l);
@@ -128,60 +122,6 @@ TEST(PeersCork, HoldsMessagesUntilItEndsThenSendsThemInOrder) {
   Peers::Cork elsewhere(p->sender);
   std::thread([&] { p->sender->Send(p->receiver_addr, kNote, B("four")); }).join();
   EXPECT_EQ(p->WaitFor(4).back(), "four");
-}
-
-// A holder whose copy of a deleted object comes back (a new process that adopted it before
-// the drop reached the process it replaced, or a holder the drop never reached) and
-// registers it again is told the object is deleted, so the copy goes instead of the
-// object coming back. A new Put of the id is not hindered.
-TEST(DirectoryTombstone, ACopyRegisteredAgainAfterItsDeleteIsRefused) {
-  static DirectoryShard* shard = nullptr;
-  static Pair* p = new Pair([](Peers* receiver) {
-    shard = new DirectoryShard(receiver);
-    shard->Register();
-  });
-  const std::string holder = "127.0.0.1:1";  // the sender: the shard's drop to it goes nowhere
-  std::string id;
-  for (int i = 0; id.empty() && i < 1000; ++i) {
-    if (p->receiver->Owner("gone-" + std::to_string(i)) == p->receiver_addr) id = "gone-" + std::to_string(i);
-  }
-  ASSERT_FALSE(id.empty()) << "no id maps to the receiver's shard";
-  auto call = [&](uint16_t type, const Bytes& body, uint16_t reply_type) {
-    Bytes reply;
-    ObjStatus st = p->sender->Await(p->sender->Begin(p->receiver_addr, type, body), reply_type, &reply,
-                                    Deadline::AfterMs(10000));
-    objproto::Status ws{};
-    if (st.ok()) st = Decode(reply, &ws) ? FromWire(ws) : Err(objproto::kInternal, "short reply");
-    return st;
-  };
-  auto publish = [&](uint32_t flags) {
-    objproto::Publish m{};
-    m.id = IdToWire(id);
-    m.where = AddrToWire(holder);
-    m.size = 1 << 20;
-    m.flags = flags;
-    m.owner = objproto::Owner{1000, 1000, objproto::kAccessOwner, 0};
-    return call(objproto::kDirPublish, Encode(m), objproto::kDirPublishReply);
-  };
-  auto erase = [&] {
-    objproto::DeleteRequest d{};
-    d.id = IdToWire(id);
-    d.uid = 1000;
-    return call(objproto::kDirDelete, Encode(d), objproto::kDirDeleteReply);
-  };
-  const uint32_t put = objproto::kPubCreate | objproto::kPubComplete | objproto::kPubOrigin;
-  const uint32_t again = objproto::kPubRepublish | objproto::kPubComplete | objproto::kPubOrigin;
-
-  ASSERT_TRUE(publish(put).ok());
-  ASSERT_TRUE(publish(again).ok()) << "a copy the directory knows may be registered again";
-  ASSERT_TRUE(erase().ok());
-  ObjStatus st = publish(again);
-  EXPECT_EQ(st.code(), objproto::kNotFound) << st.message();
-  EXPECT_NE(st.message().find("was deleted"), std::string::npos) << st.message();
-  // A new object of the same id: created, and its copy registers again as any copy does.
-  ASSERT_TRUE(publish(put).ok());
-  st = publish(again);
-  EXPECT_TRUE(st.ok()) << st.message();
 }
 
 }  // namespace
