@@ -128,7 +128,7 @@ void Communicator::InitMembership() {
 
 void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link, uint32_t epoch, int path,
                               std::string local_ip, std::unique_ptr<PathLease> lease) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (!failed_.ok()) link->Shutdown();
   if (channel == peerproto::kCollective) {
     CollLink l{std::move(link), path, std::move(local_ip), epoch, std::move(lease)};
@@ -155,11 +155,8 @@ void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> 
       return;
     }
     if (attached == PeerChannel::Attached::kNoReader) {
-      // Abort takes mu_, held here: failed_ alone fails what waits for this link, with why.
-      Status why = SystemError("daemon %s cannot start a thread to read the link from host %d", my_addr_.c_str(), host);
-      if (failed_.ok()) failed_ = why;
-      CLOG_WARN("communicator %016llx aborted: %s", static_cast<unsigned long long>(key_), why.message().c_str());
-      cv_.notify_all();
+      lock.unlock();  // Abort takes mu_
+      Abort(SystemError("daemon %s cannot start a thread to read the link from host %d", my_addr_.c_str(), host));
       return;
     }
   }
