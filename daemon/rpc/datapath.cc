@@ -170,44 +170,31 @@ void Datapath::Finish(const std::shared_ptr<RpcCall>& call) {
 
 void Datapath::EndGone(const Endpoint* gone, const std::vector<std::shared_ptr<RpcCall>>& calls,
                        const std::string& why) {
-  for (const auto& call : calls) {
-    {
-      std::lock_guard<std::mutex> lock(call->mu);
-      if (call->finished) continue;
-      call->outcome.code = call->client_end.get() == gone ? GrpcStatusOf(StatusCode::kCancelled)
-                                                          : GrpcStatusOf(StatusCode::kUnavailable);
-    }
-    if (call->client_end.get() == gone) {
-      bool forwarded;
-      {
-        std::lock_guard<std::mutex> lock(call->mu);
-        forwarded = call->start_forwarded;
-      }
-      if (forwarded) {
-        call->server_end->Deliver(*call, call->server_id, CancelEvent(GrpcStatusOf(StatusCode::kCancelled), why));
-      }
-    } else {
-      call->client_end->Deliver(*call, call->client_id, StatusEvent(GrpcStatusOf(StatusCode::kUnavailable), why));
-    }
-    Finish(call);
-  }
+  for (const auto& call : calls) EndFromOutside(call, gone, why);
 }
 
 void Datapath::Abort(const std::vector<std::shared_ptr<RpcCall>>& calls, const std::string& why) {
-  for (const auto& call : calls) {
-    bool forwarded;
-    {
-      std::lock_guard<std::mutex> lock(call->mu);
-      if (call->finished) continue;
-      call->outcome.code = GrpcStatusOf(StatusCode::kUnavailable);
-      forwarded = call->start_forwarded;
-    }
-    call->client_end->Deliver(*call, call->client_id, StatusEvent(GrpcStatusOf(StatusCode::kUnavailable), why));
-    if (forwarded) {
-      call->server_end->Deliver(*call, call->server_id, CancelEvent(GrpcStatusOf(StatusCode::kCancelled), why));
-    }
-    Finish(call);
+  for (const auto& call : calls) EndFromOutside(call, nullptr, why);
+}
+
+void Datapath::EndFromOutside(const std::shared_ptr<RpcCall>& call, const Endpoint* gone, const std::string& why) {
+  const bool client_gone = gone != nullptr && call->client_end.get() == gone;
+  const bool server_gone = gone != nullptr && call->server_end.get() == gone;
+  bool forwarded;
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->finished) return;
+    // A client that left cancelled its call; anything else made it unavailable.
+    call->outcome.code = GrpcStatusOf(client_gone ? StatusCode::kCancelled : StatusCode::kUnavailable);
+    forwarded = call->start_forwarded;
   }
+  if (!client_gone) {
+    call->client_end->Deliver(*call, call->client_id, StatusEvent(GrpcStatusOf(StatusCode::kUnavailable), why));
+  }
+  if (forwarded && !server_gone) {
+    call->server_end->Deliver(*call, call->server_id, CancelEvent(GrpcStatusOf(StatusCode::kCancelled), why));
+  }
+  Finish(call);
 }
 
 void Datapath::Hold(const std::shared_ptr<RpcCall>& call, std::chrono::nanoseconds delay) {

@@ -46,6 +46,9 @@ class Datapath {
   bool Filter(const std::shared_ptr<RpcCall>& call, Event& ev, std::chrono::nanoseconds* delay);
   void Deny(const std::shared_ptr<RpcCall>& call, int32_t code, const std::string& message);
   void Finish(const std::shared_ptr<RpcCall>& call);
+  // EndGone and Abort, for one call: `gone` (null in Abort) hears nothing; the client hears
+  // UNAVAILABLE, the server (if the call reached it) a cancellation.
+  void EndFromOutside(const std::shared_ptr<RpcCall>& call, const Endpoint* gone, const std::string& why);
   void Hold(const std::shared_ptr<RpcCall>& call, std::chrono::nanoseconds delay);
   void Release(const std::shared_ptr<RpcCall>& call);
   void RunDelays();
