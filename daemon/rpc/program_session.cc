@@ -100,7 +100,7 @@ void ProgramSession::RunAdopted(const std::string& state, std::vector<UniqueFd> 
   restored();
   if (st.ok()) {
     CLOG_DEBUG("%s: session handed over (%zu channel(s), %zu port(s), %zu request(s) held)", who_.c_str(),
-               channels_.size(), server_of_port_.size(), held_.size());
+               channels_.size(), ports_.size(), held_.size());
     st = ServeConnection();
   } else {
     CLOG_WARN("%s: the handed-over session is refused: %s", who_.c_str(), st.message().c_str());
@@ -201,7 +201,7 @@ bool ProgramSession::Idle() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!calls_.empty()) return false;
   // A server's calls may still come over a connection from another daemon.
-  return server_of_port_.empty() || service_->accepted_connections().load() == 0;
+  return ports_.empty() || service_->accepted_connections().load() == 0;
 }
 
 Status ProgramSession::SavedState(std::string* state, std::vector<UniqueFd>* fds) {
@@ -212,11 +212,11 @@ Status ProgramSession::SavedState(std::string* state, std::vector<UniqueFd>* fds
     if (!calls_.empty()) {
       return Status(StatusCode::kAborted, who_ + " has " + std::to_string(calls_.size()) + " call(s) in flight");
     }
-    for (const auto& [id, ch] : channels_) h.channels.push_back({id, ch.text, ch.tls_config});
-    for (const auto& [port, server] : server_of_port_) {
-      auto tls = tls_config_of_port_.find(port);
-      h.ports.push_back({port, server, host_of_port_[port],
-                         tls == tls_config_of_port_.end() ? std::nullopt : std::optional(tls->second)});
+    for (const auto& [id, ch] : channels_) {
+      h.channels.push_back({id, ch.text, ch.tls ? std::optional(ch.tls->config()) : std::nullopt});
+    }
+    for (const auto& [port, p] : ports_) {
+      h.ports.push_back({port, p.server, p.host, p.tls ? std::optional(p.tls->config()) : std::nullopt});
     }
   }
   h.next_incoming = next_incoming_.load();
@@ -247,8 +247,7 @@ Status ProgramSession::Restore(const std::string& bytes, std::vector<UniqueFd> f
     Channel ch;
     ch.text = std::move(c.target);
     CONDUIT_RETURN_IF_ERROR(ResolveTarget(ch.text, &ch.target));
-    ch.tls_config = std::move(c.tls);
-    if (ch.tls_config) CONDUIT_RETURN_IF_ERROR(TlsClientContext::Create(*ch.tls_config, &ch.tls));
+    if (c.tls) CONDUIT_RETURN_IF_ERROR(TlsClientContext::Create(*c.tls, &ch.tls));
     // A TLS channel to another host makes its link again at its next call (a new handshake,
     // as after a broken link); a local channel checks its server again at its next call.
     std::lock_guard<std::mutex> lock(mu_);
@@ -276,23 +275,20 @@ void ProgramSession::AbortCalls(const std::string& why) {
 
 void ProgramSession::EndAll(const std::string& why) {
   std::vector<std::shared_ptr<RpcCall>> calls;
-  std::map<uint32_t, uint64_t> ports;
+  std::map<uint32_t, Port> ports;
   std::vector<std::shared_ptr<PeerLink>> links;  // the program's TLS channels' own links
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, call] : calls_) calls.push_back(call);
     calls_.clear();
     client_calls_ = 0;
-    ports.swap(server_of_port_);
-    tls_of_port_.clear();
-    tls_config_of_port_.clear();
-    host_of_port_.clear();
+    ports.swap(ports_);
     for (auto& [id, ch] : channels_) {
       if (ch.link != nullptr) links.push_back(std::move(ch.link));
     }
     channels_.clear();
   }
-  for (auto& [port, server] : ports) service_->servers().Remove(port, this);
+  for (const auto& [port, p] : ports) service_->servers().Remove(port, this);
   for (const std::shared_ptr<PeerLink>& link : links) link->ReleaseWhenIdle();
   service_->datapath().EndGone(this, calls, "conduit: " + why);
   memory_->Detach();
@@ -400,8 +396,7 @@ Status ProgramSession::OpenChannel(const std::string& payload, uint32_t tag, boo
     if (st.ok()) {
       req = open.req;
       text = open.target;
-      ch.tls_config = TlsClientConfig{open.roots, open.key, open.chain, open.name};
-      st = TlsClientContext::Create(*ch.tls_config, &ch.tls);
+      st = TlsClientContext::Create(TlsClientConfig{open.roots, open.key, open.chain, open.name}, &ch.tls);
     }
   } else if (!DecodeOpenChannel(payload, &req, &text)) {
     st = InvalidArgument("malformed OpenChannel (%zu bytes)", payload.size());
@@ -485,8 +480,8 @@ Status ProgramSession::ConnectTlsLink(Channel* ch) {
 
 std::shared_ptr<const TlsServerContext> ProgramSession::TlsFor(uint32_t port) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tls_of_port_.find(port);
-  return it == tls_of_port_.end() ? nullptr : it->second;
+  auto it = ports_.find(port);
+  return it == ports_.end() ? nullptr : it->second.tls;
 }
 
 Status ProgramSession::CloseChannel(const std::string& payload) {
@@ -531,24 +526,19 @@ Status ProgramSession::AddPort(uint32_t port, uint64_t server, const std::string
   CONDUIT_RETURN_IF_ERROR(ParseBindHost(host, &bind));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = server_of_port_.find(port);
+    auto it = ports_.find(port);
     size_t cap = service_->options().max_program_ports;
-    if (it != server_of_port_.end() && it->second != server) {
+    if (it != ports_.end() && it->second.server != server) {
       return InvalidUsage("this program already serves port %u with another server", port);
-    } else if (it == server_of_port_.end() && server_of_port_.size() >= cap) {
+    } else if (it == ports_.end() && ports_.size() >= cap) {
       return InvalidUsage("this program serves %zu ports through conduitd, the most one program may", cap);
-    } else if (it != server_of_port_.end() && (tls_of_port_.count(port) > 0) != tls.has_value()) {
+    } else if (it != ports_.end() && (it->second.tls != nullptr) != tls.has_value()) {
       return InvalidUsage("this program serves port %u %s TLS already", port, tls ? "without" : "with");
     }
   }
   CONDUIT_RETURN_IF_ERROR(service_->servers().Add(port, bind, shared_from_this()));
   std::lock_guard<std::mutex> lock(mu_);
-  server_of_port_[port] = server;
-  host_of_port_[port] = host;
-  if (tls_ctx != nullptr) {
-    tls_of_port_[port] = tls_ctx;
-    tls_config_of_port_[port] = *tls;
-  }
+  ports_[port] = Port{server, host, tls_ctx};
   CLOG_INFO("%s serves port %u on %s through conduitd%s", who_.c_str(), port, bind.Describe().c_str(),
             tls ? ", with TLS" : "");
   return Status::Ok();
@@ -560,13 +550,10 @@ Status ProgramSession::Unserve(const std::string& payload, uint32_t tag) {
   std::vector<uint32_t> ports;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = server_of_port_.begin(); it != server_of_port_.end();) {
-      if (it->second == req.server) {
+    for (auto it = ports_.begin(); it != ports_.end();) {
+      if (it->second.server == req.server) {
         ports.push_back(it->first);
-        tls_of_port_.erase(it->first);
-        tls_config_of_port_.erase(it->first);
-        host_of_port_.erase(it->first);
-        it = server_of_port_.erase(it);
+        it = ports_.erase(it);
       } else {
         ++it;
       }
@@ -766,13 +753,13 @@ void ProgramSession::Deliver(RpcCall&, uint64_t id, Event ev) {
   if (ev.has(kStart)) {
     // Calls arrive addressed to a port; the program knows its servers by its own ids.
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = server_of_port_.find(static_cast<uint32_t>(ev.target));
-    if (it == server_of_port_.end()) {
+    auto it = ports_.find(static_cast<uint32_t>(ev.target));
+    if (it == ports_.end()) {
       ev.sections = kCancel;
       ev.cancel_code = GrpcStatusOf(StatusCode::kUnavailable);
       ev.cancel_details = "conduit: the server stopped serving this port";
     } else {
-      ev.target = it->second;
+      ev.target = it->second.server;
     }
   }
   CallEvent view = ev.View(id);

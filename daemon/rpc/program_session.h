@@ -72,7 +72,6 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
  private:
   struct Channel {
     std::string text;  // the target as the program wrote it
-    std::optional<TlsClientConfig> tls_config;
     Target target;
     // TLS channels: the program's credentials; the link made for this channel (another
     // host), or the server credentials they were checked against in memory (this host).
@@ -80,6 +79,12 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
     std::shared_ptr<PeerLink> link;
     std::shared_ptr<const TlsServerContext> checked_against;
     Metadata auth;  // what that in-memory handshake showed the server of this client
+  };
+
+  struct Port {
+    uint64_t server = 0;                          // the program's server id
+    std::string host;                             // the bind address as the program wrote it
+    std::shared_ptr<const TlsServerContext> tls;  // TLS ports only
   };
 
   void MakeMemory();
@@ -140,10 +145,7 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<RpcCall>> calls_;
   std::map<uint64_t, Channel> channels_;
-  std::map<uint32_t, uint64_t> server_of_port_;  // port -> the program's server id
-  std::map<uint32_t, std::shared_ptr<const TlsServerContext>> tls_of_port_;  // TLS ports only
-  std::map<uint32_t, std::string> host_of_port_;                // as the program wrote it
-  std::map<uint32_t, TlsServerConfig> tls_config_of_port_;      // TLS ports only
+  std::map<uint32_t, Port> ports_;  // what the program serves through conduitd
   std::deque<ProgramFrame> held_;  // the session's own thread only
   size_t client_calls_ = 0;                      // calls in calls_ this program started
   std::atomic<uint64_t> next_incoming_{1};

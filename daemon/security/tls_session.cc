@@ -292,7 +292,7 @@ Status TlsClientContext::Create(const TlsClientConfig& config, std::shared_ptr<c
                            config.key_pem.empty() ? "key_pem" : "chain_pem");
   }
   std::shared_ptr<TlsClientContext> ctx(new TlsClientContext());
-  ctx->server_name_ = config.server_name;
+  ctx->config_ = config;
   ctx->server_name_is_ip_ = is_ip;
   CONDUIT_RETURN_IF_ERROR(NewBaseContext(TLS_client_method(), &ctx->ctx_));
   CONDUIT_RETURN_IF_ERROR(UseRoots(ctx->ctx_.get(), config.root_pem, "roots PEM"));
@@ -331,7 +331,7 @@ Status TlsServerContext::Create(const TlsServerConfig& config, std::shared_ptr<c
                            ModeName(config.mode));
   }
   std::shared_ptr<TlsServerContext> ctx(new TlsServerContext());
-  ctx->mode_ = config.mode;
+  ctx->config_ = config;
   CONDUIT_RETURN_IF_ERROR(NewBaseContext(TLS_server_method(), &ctx->ctx_));
   CONDUIT_RETURN_IF_ERROR(UseIdentity(ctx->ctx_.get(), config.key_pem, config.chain_pem, "server"));
   if (!config.client_root_pem.empty()) {

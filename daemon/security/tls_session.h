@@ -100,15 +100,17 @@ class TlsClientContext {
  public:
   static Status Create(const TlsClientConfig& config, std::shared_ptr<const TlsClientContext>* out);
 
-  const std::string& server_name() const { return server_name_; }
+  const std::string& server_name() const { return config_.server_name; }
   bool server_name_is_ip() const { return server_name_is_ip_; }
+  // What it was made from (a live upgrade hands it to the next process, which makes it again).
+  const TlsClientConfig& config() const { return config_; }
 
  private:
   friend class TlsHandshake;
   TlsClientContext() = default;
 
   tls_internal::SslCtxPtr ctx_;
-  std::string server_name_;
+  TlsClientConfig config_;
   bool server_name_is_ip_ = false;
 };
 
@@ -117,14 +119,16 @@ class TlsServerContext {
  public:
   static Status Create(const TlsServerConfig& config, std::shared_ptr<const TlsServerContext>* out);
 
-  ClientCertMode mode() const { return mode_; }
+  ClientCertMode mode() const { return config_.mode; }
+  // What it was made from (a live upgrade hands it to the next process, which makes it again).
+  const TlsServerConfig& config() const { return config_; }
 
  private:
   friend class TlsHandshake;
   TlsServerContext() = default;
 
   tls_internal::SslCtxPtr ctx_;
-  ClientCertMode mode_ = ClientCertMode::kDontRequest;
+  TlsServerConfig config_;
 };
 
 // One handshake, driven by the caller, one flight at a time. Step() takes the flight the
