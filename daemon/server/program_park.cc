@@ -48,7 +48,7 @@ bool ProgramPark::MayPark(const Member& m) const {
   return (m.group_ == 0 || busy_.count(m.group_) == 0) && (!m.idle_ || m.idle_());
 }
 
-Status ProgramPark::Member::AwaitRequest(Ready ready) {
+Status ProgramPark::Member::AwaitRequest(Ready in_hand) {
   // group_ and in_request_ change only on this session's thread: read here without the lock.
   if (in_request_) {
     in_request_ = false;
@@ -66,7 +66,7 @@ Status ProgramPark::Member::AwaitRequest(Ready ready) {
       if (!park_->MayPark(*this)) {
         // Another session of its group is in a request, which may need this one's next
         // (or this one is not idle): serve that when it comes, and stop once quiet.
-        if (ready.buffered) {
+        if (in_hand.buffered) {
           BeginRequest();
           return Status::Ok();
         }
@@ -88,19 +88,10 @@ Status ProgramPark::Member::AwaitRequest(Ready ready) {
       --park_->parked_;
       continue;
     }
-    if (ready.buffered || ready.held) {
-      if (group_ == 0) {
-        in_request_ = true;
-        return Status::Ok();
-      }
-      std::lock_guard<std::mutex> lock(park_->mu_);
-      if (park_->parking_.load()) continue;
-      BeginRequest();
-      return Status::Ok();
-    }
-    // A program in a loop sends its next request soon after the reply: caught without a
-    // wake-up when possible (common/busy_poll.h).
-    bool ready = SpinUntilReady(fd_, POLLIN);
+    // What the session has in hand is served first. Else: a program in a loop sends its
+    // next request soon after the reply, caught without a wake-up when possible
+    // (common/busy_poll.h).
+    bool ready = in_hand.buffered || in_hand.held || SpinUntilReady(fd_, POLLIN);
     if (!ready) {
       pollfd fds[2] = {{fd_, POLLIN, 0}, {park_->wake_.get(), POLLIN, 0}};
       const int n = poll(fds, park_->wake_.valid() ? 2 : 1, -1);

@@ -66,9 +66,9 @@ class ProgramPark {
       bool held;
     };
     // Waits without a bound for the next request to begin on the connection (or in
-    // hand, `ready`); parks on the way while a park is on. An error when the connection
+    // hand, `in_hand`); parks on the way while a park is on. An error when the connection
     // cannot be waited on. The session is in a request from its return to the next call.
-    Status AwaitRequest(Ready ready = {});
+    Status AwaitRequest(Ready in_hand = {});
     // Joins group `group` (0: none); called by the session's own thread.
     void SetGroup(uint64_t group);
     // The session may stop only while `idle` says so (besides its group). It runs under
