@@ -24,10 +24,6 @@ std::string RpcContext::stopping() const {
   return stopping_;
 }
 
-}  // namespace conduit::rpc
-
-namespace conduit::rpc {
-
 void RpcContext::AddAccepted(const std::shared_ptr<PeerLink>& link) {
   bool go_away;
   {
