@@ -153,6 +153,12 @@ UniqueFd TakeDescriptor(std::vector<UniqueFd>* fds, uint32_t position) {
   return std::move((*fds)[position - 1]);
 }
 
+Status TakeDescriptor(std::vector<UniqueFd>* fds, uint32_t position, UniqueFd* out) {
+  *out = TakeDescriptor(fds, position);
+  if (!out->valid()) return InvalidArgument("descriptor %u of %zu is not there, or named twice", position, fds->size());
+  return Status::Ok();
+}
+
 Status DupFd(int fd, const char* what, UniqueFd* out) {
   out->reset(fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!out->valid()) return SystemError("dup of %s: %s", what, strerror(errno));

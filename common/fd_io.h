@@ -70,6 +70,8 @@ Status InputOnlyPollFd(int fd, UniqueFd* out);
 // The descriptor at 1-based `position` of `fds`, taken out (a handover's state names its
 // descriptors so); invalid when there is none there or it was taken already.
 UniqueFd TakeDescriptor(std::vector<UniqueFd>* fds, uint32_t position);
+// The same, an InvalidArgument naming the position when none is there or it was taken.
+Status TakeDescriptor(std::vector<UniqueFd>* fds, uint32_t position, UniqueFd* out);
 
 // A close-on-exec duplicate of `fd` (what a live upgrade hands over); `what` names it in
 // the error ("dup of <what>: <errno text>").

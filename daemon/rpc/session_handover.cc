@@ -7,11 +7,11 @@ namespace conduit::rpc {
 
 Status EncodeHandedSession(HandedSession in, std::string* state, std::vector<UniqueFd>* fds) {
   upgrade::v1::RpcSession s;
-  auto add_fd = [fds](UniqueFd fd) {
+  auto add_fd = [fds](UniqueFd fd) {  // its 1-based position
     fds->push_back(std::move(fd));
-    return static_cast<uint32_t>(fds->size() - 1);
+    return static_cast<uint32_t>(fds->size());
   };
-  if (in.memory.control.valid()) s.set_control(add_fd(std::move(in.memory.control)) + 1);
+  if (in.memory.control.valid()) s.set_control(add_fd(std::move(in.memory.control)));
   for (ProgramMemory::Handed::Send& seg : in.memory.send) {
     upgrade::v1::RpcSegment* out = s.add_send();
     out->set_id(seg.id);
@@ -61,7 +61,7 @@ Status EncodeHandedSession(HandedSession in, std::string* state, std::vector<Uni
     out->set_type(f.type);
     out->set_tag(f.tag);
     out->set_payload(std::move(f.payload));
-    out->set_fd(f.fd.valid() ? static_cast<int32_t>(add_fd(std::move(f.fd))) : -1);
+    if (f.fd.valid()) out->set_fd(add_fd(std::move(f.fd)));
   }
   s.set_read_ahead(std::move(in.read_ahead));
   for (UniqueFd& fd : in.read_ahead_fds) s.add_read_ahead_descriptors(add_fd(std::move(fd)));
@@ -79,19 +79,9 @@ Status DecodeHandedSession(const std::string& state, std::vector<UniqueFd> fds, 
     return InvalidArgument("the RPC session state holds more channels, ports, segments, requests or bytes than a "
                            "session may");
   }
-  std::vector<bool> used(fds.size(), false);
-  auto take = [&](uint64_t index, UniqueFd* fd) -> Status {
-    if (index >= fds.size() || used[index]) {
-      return InvalidArgument("descriptor %llu of the RPC session state is missing or named twice",
-                             static_cast<unsigned long long>(index));
-    }
-    used[index] = true;
-    *fd = std::move(fds[index]);
-    return Status::Ok();
-  };
   ProgramMemory::Handed& memory = out->memory;
   if (s.control() != 0) {
-    CONDUIT_RETURN_IF_ERROR(take(s.control() - 1ull, &memory.control));
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, s.control(), &memory.control));
   } else if (s.send_size() > 0 || s.receive_size() > 0) {
     return InvalidArgument("shared segments without a control region");
   }
@@ -99,13 +89,13 @@ Status DecodeHandedSession(const std::string& state, std::vector<UniqueFd> fds, 
     ProgramMemory::Handed::Send h;
     h.id = seg.id();
     h.size = seg.size();
-    CONDUIT_RETURN_IF_ERROR(take(seg.fd(), &h.fd));
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, seg.fd(), &h.fd));
     memory.send.push_back(std::move(h));
   }
   for (const upgrade::v1::RpcReceiveSegment& seg : s.receive()) {
     ProgramMemory::Handed::Receive h;
     h.size = seg.size();
-    CONDUIT_RETURN_IF_ERROR(take(seg.fd(), &h.fd));
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, seg.fd(), &h.fd));
     for (const upgrade::v1::RpcBlock& b : seg.held()) {
       if (!h.held.emplace(b.offset(), b.length()).second) return InvalidArgument("a receive block held twice");
     }
@@ -144,13 +134,13 @@ Status DecodeHandedSession(const std::string& state, std::vector<UniqueFd> fds, 
     f.type = static_cast<uint16_t>(h.type());
     f.tag = h.tag();
     f.payload = h.payload();
-    if (h.fd() >= 0) CONDUIT_RETURN_IF_ERROR(take(static_cast<uint64_t>(h.fd()), &f.fd));
+    if (h.fd() != 0) CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, h.fd(), &f.fd));
     out->held.push_back(std::move(f));
   }
   out->read_ahead = s.read_ahead();
-  for (uint32_t index : s.read_ahead_descriptors()) {
+  for (uint32_t position : s.read_ahead_descriptors()) {
     UniqueFd fd;
-    CONDUIT_RETURN_IF_ERROR(take(index, &fd));
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, position, &fd));
     out->read_ahead_fds.push_back(std::move(fd));
   }
   return Status::Ok();

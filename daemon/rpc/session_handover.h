@@ -59,9 +59,9 @@ struct SessionLimits {
   size_t read_ahead = 0;  // a session's read buffer
 };
 
-// Moves the descriptors into *fds; the state names them by position there.
+// Moves the descriptors into *fds; the state names them by 1-based position there.
 Status EncodeHandedSession(HandedSession in, std::string* state, std::vector<UniqueFd>* fds);
-// Takes the descriptors the state names (each once) from `fds`.
+// Takes the descriptors the state names (each once, common/fd_io TakeDescriptor) from `fds`.
 Status DecodeHandedSession(const std::string& state, std::vector<UniqueFd> fds, const SessionLimits& limits,
                            HandedSession* out);
 

@@ -21,12 +21,6 @@ uint32_t Add(UniqueFd fd, std::vector<UniqueFd>* fds) {
   return static_cast<uint32_t>(fds->size());
 }
 
-// Takes descriptor `position` (1-based) once.
-Status Take(uint32_t position, std::vector<UniqueFd>* fds, UniqueFd* out) {
-  *out = TakeDescriptor(fds, position);
-  if (!out->valid()) return InvalidArgument("descriptor %u of %zu is not there, or named twice", position, fds->size());
-  return Status::Ok();
-}
 
 void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd>* fds) {
   out->set_key(in.key);
@@ -129,8 +123,8 @@ Status Decode(const upgrade::v1::Communicator& in, std::vector<UniqueFd>* fds, H
   for (const upgrade::v1::CommLinks& l : in.links()) {
     HandedLinks h;
     h.host = l.host();
-    CONDUIT_RETURN_IF_ERROR(Take(l.collective(), fds, &h.collective));
-    CONDUIT_RETURN_IF_ERROR(Take(l.p2p(), fds, &h.p2p));
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(fds, l.collective(), &h.collective));
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(fds, l.p2p(), &h.p2p));
     h.path = l.path();
     h.local_ip = l.local_ip();
     h.epoch = l.epoch();

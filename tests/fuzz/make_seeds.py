@@ -290,8 +290,9 @@ write("collectives_handover", "two-communicators",
       communicator([PEER, ME], [0, 1], [(0, 3, 4)], secret=bytes(range(1, 33))))
 
 
-# rpc_handover: an RpcSession (protocol/upgrade_state.proto). Descriptors: 0 the control
-# region's memfd, 1 and 2 sealed 1 MiB memfds, 3 an unsealed one, 4 a socket, 5 a pipe.
+# rpc_handover: an RpcSession (protocol/upgrade_state.proto). Descriptors, by 1-based
+# position: 1 the control region's memfd, 2 and 3 sealed 1 MiB memfds, 4 an unsealed one,
+# 5 a socket, 6 a pipe; 0 names none.
 def rpc_session(control=1, send=(), receive=(), channels=(), ports=(), held=(), read_ahead=b"", extra=b""):
     s = key(1, 0) + varint(control) if control else b""
     for seg_id, size, fd in send:
@@ -307,17 +308,17 @@ def rpc_session(control=1, send=(), receive=(), channels=(), ports=(), held=(), 
     s += key(8, 0) + varint(12)
     for typ, tag, payload, fd in held:
         s += ldelim(9, key(1, 0) + varint(typ) + key(2, 0) + varint(tag) + ldelim(3, payload) +
-                    key(4, 0) + varint(fd & 0xffffffffffffffff))
+                    key(4, 0) + varint(fd))
     if read_ahead:
         s += ldelim(10, read_ahead)
     return s + extra
 
 
-write("rpc_handover", "server", rpc_session(send=[(0, 1 << 20, 1)], receive=[(1 << 20, 2, [(0, 4096), (8192, 64)])],
+write("rpc_handover", "server", rpc_session(send=[(0, 1 << 20, 2)], receive=[(1 << 20, 3, [(0, 4096), (8192, 64)])],
                                             ports=[(50051, 1, b"0.0.0.0")]))
 write("rpc_handover", "client-held-call", rpc_session(channels=[(3, b"10.0.0.2:50051")],
-                                                      held=[(0x0110, 0, b"\x01" * 40, -1)], read_ahead=b"CDTS\x02"))
-write("rpc_handover", "attach-held", rpc_session(held=[(0x0103, 9, b"\x00" * 16, 3)]))
-write("rpc_handover", "overlapping-blocks", rpc_session(receive=[(1 << 20, 1, [(0, 4096), (64, 64)])]))
-write("rpc_handover", "descriptor-twice", rpc_session(send=[(0, 1 << 20, 1), (1, 1 << 20, 1)]))
-write("rpc_handover", "pipe-as-segment", rpc_session(send=[(0, 4096, 5)]))
+                                                      held=[(0x0110, 0, b"\x01" * 40, 0)], read_ahead=b"CDTS\x02"))
+write("rpc_handover", "attach-held", rpc_session(held=[(0x0103, 9, b"\x00" * 16, 4)]))
+write("rpc_handover", "overlapping-blocks", rpc_session(receive=[(1 << 20, 2, [(0, 4096), (64, 64)])]))
+write("rpc_handover", "descriptor-twice", rpc_session(send=[(0, 1 << 20, 2), (1, 1 << 20, 2)]))
+write("rpc_handover", "pipe-as-segment", rpc_session(send=[(0, 4096, 6)]))

@@ -2,11 +2,11 @@
 // (protocol/upgrade_state.proto: RpcSession; rpc/session_handover.h, ProgramMemory::Import):
 // shared segments with the blocks the program holds, channels, served ports, held requests
 // and bytes read ahead. The input is that state's bytes; six descriptors stand for the ones
-// handed with it: a sealed memfd the size of the control region (0), two sealed 1 MiB memfds
-// (1, 2), an unsealed one (3), a socket (4) and a pipe (5). Whatever it holds, the state is
-// refused with an error or decoded within the session limits; what decodes encodes to the
-// same state again; and the shared memory is mapped only from sealed segments, with held
-// blocks inside their segments and never twice.
+// handed with it, by 1-based position: a sealed memfd the size of the control region (1),
+// two sealed 1 MiB memfds (2, 3), an unsealed one (4), a socket (5) and a pipe (6). Whatever
+// it holds, the state is refused with an error or decoded within the session limits; what
+// decodes encodes to the same state again; and the shared memory is mapped only from sealed
+// segments, with held blocks inside their segments and never twice.
 #define _GNU_SOURCE 1
 #include <fcntl.h>
 #include <sys/mman.h>
