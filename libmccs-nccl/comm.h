@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +58,9 @@ struct ncclComm {
 
   std::mutex op_mu;  // one request at a time on this rank's connection
   conduit::DevicePath device_path;  // device buffers on this connection (under op_mu)
+  // Host regions attached on this connection, and those it refused (under op_mu).
+  std::set<uint64_t> attached_regions, refused_regions;
+  uint64_t region_frees_seen = 0;  // RegionFrees() when freed regions were last released
   uint64_t split_generation = 0;
   uint64_t shrink_generation = 0;
   std::mutex redop_mu;

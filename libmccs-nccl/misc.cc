@@ -1,12 +1,10 @@
 // Version, error text, memory helpers, buffer registration and custom reduction ops on
 // the managed path.
-#include <sys/mman.h>
-
 #include <cstring>
-#include <map>
 #include <mutex>
 
 #include "comm.h"
+#include "host_regions.h"
 #include "managed.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
@@ -14,11 +12,9 @@
 namespace conduit::managed {
 namespace {
 
-std::mutex g_alloc_mu;
-std::map<void*, size_t> g_allocations;  // ncclMemAlloc'd ranges, for ncclMemFree
-
-// A registration handle: the host path copies through the staging segment anyway, so
-// registering only has to hand back something ncclCommDeregister accepts.
+// A registration handle. Buffers from ncclMemAlloc are shared with the daemon without it
+// (host_regions.h); other host memory is staged whether registered or not, so registering
+// only has to hand back something ncclCommDeregister accepts.
 struct Registration {
   uint32_t magic = 0x52454753;  // "REGS"
   void* buff;
@@ -53,21 +49,15 @@ void ResetDebugInit() {}
 
 ncclResult_t MemAlloc(void** ptr, size_t size) {
   if (ptr == nullptr || size == 0) return Fail("ncclMemAlloc", ncclInvalidArgument, "bad arguments");
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return Fail("ncclMemAlloc", ncclSystemError, "cannot allocate %zu bytes: %s", size, strerror(errno));
-  std::lock_guard<std::mutex> lock(g_alloc_mu);
-  g_allocations[p] = size;
-  *ptr = p;
+  // Shared with the daemon when a collective uses it (host_regions.h).
+  Status st = AllocateRegion(size, ptr);
+  if (!st.ok()) return Fail("ncclMemAlloc", ncclSystemError, "cannot allocate %zu bytes: %s", size, st.message().c_str());
   return ncclSuccess;
 }
 
 ncclResult_t MemFree(void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
-  std::lock_guard<std::mutex> lock(g_alloc_mu);
-  auto it = g_allocations.find(ptr);
-  if (it == g_allocations.end()) return Fail("ncclMemFree", ncclInvalidArgument, "%p was not allocated by ncclMemAlloc", ptr);
-  munmap(it->first, it->second);
-  g_allocations.erase(it);
+  if (!FreeRegion(ptr)) return Fail("ncclMemFree", ncclInvalidArgument, "%p was not allocated by ncclMemAlloc", ptr);
   return ncclSuccess;
 }
 

@@ -6,7 +6,9 @@
 #include <optional>
 #include <thread>
 
+#include "common/log.h"
 #include "device_path.h"
+#include "host_regions.h"
 #include "protocol/staging_control.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
@@ -76,15 +78,86 @@ Status SyncStagedStreams(const std::vector<PendingOp*>& ops) {
   return Status::Ok();
 }
 
+// Tells the daemon to unmap, on this connection, the regions the program freed since the
+// last look (host_regions.h): their memory goes back only then. A release the daemon
+// refuses costs the program nothing (the mapping then lasts until the connection closes),
+// and a broken connection fails the group's own request right after.
+void ReleaseFreedRegions(ncclComm* comm) {
+  const uint64_t frees = RegionFrees();
+  if (frees == comm->region_frees_seen) return;
+  comm->region_frees_seen = frees;
+  for (auto it = comm->attached_regions.begin(); it != comm->attached_regions.end();) {
+    if (RegionLive(*it)) {
+      ++it;
+      continue;
+    }
+    shimproto::ReleaseRegionRequest req{*it};
+    Frame reply;
+    Status st = comm->conn->Call(shimproto::kReleaseRegion, &req, sizeof(req), shimproto::kReleaseRegionReply, &reply);
+    if (!st.ok()) CLOG_INFO("rank %d: releasing a freed host region: %s", comm->rank, st.message().c_str());
+    it = comm->attached_regions.erase(it);
+  }
+}
+
+// Whether region `span` is attached on this connection, attaching it now if it can be. A
+// refusal (a daemon that predates regions, one at its cap) is remembered, and ops on the
+// region are staged.
+bool AttachRegion(ncclComm* comm, const RegionSpan& span) {
+  if (comm->attached_regions.count(span.id) != 0) return true;
+  if (comm->refused_regions.count(span.id) != 0) return false;
+  UniqueFd fd = RegionFd(span.id);
+  if (!fd.valid()) return false;
+  shimproto::AttachRegionRequest req{span.id, span.size};
+  Frame reply;
+  Status st = comm->conn->Call(shimproto::kAttachRegion, &req, sizeof(req), shimproto::kAttachRegionReply, &reply, fd.get());
+  if (!st.ok()) {
+    CLOG_INFO("rank %d: host region of %llu bytes not attached, its ops are staged: %s", comm->rank,
+             static_cast<unsigned long long>(span.size), st.message().c_str());
+    comm->refused_regions.insert(span.id);
+    return false;
+  }
+  comm->attached_regions.insert(span.id);
+  return true;
+}
+
+// Places `op` in the program's own buffers when the daemon can run it there: a host
+// AllReduce (not PreMulSum), AllGather or Broadcast whose buffers lie in ncclMemAlloc'd
+// regions (daemon/session/host_regions.h says why only these).
+void PlaceInRegions(ncclComm* comm, PendingOp* op) {
+  if (!RegionsEnabled() || op->place != MemoryKind::kHost || op->out_bytes == 0 ||
+      !shimproto::ServedInRegions(op->desc.kind, op->desc.redop)) {
+    return;
+  }
+  RegionSpan in, out;
+  if (op->in_bytes > 0 && !FindRegion(op->in, op->in_bytes, &in)) return;
+  if (!FindRegion(op->out, op->out_bytes, &out)) return;
+  if ((in.id != 0 && !AttachRegion(comm, in)) || !AttachRegion(comm, out)) return;
+  op->in_regions = true;
+  op->region_ref = shimproto::RegionOpRef{in.id, in.offset, out.id, out.offset};
+}
+
 // Lays out one communicator's ops and sends its Group request (device_path.h for what
-// device and staged ops add).
+// device and staged ops add; host_regions.h for ops in the program's own buffers).
 Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   bool any_device = false;
   for (const PendingOp* op : list) any_device |= op->place == MemoryKind::kDevice;
   if (any_device) CONDUIT_RETURN_IF_ERROR(comm->device_path.Prepare(*comm->conn, list));
+  ReleaseFreedRegions(comm);
+  bool any_regions = false;
+  if (!any_device) {
+    for (PendingOp* op : list) {
+      PlaceInRegions(comm, op);
+      any_regions |= op->in_regions;
+    }
+  }
   size_t total = 0;
   const PendingOp* first_device = nullptr;
   for (PendingOp* op : list) {
+    if (op->in_regions) {
+      op->desc.flags = shimproto::kOpRegion;
+      op->desc.offset = 0;
+      continue;
+    }
     if (op->place == MemoryKind::kDevice) {
       op->desc.flags = shimproto::kOpDevice;
       op->desc.offset = 0;
@@ -104,20 +177,30 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   sent->device = first_device != nullptr;
   const size_t device_bytes =
       sent->device ? sizeof(shimproto::DeviceGroupHeader) + list.size() * sizeof(shimproto::DeviceOpRef) : 0;
-  std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc) + device_bytes);
+  const size_t region_bytes = any_regions ? list.size() * sizeof(shimproto::RegionOpRef) : 0;
+  std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc) + device_bytes +
+                               region_bytes);
   shimproto::GroupRequest head{static_cast<uint32_t>(list.size()),
-                               (sent->streamed ? shimproto::kGroupStreamed : 0) | (sent->device ? shimproto::kGroupDevice : 0)};
+                               (sent->streamed ? shimproto::kGroupStreamed : 0) |
+                                   (sent->device ? shimproto::kGroupDevice : 0) |
+                                   (any_regions ? shimproto::kGroupRegions : 0)};
   memcpy(request.data(), &head, sizeof(head));
   if (sent->streamed) ResetForStreaming(comm->staging.data());
   uint8_t* descs = request.data() + sizeof(head);
   for (size_t i = 0; i < list.size(); ++i) {
     PendingOp* op = list[i];
-    if (op->place == MemoryKind::kHost && !sent->streamed && op->in_bytes > 0) {
+    if (op->place == MemoryKind::kHost && !op->in_regions && !sent->streamed && op->in_bytes > 0) {
       memcpy(comm->staging.data() + op->desc.offset + op->in_at, op->in, op->in_bytes);
     } else if (op->place == MemoryKind::kStaged) {
       CONDUIT_RETURN_IF_ERROR(StageIn(*op, comm->staging.data()));
     }
     memcpy(descs + i * sizeof(shimproto::OpDesc), &op->desc, sizeof(op->desc));
+  }
+  if (any_regions) {
+    uint8_t* p = descs + list.size() * sizeof(shimproto::OpDesc);
+    for (size_t i = 0; i < list.size(); ++i) {
+      memcpy(p + i * sizeof(shimproto::RegionOpRef), &list[i]->region_ref, sizeof(shimproto::RegionOpRef));
+    }
   }
   // The daemon reads staged inputs as soon as the request arrives.
   CONDUIT_RETURN_IF_ERROR(SyncStagedStreams(sent->staged));
@@ -146,7 +229,7 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
     return Status::Ok();
   }
   for (PendingOp* op : list) {
-    if (op->place == MemoryKind::kHost && op->out_bytes > 0) {
+    if (op->place == MemoryKind::kHost && !op->in_regions && op->out_bytes > 0) {
       memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->out_bytes);
     } else if (op->place == MemoryKind::kStaged) {
       CONDUIT_RETURN_IF_ERROR(StageOut(*op, comm->staging.data()));

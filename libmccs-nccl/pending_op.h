@@ -28,6 +28,10 @@ struct PendingOp {
   cudaStream_t stream = nullptr;
   BufferInfo in_info, out_info;
   shimproto::DeviceOpRef ref{};
+  // Run in the program's own ncclMemAlloc'd buffers (host_regions.h) instead of staged:
+  // desc carries kOpRegion and region_ref where they are.
+  bool in_regions = false;
+  shimproto::RegionOpRef region_ref{};
 };
 
 }  // namespace conduit

@@ -29,7 +29,7 @@ bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && ki
 
 bool CanStream(const std::vector<PendingOp*>& ops) {
   return ops.size() == 1 && IsCollectiveKind(ops[0]->desc.kind) && ops[0]->place == MemoryKind::kHost &&
-         ops[0]->region_bytes >= StreamMinBytes();
+         !ops[0]->in_regions && ops[0]->region_bytes >= StreamMinBytes();
 }
 
 void ResetForStreaming(uint8_t* segment) {

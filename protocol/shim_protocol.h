@@ -51,6 +51,14 @@ enum MsgType : uint16_t {
   // the secret of the connection's communicator), so the shim needs no cryptography.
   kDeriveId = 19,
   kDeriveIdReply = 20,  // a UniqueIdReply
+  // Host regions (docs/shim-protocol.md, "Host regions"): memory the program allocated
+  // with ncclMemAlloc, shared with the daemon so that collectives on it need no staging
+  // copies. A daemon that predates them answers "unknown request type"; the shim then
+  // stages as before.
+  kAttachRegion = 21,  // an AttachRegionRequest with the region's memfd
+  kAttachRegionReply = 22,
+  kReleaseRegion = 23,
+  kReleaseRegionReply = 24,
 };
 
 // Hello: version = kVersion.
@@ -105,6 +113,17 @@ struct AttachShmReply {
   WireStatus status;
 };
 
+// A region's memfd (sealed against shrinking) rides along. `region_id` is the program's
+// name for it on this connection (nonzero, not attached already); replies are WireStatus.
+struct AttachRegionRequest {
+  uint64_t region_id;
+  uint64_t size;
+};
+
+struct ReleaseRegionRequest {
+  uint64_t region_id;
+};
+
 enum OpKind : uint8_t {
   kAllReduce = 1,
   kBroadcast = 2,
@@ -127,7 +146,7 @@ struct OpDesc {
   uint8_t kind;
   uint8_t dtype;
   uint8_t redop;
-  uint8_t flags;  // kOpDevice, else 0
+  uint8_t flags;  // kOpDevice or kOpRegion, else 0
   int32_t peer;  // root for Broadcast/Reduce, peer for Send/Recv, else 0
   uint64_t count;
   uint64_t offset;
@@ -137,16 +156,39 @@ static_assert(sizeof(OpDesc) == 32);
 
 // OpDesc::flags.
 inline constexpr uint8_t kOpDevice = 1;  // data in registered device buffers (DeviceOpRef), not the segment
+// Data in the program's own buffers, in attached host regions (RegionOpRef), not the
+// segment: AllReduce, AllGather and Broadcast without PreMulSum only.
+inline constexpr uint8_t kOpRegion = 2;
+// The ops kOpRegion may carry: the daemon runs them in one buffer per host holding the whole
+// result (a rank's recvbuff) and never writes an input, so not Reduce, ReduceScatter,
+// point-to-point or PreMulSum (which scales inputs in place). The shim's choice and the
+// daemon's check.
+inline bool ServedInRegions(uint8_t kind, uint8_t redop) {
+  if (kind == kAllReduce) return redop != kRedOpPreMulSum;
+  return kind == kAllGather || kind == kBroadcast;
+}
 
 // GroupRequest::flags.
 inline constexpr uint32_t kGroupStreamed = 1;  // see protocol/staging_control.h
 inline constexpr uint32_t kGroupDevice = 2;    // DeviceGroupHeader and DeviceOpRefs follow the ops
+inline constexpr uint32_t kGroupRegions = 4;   // one RegionOpRef per op follows the ops
 
 // Followed by nops OpDesc. Collectives run in order; sends and receives of the group
 // progress together, so any grouped point-to-point pattern completes.
 struct GroupRequest {
   uint32_t nops;
-  uint32_t flags;  // kGroupStreamed; other bits must be 0
+  uint32_t flags;  // kGroupStreamed, kGroupDevice or kGroupRegions (at most one); other bits must be 0
+};
+
+// After the OpDescs of a group with kGroupRegions: one per op. For a kOpRegion op, where
+// its input (send) and output (recv) are: attached region id and byte offset in it; a
+// buffer the op does not use (a broadcast's non-root input) has id 0. All zero for other
+// ops. Input and output may be the same bytes (in place).
+struct RegionOpRef {
+  uint64_t send_id;
+  uint64_t send_offset;
+  uint64_t recv_id;
+  uint64_t recv_offset;
 };
 
 struct GroupReply {
@@ -222,6 +264,9 @@ static_assert(sizeof(CommInitReply) == 280 && kWireStruct<CommInitReply>);
 static_assert(sizeof(DaemonAddr) == 64 && kWireStruct<DaemonAddr>);
 static_assert(sizeof(AttachShmRequest) == 8 && kWireStruct<AttachShmRequest>);
 static_assert(sizeof(AttachShmReply) == 256 && kWireStruct<AttachShmReply>);
+static_assert(sizeof(AttachRegionRequest) == 16 && kWireStruct<AttachRegionRequest>);
+static_assert(sizeof(ReleaseRegionRequest) == 8 && kWireStruct<ReleaseRegionRequest>);
+static_assert(sizeof(RegionOpRef) == 32 && kWireStruct<RegionOpRef>);
 static_assert(sizeof(GroupRequest) == 8 && kWireStruct<GroupRequest>);
 static_assert(sizeof(GroupReply) == 264 && kWireStruct<GroupReply>);
 static_assert(sizeof(CommDestroyReply) == 256 && kWireStruct<CommDestroyReply>);

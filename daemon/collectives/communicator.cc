@@ -223,8 +223,13 @@ void Communicator::Leave(int rank, bool graceful) {
 
 Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const {
   if (op.kind < shimproto::kAllReduce || op.kind > shimproto::kRecv) return InvalidArgument("unknown op kind %u", op.kind);
-  if ((op.flags & ~shimproto::kOpDevice) != 0) return InvalidArgument("unknown op flags 0x%x", op.flags);
+  if ((op.flags & ~(shimproto::kOpDevice | shimproto::kOpRegion)) != 0 ||
+      op.flags == (shimproto::kOpDevice | shimproto::kOpRegion)) {
+    return InvalidArgument("unknown op flags 0x%x", op.flags);
+  }
   const bool device = (op.flags & shimproto::kOpDevice) != 0;
+  // An op in host regions was checked against its regions by the session (HostRegions).
+  const bool in_regions = (op.flags & shimproto::kOpRegion) != 0;
   if (device && !IsCollective(op.kind)) {
     return InvalidArgument("%s on device buffers must be staged through the segment", OpKindName(op.kind));
   }
@@ -246,7 +251,7 @@ Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimpr
     return InvalidArgument("op size overflows (count %llu)", static_cast<unsigned long long>(op.count));
   }
   // A device op's buffers were checked against their registered sizes by the session.
-  if (!device && bytes > 0 && end > buffer.size) {
+  if (!device && !in_regions && bytes > 0 && end > buffer.size) {
     return InvalidArgument("op needs bytes [%llu, %llu) of the shared segment but rank %d attached %zu bytes",
                            static_cast<unsigned long long>(op.offset), static_cast<unsigned long long>(end), rank,
                            buffer.size);
@@ -274,6 +279,11 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
         (context.device_ops == nullptr || context.device_ops->size() != ops.size() || context.streamed)) {
       st = InvalidArgument("a device op outside a (non-streamed) device group");
     }
+    if (st.ok() && (ops[i].flags & shimproto::kOpRegion) &&
+        (context.host_ops == nullptr || context.host_ops->size() != ops.size() || context.streamed ||
+         (*context.host_ops)[i].recv == nullptr)) {
+      st = InvalidArgument("an op in host regions outside a (non-streamed) group with host regions");
+    }
     if (!st.ok()) {
       *failed_op = static_cast<int>(i);
       return st;
@@ -300,7 +310,9 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     if (!IsCollective(ops[i].kind)) continue;
     const bool device = (ops[i].flags & shimproto::kOpDevice) != 0;
-    note(i, RunCollective(rank, buffer, ops[i], context, device ? &(*context.device_ops)[i] : nullptr));
+    const bool in_regions = (ops[i].flags & shimproto::kOpRegion) != 0;
+    note(i, RunCollective(rank, buffer, ops[i], context, device ? &(*context.device_ops)[i] : nullptr,
+                          in_regions ? &(*context.host_ops)[i] : nullptr));
     ran_on_device |= device;
   }
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
@@ -380,12 +392,17 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, ui
 }
 
 Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
-                                   const GroupContext& context, const DeviceOpBuffers* device) {
-  CollRequest request{rank,   buffer,
-                      op,     context.streamed ? ControlOf(buffer.base) : nullptr,
-                      context.session_fd, device,
-                      device != nullptr ? context.ready_event : nullptr, false,
-                      Status()};
+                                   const GroupContext& context, const DeviceOpBuffers* device,
+                                   const HostOpBuffers* host) {
+  CollRequest request;
+  request.rank = rank;
+  request.buffer = buffer;
+  request.op = op;
+  request.control = context.streamed ? ControlOf(buffer.base) : nullptr;
+  request.session_fd = context.session_fd;
+  request.device = device;
+  request.ready = device != nullptr ? context.ready_event : nullptr;
+  request.host = host;
   std::unique_lock<std::mutex> lock(mu_);
   pending_[LocalIndex(rank)].push_back(&request);
   cv_.notify_all();

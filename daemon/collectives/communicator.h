@@ -75,6 +75,14 @@ struct DeviceOpBuffers {
   std::vector<std::shared_ptr<const void>> keep;  // the mappings, held while the op runs
 };
 
+// Where an op in host regions (shim protocol, "Host regions") reads and writes: the
+// program's own buffers as mapped here. `send` is null where the rank has no input (a
+// broadcast's non-root).
+struct HostOpBuffers {
+  const uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+};
+
 // How one group request's data reaches the daemon.
 struct GroupContext {
   // The shim is still copying the inputs and copies outputs out as they become final
@@ -86,6 +94,8 @@ struct GroupContext {
   const std::vector<DeviceOpBuffers>* device_ops = nullptr;
   cuda::CUevent ready_event = nullptr;
   cuda::IpcEventHandle* done_event = nullptr;
+  // A group with host regions: per op its buffers (used by ops flagged kOpRegion).
+  const std::vector<HostOpBuffers>* host_ops = nullptr;
 };
 
 struct Membership {
@@ -202,6 +212,7 @@ class Communicator final : private PeerChannel::Handler {
     int session_fd = -1;
     const DeviceOpBuffers* device = nullptr;  // set for device ops
     cuda::CUevent ready = nullptr;            // device ops: the program's ready event
+    const HostOpBuffers* host = nullptr;      // set for ops in host regions
     bool done = false;
     Status status;
   };
@@ -224,7 +235,7 @@ class Communicator final : private PeerChannel::Handler {
 
   Deadline OpDeadline() const { return Deadline::AfterMs(options_.timeout_ms); }
   Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op, const GroupContext& context,
-                       const DeviceOpBuffers* device);
+                       const DeviceOpBuffers* device, const HostOpBuffers* host);
   // Runs one collective under `config`; *algorithm names the inter-host algorithm it used.
   Status Execute(const std::vector<CollRequest*>& batch, const CommConfig& config, const char** algorithm);
   // Execute for device buffers (device_collective.cc): combined on this host's GPU, across

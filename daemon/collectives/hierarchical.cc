@@ -64,7 +64,12 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
 
   std::vector<StageRank> ranks;
   for (const CollRequest* r : batch) {
-    ranks.push_back(StageRank{r->rank, r->buffer.base, r->buffer.size, r->op, r->control, r->session_fd});
+    StageRank rank{r->rank, r->buffer.base, r->buffer.size, r->op, r->control, r->session_fd};
+    if (r->host != nullptr) {
+      rank.input = r->host->send;
+      rank.output = r->host->recv;
+    }
+    ranks.push_back(rank);
   }
   LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_);
   CONDUIT_RETURN_IF_ERROR(CrossHosts(

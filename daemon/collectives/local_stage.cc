@@ -50,7 +50,7 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
       if (ranks_[i].rank == ranks_[i].op.peer) work_index_ = i;
     }
   }
-  work_ = DataOf(work_index_);
+  work_ = OutputAt(work_index_, 0);
   chunk_ = std::max(kCombineChunkBytes - kCombineChunkBytes % elem_, elem_);
   combined_.assign((work_bytes_ + chunk_ - 1) / chunk_, false);
 
@@ -60,8 +60,9 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
   std::vector<Range> outs;
   for (size_t i = 0; i < ranks_.size(); ++i) {
     if (!OutputOf(i).empty()) outs.push_back(OutputOf(i));
-    // Each shim copies its input into staging and its output out of it (libmccs-nccl/ops.cc).
-    if (traffic_ != nullptr) {
+    // Each shim copies its input into staging and its output out of it (libmccs-nccl/ops.cc),
+    // except for ops in host regions, which the daemon reads and writes in place.
+    if (traffic_ != nullptr && !ranks_[i].in_regions()) {
       traffic_->AddProgramCopy(InputOf(i).end - InputOf(i).begin + OutputOf(i).end - OutputOf(i).begin);
     }
   }
@@ -117,6 +118,16 @@ LocalStage::Range LocalStage::OutputOf(size_t i) const {
   }
 }
 
+const uint8_t* LocalStage::InputAt(size_t i, size_t x) const {
+  if (!ranks_[i].in_regions()) return DataOf(i) + x;
+  return ranks_[i].input + (x - InputOf(i).begin);
+}
+
+uint8_t* LocalStage::OutputAt(size_t i, size_t x) const {
+  if (!ranks_[i].in_regions()) return DataOf(i) + x;
+  return ranks_[i].output + (x - OutputOf(i).begin);
+}
+
 Status LocalStage::WaitInput(size_t i, Range r) {
   StagingControl* c = ranks_[i].control;
   if (c == nullptr) return Status::Ok();
@@ -161,28 +172,43 @@ Status LocalStage::WaitInput(size_t i, Range r) {
 Status LocalStage::CombineChunk(size_t k) {
   const Range r{k * chunk_, std::min((k + 1) * chunk_, work_bytes_)};
   if (IsReduction(kind_)) {
+    const size_t n = (r.end - r.begin) / elem_;
+    uint8_t* acc = work_ + r.begin;
+    // The work buffer holds the work rank's input already unless that input lives apart
+    // (an op in host regions, out of place): then the first combination writes it there
+    // (Reduce2), or, alone on this host, a copy does.
+    const uint8_t* own = InputAt(work_index_, r.begin);
+    bool seeded = own == acc;
     for (size_t i = 0; i < ranks_.size(); ++i) {
       CONDUIT_RETURN_IF_ERROR(WaitInput(i, r));
-      uint8_t* in = DataOf(i) + r.begin;
-      const size_t n = (r.end - r.begin) / elem_;
       if (ranks_[i].op.redop == shimproto::kRedOpPreMulSum) {
-        ScaleInPlace(in, n, type_, ranks_[i].op.scalar);
+        // Only staged inputs (HostRegions refuses PreMulSum): the segment is ours to scale.
+        ScaleInPlace(DataOf(i) + r.begin, n, type_, ranks_[i].op.scalar);
         CountReduce(traffic_, n * elem_);
       }
-      if (i != work_index_) {
-        ReduceInto(work_ + r.begin, in, n, type_, combine_op_);
-        CountReduce(traffic_, n * elem_);
+      if (i == work_index_) continue;
+      if (seeded) {
+        ReduceInto(acc, InputAt(i, r.begin), n, type_, combine_op_);
+      } else {
+        Reduce2(acc, own, InputAt(i, r.begin), n, type_, combine_op_);
+        seeded = true;
       }
+      CountReduce(traffic_, n * elem_);
     }
+    if (!seeded) CopyLocal(acc, own, r.end - r.begin);
   } else if (kind_ == shimproto::kAllGather) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       Range x = Intersect(r, InputOf(i));
       if (x.empty()) continue;
       CONDUIT_RETURN_IF_ERROR(WaitInput(i, x));
-      if (i != work_index_) CopyLocal(work_ + x.begin, DataOf(i) + x.begin, x.end - x.begin);
+      const uint8_t* in = InputAt(i, x.begin);
+      if (in != work_ + x.begin) CopyLocal(work_ + x.begin, in, x.end - x.begin);
     }
   } else if (kind_ == shimproto::kBroadcast) {
     CONDUIT_RETURN_IF_ERROR(WaitInput(work_index_, r));
+    const Range x = Intersect(r, InputOf(work_index_));
+    const uint8_t* in = x.empty() ? nullptr : InputAt(work_index_, x.begin);
+    if (in != nullptr && in != work_ + x.begin) CopyLocal(work_ + x.begin, in, x.end - x.begin);
   }
   combined_[k] = true;
   // This host's own blocks of a gather, and a broadcast's data at its root, are final as
@@ -243,7 +269,8 @@ void LocalStage::Finalize(size_t offset, size_t len) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       Range x = Intersect(f, OutputOf(i));
       if (x.empty()) continue;
-      if (i != work_index_) CopyLocal(DataOf(i) + x.begin, work_ + x.begin, x.end - x.begin);
+      uint8_t* out = OutputAt(i, x.begin);
+      if (out != work_ + x.begin) CopyLocal(out, work_ + x.begin, x.end - x.begin);
       if (ranks_[i].control != nullptr && MarkDone(i, x)) woke[i] = true;
     }
   }

@@ -1,7 +1,8 @@
 // LocalStage: one collective as this host's ranks see it.
 //
 // The inter-host algorithms work on one buffer per host (the "work" buffer: the first local
-// rank's region, or the root's for a broadcast). LocalStage stands between that buffer and
+// rank's region, or the root's for a broadcast; for an op in host regions, that rank's own
+// output buffer). LocalStage stands between that buffer and
 // the local ranks' segments, a chunk at a time:
 //  * Ensure(range): the range holds this host's contribution: it waits for streamed input
 //    (the shim may still be copying it in), scales PreMulSum inputs, and folds the other
@@ -37,6 +38,12 @@ struct StageRank {
   shimproto::OpDesc op{};      // its op (offset into the segment, scalar for PreMulSum)
   StagingControl* control = nullptr;  // streamed group: input may still be arriving
   int session_fd = -1;                // the program's connection, to notice it dying
+  // An op in host regions: the program's own buffers replace the segment. `input` holds
+  // the rank's input bytes (InputOf) from their start, `output` its output (OutputOf);
+  // they may be the same bytes. Never written: `input`.
+  const uint8_t* input = nullptr;
+  uint8_t* output = nullptr;
+  bool in_regions() const { return output != nullptr; }
 };
 
 class LocalStage {
@@ -69,6 +76,10 @@ class LocalStage {
   static Range Intersect(Range a, Range b) { return {std::max(a.begin, b.begin), std::min(a.end, b.end)}; }
 
   uint8_t* DataOf(size_t i) const { return ranks_[i].segment + ranks_[i].op.offset; }
+  // Where rank i's input (output) byte at op-relative offset x lives: its segment, or its
+  // own buffer for an op in host regions.
+  const uint8_t* InputAt(size_t i, size_t x) const;
+  uint8_t* OutputAt(size_t i, size_t x) const;
   Range InputOf(size_t i) const;   // op-relative bytes rank i contributes
   Range OutputOf(size_t i) const;  // op-relative bytes rank i's program reads back
   Status WaitInput(size_t i, Range r);

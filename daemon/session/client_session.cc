@@ -32,7 +32,8 @@ ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramP
       policy_(policy),
       exe_(std::move(exe)),
       pid_(pid),
-      device_(pid) {}
+      device_(pid),
+      regions_(policy->max_shm_bytes()) {}
 
 ClientSession::~ClientSession() {
   // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
@@ -117,6 +118,12 @@ void ClientSession::Run() {
         break;
       case shimproto::kReleaseBuffer:
         st = HandleReleaseBuffer(frame);
+        break;
+      case shimproto::kAttachRegion:
+        st = HandleAttachRegion(frame);
+        break;
+      case shimproto::kReleaseRegion:
+        st = HandleReleaseRegion(frame);
         break;
       case shimproto::kCommDestroy:
         if (comm_) comm_->Leave(rank_, /*graceful=*/true);
@@ -265,6 +272,21 @@ Status ClientSession::HandleReleaseBuffer(const Frame& frame) {
   return ReplyStatus(shimproto::kReleaseBufferReply, st);
 }
 
+Status ClientSession::HandleAttachRegion(Frame& frame) {
+  shimproto::AttachRegionRequest req;
+  Status st = ParseExact(frame, &req) ? regions_.Attach(req.region_id, std::move(frame.fd), req.size)
+                                      : InvalidArgument("malformed AttachRegion (%zu bytes)", frame.payload.size());
+  if (!st.ok()) CLOG_INFO("%s: AttachRegion refused (the program stages instead): %s", who_.c_str(), st.message().c_str());
+  return ReplyStatus(shimproto::kAttachRegionReply, st);
+}
+
+Status ClientSession::HandleReleaseRegion(const Frame& frame) {
+  shimproto::ReleaseRegionRequest req;
+  Status st = ParseExact(frame, &req) ? regions_.Release(req.region_id)
+                                      : InvalidArgument("malformed ReleaseRegion (%zu bytes)", frame.payload.size());
+  return ReplyStatus(shimproto::kReleaseRegionReply, st);
+}
+
 Status ClientSession::HandleGroup(const Frame& frame) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
@@ -282,6 +304,11 @@ Status ClientSession::HandleGroup(const Frame& frame) {
       context.done_event = reinterpret_cast<cuda::IpcEventHandle*>(tail.done_event);
     }
     int failed_op = -1;
+    std::vector<HostOpBuffers> host_ops;
+    if (st.ok() && group.regions) {
+      st = regions_.Resolve(group.ops, group.region_refs, rank_, comm_->nranks(), &host_ops, &failed_op);
+      context.host_ops = &host_ops;
+    }
     if (st.ok()) st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, group.ops, &failed_op, context);
     reply.failed_op = failed_op;
   }

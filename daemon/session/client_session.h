@@ -13,6 +13,7 @@
 #include "server/program_policy.h"
 #include "common/shm_segment.h"
 #include "session/device_session.h"
+#include "session/host_regions.h"
 
 namespace conduit {
 
@@ -43,6 +44,8 @@ class ClientSession {
   Status HandleGroup(const Frame& frame);
   Status HandleRegisterBuffer(const Frame& frame);
   Status HandleReleaseBuffer(const Frame& frame);
+  Status HandleAttachRegion(Frame& frame);
+  Status HandleReleaseRegion(const Frame& frame);
   Status Reply(uint16_t type, const void* payload, size_t len);
   Status ReplyStatus(uint16_t type, const Status& status);
 
@@ -63,6 +66,7 @@ class ClientSession {
   ShmSegment shm_;
   UniqueFd shm_fd_;  // the segment's memfd, kept to hand it over
   DeviceSession device_;
+  HostRegions regions_;
 };
 
 }  // namespace conduit

@@ -154,6 +154,21 @@ Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds)
     fds->push_back(std::move(dup));
     s.set_shm_size(shm_.size());
   }
+  Status dup_failed;
+  regions_.ForEach([&](uint64_t id, uint64_t size, int fd) {
+    UniqueFd dup;
+    Status st = DupFd(fd, "a host region", &dup);
+    if (!st.ok()) {
+      if (dup_failed.ok()) dup_failed = st;
+      return;
+    }
+    fds->push_back(std::move(dup));
+    upgrade::v1::HostRegion* r = s.add_regions();
+    r->set_id(id);
+    r->set_size(size);
+    r->set_fd(static_cast<uint32_t>(fds->size()));
+  });
+  CONDUIT_RETURN_IF_ERROR(dup_failed);
   *state = s.SerializeAsString();
   return Status::Ok();
 }
@@ -166,6 +181,14 @@ Status ClientSession::Restore(const std::string& state, std::vector<UniqueFd> fd
     if (fds.empty() || !fds[0].valid()) return InvalidArgument("%s: its shared segment was not handed over", who_.c_str());
     CONDUIT_RETURN_IF_ERROR(shm_.Map(fds[0].get(), s.shm_size(), policy_->max_shm_bytes()));
     shm_fd_ = std::move(fds[0]);
+  }
+  for (const upgrade::v1::HostRegion& r : s.regions()) {
+    UniqueFd fd;
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, r.fd(), &fd));
+    if (Status st = regions_.Attach(r.id(), std::move(fd), r.size()); !st.ok()) {
+      return InvalidArgument("%s: host region %llu: %s", who_.c_str(), static_cast<unsigned long long>(r.id()),
+                             st.message().c_str());
+    }
   }
   if (s.comm_key() != 0) {
     comm_ = registry_->TakeHandedOver(s.comm_key(), s.rank());

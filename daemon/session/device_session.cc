@@ -5,23 +5,9 @@
 #include "common/frame.h"
 #include "gpu/runtime.h"
 #include "reduce/reduce.h"
+#include "session/group_request.h"
 
 namespace conduit {
-namespace {
-
-// Bytes a rank's op reads from `send` and writes to `recv` (shim_protocol.h, OpDesc).
-Status OpBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, uint64_t* recv) {
-  uint64_t block, all;
-  if (__builtin_mul_overflow(op.count, static_cast<uint64_t>(DataTypeSize(static_cast<ncclDataType_t>(op.dtype))), &block) ||
-      __builtin_mul_overflow(block, static_cast<uint64_t>(nranks), &all)) {
-    return InvalidArgument("op size overflows (count %llu)", static_cast<unsigned long long>(op.count));
-  }
-  *send = op.kind == shimproto::kReduceScatter ? all : block;
-  *recv = op.kind == shimproto::kAllGather ? all : block;
-  return Status::Ok();
-}
-
-}  // namespace
 
 DeviceSession::~DeviceSession() {
   if (ready_ == nullptr) return;
@@ -107,7 +93,7 @@ Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const 
       continue;
     }
     uint64_t send_bytes = 0, recv_bytes = 0;
-    CONDUIT_RETURN_IF_ERROR(OpBytes(ops[i], nranks, &send_bytes, &recv_bytes));
+    CONDUIT_RETURN_IF_ERROR(OpBufferBytes(ops[i], nranks, &send_bytes, &recv_bytes));
     DeviceOpBuffers& b = (*out)[i];
     b.stream_device = stream_device;
     std::shared_ptr<const gpu::DeviceMapping> m;
@@ -126,9 +112,8 @@ Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const 
     // A buffer the collective needs from this rank must be there, so no kernel or copy
     // ever sees address 0: only a broadcast's non-root input and a reduce's non-root output
     // may be missing.
-    const bool root = ops[i].peer == rank;
-    const bool needs_send = ops[i].kind != shimproto::kBroadcast || root;
-    const bool needs_recv = ops[i].kind != shimproto::kReduce || root;
+    const bool needs_send = OpNeedsSend(ops[i], rank);
+    const bool needs_recv = OpNeedsRecv(ops[i], rank);
     if ((needs_send && b.send == 0) || (needs_recv && b.recv == 0)) {
       return InvalidArgument("device op %zu (%s) lacks its %s buffer", i, OpKindName(ops[i].kind),
                              needs_send && b.send == 0 ? "input" : "output");

@@ -2,31 +2,44 @@
 
 #include <cstring>
 
+#include "reduce/reduce.h"
+
 namespace conduit {
 
 Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out) {
-  constexpr uint32_t kKnownFlags = shimproto::kGroupStreamed | shimproto::kGroupDevice;
+  constexpr uint32_t kKnownFlags = shimproto::kGroupStreamed | shimproto::kGroupDevice | shimproto::kGroupRegions;
   shimproto::GroupRequest head;
   if (payload.size() < sizeof(head)) return InvalidArgument("malformed Group request (%zu bytes)", payload.size());
   memcpy(&head, payload.data(), sizeof(head));
   const bool device = (head.flags & shimproto::kGroupDevice) != 0;
+  const bool regions = (head.flags & shimproto::kGroupRegions) != 0;
   if (head.nops > shimproto::kMaxOpsPerGroup) {
     return InvalidArgument("malformed Group request: %u ops (at most %u)", head.nops, shimproto::kMaxOpsPerGroup);
   }
   const size_t ops_bytes = static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc);
   const size_t device_bytes =
       device ? sizeof(shimproto::DeviceGroupHeader) + static_cast<size_t>(head.nops) * sizeof(shimproto::DeviceOpRef) : 0;
-  if (payload.size() != sizeof(head) + ops_bytes + device_bytes) {
+  const size_t region_bytes = regions ? static_cast<size_t>(head.nops) * sizeof(shimproto::RegionOpRef) : 0;
+  if (payload.size() != sizeof(head) + ops_bytes + device_bytes + region_bytes) {
     return InvalidArgument("malformed Group request: %u ops in %zu bytes", head.nops, payload.size());
   }
   if ((head.flags & ~kKnownFlags) != 0) return InvalidArgument("unknown Group flags 0x%x", head.flags);
   if (device && (head.flags & shimproto::kGroupStreamed)) return InvalidArgument("a device group cannot be streamed");
+  if (regions && (head.flags & (shimproto::kGroupStreamed | shimproto::kGroupDevice))) {
+    return InvalidArgument("a group with host regions cannot be streamed or hold device ops");
+  }
   out->head = head;
   out->device = device;
+  out->regions = regions;
   out->ops.resize(head.nops);
   const uint8_t* p = payload.data() + sizeof(head);
   if (ops_bytes > 0) memcpy(out->ops.data(), p, ops_bytes);
   out->refs.clear();
+  out->region_refs.clear();
+  if (regions) {
+    out->region_refs.resize(head.nops);
+    if (head.nops > 0) memcpy(out->region_refs.data(), p + ops_bytes, region_bytes);
+  }
   if (device) {
     memcpy(&out->dev, p + ops_bytes, sizeof(out->dev));
     out->refs.resize(head.nops);
@@ -36,5 +49,19 @@ Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out) 
   }
   return Status::Ok();
 }
+
+Status OpBufferBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, uint64_t* recv) {
+  uint64_t block, all;
+  if (__builtin_mul_overflow(op.count, static_cast<uint64_t>(DataTypeSize(static_cast<ncclDataType_t>(op.dtype))), &block) ||
+      __builtin_mul_overflow(block, static_cast<uint64_t>(nranks), &all)) {
+    return InvalidArgument("op size overflows (count %llu)", static_cast<unsigned long long>(op.count));
+  }
+  *send = op.kind == shimproto::kReduceScatter ? all : block;
+  *recv = op.kind == shimproto::kAllGather ? all : block;
+  return Status::Ok();
+}
+
+bool OpNeedsSend(const shimproto::OpDesc& op, int rank) { return op.kind != shimproto::kBroadcast || op.peer == rank; }
+bool OpNeedsRecv(const shimproto::OpDesc& op, int rank) { return op.kind != shimproto::kReduce || op.peer == rank; }
 
 }  // namespace conduit

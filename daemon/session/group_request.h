@@ -17,12 +17,23 @@ struct ParsedGroup {
   bool device = false;                       // kGroupDevice: dev and refs are set
   shimproto::DeviceGroupHeader dev{};
   std::vector<shimproto::DeviceOpRef> refs;  // one per op
+  bool regions = false;                      // kGroupRegions: region_refs is set
+  std::vector<shimproto::RegionOpRef> region_refs;  // one per op
 };
 
 // Checks sizes (at most kMaxOpsPerGroup ops, exactly the bytes they need), flags (known,
-// not device and streamed at once) and copies the parts out. Ops themselves are checked
+// at most one of streamed, device and regions) and copies the parts out. Ops themselves are checked
 // against the communicator and segment by Communicator::ValidateOp.
 Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out);
+
+// The bytes an op reads from its input buffer and writes to its output buffer when they
+// are the program's own (device buffers, host regions) rather than one segment layout:
+// ReduceScatter reads nranks blocks, AllGather writes them; all else one block each.
+Status OpBufferBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, uint64_t* recv);
+// Whether `rank` must name an input (all but a broadcast's non-roots) and an output (all
+// but a reduce's non-roots) for `op`.
+bool OpNeedsSend(const shimproto::OpDesc& op, int rank);
+bool OpNeedsRecv(const shimproto::OpDesc& op, int rank);
 
 }  // namespace conduit
 

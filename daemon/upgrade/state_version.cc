@@ -9,9 +9,11 @@
 
 // Versions: 1, the sockets and the operator's changes; 2, also the object store's copies
 // (DaemonState.objects, which a version 1 reader would drop); 3, also collectives sessions
-// and their communicators (DaemonState.shared, ProgramSession.descriptors).
+// and their communicators (DaemonState.shared, ProgramSession.descriptors); 4, gRPC program
+// sessions; 5, the host regions of collectives sessions (CollectiveSession.regions, which
+// an older reader would drop, leaving the program's next collective on them refused).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 4
+#define CONDUIT_UPGRADE_STATE_VERSION 5
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

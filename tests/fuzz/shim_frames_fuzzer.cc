@@ -15,7 +15,9 @@
 #include "common/unique_id.h"
 #include "fuzz_check.h"
 #include "protocol/shim_protocol.h"
+#include "common/shm_segment.h"
 #include "session/group_request.h"
+#include "session/host_regions.h"
 
 using namespace conduit;
 
@@ -30,6 +32,42 @@ void Group(const uint8_t* data, size_t size) {
   FUZZ_CHECK(g.device == ((g.head.flags & shimproto::kGroupDevice) != 0), "device flag");
   FUZZ_CHECK(!g.device || g.refs.size() == g.ops.size(), "%zu device refs for %zu ops", g.refs.size(), g.ops.size());
   FUZZ_CHECK(!(g.device && (g.head.flags & shimproto::kGroupStreamed)), "a streamed device group was accepted");
+  FUZZ_CHECK(g.regions == ((g.head.flags & shimproto::kGroupRegions) != 0), "regions flag");
+  FUZZ_CHECK(!g.regions || (g.region_refs.size() == g.ops.size() && !g.device &&
+                            !(g.head.flags & shimproto::kGroupStreamed)),
+             "%zu region refs for %zu ops (device %d, flags 0x%x)", g.region_refs.size(), g.ops.size(), g.device,
+             g.head.flags);
+  if (!g.regions) return;
+  // The refs against two attached regions (ids 1 and 2): whatever they say, what Resolve
+  // accepts lies inside a region, and a needed buffer is never null.
+  static HostRegions* regions = [] {
+    auto* r = new HostRegions(1 << 20);
+    for (uint64_t id : {1, 2}) {
+      ShmSegment seg;
+      UniqueFd fd;
+      if (!seg.Create("fuzz-region", id * 4096, &fd).ok() || !r->Attach(id, std::move(fd), id * 4096).ok()) abort();
+    }
+    return r;
+  }();
+  const int nranks = 1 + static_cast<int>(g.head.nops % 8);
+  const int rank = g.ops.empty() ? 0 : static_cast<int>(g.ops[0].count % static_cast<uint64_t>(nranks));
+  std::vector<HostOpBuffers> out;
+  int failed_op = -1;
+  if (!regions->Resolve(g.ops, g.region_refs, rank, nranks, &out, &failed_op).ok()) {
+    FUZZ_CHECK(failed_op >= 0 && static_cast<size_t>(failed_op) < g.ops.size(), "failed op %d", failed_op);
+    return;
+  }
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (!(g.ops[i].flags & shimproto::kOpRegion)) {
+      FUZZ_CHECK(out[i].send == nullptr && out[i].recv == nullptr, "op %zu outside regions resolved", i);
+      continue;
+    }
+    uint64_t send = 0, recv = 0;
+    FUZZ_CHECK(OpBufferBytes(g.ops[i], nranks, &send, &recv).ok(), "op %zu's size was accepted", i);
+    FUZZ_CHECK(out[i].recv != nullptr && regions->Holds(out[i].recv, recv), "op %zu's output outside its region", i);
+    FUZZ_CHECK(!OpNeedsSend(g.ops[i], rank) || (out[i].send != nullptr && regions->Holds(out[i].send, send)),
+               "op %zu's input outside its region", i);
+  }
 }
 
 void UniqueId(const uint8_t* data, size_t size) {

@@ -54,6 +54,15 @@ TEST_F(TwoHostTest, StreamedCopies) {
   RunOn(*cluster_, launch);
 }
 
+// Buffers from ncclMemAlloc: AllReduce, AllGather and Broadcast run in the programs' own
+// buffers (host regions), in place and out of place; the other collectives stage as usual.
+TEST_F(TwoHostTest, NcclMemAllocBuffers) {
+  std::vector<std::string> args = kAllSmall;
+  args.push_back("--mem-alloc");
+  RunOn(*cluster_, Ranks(2, args));
+  RunOn(*cluster_, Ranks(1, args));
+}
+
 TEST_F(TwoHostTest, TwoThreadsPerHost) { RunOn(*cluster_, Ranks(2, kAllSmall).AsThreads()); }
 
 TEST_F(TwoHostTest, NonBlockingInit) {

@@ -1,6 +1,7 @@
 #include "coll_cases.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "coll_dtype.h"
@@ -74,9 +75,33 @@ void CaseRunner::Check(const std::string& desc, const Pattern& p, const unsigned
   ++result_.failed;
 }
 
+CaseRunner::Buffer::Buffer(size_t bytes, unsigned char fill, bool nccl_alloc) : nccl_alloc_(nccl_alloc) {
+  void* p = nullptr;
+  if (nccl_alloc) {
+    if (ncclMemAlloc(&p, bytes) != ncclSuccess) p = nullptr;
+  } else {
+    p = std::malloc(bytes);
+  }
+  if (p == nullptr) {
+    std::fprintf(stderr, "coll_check: cannot allocate %zu bytes%s\n", bytes, nccl_alloc ? " with ncclMemAlloc" : "");
+    std::exit(2);
+  }
+  data_ = static_cast<unsigned char*>(p);
+  std::memset(data_, fill, bytes);
+}
+
+CaseRunner::Buffer::~Buffer() {
+  if (data_ == nullptr) return;
+  if (nccl_alloc_) {
+    ncclMemFree(data_);
+  } else {
+    std::free(data_);
+  }
+}
+
 CaseRunner::Buffer CaseRunner::Alloc(const Pattern& p, size_t elems) const {
   // Never empty, so count-0 calls still get a valid pointer.
-  return Buffer(elems * p.type().size + 1, kSentinel);
+  return Buffer(elems * p.type().size + 1, kSentinel, opt_.mem_alloc);
 }
 
 std::vector<int> CaseRunner::Roots() const {

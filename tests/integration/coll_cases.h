@@ -35,7 +35,21 @@ class CaseRunner {
   const RankResult& result() const { return result_; }
 
  private:
-  using Buffer = std::vector<unsigned char>;
+  // A case's buffer: heap memory, or with --mem-alloc ncclMemAlloc's (which Conduit
+  // shares with the daemon as a host region: ops on it run without staging copies).
+  class Buffer {
+   public:
+    Buffer(size_t bytes, unsigned char fill, bool nccl_alloc);
+    ~Buffer();
+    Buffer(Buffer&& other) noexcept : data_(other.data_), nccl_alloc_(other.nccl_alloc_) { other.data_ = nullptr; }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    unsigned char* data() const { return data_; }
+
+   private:
+    unsigned char* data_ = nullptr;
+    bool nccl_alloc_ = false;
+  };
   using ExpectFn = std::function<Expect(size_t)>;
 
   void RunColl(const std::string& coll, ncclDataType_t type, Op op, size_t count, bool inplace);

@@ -15,7 +15,7 @@ const char kUsage[] =
     "  [--types all|float,int8,...] [--ops all|sum,prod,max,min,avg,premulsum]\n"
     "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S] [--seed S]\n"
     "  [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
-    "  [--verbose]\n"
+    "  [--mem-alloc] [--verbose]\n"
     "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n";
 
 const char* const kAllColls[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
@@ -112,6 +112,8 @@ bool ParseOptions(int argc, char** argv, Options* opt) {
       opt->nonblocking = true;
     } else if (a == "--all-roots") {
       opt->all_roots = true;
+    } else if (a == "--mem-alloc") {
+      opt->mem_alloc = true;
     } else if (a == "--verbose") {
       opt->verbose = true;
     } else if (!value(&v)) {

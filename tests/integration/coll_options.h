@@ -45,6 +45,7 @@ struct Options {
   int max_seconds = 120;  // --expect-error gives up (exit 3) after this long without an error
   size_t error_count = 1024;  // --expect-error's allreduce, in floats (>= 256K: streamed copies)
   bool nonblocking = false;
+  bool mem_alloc = false;  // buffers from ncclMemAlloc (host regions) instead of the heap
   bool verbose = false;
 };
 

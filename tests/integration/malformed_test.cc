@@ -2,6 +2,10 @@
 // an error or lose its own connection, while the daemon stays up and keeps serving others.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 
@@ -164,6 +168,91 @@ TEST_F(MalformedTest, GroupBeforeSession) {
   OneOpGroup msg{{1, 0}, AllReduceFloat(16, 0)};
   client_.SendFrame(kGroup, &msg, sizeof msg);
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+}
+
+// Host regions (shim protocol): a region the client attaches, then ops whose refs lie.
+class RegionSession {
+ public:
+  // A sealed memfd of `bytes`, or an unsealed one.
+  static int Memfd(size_t bytes, bool sealed) {
+    int fd = memfd_create("malformed-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) return -1;
+    if (sealed && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) return -1;
+    return fd;
+  }
+};
+
+struct RegionGroup {
+  GroupRequest g;
+  OpDesc op;
+  RegionOpRef ref;
+};
+
+constexpr size_t kRegionBytes = 1 << 16;
+
+TEST_F(MalformedTest, HostRegionAttachRefusals) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  AttachRegionRequest req{7, kRegionBytes};
+  // No descriptor; an unsealed memfd; a size beyond the file; id 0.
+  ASSERT_TRUE(client_.SendFrame(kAttachRegion, &req, sizeof req));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  int unsealed = RegionSession::Memfd(kRegionBytes, false);
+  ASSERT_TRUE(client_.SendFrame(kAttachRegion, &req, sizeof req, -1, kMagic, kVersion, unsealed));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "an unsealed region was attached";
+  close(unsealed);
+  int fd = RegionSession::Memfd(kRegionBytes, true);
+  AttachRegionRequest too_big{7, kRegionBytes * 2};
+  ASSERT_TRUE(client_.SendFrame(kAttachRegion, &too_big, sizeof too_big, -1, kMagic, kVersion, fd));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "a region larger than its file was attached";
+  AttachRegionRequest zero{0, kRegionBytes};
+  ASSERT_TRUE(client_.SendFrame(kAttachRegion, &zero, sizeof zero, -1, kMagic, kVersion, fd));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  ASSERT_TRUE(client_.SendFrame(kAttachRegion, &req, sizeof req, -1, kMagic, kVersion, fd));
+  EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  ASSERT_TRUE(client_.SendFrame(kAttachRegion, &req, sizeof req, -1, kMagic, kVersion, fd));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "one id attached twice";
+  close(fd);
+  ReleaseRegionRequest unknown{8};
+  ASSERT_TRUE(client_.SendFrame(kReleaseRegion, &unknown, sizeof unknown));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  ExpectRejectedAndDaemonServing(1);
+}
+
+TEST_F(MalformedTest, HostRegionOpsOutsideTheirRegionsOrNotServedThere) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  int fd = RegionSession::Memfd(kRegionBytes, true);
+  AttachRegionRequest req{3, kRegionBytes};
+  ASSERT_TRUE(client_.SendFrame(kAttachRegion, &req, sizeof req, -1, kMagic, kVersion, fd));
+  ASSERT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  close(fd);
+  auto send = [&](OpDesc op, RegionOpRef ref, uint32_t flags = kGroupRegions) {
+    op.flags = kOpRegion;
+    RegionGroup msg{{1, flags}, op, ref};
+    EXPECT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+    return client_.ReadStatus(kReplyBound);
+  };
+  const uint64_t n = kRegionBytes / 8;  // floats: input and output halves of the region
+  // The baseline: in bounds, out of place, succeeds.
+  EXPECT_EQ(send(AllReduceFloat(n, 0), RegionOpRef{3, 0, 3, kRegionBytes / 2}), 0) << client_.last_message();
+  EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{3, 0, 3, kRegionBytes / 2 + 4}), 0) << "output past the end";
+  EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{3, UINT64_MAX - 8, 3, 0}), 0) << "offset overflow";
+  EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{9, 0, 3, 0}), 0) << "a region never attached";
+  EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{0, 0, 3, 0}), 0) << "no input";
+  EXPECT_GT(send(AllReduceFloat(UINT64_MAX / 2, 0), RegionOpRef{3, 0, 3, 0}), 0) << "count overflow";
+  OpDesc reduce = AllReduceFloat(n, 0);
+  reduce.kind = kReduce;
+  EXPECT_GT(send(reduce, RegionOpRef{3, 0, 3, 0}), 0) << "Reduce in regions";
+  OpDesc premul = AllReduceFloat(n, 0);
+  premul.redop = kRedOpPreMulSum;
+  EXPECT_GT(send(premul, RegionOpRef{3, 0, 3, 0}), 0) << "PreMulSum in regions";
+  EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{3, 0, 3, 0}, 0), 0) << "kOpRegion without the group's refs";
+  EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{3, 0, 3, 0}, kGroupRegions | kGroupStreamed), 0) << "streamed";
+  // Released: its ops are refused, and the daemon serves on.
+  ReleaseRegionRequest rel{3};
+  ASSERT_TRUE(client_.SendFrame(kReleaseRegion, &rel, sizeof rel));
+  EXPECT_EQ(client_.ReadStatus(kReplyBound), 0);
+  EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{3, 0, 3, kRegionBytes / 2}), 0) << "a released region";
+  ExpectRejectedAndDaemonServing(1);
 }
 
 // Last (gtest runs a file's tests in order): after all the abuse, real programs still work.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 #include <string>
 
 #include "coll_run.h"
@@ -39,12 +40,35 @@ struct Seen {
   int nranks = 0;    // R
   bool root_here = false;
   bool root_leads = false;  // the root is this host's first rank (whose region the algorithms use)
+  bool regions = false;     // buffers from ncclMemAlloc: the op ran in them (host regions)
 };
 
 // The table in docs/design.md, for 2 hosts (H = 2): each line names who writes what.
 Traffic Expected(const Seen& c) {
   const uint64_t S = c.s, L = c.local, R = c.nranks;
   Traffic t;
+  // In host regions (out of place here) the shims copy nothing; the daemon copies each
+  // input that is not already in the work buffer (the first local rank's output), except
+  // where it folds another local rank in at the same time (Reduce2).
+  if (c.regions && c.op == "AllReduce") {
+    Seen staged = c;
+    staged.regions = false;
+    t = Expected(staged);
+    t.program_copies = 0;
+    if (L == 1) t.local_copies += S;
+    return t;
+  }
+  if (c.regions && c.op == "Broadcast") {
+    t.local_copies = (L - 1) * S + (c.root_here ? S : 0);  // the root's input into its output
+    (c.root_here ? t.socket_sends : t.socket_receives) = S;
+    return t;
+  }
+  if (c.regions && c.op == "AllGather") {
+    t.local_copies = L * S + (L - 1) * R * S;  // every local block into the work buffer, the result out
+    t.socket_sends = L * S;
+    t.socket_receives = L * S;
+    return t;
+  }
   if (c.op == "AllReduce") {
     t.program_copies = 2 * L * S;                  // each rank: input in, result out
     t.reduce_writes = (L - 1) * S;                 // the other local ranks folded in
@@ -94,11 +118,13 @@ uint64_t Field(const Json& memory, const char* name) {
   return v != nullptr && v->is_number() ? static_cast<uint64_t>(v->as_int()) : UINT64_MAX;
 }
 
-class MemoryTrafficTest : public ::testing::TestWithParam<int> {};
+// Ranks per host, and whether the buffers come from ncclMemAlloc (host regions).
+class MemoryTrafficTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
-  const int per_host = GetParam();
+  const int per_host = std::get<0>(GetParam());
+  const bool mem_alloc = std::get<1>(GetParam());
   ClusterConfig config;
   config.prefix = "mt";
   config.subnet = "10.231.19";
@@ -108,10 +134,11 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   // 1 MiB per rank: streamed copies, chunked algorithms; 64 KiB: the unstreamed path and,
   // on 2 hosts, recursive doubling for AllReduce.
   const int linger_ms = 1500 * kSanitizerSlowdown;  // two conduitctl calls
-  auto procs = LaunchCollCheck(
-      cluster, Ranks(per_host, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter", "--types", "float",
+  std::vector<std::string> args{"--colls", "allreduce,broadcast,reduce,allgather,reducescatter", "--types", "float",
                                 "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", "no", "--linger-ms",
-                                std::to_string(linger_ms)}));
+                                std::to_string(linger_ms)};
+  if (mem_alloc) args.push_back("--mem-alloc");
+  auto procs = LaunchCollCheck(cluster, Ranks(per_host, args));
   for (Subprocess* p : procs) {
     ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", std::chrono::seconds(120 * kSanitizerSlowdown)))
         << cluster.Describe();
@@ -144,13 +171,14 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
     c.nranks = nranks;
     c.root_here = std::find(local.begin(), local.end(), c.root) != local.end();
     c.root_leads = c.root == local[0];
+    c.regions = mem_alloc && (c.op == "AllReduce" || c.op == "Broadcast" || c.op == "AllGather");
     const Json* memory = e.find("memory");
     ASSERT_NE(memory, nullptr) << trace.out;
     Traffic got{Field(*memory, "program_copies"), Field(*memory, "local_copies"), Field(*memory, "reduce_writes"),
                 Field(*memory, "socket_sends"), Field(*memory, "socket_receives")};
     Traffic want = Expected(c);
     EXPECT_EQ(got, want) << c.op << " (" << c.algorithm << ", " << c.s << " bytes, root " << c.root
-                         << ", ranks here " << per_host << "): measured " << got.Text() << "; the table says "
+                         << ", ranks here " << per_host << (mem_alloc ? ", ncclMemAlloc" : "") << "): measured " << got.Text() << "; the table says "
                          << want.Text();
     checked.insert(c.op + "/" + c.algorithm);
   }
@@ -162,7 +190,8 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   EXPECT_TRUE(failure.empty()) << failure;
 }
 
-INSTANTIATE_TEST_SUITE_P(RanksPerHost, MemoryTrafficTest, ::testing::Values(1, 2));
+INSTANTIATE_TEST_SUITE_P(RanksPerHostAndMemory, MemoryTrafficTest,
+                         ::testing::Combine(::testing::Values(1, 2), ::testing::Bool()));
 
 }  // namespace
 }  // namespace conduit::it

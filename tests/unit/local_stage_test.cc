@@ -231,5 +231,96 @@ TEST(LocalStageTest, CountsEachCopyOnce) {
   }
 }
 
+// Ranks whose op runs in host regions (their own ncclMemAlloc'd buffers) mixed with a
+// staged rank on one host: inputs are read where they are and never written, every output
+// gets the result, the work buffer is the leading rank's own output, and no copy is counted
+// for a shim.
+StageRank RegionRank(int rank, const shimproto::OpDesc& op, const float* input, float* output) {
+  StageRank r{rank, nullptr, 0, op, nullptr, -1};
+  r.op.flags = shimproto::kOpRegion;
+  r.op.offset = 0;
+  r.input = reinterpret_cast<const uint8_t*>(input);
+  r.output = reinterpret_cast<uint8_t*>(output);
+  return r;
+}
+
+TEST(LocalStageTest, HostRegionsAllReduceOutOfPlaceInPlaceAndStaged) {
+  const size_t n = 300000;
+  const uint64_t S = 4 * n;
+  std::vector<float> in0(n), out0(n, -1.0f), inout1(n);
+  FakeRank staged;
+  for (size_t i = 0; i < n; ++i) {
+    in0[i] = 1.0f + static_cast<float>(i % 5);
+    inout1[i] = 10.0f;
+    staged.data()[i] = 100.0f;
+  }
+  const std::vector<float> in0_before = in0;
+  auto op = Op(shimproto::kAllReduce, n);
+  MemoryTraffic traffic;
+  LocalStage stage({RegionRank(0, op, in0.data(), out0.data()), RegionRank(1, op, inout1.data(), inout1.data()),
+                    Rank(staged, 2, op, false)},
+                   3, Deadline::AfterMs(5000), NoFailure, &traffic);
+  ASSERT_EQ(stage.work(), reinterpret_cast<uint8_t*>(out0.data()));
+  ASSERT_TRUE(stage.Ensure(4 * 200000, 4 * 1000).ok());
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < n; ++i) {
+    const float want = 111.0f + static_cast<float>(i % 5);
+    ASSERT_EQ(out0[i], want) << i;
+    ASSERT_EQ(inout1[i], want) << i;
+    ASSERT_EQ(staged.data()[i], want) << i;
+  }
+  EXPECT_EQ(in0, in0_before);  // an input is never written
+  TrafficCounts t = traffic.Snapshot();
+  EXPECT_EQ(t.program_copies, 2 * S);  // only the staged rank's shim copies
+  EXPECT_EQ(t.reduce_writes, 2 * S);   // rank 0's input and rank 1's in one pass (Reduce2), then rank 2's
+  EXPECT_EQ(t.local_copies, 2 * S);    // the result to ranks 1 and 2
+}
+
+TEST(LocalStageTest, HostRegionsAloneCopyTheInputOnlyWhenOutOfPlace) {
+  const size_t n = 100000;
+  const uint64_t S = 4 * n;
+  for (bool in_place : {false, true}) {
+    std::vector<float> in(n, 3.0f), out(n, 0.0f);
+    float* result = in_place ? in.data() : out.data();
+    auto op = Op(shimproto::kAllReduce, n);
+    MemoryTraffic traffic;
+    LocalStage stage({RegionRank(0, op, in.data(), result)}, 2, Deadline::AfterMs(5000), NoFailure, &traffic);
+    ASSERT_TRUE(stage.Finish().ok());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(result[i], 3.0f) << i;
+    TrafficCounts t = traffic.Snapshot();
+    EXPECT_EQ(t.program_copies, 0u);
+    EXPECT_EQ(t.local_copies, in_place ? 0u : S) << (in_place ? "in place" : "out of place");
+  }
+}
+
+TEST(LocalStageTest, HostRegionsAllGatherAndBroadcast) {
+  const size_t block = 50000;  // floats per rank; 4 ranks, 2 of them here (ranks 1 and 2)
+  std::vector<float> send1(block, 1.0f), recv1(4 * block, 0.0f), recv2(4 * block, 0.0f);
+  for (size_t i = 0; i < block; ++i) recv2[2 * block + i] = 2.0f;  // rank 2 in place
+  auto op = Op(shimproto::kAllGather, block);
+  LocalStage stage({RegionRank(1, op, send1.data(), recv1.data()), RegionRank(2, op, recv2.data() + 2 * block, recv2.data())},
+                   4, Deadline::AfterMs(5000), NoFailure);
+  ASSERT_TRUE(stage.Ensure(0, 16 * block).ok());
+  // The other host's blocks arrive in the work buffer (as an algorithm writes them).
+  for (size_t i = 0; i < block; ++i) recv1[i] = 0.5f, recv1[3 * block + i] = 3.0f;
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < block; ++i) {
+    for (int r = 0; r < 4; ++r) {
+      const float want = r == 0 ? 0.5f : static_cast<float>(r);
+      ASSERT_EQ(recv1[r * block + i], want) << r << " " << i;
+      ASSERT_EQ(recv2[r * block + i], want) << r << " " << i;
+    }
+  }
+
+  // Broadcast from rank 5 (out of place) to rank 4 on the same host.
+  std::vector<float> root_in(block, 7.0f), root_out(block, 0.0f), other(block, 0.0f);
+  auto bop = Op(shimproto::kBroadcast, block, ncclSum, /*root=*/5);
+  LocalStage b({RegionRank(4, bop, nullptr, other.data()), RegionRank(5, bop, root_in.data(), root_out.data())}, 8,
+               Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(b.work(), reinterpret_cast<uint8_t*>(root_out.data()));
+  ASSERT_TRUE(b.Finish().ok());
+  for (size_t i = 0; i < block; ++i) ASSERT_TRUE(root_out[i] == 7.0f && other[i] == 7.0f) << i;
+}
+
 }  // namespace
 }  // namespace conduit

@@ -5,7 +5,7 @@
 # usage: allreduce_bench.sh [--coll allreduce] [--modes "shaped fast loaded"] [--ppn "1 2 4"]
 #                           [--hosts "2 4"] [-b 1K] [-e 256M] [-f 4] [--rate 1gbit] [--load N]
 #                           [-n 20] [-w 5] [-T 2] [--bidir] [--prefix cbn] [--subnet 10.79.0]
-#                           [--out FILE] [--keep-work]
+#                           [--mem-alloc] [--out FILE] [--keep-work]
 # Modes: shaped (links shaped to --rate), fast (links left fast: 40gbit is above what a veth
 # carries), loaded (fast, with N busy processes running through all three implementations,
 # default half the cores: the same CPU load for each). For each mode, ranks per host and
@@ -13,11 +13,13 @@
 # three implementations one after the other (never concurrently, they share the links and
 # the CPU), tear down. Then print one side-by-side table per mode and ranks per host
 # (markdown), also written to --out. "ours" is skipped with a message when build/bin/conduitd
-# or build/bin/conduit-perf is missing.
+# or build/bin/conduit-perf is missing. --mem-alloc: ours allocates its buffers with
+# ncclMemAlloc (conduit-perf -R 1, as nccl-tests -R), which Conduit's host path shares with
+# the daemon (no staging copies); the baselines use their own buffers as always.
 set -euo pipefail
 
 COLL=allreduce MODES="shaped fast loaded" HOSTS_LIST="2 4" PPN_LIST="1 2 4" LOAD=$(( ($(nproc) + 1) / 2 )) MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
-BIDIR=0 OUT= KEEP=0
+BIDIR=0 OUT= KEEP=0 MEM_ALLOC=0
 export BENCH_PREFIX=${BENCH_PREFIX:-cbn} BENCH_SUBNET=${BENCH_SUBNET:-10.79.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,7 +40,8 @@ while [[ $# -gt 0 ]]; do
     --subnet) BENCH_SUBNET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --mem-alloc) MEM_ALLOC=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "allreduce_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -86,6 +89,7 @@ MPI_ARGS=(-c "$COLL" "${SIZE_ARGS[@]}")
 # conduit-perf takes nccl-tests' flags: -T there is a timeout, so the budget is
 # --time-budget; -a 3 reports the slowest rank's time, as the two baselines do.
 PERF_ARGS=(--coll "$PERF_COLL" -d float -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
+if ((MEM_ALLOC)); then PERF_ARGS+=(-R 1); TITLE="$TITLE, ours on ncclMemAlloc buffers"; fi
 MPI_BIN=$(bench_mpi_build "$BENCH_DIR/mpi_allreduce_bench.c")
 if bench_conduit_available; then HAVE_OURS=1; else
   HAVE_OURS=0

@@ -5,15 +5,16 @@
 #
 # usage: conduit_ab.sh --a "SPEC" --b "SPEC" [--hosts 2] [--ppn 1] [--rounds 3]
 #                      [--rate 40gbit] [--coll all_reduce] [-b 1K] [-e 32M] [-f 8] [-n 200]
-#                      [-w 5] [-T 1] [--out FILE]
+#                      [-w 5] [-T 1] [--perf "ARGS"] [--out FILE]
 # SPEC: conduitd flags, and environment for the programs as NAME=VALUE words, e.g.
 #   --a "--busy-poll-us 0 CONDUIT_BUSY_POLL_US=0" --b ""
 # The word BENCH_BUILD=DIR runs that variant's daemons and programs from another build
 # (a before/after of two commits): --a "BENCH_BUILD=/tmp/base/build" --b "".
 # --rate: links shaped to it (40gbit: left fast, as allreduce_bench.sh's "fast" mode).
+# --perf: more conduit-perf arguments for both variants (e.g. "-R 1": ncclMemAlloc buffers).
 set -euo pipefail
 
-A= B= HOSTS=2 PPN=1 ROUNDS=3 RATE=40gbit COLL=all_reduce MIN=1K MAX=32M FACTOR=8 ITERS=200 WARMUP=5 BUDGET=1 OUT=
+A= B= HOSTS=2 PPN=1 ROUNDS=3 RATE=40gbit COLL=all_reduce MIN=1K MAX=32M FACTOR=8 ITERS=200 WARMUP=5 BUDGET=1 OUT= PERF_ARGS=
 export BENCH_PREFIX=${BENCH_PREFIX:-cab} BENCH_SUBNET=${BENCH_SUBNET:-10.77.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -31,7 +32,8 @@ while [[ $# -gt 0 ]]; do
     -w) WARMUP=$2; shift 2 ;;
     -T) BUDGET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --perf) PERF_ARGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "conduit_ab.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -55,7 +57,7 @@ run_variant() {
   # A subshell: the environment reaches this variant's programs only.
   ( ((${#envs[@]} == 0)) || export "${envs[@]}"
     bench_conduit_perf "$HOSTS" "$PPN" --coll "$COLL" -d float -o sum -a 3 -b "$MIN" -e "$MAX" -f "$FACTOR" \
-      -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" ) >"$2" ||
+      -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" $PERF_ARGS ) >"$2" ||
     bench_log "conduit-perf failed with '$1' (logs in $BENCH_WORK)"
   bench_conduit_stop
 }

@@ -406,7 +406,7 @@ or by --coll; all_reduce otherwise.
   -J,--output_file FILE.json  also write the results as JSON (nccl-tests' layout)
   -a,--average 0|1|2|3     time reported: 0 = rank 0's, 1 = mean, 2 = min, 3 = max over
                            ranks (default 1)
-  -R,--local_register 0|1|2  register buffers: 1 = ncclCommRegister, 2 = symmetric
+  -R,--local_register 0|1|2  register buffers: 1 = ncclMemAlloc + ncclCommRegister, 2 = symmetric
                            windows (need device memory) (default 0)
   -x,--cta_policy 0|1|2    ncclConfig_t CTAPolicy for the communicators (default: unset)
   -D,--device_implementation N  only 0 (device kernels need device memory)

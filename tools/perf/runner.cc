@@ -16,15 +16,27 @@ namespace {
 constexpr size_t kMaxTypeSize = 8;
 
 // Page-aligned like a real allocator's large blocks, so the shim can map or copy
-// whole pages. Host memory on purpose: the checks read and write it from the CPU.
-char* Allocate(size_t bytes) {
+// whole pages. Host memory on purpose: the checks read and write it from the CPU. With -R 1
+// from ncclMemAlloc, as nccl-tests allocates registered buffers (on Conduit's host path
+// that memory is shared with the daemon, which then needs no staging copies).
+char* Allocate(size_t bytes, bool nccl_alloc) {
   void* p = nullptr;
-  if (posix_memalign(&p, 4096, std::max<size_t>(bytes, 64)) != 0) {
-    std::fprintf(stderr, "conduit-perf: cannot allocate %zu bytes\n", bytes);
+  const size_t n = std::max<size_t>(bytes, 64);
+  const bool ok = nccl_alloc ? ncclMemAlloc(&p, n) == ncclSuccess : posix_memalign(&p, 4096, n) == 0;
+  if (!ok) {
+    std::fprintf(stderr, "conduit-perf: cannot allocate %zu bytes%s\n", bytes, nccl_alloc ? " with ncclMemAlloc" : "");
     std::exit(3);
   }
-  std::memset(p, 0, std::max<size_t>(bytes, 64));  // touch it now, not inside the first timed run
+  std::memset(p, 0, n);  // touch it now, not inside the first timed run
   return static_cast<char*>(p);
+}
+
+void Free(char* p, bool nccl_alloc) {
+  if (nccl_alloc) {
+    ncclMemFree(p);
+  } else {
+    std::free(p);
+  }
 }
 
 double Now() {
@@ -46,8 +58,8 @@ Runner::Runner(const Options& o, std::span<const ncclComm_t> comms, std::span<co
   const size_t bytes = o.max_bytes + kMaxTypeSize * static_cast<size_t>(o.unalign);
   for (ncclComm_t comm : comms_) {
     Buffers b;
-    b.send = Allocate(bytes);
-    b.recv = Allocate(bytes);
+    b.send = Allocate(bytes, o.local_register == 1);
+    b.recv = Allocate(bytes, o.local_register == 1);
     buffer_bytes_ += 2 * bytes;
     if (o.local_register == 1) {
       Check(ncclCommRegister(comm, b.send, o.max_bytes, &b.send_handle), "ncclCommRegister");
@@ -73,8 +85,8 @@ Runner::~Runner() {
       ncclCommWindowDeregister(comms_[i], static_cast<ncclWindow_t>(b.send_handle));
       ncclCommWindowDeregister(comms_[i], static_cast<ncclWindow_t>(b.recv_handle));
     }
-    std::free(b.send);
-    std::free(b.recv);
+    Free(b.send, o_.local_register == 1);
+    Free(b.recv, o_.local_register == 1);
   }
 }
 
