@@ -36,7 +36,8 @@ LatencyHistogram::Snapshot LatencyHistogram::Read() const {
     s.counts[i] = counts_[i].load(std::memory_order_relaxed);
     s.count += s.counts[i];  // consistent with the buckets even while others observe
   }
-  s.sum_us = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1000.0;
+  s.sum_ns = sum_ns_.load(std::memory_order_relaxed);
+  s.sum_us = static_cast<double>(s.sum_ns) / 1000.0;
   return s;
 }
 

@@ -24,6 +24,7 @@ class LatencyHistogram {
   struct Snapshot {
     std::array<uint64_t, kBuckets + 1> counts{};
     uint64_t count = 0;
+    uint64_t sum_ns = 0;  // exact, as kept: what a live upgrade carries
     double sum_us = 0;
     // Estimated q-quantile (0 < q <= 1) in microseconds; 0 when empty.
     double Percentile(double q) const;

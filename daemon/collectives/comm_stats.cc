@@ -1,7 +1,5 @@
 #include "collectives/comm_stats.h"
 
-#include <cmath>
-
 namespace conduit {
 
 const char* OpKindName(uint8_t kind) {
@@ -66,7 +64,7 @@ CommStats::Totals CommStats::SaveTotals() const {
     out.bytes = bytes_of(static_cast<uint8_t>(k));
     const LatencyHistogram::Snapshot latency = latency_[k].Read();
     out.latency = latency.counts;
-    out.latency_sum_ns = static_cast<uint64_t>(std::llround(latency.sum_us * 1000.0));
+    out.latency_sum_ns = latency.sum_ns;
     out.traffic = traffic_of(static_cast<uint8_t>(k));
   }
   return t;

@@ -118,7 +118,7 @@ Json MetricsFilter::SavedState() const {
     Json buckets = Json::Array();
     for (uint64_t c : h.counts) buckets.push_back(c);
     m["latency_buckets"] = std::move(buckets);
-    m["latency_sum_ns"] = static_cast<uint64_t>(h.sum_us * 1000.0);
+    m["latency_sum_ns"] = h.sum_ns;
     methods.push_back(std::move(m));
   }
   Json out = Json::Object();
