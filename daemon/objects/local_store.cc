@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -18,8 +19,16 @@
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL
+#endif
 
 namespace conduit::objects {
+namespace {
+
+constexpr uint64_t kHugePageBytes = 2 << 20;
+
+}  // namespace
 
 LocalObject::LocalObject(std::string id, uint64_t size, const CopyInfo& info)
     : id_(std::move(id)),
@@ -70,6 +79,10 @@ ObjStatus LocalObject::Allocate(bool shared_memory) {
                strerror(errno));
   }
   data_ = static_cast<uint8_t*>(p);
+  // Where the host lets shared memory use huge pages on request (transparent_hugepage/
+  // shmem_enabled = advise), a large copy is made of 2 MiB pages: 512 times fewer
+  // allocations and faults per byte received. Elsewhere this changes nothing.
+  if (size_ >= kHugePageBytes) (void)madvise(p, size_, MADV_HUGEPAGE);
   // Only the daemon writes a fetched or reduced copy, through the mapping it already has:
   // no new writable mapping, nor write(2), from now on, by anyone.
   if (!creator_writes_ && fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
@@ -114,6 +127,35 @@ ObjStatus LocalObject::AdoptComplete(UniqueFd memfd, const std::string& bytes) {
   ready_ = size_;
   complete_ = true;
   return ObjStatus::Ok();
+}
+
+void LogSharedMemoryHugePages() {
+  // The file lists every mode with the one in force in brackets: "always [never] advise ...".
+  std::string modes;
+  if (FILE* f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r")) {
+    char line[256] = {};
+    if (fgets(line, sizeof(line), f) != nullptr) modes = line;
+    fclose(f);
+  }
+  const size_t open = modes.find('['), close = modes.find(']');
+  const std::string mode = open != std::string::npos && close > open ? modes.substr(open + 1, close - open - 1) : "";
+  if (mode == "never" || mode == "deny") {
+    CLOG_INFO("objects: shared memory gets no huge pages on this host (transparent_hugepage/shmem_enabled is '%s'); "
+              "'echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled' lets copies of 2 MiB and more "
+              "use them (broadcast and reduce of large objects ~1.5x faster: docs/configuration.md)",
+              mode.c_str());
+  } else if (!mode.empty()) {
+    CLOG_DEBUG("objects: transparent_hugepage/shmem_enabled is '%s'", mode.c_str());
+  }
+}
+
+void LocalObject::PrepareWrite(uint64_t offset, uint64_t len) const {
+  if (!fd_.valid() || creator_writes_ || offset >= size_) return;
+  len = std::min(len, size_ - offset);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + offset) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_ + offset + len);
+  (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
 ObjStatus LocalObject::ReadOnlyFd(UniqueFd* out) const {

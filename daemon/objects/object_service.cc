@@ -41,6 +41,7 @@ ObjectService::ObjectService(ObjectOptions options, const ProgramPolicy* policy)
 ObjectService::~ObjectService() = default;
 
 void ObjectService::Start() {
+  LogSharedMemoryHugePages();
   shard_.Register();
   reducer_->Register();
   peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnDropCopy(b); });

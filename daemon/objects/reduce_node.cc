@@ -269,6 +269,7 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
   for (uint64_t off = 0; off < t->size;) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(block, t->size - off));
     uint8_t* dst = out->data() + off;
+    out->PrepareWrite(off, len);
     uint64_t ready = 0;
     st = own->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
     if (!st.ok()) return fail(objproto::kNodeOwnFailed, 0, st);
@@ -314,6 +315,7 @@ void Reducer::RunSink(std::shared_ptr<Task> t) {
     if (sink.gen != t->gen) {
       stale = true;
     } else {
+      sink.out->PrepareWrite(off, len);
       memcpy(sink.out->data() + off, src, len);
       off += len;
       sink.written = off;

@@ -155,6 +155,7 @@ ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj,
   }
   while (*offset < obj->size()) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(block, obj->size() - *offset));
+    obj->PrepareWrite(*offset, n);
     OBJ_RETURN_IF_ERROR(stream.Read(obj->data() + *offset, n));
     *offset += n;
     // The last bytes become readable with MarkComplete (the caller's): a reader that has

@@ -1,11 +1,15 @@
-// Pieces of the object service that need no daemon: consistent hashing and the reduce
-// tree (shape, fill order, degree from eq. 2.1 of the Hoplite chapter).
+// Pieces of the object service that need no daemon: consistent hashing, the reduce tree
+// (shape, fill order, degree from eq. 2.1 of the Hoplite chapter) and a copy's memory.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
+#include <vector>
 
 #include "objects/hash_ring.h"
+#include "objects/local_store.h"
 #include "objects/reduce_tree.h"
 
 namespace conduit::objects {
@@ -70,6 +74,48 @@ TEST(ReduceTree, DegreeFollowsEquation21) {
   EXPECT_DOUBLE_EQ(ReduceTreeTime(4, 1, 1e6, 1e6, 0.5), 4 * 0.5 + 1.0);
   EXPECT_DOUBLE_EQ(ReduceTreeTime(4, 2, 1e6, 1e6, 0.5), 0.5 * 2 + 2.0);
   EXPECT_EQ(ChooseReduceDegree(1, 1e9, B, L), 1);
+}
+
+// Pages of [offset, offset + len) of a mapping that are in memory (mincore).
+size_t ResidentPages(const uint8_t* base, size_t offset, size_t len) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in(len / page);
+  EXPECT_EQ(mincore(const_cast<uint8_t*>(base) + offset, len, in.data()), 0);
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+// A fetched copy's pages are made by PrepareWrite, the range asked for and no more, before
+// any byte is written (one call instead of a fault per page); a Put's copy, which its
+// creator writes, is left alone.
+TEST(LocalObject, PrepareWriteMakesExactlyTheRangesPages) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  const bool supported = madvise(probe, page, 23 /* MADV_POPULATE_WRITE */) == 0;
+  munmap(probe, page);
+  if (!supported) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE (Linux < 5.14): faults make the pages";
+  const size_t size = 64 * page;
+  LocalObject fetched("prepared", size, CopyInfo{});
+  ASSERT_TRUE(fetched.Allocate(/*shared_memory=*/true).ok());
+  ASSERT_TRUE(fetched.has_fd());
+  EXPECT_EQ(ResidentPages(fetched.data(), 0, size), 0u) << "a new memfd has no pages yet";
+  fetched.PrepareWrite(8 * page + 1, 4 * page);  // an unaligned start covers its page too
+  EXPECT_EQ(ResidentPages(fetched.data(), 0, 8 * page), 0u);
+  EXPECT_EQ(ResidentPages(fetched.data(), 8 * page, 5 * page), 5u);
+  EXPECT_EQ(ResidentPages(fetched.data(), 13 * page, size - 13 * page), 0u);
+  fetched.PrepareWrite(60 * page, 100 * page);  // clipped at the end of the object
+  EXPECT_EQ(ResidentPages(fetched.data(), 60 * page, 4 * page), 4u);
+  fetched.PrepareWrite(size, page);  // nothing past it
+  EXPECT_EQ(fetched.data()[8 * page + 1], 0) << "prepared pages read as zeros";
+
+  CopyInfo put;
+  put.creator_writes = true;
+  LocalObject created("created", size, put);
+  ASSERT_TRUE(created.Allocate(/*shared_memory=*/true).ok());
+  created.PrepareWrite(0, size);
+  EXPECT_EQ(ResidentPages(created.data(), 0, size), 0u) << "the daemon maps a Put read-only and never writes it";
 }
 
 }  // namespace

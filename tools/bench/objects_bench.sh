@@ -6,17 +6,21 @@
 #                         [--ops "bcast gather reduce allreduce"] [--systems "hoplite mpi gloo ray"]
 #                         [--max-gather 256M] [--max-large-hosts 8:256M] [--block 262144]
 #                         [--prefix obn] [--subnet 10.86.0] [--out FILE] [--keep-work]
+#                         [--shmem-thp never|advise|...]
 # For each host count: fresh namespaces with every link shaped to --rate, iperf3 for the
 # real link rate, then every (op, system) one after another (never concurrently). Sizes
 # above --max-gather are skipped for gather ((n-1) x size through one link), and
 # "--max-large-hosts H:SIZE" caps the sizes on H hosts (memory: every host's copy lives on
 # this one machine). Lower bounds from the iperf3 rate B: bcast S/B, gather (n-1)S/B,
 # reduce S/B, allreduce 2(n-1)/n S/B. Ray is installed into $RAY_VENV (default
-# /var/tmp/conduit-ray-venv) on first use with `pip install ray`.
+# /var/tmp/conduit-ray-venv) on first use with `pip install ray`. --shmem-thp sets the host's
+# /sys/kernel/mm/transparent_hugepage/shmem_enabled for the run (restored afterwards; the
+# table says which was in force): conduitd asks for huge pages for large copies, which
+# only `advise` (or a wider mode) grants (docs/configuration.md).
 set -euo pipefail
 
 HOSTS_LIST="4 8" RATE=1gbit SIZES=1K,64K,1M,16M,64M,256M,1G OPS="bcast gather reduce allreduce"
-SYSTEMS="hoplite mpi gloo ray" MAX_GATHER=256M MAX_LARGE="8:256M" BLOCK=262144 OUT= KEEP=0
+SYSTEMS="hoplite mpi gloo ray" MAX_GATHER=256M MAX_LARGE="8:256M" BLOCK=262144 OUT= KEEP=0 SHMEM_THP=
 export BENCH_PREFIX=${BENCH_PREFIX:-obn} BENCH_SUBNET=${BENCH_SUBNET:-10.86.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -32,7 +36,8 @@ while [[ $# -gt 0 ]]; do
     --subnet) BENCH_SUBNET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --shmem-thp) SHMEM_THP=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "objects_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +49,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ -x $BENCH_BUILD/bin/conduitd && -x $BENCH_BUILD/bin/hoplite-bench ]] ||
   bench_die "build conduitd and hoplite-bench first (cmake --build build)"
 RAY_VENV=${RAY_VENV:-/var/tmp/conduit-ray-venv}
+THP_FILE=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+THP_BEFORE=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null || true)
+if [[ -n $SHMEM_THP ]]; then
+  echo "$SHMEM_THP" >"$THP_FILE" || bench_die "cannot set $THP_FILE to '$SHMEM_THP'"
+fi
+THP_NOW=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null || true)
 
 bytes_of() { "$BENCH_PY" -c 'import sys
 s=sys.argv[1]; m={"k":1<<10,"m":1<<20,"g":1<<30}.get(s[-1].lower(),1)
@@ -85,6 +96,7 @@ ray_start() {
 }
 
 cleanup() {
+  if [[ -n $SHMEM_THP && -n $THP_BEFORE ]]; then echo "$THP_BEFORE" >"$THP_FILE" || true; fi
   bench_conduit_stop
   ray_stop 8
   bench_cluster_down
@@ -156,4 +168,4 @@ for H in $HOSTS_LIST; do
 done
 
 "$BENCH_PY" "$BENCH_DIR/objects_table.py" --results "$RES" --hosts "$HOSTS_LIST" --ops "$OPS" \
-  --systems "$SYSTEMS" --rate "$RATE" ${OUT:+--out "$OUT"}
+  --systems "$SYSTEMS" --rate "$RATE" --shmem-thp "$THP_NOW" ${OUT:+--out "$OUT"}

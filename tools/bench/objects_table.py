@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--ops", required=True)
     ap.add_argument("--systems", required=True)
     ap.add_argument("--rate", required=True)
+    ap.add_argument("--shmem-thp", default="", help="transparent_hugepage/shmem_enabled during the run")
     ap.add_argument("--out")
     a = ap.parse_args()
     systems = a.systems.split()
@@ -46,7 +47,8 @@ def main():
                 f = row.split()
                 if len(f) == 6:
                     data[(s, f[0], int(f[2]))] = float(f[4])
-        lines.append("### %s hosts, links shaped to %s (iperf3: %.3f Gbit/s)\n" % (hosts, a.rate, gbit))
+        thp = ", shared memory huge pages: %s" % a.shmem_thp if a.shmem_thp else ""
+        lines.append("### %s hosts, links shaped to %s (iperf3: %.3f Gbit/s%s)\n" % (hosts, a.rate, gbit, thp))
         head = ["op", "size", "lower bound"] + [NAMES.get(s, s) for s in systems] + ["ours / bound", "ours / best peer"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + " --- |" * len(head))
