@@ -40,14 +40,28 @@ LocalObject::LocalObject(std::string id, uint64_t size, const CopyInfo& info)
       charged_(info.charge) {}
 
 LocalObject::~LocalObject() {
-  if (fd_.valid() && data_ != nullptr) munmap(data_, size_);
+  if (!fd_.valid() || data_ == nullptr) return;
+  if (spares_ != nullptr) {
+    spares_->Give(SpareMemory::Block{std::move(fd_), data_, size_});
+  } else {
+    munmap(data_, size_);
+  }
 }
 
-ObjStatus LocalObject::Allocate(bool shared_memory) {
+ObjStatus LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory> spares) {
   if (!shared_memory || size_ == 0) {
     heap_.resize(size_);
     data_ = heap_.data();
     return ObjStatus::Ok();
+  }
+  if (internal_ && spares != nullptr) {
+    spares_ = std::move(spares);
+    SpareMemory::Block spare;
+    if (spares_->Take(size_, &spare)) {  // sealed as below already, its pages made
+      fd_ = std::move(spare.fd);
+      data_ = spare.data;
+      return ObjStatus::Ok();
+    }
   }
   std::string name = "hoplite:" + Printable(id_).substr(0, 200);
   UniqueFd fd(memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -174,7 +188,9 @@ void LocalObject::SetReady(uint64_t bytes) {
 }
 
 ObjStatus LocalObject::Seal() {
-  if (!fd_.valid()) return ObjStatus::Ok();
+  // A partial result's memfd never leaves the daemon, so no other holder could add seals;
+  // without F_SEAL_SEAL it can be reused (SpareMemory) as it is.
+  if (!fd_.valid() || internal_) return ObjStatus::Ok();
   std::lock_guard<std::mutex> lock(seal_mu_);
   if (sealed_) return ObjStatus::Ok();
   // A copy the daemon wrote has been F_SEAL_FUTURE_WRITE since it was made; the daemon's
@@ -261,7 +277,10 @@ int LocalObject::users() const {
 }
 
 LocalStore::LocalStore(uint64_t limit_bytes, uint64_t inline_limit, uint64_t quota_bytes, uint64_t quota_objects)
-    : limit_(limit_bytes), inline_limit_(inline_limit), quotas_(quota_bytes, quota_objects) {}
+    : limit_(limit_bytes),
+      inline_limit_(inline_limit),
+      quotas_(quota_bytes, quota_objects),
+      spares_(std::make_shared<SpareMemory>(limit_bytes / 8)) {}
 
 void LocalStore::SetEvictionHooks(HasOtherCopy has_other, Evicted evicted) {
   has_other_ = std::move(has_other);
@@ -276,9 +295,14 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (objects_.count(id) != 0) return Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
-      if (size <= limit_ && used_ + size <= limit_) {
+      const uint64_t spare = spares_->bytes();
+      if (size <= limit_ && used_ + spare + size <= limit_) {
         used_ += size;
         return ObjStatus::Ok();
+      }
+      if (spare > 0 && size <= limit_ && used_ + size <= limit_) {
+        spares_->Clear();  // spare memory goes before any copy is evicted
+        continue;
       }
       uint64_t best = UINT64_MAX;
       for (auto& [oid, obj] : objects_) {
@@ -311,7 +335,8 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
 
 ObjStatus LocalStore::Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out) {
   const bool shared_memory = size >= inline_limit_;
-  return Add(id, size, info, [shared_memory](LocalObject& obj) { return obj.Allocate(shared_memory); }, out);
+  std::shared_ptr<SpareMemory> spares = info.internal ? spares_ : nullptr;
+  return Add(id, size, info, [&](LocalObject& obj) { return obj.Allocate(shared_memory, spares); }, out);
 }
 
 ObjStatus LocalStore::Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd,

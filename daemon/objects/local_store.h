@@ -34,6 +34,7 @@
 #include "common/fd_io.h"
 #include "objects/obj_status.h"
 #include "objects/quota.h"
+#include "objects/spare_memory.h"
 #include "protocol/object_protocol.h"
 
 namespace conduit::objects {
@@ -54,8 +55,10 @@ class LocalObject {
   LocalObject(const LocalObject&) = delete;
   LocalObject& operator=(const LocalObject&) = delete;
 
-  // Backs the object with a memfd (large) or heap bytes (small).
-  ObjStatus Allocate(bool shared_memory);
+  // Backs the object with a memfd (large) or heap bytes (small). A partial result
+  // (CopyInfo::internal) given `spares` takes a spare memfd of its size from there when
+  // one exists, and gives its memfd back to it when the copy is destroyed.
+  ObjStatus Allocate(bool shared_memory, std::shared_ptr<SpareMemory> spares = nullptr);
   // Backs it instead with a complete copy another daemon process made (a live upgrade,
   // docs/upgrade.md): its memfd, which must have this size and be sealed against writes
   // and resizing, mapped read-only; or, with no memfd, `bytes` (a small copy).
@@ -112,6 +115,7 @@ class LocalObject {
   const bool charged_;
   UniqueFd fd_;
   uint8_t* data_ = nullptr;
+  std::shared_ptr<SpareMemory> spares_;  // where the memfd goes when the copy is destroyed
   std::vector<uint8_t> heap_;
 
   mutable std::mutex mu_;
@@ -160,6 +164,8 @@ class LocalStore {
 
   uint64_t used() const;
   uint64_t limit() const { return limit_; }
+  // Bytes held for reuse by partial results (within the limit: given up before any eviction).
+  uint64_t spare_bytes() const { return spares_->bytes(); }
   UidQuotas& quotas() { return quotas_; }
 
  private:
@@ -178,6 +184,8 @@ class LocalStore {
   std::map<std::string, ObjectRef> objects_;
   uint64_t used_ = 0;
   uint64_t clock_ = 0;
+  // At most an eighth of the limit, counted against it.
+  std::shared_ptr<SpareMemory> spares_;
 };
 
 }  // namespace conduit::objects

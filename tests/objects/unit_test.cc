@@ -2,8 +2,10 @@
 // (shape, fill order, degree from eq. 2.1 of the Hoplite chapter) and a copy's memory.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <vector>
@@ -116,6 +118,67 @@ TEST(LocalObject, PrepareWriteMakesExactlyTheRangesPages) {
   ASSERT_TRUE(created.Allocate(/*shared_memory=*/true).ok());
   created.PrepareWrite(0, size);
   EXPECT_EQ(ResidentPages(created.data(), 0, size), 0u) << "the daemon maps a Put read-only and never writes it";
+}
+
+ino_t Inode(const LocalObject& obj) {
+  struct stat st {};
+  EXPECT_EQ(fstat(obj.fd(), &st), 0);
+  return st.st_ino;
+}
+
+// A reduce's partial result reuses the memfd of an earlier one of the same size (its pages
+// already made) once that copy is gone; copies programs can see never are, and a
+// different size gets a new memfd.
+TEST(LocalStore, PartialResultsReuseTheMemfdOfAnEarlierOne) {
+  LocalStore store(64 << 20, 64 << 10);
+  CopyInfo partial;
+  partial.internal = true;
+  ObjectRef first;
+  ASSERT_TRUE(store.Create("\x01r/1", 1 << 20, partial, &first).ok());
+  ASSERT_TRUE(first->has_fd());
+  const ino_t ino = Inode(*first);
+  memset(first->data(), 7, first->size());
+  first->MarkComplete();
+  store.Remove("\x01r/1", ObjStatus::Ok());
+  EXPECT_EQ(store.spare_bytes(), 0u) << "still referenced: nothing is reused yet";
+  first.reset();
+  EXPECT_EQ(store.spare_bytes(), 1u << 20);
+  EXPECT_EQ(store.used(), 0u);
+
+  ObjectRef other_size;
+  ASSERT_TRUE(store.Create("\x01r/2", 2 << 20, partial, &other_size).ok());
+  EXPECT_NE(Inode(*other_size), ino);
+  ObjectRef fetched;  // a copy programs may map: never from the spares
+  ASSERT_TRUE(store.Create("fetched", 1 << 20, CopyInfo{}, &fetched).ok());
+  EXPECT_NE(Inode(*fetched), ino);
+  ObjectRef second;
+  ASSERT_TRUE(store.Create("\x01r/3", 1 << 20, partial, &second).ok());
+  EXPECT_EQ(Inode(*second), ino) << "the spare memfd of the same size was taken";
+  EXPECT_EQ(store.spare_bytes(), 0u);
+  memset(second->data(), 9, second->size());  // still writable through the daemon's mapping
+  second->MarkComplete();
+  EXPECT_TRUE(second->complete());
+  EXPECT_EQ(second->data()[12345], 9);
+}
+
+// Spare memory counts against the store's limit and goes before any copy is evicted.
+TEST(LocalStore, SpareMemoryIsGivenUpWhenTheStoreNeedsIt) {
+  LocalStore store(16 << 20, 64 << 10);  // spares: at most 2 MiB
+  CopyInfo partial;
+  partial.internal = true;
+  {
+    std::vector<ObjectRef> held(3);
+    const char* ids[] = {"\x01a", "\x01b", "\x01c"};
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(store.Create(ids[i], 1 << 20, partial, &held[i]).ok());
+    for (int i = 0; i < 3; ++i) store.Remove(ids[i], ObjStatus::Ok());
+  }
+  EXPECT_EQ(store.spare_bytes(), 2u << 20) << "the third went back to the kernel (cap)";
+  CopyInfo pinned;
+  pinned.pinned = true;
+  ObjectRef big;
+  ASSERT_TRUE(store.Create("big", 15 << 20, pinned, &big).ok()) << "the spares must make room";
+  EXPECT_EQ(store.spare_bytes(), 0u);
+  EXPECT_EQ(store.used(), 15u << 20);
 }
 
 }  // namespace
