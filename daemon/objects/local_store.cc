@@ -156,7 +156,7 @@ void LogSharedMemoryHugePages() {
   if (mode == "never" || mode == "deny") {
     CLOG_INFO("objects: shared memory gets no huge pages on this host (transparent_hugepage/shmem_enabled is '%s'); "
               "'echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled' lets copies of 2 MiB and more "
-              "use them (broadcast and reduce of large objects ~1.5x faster: docs/configuration.md)",
+              "use them (broadcast and reduce of large objects ~1.3x faster: docs/configuration.md)",
               mode.c_str());
   } else if (!mode.empty()) {
     CLOG_DEBUG("objects: transparent_hugepage/shmem_enabled is '%s'", mode.c_str());
