@@ -22,6 +22,14 @@ bool ParseExact(const Frame& frame, T* out) {
   return true;
 }
 
+// A fixed-size request `name`: `apply`'s status, or InvalidArgument when it is malformed.
+template <typename Request, typename Apply>
+Status ApplyExact(const Frame& frame, const char* name, Apply apply) {
+  Request req;
+  if (!ParseExact(frame, &req)) return InvalidArgument("malformed %s (%zu bytes)", name, frame.payload.size());
+  return apply(req);
+}
+
 }  // namespace
 
 ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid,
@@ -258,33 +266,30 @@ Status ClientSession::HandleAttach(Frame& frame) {
 }
 
 Status ClientSession::HandleRegisterBuffer(const Frame& frame) {
-  shimproto::RegisterBufferRequest req;
-  Status st = ParseExact(frame, &req) ? device_.Register(req)
-                                      : InvalidArgument("malformed RegisterBuffer (%zu bytes)", frame.payload.size());
+  Status st = ApplyExact<shimproto::RegisterBufferRequest>(frame, "RegisterBuffer",
+                                                           [&](const auto& req) { return device_.Register(req); });
   if (!st.ok()) CLOG_INFO("%s: RegisterBuffer refused: %s", who_.c_str(), st.message().c_str());
   return ReplyStatus(shimproto::kRegisterBufferReply, st);
 }
 
 Status ClientSession::HandleReleaseBuffer(const Frame& frame) {
-  shimproto::ReleaseBufferRequest req;
-  Status st = ParseExact(frame, &req) ? device_.Release(req.buffer_id)
-                                      : InvalidArgument("malformed ReleaseBuffer (%zu bytes)", frame.payload.size());
-  return ReplyStatus(shimproto::kReleaseBufferReply, st);
+  return ReplyStatus(shimproto::kReleaseBufferReply,
+                     ApplyExact<shimproto::ReleaseBufferRequest>(
+                         frame, "ReleaseBuffer", [&](const auto& req) { return device_.Release(req.buffer_id); }));
 }
 
 Status ClientSession::HandleAttachRegion(Frame& frame) {
-  shimproto::AttachRegionRequest req;
-  Status st = ParseExact(frame, &req) ? regions_.Attach(req.region_id, std::move(frame.fd), req.size)
-                                      : InvalidArgument("malformed AttachRegion (%zu bytes)", frame.payload.size());
+  Status st = ApplyExact<shimproto::AttachRegionRequest>(frame, "AttachRegion", [&](const auto& req) {
+    return regions_.Attach(req.region_id, std::move(frame.fd), req.size);
+  });
   if (!st.ok()) CLOG_INFO("%s: AttachRegion refused (the program stages instead): %s", who_.c_str(), st.message().c_str());
   return ReplyStatus(shimproto::kAttachRegionReply, st);
 }
 
 Status ClientSession::HandleReleaseRegion(const Frame& frame) {
-  shimproto::ReleaseRegionRequest req;
-  Status st = ParseExact(frame, &req) ? regions_.Release(req.region_id)
-                                      : InvalidArgument("malformed ReleaseRegion (%zu bytes)", frame.payload.size());
-  return ReplyStatus(shimproto::kReleaseRegionReply, st);
+  return ReplyStatus(shimproto::kReleaseRegionReply,
+                     ApplyExact<shimproto::ReleaseRegionRequest>(
+                         frame, "ReleaseRegion", [&](const auto& req) { return regions_.Release(req.region_id); }));
 }
 
 Status ClientSession::HandleGroup(const Frame& frame) {
