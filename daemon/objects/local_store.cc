@@ -292,6 +292,7 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
   for (;;) {
     std::string victim;
     uint64_t pinned_bytes = 0;
+    bool clear_spares = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (objects_.count(id) != 0) return Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
@@ -300,10 +301,15 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
         used_ += size;
         return ObjStatus::Ok();
       }
-      if (spare > 0 && size <= limit_ && used_ + size <= limit_) {
-        spares_->Clear();  // spare memory goes before any copy is evicted
-        continue;
-      }
+      // Spare memory goes before any copy is evicted (unmapped outside the store's lock).
+      clear_spares = spare > 0 && size <= limit_ && used_ + size <= limit_;
+    }
+    if (clear_spares) {
+      spares_->Clear();
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       uint64_t best = UINT64_MAX;
       for (auto& [oid, obj] : objects_) {
         if (obj->pinned() || obj->internal()) pinned_bytes += obj->size();

@@ -72,7 +72,7 @@ class LocalObject {
   bool has_fd() const { return fd_.valid(); }
   // Before the daemon writes [offset, offset + len) of a copy it fills: the pages are made
   // in one call instead of one fault per 4 KiB (measured: docs/benchmarks.md, "Object
-  // memory"). Only a hint: a kernel without MADV_POPULATE_WRITE (< 5.14) faults as before.
+  // memory on fast links"). Only a hint: a kernel without MADV_POPULATE_WRITE (< 5.14) faults as before.
   void PrepareWrite(uint64_t offset, uint64_t len) const;
   int fd() const { return fd_.get(); }
   // A new read-only descriptor of the memfd (a program can map it, but never writably).
