@@ -299,7 +299,9 @@ TEST(AdminTest, RefusedCallersBodiesAreNotRead) {
   CtlResult denied = Ctl(cluster, 0, {"policy", "set", "admission", "@" + body_file}, kNobody);
   EXPECT_EQ(denied.rc, 1) << denied.out;
   EXPECT_NE(denied.out.find("PERMISSION_DENIED"), std::string::npos) << denied.out;
-  CtlResult bad = Ctl(cluster, 0, {"policy", "set", "admission", "@" + body_file});
+  // The daemon reads and parses all 15 MB before it answers: under TSan on two busy cores
+  // that took longer than conduitctl's default 10 s wait for the answer (a CI run).
+  CtlResult bad = Ctl(cluster, 0, {"--timeout-ms", "25000", "policy", "set", "admission", "@" + body_file});
   EXPECT_EQ(bad.rc, 1) << bad.out;
   EXPECT_NE(bad.out.find("expected {\"deny_exe\""), std::string::npos) << "the operator's body is read:\n" << bad.out;
   const std::string log = cluster.daemon(0).Output();
