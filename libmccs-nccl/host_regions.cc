@@ -25,6 +25,15 @@ std::map<uintptr_t, std::unique_ptr<Region>> g_regions;  // by start address
 uint64_t g_next_id = 1;
 uint64_t g_frees = 0;
 
+// The live region named `id`, or null (g_mu held). The table is keyed by address; a scan
+// is enough for the calls by id, which come only on attach and after a free.
+const Region* LiveRegion(uint64_t id) {
+  for (const auto& [start, region] : g_regions) {
+    if (region->id == id) return region.get();
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Status AllocateRegion(size_t bytes, void** out) {
@@ -66,21 +75,15 @@ bool FindRegion(const void* p, size_t bytes, RegionSpan* out) {
 
 UniqueFd RegionFd(uint64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
-  for (const auto& [start, region] : g_regions) {
-    if (region->id != id) continue;
-    UniqueFd dup;
-    if (!DupFd(region->fd.get(), "a host region", &dup).ok()) return UniqueFd();
-    return dup;
-  }
-  return UniqueFd();
+  const Region* region = LiveRegion(id);
+  UniqueFd dup;
+  if (region == nullptr || !DupFd(region->fd.get(), "a host region", &dup).ok()) return UniqueFd();
+  return dup;
 }
 
 bool RegionLive(uint64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
-  for (const auto& [start, region] : g_regions) {
-    if (region->id == id) return true;
-  }
-  return false;
+  return LiveRegion(id) != nullptr;
 }
 
 uint64_t RegionFrees() {

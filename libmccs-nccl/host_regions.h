@@ -25,7 +25,8 @@ namespace conduit {
 // A new region of `bytes` (page-rounded), mapped read-write here.
 Status AllocateRegion(size_t bytes, void** out);
 // Unmaps the region that starts at `p`; false if no region starts there. A daemon that
-// mapped it keeps the memory until its connection releases it (ReleasedRegionsSince).
+// mapped it keeps the memory until the connection releases it (ops.cc, after RegionFrees
+// changes).
 bool FreeRegion(void* p);
 
 // Where [p, p + bytes) lies: the live region holding all of it, and p's offset in it.

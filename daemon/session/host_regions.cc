@@ -8,15 +8,17 @@ namespace conduit {
 Status HostRegions::Attach(uint64_t id, UniqueFd fd, uint64_t size) {
   if (id == 0) return InvalidArgument("a host region needs a nonzero id");
   if (!fd.valid()) return InvalidArgument("AttachRegion arrived without a file descriptor");
-  if (regions_.count(id) != 0) return InvalidArgument("host region %llu is attached already", static_cast<unsigned long long>(id));
+  if (regions_.count(id) != 0) {
+    return InvalidArgument("host region %llu is attached already", static_cast<unsigned long long>(id));
+  }
   if (regions_.size() >= kMaxRegions) {
     return InvalidUsage("%zu host regions are attached on this connection already (at most %zu)", regions_.size(),
-                             kMaxRegions);
+                        kMaxRegions);
   }
   if (size > max_bytes_ - mapped_bytes_) {
     return InvalidUsage("host region of %llu bytes refused: %llu of this connection's %llu bytes are attached",
-                             static_cast<unsigned long long>(size), static_cast<unsigned long long>(mapped_bytes_),
-                             static_cast<unsigned long long>(max_bytes_));
+                        static_cast<unsigned long long>(size), static_cast<unsigned long long>(mapped_bytes_),
+                        static_cast<unsigned long long>(max_bytes_));
   }
   auto region = std::make_unique<Region>();
   CONDUIT_RETURN_IF_ERROR(region->map.Map(fd.get(), size, max_bytes_));
@@ -36,7 +38,10 @@ Status HostRegions::Release(uint64_t id) {
 
 Status HostRegions::Find(uint64_t id, uint64_t offset, uint64_t bytes, const char* what, uint8_t** out) const {
   auto it = regions_.find(id);
-  if (it == regions_.end()) return InvalidArgument("the op's %s names host region %llu, which is not attached", what, static_cast<unsigned long long>(id));
+  if (it == regions_.end()) {
+    return InvalidArgument("the op's %s names host region %llu, which is not attached", what,
+                           static_cast<unsigned long long>(id));
+  }
   const uint64_t size = it->second->map.size();
   if (offset > size || bytes > size - offset) {
     return InvalidArgument("the op's %s, bytes [%llu, +%llu), lies outside host region %llu of %llu bytes", what,

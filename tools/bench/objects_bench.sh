@@ -50,11 +50,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   bench_die "build conduitd and hoplite-bench first (cmake --build build)"
 RAY_VENV=${RAY_VENV:-/var/tmp/conduit-ray-venv}
 THP_FILE=/sys/kernel/mm/transparent_hugepage/shmem_enabled
-THP_BEFORE=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null || true)
+thp_mode() { sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null || true; }  # the bracketed one
+THP_BEFORE=$(thp_mode)
 if [[ -n $SHMEM_THP ]]; then
   echo "$SHMEM_THP" >"$THP_FILE" || bench_die "cannot set $THP_FILE to '$SHMEM_THP'"
 fi
-THP_NOW=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP_FILE" 2>/dev/null || true)
+THP_NOW=$(thp_mode)
 
 bytes_of() { "$BENCH_PY" -c 'import sys
 s=sys.argv[1]; m={"k":1<<10,"m":1<<20,"g":1<<30}.get(s[-1].lower(),1)
