@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "byte_buffers.h"
+#include "common/detached_thread.h"
 #include "common/exe_name.h"
 #include "common/fd_io.h"
 #include "common/log.h"
@@ -75,8 +76,7 @@ std::shared_ptr<DaemonConnection> DaemonConnection::Connect(std::string* why) {
   conn->alive_.store(true, std::memory_order_release);
   conn->PollWithGrpc();
   // The reader thread keeps the connection alive until the connection dies.
-  conn->reader_thread_ = std::thread([self = conn] { self->ReadLoop(); });
-  conn->reader_thread_.detach();
+  SpawnDetached([self = conn] { self->ReadLoop(); });
   return conn;
 }
 

@@ -127,7 +127,6 @@ class DaemonConnection : public std::enable_shared_from_this<DaemonConnection> {
   UniqueFd fd_;
   std::unique_ptr<FrameReader> reader_;
   std::unique_ptr<FrameWriter> writer_;
-  std::thread reader_thread_;
   // Who reads: with polled_by_grpc_, whoever holds read_mu_ (gRPC's poller through
   // OnReadable, a thread waiting for a reply, the fallback thread); else the reader thread.
   std::atomic<bool> polled_by_grpc_{false};

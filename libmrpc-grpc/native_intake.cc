@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/detached_thread.h"
 #include "common/log.h"
 #include "common/thread_guard.h"
 #include "handoff.h"
@@ -36,8 +37,7 @@ NativeIntake::NativeIntake(grpc_server* server, Handlers handlers)
 }
 
 void NativeIntake::Start() {
-  std::thread([self = shared_from_this()] { RunGuarded("the native intake of a managed server", [&] { self->Run(); }); })
-      .detach();
+  SpawnDetached([self = shared_from_this()] { RunGuarded("the native intake of a managed server", [&] { self->Run(); }); });
 }
 
 bool NativeIntake::Request(void* method, bool with_payload, grpc_completion_queue* cq_bound) {

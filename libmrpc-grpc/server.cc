@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "channel.h"
+#include "common/detached_thread.h"
 #include "common/log.h"
 #include "completion.h"
 #include "credentials_registry.h"
@@ -574,7 +575,7 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
             ports_.empty() ? 0 : ports_[0].port, why.c_str());
   // Re-register once the daemon is back (calls in flight already failed).
   std::weak_ptr<ManagedServer> weak = weak_from_this();
-  std::thread([weak] {
+  SpawnDetached([weak] {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       std::shared_ptr<ManagedServer> self = weak.lock();
@@ -593,7 +594,7 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
       CLOG_INFO("server on port %d is served through conduitd again", ports.empty() ? 0 : ports[0].port);
       return;
     }
-  }).detach();
+  });
 }
 
 void ManagedServer::ShutdownAndNotify(grpc_completion_queue* cq, void* tag) {

@@ -1,5 +1,6 @@
 #include "timer_queue.h"
 
+#include "common/detached_thread.h"
 
 namespace conduit::grpcshim {
 
@@ -16,7 +17,7 @@ uint64_t TimerQueue::Schedule(Clock::time_point when, CallSink* call) {
   timers_.emplace(id, std::make_pair(when, call));
   if (!running_) {
     running_ = true;
-    std::thread([this] { Run(); }).detach();
+    SpawnDetached([this] { Run(); });
   }
   if (order_.begin()->second == id) cv_.notify_one();
   return id;

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <exception>
 #include <system_error>
-#include <thread>
 #include <utility>
 
 #include "admin/http.h"
+#include "common/detached_thread.h"
 #include "common/log.h"
 
 namespace conduit {
@@ -65,14 +65,14 @@ void AdminServer::Serve(int listener, ListenerGate* gate) {
       return;
     }
     try {
-      std::thread([this, fd, caller, is_operator] {
+      SpawnDetached([this, fd, caller, is_operator] {
         try {
           ServeConnection(UniqueFd(fd), caller);
         } catch (const std::exception& e) {  // a handler's bug must not take the daemon down
           CLOG_ERROR("admin: a request from %s failed: %s", Who(caller).c_str(), e.what());
         }
         slots_.Release(caller.uid, is_operator);
-      }).detach();
+      });
       conn.release();  // the thread owns it now
     } catch (const std::system_error& e) {
       slots_.Release(caller.uid, is_operator);

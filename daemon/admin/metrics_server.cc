@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <system_error>
-#include <thread>
 #include <utility>
 
+#include "common/detached_thread.h"
 #include "common/log.h"
 #include "common/net_addr.h"
 #include "common/thread_guard.h"
@@ -74,10 +74,10 @@ void MetricsServer::Serve(int listener, ListenerGate* gate) {
       return;
     }
     try {
-      std::thread([this, fd, peer] {
+      SpawnDetached([this, fd, peer] {
         RunGuarded("a metrics request", [&] { ServeConnection(UniqueFd(fd), peer); });
         ReleaseSlot();
-      }).detach();
+      });
       conn.release();  // the thread owns it now
     } catch (const std::system_error& e) {
       ReleaseSlot();

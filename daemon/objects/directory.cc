@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/detached_thread.h"
 #include "common/thread_guard.h"
 #include "objects/access.h"
 
@@ -48,7 +49,7 @@ void DirectoryShard::Register() {
   peers_->Handle(objproto::kDirUnsubscribe, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnUnsubscribe(f, b); });
   peers_->Handle(objproto::kDirDelete, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnDelete(b, r); });
   peers_->Handle(objproto::kDirCount, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnCount(b, r); });
-  std::thread([this] { KeepRunning("object directory sweep", [&] { SweepLoop(); }); }).detach();
+  SpawnDetached([this] { KeepRunning("object directory sweep", [&] { SweepLoop(); }); });
 }
 
 bool DirectoryShard::Owned(const std::string& id) const { return peers_->Owner(id) == peers_->self(); }

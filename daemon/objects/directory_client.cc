@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/detached_thread.h"
 #include "common/thread_guard.h"
 
 namespace conduit::objects {
@@ -21,7 +22,7 @@ int RemainingMs(Deadline d) {
 DirectoryClient::DirectoryClient(Peers* peers) : peers_(peers) {}
 
 void DirectoryClient::Start() {
-  std::thread([this] { KeepRunning("object resubscription", [&] { ResubscribeLoop(); }); }).detach();
+  SpawnDetached([this] { KeepRunning("object resubscription", [&] { ResubscribeLoop(); }); });
 }
 
 ObjStatus DirectoryClient::CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type,

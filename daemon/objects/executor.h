@@ -8,13 +8,14 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <thread>
+
+#include "common/detached_thread.h"
 
 namespace conduit::objects {
 
 class Executor {
  public:
-  Executor() : thread_([this] { Loop(); }) { thread_.detach(); }
+  Executor() { SpawnDetached([this] { Loop(); }); }
   void Post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(fn));
@@ -38,7 +39,6 @@ class Executor {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
-  std::thread thread_;
 };
 
 }  // namespace conduit::objects

@@ -8,6 +8,7 @@
 
 #include "common/frame.h"
 #include "common/log.h"
+#include "common/detached_thread.h"
 #include "common/thread_guard.h"
 #include "objects/program_session.h"
 #include "objects/reducer.h"
@@ -82,7 +83,7 @@ void ObjectService::Start() {
     std::lock_guard<std::mutex> lock(republish_mu_);
     ring_changed_ = !store_.All().empty();
   }
-  std::thread([this] { KeepRunning("object republication", [&] { RepublishLoop(); }); }).detach();
+  SpawnDetached([this] { KeepRunning("object republication", [&] { RepublishLoop(); }); });
   peers_.Start();
   CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers; per uid at most %llu "
             "bytes in %llu objects; new objects readable by %s unless their creator says otherwise",

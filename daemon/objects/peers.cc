@@ -9,6 +9,7 @@
 
 #include "common/frame.h"
 #include "common/log.h"
+#include "common/detached_thread.h"
 #include "common/thread_guard.h"
 #include "objects/wait.h"
 #include "protocol/auth_protocol.h"
@@ -97,9 +98,9 @@ void Peers::OnPush(std::function<void(uint16_t, const Bytes&)> push) { push_ = s
 
 void Peers::Start() {
   for (auto& ch : channels_) {
-    std::thread([this, c = ch.get()] { KeepRunning("object peer connection", [&] { ConnectLoop(c); }); }).detach();
+    SpawnDetached([this, c = ch.get()] { KeepRunning("object peer connection", [&] { ConnectLoop(c); }); });
   }
-  std::thread([this] { KeepRunning("object peer pings", [&] { PingLoop(); }); }).detach();
+  SpawnDetached([this] { KeepRunning("object peer pings", [&] { PingLoop(); }); });
 }
 
 Peers::Channel* Peers::Find(const std::string& addr) const {

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <thread>
 
+#include "common/detached_thread.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/net_addr.h"
@@ -118,9 +119,7 @@ void ServiceRouter::ServePeers(int tcp_listener, ListenerGate* gate) {
 bool ServiceRouter::StartThread(const char* what, std::function<void(UniqueFd)> serve, UniqueFd fd) {
   if (stopping_.load()) return false;  // Shutdown has begun: the connection closes unserved
   try {
-    std::thread([what](std::function<void(UniqueFd)> s, UniqueFd c) { RunGuarded(what, [&] { s(std::move(c)); }); },
-                std::move(serve), std::move(fd))
-        .detach();
+    SpawnDetached([what, s = std::move(serve), c = std::move(fd)]() mutable { RunGuarded(what, [&] { s(std::move(c)); }); });
     return true;
   } catch (const std::system_error& e) {
     // pthread_create failed (RLIMIT_NPROC, memory): the connection closes unserved.
