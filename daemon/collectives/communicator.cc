@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 
 #include "collectives/peer_messages.h"
 #include "common/frame.h"
@@ -424,7 +425,15 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       const uint64_t seq = coll_seq_++;
       std::shared_ptr<const CommConfig> config = config_;
       lock.unlock();
-      Status st = ExecuteAndRecord(batch, seq, std::move(config));
+      Status st;
+      try {
+        st = ExecuteAndRecord(batch, seq, std::move(config));
+      } catch (const std::exception& e) {
+        // Out of memory for a scratch buffer, say: this collective fails, and running_ is
+        // cleared below, so the other local ranks are not left waiting on it.
+        st = SystemError("collective %llu stopped on an unexpected error: %s", static_cast<unsigned long long>(seq),
+                         e.what());
+      }
       lock.lock();
       if (!st.ok()) {
         // A peer that found the failure (a host calling a different collective, a rank that

@@ -26,20 +26,22 @@ void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
 Status Mailbox::Receive(int src, int dst, uint8_t* out, size_t len, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   auto& queue = queues_[{src, dst}];
-  while (queue.empty()) {
+  for (;;) {
     if (!failed_.ok()) return failed_;
+    if (!queue.empty()) break;
     if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && queue.empty()) {
       return RemoteError("timed out waiting for rank %d to send to rank %d", src, dst);
     }
   }
   Message m = std::move(queue.front());
   queue.pop_front();
+  if (m.ticket) m.ticket->taken = true;  // its sender now waits for this copy, however it ends
   Status st;
   if (m.len != len) {
     st = InvalidUsage("rank %d sent %zu bytes but rank %d posted a receive of %zu bytes", src, m.len, dst, len);
   } else if (len > 0) {
-    // Copy outside the lock would be faster for huge messages, but the sender's segment
-    // must stay valid until its ticket is signalled, which the lock order guarantees.
+    // Outside the lock: the sender's segment stays mapped until its ticket is done, because
+    // WaitSent does not return while a taken ticket is being copied.
     lock.unlock();
     memcpy(out, m.data, len);
     lock.lock();
@@ -54,18 +56,50 @@ Status Mailbox::Receive(int src, int dst, uint8_t* out, size_t len, Deadline dea
 
 Status Mailbox::WaitSent(const std::shared_ptr<SendTicket>& ticket, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!ticket->done) {
-    if (!failed_.ok()) return failed_;
-    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !ticket->done) {
-      return RemoteError("timed out waiting for the receiver to take a send");
+  for (;;) {
+    if (ticket->done) return ticket->status;
+    if (ticket->taken) {
+      // A receiver is copying out of the sender's buffer: a memcpy, which ends.
+      cv_.wait(lock);
+      continue;
+    }
+    Status why = failed_;
+    if (why.ok() && cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !ticket->done &&
+        !ticket->taken) {
+      why = RemoteError("timed out waiting for the receiver to take a send");
+    }
+    if (!why.ok()) {
+      Withdraw(ticket);
+      return why;
     }
   }
-  return ticket->status;
+}
+
+void Mailbox::Withdraw(const std::shared_ptr<SendTicket>& ticket) {
+  for (auto& [pair, queue] : queues_) {
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if (it->ticket == ticket) {
+        queue.erase(it);
+        return;
+      }
+    }
+  }
 }
 
 void Mailbox::Fail(const Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_.ok()) failed_ = status;
+  for (auto& [pair, queue] : queues_) {
+    for (auto it = queue.begin(); it != queue.end();) {
+      if (!it->ticket) {
+        ++it;
+        continue;
+      }
+      it->ticket->done = true;
+      it->ticket->status = failed_;
+      it = queue.erase(it);
+    }
+  }
   cv_.notify_all();
 }
 

@@ -3,6 +3,11 @@
 // Messages are matched in order per (source rank, destination rank), as NCCL orders them.
 // A local sender's message points into its shared segment and the sender waits until a
 // receiver has copied it; a message that arrived from another daemon owns its bytes.
+//
+// The sender's program may reuse or unmap its segment as soon as its send returns, so a
+// local message never outlives its send: a send that fails or times out withdraws its
+// message (waiting out a copy already under way), and a failed mailbox drops every local
+// message and delivers nothing more.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 #define CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 
@@ -20,8 +25,10 @@
 
 namespace conduit {
 
-// Completion of one local send: the receiver's copy is done (or failed).
+// Completion of one local send: a receiver is copying it (taken), or the copy is done or
+// failed (done).
 struct SendTicket {
+  bool taken = false;
   bool done = false;
   Status status;
 };
@@ -41,9 +48,11 @@ class Mailbox {
   void PostRemote(int src, int dst, std::vector<uint8_t> bytes);
   // Copies the next message from src to dst into `out`; its length must equal `len`.
   Status Receive(int src, int dst, uint8_t* out, size_t len, Deadline deadline);
-  // Waits for a local send to be consumed.
+  // Waits for a local send to be consumed. When it returns the message is gone from the
+  // mailbox whatever the outcome: on a failure or timeout it is withdrawn unread.
   Status WaitSent(const std::shared_ptr<SendTicket>& ticket, Deadline deadline);
-  // Fails every waiter now and later with `status`.
+  // Fails every waiter now and later with `status`; local messages not yet taken are
+  // dropped (their senders hear `status`).
   void Fail(const Status& status);
   // Copies of the messages from other daemons not yet received, in arrival order per
   // (src, dst); an error when a local rank's send is still queued (it is in a request).
@@ -56,6 +65,9 @@ class Mailbox {
     std::vector<uint8_t> owned;
     std::shared_ptr<SendTicket> ticket;
   };
+
+  // Removes the queued message of `ticket`, if it is still queued. Under mu_.
+  void Withdraw(const std::shared_ptr<SendTicket>& ticket);
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,0 +1,126 @@
+// Mailbox (daemon/collectives/mailbox.h): a local send points into its program's segment,
+// which the program may unmap as soon as the send returns. These tests unmap the sender's
+// buffer the moment WaitSent returns, so a receive that read it afterwards would crash
+// the test (and the daemon): a failed or timed-out send leaves nothing behind, a failed
+// mailbox delivers nothing, and a copy under way is waited out.
+#include "collectives/mailbox.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace conduit {
+namespace {
+
+// A buffer of its own pages, so that unmapping it makes any later read fault.
+class Pages {
+ public:
+  explicit Pages(size_t size, uint8_t fill) : size_(size) {
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    data_ = static_cast<uint8_t*>(p);
+    memset(data_, fill, size_);
+  }
+  ~Pages() { Unmap(); }
+  void Unmap() {
+    if (data_ != nullptr) munmap(data_, size_);
+    data_ = nullptr;
+  }
+  const uint8_t* data() const { return data_; }
+
+ private:
+  size_t size_;
+  uint8_t* data_ = nullptr;
+};
+
+TEST(Mailbox, ASendThatTimesOutIsWithdrawnAndTheNextOneIsDeliveredInstead) {
+  Mailbox box;
+  Pages first(4096, 0xAA);
+  auto ticket = std::make_shared<SendTicket>();
+  box.PostLocal(0, 1, first.data(), 4096, ticket);
+  Status st = box.WaitSent(ticket, Deadline::AfterMs(20));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.message();
+  first.Unmap();  // the program reuses its buffer once its send has returned
+
+  Pages second(4096, 0x55);
+  auto next = std::make_shared<SendTicket>();
+  box.PostLocal(0, 1, second.data(), 4096, next);
+  std::vector<uint8_t> out(4096, 0);
+  ASSERT_TRUE(box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000)).ok());
+  EXPECT_EQ(out[0], 0x55);
+  EXPECT_EQ(out[4095], 0x55);
+  EXPECT_TRUE(box.WaitSent(next, Deadline::AfterMs(1000)).ok());
+}
+
+TEST(Mailbox, AFailedMailboxDropsLocalSendsAndDeliversNothing) {
+  Mailbox box;
+  Pages sent(4096, 0x11);
+  auto ticket = std::make_shared<SendTicket>();
+  box.PostLocal(0, 1, sent.data(), 4096, ticket);
+  box.PostRemote(2, 1, std::vector<uint8_t>(16, 0x22));
+  box.Fail(RemoteError("rank 3 exited"));
+  Status st = box.WaitSent(ticket, Deadline::AfterMs(1000));
+  EXPECT_EQ(st.message(), "rank 3 exited");
+  sent.Unmap();
+  std::vector<uint8_t> out(4096, 0);
+  EXPECT_EQ(box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000)).message(), "rank 3 exited");
+  EXPECT_EQ(box.Receive(2, 1, out.data(), 16, Deadline::AfterMs(1000)).message(), "rank 3 exited");
+  EXPECT_EQ(out[0], 0);
+  // A send posted after the failure hears it at once.
+  auto late = std::make_shared<SendTicket>();
+  box.PostLocal(0, 1, out.data(), 16, late);
+  EXPECT_EQ(box.WaitSent(late, Deadline::AfterMs(1000)).message(), "rank 3 exited");
+}
+
+TEST(Mailbox, ALengthMismatchFailsBothSidesAndLeavesNothingQueued) {
+  Mailbox box;
+  std::vector<uint8_t> in(64, 7), out(32, 0);
+  auto ticket = std::make_shared<SendTicket>();
+  box.PostLocal(0, 1, in.data(), in.size(), ticket);
+  Status recv = box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000));
+  EXPECT_EQ(recv.code(), ncclInvalidUsage) << recv.message();
+  EXPECT_EQ(box.WaitSent(ticket, Deadline::AfterMs(1000)).code(), ncclInvalidUsage);
+  EXPECT_FALSE(box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(10)).ok()) << "nothing is left queued";
+}
+
+// The sender gives up (deadline 0-1 ms) while a receiver may be copying: whichever wins,
+// the sender's pages are unmapped as soon as WaitSent returns, and the two sides agree on
+// whether the message went through.
+TEST(Mailbox, ASenderGivingUpWaitsOutACopyUnderWay) {
+  constexpr size_t kBytes = 1 << 20;
+  int delivered = 0, withdrawn = 0;
+  for (int round = 0; round < 200; ++round) {
+    Mailbox box;
+    Pages sent(kBytes, static_cast<uint8_t>(round));
+    std::vector<uint8_t> out(kBytes, 0);
+    auto ticket = std::make_shared<SendTicket>();
+    box.PostLocal(0, 1, sent.data(), kBytes, ticket);
+    Status received;
+    // The receiver comes 0-750 us late, so both outcomes happen.
+    std::thread receiver([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(250 * (round % 4)));
+      received = box.Receive(0, 1, out.data(), kBytes, Deadline::AfterMs(1));
+    });
+    Status st = box.WaitSent(ticket, Deadline::AfterMs(round % 3 == 0 ? 0 : 1));
+    sent.Unmap();
+    receiver.join();
+    EXPECT_EQ(st.ok(), received.ok()) << "round " << round << ": sender " << st.message() << ", receiver "
+                                      << received.message();
+    if (st.ok()) {
+      ++delivered;
+      EXPECT_EQ(out[kBytes - 1], static_cast<uint8_t>(round));
+    } else {
+      ++withdrawn;
+    }
+  }
+  printf("%d delivered, %d withdrawn\n", delivered, withdrawn);
+}
+
+}  // namespace
+}  // namespace conduit
