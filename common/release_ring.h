@@ -6,6 +6,7 @@
 #define CONDUIT_DAEMON_COMMON_RELEASE_RING_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include "protocol/rpc_protocol.h"
 
@@ -28,7 +29,13 @@ template <typename Fn>
 bool DrainReleases(const RingIndex& head, RingIndex& tail, const FreeEntry* entries, uint64_t* my_tail, Fn fn) {
   uint64_t produced = head.value.load(std::memory_order_acquire);
   if (produced - *my_tail > kRingEntries) return false;
-  for (; *my_tail != produced; ++*my_tail) fn(entries[*my_tail % kRingEntries]);
+  for (; *my_tail != produced; ++*my_tail) {
+    // A copy: the entry lies in memory the other side can write while fn checks and uses
+    // it, and a value checked must be the value used.
+    FreeEntry e;
+    memcpy(&e, &entries[*my_tail % kRingEntries], sizeof(e));
+    fn(e);
+  }
   tail.value.store(*my_tail, std::memory_order_release);
   return true;
 }

@@ -51,6 +51,11 @@ struct RpcCall {
   bool held = false;             // waiting on a Delay verdict
   std::deque<Event> held_events;
   CallOutcome outcome;
+
+  bool is_finished() {
+    std::lock_guard<std::mutex> lock(mu);
+    return finished;
+  }
 };
 
 }  // namespace conduit::rpc

@@ -444,11 +444,24 @@ Status PeerLink::StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>*
   lc->call = service_->datapath().NewCall(std::move(info));
   lc->call->client_end = shared_from_this();
   lc->call->client_id = view.call;
+  if (!session->AddIncoming(lc->call, port)) {
+    SendStatus(view.call, GrpcStatusOf(StatusCode::kUnavailable),
+               "conduit: no program serves port " + std::to_string(port) + " through the daemon at " +
+                   service_->options().my_addr + " any more");
+    return Status::Ok();
+  }
+  // Listed here once both ends are set; a link that failed meanwhile ended its calls
+  // without this one, which ends now.
+  bool listed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    calls_[view.call] = lc;
+    listed = alive();
+    if (listed) calls_[view.call] = lc;
   }
-  session->AddIncoming(lc->call);
+  if (!listed) {
+    service_->datapath().EndGone(this, {lc->call}, "conduit: lost the link to daemon " + peer_);
+    return Status::Ok();
+  }
   *out = std::move(lc);
   return Status::Ok();
 }
@@ -550,7 +563,9 @@ bool PeerLink::AddCall(const std::shared_ptr<RpcCall>& call) {
   auto lc = std::make_shared<LinkCall>();
   lc->call = call;
   std::lock_guard<std::mutex> lock(mu_);
-  if (draining_) return false;
+  // A link that failed has ended its calls already (Fail clears calls_ under mu_ after it
+  // marks the link dead): a call added now would never hear a status.
+  if (draining_ || !alive()) return false;
   uint64_t id = next_call_++;
   calls_[id] = lc;
   call->server_end = shared_from_this();

@@ -683,27 +683,32 @@ Status ProgramSession::StartCall(const CallEvent& view, Event ev) {
   std::shared_ptr<RpcCall> call = service_->datapath().NewCall(std::move(info));
   call->client_end = shared_from_this();
   call->client_id = view.call;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    calls_[view.call] = call;
-    ++client_calls_;
-  }
   ev.target = target.port;
   if (local != nullptr) {
-    local->AddIncoming(call);
+    if (!local->AddIncoming(call, target.port)) {
+      Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable),
+             "conduit: no program on this host serves port " + std::to_string(target.port) + " any more");
+      return Status::Ok();
+    }
   } else if (!link->AddCall(call)) {
-    // The other daemon said GoAway in between (it is being replaced): a new link, once.
+    // The other daemon said GoAway in between (it is being replaced), or its link just
+    // failed: a new link, once.
     Status st = LinkFor(view.target, &ch, &link);
     if (!st.ok() || !link->AddCall(call)) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (calls_.erase(view.call) > 0) --client_calls_;
-      }
       Refuse(view.call, GrpcStatusOf(StatusCode::kUnavailable),
              "conduit: " + (st.ok() ? "the daemon at " + target.ip + " is being replaced; try again" : st.message()));
       return Status::Ok();
     }
   }
+  // Listed here only once both ends are set, so whoever ends the call from outside (the
+  // daemon stopping, a park) reaches both. A call its server end has already finished (that
+  // session or link ended in between; the program heard the status) is not kept.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_[view.call] = call;
+    ++client_calls_;
+  }
+  if (call->is_finished()) Forget(view.call);
   service_->datapath().FromClient(call, std::move(ev));
   return Status::Ok();
 }
@@ -722,12 +727,14 @@ Status ProgramSession::LinkFor(uint64_t channel, Channel* ch, std::shared_ptr<Pe
   return Status::Ok();
 }
 
-void ProgramSession::AddIncoming(const std::shared_ptr<RpcCall>& call) {
+bool ProgramSession::AddIncoming(const std::shared_ptr<RpcCall>& call, uint32_t port) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ports_.count(port) == 0) return false;  // EndAll empties ports_ too
   uint64_t id = next_incoming_.fetch_add(1, std::memory_order_relaxed) | kIncomingBit;
   call->server_end = shared_from_this();
   call->server_id = id;
-  std::lock_guard<std::mutex> lock(mu_);
   calls_[id] = call;
+  return true;
 }
 
 void ProgramSession::Forget(uint64_t id) {

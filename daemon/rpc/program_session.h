@@ -63,7 +63,7 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
   std::string name() const override { return who_; }
 
   // ServedProgram.
-  void AddIncoming(const std::shared_ptr<RpcCall>& call) override;
+  bool AddIncoming(const std::shared_ptr<RpcCall>& call, uint32_t port) override;
   // This program's receive memory; false when the message is small enough to go inline or
   // that memory is exhausted.
   bool ReceiveBlock(size_t len, Message* out) override;

@@ -17,8 +17,11 @@ namespace conduit::rpc {
 
 class ServedProgram : public Endpoint {
  public:
-  // A call for one of this program's ports: the program becomes its server end.
-  virtual void AddIncoming(const std::shared_ptr<RpcCall>& call) = 0;
+  // A call for `port`, one of this program's ports: the program becomes its server end.
+  // False, with nothing changed, when the program no longer serves `port` (it stopped
+  // serving it, or its session ended, after the server table was read): the caller then
+  // refuses the call, which would otherwise wait for an answer nobody gives.
+  [[nodiscard]] virtual bool AddIncoming(const std::shared_ptr<RpcCall>& call, uint32_t port) = 0;
   // The TLS credentials the program serves `port` with; nullptr for an insecure port.
   virtual std::shared_ptr<const TlsServerContext> TlsFor(uint32_t port) const = 0;
 };
