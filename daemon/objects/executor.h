@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "common/detached_thread.h"
+#include "common/thread_guard.h"
 
 namespace conduit::objects {
 
@@ -32,7 +33,8 @@ class Executor {
         fn = std::move(queue_.front());
         queue_.pop_front();
       }
-      fn();
+      // A closure that throws (out of memory) loses its work, never the daemon or this loop.
+      RunGuarded("the object executor", fn);
     }
   }
 

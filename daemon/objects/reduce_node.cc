@@ -48,6 +48,14 @@ class ChildReader {
       LocalStore& store = host_->store();
       local_ = stream[0] == '\x01' ? store.FindOrWait(stream, Deadline::AfterMs(5000)) : store.Find(stream);
       if (local_ == nullptr) return Err(objproto::kNotFound, "no local copy of %s", Printable(stream).c_str());
+      // The size the reduce was started with, as for a remote child: a copy of another size
+      // (deleted and put again meanwhile) would be read past its end.
+      if (local_->size() != t_->size) {
+        const uint64_t has = local_->size();
+        local_.reset();
+        return Err(objproto::kInvalid, "%s has %llu bytes, the reduce expects %llu", Printable(stream).c_str(),
+                   static_cast<unsigned long long>(has), static_cast<unsigned long long>(t_->size));
+      }
       local_->AddUser();
       return ObjStatus::Ok();
     }
@@ -142,9 +150,13 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (t->slot == -1) {
-      // The sink runs where its job is: it writes the job's target.
+      // The sink runs where its job is, started by this daemon itself: it writes the job's
+      // target, one child of the target's size.
       auto it = jobs_.find(s.key.value);
-      if (t->coord != host_->peers().self() || it == jobs_.end()) return;
+      if (from != host_->peers().self() || t->coord != host_->peers().self() || it == jobs_.end() ||
+          s.nchildren != 1) {
+        return;
+      }
       std::lock_guard<std::mutex> jlock(it->second->mu);
       t->sink = it->second->sink;
       if (t->sink == nullptr) return;
@@ -253,6 +265,12 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
   };
 
   own = store.Find(t->own);
+  if (own != nullptr && own->size() != t->size) {
+    own.reset();
+    return fail(objproto::kNodeOwnFailed, 0, Err(objproto::kInvalid, "object %s on daemon %s is not of the %llu bytes "
+                                                 "the reduce expects", Printable(t->own).c_str(),
+                                                 host_->peers().self().c_str(), static_cast<unsigned long long>(t->size)));
+  }
   if (own == nullptr || !own->failure().ok()) {
     own.reset();
     return fail(objproto::kNodeOwnFailed, 0, Err(objproto::kLost, "object %s is no longer on daemon %s",
@@ -297,10 +315,18 @@ void Reducer::RunSink(std::shared_ptr<Task> t) {
   Sink& sink = *t->sink;
   const size_t block = BlockFor(host_->options(), t->dtype, t->size);
   uint64_t off;
+  bool fits;
   {
     std::lock_guard<std::mutex> lock(sink.mu);
     if (sink.gen != t->gen) return;  // already replaced by a newer generation
+    fits = sink.out != nullptr && sink.out->size() == t->size;
     off = sink.written;
+  }
+  if (!fits) {  // never so from this daemon's own coordinator; nothing is written
+    Report(*t, objproto::kNodeChildFailed, 0,
+           Err(objproto::kInvalid, "%s asks for %llu bytes, not its target's size", t->name.c_str(),
+               static_cast<unsigned long long>(t->size)));
+    return;
   }
   ChildReader root(host_, t.get(), 0);
   ObjStatus st = root.Open(off);
