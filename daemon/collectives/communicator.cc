@@ -48,7 +48,11 @@ Communicator::~Communicator() {
   }
   // Tell peers this is a clean exit so they do not abort communicators that are done.
   p2p_.SayGoodbye();
-  for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
+  {
+    // Under mu_: a reader thread applying a reconfiguration swaps links under it.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
+  }
   p2p_.Close();  // its readers call into this communicator: joined before anything goes
   CLOG_DEBUG("communicator %016llx destroyed", static_cast<unsigned long long>(key_));
 }
@@ -123,6 +127,7 @@ void Communicator::InitMembership() {
   const size_t nhosts = membership_.host_addrs.size();
   pending_.resize(local_ranks_.size());
   left_.assign(local_ranks_.size(), false);
+  claimed_.assign(local_ranks_.size(), false);
   coll_links_.resize(nhosts);
   p2p_.Init(membership_.host_of_rank, membership_.my_host, static_cast<int>(nhosts));
 }
@@ -182,6 +187,26 @@ void Communicator::TellPeersAborted(const Status& reason) {
 
 size_t Communicator::LocalIndex(int rank) const {
   return std::lower_bound(local_ranks_.begin(), local_ranks_.end(), rank) - local_ranks_.begin();
+}
+
+bool Communicator::IsLocalRank(int rank) const {
+  const size_t i = LocalIndex(rank);
+  return i < local_ranks_.size() && local_ranks_[i] == rank;
+}
+
+Status Communicator::ClaimRank(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!IsLocalRank(rank)) {
+    return InvalidUsage("communicator %016llx was formed without rank %d on this host (daemon %s)",
+                        static_cast<unsigned long long>(key_), rank, my_addr_.c_str());
+  }
+  const size_t i = LocalIndex(rank);
+  if (claimed_[i]) {
+    return InvalidUsage("rank %d of communicator %016llx is held by another connection to daemon %s", rank,
+                        static_cast<unsigned long long>(key_), my_addr_.c_str());
+  }
+  claimed_[i] = true;
+  return Status::Ok();
 }
 
 Status Communicator::failure() const {
@@ -454,6 +479,13 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       running_ = false;
       cv_.notify_all();
       if (!proposals_.empty()) AdvanceReconfig(lock);
+      continue;
+    }
+    if (running_) {
+      // A batch runs on another local rank's thread (maybe with ours in it); its end
+      // notifies, and its own deadlines bound it. (Waiting until our deadline instead
+      // would spin once that has passed.)
+      cv_.wait(lock);
       continue;
     }
     if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !request.done && !running_) {

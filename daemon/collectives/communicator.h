@@ -155,6 +155,11 @@ class Communicator final : private PeerChannel::Handler {
   // Validates one op against the communicator and the rank's segment (no side effects).
   Status ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const;
 
+  // A session's claim on `rank` (CommRegistry::Join, TakeHandedOver): InvalidUsage when
+  // this communicator does not place that rank on this host or another connection holds
+  // it. A program holding a communicator's id can ask to join it again with any rank; only
+  // a claimed local rank ever reaches the per-rank state (pending_, left_).
+  Status ClaimRank(int rank);
   // A local rank leaves: gracefully (destroy) or not (its program died).
   void Leave(int rank, bool graceful);
   // Fails all current and future ops and drops the links (peers notice promptly; they are
@@ -277,6 +282,7 @@ class Communicator final : private PeerChannel::Handler {
   void OnPeerAborted(const Status& why) override;
   void OnLinkFailed(int host, const Status& why) override;
   size_t LocalIndex(int rank) const;
+  bool IsLocalRank(int rank) const;
   // Setup's part that sizes the per-host and per-rank state (needs mu_).
   void InitMembership();
   // A reconfiguration has begun and not ended here (needs mu_).
@@ -310,6 +316,7 @@ class Communicator final : private PeerChannel::Handler {
   std::vector<std::deque<CollRequest*>> pending_;  // per local rank, in submission order
   bool running_ = false;
   std::vector<bool> left_;
+  std::vector<bool> claimed_;  // local ranks a session holds (ClaimRank)
   std::atomic<bool> closing_{false};
 
   Mailbox mailbox_;

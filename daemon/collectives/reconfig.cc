@@ -204,6 +204,9 @@ Status Communicator::ApplyProposal(const Proposal& proposal) {
   std::vector<CollLink> retired;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Destroyed meanwhile: ~Communicator shuts the links it holds, so none is swapped out
+    // from under it (the fresh ones close here).
+    if (closing_) return InvalidUsage("communicator destroyed during a reconfiguration");
     for (auto& [h, link] : fresh) {
       retired.push_back(std::move(coll_links_[h]));
       coll_links_[h] = std::move(link);

@@ -129,6 +129,9 @@ Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::sha
                          my_addr_.c_str());
   }
   CONDUIT_RETURN_IF_ERROR(comm->Setup(rank_addrs, ring, [this](Communicator& c) { return ConnectLinks(c); }));
+  // The id may name a communicator formed earlier, which a new rendezvous does not change:
+  // the rank must be one it placed here, and not held by another connection.
+  CONDUIT_RETURN_IF_ERROR(comm->ClaimRank(rank));
   *out = std::move(comm);
   return Status::Ok();
 }

@@ -81,11 +81,16 @@ void CommRegistry::StartHandedOver() {
 }
 
 std::shared_ptr<Communicator> CommRegistry::TakeHandedOver(uint64_t key, int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = handed_.find(key);
-  if (it == handed_.end() || it->second.waiting.erase(rank) == 0) return nullptr;
-  std::shared_ptr<Communicator> comm = it->second.comm;
-  if (it->second.waiting.empty()) handed_.erase(it);  // the sessions hold it from now on
+  std::shared_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = handed_.find(key);
+    if (it == handed_.end() || it->second.waiting.erase(rank) == 0) return nullptr;
+    comm = it->second.comm;
+    if (it->second.waiting.empty()) handed_.erase(it);  // the sessions hold it from now on
+  }
+  // Held by this session in the new process too, so that no Join takes it.
+  if (!comm->ClaimRank(rank).ok()) return nullptr;
   return comm;
 }
 

@@ -256,6 +256,23 @@ TEST_F(MalformedTest, HostRegionOpsOutsideTheirRegionsOrNotServedThere) {
 }
 
 // Last (gtest runs a file's tests in order): after all the abuse, real programs still work.
+// A program holding a communicator's id may send CommInit for it again. A rank another
+// connection holds (or one the communicator placed on another host) is refused: the second
+// connection would otherwise share that rank's queue (see its collectives' data) or, for a
+// rank not on this host, index past the per-rank state. The holder goes on.
+TEST_F(MalformedTest, ARankAnotherConnectionHoldsIsRefused) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  RawShimClient intruder;
+  ASSERT_TRUE(intruder.Connect(cluster_->Socket(0)));
+  const std::string err = intruder.OpenSession(kShmSize, kReplyBound, client_.comm_id());
+  EXPECT_NE(err.find("CommInit answered"), std::string::npos) << err;
+  EXPECT_NE(err.find("held by another connection"), std::string::npos) << err;
+  OneOpGroup msg{{1, 0}, AllReduceFloat(16, 0)};
+  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+  EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
 TEST_F(MalformedTest, ZZRealProgramStillRuns) {
   for (int h = 0; h < 2; ++h) EXPECT_TRUE(cluster_->DaemonAlive(h)) << cluster_->Describe();
   auto procs = LaunchCollCheck(*cluster_,

@@ -124,7 +124,7 @@ int RawShimClient::ReadStatus(std::chrono::milliseconds timeout, std::vector<uin
   return st.result;
 }
 
-std::string RawShimClient::OpenSession(size_t shm_size, std::chrono::milliseconds timeout) {
+std::string RawShimClient::OpenSession(size_t shm_size, std::chrono::milliseconds timeout, const char* join_id) {
   HelloRequest hello{};
   hello.pid = static_cast<uint32_t>(::getpid());
   hello.version = kVersion;
@@ -143,8 +143,9 @@ std::string RawShimClient::OpenSession(size_t shm_size, std::chrono::millisecond
   UniqueIdReply ur;
   std::memcpy(&ur, body.data(), std::min(sizeof ur, body.size()));
 
+  std::memcpy(comm_id_, join_id != nullptr ? join_id : ur.id, sizeof comm_id_);
   CommInitRequest init{};
-  std::memcpy(init.id, ur.id, sizeof init.id);
+  std::memcpy(init.id, comm_id_, sizeof init.id);
   init.nranks = 1;
   init.rank = 0;
   if (!SendFrame(kCommInit, &init, sizeof init)) return "cannot send CommInit";

@@ -59,8 +59,11 @@ class RawShimClient {
   int ReadStatus(std::chrono::milliseconds timeout, std::vector<uint8_t>* payload = nullptr);
 
   // Hello, GetUniqueId, a 1-rank CommInit and a shared segment of shm_size bytes: the state
-  // in which the daemon accepts Group requests. Returns "" or what went wrong.
-  std::string OpenSession(size_t shm_size, std::chrono::milliseconds timeout);
+  // in which the daemon accepts Group requests. Returns "" or what went wrong. With
+  // `join_id`, the CommInit names that communicator id instead of a new one.
+  std::string OpenSession(size_t shm_size, std::chrono::milliseconds timeout, const char* join_id = nullptr);
+  // The communicator id of the last OpenSession.
+  const char* comm_id() const { return comm_id_; }
   // The message of the last status ReadStatus parsed.
   const std::string& last_message() const { return last_message_; }
 
@@ -70,6 +73,7 @@ class RawShimClient {
   int memfd_ = -1;
   uint32_t tag_ = 1;
   std::string last_message_;
+  char comm_id_[128] = {};
 };
 
 }  // namespace conduit::it
