@@ -171,6 +171,9 @@ ObjStatus ObjectService::FinishPut(const ObjectRef& obj) {
     return sealed;
   }
   obj->MarkComplete();
+  // Deleted while it was being written (the store marked it failed): published now, the
+  // directory would list a copy this store no longer has.
+  if (ObjStatus gone = obj->failure(); !gone.ok()) return gone;
   dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {}, obj->owner());
   return ObjStatus::Ok();
 }
@@ -178,6 +181,7 @@ ObjStatus ObjectService::FinishPut(const ObjectRef& obj) {
 void ObjectService::PublishReduceTarget(const ObjectRef& obj, bool complete) {
   // Asynchronous: the id was reserved (kPubReserve) when the Reduce began, so no create
   // check is needed, and a reader's Acquire that overtakes this waits for it.
+  if (!obj->failure().ok()) return;  // deleted while it was being reduced (see FinishPut)
   Bytes inline_bytes;
   if (complete && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
   dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | (complete ? objproto::kPubComplete : 0u),
@@ -302,6 +306,11 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   const std::string& id = obj->id();
   uint64_t offset = 0;
   auto started = std::chrono::steady_clock::now();
+  // Resuming is bounded: copies that keep failing without delivering a byte (a location
+  // whose daemon answers but lost the object) end the fetch after the daemon's timeout,
+  // instead of a retry a second forever.
+  uint64_t progress_offset = 0;
+  auto progress_at = started;
   for (;;) {
     ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
                              options_.timeout_ms);
@@ -314,6 +323,19 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
       return;
     }
     if (!obj->failure().ok()) {  // deleted or lost meanwhile
+      dir_.Release(id, sender, false);
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (offset > progress_offset) {
+      progress_offset = offset;
+      progress_at = now;
+    } else if (now - progress_at > std::chrono::milliseconds(options_.timeout_ms)) {
+      ObjStatus why = Err(objproto::kLost, "object %s: no copy delivered a byte for %d ms (last: %s at byte %llu: %s)",
+                          Printable(id).c_str(), options_.timeout_ms, sender.c_str(),
+                          static_cast<unsigned long long>(offset), st.message().c_str());
+      CLOG_WARN("objects: %s", why.message().c_str());
+      store_.Remove(id, why, obj.get());
       dir_.Release(id, sender, false);
       return;
     }
