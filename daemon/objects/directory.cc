@@ -3,8 +3,8 @@
 #include <chrono>
 #include <thread>
 
-#include "common/log.h"
 #include "common/detached_thread.h"
+#include "common/log.h"
 #include "common/thread_guard.h"
 #include "objects/access.h"
 

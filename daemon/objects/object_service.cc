@@ -4,11 +4,12 @@
 #include <string.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
+#include "common/detached_thread.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "common/detached_thread.h"
 #include "common/thread_guard.h"
 #include "objects/program_session.h"
 #include "objects/reducer.h"
@@ -306,11 +307,12 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   const std::string& id = obj->id();
   uint64_t offset = 0;
   auto started = std::chrono::steady_clock::now();
-  // Resuming is bounded: copies that keep failing without delivering a byte (a location
-  // whose daemon answers but lost the object) end the fetch after the daemon's timeout,
-  // instead of a retry a second forever.
+  // Resuming is bounded: after a failure, copies that keep failing without delivering a
+  // byte for the daemon's timeout (a location whose daemon answers but lost the object) end
+  // the fetch, instead of a retry a second forever. The first failure always gets another
+  // copy (a sender that froze took the whole timeout to fail).
   uint64_t progress_offset = 0;
-  auto progress_at = started;
+  std::optional<std::chrono::steady_clock::time_point> no_progress_since;
   for (;;) {
     ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
                              options_.timeout_ms);
@@ -327,10 +329,10 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
       return;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (offset > progress_offset) {
+    if (!no_progress_since || offset > progress_offset) {
       progress_offset = offset;
-      progress_at = now;
-    } else if (now - progress_at > std::chrono::milliseconds(options_.timeout_ms)) {
+      no_progress_since = now;
+    } else if (now - *no_progress_since > std::chrono::milliseconds(options_.timeout_ms)) {
       ObjStatus why = Err(objproto::kLost, "object %s: no copy delivered a byte for %d ms (last: %s at byte %llu: %s)",
                           Printable(id).c_str(), options_.timeout_ms, sender.c_str(),
                           static_cast<unsigned long long>(offset), st.message().c_str());

@@ -7,9 +7,9 @@
 #include <condition_variable>
 #include <thread>
 
+#include "common/detached_thread.h"
 #include "common/frame.h"
 #include "common/log.h"
-#include "common/detached_thread.h"
 #include "common/thread_guard.h"
 #include "objects/wait.h"
 #include "protocol/auth_protocol.h"

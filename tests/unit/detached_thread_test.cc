@@ -78,7 +78,7 @@ TEST(SpawnDetached, NoThreadIsAnExceptionAndTheTaskIsDestroyedUnrun) {
   bool threw = false;
   try {
     SpawnDetached([token, &ran] { ran = true; });
-  } catch (const std::system_error& e) {
+  } catch (const std::system_error&) {
     threw = true;
   }
   ASSERT_EQ(pthread_setattr_default_np(&saved), 0);
