@@ -371,6 +371,7 @@ ObjStatus LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& 
   }
   obj->last_used = ++clock_;
   objects_[id] = obj;
+  if (info.unlisted) unlisted_.insert(id);
   created_.notify_all();
   *out = std::move(obj);
   return ObjStatus::Ok();
@@ -379,16 +380,16 @@ ObjStatus LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& 
 ObjectRef LocalStore::Find(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);
-  if (it == objects_.end()) return nullptr;
+  if (it == objects_.end() || unlisted_.count(id) != 0) return nullptr;
   it->second->last_used = ++clock_;
   return it->second;
 }
 
 ObjectRef LocalStore::FindOrWait(const std::string& id, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  WaitUntil(created_, lock, deadline, [&] { return objects_.count(id) != 0; });
+  WaitUntil(created_, lock, deadline, [&] { return objects_.count(id) != 0 && unlisted_.count(id) == 0; });
   auto it = objects_.find(id);
-  if (it == objects_.end()) return nullptr;
+  if (it == objects_.end() || unlisted_.count(id) != 0) return nullptr;
   it->second->last_used = ++clock_;
   return it->second;
 }
@@ -401,10 +402,19 @@ void LocalStore::Remove(const std::string& id, const ObjStatus& why, const Local
     if (it == objects_.end() || (expected != nullptr && it->second.get() != expected)) return;
     obj = std::move(it->second);
     objects_.erase(it);
+    unlisted_.erase(id);
     used_ -= obj->size();
   }
   if (obj->charged()) quotas_.Release(obj->owner().uid, obj->size());
   obj->Fail(why);
+}
+
+void LocalStore::List(const LocalObject* obj) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(obj->id());
+  if (it == objects_.end() || it->second.get() != obj) return;  // removed meanwhile
+  unlisted_.erase(obj->id());
+  created_.notify_all();
 }
 
 std::vector<ObjectRef> LocalStore::All() {

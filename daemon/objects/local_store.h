@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,9 @@ struct CopyInfo {
   bool creator_writes = false;  // a program writes it through its own mapping (Put)
   objproto::Owner owner{};
   bool charge = false;          // counts against owner.uid's quota on this daemon
+  // A Put's copy before the directory accepted its id (LocalStore::List): Find does not see
+  // it, so no Get, Wait or Delete here takes another user's claim on an id for the object.
+  bool unlisted = false;
 };
 
 class LocalObject {
@@ -153,8 +157,10 @@ class LocalStore {
   // (LocalObject::AdoptComplete).
   ObjStatus Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd, const std::string& bytes,
                   ObjectRef* out);
-  // The copy of `id`, or null. Marks it recently used.
+  // The copy of `id`, or null (also while it is unlisted). Marks it recently used.
   ObjectRef Find(const std::string& id);
+  // The copy `obj`, created unlisted, may be found from now on (its id is the creator's).
+  void List(const LocalObject* obj);
   // Like Find, but waits (bounded) for the copy to be created: a reduce task's partial
   // result may be asked for just before the task starts.
   ObjectRef FindOrWait(const std::string& id, Deadline deadline);
@@ -182,6 +188,7 @@ class LocalStore {
   mutable std::mutex mu_;
   std::condition_variable created_;
   std::map<std::string, ObjectRef> objects_;
+  std::set<std::string> unlisted_;  // ids of copies created unlisted and not listed yet
   uint64_t used_ = 0;
   uint64_t clock_ = 0;
   // At most an eighth of the limit, counted against it.

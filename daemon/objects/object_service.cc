@@ -143,6 +143,7 @@ ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, cons
   info.pinned = true;
   info.creator_writes = true;
   info.charge = !caller.is_operator;
+  info.unlisted = true;  // until the directory accepts the id as this caller's new object
   ObjectRef obj;
   OBJ_RETURN_IF_ERROR(store_.Create(id, size, info, &obj));
   Bytes inline_bytes;
@@ -158,6 +159,7 @@ ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, cons
     store_.Remove(id, st, obj.get());
     return st;
   }
+  store_.List(obj.get());
   NotePublished(id);
   *out = std::move(obj);
   return ObjStatus::Ok();
@@ -382,7 +384,12 @@ ObjStatus ObjectService::Delete(const std::string& id, const Caller& caller, Dea
   if (local != nullptr && !MayDelete(caller, local->owner())) return DeleteDenied(id, caller.uid, local->owner());
   ObjStatus st = dir_.Delete(id, caller.uid, caller.is_operator, deadline);
   if (st.code() == objproto::kPermissionDenied) return st;
-  store_.Remove(id, Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str()));
+  // Only the copy checked above: one made here since (another user's Put of the same id,
+  // not yet refused or published) is not this caller's to remove; the directory's drop
+  // messages reach the copies it lists.
+  if (local != nullptr) {
+    store_.Remove(id, Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str()), local.get());
+  }
   std::lock_guard<std::mutex> lock(fetch_mu_);
   published_to_.erase(id);
   return st;

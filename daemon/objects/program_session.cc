@@ -188,7 +188,12 @@ Status ProgramSession::OnPut(const Frame& f) {
   ObjStatus st =
       service_->CreateForPut(id, req.size, Tail<objproto::PutRequest>(f.payload), caller_, req.access, &obj);
   if (!st.ok() || small) return ReplyStatus(objproto::kPutReply, st);
-  CONDUIT_RETURN_IF_ERROR(Reply(objproto::kPutReply, Encode(ToWire(st)), obj->fd()));
+  if (Status sent = Reply(objproto::kPutReply, Encode(ToWire(st)), obj->fd()); !sent.ok()) {
+    // The program is gone or does not read: its copy, already listed, would stay half
+    // written (and charged to it) forever.
+    service_->AbortPut(obj, who_ + ": the Put's reply could not be sent: " + sent.message());
+    return sent;
+  }
   // The program copies into the memfd and reports progress; receivers may already be
   // reading the blocks it reported. Each report must come within the daemon's timeout and
   // advance, so a Put cannot idle forever holding its pinned copy.

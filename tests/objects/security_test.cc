@@ -337,6 +337,32 @@ long long MsUntilClosed(int fd, std::chrono::steady_clock::time_point since, int
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count();
 }
 
+// A program that asks for a Put and hangs up before the reply (with the memfd) reaches it:
+// its half-made copy, already listed, is abandoned at once, and the id is free for the next
+// Put (it stayed taken, charged and unfinishable before).
+TEST_F(ObjectsSecurity, APutWhoseReplyCannotBeSentIsAbandoned) {
+  const size_t size = 1u << 20;
+  const std::string id = "put-hangup";
+  {
+    UniqueFd fd = HelloConnection(oc_->cluster().Socket(0));
+    ASSERT_TRUE(fd.valid());
+    op::PutRequest put{};
+    put.id.len = static_cast<uint8_t>(id.size());
+    memcpy(put.id.bytes, id.data(), id.size());
+    put.size = size;
+    ASSERT_TRUE(WriteFrame(fd.get(), shimproto::kMagic, shimproto::kVersion, op::kPut, 0, &put, sizeof(put),
+                           Deadline::AfterMs(5000))
+                    .ok());
+  }  // closed before the reply
+  auto data = Pattern(size, 11);
+  auto c0 = oc_->Connect(0);
+  EXPECT_TRUE(WaitFor([&] { return c0->Put(id, data.data(), size).ok(); })) << oc_->State(0);
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(oc_->Connect(1)->Get(id, &got, 5000).ok());
+  EXPECT_EQ(Fnv(got), Fnv(data));
+  ASSERT_TRUE(c0->Delete(id).ok());
+}
+
 TEST_F(ObjectsSecurity, AFrameThatStallsIsDroppedWithinTheBoundAndIdleProgramsAreKept) {
   const std::string sock = oc_->cluster().Socket(0);
   UniqueFd header_only = HelloConnection(sock), half_header = HelloConnection(sock), idle = HelloConnection(sock);
