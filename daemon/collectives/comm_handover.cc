@@ -173,6 +173,7 @@ Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOption
   c.reconfigurations_ = in.reconfigurations;
   for (int r : in.left_ranks) c.left_[c.LocalIndex(r)] = true;
   c.setup_started_ = c.setup_done_ = true;
+  c.handover_pending_ = true;
   c.stats_.AddTotals(in.stats);
   if (!in.failed.ok()) {
     c.failed_ = in.failed;
@@ -196,6 +197,7 @@ void Communicator::StartHandedOver() {
   std::vector<std::unique_ptr<Link>> links;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    handover_pending_ = false;  // the old daemon has let go: the sockets are ours alone
     links.swap(handed_p2p_);
     // The side that dialed a collective link holds a lease on its path, weighted by the
     // tenant's priority, so that the path's load counts it (as ConnectLinks does).

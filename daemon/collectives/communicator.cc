@@ -51,7 +51,9 @@ Communicator::~Communicator() {
   {
     // Under mu_: a reader thread applying a reconfiguration swaps links under it.
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
+    if (!handover_pending_) {
+      for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
+    }
   }
   p2p_.Close();  // its readers call into this communicator: joined before anything goes
   CLOG_DEBUG("communicator %016llx destroyed", static_cast<unsigned long long>(key_));
@@ -228,8 +230,10 @@ void Communicator::Abort(const Status& reason, bool tell_peers) {
   if (tell_peers) TellPeersAborted(reason);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
-    for (auto& [key, l] : renewed_) l.link->Shutdown();
+    if (!handover_pending_) {
+      for (auto& l : coll_links_) if (l.link) l.link->Shutdown();
+      for (auto& [key, l] : renewed_) l.link->Shutdown();
+    }
     p2p_.Shutdown();
     cv_.notify_all();
   }

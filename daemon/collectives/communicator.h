@@ -317,6 +317,10 @@ class Communicator final : private PeerChannel::Handler {
   bool running_ = false;
   std::vector<bool> left_;
   std::vector<bool> claimed_;  // local ranks a session holds (ClaimRank)
+  // Adopted in a live upgrade and not started yet (FromHandover .. StartHandedOver): its
+  // sockets are still the old daemon's too, and shutdown(2) would cut them for both, so a
+  // communicator dropped or aborted then only closes its own descriptors.
+  bool handover_pending_ = false;
   std::atomic<bool> closing_{false};
 
   Mailbox mailbox_;

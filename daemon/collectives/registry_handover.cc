@@ -57,8 +57,13 @@ Status CommRegistry::AdoptHandedOver(std::vector<HandedComm> comms) {
     const uint64_t key = in.key;
     if (adopted.count(key)) return InvalidArgument("communicator %s handed over twice", CommKeyShort(key).c_str());
     Handed h;
+    // Ranks that destroyed their communicator have no session to take it again.
+    const std::set<int> left(in.left_ranks.begin(), in.left_ranks.end());
     CONDUIT_RETURN_IF_ERROR(Communicator::FromHandover(std::move(in), my_addr_, options_, fabric_, &h.comm));
-    for (int r : h.comm->local_ranks()) h.waiting.insert(r);
+    for (int r : h.comm->local_ranks()) {
+      if (left.count(r) == 0) h.waiting.insert(r);
+    }
+    if (h.waiting.empty()) continue;  // no session holds it: it ends here, as it would have there
     h.expires = Deadline::AfterMs(kHandedWaitMs);
     adopted.emplace(key, std::move(h));
   }
