@@ -287,6 +287,21 @@ void LocalStore::SetEvictionHooks(HasOtherCopy has_other, Evicted evicted) {
   evicted_ = std::move(evicted);
 }
 
+std::string LocalStore::EvictionCandidateLocked(const std::vector<std::string>& refused, uint64_t* pinned_bytes) {
+  std::string victim;
+  uint64_t best = UINT64_MAX;
+  for (auto& [oid, obj] : objects_) {
+    if (obj->pinned() || obj->internal()) *pinned_bytes += obj->size();
+    if (obj->pinned() || obj->internal() || !obj->complete() || obj->users() > 0) continue;
+    if (std::find(refused.begin(), refused.end(), oid) != refused.end()) continue;
+    if (obj->last_used < best) {
+      best = obj->last_used;
+      victim = oid;
+    }
+  }
+  return victim;
+}
+
 ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
   std::vector<std::string> refused;  // evictable by the rules but the only copy
   for (;;) {
@@ -303,24 +318,8 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
       }
       // Spare memory goes before any copy is evicted (unmapped outside the store's lock).
       clear_spares = spare > 0 && size <= limit_ && used_ + size <= limit_;
-    }
-    if (clear_spares) {
-      spares_->Clear();
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      uint64_t best = UINT64_MAX;
-      for (auto& [oid, obj] : objects_) {
-        if (obj->pinned() || obj->internal()) pinned_bytes += obj->size();
-        if (obj->pinned() || obj->internal() || !obj->complete() || obj->users() > 0) continue;
-        if (std::find(refused.begin(), refused.end(), oid) != refused.end()) continue;
-        if (obj->last_used < best) {
-          best = obj->last_used;
-          victim = oid;
-        }
-      }
-      if (victim.empty()) {
+      if (!clear_spares) victim = EvictionCandidateLocked(refused, &pinned_bytes);
+      if (!clear_spares && victim.empty()) {
         return Err(objproto::kOutOfMemory,
                    "object store full: %s needs %llu bytes, %llu of %llu bytes in use (%llu pinned by Put/Reduce, "
                    "the rest in use or the only copy); Delete objects or raise --object-memory-bytes",
@@ -328,6 +327,10 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
                    static_cast<unsigned long long>(used_), static_cast<unsigned long long>(limit_),
                    static_cast<unsigned long long>(pinned_bytes));
       }
+    }
+    if (clear_spares) {
+      spares_->Clear();
+      continue;
     }
     if (!has_other_ || !has_other_(victim)) {
       refused.push_back(victim);
@@ -377,21 +380,23 @@ ObjStatus LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& 
   return ObjStatus::Ok();
 }
 
-ObjectRef LocalStore::Find(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+ObjectRef LocalStore::FindLocked(const std::string& id) {
   auto it = objects_.find(id);
   if (it == objects_.end() || unlisted_.count(id) != 0) return nullptr;
   it->second->last_used = ++clock_;
   return it->second;
 }
 
+ObjectRef LocalStore::Find(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FindLocked(id);
+}
+
 ObjectRef LocalStore::FindOrWait(const std::string& id, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  WaitUntil(created_, lock, deadline, [&] { return objects_.count(id) != 0 && unlisted_.count(id) == 0; });
-  auto it = objects_.find(id);
-  if (it == objects_.end() || unlisted_.count(id) != 0) return nullptr;
-  it->second->last_used = ++clock_;
-  return it->second;
+  ObjectRef found;
+  WaitUntil(created_, lock, deadline, [&] { return (found = FindLocked(id)) != nullptr; });
+  return found;
 }
 
 void LocalStore::Remove(const std::string& id, const ObjStatus& why, const LocalObject* expected) {

@@ -176,6 +176,11 @@ class LocalStore {
 
  private:
   ObjStatus Reserve(const std::string& id, uint64_t size);
+  // The least recently used copy that may be evicted (complete, unused, neither pinned nor
+  // internal, not in `refused`), or "" (mu_ held); adds the pinned and internal bytes seen.
+  // Find's lookup (mu_ held).
+  ObjectRef FindLocked(const std::string& id);
+  std::string EvictionCandidateLocked(const std::vector<std::string>& refused, uint64_t* pinned_bytes);
   // Create and Adopt: charges, reserves, backs the copy with `back` and inserts it.
   ObjStatus Add(const std::string& id, uint64_t size, const CopyInfo& info,
                 const std::function<ObjStatus(LocalObject&)>& back, ObjectRef* out);
