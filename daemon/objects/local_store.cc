@@ -382,7 +382,7 @@ ObjStatus LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& 
 
 ObjectRef LocalStore::FindLocked(const std::string& id) {
   auto it = objects_.find(id);
-  if (it == objects_.end() || unlisted_.count(id) != 0) return nullptr;
+  if (it == objects_.end()) return nullptr;
   it->second->last_used = ++clock_;
   return it->second;
 }
@@ -390,6 +390,11 @@ ObjectRef LocalStore::FindLocked(const std::string& id) {
 ObjectRef LocalStore::Find(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   return FindLocked(id);
+}
+
+ObjectRef LocalStore::FindForProgram(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unlisted_.count(id) != 0 ? nullptr : FindLocked(id);
 }
 
 ObjectRef LocalStore::FindOrWait(const std::string& id, Deadline deadline) {
@@ -419,7 +424,6 @@ void LocalStore::List(const LocalObject* obj) {
   auto it = objects_.find(obj->id());
   if (it == objects_.end() || it->second.get() != obj) return;  // removed meanwhile
   unlisted_.erase(obj->id());
-  created_.notify_all();
 }
 
 std::vector<ObjectRef> LocalStore::All() {

@@ -47,8 +47,9 @@ struct CopyInfo {
   bool creator_writes = false;  // a program writes it through its own mapping (Put)
   objproto::Owner owner{};
   bool charge = false;          // counts against owner.uid's quota on this daemon
-  // A Put's copy before the directory accepted its id (LocalStore::List): Find does not see
-  // it, so no Get, Wait or Delete here takes another user's claim on an id for the object.
+  // A Put's copy before the directory accepted its id (LocalStore::List): FindForProgram
+  // does not see it, so no Get, Wait or Delete here takes another user's claim on an id for
+  // the object.
   bool unlisted = false;
 };
 
@@ -157,8 +158,11 @@ class LocalStore {
   // (LocalObject::AdoptComplete).
   ObjStatus Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd, const std::string& bytes,
                   ObjectRef* out);
-  // The copy of `id`, or null (also while it is unlisted). Marks it recently used.
+  // The copy of `id`, or null. Marks it recently used. For what the directory sent here (a
+  // fetch, a reduce task): the directory lists a Put's copy only once it accepted its id.
   ObjectRef Find(const std::string& id);
+  // The same for a program's Get, Wait or Delete: null also while the copy is unlisted.
+  ObjectRef FindForProgram(const std::string& id);
   // The copy `obj`, created unlisted, may be found from now on (its id is the creator's).
   void List(const LocalObject* obj);
   // Like Find, but waits (bounded) for the copy to be created: a reduce task's partial

@@ -232,7 +232,7 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller,
   {
     std::unique_lock<std::mutex> lock(fetch_mu_);
     for (;;) {
-      ObjectRef obj = store_.Find(id);
+      ObjectRef obj = store_.FindForProgram(id);
       if (obj != nullptr && obj->failure().ok()) {
         out->obj = std::move(obj);
         return ObjStatus::Ok();
@@ -380,7 +380,7 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
 ObjStatus ObjectService::Delete(const std::string& id, const Caller& caller, Deadline deadline) {
   // The copy here is checked too: its directory entry may be missing for a moment (a shard
   // that moved and is not re-published yet), and nothing may go on the directory's silence.
-  ObjectRef local = store_.Find(id);
+  ObjectRef local = store_.FindForProgram(id);
   if (local != nullptr && !MayDelete(caller, local->owner())) return DeleteDenied(id, caller.uid, local->owner());
   ObjStatus st = dir_.Delete(id, caller.uid, caller.is_operator, deadline);
   if (st.code() == objproto::kPermissionDenied) return st;
@@ -432,7 +432,7 @@ ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_re
   };
   std::vector<uint64_t> handles;
   for (uint32_t i = 0; i < ids.size(); ++i) {
-    ObjectRef local = store_.Find(ids[i]);
+    ObjectRef local = store_.FindForProgram(ids[i]);
     if (local != nullptr && !MayRead(caller, local->owner())) {
       deny(ReadDenied(ids[i], caller, local->owner()));
       break;
