@@ -55,21 +55,36 @@ class [[nodiscard]] Status {
       : canonical_(canonical), code_(NcclResultOf(canonical)), message_(std::move(message)) {}
   Status(ncclResult_t code, std::string message)
       : canonical_(CanonicalOf(code)), code_(code), message_(std::move(message)) {}
+  // With an edge protocol's own finer code under the canonical one (`detail`), kept so that
+  // edge reports it exactly where two of its codes share a canonical code (the object
+  // protocol's out-of-memory and over-quota are both kResourceExhausted:
+  // objects/obj_status.h). Code inside decides on canonical(), never on detail().
+  Status(StatusCode canonical, int32_t detail, std::string message)
+      : canonical_(canonical), code_(NcclResultOf(canonical)), detail_(detail), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
   bool ok() const { return canonical_ == StatusCode::kOk; }
   StatusCode canonical() const { return canonical_; }
   // The result the NCCL edge reports (ncclGetLastError gets message()).
   ncclResult_t code() const { return code_; }
+  // The edge's finer code it was made with; 0 when none.
+  int32_t detail() const { return detail_; }
   const std::string& message() const { return message_; }
 
  private:
   StatusCode canonical_ = StatusCode::kOk;
   ncclResult_t code_ = ncclSuccess;
+  int32_t detail_ = 0;
   std::string message_;
 };
 
 inline bool IsNotFound(const Status& st) { return st.canonical() == StatusCode::kNotFound; }
+inline bool IsDeadlineExceeded(const Status& st) { return st.canonical() == StatusCode::kDeadlineExceeded; }
+inline bool IsUnavailable(const Status& st) { return st.canonical() == StatusCode::kUnavailable; }
+inline bool IsAborted(const Status& st) { return st.canonical() == StatusCode::kAborted; }
+inline bool IsDataLoss(const Status& st) { return st.canonical() == StatusCode::kDataLoss; }
+inline bool IsResourceExhausted(const Status& st) { return st.canonical() == StatusCode::kResourceExhausted; }
+inline bool IsPermissionDenied(const Status& st) { return st.canonical() == StatusCode::kPermissionDenied; }
 // The other end closed the connection before the first byte of a message: how a program
 // or a probe that is done hangs up, not an error worth a warning.
 inline bool IsEndOfStream(const Status& st) { return st.canonical() == StatusCode::kOutOfRange; }

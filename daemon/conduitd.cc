@@ -659,7 +659,7 @@ Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* stat
   // The stored copies, when none is being written (a fetch or a reduce into this store).
   std::vector<objects::HandedCopy> copies;
   const auto quiet = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  objects::ObjStatus exported = d.objects->ExportCopies(&copies);
+  Status exported = d.objects->ExportCopies(&copies);
   while (!exported.ok() && std::chrono::steady_clock::now() < quiet) {
     copies.clear();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -725,7 +725,7 @@ Status AdoptObjects(upgrade::TakeOver& takeover, objects::ObjectService* store) 
     }
     copies.push_back(std::move(c));
   }
-  objects::ObjStatus st = store->AdoptCopies(std::move(copies));
+  Status st = store->AdoptCopies(std::move(copies));
   if (!st.ok()) return InternalError("the object store refused a handed-over copy: %s", st.message().c_str());
   // Its transfer counters go on (conduit_objects_transfers_total).
   const upgrade::v1::ObjectTotals& totals = takeover.state.object_totals();

@@ -32,7 +32,7 @@ bool MayDelete(const Caller& caller, const objproto::Owner& owner) {
   return caller.is_operator || (owner.access != objproto::kAccessDefault && caller.uid == owner.uid);
 }
 
-ObjStatus ReadDenied(const std::string& id, const Caller& caller, const objproto::Owner& owner) {
+Status ReadDenied(const std::string& id, const Caller& caller, const objproto::Owner& owner) {
   return Err(objproto::kPermissionDenied,
              "uid %u may not read object %s: it belongs to uid %u (gid %u) and is readable by %s", caller.uid,
              Printable(id).c_str(), owner.uid, owner.gid,
@@ -41,13 +41,13 @@ ObjStatus ReadDenied(const std::string& id, const Caller& caller, const objproto
                                                       : "nobody yet");
 }
 
-ObjStatus DeleteDenied(const std::string& id, uint32_t caller_uid, const objproto::Owner& owner) {
+Status DeleteDenied(const std::string& id, uint32_t caller_uid, const objproto::Owner& owner) {
   return Err(objproto::kPermissionDenied,
              "uid %u may not delete object %s: it belongs to uid %u (only its owner or an operator may delete it)",
              caller_uid, Printable(id).c_str(), owner.uid);
 }
 
-ObjStatus OwnerFor(const Caller& caller, uint32_t requested, uint32_t default_access, objproto::Owner* out) {
+Status OwnerFor(const Caller& caller, uint32_t requested, uint32_t default_access, objproto::Owner* out) {
   if (requested > objproto::kAccessWorld) {
     return Err(objproto::kInvalid, "unknown object access %u (0 default, 1 owner, 2 group, 3 world)", requested);
   }
@@ -55,7 +55,7 @@ ObjStatus OwnerFor(const Caller& caller, uint32_t requested, uint32_t default_ac
   out->uid = caller.uid;
   out->gid = caller.gid;
   out->access = requested == objproto::kAccessDefault ? default_access : requested;
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 const char* AccessName(uint32_t access) {

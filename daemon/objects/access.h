@@ -39,12 +39,12 @@ bool MayRead(const Caller& caller, const objproto::Owner& owner);
 bool MayDelete(const Caller& caller, const objproto::Owner& owner);
 
 // kPermissionDenied naming the object, the caller's uid and the owner.
-ObjStatus ReadDenied(const std::string& id, const Caller& caller, const objproto::Owner& owner);
-ObjStatus DeleteDenied(const std::string& id, uint32_t caller_uid, const objproto::Owner& owner);
+Status ReadDenied(const std::string& id, const Caller& caller, const objproto::Owner& owner);
+Status DeleteDenied(const std::string& id, uint32_t caller_uid, const objproto::Owner& owner);
 
 // The owner of an object `caller` creates with `requested` access (kAccessDefault: the
 // daemon's `default_access`); kInvalid for an unknown access value.
-ObjStatus OwnerFor(const Caller& caller, uint32_t requested, uint32_t default_access, objproto::Owner* out);
+Status OwnerFor(const Caller& caller, uint32_t requested, uint32_t default_access, objproto::Owner* out);
 
 // "owner", "group", "world" (and "default" for kAccessDefault).
 const char* AccessName(uint32_t access);

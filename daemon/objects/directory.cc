@@ -17,10 +17,10 @@ void RunAll(std::vector<std::function<void()>>& actions) {
   for (auto& a : actions) a();
 }
 
-Bytes AcquireReplyBody(const ObjStatus& st, uint64_t size, const std::string& sender, const Bytes* inline_data,
+Bytes AcquireReplyBody(const Status& st, uint64_t size, const std::string& sender, const Bytes* inline_data,
                        const objproto::Owner& owner = {}) {
   objproto::AcquireReply r{};
-  r.status = ToWire(st);
+  r.status = ToObjectWire(st);
   r.size = size;
   r.sender = AddrToWire(sender);
   r.owner = owner;
@@ -31,7 +31,7 @@ Bytes AcquireReplyBody(const ObjStatus& st, uint64_t size, const std::string& se
   return Encode(r);
 }
 
-ObjStatus Moved(const std::string& id) {
+Status Moved(const std::string& id) {
   return Err(objproto::kRetry, "directory shard of %s moved", Printable(id).c_str());
 }
 
@@ -57,7 +57,7 @@ bool DirectoryShard::Owned(const std::string& id) const { return peers_->Owner(i
 void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const ReplyFn& reply) {
   objproto::Publish p{};
   std::string id;
-  auto answer = [&](const ObjStatus& st) { reply(objproto::kDirPublishReply, Encode(ToWire(st))); };
+  auto answer = [&](const Status& st) { reply(objproto::kDirPublishReply, Encode(ToObjectWire(st))); };
   if (!Decode(body, &p) || !IdFromWire(p.id, &id) || TailSize<objproto::Publish>(body) != p.inline_bytes) {
     answer(Err(objproto::kInvalid, "malformed Publish from %s", from.c_str()));
     return;
@@ -68,7 +68,7 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
   }
   const std::string where = AddrFromWire(p.where);
   Actions actions;
-  ObjStatus st;
+  Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Entry& e = entries_[id];
@@ -156,7 +156,7 @@ bool DirectoryShard::InChain(const Entry& e, const std::string& start, const std
 bool DirectoryShard::TryServe(const std::string& id, Entry& e, const Waiter& w, Actions* out) {
   if (e.has_inline) {
     out->push_back([reply = w.reply, size = e.size, data = e.inline_data, owner = e.owner] {
-      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, "", &data, owner));
+      reply(objproto::kDirAcquireReply, AcquireReplyBody(Status::Ok(), size, "", &data, owner));
     });
     return true;
   }
@@ -164,7 +164,7 @@ bool DirectoryShard::TryServe(const std::string& id, Entry& e, const Waiter& w, 
     // The requester registered a copy of its own (a Put or Reduce there began after its
     // Get asked): it reads that one.
     out->push_back([reply = w.reply, size = e.size, self = w.requester, owner = e.owner] {
-      reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, self, nullptr, owner));
+      reply(objproto::kDirAcquireReply, AcquireReplyBody(Status::Ok(), size, self, nullptr, owner));
     });
     return true;
   }
@@ -186,7 +186,7 @@ bool DirectoryShard::TryServe(const std::string& id, Entry& e, const Waiter& w, 
   if (!mine.complete) mine.upstream = best;
   CLOG_DEBUG("objects: %s fetches %s from %s", w.requester.c_str(), Printable(id).c_str(), best.c_str());
   out->push_back([reply = w.reply, size = e.size, best, owner = e.owner] {
-    reply(objproto::kDirAcquireReply, AcquireReplyBody(ObjStatus::Ok(), size, best, nullptr, owner));
+    reply(objproto::kDirAcquireReply, AcquireReplyBody(Status::Ok(), size, best, nullptr, owner));
   });
   // The receiver is a partial copy from now on: later receivers may fetch from it.
   Notify(id, e, w.requester, false, out);
@@ -358,15 +358,15 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
   objproto::DeleteRequest req{};
   std::string id;
   if (!Decode(body, &req) || !IdFromWire(req.id, &id)) {
-    reply(objproto::kDirDeleteReply, Encode(ToWire(Err(objproto::kInvalid, "malformed Delete"))));
+    reply(objproto::kDirDeleteReply, Encode(ToObjectWire(Err(objproto::kInvalid, "malformed Delete"))));
     return;
   }
   if (!Owned(id)) {
-    reply(objproto::kDirDeleteReply, Encode(ToWire(Moved(id))));
+    reply(objproto::kDirDeleteReply, Encode(ToObjectWire(Moved(id))));
     return;
   }
   Actions actions;
-  ObjStatus st;
+  Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(id);
@@ -389,7 +389,7 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
       it->second.owner = objproto::Owner{};
     }
   }
-  reply(objproto::kDirDeleteReply, Encode(ToWire(st)));
+  reply(objproto::kDirDeleteReply, Encode(ToObjectWire(st)));
   RunAll(actions);
 }
 
@@ -398,9 +398,9 @@ void DirectoryShard::OnCount(const Bytes& body, const ReplyFn& reply) {
   std::string id;
   objproto::CountReply r{};
   if (!Decode(body, &wid) || !IdFromWire(wid, &id)) {
-    r.status = ToWire(Err(objproto::kInvalid, "malformed Count"));
+    r.status = ToObjectWire(Err(objproto::kInvalid, "malformed Count"));
   } else if (!Owned(id)) {
-    r.status = ToWire(Moved(id));
+    r.status = ToObjectWire(Moved(id));
   } else {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(id);
@@ -473,7 +473,7 @@ void DirectoryShard::SweepLoop() {
         auto& ws = it->second.waiters;
         for (size_t i = 0; i < ws.size();) {
           if (ws[i].deadline.expired()) {
-            ObjStatus st = Err(objproto::kTimeout, "object %s has no copy to fetch after %u ms (not created yet?)",
+            Status st = Err(objproto::kTimeout, "object %s has no copy to fetch after %u ms (not created yet?)",
                                Printable(it->first).c_str(), ws[i].req.timeout_ms);
             actions.push_back([reply = ws[i].reply, st] {
               reply(objproto::kDirAcquireReply, AcquireReplyBody(st, 0, "", nullptr));

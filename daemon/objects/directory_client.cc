@@ -25,18 +25,18 @@ void DirectoryClient::Start() {
   SpawnDetached([this] { KeepRunning("object resubscription", [&] { ResubscribeLoop(); }); });
 }
 
-ObjStatus DirectoryClient::CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type,
+Status DirectoryClient::CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type,
                                      Bytes* reply, Deadline deadline) {
   for (;;) {
     const std::string owner = peers_->Owner(id);
     Deadline call_deadline = Deadline::AfterMs(RemainingMs(deadline) + kReplySlackMs);
-    ObjStatus st = peers_->Call(owner, type, body, reply_type, reply, call_deadline);
+    Status st = peers_->Call(owner, type, body, reply_type, reply, call_deadline);
     objproto::Status ws{};
     if (st.ok()) {
       if (!Decode(*reply, &ws)) return Err(objproto::kInternal, "short reply 0x%04x from %s", reply_type, owner.c_str());
-      st = FromWire(ws);
+      st = FromObjectWire(ws);
     }
-    if (st.ok() || (st.code() != objproto::kRetry && st.code() != objproto::kUnavailable)) return st;
+    if (st.ok() || (!IsAborted(st) && !IsUnavailable(st))) return st;
     if (deadline.expired()) {
       return Err(objproto::kUnavailable, "directory of %s unreachable: %s", Printable(id).c_str(), st.message().c_str());
     }
@@ -56,7 +56,7 @@ Bytes DirectoryClient::PublishBody(const std::string& id, uint64_t size, uint32_
   return Encode(p, inline_data.data(), inline_data.size());
 }
 
-ObjStatus DirectoryClient::Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
+Status DirectoryClient::Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
                                    const objproto::Owner& owner, Deadline deadline) {
   Bytes reply;
   return CallOwner(id, objproto::kDirPublish, PublishBody(id, size, flags, inline_data, owner),
@@ -72,12 +72,12 @@ DirectoryClient::PendingPublish DirectoryClient::PublishBegin(const std::string&
   return p;
 }
 
-ObjStatus DirectoryClient::PublishFinish(PendingPublish& p, Deadline deadline) {
+Status DirectoryClient::PublishFinish(PendingPublish& p, Deadline deadline) {
   Bytes reply;
-  ObjStatus st = peers_->Await(p.call, objproto::kDirPublishReply, &reply, Deadline::AfterMs(RemainingMs(deadline) + kReplySlackMs));
+  Status st = peers_->Await(p.call, objproto::kDirPublishReply, &reply, Deadline::AfterMs(RemainingMs(deadline) + kReplySlackMs));
   objproto::Status ws{};
-  if (st.ok()) st = Decode(reply, &ws) ? FromWire(ws) : Err(objproto::kInternal, "short Publish reply");
-  if (st.code() != objproto::kRetry && st.code() != objproto::kUnavailable) return st;
+  if (st.ok()) st = Decode(reply, &ws) ? FromObjectWire(ws) : Err(objproto::kInternal, "short Publish reply");
+  if (!IsAborted(st) && !IsUnavailable(st)) return st;
   // The shard moved (or its owner died) meanwhile: the slow path, with retries.
   return CallOwner(p.id, objproto::kDirPublish, p.body, objproto::kDirPublishReply, &reply, deadline);
 }
@@ -94,7 +94,7 @@ void DirectoryClient::Unpublish(const std::string& id) {
   peers_->Send(peers_->Owner(id), objproto::kDirUnpublish, Encode(l));
 }
 
-ObjStatus DirectoryClient::Acquire(const std::string& id, const std::string& prev_sender, const std::string& avoid,
+Status DirectoryClient::Acquire(const std::string& id, const std::string& prev_sender, const std::string& avoid,
                                    Deadline deadline, AcquireResult* out) {
   objproto::Acquire a{};
   a.id = IdToWire(id);
@@ -104,7 +104,7 @@ ObjStatus DirectoryClient::Acquire(const std::string& id, const std::string& pre
   for (;;) {
     a.timeout_ms = static_cast<uint32_t>(RemainingMs(deadline));
     Bytes reply;
-    ObjStatus st = CallOwner(id, objproto::kDirAcquire, Encode(a), objproto::kDirAcquireReply, &reply, deadline);
+    Status st = CallOwner(id, objproto::kDirAcquire, Encode(a), objproto::kDirAcquireReply, &reply, deadline);
     if (!st.ok()) return st;
     objproto::AcquireReply r{};
     if (!Decode(reply, &r) || TailSize<objproto::AcquireReply>(reply) != r.inline_bytes) {
@@ -115,7 +115,7 @@ ObjStatus DirectoryClient::Acquire(const std::string& id, const std::string& pre
     out->is_inline = out->sender.empty();
     out->owner = r.owner;
     out->inline_data.assign(Tail<objproto::AcquireReply>(reply), Tail<objproto::AcquireReply>(reply) + r.inline_bytes);
-    return ObjStatus::Ok();
+    return Status::Ok();
   }
 }
 
@@ -128,7 +128,7 @@ void DirectoryClient::Release(const std::string& id, const std::string& sender, 
   peers_->Send(peers_->Owner(id), objproto::kDirRelease, Encode(r));
 }
 
-ObjStatus DirectoryClient::Delete(const std::string& id, uint32_t uid, bool as_operator, Deadline deadline) {
+Status DirectoryClient::Delete(const std::string& id, uint32_t uid, bool as_operator, Deadline deadline) {
   objproto::DeleteRequest d{};
   d.id = IdToWire(id);
   d.uid = uid;
@@ -137,13 +137,13 @@ ObjStatus DirectoryClient::Delete(const std::string& id, uint32_t uid, bool as_o
   return CallOwner(id, objproto::kDirDelete, Encode(d), objproto::kDirDeleteReply, &reply, deadline);
 }
 
-ObjStatus DirectoryClient::CountComplete(const std::string& id, Deadline deadline, uint32_t* complete) {
+Status DirectoryClient::CountComplete(const std::string& id, Deadline deadline, uint32_t* complete) {
   Bytes reply;
-  OBJ_RETURN_IF_ERROR(CallOwner(id, objproto::kDirCount, Encode(IdToWire(id)), objproto::kDirCountReply, &reply, deadline));
+  CONDUIT_RETURN_IF_ERROR(CallOwner(id, objproto::kDirCount, Encode(IdToWire(id)), objproto::kDirCountReply, &reply, deadline));
   objproto::CountReply r{};
   Decode(reply, &r);
   *complete = r.complete;
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 uint64_t DirectoryClient::Subscribe(const std::string& id, EventFn fn) {

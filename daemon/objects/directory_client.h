@@ -32,7 +32,7 @@ class DirectoryClient {
 
   // Every publication names the object's owner (access.h): the directory entry keeps it and
   // hands it to every daemon that asks about the object.
-  ObjStatus Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
+  Status Publish(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
                     const objproto::Owner& owner, Deadline deadline);
   // Publish in two halves: Begin sends it, Finish waits for the answer (re-asking a moved
   // shard's new owner), so the caller can send other requests in between.
@@ -43,19 +43,19 @@ class DirectoryClient {
   };
   PendingPublish PublishBegin(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
                               const objproto::Owner& owner);
-  ObjStatus PublishFinish(PendingPublish& p, Deadline deadline);
+  Status PublishFinish(PendingPublish& p, Deadline deadline);
   // Fire-and-forget publication (re-publication of soft state to a new owner).
   void PublishAsync(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
                     const objproto::Owner& owner);
   void Unpublish(const std::string& id);
   // Synchronous location query: blocks until a sender is handed out (or inline bytes).
-  ObjStatus Acquire(const std::string& id, const std::string& prev_sender, const std::string& avoid,
+  Status Acquire(const std::string& id, const std::string& prev_sender, const std::string& avoid,
                     Deadline deadline, AcquireResult* out);
   void Release(const std::string& id, const std::string& sender, bool receiver_complete);
   // Deletes on behalf of a program of `uid`; the shard refuses (kPermissionDenied) unless
   // that uid owns the object or `as_operator` (this daemon checked it is an operator).
-  ObjStatus Delete(const std::string& id, uint32_t uid, bool as_operator, Deadline deadline);
-  ObjStatus CountComplete(const std::string& id, Deadline deadline, uint32_t* complete);
+  Status Delete(const std::string& id, uint32_t uid, bool as_operator, Deadline deadline);
+  Status CountComplete(const std::string& id, Deadline deadline, uint32_t* complete);
 
   // Asynchronous location query: `fn` runs (on the peers' executor) for every location event.
   uint64_t Subscribe(const std::string& id, EventFn fn);
@@ -73,7 +73,7 @@ class DirectoryClient {
   };
   Bytes PublishBody(const std::string& id, uint64_t size, uint32_t flags, const Bytes& inline_data,
                     const objproto::Owner& owner);
-  ObjStatus CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type, Bytes* reply,
+  Status CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type, Bytes* reply,
                       Deadline deadline);
   void ResubscribeLoop();
   void SendSubscribe(uint64_t handle, Watch& w);

@@ -48,11 +48,11 @@ LocalObject::~LocalObject() {
   }
 }
 
-ObjStatus LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory> spares) {
+Status LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory> spares) {
   if (!shared_memory || size_ == 0) {
     heap_.resize(size_);
     data_ = heap_.data();
-    return ObjStatus::Ok();
+    return Status::Ok();
   }
   if (internal_ && spares != nullptr) {
     spares_ = std::move(spares);
@@ -60,7 +60,7 @@ ObjStatus LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory>
     if (spares_->Take(size_, &spare)) {  // sealed as below already, its pages made
       fd_ = std::move(spare.fd);
       data_ = spare.data;
-      return ObjStatus::Ok();
+      return Status::Ok();
     }
   }
   std::string name = "hoplite:" + Printable(id_).substr(0, 200);
@@ -82,7 +82,7 @@ ObjStatus LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory>
     // The daemon only reads what a Put's creator writes. Its mapping is of a read-only
     // descriptor, which F_SEAL_WRITE does not count as writable (see Seal).
     UniqueFd ro;
-    OBJ_RETURN_IF_ERROR(ReadOnlyFd(&ro));
+    CONDUIT_RETURN_IF_ERROR(ReadOnlyFd(&ro));
     p = mmap(nullptr, size_, PROT_READ, MAP_SHARED, ro.get(), 0);
   } else {
     p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
@@ -102,10 +102,10 @@ ObjStatus LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory>
   if (!creator_writes_ && fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
     return Err(objproto::kInternal, "sealing an object memfd against writes: %s", strerror(errno));
   }
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
-ObjStatus LocalObject::AdoptComplete(UniqueFd memfd, const std::string& bytes) {
+Status LocalObject::AdoptComplete(UniqueFd memfd, const std::string& bytes) {
   if (!memfd.valid()) {
     if (bytes.size() != size_ || size_ >= objproto::kInlineLimit) {
       return Err(objproto::kInvalid, "object %s: %zu handed-over bytes for a %llu-byte copy", Printable(id_).c_str(),
@@ -140,7 +140,7 @@ ObjStatus LocalObject::AdoptComplete(UniqueFd memfd, const std::string& bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   ready_ = size_;
   complete_ = true;
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void LogSharedMemoryHugePages() {
@@ -172,12 +172,12 @@ void LocalObject::PrepareWrite(uint64_t offset, uint64_t len) const {
   (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
-ObjStatus LocalObject::ReadOnlyFd(UniqueFd* out) const {
+Status LocalObject::ReadOnlyFd(UniqueFd* out) const {
   // A new open file description that is read-only: mmap(PROT_WRITE, MAP_SHARED) on it fails.
   std::string path = "/proc/self/fd/" + std::to_string(fd_.get());
   out->reset(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!out->valid()) return Err(objproto::kInternal, "reopen of object memfd read-only: %s", strerror(errno));
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void LocalObject::SetReady(uint64_t bytes) {
@@ -187,12 +187,12 @@ void LocalObject::SetReady(uint64_t bytes) {
   cv_.notify_all();
 }
 
-ObjStatus LocalObject::Seal() {
+Status LocalObject::Seal() {
   // A partial result's memfd never leaves the daemon, so no other holder could add seals;
   // without F_SEAL_SEAL it can be reused (SpareMemory) as it is.
-  if (!fd_.valid() || internal_) return ObjStatus::Ok();
+  if (!fd_.valid() || internal_) return Status::Ok();
   std::lock_guard<std::mutex> lock(seal_mu_);
-  if (sealed_) return ObjStatus::Ok();
+  if (sealed_) return Status::Ok();
   // A copy the daemon wrote has been F_SEAL_FUTURE_WRITE since it was made; the daemon's
   // own writable mapping stays (nobody else can write). A Put's memfd gets F_SEAL_WRITE,
   // which the kernel refuses (EBUSY) while any writable shared mapping of it exists: the
@@ -217,11 +217,11 @@ ObjStatus LocalObject::Seal() {
     return Err(objproto::kInternal, "sealing object %s: %s", Printable(id_).c_str(), strerror(errno));
   }
   sealed_ = true;
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void LocalObject::MarkComplete() {
-  ObjStatus sealed = Seal();
+  Status sealed = Seal();
   if (!sealed.ok()) CLOG_WARN("objects: %s", sealed.message().c_str());
   std::lock_guard<std::mutex> lock(mu_);
   ready_ = size_;
@@ -229,19 +229,19 @@ void LocalObject::MarkComplete() {
   cv_.notify_all();
 }
 
-void LocalObject::Fail(const ObjStatus& why) {
+void LocalObject::Fail(const Status& why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_.ok()) failed_ = why;  // a complete copy that is deleted also stops its readers
   cv_.notify_all();
 }
 
-ObjStatus LocalObject::WaitReady(uint64_t want, Deadline deadline, uint64_t* ready) {
+Status LocalObject::WaitReady(uint64_t want, Deadline deadline, uint64_t* ready) {
   std::unique_lock<std::mutex> lock(mu_);
   if (want > size_) want = size_;
   WaitUntil(cv_, lock, deadline, [&] { return !failed_.ok() || ready_ >= want; });
   *ready = ready_;
   if (!failed_.ok()) return failed_;
-  if (ready_ >= want) return ObjStatus::Ok();
+  if (ready_ >= want) return Status::Ok();
   return Err(objproto::kTimeout, "object %s: %llu of %llu bytes after the wait ran out (its source stalled)",
              Printable(id_).c_str(), static_cast<unsigned long long>(ready_), static_cast<unsigned long long>(size_));
 }
@@ -256,7 +256,7 @@ bool LocalObject::complete() const {
   return complete_ && failed_.ok();
 }
 
-ObjStatus LocalObject::failure() const {
+Status LocalObject::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failed_;
 }
@@ -302,7 +302,7 @@ std::string LocalStore::EvictionCandidateLocked(const std::vector<std::string>& 
   return victim;
 }
 
-ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
+Status LocalStore::Reserve(const std::string& id, uint64_t size) {
   std::vector<std::string> refused;  // evictable by the rules but the only copy
   for (;;) {
     std::string victim;
@@ -314,7 +314,7 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
       const uint64_t spare = spares_->bytes();
       if (size <= limit_ && used_ + spare + size <= limit_) {
         used_ += size;
-        return ObjStatus::Ok();
+        return Status::Ok();
       }
       // Spare memory goes before any copy is evicted (unmapped outside the store's lock).
       clear_spares = spare > 0 && size <= limit_ && used_ + size <= limit_;
@@ -342,23 +342,23 @@ ObjStatus LocalStore::Reserve(const std::string& id, uint64_t size) {
   }
 }
 
-ObjStatus LocalStore::Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out) {
+Status LocalStore::Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out) {
   const bool shared_memory = size >= inline_limit_;
   std::shared_ptr<SpareMemory> spares = info.internal ? spares_ : nullptr;
   return Add(id, size, info, [&](LocalObject& obj) { return obj.Allocate(shared_memory, spares); }, out);
 }
 
-ObjStatus LocalStore::Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd,
+Status LocalStore::Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd,
                             const std::string& bytes, ObjectRef* out) {
   auto fd = std::make_shared<UniqueFd>(std::move(memfd));
   return Add(id, size, info, [fd, &bytes](LocalObject& obj) { return obj.AdoptComplete(std::move(*fd), bytes); }, out);
 }
 
-ObjStatus LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& info,
-                          const std::function<ObjStatus(LocalObject&)>& back, ObjectRef* out) {
+Status LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& info,
+                          const std::function<Status(LocalObject&)>& back, ObjectRef* out) {
   // The quota first: a uid over it costs nothing, not even an eviction.
-  if (info.charge) OBJ_RETURN_IF_ERROR(quotas_.Charge(info.owner.uid, size, id));
-  ObjStatus st = Reserve(id, size);
+  if (info.charge) CONDUIT_RETURN_IF_ERROR(quotas_.Charge(info.owner.uid, size, id));
+  Status st = Reserve(id, size);
   if (!st.ok()) {
     if (info.charge) quotas_.Release(info.owner.uid, size);
     return st;
@@ -377,7 +377,7 @@ ObjStatus LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& 
   if (info.unlisted) unlisted_.insert(id);
   created_.notify_all();
   *out = std::move(obj);
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 ObjectRef LocalStore::FindLocked(const std::string& id) {
@@ -404,7 +404,7 @@ ObjectRef LocalStore::FindOrWait(const std::string& id, Deadline deadline) {
   return found;
 }
 
-void LocalStore::Remove(const std::string& id, const ObjStatus& why, const LocalObject* expected) {
+void LocalStore::Remove(const std::string& id, const Status& why, const LocalObject* expected) {
   ObjectRef obj;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -63,11 +63,11 @@ class LocalObject {
   // Backs the object with a memfd (large) or heap bytes (small). A partial result
   // (CopyInfo::internal) given `spares` takes a spare memfd of its size from there when
   // one exists, and gives its memfd back to it when the copy is destroyed.
-  ObjStatus Allocate(bool shared_memory, std::shared_ptr<SpareMemory> spares = nullptr);
+  Status Allocate(bool shared_memory, std::shared_ptr<SpareMemory> spares = nullptr);
   // Backs it instead with a complete copy another daemon process made (a live upgrade,
   // docs/upgrade.md): its memfd, which must have this size and be sealed against writes
   // and resizing, mapped read-only; or, with no memfd, `bytes` (a small copy).
-  ObjStatus AdoptComplete(UniqueFd memfd, const std::string& bytes);
+  Status AdoptComplete(UniqueFd memfd, const std::string& bytes);
 
   const std::string& id() const { return id_; }
   uint64_t size() const { return size_; }
@@ -81,7 +81,7 @@ class LocalObject {
   void PrepareWrite(uint64_t offset, uint64_t len) const;
   int fd() const { return fd_.get(); }
   // A new read-only descriptor of the memfd (a program can map it, but never writably).
-  ObjStatus ReadOnlyFd(UniqueFd* out) const;
+  Status ReadOnlyFd(UniqueFd* out) const;
   bool pinned() const { return pinned_; }
   bool internal() const { return internal_; }
   const objproto::Owner& owner() const { return owner_; }
@@ -91,18 +91,18 @@ class LocalObject {
   // SHRINK, GROW and SEAL; fails, changing nothing, while anyone still maps it writable
   // (a creator that did not unmap). Other memfds: F_SEAL_SEAL (they are F_SEAL_FUTURE_WRITE
   // from the start). Heap copies need nothing. Idempotent.
-  ObjStatus Seal();
+  Status Seal();
   // Writers: `ready` only grows; MarkComplete seals (Seal, logged if it fails) and wakes.
   void SetReady(uint64_t bytes);
   void MarkComplete();
   // Wakes every waiter with `why` (deleted, lost, creator died).
-  void Fail(const ObjStatus& why);
+  void Fail(const Status& why);
 
   // Waits until at least `want` bytes are ready (want <= size). *ready gets what is there.
-  ObjStatus WaitReady(uint64_t want, Deadline deadline, uint64_t* ready);
+  Status WaitReady(uint64_t want, Deadline deadline, uint64_t* ready);
   uint64_t ready() const;
   bool complete() const;
-  ObjStatus failure() const;
+  Status failure() const;
 
   // Users (program views, senders, reduce tasks) keep a copy from being evicted.
   void AddUser();
@@ -129,7 +129,7 @@ class LocalObject {
   bool complete_ = false;
   std::mutex seal_mu_;
   bool sealed_ = false;    // under seal_mu_
-  ObjStatus failed_;
+  Status failed_;
   int users_ = 0;
 };
 
@@ -153,10 +153,10 @@ class LocalStore {
 
   // Charges the owner's quota (with info.charge), reserves memory (evicting if needed) and
   // inserts a new, empty copy.
-  ObjStatus Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out);
+  Status Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out);
   // The same for a complete copy handed over by the daemon this one replaced
   // (LocalObject::AdoptComplete).
-  ObjStatus Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd, const std::string& bytes,
+  Status Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd, const std::string& bytes,
                   ObjectRef* out);
   // The copy of `id`, or null. Marks it recently used. For what the directory sent here (a
   // fetch, a reduce task): the directory lists a Put's copy only once it accepted its id.
@@ -169,7 +169,7 @@ class LocalStore {
   // result may be asked for just before the task starts.
   ObjectRef FindOrWait(const std::string& id, Deadline deadline);
   // Drops the copy (if it is still `expected` when given) and fails its waiters with `why`.
-  void Remove(const std::string& id, const ObjStatus& why, const LocalObject* expected = nullptr);
+  void Remove(const std::string& id, const Status& why, const LocalObject* expected = nullptr);
   std::vector<ObjectRef> All();
 
   uint64_t used() const;
@@ -179,15 +179,15 @@ class LocalStore {
   UidQuotas& quotas() { return quotas_; }
 
  private:
-  ObjStatus Reserve(const std::string& id, uint64_t size);
+  Status Reserve(const std::string& id, uint64_t size);
   // The least recently used copy that may be evicted (complete, unused, neither pinned nor
   // internal, not in `refused`), or "" (mu_ held); adds the pinned and internal bytes seen.
   // Find's lookup (mu_ held).
   ObjectRef FindLocked(const std::string& id);
   std::string EvictionCandidateLocked(const std::vector<std::string>& refused, uint64_t* pinned_bytes);
   // Create and Adopt: charges, reserves, backs the copy with `back` and inserts it.
-  ObjStatus Add(const std::string& id, uint64_t size, const CopyInfo& info,
-                const std::function<ObjStatus(LocalObject&)>& back, ObjectRef* out);
+  Status Add(const std::string& id, uint64_t size, const CopyInfo& info,
+                const std::function<Status(LocalObject&)>& back, ObjectRef* out);
 
   const uint64_t limit_;
   const uint64_t inline_limit_;

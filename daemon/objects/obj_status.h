@@ -1,5 +1,10 @@
-// ObjStatus: a result of the object service, with the object protocol's codes (which
-// libhoplite hands to programs unchanged) and a message a human can act on.
+// The object service's results in the daemon's one error model (common/status.h): a Status
+// with a canonical code, made here from the object protocol's code, which the status keeps
+// as its detail() so that libhoplite is handed exactly the code it was made with (two object
+// codes share a canonical code: kOutOfMemory and kOverQuota are both kResourceExhausted,
+// kRefused and kPermissionDenied both kPermissionDenied). Code inside decides on canonical
+// codes through common/status.h's predicates; the object codes appear only where a status
+// is made and at the object edge (ToWire, FromWire).
 #ifndef CONDUIT_DAEMON_OBJECTS_OBJ_STATUS_H_
 #define CONDUIT_DAEMON_OBJECTS_OBJ_STATUS_H_
 
@@ -12,35 +17,21 @@ namespace conduit::objects {
 
 using objproto::Code;
 
-class ObjStatus {
- public:
-  ObjStatus() = default;
-  ObjStatus(Code code, std::string message) : code_(code), message_(std::move(message)) {}
-  static ObjStatus Ok() { return ObjStatus(); }
+// The canonical code an object code stands for.
+StatusCode CanonicalOf(Code code);
+// The object code a status reports at the object edge: the one it was made with, else its
+// canonical code's nearest (a shared helper's I/O failure is kUnavailable, say).
+Code ObjectCodeOf(const Status& st);
 
-  bool ok() const { return code_ == objproto::kOk; }
-  Code code() const { return code_; }
-  const std::string& message() const { return message_; }
-
- private:
-  Code code_ = objproto::kOk;
-  std::string message_;
-};
-
-ObjStatus Err(Code code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+Status ObjectStatus(Code code, std::string message);
+Status Err(Code code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 // A failure of the shared I/O helpers, under `code`.
-ObjStatus FromConduit(const Status& st, Code code);
+Status FromConduit(const Status& st, Code code);
 const char* CodeName(Code code);
 
-objproto::Status ToWire(const ObjStatus& st);
-ObjStatus FromWire(const objproto::Status& wire);
+objproto::Status ToObjectWire(const Status& st);
+Status FromObjectWire(const objproto::Status& wire);
 
 }  // namespace conduit::objects
-
-#define OBJ_RETURN_IF_ERROR(expr)                 \
-  do {                                            \
-    ::conduit::objects::ObjStatus _ost = (expr);  \
-    if (!_ost.ok()) return _ost;                  \
-  } while (0)
 
 #endif  // CONDUIT_DAEMON_OBJECTS_OBJ_STATUS_H_

@@ -60,22 +60,22 @@ class ObjectApi {
   // Put: creates the pinned origin copy, owned by `caller` with `access` (0: the daemon's
   // default), charged to its quota, and registers it (kExists if the id is known).
   // Small objects are complete at once; large ones are filled by the program.
-  virtual ObjStatus CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data,
+  virtual Status CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data,
                                  const Caller& caller, uint32_t access, ObjectRef* out) = 0;
   // Seals the bytes and publishes the copy complete; if it cannot be sealed (the creator
   // still maps it writable) the Put is abandoned and the error says why.
-  virtual ObjStatus FinishPut(const ObjectRef& obj) = 0;
+  virtual Status FinishPut(const ObjectRef& obj) = 0;
   virtual void AbortPut(const ObjectRef& obj, const std::string& why) = 0;
   // A local copy of `id` (partial copies grow as the fetch goes on), joining the broadcast;
   // kPermissionDenied (and no local copy made) when `caller` may not read it.
-  virtual ObjStatus Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) = 0;
+  virtual Status Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) = 0;
   // Deletes every copy if `caller` owns the object or is an operator.
-  virtual ObjStatus Delete(const std::string& id, const Caller& caller, Deadline deadline) = 0;
+  virtual Status Delete(const std::string& id, const Caller& caller, Deadline deadline) = 0;
   // Indices of the first `num_ready` objects with a complete copy somewhere, in order;
   // kPermissionDenied as soon as one of them exists and `caller` may not read it.
-  virtual ObjStatus Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
+  virtual Status Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
                          Deadline deadline, std::vector<uint32_t>* ready) = 0;
-  virtual ObjStatus Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
+  virtual Status Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
                            uint32_t op, uint32_t dtype, const Caller& caller, uint32_t access, Deadline deadline,
                            std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) = 0;
   // JSON text with this daemon's object state (admin API, conduitctl, tests).

@@ -49,7 +49,7 @@ void ObjectService::Start() {
   peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnDropCopy(b); });
   peers_.Handle(objproto::kGoingAway, [this](const std::string& from, const Bytes& b, const ReplyFn& reply) {
     objproto::GoingAway g{};
-    ObjStatus st = ObjStatus::Ok();
+    Status st = Status::Ok();
     if (!Decode(b, &g) || g.grace_ms > kMaxReplacementGraceMs) {
       st = Err(objproto::kInvalid, "malformed GoingAway from %s", from.c_str());
     } else {
@@ -57,7 +57,7 @@ void ObjectService::Start() {
                 g.grace_ms);
       peers_.NoteReplacing(from, static_cast<int>(g.grace_ms));
     }
-    reply(objproto::kGoingAwayReply, Encode(ToWire(st)));
+    reply(objproto::kGoingAwayReply, Encode(ToObjectWire(st)));
   });
   peers_.OnPush([this](uint16_t type, const Bytes& body) { dir_.OnPush(type, body); });
   peers_.OnChange([this] { OnMembershipChange(); });
@@ -136,16 +136,16 @@ void ObjectService::NotePublished(const std::string& id) {
   published_to_[id] = peers_.Owner(id);
 }
 
-ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data,
+Status ObjectService::CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data,
                                       const Caller& caller, uint32_t access, ObjectRef* out) {
   CopyInfo info;
-  OBJ_RETURN_IF_ERROR(OwnerFor(caller, access, options_.default_access, &info.owner));
+  CONDUIT_RETURN_IF_ERROR(OwnerFor(caller, access, options_.default_access, &info.owner));
   info.pinned = true;
   info.creator_writes = true;
   info.charge = !caller.is_operator;
   info.unlisted = true;  // until the directory accepts the id as this caller's new object
   ObjectRef obj;
-  OBJ_RETURN_IF_ERROR(store_.Create(id, size, info, &obj));
+  CONDUIT_RETURN_IF_ERROR(store_.Create(id, size, info, &obj));
   Bytes inline_bytes;
   uint32_t flags = objproto::kPubCreate | objproto::kPubOrigin;
   if (size < objproto::kInlineLimit) {
@@ -154,7 +154,7 @@ ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, cons
     inline_bytes.assign(obj->data(), obj->data() + size);
     flags |= objproto::kPubComplete;
   }
-  ObjStatus st = dir_.Publish(id, size, flags, inline_bytes, info.owner, Deadline::AfterMs(options_.timeout_ms));
+  Status st = dir_.Publish(id, size, flags, inline_bytes, info.owner, Deadline::AfterMs(options_.timeout_ms));
   if (!st.ok()) {
     store_.Remove(id, st, obj.get());
     return st;
@@ -162,13 +162,13 @@ ObjStatus ObjectService::CreateForPut(const std::string& id, uint64_t size, cons
   store_.List(obj.get());
   NotePublished(id);
   *out = std::move(obj);
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
-ObjStatus ObjectService::FinishPut(const ObjectRef& obj) {
+Status ObjectService::FinishPut(const ObjectRef& obj) {
   // Sealed before anyone may read the last block: from here on no mapping or descriptor,
   // the creator's included, can change the bytes readers get.
-  ObjStatus sealed = obj->Seal();
+  Status sealed = obj->Seal();
   if (!sealed.ok()) {
     AbortPut(obj, sealed.message());
     return sealed;
@@ -176,9 +176,9 @@ ObjStatus ObjectService::FinishPut(const ObjectRef& obj) {
   obj->MarkComplete();
   // Deleted while it was being written (the store marked it failed): published now, the
   // directory would list a copy this store no longer has.
-  if (ObjStatus gone = obj->failure(); !gone.ok()) return gone;
+  if (Status gone = obj->failure(); !gone.ok()) return gone;
   dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {}, obj->owner());
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void ObjectService::PublishReduceTarget(const ObjectRef& obj, bool complete) {
@@ -192,7 +192,7 @@ void ObjectService::PublishReduceTarget(const ObjectRef& obj, bool complete) {
   NotePublished(obj->id());
 }
 
-void ObjectService::AbandonReduceTarget(const std::string& id, const LocalObject* obj, const ObjStatus& why) {
+void ObjectService::AbandonReduceTarget(const std::string& id, const LocalObject* obj, const Status& why) {
   if (obj != nullptr) store_.Remove(id, why, obj);
   dir_.Unpublish(id);
   std::lock_guard<std::mutex> lock(fetch_mu_);
@@ -208,9 +208,9 @@ void ObjectService::AbortPut(const ObjectRef& obj, const std::string& why) {
   dir_.Unpublish(obj->id());
 }
 
-ObjStatus ObjectService::Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
+Status ObjectService::Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
   for (;;) {
-    ObjStatus st = LocateOnce(id, caller, deadline, out);
+    Status st = LocateOnce(id, caller, deadline, out);
     if (st.ok()) {
       // A copy already here, or another request's result, is checked here; a copy made for
       // this request was checked before it was made.
@@ -221,13 +221,13 @@ ObjStatus ObjectService::Locate(const std::string& id, const Caller& caller, Dea
       }
       return st;
     }
-    if (st.code() != objproto::kRetry) return st;
+    if (!IsAborted(st)) return st;
     if (deadline.expired()) return Err(objproto::kTimeout, "object %s: %s", Printable(id).c_str(), st.message().c_str());
     std::this_thread::sleep_for(std::chrono::milliseconds(kRelocatePauseMs));
   }
 }
 
-ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
+Status ObjectService::LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
   std::shared_ptr<PendingFetch> mine;
   {
     std::unique_lock<std::mutex> lock(fetch_mu_);
@@ -235,7 +235,7 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller,
       ObjectRef obj = store_.FindForProgram(id);
       if (obj != nullptr && obj->failure().ok()) {
         out->obj = std::move(obj);
-        return ObjStatus::Ok();
+        return Status::Ok();
       }
       auto it = pending_.find(id);
       if (it == pending_.end()) break;
@@ -246,13 +246,12 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller,
       }
       if (p->status.ok() && p->result.is_inline) {
         *out = p->result;
-        return ObjStatus::Ok();
+        return Status::Ok();
       }
       // Another caller's refusal is not ours: ask again for ourselves.
-      const Code c = p->status.code();
-      if (!p->status.ok() &&
-          ((c != objproto::kTimeout && c != objproto::kRetry && c != objproto::kPermissionDenied) ||
-           deadline.expired())) {
+      const Status& theirs = p->status;
+      if (!theirs.ok() &&
+          ((!IsDeadlineExceeded(theirs) && !IsAborted(theirs) && !IsPermissionDenied(theirs)) || deadline.expired())) {
         return p->status;
       }
     }
@@ -260,7 +259,7 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller,
     pending_[id] = mine;
   }
   AcquireResult r;
-  ObjStatus st = dir_.Acquire(id, "", "", deadline, &r);
+  Status st = dir_.Acquire(id, "", "", deadline, &r);
   Located result;
   if (st.ok() && r.sender != peers_.self() && !MayRead(caller, r.owner)) {
     // No copy is made for a caller who may not read it; the sender handed out is freed.
@@ -302,7 +301,7 @@ ObjStatus ObjectService::LocateOnce(const std::string& id, const Caller& caller,
   }
   if (!st.ok()) return st;
   *out = std::move(result);
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
@@ -316,7 +315,7 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   uint64_t progress_offset = 0;
   std::optional<std::chrono::steady_clock::time_point> no_progress_since;
   for (;;) {
-    ObjStatus st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
+    Status st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
                              options_.timeout_ms);
     if (st.ok() && obj->failure().ok()) {
       obj->MarkComplete();
@@ -335,7 +334,7 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
       progress_offset = offset;
       no_progress_since = now;
     } else if (now - *no_progress_since > std::chrono::milliseconds(options_.timeout_ms)) {
-      ObjStatus why = Err(objproto::kLost, "object %s: no copy delivered a byte for %d ms (last: %s at byte %llu: %s)",
+      Status why = Err(objproto::kLost, "object %s: no copy delivered a byte for %d ms (last: %s at byte %llu: %s)",
                           Printable(id).c_str(), options_.timeout_ms, sender.c_str(),
                           static_cast<unsigned long long>(offset), st.message().c_str());
       CLOG_WARN("objects: %s", why.message().c_str());
@@ -367,7 +366,7 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
       return;
     }
     if (!st.ok()) {
-      ObjStatus why = Err(objproto::kLost, "object %s: transfer broke at byte %llu and no other copy could be had: %s",
+      Status why = Err(objproto::kLost, "object %s: transfer broke at byte %llu and no other copy could be had: %s",
                           Printable(id).c_str(), static_cast<unsigned long long>(offset), st.message().c_str());
       store_.Remove(id, why, obj.get());
       dir_.Release(id, sender, false);
@@ -377,13 +376,13 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   }
 }
 
-ObjStatus ObjectService::Delete(const std::string& id, const Caller& caller, Deadline deadline) {
+Status ObjectService::Delete(const std::string& id, const Caller& caller, Deadline deadline) {
   // The copy here is checked too: its directory entry may be missing for a moment (a shard
   // that moved and is not re-published yet), and nothing may go on the directory's silence.
   ObjectRef local = store_.FindForProgram(id);
   if (local != nullptr && !MayDelete(caller, local->owner())) return DeleteDenied(id, caller.uid, local->owner());
-  ObjStatus st = dir_.Delete(id, caller.uid, caller.is_operator, deadline);
-  if (st.code() == objproto::kPermissionDenied) return st;
+  Status st = dir_.Delete(id, caller.uid, caller.is_operator, deadline);
+  if (IsPermissionDenied(st)) return st;
   // Only the copy checked above: one made here since (another user's Put of the same id,
   // not yet refused or published) is not this caller's to remove; the directory's drop
   // messages reach the copies it lists.
@@ -399,7 +398,7 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   objproto::DropCopy d{};
   std::string id;
   if (!Decode(body, &d) || !IdFromWire(d.id, &id)) return;
-  ObjStatus why = d.reason == objproto::kDropLost
+  Status why = d.reason == objproto::kDropLost
                       ? Err(objproto::kLost, "object %s is lost: every complete copy died", Printable(id).c_str())
                       : Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str());
   store_.Remove(id, why);
@@ -407,14 +406,14 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   published_to_.erase(id);
 }
 
-ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
+Status ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
                               Deadline deadline, std::vector<uint32_t>* ready) {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<uint32_t> order;
     std::vector<bool> seen;
-    ObjStatus denied;  // the first object seen that the caller may not read
+    Status denied;  // the first object seen that the caller may not read
   };
   auto s = std::make_shared<State>();
   s->seen.assign(ids.size(), false);
@@ -425,7 +424,7 @@ ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_re
     s->order.push_back(i);
     s->cv.notify_all();
   };
-  auto deny = [s](ObjStatus why) {
+  auto deny = [s](Status why) {
     std::lock_guard<std::mutex> lock(s->mu);
     if (s->denied.ok()) s->denied = std::move(why);
     s->cv.notify_all();
@@ -448,7 +447,7 @@ ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_re
     }));
   }
   bool enough;
-  ObjStatus denied;
+  Status denied;
   {
     std::unique_lock<std::mutex> lock(s->mu);
     enough = WaitUntil(s->cv, lock, deadline, [&] { return s->order.size() >= num_ready || !s->denied.ok(); });
@@ -463,17 +462,17 @@ ObjStatus ObjectService::Wait(const std::vector<std::string>& ids, size_t num_re
   if (!enough) {
     return Err(objproto::kTimeout, "only %zu of the %zu objects waited for were ready in time", ready->size(), num_ready);
   }
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
-ObjStatus ObjectService::Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
+Status ObjectService::Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
                                 uint32_t op, uint32_t dtype, const Caller& caller, uint32_t access, Deadline deadline,
                                 std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) {
   objproto::Owner owner;
-  OBJ_RETURN_IF_ERROR(OwnerFor(caller, access, options_.default_access, &owner));
+  CONDUIT_RETURN_IF_ERROR(OwnerFor(caller, access, options_.default_access, &owner));
   // The target's size is known only once a source arrives; a uid already at its object
   // limit is refused before anything is reserved.
-  if (!caller.is_operator) OBJ_RETURN_IF_ERROR(store_.quotas().Check(caller.uid, 0, target));
+  if (!caller.is_operator) CONDUIT_RETURN_IF_ERROR(store_.quotas().Check(caller.uid, 0, target));
   return reducer_->Run(target, sources, num_objects, op, dtype, caller, owner, deadline, used, degree, size);
 }
 
@@ -500,7 +499,7 @@ void ObjectService::RepublishLoop() {
       if (obj->pinned()) flags |= objproto::kPubOrigin;
       Bytes inline_bytes;
       if (obj->complete() && obj->size() < objproto::kInlineLimit) inline_bytes.assign(obj->data(), obj->data() + obj->size());
-      ObjStatus st = dir_.Publish(obj->id(), obj->size(), flags, inline_bytes, obj->owner(), Deadline::AfterMs(5000));
+      Status st = dir_.Publish(obj->id(), obj->size(), flags, inline_bytes, obj->owner(), Deadline::AfterMs(5000));
       if (!st.ok()) {
         CLOG_WARN("objects: could not re-register %s with its new directory shard: %s", Printable(obj->id()).c_str(),
                   st.message().c_str());
@@ -534,7 +533,7 @@ void ObjectService::RepublishTo(const std::string& addr) {
   republish_cv_.notify_all();
 }
 
-ObjStatus ObjectService::ExportCopies(std::vector<HandedCopy>* out) {
+Status ObjectService::ExportCopies(std::vector<HandedCopy>* out) {
   {
     std::lock_guard<std::mutex> lock(fetch_mu_);
     if (!pending_.empty()) {
@@ -563,21 +562,21 @@ ObjStatus ObjectService::ExportCopies(std::vector<HandedCopy>* out) {
     }
     out->push_back(std::move(c));
   }
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
-ObjStatus ObjectService::AdoptCopies(std::vector<HandedCopy> copies) {
+Status ObjectService::AdoptCopies(std::vector<HandedCopy> copies) {
   for (HandedCopy& c : copies) {
     CopyInfo info;
     info.pinned = c.pinned;
     info.owner = c.owner;
     info.charge = c.charged;
     ObjectRef obj;
-    OBJ_RETURN_IF_ERROR(store_.Adopt(c.id, c.size, info, std::move(c.memfd), c.bytes, &obj));
+    CONDUIT_RETURN_IF_ERROR(store_.Adopt(c.id, c.size, info, std::move(c.memfd), c.bytes, &obj));
     std::lock_guard<std::mutex> lock(fetch_mu_);
     published_to_[c.id] = "";  // registered with nobody yet: Start's republication does it
   }
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void ObjectService::OnMembershipChange() {

@@ -74,19 +74,19 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
 
   // ObjectApi (the program sessions' view; see objects/object_api.h).
   bool IsOperator(uint32_t uid) const override { return IsOperatorUid(uid, options_.operator_uids); }
-  ObjStatus CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data, const Caller& caller,
+  Status CreateForPut(const std::string& id, uint64_t size, const uint8_t* inline_data, const Caller& caller,
                          uint32_t access, ObjectRef* out) override;
-  ObjStatus FinishPut(const ObjectRef& obj) override;
+  Status FinishPut(const ObjectRef& obj) override;
   void AbortPut(const ObjectRef& obj, const std::string& why) override;
-  ObjStatus Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) override;
-  ObjStatus Delete(const std::string& id, const Caller& caller, Deadline deadline) override;
-  ObjStatus Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller, Deadline deadline,
+  Status Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) override;
+  Status Delete(const std::string& id, const Caller& caller, Deadline deadline) override;
+  Status Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller, Deadline deadline,
                  std::vector<uint32_t>* ready) override;
-  ObjStatus Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
+  Status Reduce(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
                    uint32_t op, uint32_t dtype, const Caller& caller, uint32_t access, Deadline deadline,
                    std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) override;
   void PublishReduceTarget(const ObjectRef& obj, bool complete) override;
-  void AbandonReduceTarget(const std::string& id, const LocalObject* obj, const ObjStatus& why) override;
+  void AbandonReduceTarget(const std::string& id, const LocalObject* obj, const Status& why) override;
 
   std::string StateJson() override;
   ObjectRef LocalCopy(const std::string& id) override { return store_.Find(id); }
@@ -101,10 +101,10 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   // copy is being written or fetched, or a reduce runs here: called with every program
   // session parked. The directory shard does not move: it is soft state, which the other
   // daemons re-publish to the new process when they reconnect (OnPeerUp).
-  ObjStatus ExportCopies(std::vector<HandedCopy>* out);
+  Status ExportCopies(std::vector<HandedCopy>* out);
   // In the new process, before Start: the copies handed over, re-published once the
   // daemons are connected.
-  ObjStatus AdoptCopies(std::vector<HandedCopy> copies);
+  Status AdoptCopies(std::vector<HandedCopy> copies);
   // After the handover, before this process exits: tells every live daemon that this one's
   // process is being replaced (GoingAway), waiting up to 1 s for their answers, so none
   // declares this daemon's objects lost when its connections end.
@@ -113,11 +113,11 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
  private:
   struct PendingFetch {
     bool done = false;
-    ObjStatus status;
+    Status status;
     Located result;
   };
   // One attempt of Locate; kRetry: the directory's answer was stale, ask again.
-  ObjStatus LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out);
+  Status LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out);
   void FetchLoop(ObjectRef obj, std::string sender);
   void OnMembershipChange();
   void OnDropCopy(const Bytes& body);

@@ -40,11 +40,11 @@ struct Peers::Pending {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  ObjStatus status;
+  Status status;
   uint16_t type = 0;
   Bytes body;
 
-  void Finish(ObjStatus st, uint16_t t, Bytes b) {
+  void Finish(Status st, uint16_t t, Bytes b) {
     std::lock_guard<std::mutex> lock(mu);
     if (done) return;
     done = true;
@@ -202,7 +202,7 @@ void Peers::ConnectLoop(Channel* ch) {
       if (st.ok() && (reply.header.type != objproto::kPeerHelloReply || !Decode(reply.payload, &ws))) {
         st = SystemError("bad PeerHello reply");
       }
-      ObjStatus ost = st.ok() ? FromWire(ws) : FromConduit(st, objproto::kUnavailable);
+      Status ost = st.ok() ? FromObjectWire(ws) : FromConduit(st, objproto::kUnavailable);
       if (ost.ok()) {
         {
           std::lock_guard<std::mutex> lock(ch->mu);
@@ -270,7 +270,7 @@ void Peers::ReadLoop(Channel* ch, Conn& conn) {
       }
     }
     if (p) {
-      p->Finish(ObjStatus::Ok(), type, std::move(frame.payload));
+      p->Finish(Status::Ok(), type, std::move(frame.payload));
     } else if (push_) {
       // Pushed events are handled right here, without a thread handoff (a reduce's
       // sources arrive this way): push handlers only take short locks and never wait for
@@ -338,7 +338,7 @@ void Peers::Dispatch(uint16_t type, const std::string& from, const Bytes& body, 
   it->second(from, body, reply);
 }
 
-ObjStatus Peers::Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
+Status Peers::Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
                       Deadline deadline) {
   return Await(Begin(to, type, std::move(body)), reply_type, reply, deadline);
 }
@@ -350,7 +350,7 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
   o.type = type;
   auto p = o.p;
   if (to == self_) {
-    Dispatch(type, self_, body, [p](uint16_t t, Bytes b) { p->Finish(ObjStatus::Ok(), t, std::move(b)); });
+    Dispatch(type, self_, body, [p](uint16_t t, Bytes b) { p->Finish(Status::Ok(), t, std::move(b)); });
     return o;
   }
   Channel* ch = Find(to);
@@ -379,7 +379,7 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
   return o;
 }
 
-ObjStatus Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Deadline deadline) {
+Status Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Deadline deadline) {
   Pending* p = o.p.get();
   std::unique_lock<std::mutex> lock(p->mu);
   if (!WaitUntil(p->cv, lock, deadline, [&] { return p->done; })) {
@@ -395,7 +395,7 @@ ObjStatus Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, 
     return Err(objproto::kInternal, "daemon %s answered 0x%04x with 0x%04x", o.to.c_str(), o.type, p->type);
   }
   *reply = std::move(p->body);
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void Peers::Send(const std::string& to, uint16_t type, Bytes body) {
@@ -480,7 +480,7 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
   if (st.ok() && (frame.header.type != objproto::kPeerHello || !Decode(frame.payload, &hello))) {
     st = InvalidArgument("expected PeerHello, got type 0x%04x", frame.header.type);
   }
-  ObjStatus verdict = st.ok() ? ObjStatus::Ok() : FromConduit(st, objproto::kInvalid);
+  Status verdict = st.ok() ? Status::Ok() : FromConduit(st, objproto::kInvalid);
   if (verdict.ok() && hello.version != objproto::kVersion) {
     verdict = Err(objproto::kInvalid, "object protocol version %u, this daemon speaks %u", hello.version, objproto::kVersion);
   }
@@ -493,7 +493,7 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
   if (verdict.ok() && std::find(all_.begin(), all_.end(), from) == all_.end()) {
     verdict = Err(objproto::kRefused, "daemon %s is not in this daemon's --object-peers", from.c_str());
   }
-  (void)WriteMsg(sock, objproto::kPeerHelloReply, frame.header.tag, Encode(ToWire(verdict)));
+  (void)WriteMsg(sock, objproto::kPeerHelloReply, frame.header.tag, Encode(ToObjectWire(verdict)));
   if (!verdict.ok()) {
     CLOG_WARN("objects: control connection from %s refused: %s", remote.c_str(), verdict.message().c_str());
     return;

@@ -82,12 +82,12 @@ class Peers {
   double rtt_us() const;
 
   // Request/reply; kUnavailable when `to` is down or dies before answering.
-  ObjStatus Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
+  Status Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
                  Deadline deadline);
   // The same in two halves, so a caller can do other work while the request travels.
   struct Outstanding;
   Outstanding Begin(const std::string& to, uint16_t type, Bytes body);
-  ObjStatus Await(const Outstanding& call, uint16_t reply_type, Bytes* reply, Deadline deadline);
+  Status Await(const Outstanding& call, uint16_t reply_type, Bytes* reply, Deadline deadline);
   // Runs fn later on the peers' executor thread (clean-ups off a latency path).
   void Defer(std::function<void()> fn) { executor_.Post(std::move(fn)); }
   // One-way; silently dropped when `to` is down (its death is handled through membership).

@@ -58,7 +58,7 @@ Status ProgramSession::Reply(uint16_t type, const Bytes& body, int pass_fd) {
                     static_cast<uint32_t>(body.size()), Deadline::AfterMs(kReplyTimeoutMs), pass_fd);
 }
 
-Status ProgramSession::ReplyStatus(uint16_t type, const ObjStatus& st) { return Reply(type, Encode(ToWire(st))); }
+Status ProgramSession::ReplyStatus(uint16_t type, const Status& st) { return Reply(type, Encode(ToObjectWire(st))); }
 
 Deadline ProgramSession::DeadlineOf(uint32_t timeout_ms) const {
   return Deadline::AfterMs(timeout_ms == 0 ? service_->options().timeout_ms : timeout_ms);
@@ -146,12 +146,12 @@ Status ProgramSession::OnHello(const Frame& f) {
   std::string claimed_exe;  // for nothing but this check: admission asks the kernel
   if (hello_done_ || !DecodeHello(f.payload, &req, &claimed_exe)) {
     const char* why = hello_done_ ? "a second Hello" : "malformed Hello";
-    reply.status = ToWire(Err(objproto::kInvalid, "%s", why));
+    reply.status = ToObjectWire(Err(objproto::kInvalid, "%s", why));
     (void)Reply(objproto::kHelloReply, Encode(reply));
     return InvalidArgument("%s", why);
   }
   // Admission goes by the executable the kernel names; what the Hello claims is ignored.
-  ObjStatus st;
+  Status st;
   if (creds_.uid < 0) {
     st = Err(objproto::kRefused, "conduitd cannot tell who this program is (no SO_PEERCRED)");
   } else if (creds_.pid <= 0 && !service_->policy()->denied().empty()) {
@@ -160,12 +160,12 @@ Status ProgramSession::OnHello(const Frame& f) {
     st = Err(objproto::kRefused, "conduitd cannot see this program's pid, so cannot apply its --deny-exe list");
   } else {
     Status admission = service_->policy()->CheckAdmission(exe_);
-    if (!admission.ok()) st = ObjStatus(objproto::kRefused, admission.message());
+    if (!admission.ok()) st = ObjectStatus(objproto::kRefused, admission.message());
   }
   if (st.ok() && req.version != objproto::kVersion) {
     st = Err(objproto::kRefused, "libhoplite speaks object protocol %u, conduitd %u", req.version, objproto::kVersion);
   }
-  reply.status = ToWire(st);
+  reply.status = ToObjectWire(st);
   Status w = Reply(objproto::kHelloReply, Encode(reply));
   if (!st.ok()) return InvalidUsage("%s", st.message().c_str());
   hello_done_ = true;
@@ -185,10 +185,10 @@ Status ProgramSession::OnPut(const Frame& f) {
                                                 TailSize<objproto::PutRequest>(f.payload)));
   }
   ObjectRef obj;
-  ObjStatus st =
+  Status st =
       service_->CreateForPut(id, req.size, Tail<objproto::PutRequest>(f.payload), caller_, req.access, &obj);
   if (!st.ok() || small) return ReplyStatus(objproto::kPutReply, st);
-  if (Status sent = Reply(objproto::kPutReply, Encode(ToWire(st)), obj->fd()); !sent.ok()) {
+  if (Status sent = Reply(objproto::kPutReply, Encode(ToObjectWire(st)), obj->fd()); !sent.ok()) {
     // The program is gone or does not read: its copy, already listed, would stay half
     // written (and charged to it) forever.
     service_->AbortPut(obj, who_ + ": the Put's reply could not be sent: " + sent.message());
@@ -226,26 +226,26 @@ Status ProgramSession::OnGet(const Frame& f) {
   std::string id;
   objproto::GetReply reply{};
   if (!DecodeGet(f.payload, &req, &id)) {
-    reply.status = ToWire(Err(objproto::kInvalid, "malformed Get"));
+    reply.status = ToObjectWire(Err(objproto::kInvalid, "malformed Get"));
     return Reply(objproto::kGetReply, Encode(reply));
   }
   const bool read_only = req.flags & objproto::kGetReadOnly;
   if (read_only && views_.size() >= kMaxViews) {
-    reply.status = ToWire(Err(objproto::kInvalid, "this connection holds %zu read-only views already; release some",
+    reply.status = ToObjectWire(Err(objproto::kInvalid, "this connection holds %zu read-only views already; release some",
                               views_.size()));
     return Reply(objproto::kGetReply, Encode(reply));
   }
   const Deadline deadline = DeadlineOf(req.timeout_ms);
   Located loc;
-  ObjStatus st = service_->Locate(id, caller_, deadline, &loc);
+  Status st = service_->Locate(id, caller_, deadline, &loc);
   if (!st.ok()) {
-    reply.status = ToWire(st);
+    reply.status = ToObjectWire(st);
     return Reply(objproto::kGetReply, Encode(reply));
   }
   if (loc.is_inline) {
     reply.size = reply.ready = loc.inline_data.size();
     reply.inline_bytes = static_cast<uint32_t>(loc.inline_data.size());
-    reply.status = ToWire(ObjStatus::Ok());
+    reply.status = ToObjectWire(Status::Ok());
     return Reply(objproto::kGetReply, Encode(reply, loc.inline_data.data(), loc.inline_data.size()));
   }
   ObjectRef obj = loc.obj;
@@ -255,25 +255,25 @@ Status ProgramSession::OnGet(const Frame& f) {
   if (whole_first) {
     st = obj->WaitReady(obj->size(), deadline, &ready);
     if (!st.ok()) {
-      reply.status = ToWire(st);
+      reply.status = ToObjectWire(st);
       return Reply(objproto::kGetReply, Encode(reply));
     }
     if (!obj->has_fd()) {  // small: the bytes travel in the reply
       reply.ready = obj->size();
       reply.inline_bytes = static_cast<uint32_t>(obj->size());
-      reply.status = ToWire(st);
+      reply.status = ToObjectWire(st);
       return Reply(objproto::kGetReply, Encode(reply, obj->data(), obj->size()));
     }
   }
   UniqueFd ro;
   st = obj->ReadOnlyFd(&ro);
   if (!st.ok()) {
-    reply.status = ToWire(st);
+    reply.status = ToObjectWire(st);
     return Reply(objproto::kGetReply, Encode(reply));
   }
   obj->AddUser();
   reply.ready = obj->ready();
-  reply.status = ToWire(ObjStatus::Ok());
+  reply.status = ToObjectWire(Status::Ok());
   Status w = Reply(objproto::kGetReply, Encode(reply), ro.get());
   if (whole_first) {  // a read-only view: held until Release
     views_.emplace(id, obj);
@@ -285,7 +285,7 @@ Status ProgramSession::OnGet(const Frame& f) {
   while (w.ok() && pos < obj->size()) {
     objproto::GetProgress prog{};
     st = obj->WaitReady(pos + 1, deadline, &ready);
-    prog.status = ToWire(st);
+    prog.status = ToObjectWire(st);
     prog.ready = ready;
     w = Reply(objproto::kGetProgress, Encode(prog));
     if (!st.ok()) break;
@@ -313,8 +313,8 @@ Status ProgramSession::OnDelete(const Frame& f) {
   if (!DecodeDelete(f.payload, &id)) {
     return ReplyStatus(objproto::kDeleteReply, Err(objproto::kInvalid, "malformed Delete"));
   }
-  ObjStatus st = service_->Delete(id, caller_, DeadlineOf(0));
-  if (st.code() == objproto::kPermissionDenied) CLOG_INFO("objects: %s: %s", who_.c_str(), st.message().c_str());
+  Status st = service_->Delete(id, caller_, DeadlineOf(0));
+  if (IsPermissionDenied(st)) CLOG_INFO("objects: %s: %s", who_.c_str(), st.message().c_str());
   return ReplyStatus(objproto::kDeleteReply, st);
 }
 
@@ -323,13 +323,13 @@ Status ProgramSession::OnWait(const Frame& f) {
   std::vector<std::string> ids;
   objproto::WaitReply reply{};
   if (!DecodeWait(f.payload, &req, &ids)) {
-    reply.status = ToWire(Err(objproto::kInvalid, "malformed Wait (need 1 <= num_ready <= n <= %u valid ids)",
+    reply.status = ToObjectWire(Err(objproto::kInvalid, "malformed Wait (need 1 <= num_ready <= n <= %u valid ids)",
                               objproto::kMaxSources));
     return Reply(objproto::kWaitReply, Encode(reply));
   }
   std::vector<uint32_t> ready;
-  ObjStatus st = service_->Wait(ids, req.num_ready, caller_, DeadlineOf(req.timeout_ms), &ready);
-  reply.status = ToWire(st);
+  Status st = service_->Wait(ids, req.num_ready, caller_, DeadlineOf(req.timeout_ms), &ready);
+  reply.status = ToObjectWire(st);
   reply.nready = static_cast<uint32_t>(ready.size());
   return Reply(objproto::kWaitReply, Encode(reply, ready.data(), ready.size() * sizeof(uint32_t)));
 }
@@ -340,15 +340,15 @@ Status ProgramSession::OnReduce(const Frame& f) {
   std::string target;
   objproto::ReduceReply reply{};
   if (!DecodeReduce(f.payload, &req, &target, &sources)) {
-    reply.status = ToWire(Err(objproto::kInvalid, "malformed Reduce"));
+    reply.status = ToObjectWire(Err(objproto::kInvalid, "malformed Reduce"));
     return Reply(objproto::kReduceReply, Encode(reply));
   }
   std::vector<uint32_t> used;
   uint32_t degree = 0;
   uint64_t size = 0;
-  ObjStatus st = service_->Reduce(target, sources, req.num_objects, req.op, req.dtype, caller_, req.access,
+  Status st = service_->Reduce(target, sources, req.num_objects, req.op, req.dtype, caller_, req.access,
                                   DeadlineOf(req.timeout_ms), &used, &degree, &size);
-  reply.status = ToWire(st);
+  reply.status = ToObjectWire(st);
   reply.size = size;
   reply.degree = degree;
   reply.nused = static_cast<uint32_t>(used.size());
@@ -358,7 +358,7 @@ Status ProgramSession::OnReduce(const Frame& f) {
 Status ProgramSession::OnState() {
   std::string json = service_->StateJson();
   if (json.size() > objproto::kMaxPayload - 512) json = "{\"error\":\"state too large\"}";
-  return Reply(objproto::kStateReply, Encode(ToWire(ObjStatus::Ok()), json.data(), json.size()));
+  return Reply(objproto::kStateReply, Encode(ToObjectWire(Status::Ok()), json.data(), json.size()));
 }
 
 }  // namespace conduit::objects

@@ -52,7 +52,7 @@ class ProgramSession {
   Status OnReduce(const Frame& f);
   Status OnState();
   Status Reply(uint16_t type, const Bytes& body, int pass_fd = -1);
-  Status ReplyStatus(uint16_t type, const ObjStatus& st);
+  Status ReplyStatus(uint16_t type, const Status& st);
   Deadline DeadlineOf(uint32_t timeout_ms) const;
   // Waits (without a bound) for the next request to begin, then reads it within
   // kFrameTimeoutMs.

@@ -6,13 +6,13 @@
 
 namespace conduit::objects {
 
-ObjStatus UidQuotas::CheckLocked(uint32_t uid, uint64_t bytes, const std::string& id) const {
+Status UidQuotas::CheckLocked(uint32_t uid, uint64_t bytes, const std::string& id) const {
   QuotaUsage u;
   auto it = used_.find(uid);
   if (it != used_.end()) u = it->second;
   const bool bytes_over = bytes > max_bytes_ || u.bytes > max_bytes_ - bytes;
   const bool count_over = u.objects >= max_objects_;
-  if (!bytes_over && !count_over) return ObjStatus::Ok();
+  if (!bytes_over && !count_over) return Status::Ok();
   return Err(objproto::kOverQuota,
              "uid %u is over its quota on this daemon: %s of %llu bytes would need %s; it has %llu of %llu objects "
              "and %llu of %llu bytes (conduitd --object-quota-objects/--object-quota-bytes); Delete some of its "
@@ -23,18 +23,18 @@ ObjStatus UidQuotas::CheckLocked(uint32_t uid, uint64_t bytes, const std::string
              static_cast<unsigned long long>(max_bytes_));
 }
 
-ObjStatus UidQuotas::Check(uint32_t uid, uint64_t bytes, const std::string& id) const {
+Status UidQuotas::Check(uint32_t uid, uint64_t bytes, const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   return CheckLocked(uid, bytes, id);
 }
 
-ObjStatus UidQuotas::Charge(uint32_t uid, uint64_t bytes, const std::string& id) {
+Status UidQuotas::Charge(uint32_t uid, uint64_t bytes, const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  OBJ_RETURN_IF_ERROR(CheckLocked(uid, bytes, id));
+  CONDUIT_RETURN_IF_ERROR(CheckLocked(uid, bytes, id));
   QuotaUsage& u = used_[uid];
   u.bytes += bytes;
   u.objects += 1;
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void UidQuotas::Release(uint32_t uid, uint64_t bytes) {

@@ -28,16 +28,16 @@ class UidQuotas {
 
   // Takes `bytes` and one object for `uid`, or kOverQuota naming the uid, its usage and the
   // limit (`id` names the object being created).
-  ObjStatus Charge(uint32_t uid, uint64_t bytes, const std::string& id);
+  Status Charge(uint32_t uid, uint64_t bytes, const std::string& id);
   // Would Charge succeed? (A Reduce asks before it reserves its target; the size comes later.)
-  ObjStatus Check(uint32_t uid, uint64_t bytes, const std::string& id) const;
+  Status Check(uint32_t uid, uint64_t bytes, const std::string& id) const;
   void Release(uint32_t uid, uint64_t bytes);
   QuotaUsage Usage(uint32_t uid) const;
   // {"limit_bytes":..,"limit_objects":..,"uids":[{"uid":..,"bytes":..,"objects":..},...]}
   std::string StateJson() const;
 
  private:
-  ObjStatus CheckLocked(uint32_t uid, uint64_t bytes, const std::string& id) const;
+  Status CheckLocked(uint32_t uid, uint64_t bytes, const std::string& id) const;
 
   const uint64_t max_bytes_;
   const uint64_t max_objects_;

@@ -29,7 +29,7 @@ class ChildReader {
   ~ChildReader() { Close(); }
 
   // Waits (bounded) for the child's slot to be filled, then opens its stream at `offset`.
-  ObjStatus Open(uint64_t offset) {
+  Status Open(uint64_t offset) {
     objproto::ChildInfo info{};
     {
       std::unique_lock<std::mutex> lock(t_->mu);
@@ -57,7 +57,7 @@ class ChildReader {
                    static_cast<unsigned long long>(has), static_cast<unsigned long long>(t_->size));
       }
       local_->AddUser();
-      return ObjStatus::Ok();
+      return Status::Ok();
     }
     remote_ = std::make_unique<FetchStream>(&host_->pool());
     {
@@ -67,7 +67,7 @@ class ChildReader {
     }
     opened_ = std::chrono::steady_clock::now();
     from_ = offset;
-    ObjStatus st = remote_->Open(where, stream, offset, t_->timeout_ms);
+    Status st = remote_->Open(where, stream, offset, t_->timeout_ms);
     if (st.ok() && remote_->size() != t_->size) {
       st = Err(objproto::kInvalid, "%s has %llu bytes, the reduce expects %llu", Printable(stream).c_str(),
                static_cast<unsigned long long>(remote_->size()), static_cast<unsigned long long>(t_->size));
@@ -76,14 +76,14 @@ class ChildReader {
   }
 
   // The bytes [off, off + len) (consecutive calls): in place, or read into scratch.
-  ObjStatus Read(uint64_t off, size_t len, uint8_t* scratch, const uint8_t** src) {
+  Status Read(uint64_t off, size_t len, uint8_t* scratch, const uint8_t** src) {
     if (local_) {
       uint64_t ready = 0;
       *src = local_->data() + off;
       return local_->WaitReady(off + len, Deadline::AfterMs(t_->timeout_ms), &ready);
     }
     *src = scratch;
-    ObjStatus st = remote_->Read(scratch, len);
+    Status st = remote_->Read(scratch, len);
     if (st.ok() && off + len == t_->size && from_ == 0) {
       // A whole stream: it measured the link (eq. 2.1's B).
       host_->transfer_stats().NoteTransfer(
@@ -227,14 +227,14 @@ void Reducer::CancelTasks(std::vector<std::shared_ptr<Task>> victims) {
   }
 }
 
-void Reducer::Report(const Task& t, uint32_t outcome, uint32_t child, const ObjStatus& st) {
+void Reducer::Report(const Task& t, uint32_t outcome, uint32_t child, const Status& st) {
   objproto::NodeReport r{};
   r.key = t.key;
   r.slot = t.slot;
   r.gen = t.gen;
   r.outcome = outcome;
   r.child = child;
-  r.status = ToWire(st);
+  r.status = ToObjectWire(st);
   host_->peers().Send(t.coord, objproto::kNodeReport, Encode(r));
 }
 
@@ -257,7 +257,7 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
     kids.clear();
     if (own) own->DropUser();
   };
-  auto fail = [&](uint32_t outcome, uint32_t child, const ObjStatus& st) {
+  auto fail = [&](uint32_t outcome, uint32_t child, const Status& st) {
     bool was_cancelled = cancelled();
     cleanup();
     if (out) store.Remove(t->output, st, out.get());
@@ -279,7 +279,7 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
   own->AddUser();
   CopyInfo info;  // a partial result: internal, charged to nobody, never served to programs
   info.internal = true;
-  ObjStatus st = store.Create(t->output, t->size, info, &out);
+  Status st = store.Create(t->output, t->size, info, &out);
   if (!st.ok()) {
     out.reset();
     return fail(objproto::kNodeOwnFailed, 0, st);
@@ -329,7 +329,7 @@ void Reducer::RunSink(std::shared_ptr<Task> t) {
     return;
   }
   ChildReader root(host_, t.get(), 0);
-  ObjStatus st = root.Open(off);
+  Status st = root.Open(off);
   Bytes scratch(std::min<uint64_t>(block, t->size));
   bool stale = false;
   while (st.ok() && off < t->size && !stale) {

@@ -43,7 +43,7 @@ void Reducer::Register() {
 
 // ------------------------------------------------------------------ coordinator
 
-ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
+Status Reducer::Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects,
                        uint32_t op, uint32_t dtype, const Caller& caller, const objproto::Owner& owner,
                        Deadline deadline, std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size) {
   if (!ValidId(target)) return Err(objproto::kInvalid, "bad target id");
@@ -91,7 +91,7 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
           }));
     }
   }
-  ObjStatus reserved =
+  Status reserved =
       host_->directory().PublishFinish(reservation, Deadline::AfterMs(host_->options().timeout_ms));
   {
     std::unique_lock<std::mutex> lock(j->mu);
@@ -107,12 +107,12 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
       }
       if (j->done) break;
       lock.unlock();
-      ObjStatus st = CreateTarget(*j);
+      Status st = CreateTarget(*j);
       lock.lock();
       if (!st.ok()) Finish(*j, st);
     }
   }
-  ObjStatus st;
+  Status st;
   std::set<std::string> hosts;
   ObjectRef out;
   Bytes small_result;
@@ -161,10 +161,10 @@ ObjStatus Reducer::Run(const std::string& target, const std::vector<std::string>
   return st;
 }
 
-ObjStatus Reducer::CreateTarget(Job& j) {
+Status Reducer::CreateTarget(Job& j) {
   // Creating may evict (asking other daemons), so it happens here, not under Job::mu.
   ObjectRef out;
-  OBJ_RETURN_IF_ERROR(host_->store().Create(j.target, j.size, j.target_info, &out));
+  CONDUIT_RETURN_IF_ERROR(host_->store().Create(j.target, j.size, j.target_info, &out));
   host_->PublishReduceTarget(out, /*complete=*/false);
   auto sink = std::make_shared<Sink>();
   sink->out = out;
@@ -173,7 +173,7 @@ ObjStatus Reducer::CreateTarget(Job& j) {
   j.sink = sink;
   UpdateFinal(j);
   if (!j.done) StartSink(j);
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void Reducer::ChooseDegree(Job& j) {
@@ -200,7 +200,7 @@ void Reducer::OnArrival(Job& j, int src, const std::string& where, uint64_t size
                         const Bytes& inline_data) {
   if (j.src[src].state != Job::kWaiting) return;
   if (!MayRead(j.caller, owner)) {
-    ObjStatus denied = ReadDenied(j.sources[src], j.caller, owner);
+    Status denied = ReadDenied(j.sources[src], j.caller, owner);
     Finish(j, Err(objproto::kPermissionDenied, "Reduce into %s: %s", Printable(j.target).c_str(),
                   denied.message().c_str()));
     return;
@@ -254,7 +254,7 @@ void Reducer::ReduceInline(Job& j) {
     if (k > 0) ReduceInto(j.small_result.data(), s.bytes.data(), count, type, static_cast<ncclRedOp_t>(j.op));
     s.state = Job::kAssigned;
   }
-  Finish(j, ObjStatus::Ok());
+  Finish(j, Status::Ok());
 }
 
 void Reducer::UseTree(Job& j) {
@@ -448,7 +448,7 @@ void Reducer::RestartPath(Job& j, int slot) {
   StartSink(j);
 }
 
-void Reducer::Finish(Job& j, ObjStatus st) {
+void Reducer::Finish(Job& j, Status st) {
   if (j.done) return;
   j.done = true;
   j.result = std::move(st);
@@ -467,16 +467,16 @@ void Reducer::OnReport(const Bytes& body) {
   }
   std::lock_guard<std::mutex> lock(j->mu);
   if (j->done) return;
-  ObjStatus st = FromWire(r.status);
+  Status st = FromObjectWire(r.status);
   if (r.slot == -1) {
     if (r.gen != j->sink_gen) return;
     if (r.outcome == objproto::kNodeDone) {
-      Finish(*j, ObjStatus::Ok());
+      Finish(*j, Status::Ok());
     } else if (r.outcome == objproto::kNodeChildFailed) {
       const int root = 0;
       if (j->slot_src[root] == -1) return;  // emptied meanwhile: the refill restarts the sink
-      if (!host_->peers().IsLive(j->src[j->slot_src[root]].where) || st.code() == objproto::kNotFound ||
-          st.code() == objproto::kLost) {
+      if (!host_->peers().IsLive(j->src[j->slot_src[root]].where) || IsNotFound(st) ||
+          IsDataLoss(st)) {
         FailSlot(*j, root, st.message());
       } else {
         RestartPath(*j, -1);
@@ -488,7 +488,7 @@ void Reducer::OnReport(const Bytes& body) {
   }
   if (r.slot < 0 || r.slot >= j->n || r.gen != j->slot_gen[r.slot] || j->slot_src[r.slot] == -1) return;
   if (r.outcome == objproto::kNodeOwnFailed) {
-    if (st.code() == objproto::kOutOfMemory) {
+    if (IsResourceExhausted(st)) {
       Finish(*j, st);
     } else {
       FailSlot(*j, r.slot, st.message());
@@ -498,7 +498,7 @@ void Reducer::OnReport(const Bytes& body) {
     if (r.child >= kids.size()) return;
     int c = kids[r.child];
     if (j->slot_src[c] != -1 && (!host_->peers().IsLive(j->src[j->slot_src[c]].where) ||
-                                 st.code() == objproto::kNotFound || st.code() == objproto::kLost)) {
+                                 IsNotFound(st) || IsDataLoss(st))) {
       FailSlot(*j, c, st.message());
     } else {
       RestartPath(*j, r.slot);

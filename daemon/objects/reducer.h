@@ -66,7 +66,7 @@ class ReducerHost {
   virtual void PublishReduceTarget(const ObjectRef& obj, bool complete) = 0;
   // A Reduce that failed: drops its target copy (if any) and its reservation in the
   // directory; readers of the partial target get `why` (or "lost" on other hosts).
-  virtual void AbandonReduceTarget(const std::string& id, const LocalObject* obj, const ObjStatus& why) = 0;
+  virtual void AbandonReduceTarget(const std::string& id, const LocalObject* obj, const Status& why) = 0;
 };
 
 class Reducer {
@@ -78,7 +78,7 @@ class Reducer {
   // `caller` must be able to read every source it uses (a source it may not read fails the
   // Reduce with kPermissionDenied); the target is created owned by `owner` and, unless the
   // caller is an operator, charged to its quota.
-  ObjStatus Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects, uint32_t op,
+  Status Run(const std::string& target, const std::vector<std::string>& sources, size_t num_objects, uint32_t op,
                 uint32_t dtype, const Caller& caller, const objproto::Owner& owner, Deadline deadline,
                 std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size);
   void OnMembershipChange();
@@ -104,11 +104,11 @@ class Reducer {
   void FailSlot(Job& j, int slot, const std::string& why);
   void RestartPath(Job& j, int slot);
   void Cancel(Job& j, const std::string& host, int slot, uint32_t gen);
-  void Finish(Job& j, ObjStatus st);
+  void Finish(Job& j, Status st);
   void OnReport(const Bytes& body);
   void ChooseDegree(Job& j);
   // Run's thread: the target's local copy, once the size is known.
-  ObjStatus CreateTarget(Job& j);
+  Status CreateTarget(Job& j);
 
   // Node side (reduce_node.cc).
   void OnNodeStart(const std::string& from, const Bytes& body);
@@ -116,7 +116,7 @@ class Reducer {
   void OnNodeCancel(const Bytes& body);
   void RunTask(std::shared_ptr<Task> t);
   void RunSink(std::shared_ptr<Task> t);
-  void Report(const Task& t, uint32_t outcome, uint32_t child, const ObjStatus& st);
+  void Report(const Task& t, uint32_t outcome, uint32_t child, const Status& st);
   void CancelTasks(std::vector<std::shared_ptr<Task>> victims);
 
   ReducerHost* host_;

@@ -42,7 +42,7 @@ struct Reducer::Job {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  ObjStatus result;
+  Status result;
 
   uint64_t size = 0;
   bool size_known = false;

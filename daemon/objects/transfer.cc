@@ -24,14 +24,14 @@ constexpr int kCopyWaitMs = 1000;
 
 }  // namespace
 
-ObjStatus DataPool::Take(const std::string& addr, Deadline deadline, Conn* out) {
+Status DataPool::Take(const std::string& addr, Deadline deadline, Conn* out) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& v = idle_[addr];
     if (!v.empty()) {
       *out = std::move(v.back());
       v.pop_back();
-      return ObjStatus::Ok();
+      return Status::Ok();
     }
   }
   PeerIdentity peer;
@@ -41,7 +41,7 @@ ObjStatus DataPool::Take(const std::string& addr, Deadline deadline, Conn* out) 
   }
   if (!st.ok()) return FromConduit(st, objproto::kUnavailable);
   TuneTcpSocket(out->fd(), 0);
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void DataPool::Return(const std::string& addr, Conn conn) {
@@ -52,13 +52,13 @@ void DataPool::Return(const std::string& addr, Conn conn) {
 
 FetchStream::~FetchStream() = default;
 
-ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms) {
+Status FetchStream::Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms) {
   sender_ = sender;
   timeout_ms_ = timeout_ms;
   // A pooled connection may have been closed by the sender meanwhile: one retry on a new one.
   for (int attempt = 0; attempt < 2; ++attempt) {
     Conn taken;
-    OBJ_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs + authproto::kHandshakeTimeoutMs), &taken));
+    CONDUIT_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs + authproto::kHandshakeTimeoutMs), &taken));
     {
       std::lock_guard<std::mutex> lock(fd_mu_);
       if (aborted_) return Err(objproto::kUnavailable, "fetch of %s aborted", Printable(id).c_str());
@@ -90,7 +90,7 @@ ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, ui
       conn_ = Conn();
       return Err(objproto::kInternal, "malformed Fetch reply from %s", sender.c_str());
     }
-    ObjStatus ost = FromWire(r.status);
+    Status ost = FromObjectWire(r.status);
     if (!ost.ok()) {
       std::lock_guard<std::mutex> lock(fd_mu_);
       pool_->Return(sender, std::move(conn_));
@@ -98,12 +98,12 @@ ObjStatus FetchStream::Open(const std::string& sender, const std::string& id, ui
     }
     size_ = r.size;
     left_ = r.size >= offset ? r.size - offset : 0;
-    return ObjStatus::Ok();
+    return Status::Ok();
   }
   return Err(objproto::kUnavailable, "fetch of %s from %s failed", Printable(id).c_str(), sender.c_str());
 }
 
-ObjStatus FetchStream::Read(uint8_t* dst, size_t len) {
+Status FetchStream::Read(uint8_t* dst, size_t len) {
   if (!conn_.valid() || broken_) return Err(objproto::kUnavailable, "fetch stream from %s is closed", sender_.c_str());
   Status st = conn_.ReadFull(dst, len, Deadline::AfterMs(timeout_ms_));
   if (!st.ok()) {
@@ -111,7 +111,7 @@ ObjStatus FetchStream::Read(uint8_t* dst, size_t len) {
     return Err(objproto::kUnavailable, "transfer from daemon %s broke: %s", sender_.c_str(), st.message().c_str());
   }
   left_ -= std::min<uint64_t>(left_, len);
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void FetchStream::Abort() {
@@ -144,10 +144,10 @@ size_t PipelineBlock(size_t block_bytes, uint64_t size) {
   return static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(kMinBlock, size / kBlocksPerObject)));
 }
 
-ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
+Status FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
                     int timeout_ms) {
   FetchStream stream(pool);
-  OBJ_RETURN_IF_ERROR(stream.Open(sender, obj->id(), *offset, timeout_ms));
+  CONDUIT_RETURN_IF_ERROR(stream.Open(sender, obj->id(), *offset, timeout_ms));
   if (stream.size() != obj->size()) {
     return Err(objproto::kInternal, "daemon %s has %s with %llu bytes, expected %llu", sender.c_str(),
                Printable(obj->id()).c_str(), static_cast<unsigned long long>(stream.size()),
@@ -156,14 +156,14 @@ ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj,
   while (*offset < obj->size()) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(block, obj->size() - *offset));
     obj->PrepareWrite(*offset, n);
-    OBJ_RETURN_IF_ERROR(stream.Read(obj->data() + *offset, n));
+    CONDUIT_RETURN_IF_ERROR(stream.Read(obj->data() + *offset, n));
     *offset += n;
     // The last bytes become readable with MarkComplete (the caller's): a reader that has
     // them all must find the copy complete (eviction, for one, skips incomplete copies).
     if (*offset < obj->size()) obj->SetReady(*offset);
   }
   stream.Finish();
-  return ObjStatus::Ok();
+  return Status::Ok();
 }
 
 void ServeFetches(Conn conn, LocalStore* store, int timeout_ms, const std::string& remote, TransferStats* stats) {
@@ -180,7 +180,7 @@ void ServeFetches(Conn conn, LocalStore* store, int timeout_ms, const std::strin
     objproto::FetchReply r{};
     ObjectRef obj;
     if (frame.header.type != objproto::kFetch || !Decode(frame.payload, &f) || !IdFromWire(f.id, &id)) {
-      r.status = ToWire(Err(objproto::kInvalid, "expected a Fetch on a data connection"));
+      r.status = ToObjectWire(Err(objproto::kInvalid, "expected a Fetch on a data connection"));
       (void)WriteFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
                        sizeof(r), Deadline::AfterMs(timeout_ms));
       return;
@@ -189,10 +189,10 @@ void ServeFetches(Conn conn, LocalStore* store, int timeout_ms, const std::strin
     // just before that daemon created its copy; a reduce's partial results (ids starting
     // with \x01) may be asked for just before their task starts. Wait a little for both.
     obj = store->FindOrWait(id, Deadline::AfterMs(id[0] == '\x01' ? kInternalWaitMs : kCopyWaitMs));
-    ObjStatus ost = obj == nullptr ? Err(objproto::kNotFound, "daemon has no copy of %s", Printable(id).c_str())
+    Status ost = obj == nullptr ? Err(objproto::kNotFound, "daemon has no copy of %s", Printable(id).c_str())
                                    : obj->failure();
     if (ost.ok() && f.offset > obj->size()) ost = Err(objproto::kInvalid, "fetch offset beyond the object");
-    r.status = ToWire(ost);
+    r.status = ToObjectWire(ost);
     r.size = ost.ok() ? obj->size() : 0;
     st = WriteFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kFetchReply, frame.header.tag, &r,
                     sizeof(r), Deadline::AfterMs(timeout_ms));

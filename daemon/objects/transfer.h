@@ -31,7 +31,7 @@ namespace conduit::objects {
 class DataPool {
  public:
   explicit DataPool(const PeerSecurity* security) : security_(security) {}
-  ObjStatus Take(const std::string& addr, Deadline deadline, Conn* out);
+  Status Take(const std::string& addr, Deadline deadline, Conn* out);
   void Return(const std::string& addr, Conn conn);
 
  private:
@@ -46,10 +46,10 @@ class FetchStream {
   explicit FetchStream(DataPool* pool) : pool_(pool) {}
   ~FetchStream();
 
-  ObjStatus Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms);
+  Status Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms);
   uint64_t size() const { return size_; }
   // Reads exactly len bytes (each byte may wait up to timeout_ms for the sender).
-  ObjStatus Read(uint8_t* dst, size_t len);
+  Status Read(uint8_t* dst, size_t len);
   // Aborts a Read in progress from another thread (reduce cancellation).
   void Abort();
   // After the last byte: the connection goes back to the pool.
@@ -76,7 +76,7 @@ size_t PipelineBlock(size_t block_bytes, uint64_t size);
 // Fetches [*offset, obj.size) of obj's id from `sender` into obj, advancing *offset and the
 // object's ready mark every `block` bytes but the last (the caller marks the copy complete,
 // which makes them readable). On failure *offset says where to resume.
-ObjStatus FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
+Status FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
                     int timeout_ms);
 
 // Counters of transfers, for the object state (tests check the broadcast tree's shape), and

@@ -97,8 +97,8 @@ TEST(ObjectAccess, OwnerForUsesTheDaemonsDefaultAndRefusesUnknownValues) {
   EXPECT_EQ(o.access, static_cast<uint32_t>(op::kAccessGroup));
   ASSERT_TRUE(OwnerFor(c, op::kAccessWorld, op::kAccessOwner, &o).ok());
   EXPECT_EQ(o.access, static_cast<uint32_t>(op::kAccessWorld));
-  ObjStatus bad = OwnerFor(c, 4, op::kAccessOwner, &o);
-  EXPECT_EQ(bad.code(), op::kInvalid) << bad.message();
+  Status bad = OwnerFor(c, 4, op::kAccessOwner, &o);
+  EXPECT_EQ(ObjectCodeOf(bad), op::kInvalid) << bad.message();
   uint32_t a = 0;
   EXPECT_TRUE(ParseAccess("world", &a));
   EXPECT_EQ(a, static_cast<uint32_t>(op::kAccessWorld));
@@ -107,20 +107,20 @@ TEST(ObjectAccess, OwnerForUsesTheDaemonsDefaultAndRefusesUnknownValues) {
 }
 
 TEST(ObjectAccess, RefusalsNameTheObjectTheCallerAndTheOwner) {
-  ObjStatus r = ReadDenied("w", UserCaller(1003, 1), OwnedBy(1000, 100, op::kAccessGroup));
-  EXPECT_EQ(r.code(), op::kPermissionDenied);
+  Status r = ReadDenied("w", UserCaller(1003, 1), OwnedBy(1000, 100, op::kAccessGroup));
+  EXPECT_EQ(ObjectCodeOf(r), op::kPermissionDenied);
   EXPECT_EQ(r.message(), "uid 1003 may not read object w: it belongs to uid 1000 (gid 100) and is readable by its "
                          "owner and group");
-  ObjStatus d = DeleteDenied("w", 1003, OwnedBy(1000, 100, op::kAccessWorld));
-  EXPECT_EQ(d.code(), op::kPermissionDenied);
+  Status d = DeleteDenied("w", 1003, OwnedBy(1000, 100, op::kAccessWorld));
+  EXPECT_EQ(ObjectCodeOf(d), op::kPermissionDenied);
   EXPECT_NE(d.message().find("uid 1003 may not delete object w: it belongs to uid 1000"), std::string::npos);
 }
 
 TEST(UidQuotas, CapsBytesAndObjectsPerUidAndGivesThemBack) {
   UidQuotas q(1000, 3);
   ASSERT_TRUE(q.Charge(7, 600, "a").ok());
-  ObjStatus over = q.Charge(7, 401, "b");
-  EXPECT_EQ(over.code(), op::kOverQuota);
+  Status over = q.Charge(7, 401, "b");
+  EXPECT_EQ(ObjectCodeOf(over), op::kOverQuota);
   EXPECT_NE(over.message().find("uid 7 is over its quota on this daemon: b of 401 bytes would need more bytes; it "
                                 "has 1 of 3 objects and 600 of 1000 bytes"),
             std::string::npos)
@@ -128,10 +128,10 @@ TEST(UidQuotas, CapsBytesAndObjectsPerUidAndGivesThemBack) {
   EXPECT_TRUE(q.Charge(8, 1000, "other uid").ok());  // uids are apart
   ASSERT_TRUE(q.Charge(7, 400, "b").ok());            // exactly the limit
   ASSERT_TRUE(q.Charge(7, 0, "c").ok());
-  ObjStatus count = q.Check(7, 0, "d");
-  EXPECT_EQ(count.code(), op::kOverQuota);
+  Status count = q.Check(7, 0, "d");
+  EXPECT_EQ(ObjectCodeOf(count), op::kOverQuota);
   EXPECT_NE(count.message().find("one more object; it has 3 of 3 objects"), std::string::npos) << count.message();
-  EXPECT_EQ(q.Charge(7, UINT64_MAX, "huge").code(), op::kOverQuota);  // no overflow
+  EXPECT_EQ(ObjectCodeOf(q.Charge(7, UINT64_MAX, "huge")), op::kOverQuota);  // no overflow
   q.Release(7, 600);
   EXPECT_EQ(q.Usage(7).bytes, 400u);
   EXPECT_EQ(q.Usage(7).objects, 2u);
@@ -148,8 +148,8 @@ TEST(LocalStoreQuota, ChargesOnlyOwnCopiesBeforeAllocatingAndReleasesOnRemove) {
   mine.charge = true;
   ObjectRef a, b, cached;
   ASSERT_TRUE(store.Create("a", 512 << 10, mine, &a).ok());
-  ObjStatus st = store.Create("b", 768 << 10, mine, &b);
-  EXPECT_EQ(st.code(), op::kOverQuota) << st.message();
+  Status st = store.Create("b", 768 << 10, mine, &b);
+  EXPECT_EQ(ObjectCodeOf(st), op::kOverQuota) << st.message();
   EXPECT_EQ(store.used(), 512u << 10) << "nothing may be reserved for a refused copy";
   CopyInfo other = mine;
   other.pinned = false;
@@ -177,8 +177,8 @@ TEST(LocalStoreSeal, APutIsSealedOnlyOnceItsCreatorUnmaps) {
   auto* w = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, obj->fd(), 0));
   ASSERT_NE(w, MAP_FAILED);
   memset(w, 7, size);
-  ObjStatus st = obj->Seal();
-  EXPECT_EQ(st.code(), op::kInvalid);
+  Status st = obj->Seal();
+  EXPECT_EQ(ObjectCodeOf(st), op::kInvalid);
   EXPECT_NE(st.message().find("the creator still maps the object writable"), std::string::npos) << st.message();
   EXPECT_EQ(fcntl(obj->fd(), F_GET_SEALS) & F_SEAL_WRITE, 0);
   munmap(w, size);
@@ -211,7 +211,7 @@ TEST(LocalStoreSeal, AWritableMappingInAShortLivedChildDelaysTheSealButDoesNotRe
     _exit(0);
   }
   munmap(w, size);
-  ObjStatus st = obj->Seal();
+  Status st = obj->Seal();
   int status = 0;
   waitpid(child, &status, 0);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -253,18 +253,18 @@ TEST(LocalStoreAdopt, TakesOnlySealedMemfdsOfTheStatedSize) {
   ObjectRef obj;
   // Still writable by its creator: not sealed, refused.
   munmap(w, size);
-  ObjStatus st = store.Adopt("moved", size, put, dup_of(origin->fd()), "", &obj);
-  EXPECT_EQ(st.code(), op::kInvalid);
+  Status st = store.Adopt("moved", size, put, dup_of(origin->fd()), "", &obj);
+  EXPECT_EQ(ObjectCodeOf(st), op::kInvalid);
   EXPECT_NE(st.message().find("not sealed"), std::string::npos) << st.message();
   EXPECT_EQ(store.used(), 0u);
   EXPECT_EQ(store.quotas().Usage(1000).bytes, 0u) << "a refused copy is not charged";
   ASSERT_TRUE(origin->Seal().ok());
   // Sealed, but another size than stated.
   st = store.Adopt("moved", size + 1, put, dup_of(origin->fd()), "", &obj);
-  EXPECT_EQ(st.code(), op::kInvalid) << st.message();
+  EXPECT_EQ(ObjectCodeOf(st), op::kInvalid) << st.message();
   // Small copies: bytes of the stated size, under the inline limit.
-  EXPECT_EQ(store.Adopt("small", 5, put, UniqueFd(), "1234", &obj).code(), op::kInvalid);
-  EXPECT_EQ(store.Adopt("big-inline", 70000, put, UniqueFd(), std::string(70000, 'x'), &obj).code(), op::kInvalid);
+  EXPECT_EQ(ObjectCodeOf(store.Adopt("small", 5, put, UniqueFd(), "1234", &obj)), op::kInvalid);
+  EXPECT_EQ(ObjectCodeOf(store.Adopt("big-inline", 70000, put, UniqueFd(), std::string(70000, 'x'), &obj)), op::kInvalid);
   ASSERT_TRUE(store.Adopt("small", 4, put, UniqueFd(), "1234", &obj).ok());
   EXPECT_TRUE(obj->complete());
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(obj->data()), 4), "1234");
@@ -275,7 +275,7 @@ TEST(LocalStoreAdopt, TakesOnlySealedMemfdsOfTheStatedSize) {
   EXPECT_EQ(obj->data()[size - 1], 9);
   EXPECT_TRUE(obj->pinned());
   EXPECT_EQ(store.quotas().Usage(1000).bytes, size + 4);
-  EXPECT_EQ(store.Adopt("moved", size, put, dup_of(origin->fd()), "", &obj).code(), op::kExists);
+  EXPECT_EQ(ObjectCodeOf(store.Adopt("moved", size, put, dup_of(origin->fd()), "", &obj)), op::kExists);
   EXPECT_EQ(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, obj->fd(), 0), MAP_FAILED);
 }
 

@@ -114,7 +114,7 @@ TEST(PeersCork, HoldsMessagesUntilItEndsThenSendsThemInOrder) {
   }
   EXPECT_EQ(p->WaitFor(3), (std::vector<std::string>{"one", "two", "three"}));
   Bytes reply;
-  ObjStatus st = p->sender->Await(call, kEchoReply, &reply, Deadline::AfterMs(10000));
+  Status st = p->sender->Await(call, kEchoReply, &reply, Deadline::AfterMs(10000));
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(S(reply), "three");
 

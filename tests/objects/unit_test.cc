@@ -139,7 +139,7 @@ TEST(LocalStore, PartialResultsReuseTheMemfdOfAnEarlierOne) {
   const ino_t ino = Inode(*first);
   memset(first->data(), 7, first->size());
   first->MarkComplete();
-  store.Remove("\x01r/1", ObjStatus::Ok());
+  store.Remove("\x01r/1", Status::Ok());
   EXPECT_EQ(store.spare_bytes(), 0u) << "still referenced: nothing is reused yet";
   first.reset();
   EXPECT_EQ(store.spare_bytes(), 1u << 20);
@@ -170,7 +170,7 @@ TEST(LocalStore, SpareMemoryIsGivenUpWhenTheStoreNeedsIt) {
     std::vector<ObjectRef> held(3);
     const char* ids[] = {"\x01a", "\x01b", "\x01c"};
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(store.Create(ids[i], 1 << 20, partial, &held[i]).ok());
-    for (int i = 0; i < 3; ++i) store.Remove(ids[i], ObjStatus::Ok());
+    for (int i = 0; i < 3; ++i) store.Remove(ids[i], Status::Ok());
   }
   EXPECT_EQ(store.spare_bytes(), 2u << 20) << "the third went back to the kernel (cap)";
   CopyInfo pinned;
