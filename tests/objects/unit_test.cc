@@ -1,5 +1,6 @@
-// Pieces of the object service that need no daemon: consistent hashing, the reduce tree
-// (shape, fill order, degree from eq. 2.1 of the Hoplite chapter) and a copy's memory.
+// Pieces of the object service that need no daemon: its statuses' codes, consistent
+// hashing, the reduce tree (shape, fill order, degree from eq. 2.1 of the Hoplite chapter)
+// and a copy's memory.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,10 +13,41 @@
 
 #include "objects/hash_ring.h"
 #include "objects/local_store.h"
+#include "objects/obj_status.h"
 #include "objects/reduce_tree.h"
 
 namespace conduit::objects {
 namespace {
+
+// Every object code made into a Status reaches libhoplite as itself, over a peer too, even
+// where two share a canonical code; a status from the shared helpers gets the nearest.
+TEST(ObjectStatus, EveryCodeCrossesTheEdgeAsItselfAndDecisionsGoOnCanonicalCodes) {
+  for (int32_t c = objproto::kOk; c <= objproto::kLastCode; ++c) {
+    const Code code = static_cast<Code>(c);
+    Status st = Err(code, "code %d", c);
+    EXPECT_EQ(st.ok(), code == objproto::kOk);
+    EXPECT_EQ(st.canonical(), CanonicalOf(code)) << CodeName(code);
+    EXPECT_EQ(ObjectCodeOf(st), code) << CodeName(code);
+    const objproto::Status wire = ToObjectWire(st);
+    EXPECT_EQ(wire.code, c);
+    Status back = FromObjectWire(wire);
+    EXPECT_EQ(ObjectCodeOf(back), code) << CodeName(code);
+    EXPECT_EQ(back.canonical(), st.canonical());
+    if (code != objproto::kOk) {
+      EXPECT_EQ(back.message(), st.message());
+    }
+  }
+  EXPECT_TRUE(IsResourceExhausted(Err(objproto::kOverQuota, "uid 7")));
+  EXPECT_TRUE(IsResourceExhausted(Err(objproto::kOutOfMemory, "full")));
+  EXPECT_TRUE(IsAborted(Err(objproto::kRetry, "moved")));
+  EXPECT_TRUE(IsDataLoss(Err(objproto::kLost, "gone")));
+  EXPECT_EQ(ObjectCodeOf(EndOfStream("hung up")), objproto::kUnavailable);
+  EXPECT_EQ(ObjectCodeOf(InternalError("bug")), objproto::kInternal);
+  EXPECT_EQ(ObjectCodeOf(FromConduit(SystemError("read"), objproto::kLost)), objproto::kLost);
+  objproto::Status unknown{};
+  unknown.code = objproto::kLastCode + 1;
+  EXPECT_EQ(ObjectCodeOf(FromObjectWire(unknown)), objproto::kInternal);
+}
 
 TEST(HashRing, SpreadsIdsAndMovesFewWhenAMemberLeaves) {
   std::vector<std::string> members = {"10.0.0.1:7650", "10.0.0.2:7650", "10.0.0.3:7650", "10.0.0.4:7650"};
