@@ -178,6 +178,12 @@ Status ObjectService::FinishPut(const ObjectRef& obj) {
   // directory would list a copy this store no longer has.
   if (Status gone = obj->failure(); !gone.ok()) return gone;
   dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {}, obj->owner());
+  // Deleted between that check and the send: the withdrawal follows the Publish on the
+  // same connection to the shard, so the directory ends without this store's copy.
+  if (Status gone = obj->failure(); !gone.ok()) {
+    dir_.Unpublish(obj->id());
+    return gone;
+  }
   return Status::Ok();
 }
 
@@ -388,6 +394,10 @@ Status ObjectService::Delete(const std::string& id, const Caller& caller, Deadli
   // messages reach the copies it lists.
   if (local != nullptr) {
     store_.Remove(id, Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str()), local.get());
+    // A Put finishing here may have published this copy after the directory's Delete (and
+    // before the Remove above, which its second check would have seen): withdrawn after
+    // it on the same connection, the directory lists no copy this store no longer has.
+    dir_.Unpublish(id);
   }
   std::lock_guard<std::mutex> lock(fetch_mu_);
   published_to_.erase(id);
