@@ -35,6 +35,13 @@ Status Moved(const std::string& id) {
   return Err(objproto::kRetry, "directory shard of %s moved", Printable(id).c_str());
 }
 
+// A daemon speaks to the directory only for itself: the copy it names as its own, the
+// daemon a transfer is for, must be the daemon the handshake proved it is (`from`).
+Status NotItsOwn(const std::string& from, const char* what, const std::string& named) {
+  return Err(objproto::kInvalid, "daemon %s %s daemon %s: a daemon may only speak for its own copies", from.c_str(),
+             what, named.c_str());
+}
+
 }  // namespace
 
 DirectoryShard::DirectoryShard(Peers* peers) : peers_(peers) {}
@@ -42,9 +49,9 @@ DirectoryShard::DirectoryShard(Peers* peers) : peers_(peers) {}
 void DirectoryShard::Register() {
   using namespace std::placeholders;
   peers_->Handle(objproto::kDirPublish, [this](const std::string& f, const Bytes& b, const ReplyFn& r) { OnPublish(f, b, r); });
-  peers_->Handle(objproto::kDirUnpublish, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnUnpublish(b); });
+  peers_->Handle(objproto::kDirUnpublish, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnUnpublish(f, b); });
   peers_->Handle(objproto::kDirAcquire, [this](const std::string& f, const Bytes& b, const ReplyFn& r) { OnAcquire(f, b, r); });
-  peers_->Handle(objproto::kDirRelease, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnRelease(b); });
+  peers_->Handle(objproto::kDirRelease, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnRelease(f, b); });
   peers_->Handle(objproto::kDirSubscribe, [this](const std::string& f, const Bytes& b, const ReplyFn& r) { OnSubscribe(f, b, r); });
   peers_->Handle(objproto::kDirUnsubscribe, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnUnsubscribe(f, b); });
   peers_->Handle(objproto::kDirDelete, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnDelete(b, r); });
@@ -67,6 +74,10 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
     return;
   }
   const std::string where = AddrFromWire(p.where);
+  if (where != from) {
+    answer(NotItsOwn(from, "published a copy on", where));
+    return;
+  }
   Actions actions;
   Status st;
   {
@@ -117,16 +128,20 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
   RunAll(actions);
 }
 
-void DirectoryShard::OnUnpublish(const Bytes& body) {
+void DirectoryShard::OnUnpublish(const std::string& from, const Bytes& body) {
   objproto::Location l{};
   std::string id;
   if (!Decode(body, &l) || !IdFromWire(l.id, &id)) return;
+  const std::string where = AddrFromWire(l.where);
+  if (where != from) {
+    CLOG_WARN("objects: %s", NotItsOwn(from, "withdrew the copy of", where).message().c_str());
+    return;
+  }
   Actions actions;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
-    const std::string where = AddrFromWire(l.where);
     if (it->second.reserved_by == where) it->second.reserved_by.clear();
     it->second.locs.erase(where);
     FreeBusy(it->second, where);
@@ -254,6 +269,10 @@ void DirectoryShard::OnAcquire(const std::string& from, const Bytes& body, const
     return;
   }
   w.requester = AddrFromWire(w.req.requester);
+  if (w.requester != from) {
+    reply(objproto::kDirAcquireReply, AcquireReplyBody(NotItsOwn(from, "asked for a copy for", w.requester), 0, "", nullptr));
+    return;
+  }
   w.reply = reply;
   w.deadline = Deadline::AfterMs(w.req.timeout_ms);
   const std::string prev = AddrFromWire(w.req.prev_sender);
@@ -271,12 +290,16 @@ void DirectoryShard::OnAcquire(const std::string& from, const Bytes& body, const
   RunAll(actions);
 }
 
-void DirectoryShard::OnRelease(const Bytes& body) {
+void DirectoryShard::OnRelease(const std::string& from, const Bytes& body) {
   objproto::Release r{};
   std::string id;
   if (!Decode(body, &r) || !IdFromWire(r.id, &id)) return;
   const std::string sender = AddrFromWire(r.sender);
   const std::string receiver = AddrFromWire(r.receiver);
+  if (receiver != from) {
+    CLOG_WARN("objects: %s", NotItsOwn(from, "reported a transfer done for", receiver).message().c_str());
+    return;
+  }
   Actions actions;
   {
     std::lock_guard<std::mutex> lock(mu_);

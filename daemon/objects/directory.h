@@ -82,9 +82,9 @@ class DirectoryShard {
   using Actions = std::vector<std::function<void()>>;
 
   void OnPublish(const std::string& from, const Bytes& body, const ReplyFn& reply);
-  void OnUnpublish(const Bytes& body);
+  void OnUnpublish(const std::string& from, const Bytes& body);
   void OnAcquire(const std::string& from, const Bytes& body, const ReplyFn& reply);
-  void OnRelease(const Bytes& body);
+  void OnRelease(const std::string& from, const Bytes& body);
   void OnSubscribe(const std::string& from, const Bytes& body, const ReplyFn& reply);
   void OnUnsubscribe(const std::string& from, const Bytes& body);
   void OnDelete(const Bytes& body, const ReplyFn& reply);

@@ -147,6 +147,12 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
   t->children.resize(s.nchildren);
   memcpy(t->children.data(), Tail<objproto::NodeStart>(body), s.nchildren * sizeof(objproto::ChildInfo));
   t->name = TaskName(t->coord, s.key.value, s.slot, s.gen);
+  // A reduce's nodes are started, told and cancelled by its coordinator only: the daemon
+  // the handshake proved, never one a message names.
+  if (t->coord != from) {
+    CLOG_WARN("objects: daemon %s started a reduce node for coordinator %s; refused", from.c_str(), t->coord.c_str());
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (t->slot == -1) {
@@ -177,9 +183,9 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
   }
 }
 
-void Reducer::OnNodeChild(const Bytes& body) {
+void Reducer::OnNodeChild(const std::string& from, const Bytes& body) {
   objproto::NodeChild m{};
-  if (!Decode(body, &m)) return;
+  if (!Decode(body, &m) || AddrFromWire(m.key.coordinator) != from) return;
   std::shared_ptr<Task> t;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,10 +198,11 @@ void Reducer::OnNodeChild(const Bytes& body) {
   t->cv.notify_all();
 }
 
-void Reducer::OnNodeCancel(const Bytes& body) {
+void Reducer::OnNodeCancel(const std::string& from, const Bytes& body) {
   objproto::NodeCancel c{};
   if (!Decode(body, &c)) return;
   const std::string coord = AddrFromWire(c.key.coordinator);
+  if (coord != from) return;  // a node is the coordinator's to cancel
   std::vector<std::shared_ptr<Task>> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);

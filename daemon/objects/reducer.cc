@@ -36,9 +36,9 @@ Reducer::~Reducer() = default;
 void Reducer::Register() {
   Peers& p = host_->peers();
   p.Handle(objproto::kNodeStart, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnNodeStart(f, b); });
-  p.Handle(objproto::kNodeChild, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeChild(b); });
-  p.Handle(objproto::kNodeCancel, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnNodeCancel(b); });
-  p.Handle(objproto::kNodeReport, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnReport(b); });
+  p.Handle(objproto::kNodeChild, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnNodeChild(f, b); });
+  p.Handle(objproto::kNodeCancel, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnNodeCancel(f, b); });
+  p.Handle(objproto::kNodeReport, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnReport(f, b); });
 }
 
 // ------------------------------------------------------------------ coordinator
@@ -455,7 +455,7 @@ void Reducer::Finish(Job& j, Status st) {
   j.cv.notify_all();
 }
 
-void Reducer::OnReport(const Bytes& body) {
+void Reducer::OnReport(const std::string& from, const Bytes& body) {
   objproto::NodeReport r{};
   if (!Decode(body, &r)) return;
   std::shared_ptr<Job> j;
@@ -467,6 +467,18 @@ void Reducer::OnReport(const Bytes& body) {
   }
   std::lock_guard<std::mutex> lock(j->mu);
   if (j->done) return;
+  // Only the daemon running the node reports on it: this one for the sink, the slot's
+  // source's daemon for a slot (the generation check below drops a replaced node's words).
+  const bool slot_known = r.slot >= 0 && r.slot < j->n && j->slot_src[r.slot] != -1;
+  const std::string runner =
+      r.slot == -1 ? host_->peers().self() : (slot_known ? j->src[j->slot_src[r.slot]].where : std::string());
+  if (from != runner) {
+    if (!runner.empty()) {
+      CLOG_WARN("objects: daemon %s reported on reduce node %d, which runs on %s; ignored", from.c_str(), r.slot,
+                runner.c_str());
+    }
+    return;
+  }
   Status st = FromObjectWire(r.status);
   if (r.slot == -1) {
     if (r.gen != j->sink_gen) return;

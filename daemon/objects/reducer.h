@@ -105,15 +105,15 @@ class Reducer {
   void RestartPath(Job& j, int slot);
   void Cancel(Job& j, const std::string& host, int slot, uint32_t gen);
   void Finish(Job& j, Status st);
-  void OnReport(const Bytes& body);
+  void OnReport(const std::string& from, const Bytes& body);
   void ChooseDegree(Job& j);
   // Run's thread: the target's local copy, once the size is known.
   Status CreateTarget(Job& j);
 
   // Node side (reduce_node.cc).
   void OnNodeStart(const std::string& from, const Bytes& body);
-  void OnNodeChild(const Bytes& body);
-  void OnNodeCancel(const Bytes& body);
+  void OnNodeChild(const std::string& from, const Bytes& body);
+  void OnNodeCancel(const std::string& from, const Bytes& body);
   void RunTask(std::shared_ptr<Task> t);
   void RunSink(std::shared_ptr<Task> t);
   void Report(const Task& t, uint32_t outcome, uint32_t child, const Status& st);

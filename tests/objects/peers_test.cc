@@ -1,15 +1,20 @@
 // Peers (daemon/objects/peers.h) between two instances in this process over loopback TCP:
-// what a Cork holds back, and that it goes out whole and in order when the Cork ends.
+// what a Cork holds back, and that it goes out whole and in order when the Cork ends; and a
+// DirectoryShard behind the receiver, which takes a daemon's word only for that daemon.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "objects/directory.h"
+#include "objects/messages.h"
+#include "objects/obj_status.h"
 #include "objects/peers.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
@@ -36,7 +41,8 @@ struct Pair {
   std::condition_variable cv;
   std::vector<std::string> received;  // bodies of kNote and kEcho, in arrival order
 
-  Pair() {
+  // `serve_also` registers more handlers on the receiver before it serves.
+  explicit Pair(const std::function<void(Peers*)>& serve_also = nullptr) {
     UniqueFd listener;
     SockAddr bound;
     Status st = TcpListen("127.0.0.1:0", &listener, &bound);
@@ -68,6 +74,7 @@ struct Pair {
       record(body);
       reply(kEchoReply, body);
     });
+    if (serve_also) serve_also(receiver);
     std::thread([this, l = listener.release()] {
       UniqueFd fd(accept(l, nullptr, nullptr));
       close(l);
@@ -122,6 +129,87 @@ TEST(PeersCork, HoldsMessagesUntilItEndsThenSendsThemInOrder) {
   Peers::Cork elsewhere(p->sender);
   std::thread([&] { p->sender->Send(p->receiver_addr, kNote, B("four")); }).join();
   EXPECT_EQ(p->WaitFor(4).back(), "four");
+}
+
+// The sender is authenticated as 127.0.0.1:1; whatever daemon its messages name, the
+// directory acts for that one only.
+TEST(DirectoryShard, TakesADaemonsWordOnlyForItsOwnCopies) {
+  static DirectoryShard* shard = nullptr;
+  static Pair* p = new Pair([](Peers* receiver) {
+    shard = new DirectoryShard(receiver);  // leaked, like the Peers it serves on
+    shard->Register();
+  });
+  const std::string sender_addr = p->sender->self();
+  std::vector<std::string> ids;  // ids whose shard is the receiver's
+  for (int i = 0; ids.size() < 3; ++i) {
+    std::string id = "dir-" + std::to_string(i);
+    if (p->sender->Owner(id) == p->receiver_addr) ids.push_back(id);
+  }
+  auto publish = [&](const std::string& id, const std::string& where) {
+    objproto::Publish pub{};
+    pub.id = IdToWire(id);
+    pub.size = 100;
+    pub.flags = objproto::kPubComplete | objproto::kPubOrigin | objproto::kPubCreate;
+    pub.where = AddrToWire(where);
+    return Encode(pub);
+  };
+  auto call = [&](Peers* from, uint16_t type, Bytes body, uint16_t reply_type) {
+    Bytes reply;
+    Status st = from->Call(p->receiver_addr, type, std::move(body), reply_type, &reply, Deadline::AfterMs(10000));
+    EXPECT_TRUE(st.ok()) << st.message();
+    return reply;
+  };
+  auto published = [&](Peers* from, const std::string& id, const std::string& where) {
+    objproto::Status ws{};
+    EXPECT_TRUE(Decode(call(from, objproto::kDirPublish, publish(id, where), objproto::kDirPublishReply), &ws));
+    return ws;
+  };
+  auto copies_listed = [&](const std::string& id) {  // asked by the sender, after what it sent before
+    objproto::CountReply r{};
+    EXPECT_TRUE(Decode(call(p->sender, objproto::kDirCount, Encode(IdToWire(id)), objproto::kDirCountReply), &r));
+    return r.complete + r.partial;
+  };
+
+  // The receiver's own copy of ids[0], published by itself (from = itself).
+  ASSERT_EQ(published(p->receiver, ids[0], p->receiver_addr).code, objproto::kOk);
+  ASSERT_EQ(copies_listed(ids[0]), 1u);
+
+  // The sender withdraws the receiver's copy, and tells the directory the receiver is done
+  // with a transfer: neither is taken (before, the copy was gone and the object lost).
+  objproto::Location l{};
+  l.id = IdToWire(ids[0]);
+  l.where = AddrToWire(p->receiver_addr);
+  p->sender->Send(p->receiver_addr, objproto::kDirUnpublish, Encode(l));
+  objproto::Release rel{};
+  rel.id = IdToWire(ids[0]);
+  rel.sender = AddrToWire(p->receiver_addr);
+  rel.receiver = AddrToWire(p->receiver_addr);
+  p->sender->Send(p->receiver_addr, objproto::kDirRelease, Encode(rel));
+  EXPECT_EQ(copies_listed(ids[0]), 1u);
+
+  // The sender publishes a copy on the receiver: refused with a reason, nothing listed.
+  objproto::Status forged = published(p->sender, ids[1], p->receiver_addr);
+  EXPECT_EQ(forged.code, objproto::kInvalid);
+  EXPECT_NE(std::string(forged.message).find("may only speak for its own copies"), std::string::npos) << forged.message;
+  EXPECT_EQ(copies_listed(ids[1]), 0u);
+
+  // It asks for a copy on behalf of the receiver: refused.
+  objproto::Acquire a{};
+  a.id = IdToWire(ids[0]);
+  a.requester = AddrToWire(p->receiver_addr);
+  a.timeout_ms = 1000;
+  objproto::AcquireReply ar{};
+  ASSERT_TRUE(Decode(call(p->sender, objproto::kDirAcquire, Encode(a), objproto::kDirAcquireReply), &ar));
+  EXPECT_EQ(ar.status.code, objproto::kInvalid) << ar.status.message;
+
+  // For itself, it is served as before: its own Publish is taken, its own withdrawal too.
+  EXPECT_EQ(published(p->sender, ids[2], sender_addr).code, objproto::kOk);
+  l.id = IdToWire(ids[2]);
+  l.where = AddrToWire(sender_addr);
+  p->sender->Send(p->receiver_addr, objproto::kDirUnpublish, Encode(l));
+  (void)copies_listed(ids[2]);  // answered after the withdrawal, on the same connection
+  EXPECT_EQ(published(p->receiver, ids[2], p->receiver_addr).code, objproto::kOk)
+      << "the sender's withdrawn copy still holds the id";
 }
 
 }  // namespace
