@@ -1,11 +1,13 @@
 // Peers (daemon/objects/peers.h) between two instances in this process over loopback TCP:
 // what a Cork holds back, and that it goes out whole and in order when the Cork ends; and a
-// DirectoryShard behind the receiver, which takes a daemon's word only for that daemon.
+// DirectoryShard and a Reducer behind the receiver, which take a daemon's word only for
+// that daemon.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -16,6 +18,7 @@
 #include "objects/messages.h"
 #include "objects/obj_status.h"
 #include "objects/peers.h"
+#include "objects/reducer.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
 
@@ -42,7 +45,7 @@ struct Pair {
   std::vector<std::string> received;  // bodies of kNote and kEcho, in arrival order
 
   // `serve_also` registers more handlers on the receiver before it serves.
-  explicit Pair(const std::function<void(Peers*)>& serve_also = nullptr) {
+  explicit Pair(const std::function<void(Peers*, const PeerSecurity*)>& serve_also = nullptr) {
     UniqueFd listener;
     SockAddr bound;
     Status st = TcpListen("127.0.0.1:0", &listener, &bound);
@@ -74,7 +77,7 @@ struct Pair {
       record(body);
       reply(kEchoReply, body);
     });
-    if (serve_also) serve_also(receiver);
+    if (serve_also) serve_also(receiver, receiver_security);
     std::thread([this, l = listener.release()] {
       UniqueFd fd(accept(l, nullptr, nullptr));
       close(l);
@@ -131,11 +134,18 @@ TEST(PeersCork, HoldsMessagesUntilItEndsThenSendsThemInOrder) {
   EXPECT_EQ(p->WaitFor(4).back(), "four");
 }
 
+// The first integer after "key": in json (-1 if absent).
+long long JsonNumber(const std::string& json, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = json.find(quoted);
+  return at == std::string::npos ? -1 : std::atoll(json.c_str() + at + quoted.size());
+}
+
 // The sender is authenticated as 127.0.0.1:1; whatever daemon its messages name, the
 // directory acts for that one only.
 TEST(DirectoryShard, TakesADaemonsWordOnlyForItsOwnCopies) {
   static DirectoryShard* shard = nullptr;
-  static Pair* p = new Pair([](Peers* receiver) {
+  static Pair* p = new Pair([](Peers* receiver, const PeerSecurity*) {
     shard = new DirectoryShard(receiver);  // leaked, like the Peers it serves on
     shard->Register();
   });
@@ -210,6 +220,96 @@ TEST(DirectoryShard, TakesADaemonsWordOnlyForItsOwnCopies) {
   (void)copies_listed(ids[2]);  // answered after the withdrawal, on the same connection
   EXPECT_EQ(published(p->receiver, ids[2], p->receiver_addr).code, objproto::kOk)
       << "the sender's withdrawn copy still holds the id";
+}
+
+// What a Reducer needs to run reduce nodes (the node side only: no Reduce starts here).
+class NodeHost : public ReducerHost {
+ public:
+  NodeHost(Peers* peers, const PeerSecurity* security)
+      : peers_(peers), store_(64 << 20, 64 << 10), directory_(peers), pool_(security) {
+    options_.self = peers->self();
+    options_.timeout_ms = 20000;
+  }
+  const ObjectOptions& options() const override { return options_; }
+  Peers& peers() override { return *peers_; }
+  LocalStore& store() override { return store_; }
+  DirectoryClient& directory() override { return directory_; }
+  DataPool& pool() override { return pool_; }
+  TransferStats& transfer_stats() override { return stats_; }
+  void PublishReduceTarget(const ObjectRef&, bool) override {}
+  void AbandonReduceTarget(const std::string&, const LocalObject*, const Status&) override {}
+
+ private:
+  ObjectOptions options_;
+  Peers* peers_;
+  LocalStore store_;
+  DirectoryClient directory_;
+  DataPool pool_;
+  TransferStats stats_;
+};
+
+// A reduce node is started and cancelled by the coordinator its key names, the sender
+// here (127.0.0.1:1), and by no other daemon.
+TEST(Reducer, OnlyTheCoordinatorStartsAndCancelsItsNodes) {
+  static NodeHost* host = nullptr;  // leaked with the Peers it serves on
+  static Reducer* reducer = nullptr;
+  static Pair* p = new Pair([](Peers* receiver, const PeerSecurity* security) {
+    host = new NodeHost(receiver, security);
+    reducer = new Reducer(host);
+    reducer->Register();
+  });
+  constexpr uint64_t kSize = 4096;
+  ObjectRef own;  // the node's own source object, on the receiver
+  ASSERT_TRUE(host->store().Create("node-own", kSize, CopyInfo{}, &own).ok());
+  own->MarkComplete();
+  auto node_start = [&](const std::string& coordinator) {
+    objproto::NodeStart s{};
+    s.key.value = 42;
+    s.key.coordinator = AddrToWire(coordinator);
+    s.slot = 0;
+    s.gen = 1;
+    s.own = IdToWire("node-own");
+    s.output = IdToWire("\x01r-test/0/1");
+    s.size = kSize;
+    s.op = ncclSum;
+    s.dtype = ncclFloat32;
+    s.nchildren = 1;
+    s.timeout_ms = 20000;
+    objproto::ChildInfo child{};
+    child.slot = -1;  // not filled yet: the task waits for it
+    return Encode(s, &child, sizeof(child));
+  };
+  auto cancel_all = [](const std::string& coordinator) {
+    objproto::NodeCancel c{};
+    c.key.value = 42;
+    c.key.coordinator = AddrToWire(coordinator);
+    c.slot = -1;
+    c.gen = 0;
+    return Encode(c);
+  };
+  auto tasks = [] { return JsonNumber(reducer->StateJson(), "tasks"); };
+  auto after_the_sender = [&] {  // what the sender sent before was handled
+    Bytes reply;
+    ASSERT_TRUE(p->sender->Call(p->receiver_addr, kEcho, B("barrier"), kEchoReply, &reply, Deadline::AfterMs(10000)).ok());
+  };
+  const std::string sender_addr = p->sender->self();
+
+  // The sender starts a node in the receiver's name: refused.
+  p->sender->Send(p->receiver_addr, objproto::kNodeStart, node_start(p->receiver_addr));
+  after_the_sender();
+  EXPECT_EQ(tasks(), 0);
+  // In its own name: the node runs (waiting for its child).
+  p->sender->Send(p->receiver_addr, objproto::kNodeStart, node_start(sender_addr));
+  after_the_sender();
+  EXPECT_EQ(tasks(), 1);
+  // Another daemon (the receiver itself) cancels the sender's reduce: ignored.
+  p->receiver->Send(p->receiver_addr, objproto::kNodeCancel, cancel_all(sender_addr));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(tasks(), 1);
+  // The coordinator cancels it.
+  p->sender->Send(p->receiver_addr, objproto::kNodeCancel, cancel_all(sender_addr));
+  after_the_sender();
+  EXPECT_EQ(tasks(), 0);
 }
 
 }  // namespace
