@@ -1,5 +1,7 @@
 #include "coll_cases.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -118,7 +120,10 @@ std::vector<int> CaseRunner::Roots() const {
 // With --seconds, whether to run another round: every rank must stop after the same one,
 // so the ranks all-reduce (max) whether their own time is up.
 bool CaseRunner::AnotherRound(std::chrono::steady_clock::time_point start) {
-  int32_t up = std::chrono::steady_clock::now() - start >= std::chrono::seconds(opt_.seconds) ? 1 : 0;
+  int32_t up = std::chrono::steady_clock::now() - start >= std::chrono::seconds(opt_.seconds) ||
+                       (!opt_.stop_file.empty() && access(opt_.stop_file.c_str(), F_OK) == 0)
+                   ? 1
+                   : 0;
   int32_t any = 0;
   if (!Call("ncclAllReduce(stop vote)", Settle(comm_, ncclAllReduce(&up, &any, 1, ncclInt32, ncclMax, comm_, NoStream())))) {
     return false;

@@ -13,8 +13,8 @@ const char kUsage[] =
     "usage: coll_check --rank R --nranks N --id-file PATH [--threads T]\n"
     "  [--colls allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall,gather,scatter,split]\n"
     "  [--types all|float,int8,...] [--ops all|sum,prod,max,min,avg,premulsum]\n"
-    "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S] [--seed S]\n"
-    "  [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
+    "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S [--stop-file F]]\n"
+    "  [--seed S] [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
     "  [--mem-alloc] [--verbose]\n"
     "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n";
 
@@ -140,6 +140,8 @@ bool ParseOptions(int argc, char** argv, Options* opt) {
       opt->iters = std::atoi(v.c_str());
     } else if (a == "--seconds") {
       opt->seconds = std::atoi(v.c_str());
+    } else if (a == "--stop-file") {
+      opt->stop_file = v;
     } else if (a == "--seed") {
       opt->seed = std::strtoull(v.c_str(), nullptr, 10);
     } else if (a == "--hold-ms") {

@@ -38,6 +38,7 @@ struct Options {
   bool all_roots = false;  // every rank as root instead of first and last
   int iters = 1;
   int seconds = 0;  // > 0: repeat the iterations until this long has passed (ranks agree when)
+  std::string stop_file;  // with seconds: also stop once this file exists (a test says when)
   uint64_t seed = 1;
   bool expect_error = false;
   int hold_ms = 0;
