@@ -1,7 +1,7 @@
 // CommConfig: how a communicator's collectives run right now (ring order, inter-host
 // all-reduce algorithm), numbered by epoch; ReconfigPlan: a change an operator asked for.
 // Every daemon of a communicator holds the same CommConfig for the same collective
-// sequence numbers: changes apply only through the agreement in reconfig.cc.
+// sequence numbers: changes apply only through the agreement (epoch_barrier.h, reconfig.cc).
 #ifndef CONDUIT_DAEMON_COLLECTIVES_COMM_CONFIG_H_
 #define CONDUIT_DAEMON_COLLECTIVES_COMM_CONFIG_H_
 

@@ -85,7 +85,7 @@ Status CheckHanded(const HandedComm& in, const std::string& my_addr, int* my_hos
 }  // namespace
 
 bool Communicator::ReconfigUnderWay() const {
-  return !proposals_.empty() || !launched_.empty() || !renewed_.empty() || !request_epochs_.empty() || target_known_;
+  return !barrier_.idle() || !renewed_.empty();
 }
 
 Status Communicator::QuiesceForHandover(Deadline deadline) {
@@ -122,10 +122,11 @@ Status Communicator::ExportHandover(HandedComm* out) {
   out->initial_ring = membership_.initial_ring;
   out->coll_seq = coll_seq_;
   out->config = *config_;
-  out->entered_epoch = entered_epoch_;
-  out->proposed_epoch = proposed_epoch_;
-  out->next_request_id = next_request_id_;
-  out->reconfigurations = reconfigurations_;
+  const EpochBarrier::Counters counters = barrier_.counters();
+  out->entered_epoch = counters.entered_epoch;
+  out->proposed_epoch = counters.proposed_epoch;
+  out->next_request_id = counters.next_request_id;
+  out->reconfigurations = counters.applied;
   for (size_t i = 0; i < left_.size(); ++i) {
     if (left_[i]) out->left_ranks.push_back(local_ranks_[i]);
   }
@@ -167,10 +168,7 @@ Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOption
   c.InitMembership();
   c.config_ = std::make_shared<CommConfig>(std::move(in.config));
   c.coll_seq_ = in.coll_seq;
-  c.entered_epoch_ = in.entered_epoch;
-  c.proposed_epoch_ = in.proposed_epoch;
-  c.next_request_id_ = in.next_request_id;
-  c.reconfigurations_ = in.reconfigurations;
+  c.barrier_.Restore({in.entered_epoch, in.proposed_epoch, in.next_request_id, in.reconfigurations});
   for (int r : in.left_ranks) c.left_[c.LocalIndex(r)] = true;
   c.setup_started_ = c.setup_done_ = true;
   c.handover_pending_ = true;

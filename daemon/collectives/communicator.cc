@@ -117,7 +117,7 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
   setup_done_ = true;
   cv_.notify_all();
   // A peer that finished first may already have proposed a reconfiguration.
-  if (setup_status_.ok() && !proposals_.empty()) AdvanceReconfig(lock);
+  if (setup_status_.ok() && barrier_.pending()) AdvanceReconfig(lock);
   return setup_status_;
 }
 
@@ -132,6 +132,7 @@ void Communicator::InitMembership() {
   claimed_.assign(local_ranks_.size(), false);
   coll_links_.resize(nhosts);
   p2p_.Init(membership_.host_of_rank, membership_.my_host, static_cast<int>(nhosts));
+  barrier_.Init(static_cast<int>(nhosts), membership_.my_host);
 }
 
 void Communicator::AttachLink(int host, uint32_t channel, std::unique_ptr<Link> link, uint32_t epoch, int path,
@@ -482,7 +483,7 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       }
       running_ = false;
       cv_.notify_all();
-      if (!proposals_.empty()) AdvanceReconfig(lock);
+      if (barrier_.pending()) AdvanceReconfig(lock);
       continue;
     }
     if (running_) {

@@ -7,7 +7,8 @@
 //
 // How collectives cross hosts (ring order, all-reduce algorithm, the path of each
 // collective link) is a CommConfig that the operator can change between collectives;
-// reconfig.cc holds the agreement that makes every daemon switch after the same one.
+// epoch_barrier.h is the agreement that makes every daemon switch after the same one;
+// reconfig.cc carries out its steps.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_COMMUNICATOR_H_
 #define CONDUIT_DAEMON_COLLECTIVES_COMMUNICATOR_H_
 
@@ -25,6 +26,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/comm_config.h"
 #include "collectives/comm_stats.h"
+#include "collectives/epoch_barrier.h"
 #include "collectives/handed_comm.h"
 #include "collectives/mailbox.h"
 #include "collectives/peer_channel.h"
@@ -230,13 +232,6 @@ class Communicator final : private PeerChannel::Handler {
     uint64_t epoch = 0;
     std::unique_ptr<PathLease> lease;  // set on the side that dialed it
   };
-  // A configuration change sequenced by host 0, waiting to be applied.
-  struct Proposal {
-    uint64_t epoch = 0;
-    int origin = 0;
-    uint32_t request_id = 0;
-    ReconfigPlan plan;
-  };
 
   Deadline OpDeadline() const { return Deadline::AfterMs(options_.timeout_ms); }
   Status RunCollective(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op, const GroupContext& context,
@@ -329,16 +324,8 @@ class Communicator final : private PeerChannel::Handler {
 
   // Configuration and its agreement (under mu_).
   std::shared_ptr<const CommConfig> config_;
-  std::map<uint64_t, Proposal> proposals_;             // sequenced, not yet applied
-  std::map<uint64_t, std::vector<int64_t>> launched_;  // epoch -> collectives each host had launched
-  uint64_t entered_epoch_ = 0;   // the pending epoch whose count this daemon has published
-  bool target_known_ = false;
-  uint64_t target_ = 0;          // collectives to run under the old config before switching
-  uint64_t proposed_epoch_ = 0;  // host 0: the last epoch it sequenced
-  uint32_t next_request_id_ = 0;
-  std::map<uint32_t, uint64_t> request_epochs_;  // origin side: request -> sequenced epoch
+  EpochBarrier barrier_;
   std::map<std::pair<int, uint64_t>, CollLink> renewed_;  // (host, epoch) -> replacement link
-  uint64_t reconfigurations_ = 0;
   // A handed-over communicator's point-to-point links until StartHandedOver, per host.
   std::vector<std::unique_ptr<Link>> handed_p2p_;
 

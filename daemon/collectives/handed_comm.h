@@ -39,7 +39,7 @@ struct HandedComm {
   std::vector<int> initial_ring;
   uint64_t coll_seq = 0;  // the next collective's sequence number: peers expect it
   CommConfig config;
-  // The reconfiguration agreement's counters (reconfig.cc), at rest.
+  // The reconfiguration agreement's counters (EpochBarrier::Counters), at rest.
   uint64_t entered_epoch = 0;
   uint64_t proposed_epoch = 0;
   uint32_t next_request_id = 0;

@@ -1,13 +1,8 @@
-// Live reconfiguration of a communicator (MCCS's barrier on collective sequence numbers).
-//
-// Host 0 of the communicator sequences every change into an epoch and sends it to every
-// daemon (ReconfigPropose; other daemons forward operator requests to it). A daemon that
-// learns of epoch E stops launching collectives and tells every other daemon how many it
-// has launched (ReconfigSeq). The largest count is the switch point: every daemon runs
-// the collectives before it with the old configuration, then applies E, then resumes. As
-// every collective involves every daemon, none can be past the largest count, and none
-// runs a collective under a different configuration than the others. With nothing pending
-// the launch path checks one empty map, so an unchanged communicator pays nothing.
+// Live reconfiguration of a communicator: the communicator's side of the EpochBarrier
+// (epoch_barrier.h says how the daemons agree on the switch point). Here the barrier's
+// steps become messages to the other daemons, and an agreed epoch becomes new links and a
+// new CommConfig. With nothing pending the launch path checks one empty map, so an
+// unchanged communicator pays nothing.
 #include <algorithm>
 #include <cstring>
 
@@ -26,7 +21,7 @@ std::shared_ptr<const CommConfig> Communicator::config() const {
 
 uint64_t Communicator::reconfigurations() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return reconfigurations_;
+  return barrier_.applied();
 }
 
 std::vector<LinkReport> Communicator::Links() const {
@@ -40,12 +35,7 @@ std::vector<LinkReport> Communicator::Links() const {
   return out;
 }
 
-bool Communicator::MayLaunch() const {
-  if (proposals_.empty()) return true;
-  const uint64_t next = config_->epoch + 1;
-  if (proposals_.count(next) == 0) return true;  // only later epochs arrived so far
-  return entered_epoch_ == next && target_known_ && coll_seq_ < target_;
-}
+bool Communicator::MayLaunch() const { return barrier_.MayLaunch(config_->epoch, coll_seq_); }
 
 Status Communicator::SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload) {
   return p2p_.SendControl(host, type, payload, OpDeadline());
@@ -65,62 +55,53 @@ void Communicator::SendControlToAll(uint16_t type, const std::vector<uint8_t>& p
 
 void Communicator::AddProposal(std::unique_lock<std::mutex>& lock, Proposal proposal) {
   const uint64_t e = proposal.epoch;
-  if (e <= config_->epoch || proposals_.count(e) != 0) {
-    CLOG_WARN("communicator %016llx: ignoring a duplicate or stale proposal for epoch %llu",
-              static_cast<unsigned long long>(key_), static_cast<unsigned long long>(e));
+  if (!barrier_.Add(config_->epoch, std::move(proposal))) {
+    CLOG_WARN("communicator %016llx: ignoring a duplicate, stale or far-ahead proposal for epoch %llu (now at %llu)",
+              static_cast<unsigned long long>(key_), static_cast<unsigned long long>(e),
+              static_cast<unsigned long long>(config_->epoch));
     return;
   }
-  if (proposal.origin == membership_.my_host && proposal.request_id != 0) request_epochs_[proposal.request_id] = e;
-  proposals_.emplace(e, std::move(proposal));
   cv_.notify_all();
   AdvanceReconfig(lock);
 }
 
 void Communicator::AdvanceReconfig(std::unique_lock<std::mutex>& lock) {
-  const int nhosts = static_cast<int>(membership_.host_addrs.size());
-  const int me = membership_.my_host;
   for (;;) {
     // Before setup finished, not every link to the other daemons exists yet.
     if (!failed_.ok() || closing_ || !setup_done_ || !setup_status_.ok()) return;
-    const uint64_t e = config_->epoch + 1;
-    auto it = proposals_.find(e);
-    if (it == proposals_.end()) return;
-    auto& counts = launched_[e];
-    if (counts.empty()) counts.assign(nhosts, -1);
-    if (entered_epoch_ != e) {
-      // Stop launching and publish how far this daemon got.
-      entered_epoch_ = e;
-      target_known_ = false;
-      counts[me] = static_cast<int64_t>(coll_seq_);
-      peerproto::ReconfigSeq msg{e, coll_seq_};
-      std::vector<uint8_t> bytes(sizeof(msg));
-      memcpy(bytes.data(), &msg, sizeof(msg));
-      lock.unlock();
-      SendControlToAll(peerproto::kReconfigSeq, bytes);
-      lock.lock();
-      continue;
+    const EpochBarrier::Step step = barrier_.Next(config_->epoch, coll_seq_, running_);
+    switch (step.kind) {
+      case EpochBarrier::Step::kWait:
+        return;
+      case EpochBarrier::Step::kPublish: {
+        // Launches stop here until the switch point is known; the others learn how far we got.
+        peerproto::ReconfigSeq msg{step.epoch, step.count};
+        std::vector<uint8_t> bytes(sizeof(msg));
+        memcpy(bytes.data(), &msg, sizeof(msg));
+        lock.unlock();
+        SendControlToAll(peerproto::kReconfigSeq, bytes);
+        lock.lock();
+        continue;
+      }
+      case EpochBarrier::Step::kAgreed:
+        cv_.notify_all();  // held ranks may run the collectives before the switch point
+        CLOG_INFO("communicator %016llx: epoch %llu agreed, switching after collective %llu",
+                  static_cast<unsigned long long>(key_), static_cast<unsigned long long>(step.epoch),
+                  static_cast<unsigned long long>(step.count));
+        continue;
+      case EpochBarrier::Step::kBroken:
+        lock.unlock();
+        Abort(InternalError("reconfiguration agreement broken: launched %llu collectives, switch point %llu",
+                            static_cast<unsigned long long>(coll_seq_), static_cast<unsigned long long>(step.count)));
+        lock.lock();
+        return;
+      case EpochBarrier::Step::kApply:
+        break;
     }
-    if (!target_known_) {
-      if (std::any_of(counts.begin(), counts.end(), [](int64_t c) { return c < 0; })) return;
-      target_ = static_cast<uint64_t>(*std::max_element(counts.begin(), counts.end()));
-      target_known_ = true;
-      cv_.notify_all();  // held ranks may run the collectives before the switch point
-      CLOG_INFO("communicator %016llx: epoch %llu agreed, switching after collective %llu",
-                static_cast<unsigned long long>(key_), static_cast<unsigned long long>(e),
-                static_cast<unsigned long long>(target_));
-    }
-    if (coll_seq_ > target_) {
-      lock.unlock();
-      Abort(InternalError("reconfiguration agreement broken: launched %llu collectives, switch point %llu",
-                          static_cast<unsigned long long>(coll_seq_), static_cast<unsigned long long>(target_)));
-      lock.lock();
-      return;
-    }
-    if (coll_seq_ != target_ || running_) return;
     // Every collective before the switch point has run here: apply, holding the running
     // token so no collective starts meanwhile.
     running_ = true;
-    Proposal proposal = it->second;
+    const Proposal proposal = *step.proposal;
     lock.unlock();
     Status st = ApplyProposal(proposal);
     lock.lock();
@@ -133,9 +114,7 @@ void Communicator::AdvanceReconfig(std::unique_lock<std::mutex>& lock) {
       cv_.notify_all();
       return;
     }
-    proposals_.erase(e);
-    launched_.erase(e);
-    ++reconfigurations_;
+    barrier_.Applied(proposal.epoch);
     cv_.notify_all();
   }
 }
@@ -230,7 +209,7 @@ Status Communicator::Reconfigure(const ReconfigPlan& plan, int wait_ms, Reconfig
   Deadline deadline = Deadline::AfterMs(wait_ms);
   uint64_t epoch = 0;
   if (me == 0) {
-    epoch = ++proposed_epoch_;
+    epoch = barrier_.SequenceEpoch();
     peerproto::ReconfigHeader head{};
     head.epoch = epoch;
     head.origin_host = me;
@@ -240,7 +219,7 @@ Status Communicator::Reconfigure(const ReconfigPlan& plan, int wait_ms, Reconfig
     lock.lock();
     AddProposal(lock, Proposal{epoch, me, 0, plan});
   } else {
-    const uint32_t id = ++next_request_id_;
+    const uint32_t id = barrier_.NextRequestId();
     peerproto::ReconfigHeader head{};
     head.origin_host = me;
     head.request_id = id;
@@ -248,13 +227,20 @@ Status Communicator::Reconfigure(const ReconfigPlan& plan, int wait_ms, Reconfig
     lock.unlock();
     Status st = SendControl(0, peerproto::kReconfigForward, bytes);
     lock.lock();
-    if (!st.ok()) return st;
-    while (request_epochs_.count(id) == 0 && failed_.ok()) {
-      if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout) break;
+    if (!st.ok()) {
+      barrier_.ForgetRequest(id);
+      return st;
     }
-    if (request_epochs_.count(id) == 0) return failed_;  // not sequenced in time: pending
-    epoch = request_epochs_[id];
-    request_epochs_.erase(id);
+    while (!barrier_.TakeRequestEpoch(id, &epoch)) {
+      if (!failed_.ok() || cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout) {
+        // Not sequenced in time: the change still happens, result->epoch 0 says so.
+        if (!barrier_.TakeRequestEpoch(id, &epoch)) {
+          barrier_.ForgetRequest(id);
+          return failed_;
+        }
+        break;
+      }
+    }
   }
   result->epoch = epoch;
   while (config_->epoch < epoch && failed_.ok()) {
@@ -272,10 +258,10 @@ Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_
     if (payload.size() != sizeof(msg)) return RemoteError("malformed ReconfigSeq from daemon %s", peer.c_str());
     memcpy(&msg, payload.data(), sizeof(msg));
     std::unique_lock<std::mutex> lock(mu_);
-    if (msg.epoch <= config_->epoch) return Status::Ok();  // cannot happen; harmless
-    auto& counts = launched_[msg.epoch];
-    if (counts.empty()) counts.assign(nhosts, -1);
-    counts[host] = static_cast<int64_t>(msg.launched);
+    if (!barrier_.RecordCount(config_->epoch, host, msg.epoch, msg.launched)) {
+      return RemoteError("daemon %s sent a count for epoch %llu, too far ahead of epoch %llu", peer.c_str(),
+                         static_cast<unsigned long long>(msg.epoch), static_cast<unsigned long long>(config_->epoch));
+    }
     AdvanceReconfig(lock);
     return Status::Ok();
   }
@@ -290,7 +276,7 @@ Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_
     if (membership_.my_host != 0 || head.origin_host != host) {
       return RemoteError("daemon %s forwarded a reconfiguration to a daemon that does not sequence them", peer.c_str());
     }
-    head.epoch = ++proposed_epoch_;
+    head.epoch = barrier_.SequenceEpoch();
     std::vector<uint8_t> bytes = EncodeReconfig(head, plan);
     lock.unlock();
     SendControlToAll(peerproto::kReconfigPropose, bytes);

@@ -402,6 +402,22 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
                                      /*preload=*/true));
   }
   ASSERT_TRUE(RunsPast(cluster, 0, 10, std::chrono::seconds(60))) << cluster.Describe();
+  // The operator on host 1 switches the job's all-reduce to the ring first (host 0
+  // sequences the change): a reconfigured communicator must still move. Before
+  // EpochBarrier::Applied cleared it, the applied epoch's switch point counted as a
+  // reconfiguration under way, and every upgrade of the job's daemons was refused.
+  {
+    AdminAnswer list = AdminCall(cluster, 1, "GET", "/v1/communicators");
+    const Json& comms = Field(list.body, "communicators");
+    ASSERT_TRUE(comms.is_array() && comms.size() == 1) << list.text;
+    const Json& key = Field(comms.items()[0], "key");
+    ASSERT_TRUE(key.is_string()) << list.text;
+    AdminAnswer r = AdminCall(cluster, 1, "POST", "/v1/communicators/" + key.as_string() + "/reconfigure",
+                              R"({"algorithm": "ring", "wait_ms": 30000})");
+    ASSERT_EQ(r.status, 200) << r.text;
+    const Json& applied = Field(r.body, "applied");
+    ASSERT_TRUE(applied.is_bool() && applied.as_bool()) << r.text;
+  }
   // Upgrades that fail under the running job: a build that reads another state version is
   // refused before anything stops, and a new daemon that dies after the communicator was
   // quiesced and handed over leaves the old process serving it, its links read again.
