@@ -93,7 +93,7 @@ Status Communicator::QuiesceForHandover(Deadline deadline) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!setup_done_) return Busy(key_, "still being set up");
     if (!failed_.ok() || !setup_status_.ok()) return Status::Ok();  // nothing runs; it moves failed
-    if (running_ || std::any_of(pending_.begin(), pending_.end(), [](const auto& q) { return !q.empty(); })) {
+    if (!queue_.idle()) {
       return Busy(key_, "a collective is running");
     }
     if (ReconfigUnderWay()) return Busy(key_, "a reconfiguration is under way");

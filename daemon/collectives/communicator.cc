@@ -127,7 +127,7 @@ void Communicator::InitMembership() {
     if (membership_.host_of_rank[r] == membership_.my_host) local_ranks_.push_back(r);
   }
   const size_t nhosts = membership_.host_addrs.size();
-  pending_.resize(local_ranks_.size());
+  queue_.Init(local_ranks_.size());
   left_.assign(local_ranks_.size(), false);
   claimed_.assign(local_ranks_.size(), false);
   coll_links_.resize(nhosts);
@@ -435,23 +435,19 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
   request.ready = device != nullptr ? context.ready_event : nullptr;
   request.host = host;
   std::unique_lock<std::mutex> lock(mu_);
-  pending_[LocalIndex(rank)].push_back(&request);
+  queue_.Push(LocalIndex(rank), &request);
   cv_.notify_all();
   Deadline deadline = OpDeadline();
   while (!request.done) {
-    if (!failed_.ok() && !running_) {
+    if (!failed_.ok() && !queue_.running()) {
       // A running batch may still hold a pointer to `request`; only leave once it is done.
       // Leave our entry out of the queue so later ops do not see it.
-      auto& q = pending_[LocalIndex(rank)];
-      q.erase(std::remove(q.begin(), q.end(), &request), q.end());
+      queue_.Remove(LocalIndex(rank), &request);
       return failed_;
     }
-    bool all_here = std::all_of(pending_.begin(), pending_.end(), [](const auto& q) { return !q.empty(); });
-    if (all_here && !running_ && MayLaunch()) {
+    if (queue_.Ready() && MayLaunch()) {
       // The last local rank to arrive runs the collective on its own thread.
-      running_ = true;
-      std::vector<CollRequest*> batch;
-      for (auto& q : pending_) batch.push_back(q.front());
+      std::vector<CollRequest*> batch = queue_.Start();
       const uint64_t seq = coll_seq_++;
       std::shared_ptr<const CommConfig> config = config_;
       lock.unlock();
@@ -459,8 +455,8 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       try {
         st = ExecuteAndRecord(batch, seq, std::move(config));
       } catch (const std::exception& e) {
-        // Out of memory for a scratch buffer, say: this collective fails, and running_ is
-        // cleared below, so the other local ranks are not left waiting on it.
+        // Out of memory for a scratch buffer, say: this collective fails, and the running
+        // token is given back below, so the other local ranks are not left waiting on it.
         st = SystemError("collective %llu stopped on an unexpected error: %s", static_cast<unsigned long long>(seq),
                          e.what());
       }
@@ -476,27 +472,25 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
         lock.lock();
         st = failed_;  // the first reason, ours or a peer's
       }
-      for (auto& q : pending_) q.pop_front();
+      queue_.Finish();
       for (CollRequest* r : batch) {
         r->done = true;
         r->status = st;
       }
-      running_ = false;
       cv_.notify_all();
       if (barrier_.pending()) AdvanceReconfig(lock);
       continue;
     }
-    if (running_) {
+    if (queue_.running()) {
       // A batch runs on another local rank's thread (maybe with ours in it); its end
       // notifies, and its own deadlines bound it. (Waiting until our deadline instead
       // would spin once that has passed.)
       cv_.wait(lock);
       continue;
     }
-    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !request.done && !running_) {
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !request.done && !queue_.running()) {
       std::string missing;
-      for (size_t i = 0; i < pending_.size(); ++i) {
-        if (!pending_[i].empty()) continue;
+      for (size_t i : queue_.Missing()) {
         if (!missing.empty()) missing += ',';
         missing += std::to_string(local_ranks_[i]);
       }

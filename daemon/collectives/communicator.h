@@ -15,7 +15,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +27,7 @@
 #include "collectives/comm_stats.h"
 #include "collectives/epoch_barrier.h"
 #include "collectives/handed_comm.h"
+#include "collectives/launch_queue.h"
 #include "collectives/mailbox.h"
 #include "collectives/peer_channel.h"
 #include "common/status.h"
@@ -160,7 +160,7 @@ class Communicator final : private PeerChannel::Handler {
   // A session's claim on `rank` (CommRegistry::Join, TakeHandedOver): InvalidUsage when
   // this communicator does not place that rank on this host or another connection holds
   // it. A program holding a communicator's id can ask to join it again with any rank; only
-  // a claimed local rank ever reaches the per-rank state (pending_, left_).
+  // a claimed local rank ever reaches the per-rank state (queue_, left_).
   Status ClaimRank(int rank);
   // A local rank leaves: gracefully (destroy) or not (its program died).
   void Leave(int rank, bool graceful);
@@ -297,7 +297,7 @@ class Communicator final : private PeerChannel::Handler {
   // The p2p channel: point-to-point messages, reconfiguration control, abort notices.
   PeerChannel p2p_;
 
-  // Replaced only by ApplyProposal, while it holds the running_ token (so never under a
+  // Replaced only by ApplyProposal, while it holds the running token (so never under a
   // running collective); read by Execute (holding the token) or under mu_.
   std::vector<CollLink> coll_links_;
 
@@ -308,8 +308,9 @@ class Communicator final : private PeerChannel::Handler {
   Status setup_status_;
   int links_missing_ = 0;
   Status failed_;
-  std::vector<std::deque<CollRequest*>> pending_;  // per local rank, in submission order
-  bool running_ = false;
+  // Collectives submitted by local ranks, matched into batches; its running token is held
+  // by the thread running a batch or applying a reconfiguration.
+  LaunchQueue<CollRequest> queue_;
   std::vector<bool> left_;
   std::vector<bool> claimed_;  // local ranks a session holds (ClaimRank)
   // Adopted in a live upgrade and not started yet (FromHandover .. StartHandedOver): its
@@ -329,7 +330,7 @@ class Communicator final : private PeerChannel::Handler {
   // A handed-over communicator's point-to-point links until StartHandedOver, per host.
   std::vector<std::unique_ptr<Link>> handed_p2p_;
 
-  // Only the thread holding the running_ token touches these.
+  // Only the thread holding the running token touches these.
   uint64_t running_seq_ = 0;  // the sequence number of the collective being executed
   uint64_t tenant_generation_ = 0;
   std::shared_ptr<TenantState> tenant_;

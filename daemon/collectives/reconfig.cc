@@ -69,7 +69,7 @@ void Communicator::AdvanceReconfig(std::unique_lock<std::mutex>& lock) {
   for (;;) {
     // Before setup finished, not every link to the other daemons exists yet.
     if (!failed_.ok() || closing_ || !setup_done_ || !setup_status_.ok()) return;
-    const EpochBarrier::Step step = barrier_.Next(config_->epoch, coll_seq_, running_);
+    const EpochBarrier::Step step = barrier_.Next(config_->epoch, coll_seq_, queue_.running());
     switch (step.kind) {
       case EpochBarrier::Step::kWait:
         return;
@@ -100,12 +100,12 @@ void Communicator::AdvanceReconfig(std::unique_lock<std::mutex>& lock) {
     }
     // Every collective before the switch point has run here: apply, holding the running
     // token so no collective starts meanwhile.
-    running_ = true;
+    queue_.Hold();
     const Proposal proposal = *step.proposal;
     lock.unlock();
     Status st = ApplyProposal(proposal);
     lock.lock();
-    running_ = false;
+    queue_.Release();
     if (!st.ok()) {
       if (closing_) return;  // destroyed meanwhile: nothing left to fail
       lock.unlock();
