@@ -9,6 +9,12 @@ void EpochBarrier::Init(int nhosts, int my_host) {
   my_host_ = my_host;
 }
 
+bool EpochBarrier::SequenceEpoch(uint64_t current_epoch, uint64_t* epoch) {
+  if (proposed_epoch_ >= current_epoch + kMaxPendingEpochs) return false;
+  *epoch = ++proposed_epoch_;
+  return true;
+}
+
 uint32_t EpochBarrier::NextRequestId() {
   const uint32_t id = ++next_request_id_;
   request_epochs_[id] = 0;
@@ -23,7 +29,7 @@ std::vector<int64_t>& EpochBarrier::CountsFor(uint64_t epoch) {
 
 bool EpochBarrier::Add(uint64_t current_epoch, Proposal proposal) {
   const uint64_t e = proposal.epoch;
-  if (e <= current_epoch || e - current_epoch > kMaxPendingEpochs || proposals_.count(e) != 0) return false;
+  if (e <= current_epoch || e - current_epoch > kMaxEpochsAhead || proposals_.count(e) != 0) return false;
   if (proposal.origin == my_host_ && proposal.request_id != 0) {
     auto waiting = request_epochs_.find(proposal.request_id);
     if (waiting != request_epochs_.end()) waiting->second = e;
@@ -35,7 +41,7 @@ bool EpochBarrier::Add(uint64_t current_epoch, Proposal proposal) {
 bool EpochBarrier::RecordCount(uint64_t current_epoch, int host, uint64_t epoch, uint64_t launched) {
   if (host < 0 || host >= nhosts_) return false;
   if (epoch <= current_epoch) return true;  // cannot happen; harmless
-  if (epoch - current_epoch > kMaxPendingEpochs) return false;
+  if (epoch - current_epoch > kMaxEpochsAhead) return false;
   CountsFor(epoch)[host] = static_cast<int64_t>(launched);
   return true;
 }

@@ -34,9 +34,14 @@ struct Proposal {
 
 class EpochBarrier {
  public:
-  // How far ahead of the applied configuration a peer may announce epochs: each pending
-  // epoch holds state here, and host 0 sequences one at a time per operator request.
+  // How many changes host 0 sequences ahead of the configuration in force; it refuses
+  // more (operators ask faster than collectives run). Each pending epoch holds state.
   static constexpr uint64_t kMaxPendingEpochs = 1024;
+  // How far ahead of its own configuration a daemon takes a proposal or a count. No two
+  // daemons' configurations are more than one epoch apart (a daemon applies E+1 only with
+  // every daemon's count for E+1, sent once it applied E), so a correct host 0 stays within
+  // kMaxPendingEpochs + 1 of every daemon; further is a broken peer.
+  static constexpr uint64_t kMaxEpochsAhead = kMaxPendingEpochs + 1;
 
   // What the communicator should do next (Next()).
   struct Step {
@@ -65,17 +70,18 @@ class EpochBarrier {
   EpochBarrier() = default;
   void Init(int nhosts, int my_host);
 
-  // Host 0: the epoch of the next change it sequences.
-  uint64_t SequenceEpoch() { return ++proposed_epoch_; }
+  // Host 0: the epoch of the next change it sequences; false when kMaxPendingEpochs are
+  // sequenced and not applied yet.
+  bool SequenceEpoch(uint64_t current_epoch, uint64_t* epoch);
   // Another host: the id of the next request it forwards to host 0; the epoch host 0
   // gives it is kept until TakeRequestEpoch or ForgetRequest.
   uint32_t NextRequestId();
 
   // A sequenced proposal; false (and nothing kept) when it is stale (at or below
-  // `current_epoch`), a duplicate, or too far ahead.
+  // `current_epoch`), a duplicate, or more than kMaxEpochsAhead ahead.
   bool Add(uint64_t current_epoch, Proposal proposal);
   // Host `host` had launched `launched` collectives when it learned of `epoch`. False
-  // (ignored) when the host or epoch is out of range; a count for an epoch already applied
+  // (ignored) when the host is out of range or the epoch more than kMaxEpochsAhead ahead; a count for an epoch already applied
   // cannot happen and is ignored as harmless.
   bool RecordCount(uint64_t current_epoch, int host, uint64_t epoch, uint64_t launched);
 

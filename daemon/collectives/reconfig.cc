@@ -14,6 +14,15 @@
 
 namespace conduit {
 
+namespace {
+
+Status TooManyPending() {
+  return Status(StatusCode::kAborted, "host 0 already holds " + std::to_string(EpochBarrier::kMaxPendingEpochs) +
+                                          " reconfigurations that are not applied yet; ask again once collectives ran");
+}
+
+}  // namespace
+
 std::shared_ptr<const CommConfig> Communicator::config() const {
   std::lock_guard<std::mutex> lock(mu_);
   return config_;
@@ -209,7 +218,7 @@ Status Communicator::Reconfigure(const ReconfigPlan& plan, int wait_ms, Reconfig
   Deadline deadline = Deadline::AfterMs(wait_ms);
   uint64_t epoch = 0;
   if (me == 0) {
-    epoch = barrier_.SequenceEpoch();
+    if (!barrier_.SequenceEpoch(config_->epoch, &epoch)) return TooManyPending();
     peerproto::ReconfigHeader head{};
     head.epoch = epoch;
     head.origin_host = me;
@@ -276,7 +285,14 @@ Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_
     if (membership_.my_host != 0 || head.origin_host != host) {
       return RemoteError("daemon %s forwarded a reconfiguration to a daemon that does not sequence them", peer.c_str());
     }
-    head.epoch = barrier_.SequenceEpoch();
+    uint64_t epoch = 0;
+    if (!barrier_.SequenceEpoch(config_->epoch, &epoch)) {
+      // The origin's operator hears "not sequenced in time" when its wait runs out.
+      CLOG_WARN("communicator %016llx: %s; the request from daemon %s is dropped", static_cast<unsigned long long>(key_),
+                TooManyPending().message().c_str(), peer.c_str());
+      return Status::Ok();
+    }
+    head.epoch = epoch;
     std::vector<uint8_t> bytes = EncodeReconfig(head, plan);
     lock.unlock();
     SendControlToAll(peerproto::kReconfigPropose, bytes);
@@ -286,6 +302,13 @@ Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_
   }
   if (host != 0 || head.epoch == 0) {
     return RemoteError("daemon %s proposed a configuration epoch but only host 0 sequences them", peer.c_str());
+  }
+  if (head.epoch > config_->epoch + EpochBarrier::kMaxEpochsAhead) {
+    // Taken by some daemons and not others, it would hold them at its switch point for good.
+    return RemoteError("daemon %s proposed epoch %llu, more than %llu ahead of epoch %llu here", peer.c_str(),
+                       static_cast<unsigned long long>(head.epoch),
+                       static_cast<unsigned long long>(EpochBarrier::kMaxEpochsAhead),
+                       static_cast<unsigned long long>(config_->epoch));
   }
   AddProposal(lock, Proposal{head.epoch, head.origin_host, head.request_id, std::move(plan)});
   return Status::Ok();

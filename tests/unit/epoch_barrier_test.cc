@@ -113,7 +113,7 @@ class Cluster {
     p.plan.set_algorithm = true;
     p.plan.algorithm = asked_ % 2 ? "ring" : "auto";
     if (i == 0) {
-      p.epoch = me.barrier.SequenceEpoch();
+      if (!me.barrier.SequenceEpoch(me.epoch, &p.epoch)) broken_ = "host 0 refused to sequence";
       SendToAll(0, Message{Message::kPropose, p, 0, 0});
       Add(0, p);
     } else {
@@ -145,7 +145,7 @@ class Cluster {
     Daemon& me = d_[to];
     switch (m.type) {
       case Message::kForward:
-        m.proposal.epoch = me.barrier.SequenceEpoch();
+        if (!me.barrier.SequenceEpoch(me.epoch, &m.proposal.epoch)) broken_ = "host 0 refused to sequence";
         SendToAll(to, Message{Message::kPropose, m.proposal, 0, 0});
         Add(to, m.proposal);
         break;
@@ -281,12 +281,35 @@ TEST(EpochBarrier, RefusesStaleDuplicateAndFarAheadInput) {
   EXPECT_FALSE(b.Add(3, p)) << "stale";
   EXPECT_TRUE(b.Add(2, p));
   EXPECT_FALSE(b.Add(2, p)) << "duplicate";
-  p.epoch = 2 + EpochBarrier::kMaxPendingEpochs + 1;
+  p.epoch = 2 + EpochBarrier::kMaxEpochsAhead + 1;
   EXPECT_FALSE(b.Add(2, p)) << "far ahead";
+  p.epoch = 2 + EpochBarrier::kMaxEpochsAhead;
+  EXPECT_TRUE(b.Add(2, p)) << "as far ahead as a correct host 0 gets";
   EXPECT_FALSE(b.RecordCount(2, 2, 3, 1)) << "host out of range";
   EXPECT_FALSE(b.RecordCount(2, -1, 3, 1)) << "host out of range";
-  EXPECT_FALSE(b.RecordCount(2, 1, 2 + EpochBarrier::kMaxPendingEpochs + 1, 1)) << "far ahead";
+  EXPECT_FALSE(b.RecordCount(2, 1, 2 + EpochBarrier::kMaxEpochsAhead + 1, 1)) << "far ahead";
   EXPECT_TRUE(b.RecordCount(2, 1, 1, 1)) << "an applied epoch's count is harmless";
+}
+
+// Host 0 sequences at most kMaxPendingEpochs ahead of its configuration, so that every
+// daemon (at most one epoch behind it) takes every proposal it sends.
+TEST(EpochBarrier, HostZeroSequencesABoundedNumberAhead) {
+  EpochBarrier b;
+  b.Init(2, 0);
+  uint64_t epoch = 0;
+  for (uint64_t i = 1; i <= EpochBarrier::kMaxPendingEpochs; ++i) {
+    ASSERT_TRUE(b.SequenceEpoch(0, &epoch));
+    ASSERT_EQ(epoch, i);
+  }
+  EXPECT_FALSE(b.SequenceEpoch(0, &epoch)) << "more than kMaxPendingEpochs sequenced and none applied";
+  EXPECT_TRUE(b.SequenceEpoch(1, &epoch)) << "one applied: room for one more";
+  EXPECT_EQ(epoch, EpochBarrier::kMaxPendingEpochs + 1);
+  // A daemon one epoch behind host 0 takes the last one.
+  EpochBarrier behind;
+  behind.Init(2, 1);
+  Proposal p;
+  p.epoch = epoch;
+  EXPECT_TRUE(behind.Add(0, p));
 }
 
 TEST(EpochBarrier, AForgottenRequestKeepsNothing) {
