@@ -29,7 +29,7 @@ std::vector<int64_t>& EpochBarrier::CountsFor(uint64_t epoch) {
 
 bool EpochBarrier::Add(uint64_t current_epoch, Proposal proposal) {
   const uint64_t e = proposal.epoch;
-  if (e <= current_epoch || e - current_epoch > kMaxEpochsAhead || proposals_.count(e) != 0) return false;
+  if (e <= current_epoch || TooFarAhead(current_epoch, e) || proposals_.count(e) != 0) return false;
   if (proposal.origin == my_host_ && proposal.request_id != 0) {
     auto waiting = request_epochs_.find(proposal.request_id);
     if (waiting != request_epochs_.end()) waiting->second = e;
@@ -41,7 +41,7 @@ bool EpochBarrier::Add(uint64_t current_epoch, Proposal proposal) {
 bool EpochBarrier::RecordCount(uint64_t current_epoch, int host, uint64_t epoch, uint64_t launched) {
   if (host < 0 || host >= nhosts_) return false;
   if (epoch <= current_epoch) return true;  // cannot happen; harmless
-  if (epoch - current_epoch > kMaxEpochsAhead) return false;
+  if (TooFarAhead(current_epoch, epoch)) return false;
   CountsFor(epoch)[host] = static_cast<int64_t>(launched);
   return true;
 }

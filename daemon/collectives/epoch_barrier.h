@@ -42,6 +42,11 @@ class EpochBarrier {
   // every daemon's count for E+1, sent once it applied E), so a correct host 0 stays within
   // kMaxPendingEpochs + 1 of every daemon; further is a broken peer.
   static constexpr uint64_t kMaxEpochsAhead = kMaxPendingEpochs + 1;
+  // Whether `epoch` is more than kMaxEpochsAhead ahead of `current_epoch`: from a broken
+  // peer. Add and RecordCount refuse such epochs; the communicator aborts on them.
+  static bool TooFarAhead(uint64_t current_epoch, uint64_t epoch) {
+    return epoch > current_epoch && epoch - current_epoch > kMaxEpochsAhead;
+  }
 
   // What the communicator should do next (Next()).
   struct Step {
@@ -78,11 +83,11 @@ class EpochBarrier {
   uint32_t NextRequestId();
 
   // A sequenced proposal; false (and nothing kept) when it is stale (at or below
-  // `current_epoch`), a duplicate, or more than kMaxEpochsAhead ahead.
+  // `current_epoch`), a duplicate, or TooFarAhead.
   bool Add(uint64_t current_epoch, Proposal proposal);
   // Host `host` had launched `launched` collectives when it learned of `epoch`. False
-  // (ignored) when the host is out of range or the epoch more than kMaxEpochsAhead ahead; a count for an epoch already applied
-  // cannot happen and is ignored as harmless.
+  // (ignored) when the host is out of range or the epoch TooFarAhead; a count for an epoch
+  // already applied cannot happen and is ignored as harmless.
   bool RecordCount(uint64_t current_epoch, int host, uint64_t epoch, uint64_t launched);
 
   // Whether this daemon may launch its next collective (number `launched`): not while a

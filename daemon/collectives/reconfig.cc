@@ -303,7 +303,7 @@ Status Communicator::OnControl(int host, uint16_t type, const std::vector<uint8_
   if (host != 0 || head.epoch == 0) {
     return RemoteError("daemon %s proposed a configuration epoch but only host 0 sequences them", peer.c_str());
   }
-  if (head.epoch > config_->epoch + EpochBarrier::kMaxEpochsAhead) {
+  if (EpochBarrier::TooFarAhead(config_->epoch, head.epoch)) {
     // Taken by some daemons and not others, it would hold them at its switch point for good.
     return RemoteError("daemon %s proposed epoch %llu, more than %llu ahead of epoch %llu here", peer.c_str(),
                        static_cast<unsigned long long>(head.epoch),

@@ -289,6 +289,11 @@ TEST(EpochBarrier, RefusesStaleDuplicateAndFarAheadInput) {
   EXPECT_FALSE(b.RecordCount(2, -1, 3, 1)) << "host out of range";
   EXPECT_FALSE(b.RecordCount(2, 1, 2 + EpochBarrier::kMaxEpochsAhead + 1, 1)) << "far ahead";
   EXPECT_TRUE(b.RecordCount(2, 1, 1, 1)) << "an applied epoch's count is harmless";
+  // The one bound Add, RecordCount and the communicator's abort share.
+  EXPECT_FALSE(EpochBarrier::TooFarAhead(2, 2 + EpochBarrier::kMaxEpochsAhead));
+  EXPECT_TRUE(EpochBarrier::TooFarAhead(2, 3 + EpochBarrier::kMaxEpochsAhead));
+  EXPECT_FALSE(EpochBarrier::TooFarAhead(5, 1)) << "stale is not far ahead";
+  EXPECT_TRUE(EpochBarrier::TooFarAhead(0, UINT64_MAX));
 }
 
 // Host 0 sequences at most kMaxPendingEpochs ahead of its configuration, so that every
