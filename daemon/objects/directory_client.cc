@@ -36,7 +36,9 @@ Status DirectoryClient::CallOwner(const std::string& id, uint16_t type, const By
       if (!Decode(*reply, &ws)) return Err(objproto::kInternal, "short reply 0x%04x from %s", reply_type, owner.c_str());
       st = FromObjectWire(ws);
     }
-    if (st.ok() || (!IsAborted(st) && !IsUnavailable(st))) return st;
+    // Unavailable or aborted: the shard moved or its owner died, and asking again finds
+    // the new owner; but not once this daemon is shutting down (every call fails then).
+    if (st.ok() || (!IsAborted(st) && !IsUnavailable(st)) || peers_->stopping()) return st;
     if (deadline.expired()) {
       return Err(objproto::kUnavailable, "directory of %s unreachable: %s", Printable(id).c_str(), st.message().c_str());
     }

@@ -416,17 +416,36 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   published_to_.erase(id);
 }
 
+void ObjectService::EndWait(WaitState& s, Status why) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.ended.ok()) s.ended = std::move(why);
+  s.cv.notify_all();
+}
+
+void ObjectService::Stop(const Status& reason) {
+  const Status why = Err(objproto::kUnavailable, "%s", reason.message().c_str());
+  std::set<std::shared_ptr<WaitState>> waits;
+  {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    stopped_ = why;
+    waits = waits_;
+  }
+  // Calls to other daemons first (a directory lookup, an Acquire waiting for a Put): what
+  // the requests below would wait on next fails at once too.
+  peers_.FailCalls(why);
+  reducer_->FailAll(why);
+  for (const auto& s : waits) EndWait(*s, why);
+}
+
 Status ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
                               Deadline deadline, std::vector<uint32_t>* ready) {
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<uint32_t> order;
-    std::vector<bool> seen;
-    Status denied;  // the first object seen that the caller may not read
-  };
-  auto s = std::make_shared<State>();
+  auto s = std::make_shared<WaitState>();
   s->seen.assign(ids.size(), false);
+  {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    if (!stopped_.ok()) return stopped_;
+    waits_.insert(s);
+  }
   auto mark = [s](uint32_t i) {
     std::lock_guard<std::mutex> lock(s->mu);
     if (s->seen[i]) return;
@@ -434,11 +453,7 @@ Status ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready
     s->order.push_back(i);
     s->cv.notify_all();
   };
-  auto deny = [s](Status why) {
-    std::lock_guard<std::mutex> lock(s->mu);
-    if (s->denied.ok()) s->denied = std::move(why);
-    s->cv.notify_all();
-  };
+  auto deny = [s](Status why) { EndWait(*s, std::move(why)); };
   std::vector<uint64_t> handles;
   for (uint32_t i = 0; i < ids.size(); ++i) {
     ObjectRef local = store_.FindForProgram(ids[i]);
@@ -457,17 +472,21 @@ Status ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready
     }));
   }
   bool enough;
-  Status denied;
+  Status ended;
   {
     std::unique_lock<std::mutex> lock(s->mu);
-    enough = WaitUntil(s->cv, lock, deadline, [&] { return s->order.size() >= num_ready || !s->denied.ok(); });
+    enough = WaitUntil(s->cv, lock, deadline, [&] { return s->order.size() >= num_ready || !s->ended.ok(); });
     *ready = s->order;
-    denied = s->denied;
+    ended = s->ended;
   }
   for (uint64_t h : handles) dir_.Unsubscribe(h);
-  if (!denied.ok()) {
+  {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    waits_.erase(s);
+  }
+  if (!ended.ok()) {
     ready->clear();
-    return denied;
+    return ended;
   }
   if (!enough) {
     return Err(objproto::kTimeout, "only %zu of the %zu objects waited for were ready in time", ready->size(), num_ready);

@@ -62,6 +62,12 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   const char* name() const override { return "objects"; }
   void ServeProgram(UniqueFd fd, const ProgramCredentials& creds) override;
   void ServePeer(Conn conn, const PeerIdentity& peer) override;
+  // SIGTERM (ServiceRouter::Shutdown): the programs' requests waiting on other daemons, on
+  // objects to appear (Get, Wait) or on a Reduce end now with an error that says the daemon
+  // is going (kUnavailable with `reason`'s text), as do those that would wait from now on;
+  // what this daemon can answer alone (a local copy) is still served until the connection
+  // closes.
+  void Stop(const Status& reason) override;
 
   const ObjectOptions& options() const override { return options_; }
   const ProgramPolicy* policy() const override { return policy_; }
@@ -116,6 +122,16 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
     Status status;
     Located result;
   };
+  // One Wait in progress: the objects seen ready so far, in order, or why it ends early.
+  struct WaitState {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<uint32_t> order;
+    std::vector<bool> seen;
+    Status ended;  // the first object the caller may not read, or the shutdown
+  };
+  // Ends `s` with `why` unless it has ended already.
+  static void EndWait(WaitState& s, Status why);
   // One attempt of Locate; kRetry: the directory's answer was stale, ask again.
   Status LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out);
   void FetchLoop(ObjectRef obj, std::string sender);
@@ -147,6 +163,9 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   std::condition_variable republish_cv_;
   bool ring_changed_ = false;
   std::set<std::string> republish_to_;  // daemons that (re)connected: re-publish all they own
+  std::mutex waits_mu_;
+  std::set<std::shared_ptr<WaitState>> waits_;  // the Waits in progress, for Stop
+  Status stopped_;  // under waits_mu_: set by Stop
 };
 
 }  // namespace conduit::objects

@@ -349,7 +349,12 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
   o.to = to;
   o.type = type;
   auto p = o.p;
+  if (stopping_.load(std::memory_order_acquire)) {
+    p->Finish(StopReason(), 0, {});
+    return o;
+  }
   if (to == self_) {
+    RememberLocal(p);
     Dispatch(type, self_, body, [p](uint16_t t, Bytes b) { p->Finish(Status::Ok(), t, std::move(b)); });
     return o;
   }
@@ -363,6 +368,12 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
     std::lock_guard<std::mutex> lock(ch->mu);
     if (!ch->up) {
       p->Finish(Err(objproto::kUnavailable, "daemon %s is down", to.c_str()), 0, {});
+      return o;
+    }
+    // FailCalls sets stopping_ before it takes any channel's lock: a call listed after it
+    // went through this channel is seen here.
+    if (stopping_.load(std::memory_order_acquire)) {
+      p->Finish(StopReason(), 0, {});
       return o;
     }
     fd = ch->fd;
@@ -396,6 +407,45 @@ Status Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Dea
   }
   *reply = std::move(p->body);
   return Status::Ok();
+}
+
+void Peers::RememberLocal(const std::shared_ptr<Pending>& p) {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  if (stopping_.load(std::memory_order_relaxed)) {
+    p->Finish(stopped_, 0, {});
+    return;
+  }
+  if (local_calls_.size() >= prune_local_at_) {
+    std::erase_if(local_calls_, [](const std::weak_ptr<Pending>& w) { return w.expired(); });
+    prune_local_at_ = std::max<size_t>(64, 2 * local_calls_.size());
+  }
+  local_calls_.push_back(p);
+}
+
+Status Peers::StopReason() const {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  return stopped_;
+}
+
+void Peers::FailCalls(const Status& why) {
+  std::vector<std::weak_ptr<Pending>> local;
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    stopped_ = why;
+    stopping_.store(true, std::memory_order_release);
+    local.swap(local_calls_);
+  }
+  for (const auto& w : local) {
+    if (auto p = w.lock()) p->Finish(why, 0, {});
+  }
+  for (auto& ch : channels_) {
+    std::map<uint32_t, std::shared_ptr<Pending>> failed;
+    {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      failed.swap(ch->pending);
+    }
+    for (auto& [tag, p] : failed) p->Finish(why, 0, {});
+  }
 }
 
 void Peers::Send(const std::string& to, uint16_t type, Bytes body) {

@@ -92,6 +92,12 @@ class Peers {
   void Defer(std::function<void()> fn) { executor_.Post(std::move(fn)); }
   // One-way; silently dropped when `to` is down (its death is handled through membership).
   void Send(const std::string& to, uint16_t type, Bytes body);
+  // The daemon is shutting down (ObjectService::Stop): every call still waiting for its
+  // answer ends with `why`, and every call begun from now on ends with it at once, so no
+  // program's request waits out its deadline on a daemon that is going.
+  void FailCalls(const Status& why);
+  // Since FailCalls: a failed call is not worth retrying.
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
   // While a Cork lives, the messages this thread sends to other daemons (Send, Begin) are
   // held and then written with one write per daemon, in order: a Reduce's reservation and
@@ -140,6 +146,9 @@ class Peers {
   void Dispatch(uint16_t type, const std::string& from, const Bytes& body, const ReplyFn& reply);
   void Changed();
   Channel* Find(const std::string& addr) const;
+  // A call this daemon answers itself, kept for FailCalls (or failed at once after it).
+  void RememberLocal(const std::shared_ptr<Pending>& p);
+  Status StopReason() const;
 
   const std::string self_;
   std::vector<std::string> all_;
@@ -157,6 +166,12 @@ class Peers {
   mutable std::mutex rtt_mu_;
   std::array<double, 32> rtt_samples_{};
   size_t rtt_next_ = 0;
+  // Shutdown (FailCalls): set once, before the calls in flight are failed.
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex calls_mu_;  // stopped_, local_calls_
+  Status stopped_;
+  std::vector<std::weak_ptr<Pending>> local_calls_;
+  size_t prune_local_at_ = 64;
   Executor executor_;
 };
 

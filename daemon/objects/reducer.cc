@@ -558,6 +558,18 @@ void Reducer::OnMembershipChange() {
   CancelTasks(std::move(orphans));
 }
 
+void Reducer::FailAll(const Status& why) {
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [k, j] : jobs_) jobs.push_back(j);
+  }
+  for (auto& j : jobs) {
+    std::lock_guard<std::mutex> lock(j->mu);
+    Finish(*j, why);
+  }
+}
+
 std::string Reducer::StateJson() {
   std::vector<std::shared_ptr<Job>> jobs;
   size_t ntasks;

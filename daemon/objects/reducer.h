@@ -82,6 +82,8 @@ class Reducer {
                 uint32_t dtype, const Caller& caller, const objproto::Owner& owner, Deadline deadline,
                 std::vector<uint32_t>* used, uint32_t* degree, uint64_t* size);
   void OnMembershipChange();
+  // The daemon is shutting down: every Reduce this daemon coordinates ends with `why`.
+  void FailAll(const Status& why);
   std::string StateJson();
 
   struct Job;

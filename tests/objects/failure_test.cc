@@ -3,6 +3,9 @@
 // dying mid-Put, the only copy dying (a clear error, never a hang), reduce participants
 // dying (routed around or a clear error), random kills, and the store's memory limit with
 // LRU eviction. Object contents are checked by checksum after every failure.
+#include <signal.h>
+#include <unistd.h>
+
 #include <iostream>
 #include <random>
 #include <set>
@@ -152,6 +155,56 @@ TEST_F(ObjectsFailure, LosingTheOnlyCopyIsAClearErrorNotAHang) {
   EXPECT_LT(ms, 12000);
   std::vector<uint8_t> got;
   EXPECT_EQ(oc_->Connect(3)->Get("only", &got, 500).code(), Code::kTimeout);
+}
+
+// SIGTERM is an orderly end for the object store too (docs/configuration.md, "Stopping"):
+// requests waiting on the stopped daemon (a Get of an object nobody has put, a Wait, a
+// Reduce whose sources never come) end at once with kUnavailable and the daemon's reason,
+// not at their deadline nor with a connection cut after the grace period; the daemon exits
+// 0 without its sockets, and the other daemons go on.
+TEST_F(ObjectsFailure, ATerminatedDaemonEndsWaitingRequestsWithItsReason) {
+  StartCluster();
+  auto get_client = oc_->Connect(1);
+  auto wait_client = oc_->Connect(1);
+  auto reduce_client = oc_->Connect(1);
+  hoplite::Status get_st, wait_st, reduce_st;
+  std::vector<std::thread> waiting;
+  waiting.emplace_back([&] {
+    std::vector<uint8_t> got;
+    get_st = get_client->Get("never-put", &got, 30000);
+  });
+  waiting.emplace_back([&] {
+    std::vector<size_t> ready;
+    wait_st = wait_client->Wait({"never-a", "never-b"}, 1, 30000, &ready);
+  });
+  waiting.emplace_back([&] {
+    reduce_st = reduce_client->Reduce("never-sum", {"never-c", "never-d"}, 2, hoplite::ReduceOp::kSum,
+                                      hoplite::DataType::kFloat32, 30000);
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // every request waits in the daemon
+  Subprocess& daemon = oc_->cluster().daemon(1);
+  daemon.Kill(SIGTERM);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& t : waiting) t.join();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  for (const hoplite::Status* st : {&get_st, &wait_st, &reduce_st}) {
+    EXPECT_EQ(st->code(), Code::kUnavailable) << st->ToString();
+    EXPECT_NE(st->ToString().find("is shutting down (Terminated)"), std::string::npos)
+        << "the error does not give the daemon's reason: " << st->ToString();
+  }
+  // The grace period (2 s) is what cuts connections whose requests did not end.
+  EXPECT_LT(ms, 1500) << "the requests ended only when their connections were cut";
+  ASSERT_TRUE(daemon.Wait(std::chrono::seconds(10))) << "conduitd did not exit after SIGTERM";
+  EXPECT_EQ(daemon.exit_code(), 0) << daemon.Output();
+  EXPECT_NE(access(oc_->cluster().Socket(1).c_str(), F_OK), 0) << "program socket left behind";
+  EXPECT_NE(access(oc_->cluster().AdminSocket(1).c_str(), F_OK), 0) << "admin socket left behind";
+
+  const auto data = Pattern(300000, 9);
+  ASSERT_TRUE(oc_->Connect(2)->Put("after-stop", data.data(), data.size()).ok());
+  std::vector<uint8_t> got;
+  hoplite::Status st = oc_->Connect(3)->Get("after-stop", &got, 20000);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(got, data);
 }
 
 TEST_F(ObjectsFailure, ReduceRoutesAroundADeadDaemon) {
