@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "pending_op.h"
+#include "reduce/reduce.h"
 #include "shim_log.h"
 
 namespace conduit {
@@ -27,12 +28,37 @@ cuda::CUcontext BufferContext(const PendingOp& op) {
   return op.in_info.kind != MemoryKind::kHost ? op.in_info.context : op.out_info.context;
 }
 
+// A PreMulSum factor held in memory (ncclScalarDevice): its value once the program's work
+// queued on `stream` before the call is done, as NCCL's kernel would read it. Device memory
+// is copied out on the stream, which this waits for; memory CUDA does not know is read.
+Status ReadScalar(const cuda::CudaDriver& d, const void* p, size_t bytes, cudaStream_t stream, uint8_t* out) {
+  BufferInfo info;
+  CONDUIT_RETURN_IF_ERROR(ClassifyBuffer(p, &info));
+  if (info.kind == MemoryKind::kHost) {
+    memcpy(out, p, bytes);
+    return Status::Ok();
+  }
+  cuda::ScopedContext ctx(d, StreamContext(d, stream, info.context));
+  uint8_t value[8] = {};
+  cuda::CUresult r = d.MemcpyAsync(AsDevicePtr(value), AsDevicePtr(p), bytes, AsStream(stream));
+  if (r == cuda::kSuccess) r = d.StreamSynchronize(AsStream(stream));
+  if (r != cuda::kSuccess) return d.Error("reading the PreMulSum factor from device memory", r);
+  memcpy(out, value, bytes);
+  return Status::Ok();
+}
+
 }  // namespace
 
 ncclResult_t PlaceOp(const char* call, PendingOp* op, cudaStream_t stream) {
   op->stream = stream;
   const cuda::CudaDriver* cuda = ProcessCuda();
-  if (cuda == nullptr) return ncclSuccess;  // no CUDA in this process: host memory only
+  if (cuda == nullptr) {
+    // No CUDA in this process: host memory only, the factor too.
+    if (op->scalar_pointer != nullptr) {
+      memcpy(op->desc.scalar, op->scalar_pointer, DataTypeSize(static_cast<ncclDataType_t>(op->desc.dtype)));
+    }
+    return ncclSuccess;
+  }
   int capture = cuda::kStreamCaptureStatusNone;
   if (cuda->StreamIsCapturing(AsStream(stream), &capture) == cuda::kSuccess &&
       capture != cuda::kStreamCaptureStatusNone) {
@@ -41,6 +67,11 @@ ncclResult_t PlaceOp(const char* call, PendingOp* op, cudaStream_t stream) {
                 "graph cannot contain: capture without NCCL calls, or run with CONDUIT_DISABLE=1");
   }
   Status st;
+  if (op->scalar_pointer != nullptr) {
+    const size_t elem = DataTypeSize(static_cast<ncclDataType_t>(op->desc.dtype));
+    st = ReadScalar(*cuda, op->scalar_pointer, elem, stream, op->desc.scalar);
+  }
+  if (!st.ok()) return Fail(call, st);
   if (op->in_bytes > 0) st = ClassifyBuffer(op->in, &op->in_info);
   if (st.ok() && op->out_bytes > 0) st = ClassifyBuffer(op->out, &op->out_info);
   if (!st.ok()) return Fail(call, st);

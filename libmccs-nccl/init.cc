@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "comm.h"
+#include "device_memory.h"
 #include "common/log.h"
 #include "common/unique_id.h"
 #include "managed.h"
@@ -103,6 +104,16 @@ ncclResult_t CheckConfig(const char* call, const ncclConfig_t* config, bool* blo
 
 void FreeComm(ncclComm* comm);
 
+// The CUDA device current on the calling thread, the one NCCL binds a communicator to at
+// init (ncclCommCuDevice); 0 in a process without CUDA or without a current context.
+int CurrentCudaDevice() {
+  const cuda::CudaDriver* d = ProcessCuda();
+  cuda::CUcontext ctx = nullptr;
+  cuda::CUdevice dev = 0;
+  if (d == nullptr || d->CtxGetCurrent(&ctx) != cuda::kSuccess || ctx == nullptr) return 0;
+  return d->CtxGetDevice(&dev) == cuda::kSuccess ? static_cast<int>(dev) : 0;
+}
+
 // Creates the handle and starts (or queues, or runs) its init, per config and group state.
 ncclResult_t StartInit(const char* call, ncclComm_t* out, int nranks, int rank, const CommIdentity& id,
                        const ncclConfig_t* config) {
@@ -116,6 +127,7 @@ ncclResult_t StartInit(const char* call, ncclComm_t* out, int nranks, int rank, 
   auto* comm = new ncclComm;
   comm->rank = rank;
   comm->nranks = nranks;
+  comm->device = CurrentCudaDevice();
   comm->blocking = blocking;
   comm->init_done = false;
   comm->async_error = ncclInProgress;
@@ -234,7 +246,11 @@ ncclResult_t CommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
   ncclUniqueId child;
   Status st = DeriveChildId(comm, generation, color, comm->host_addrs[comm->host_of_rank[members[0]]], &child);
   if (!st.ok()) return Fail(call, st);
-  return InitFromUniqueId(call, newcomm, static_cast<int>(members.size()), child, new_rank, config);
+  // As NCCL: without a config the child inherits the parent's (here: blocking or not).
+  ncclConfig_t inherited = NCCL_CONFIG_INITIALIZER;
+  inherited.blocking = comm->blocking ? 1 : 0;
+  return InitFromUniqueId(call, newcomm, static_cast<int>(members.size()), child, new_rank,
+                          config != nullptr ? config : &inherited);
 }
 
 ncclResult_t CommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "comm.h"
+#include "device_alloc.h"
 #include "host_regions.h"
 #include "managed.h"
 #include "reduce/reduce.h"
@@ -49,14 +50,21 @@ void ResetDebugInit() {}
 
 ncclResult_t MemAlloc(void** ptr, size_t size) {
   if (ptr == nullptr || size == 0) return Fail("ncclMemAlloc", ncclInvalidArgument, "bad arguments");
-  // Shared with the daemon when a collective uses it (host_regions.h).
-  Status st = AllocateRegion(size, ptr);
+  // Device memory where the program uses a GPU, as NCCL's (device_alloc.h).
+  bool on_device = false;
+  Status st = AllocateDeviceMemory(size, ptr, &on_device);
+  if (!st.ok()) return Fail("ncclMemAlloc", ncclUnhandledCudaError, "cannot allocate %zu bytes: %s", size, st.message().c_str());
+  if (on_device) return ncclSuccess;
+  // Host memory, shared with the daemon when a collective uses it (host_regions.h).
+  st = AllocateRegion(size, ptr);
   if (!st.ok()) return Fail("ncclMemAlloc", ncclSystemError, "cannot allocate %zu bytes: %s", size, st.message().c_str());
   return ncclSuccess;
 }
 
 ncclResult_t MemFree(void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
+  Status st;
+  if (FreeDeviceMemory(ptr, &st)) return st.ok() ? ncclSuccess : Fail("ncclMemFree", ncclUnhandledCudaError, "%s", st.message().c_str());
   if (!FreeRegion(ptr)) return Fail("ncclMemFree", ncclInvalidArgument, "%p was not allocated by ncclMemAlloc", ptr);
   return ncclSuccess;
 }

@@ -3,9 +3,11 @@
 #include <dlfcn.h>
 #include <glob.h>
 #include <limits.h>
+#include <link.h>
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -60,12 +62,62 @@ void AppendDirsFromGlob(const char* pattern, std::vector<std::string>* dirs) {
   globfree(&g);
 }
 
+// One loaded object's dynamic section: if it needs libnccl.so.2, the directories of its
+// RUNPATH (else RPATH) with $ORIGIN expanded, where the loader would have looked for it.
+int AppendSearchDirsOfNeeder(dl_phdr_info* info, size_t, void* data) {
+  auto* dirs = static_cast<std::vector<std::string>*>(data);
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    }
+  }
+  if (dyn == nullptr) return 0;
+  uintptr_t strtab = 0;
+  std::vector<uintptr_t> needed;
+  long runpath = -1, rpath = -1;
+  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_STRTAB) strtab = d->d_un.d_ptr;
+    if (d->d_tag == DT_NEEDED) needed.push_back(d->d_un.d_val);
+    if (d->d_tag == DT_RUNPATH) runpath = static_cast<long>(d->d_un.d_val);
+    if (d->d_tag == DT_RPATH) rpath = static_cast<long>(d->d_un.d_val);
+  }
+  // The loader relocates DT_STRTAB in place for the objects it loads, not for the vDSO.
+  if (strtab == 0) return 0;
+  if (strtab < info->dlpi_addr) strtab += info->dlpi_addr;
+  const char* str = reinterpret_cast<const char*>(strtab);
+  bool needs_nccl = false;
+  for (uintptr_t n : needed) needs_nccl = needs_nccl || strcmp(str + n, kLibraryName) == 0;
+  const long list = runpath >= 0 ? runpath : rpath;
+  if (!needs_nccl || list < 0) return 0;
+  std::string origin = info->dlpi_name != nullptr && info->dlpi_name[0] != '\0' ? info->dlpi_name : "/proc/self/exe";
+  origin = RealPath(origin);
+  origin = origin.substr(0, origin.rfind('/'));
+  std::string paths = str + list;
+  size_t start = 0;
+  while (start <= paths.size()) {
+    size_t end = paths.find(':', start);
+    if (end == std::string::npos) end = paths.size();
+    std::string dir = paths.substr(start, end - start);
+    for (const char* token : {"${ORIGIN}", "$ORIGIN"}) {
+      for (size_t at; (at = dir.find(token)) != std::string::npos;) dir.replace(at, strlen(token), origin);
+    }
+    if (!dir.empty()) dirs->push_back(dir);
+    start = end + 1;
+  }
+  return 0;
+}
+
 std::vector<std::string> CandidatePaths() {
   const char* forced = getenv("CONDUIT_NATIVE_NCCL");
   if (forced != nullptr && forced[0] != '\0') return {forced};
 
-  std::vector<std::string> dirs = {"/usr/local/cuda/lib64",
-                                   "/usr/local/cuda/lib"};
+  // First where the program's own libraries would have found NCCL without us: PyTorch's
+  // libtorch_cuda.so names pip's site-packages/nvidia/nccl/lib in its RUNPATH.
+  std::vector<std::string> dirs;
+  dl_iterate_phdr(AppendSearchDirsOfNeeder, &dirs);
+  dirs.push_back("/usr/local/cuda/lib64");
+  dirs.push_back("/usr/local/cuda/lib");
   AppendDirsFromGlob("/usr/local/cuda-*/lib*", &dirs);
   dirs.push_back("/usr/lib/x86_64-linux-gnu");
   dirs.push_back("/usr/lib64");

@@ -36,9 +36,10 @@ ncclResult_t CheckCommon(const char* call, ncclComm* comm, ncclDataType_t type) 
   return ncclSuccess;
 }
 
-// Resolves `op` into the wire's redop byte and, for PreMulSum, its scalar.
+// Resolves `op` into the wire's redop byte and, for PreMulSum, its scalar (or, for a
+// scalar in device memory, where it is).
 ncclResult_t ResolveRedOp(const char* call, ncclComm* comm, ncclRedOp_t op, ncclDataType_t type,
-                          shimproto::OpDesc* desc) {
+                          shimproto::OpDesc* desc, const void** scalar_pointer) {
   int v = static_cast<int>(op);
   if (v >= 0 && v < ncclNumOps) {
     desc->redop = static_cast<uint8_t>(v);
@@ -54,8 +55,11 @@ ncclResult_t ResolveRedOp(const char* call, ncclComm* comm, ncclRedOp_t op, nccl
     return Fail(call, ncclInvalidArgument, "PreMulSum op %d was created for datatype %d but used with %d", v, pm.type, type);
   }
   desc->redop = shimproto::kRedOpPreMulSum;
-  const size_t elem = DataTypeSize(type);
-  memcpy(desc->scalar, pm.residence == ncclScalarHostImmediate ? pm.scalar : pm.pointer, elem);
+  if (pm.residence == ncclScalarHostImmediate) {
+    memcpy(desc->scalar, pm.scalar, DataTypeSize(type));
+  } else {
+    *scalar_pointer = pm.pointer;  // PlaceOp reads it, in stream order
+  }
   return ncclSuccess;
 }
 
@@ -331,7 +335,7 @@ ncclResult_t BuildReduceLike(const char* call, uint8_t kind, const void* send, v
   p.desc.dtype = static_cast<uint8_t>(type);
   p.desc.peer = kind == shimproto::kReduce ? root : 0;
   p.desc.count = count;
-  r = ResolveRedOp(call, comm, op, type, &p.desc);
+  r = ResolveRedOp(call, comm, op, type, &p.desc, &p.scalar_pointer);
   if (r != ncclSuccess) return r;
   p.region_bytes = region;
   p.in = send;

@@ -32,6 +32,9 @@ struct PendingOp {
   // desc carries kOpRegion and region_ref where they are.
   bool in_regions = false;
   shimproto::RegionOpRef region_ref{};
+  // PreMulSum with ncclScalarDevice: where the factor is, read into desc.scalar by PlaceOp
+  // in the order of the op's stream (after the program's earlier work on it).
+  const void* scalar_pointer = nullptr;
 };
 
 }  // namespace conduit

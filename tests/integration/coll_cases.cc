@@ -183,13 +183,21 @@ void CaseRunner::RunColl(const std::string& coll, ncclDataType_t type, Op op, si
 
   ncclRedOp_t redop = BuiltinOp(op);
   bool custom = IsReducing(coll) && op == Op::kPreMulSum;
-  if (custom) {
+  if (custom && premul_cases_++ % 2 == 0) {
     // The scalar is read before the call returns (host immediate), so a stack copy is fine.
     unsigned char scalar[8] = {};
     StoreValue(t, scalar, p.Scalar(rank_));
     if (!Call(desc + ": ncclRedOpCreatePreMulSum",
               ncclRedOpCreatePreMulSum(&redop, scalar, type, ncclScalarHostImmediate, comm_)))
       return;
+  } else if (custom) {
+    // By pointer: NCCL reads such a factor when the op runs, so it may change until then.
+    std::memset(premul_factor_, 0, sizeof(premul_factor_));
+    if (!Call(desc + ": ncclRedOpCreatePreMulSum (ncclScalarDevice)",
+              ncclRedOpCreatePreMulSum(&redop, premul_factor_, type, ncclScalarDevice, comm_)))
+      return;
+    StoreValue(t, premul_factor_, p.Scalar(rank_));
+    desc += " factor-by-pointer";
   }
   if (coll == "allreduce") AllReduce(p, desc, redop, count, inplace);
   if (coll == "reducescatter") ReduceScatter(p, desc, redop, count, inplace);

@@ -79,6 +79,10 @@ class CaseRunner {
   const Options& opt_;
   RankResult result_;
   uint64_t case_counter_ = 0;
+  // Every other PreMulSum case passes its factor by pointer (ncclScalarDevice; host memory
+  // here) and sets it only after creating the op: the shim must read it when it runs.
+  uint64_t premul_cases_ = 0;
+  unsigned char premul_factor_[8] = {};
 };
 
 }  // namespace conduit::it

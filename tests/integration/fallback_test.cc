@@ -83,6 +83,29 @@ TEST(FallbackTest, NativeLibraryOverride) {
   ExpectNativeProbe(out, rc, real);
 }
 
+// A program whose own library names its NCCL in its RUNPATH, as PyTorch's libtorch_cuda.so
+// names pip's nvidia/nccl/lib, falls back to that NCCL (before /usr/local/cuda's): the one
+// it would have loaded without the shim. The shim is preloaded, as users run it.
+TEST(FallbackTest, FallbackIsTheNcclTheProgramsRunpathNames) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a preloaded sanitized shim would precede the sanitizer runtime";
+#endif
+  if (::access(kNativeNccl, R_OK) != 0) GTEST_SKIP() << kNativeNccl << " is not installed";
+  const std::filesystem::path dir = std::filesystem::path(Cluster::BinPath("runpath_probe")).parent_path() / "runpath_nccl";
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir / "libnccl.so.2");
+  std::filesystem::create_symlink(kNativeNccl, dir / "libnccl.so.2");
+  std::string out;
+  int rc = RunCommand({"/usr/bin/env", "CONDUIT_SOCKET=/nonexistent/conduit-it.sock",
+                       std::string("LD_PRELOAD=") + CONDUIT_SHIM_PATH, Cluster::BinPath("runpath_probe")},
+                      &out);
+  ExpectNativeProbe(out, rc, kNativeNccl);
+  EXPECT_NE(ConduitLine(out).find((dir / "libnccl.so.2").string()), std::string::npos)
+      << "the fallback should be the NCCL in the program's RUNPATH, " << (dir / "libnccl.so.2") << ":\n"
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(FallbackTest, DeniedProgramUsesNativeNccl) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   if (::access(kNativeNccl, R_OK) != 0) GTEST_SKIP() << kNativeNccl << " is not installed";

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Collective results of N ranks sharing GPU 0, through PyTorch's ProcessGroupNCCL, against
+the same arithmetic done by PyTorch on one rank: every dtype PyTorch can hand NCCL, every
+reduction op, aligned and unaligned buffers, counts with and without a tail.
+
+  coll_check.py --world 4 --shim build/lib/libnccl.so.2
+
+Rank r's input is a deterministic pattern of (r, case). Sums, products, minima and maxima
+must be bit-exact with the left fold ((x0 op x1) op x2) ... in the dtype (the daemon's
+combine kernel folds in rank order, rounding each step to the stored type, like the host
+path); AVG and PREMUL_SUM (the factor a float, or a tensor on the GPU: NCCL's ncclScalarDevice)
+are checked to 2·n units in the last place of the dtype relative to the sum of the scaled
+inputs' magnitudes (PREMUL_SUM not on bfloat16, below). Also all_gather,
+reduce_scatter and broadcast. Prints one line per failing case and a summary; exit 1 on
+any mismatch.
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+COUNTS = [1, 7, 1000, 4096, 1 << 20, (1 << 20) + 3]
+
+
+def pattern(torch, dtype, rank, case, n, device):
+    g = torch.Generator().manual_seed(1000 * case + rank)
+    if dtype.is_floating_point:
+        x = torch.randn(n, generator=g, dtype=torch.float64) * 4
+    else:
+        x = torch.randint(0, 5 if dtype == torch.uint8 else 9, (n,), generator=g, dtype=torch.int64)
+        if dtype != torch.uint8:
+            x -= 4
+    return x.to(dtype).to(device)
+
+
+def premul_op(dist, factor):
+    # PyTorch's binding takes a float, or a tensor factor (some releases: a list of them).
+    try:
+        return dist._make_nccl_premul_sum(factor)
+    except TypeError:
+        return dist._make_nccl_premul_sum([factor])
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    dev = torch.device("cuda:0")
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+    R = dist.ReduceOp
+    dtypes = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.int8,
+              torch.uint8]
+    ops = [("sum", R.SUM), ("prod", R.PRODUCT), ("min", R.MIN), ("max", R.MAX), ("avg", R.AVG),
+           ("premul", "premul"), ("premul_tensor", "premul")]
+    exact_fold = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b, "min": torch.minimum, "max": torch.maximum}
+    failures = 0
+    cases = 0
+    case = 0
+    for dtype in dtypes:
+        for name, op in ops:
+            if name in ("avg", "premul", "premul_tensor") and not dtype.is_floating_point:
+                continue
+            if name.startswith("premul") and dtype == torch.bfloat16:
+                # PyTorch hands ncclRedOpCreatePreMulSum a float factor for bfloat16, and
+                # NCCL (like Conduit) copies sizeof(bfloat16) bytes of it: the factor reads
+                # as 0 on both. Nothing to compare against.
+                continue
+            for n in COUNTS:
+                for offset in (0, 1):  # 1: the buffer starts one element in (not 16-byte aligned)
+                    case += 1
+                    xs = [pattern(torch, dtype, r, case, n + offset, dev)[offset:] for r in range(world)]
+                    t = xs[rank].clone() if offset == 0 else torch.cat([xs[rank][:1], xs[rank]])[1:]
+                    if name.startswith("premul"):
+                        # A factor on the GPU (a tensor) is NCCL's ncclScalarDevice: the shim
+                        # must read it from device memory, in stream order.
+                        factor = 0.5 if name == "premul" else torch.tensor(0.5 + rank, dtype=dtype, device=dev)
+                        dist.all_reduce(t, op=premul_op(dist, factor))
+                        factors = [0.5] * world if name == "premul" else [0.5 + r for r in range(world)]
+                        want = sum(x.double() * f for x, f in zip(xs, factors))
+                    else:
+                        dist.all_reduce(t, op=op)
+                        if name == "avg":
+                            want = sum(x.double() for x in xs) / world
+                        else:
+                            want = xs[0]
+                            for x in xs[1:]:
+                                want = exact_fold[name](want, x)
+                    cases += 1
+                    if name in exact_fold:
+                        ok = torch.equal(t, want)
+                    else:
+                        # Rounding each scaled input and each partial sum to the dtype errs by
+                        # up to a few units in the last place of the inputs' magnitudes, not
+                        # of the result's (a sum near 0 of large terms): bound it by those.
+                        factors = factors if name.startswith("premul") else [1.0 / world] * world
+                        scale = sum((x.double() * f).abs() for x, f in zip(xs, factors))
+                        eps = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7, torch.float32: 2.0 ** -23}.get(
+                            dtype, 2.0 ** -52)
+                        ok = bool(((t.double() - want.double()).abs() <= 2 * world * eps * scale + 1e-30).all())
+                    if not ok:
+                        failures += 1
+                        if rank == 0 and failures <= 10:
+                            bad = (t.double() != want.double()).nonzero()[:3].flatten().tolist()
+                            print("FAIL all_reduce %s %s count %d offset %d: first differing %s: got %s want %s" % (
+                                name, dtype, n, offset, bad, t[bad].tolist(), want[bad].tolist()), flush=True)
+    for n in (1, 1000, (1 << 20) + 3):
+        case += 1
+        x = pattern(torch, torch.float32, rank, case, n * world, dev)
+        xs = [pattern(torch, torch.float32, r, case, n * world, dev) for r in range(world)]
+        out = [torch.empty(n * world, device=dev) for _ in range(world)]
+        dist.all_gather(out, x)
+        ok_g = all(torch.equal(out[r], xs[r]) for r in range(world))
+        rs = torch.empty(n, device=dev)
+        dist.reduce_scatter_tensor(rs, x)
+        want = xs[0][rank * n:(rank + 1) * n]
+        for y in xs[1:]:
+            want = want + y[rank * n:(rank + 1) * n]
+        ok_rs = torch.equal(rs, want)
+        b = x.clone()
+        dist.broadcast(b, src=world - 1)
+        ok_b = torch.equal(b, xs[world - 1])
+        cases += 3
+        for what, ok in (("all_gather", ok_g), ("reduce_scatter", ok_rs), ("broadcast", ok_b)):
+            if not ok:
+                failures += 1
+                if rank == 0:
+                    print("FAIL %s count %d" % (what, n), flush=True)
+    total = torch.tensor([failures], device=dev)
+    dist.all_reduce(total)
+    if rank == 0:
+        print("coll_check world %d: %d cases per rank, %d failures over all ranks" % (world, cases, int(total.item())),
+              flush=True)
+    dist.destroy_process_group()
+    return 1 if int(total.item()) else 0
+
+
+def run(args):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(args.world):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.world), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
+        if args.shim:
+            env["LD_PRELOAD"] = os.path.abspath(args.shim)
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], env=env))
+    deadline = time.time() + args.timeout
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(1, deadline - time.time())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            print("coll_check: world %d timed out after %d s" % (args.world, args.timeout))
+            return 1
+    return 1 if any(codes) else 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--shim", default="")
+    p.add_argument("--timeout", type=int, default=150)
+    p.add_argument("--worker", action="store_true")
+    args = p.parse_args()
+    return worker(args) if args.worker else run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
