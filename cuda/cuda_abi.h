@@ -78,6 +78,7 @@ inline constexpr int kDeviceAttributeMultiprocessorCount = 16;
 inline constexpr int kDeviceAttributeUnifiedAddressing = 41;
 inline constexpr int kDeviceAttributeComputeCapabilityMajor = 75;
 inline constexpr int kDeviceAttributeComputeCapabilityMinor = 76;
+inline constexpr int kDeviceAttributeMpsEnabled = 133;  // CUDA 12.3+ drivers
 
 // The special stream handles every stream-taking entry point accepts.
 inline CUstream LegacyStream() { return reinterpret_cast<CUstream>(0x1); }

@@ -63,6 +63,8 @@ const Nvrtc* Nvrtc::Load(std::string* why) {
     bind(&n->ptx_, "nvrtcGetPTX");
     bind(&n->log_size_, "nvrtcGetProgramLogSize");
     bind(&n->log_, "nvrtcGetProgramLog");
+    n->cubin_size_ = reinterpret_cast<decltype(n->cubin_size_)>(dlsym(handle, "nvrtcGetCUBINSize"));
+    n->cubin_ = reinterpret_cast<decltype(n->cubin_)>(dlsym(handle, "nvrtcGetCUBIN"));
     if (!ok || n->version_(&n->major_, &n->minor_) != kNvrtcSuccess) {
       if (ok) reason = path + ": nvrtcVersion failed";
       delete n;
@@ -77,6 +79,18 @@ const Nvrtc* Nvrtc::Load(std::string* why) {
 Status Nvrtc::CompileToPtx(const std::string& program_name, const std::string& source,
                            const std::vector<Header>& headers, const std::vector<std::string>& options,
                            std::string* ptx) const {
+  return Compile(program_name, source, headers, options, false, ptx);
+}
+
+Status Nvrtc::CompileToCubin(const std::string& program_name, const std::string& source,
+                             const std::vector<Header>& headers, const std::vector<std::string>& options,
+                             std::string* cubin) const {
+  if (!has_cubin()) return InvalidUsage("%s cannot emit machine code (no nvrtcGetCUBIN)", path_.c_str());
+  return Compile(program_name, source, headers, options, true, cubin);
+}
+
+Status Nvrtc::Compile(const std::string& program_name, const std::string& source, const std::vector<Header>& headers,
+                      const std::vector<std::string>& options, bool cubin, std::string* out) const {
   std::vector<std::string> header_texts;
   std::vector<const char*> header_ptrs, header_names, option_ptrs;
   header_texts.reserve(headers.size());
@@ -103,12 +117,17 @@ Status Nvrtc::CompileToPtx(const std::string& program_name, const std::string& s
     st = InternalError("NVRTC could not compile %s: %s\n%s", program_name.c_str(), error_string_(r), log.c_str());
   } else {
     size_t bytes = 0;
-    if (ptx_size_(program, &bytes) != kNvrtcSuccess || bytes == 0) {
-      st = InternalError("NVRTC returned no PTX for %s", program_name.c_str());
+    const bool sized = (cubin ? cubin_size_(program, &bytes) : ptx_size_(program, &bytes)) == kNvrtcSuccess;
+    if (!sized || bytes == 0) {
+      st = InternalError("NVRTC returned no %s for %s", cubin ? "cubin" : "PTX", program_name.c_str());
     } else {
-      ptx->resize(bytes);
-      ptx_(program, ptx->data());
-      ptx->resize(bytes - 1);  // drop the terminating NUL
+      out->resize(bytes);
+      if (cubin) {
+        cubin_(program, out->data());
+      } else {
+        ptx_(program, out->data());
+        out->resize(bytes - 1);  // drop the terminating NUL
+      }
     }
   }
   destroy_(&program);

@@ -31,6 +31,13 @@ class Nvrtc {
   // A failed compile is ncclInternalError carrying the compiler's log.
   Status CompileToPtx(const std::string& program_name, const std::string& source, const std::vector<Header>& headers,
                       const std::vector<std::string>& options, std::string* ptx) const;
+  // Compiles to machine code (an ELF cubin) for one real architecture ("--gpu-architecture=
+  // sm_90"), which the driver loads as is: nothing is left to its JIT, which may be older
+  // than this compiler. Fails when this NVRTC predates cubin output (has_cubin()).
+  Status CompileToCubin(const std::string& program_name, const std::string& source,
+                        const std::vector<Header>& headers, const std::vector<std::string>& options,
+                        std::string* cubin) const;
+  bool has_cubin() const { return cubin_size_ != nullptr && cubin_ != nullptr; }
 
   int major() const { return major_; }
   int minor() const { return minor_; }
@@ -47,6 +54,11 @@ class Nvrtc {
   int (*ptx_)(Program, char*) = nullptr;
   int (*log_size_)(Program, size_t*) = nullptr;
   int (*log_)(Program, char*) = nullptr;
+  int (*cubin_size_)(Program, size_t*) = nullptr;  // optional: NVRTC 11.1 and later
+  int (*cubin_)(Program, char*) = nullptr;
+
+  Status Compile(const std::string& program_name, const std::string& source, const std::vector<Header>& headers,
+                 const std::vector<std::string>& options, bool cubin, std::string* out) const;
 
   int major_ = 0, minor_ = 0;
   std::string path_;

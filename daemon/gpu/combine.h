@@ -41,23 +41,31 @@ CONDUIT_HD S StoredFromBits(uint64_t bits) {
   return reduce_internal::BitCast<S>(static_cast<typename UintOfSize<sizeof(S)>::Type>(bits));
 }
 
+// One step of the fold below: input r's element x folded into acc (input 0 starts it,
+// acc is then ignored), x first scaled when r's scale bit is set.
+template <typename E, typename Op>
+CONDUIT_HD typename E::Storage FoldStep(const CombineArgs& a, int r, typename E::Storage acc, typename E::Storage x) {
+  using S = typename E::Storage;
+  if (a.scale_mask & (1u << r)) x = reduce_internal::ScaleElement<E>(x, E::Load(StoredFromBits<S>(a.scalars[r])));
+  return r == 0 ? x : reduce_internal::CombineElement<E, Op>(acc, x);
+}
+
+// The fold's last step: the one division of ncclAvg.
+template <typename E>
+CONDUIT_HD typename E::Storage FinishFold(const CombineArgs& a, typename E::Storage acc) {
+  return a.divisor > 0 ? reduce_internal::DivideElement<E>(acc, a.divisor) : acc;
+}
+
 // Element i of the result, in the host path's order: in[0] (op) in[1] (op) ... left to
 // right, each input scaled first when its scale bit is set, each step rounded to the
-// stored type (the host reduces pairwise into a stored buffer), then one division.
+// stored type (the host reduces pairwise into a stored buffer), then one division. The
+// kernel's vector path folds with the same two steps, so it computes the same bits.
 template <typename E, typename Op>
 CONDUIT_HD typename E::Storage CombineAt(const CombineArgs& a, uint64_t i) {
   using S = typename E::Storage;
-  using reduce_internal::CombineElement;
-  using reduce_internal::ScaleElement;
-  S acc = static_cast<const S*>(a.in[0])[i];
-  if (a.scale_mask & 1u) acc = ScaleElement<E>(acc, E::Load(StoredFromBits<S>(a.scalars[0])));
-  for (int r = 1; r < a.nin; ++r) {
-    S x = static_cast<const S*>(a.in[r])[i];
-    if (a.scale_mask & (1u << r)) x = ScaleElement<E>(x, E::Load(StoredFromBits<S>(a.scalars[r])));
-    acc = CombineElement<E, Op>(acc, x);
-  }
-  if (a.divisor > 0) acc = reduce_internal::DivideElement<E>(acc, a.divisor);
-  return acc;
+  S acc{};
+  for (int r = 0; r < a.nin; ++r) acc = FoldStep<E, Op>(a, r, acc, static_cast<const S*>(a.in[r])[i]);
+  return FinishFold<E>(a, acc);
 }
 
 }  // namespace gpu

@@ -92,6 +92,12 @@ Status CommStream::Combine(ncclDataType_t type, ncclRedOp_t op, uint64_t count, 
   if (in.empty() || out.empty()) return InternalError("combine needs inputs and outputs");
   if (count == 0) return Status::Ok();
   const size_t bytes = count * DataTypeSize(type);
+  if (in.size() == 1 && scalars == nullptr && divisor == 0) {
+    // One input, nothing to scale or divide: the result is the input. A copy (the copy
+    // engine or the driver's own kernel) moves it faster than a combine launch.
+    for (const DeviceBuf& b : out) CONDUIT_RETURN_IF_ERROR(Copy(b, in[0], bytes));
+    return Status::Ok();
+  }
   std::vector<DeviceBuf> ins = in, outs = out;
   size_t bounced = 0;
   for (const DeviceBuf& b : in) bounced += Reachable(b) ? 0 : 1;

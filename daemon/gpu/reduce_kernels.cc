@@ -16,15 +16,28 @@ std::string CombineKernelName(ncclDataType_t type, ncclRedOp_t op) {
   return std::string("conduit_combine_") + DataTypeName(type) + "_" + name;
 }
 
-std::vector<std::string> KernelCompileOptions(int cc) {
-  return {"--gpu-architecture=compute_" + std::to_string(cc), "--std=c++17", "--fmad=false", "--ftz=false",
+std::vector<std::string> KernelCompileOptions(int cc, bool cubin) {
+  return {std::string(cubin ? "--gpu-architecture=sm_" : "--gpu-architecture=compute_") + std::to_string(cc), "--std=c++17", "--fmad=false", "--ftz=false",
           "--prec-div=true", "--prec-sqrt=true"};
 }
 
-Status CompileCombineKernels(const cuda::Nvrtc& nvrtc, int cc, std::string* ptx) {
+namespace {
+
+std::vector<cuda::Nvrtc::Header> KernelHeaders() {
   std::vector<cuda::Nvrtc::Header> headers;
   for (int i = 1; i < kKernelFileCount; ++i) headers.push_back({kKernelFiles[i].name, kKernelFiles[i].text});
-  return nvrtc.CompileToPtx(kKernelFiles[0].name, kKernelFiles[0].text, headers, KernelCompileOptions(cc), ptx);
+  return headers;
+}
+
+}  // namespace
+
+Status CompileCombineKernels(const cuda::Nvrtc& nvrtc, int cc, std::string* ptx) {
+  return nvrtc.CompileToPtx(kKernelFiles[0].name, kKernelFiles[0].text, KernelHeaders(), KernelCompileOptions(cc), ptx);
+}
+
+Status CompileCombineCubin(const cuda::Nvrtc& nvrtc, int cc, std::string* cubin) {
+  return nvrtc.CompileToCubin(kKernelFiles[0].name, kKernelFiles[0].text, KernelHeaders(),
+                              KernelCompileOptions(cc, true), cubin);
 }
 
 }  // namespace conduit::gpu

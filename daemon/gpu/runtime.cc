@@ -34,6 +34,15 @@ Runtime::Runtime() {
       });
   if (available_) {
     CLOG_INFO("GPU support on: %d device(s), CUDA driver %d", device_count(), driver_->version());
+    for (int i = 0; i < device_count(); ++i) {
+      if (devices_[i].mps == 1) continue;
+      // Measured on an H200 (docs/gpu.md): without MPS every collective waits for the GPU
+      // to switch from the program's context to ours and back, ~280 us at any size.
+      CLOG_WARN("GPU %d: %s: every collective on its buffers waits for the GPU to switch between the programs' "
+                "contexts and this daemon's (an 8-byte all-reduce took ~280 us on an H200, ~18 us under MPS); start the MPS "
+                "control daemon (nvidia-cuda-mps-control -d) before conduitd and the programs (docs/gpu.md)",
+                i, devices_[i].mps == 0 ? "MPS is off" : "the driver cannot say whether MPS is on");
+    }
   } else {
     CLOG_INFO("GPU support off (device buffers are staged by the programs): %s", reason_.c_str());
   }
@@ -66,6 +75,8 @@ void Runtime::Probe() {
       return;
     }
     d.cc = major * 10 + minor;
+    int mps = 0;
+    if (driver_->DeviceGetAttribute(&mps, cuda::kDeviceAttributeMpsEnabled, d.handle) == cuda::kSuccess) d.mps = mps != 0;
     devices_.push_back(std::move(d));
   }
   const cuda::Nvrtc* nvrtc = cuda::Nvrtc::Load(&why);
@@ -73,16 +84,40 @@ void Runtime::Probe() {
     reason_ = why + " (the combine kernels are compiled at run time)";
     return;
   }
-  // Compiled once per architecture now, so no collective waits for the compiler.
+  // Compiled once per architecture now, so no collective waits for the compiler: machine
+  // code where NVRTC can emit it for the GPU (the driver then compiles nothing, and a driver
+  // older than NVRTC loads it), else PTX for the driver's JIT.
   for (const Device& d : devices_) {
-    if (ptx_by_cc_.count(d.cc)) continue;
-    std::string ptx;
-    Status st = CompileCombineKernels(*nvrtc, d.cc, &ptx);
+    if (image_by_cc_.count(d.cc)) continue;
+    std::string image;
+    Status st = CompileCombineCubin(*nvrtc, d.cc, &image);
+    if (!st.ok()) {
+      CLOG_INFO("combine kernels for sm_%d: no machine code from %s (%s); compiling PTX for the driver instead", d.cc,
+                nvrtc->path().c_str(), st.message().c_str());
+      st = CompileCombineKernels(*nvrtc, d.cc, &image);
+    }
     if (!st.ok()) {
       reason_ = st.message();
       return;
     }
-    ptx_by_cc_[d.cc] = std::move(ptx);
+    image_by_cc_[d.cc] = std::move(image);
+  }
+  // Loaded now on every GPU, and one kernel looked up, so a driver that cannot run them
+  // turns GPU support off at start with the reason instead of failing the first collective.
+  for (Device& d : devices_) {
+    cuda::ScopedContext ctx(*driver_, d.context);
+    cuda::CUfunction probe = nullptr;
+    cuda::CUresult r = driver_->ModuleLoadData(&d.module, image_by_cc_[d.cc].data());
+    if (r == cuda::kSuccess) r = driver_->ModuleGetFunction(&probe, d.module, CombineKernelName(ncclFloat32, ncclSum).c_str());
+    if (r != cuda::kSuccess) {
+      reason_ = driver_->Error(("loading the combine kernels NVRTC " + std::to_string(nvrtc->major()) + "." +
+                                std::to_string(nvrtc->minor()) + " compiled for sm_" + std::to_string(d.cc) +
+                                " (CUDA driver " + std::to_string(driver_->version()) + ")")
+                                   .c_str(),
+                               r)
+                    .message();
+      return;
+    }
   }
   available_ = true;
 }
@@ -101,7 +136,7 @@ Status Runtime::Kernel(int device, ncclDataType_t type, ncclRedOp_t op, cuda::CU
   Device& d = devices_[device];
   cuda::ScopedContext ctx(*driver_, d.context);
   if (d.module == nullptr) {
-    cuda::CUresult r = driver_->ModuleLoadData(&d.module, ptx_by_cc_[d.cc].c_str());
+    cuda::CUresult r = driver_->ModuleLoadData(&d.module, image_by_cc_[d.cc].data());
     if (r != cuda::kSuccess) return driver_->Error("loading the combine kernels (cuModuleLoadData)", r);
   }
   const std::string name = CombineKernelName(type, op);

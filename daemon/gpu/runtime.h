@@ -51,6 +51,7 @@ class Runtime {
     cuda::Uuid uuid{};
     int cc = 0;  // compute capability, major * 10 + minor
     int multiprocessors = 1;
+    int mps = -1;  // contexts on it are MPS clients: 1, 0, or -1 when the driver cannot say
     cuda::CUcontext context = nullptr;
     cuda::CUmodule module = nullptr;  // combine kernels, loaded on first use
     std::map<std::string, cuda::CUfunction> kernels;
@@ -63,7 +64,7 @@ class Runtime {
   std::string reason_;
   const cuda::CudaDriver* driver_ = nullptr;
   std::vector<Device> devices_;
-  std::map<int, std::string> ptx_by_cc_;
+  std::map<int, std::string> image_by_cc_;  // combine kernels: a cubin, else PTX
   std::map<std::pair<int, int>, bool> peer_;
   std::mutex mu_;  // kernels, modules, peer access
   std::unique_ptr<IpcMemoryCache> memory_;

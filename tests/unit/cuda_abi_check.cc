@@ -51,6 +51,7 @@ TEST(CudaAbiTest, Constants) {
   EXPECT_EQ(ours::kDeviceAttributeUnifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
   EXPECT_EQ(ours::kDeviceAttributeComputeCapabilityMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   EXPECT_EQ(ours::kDeviceAttributeComputeCapabilityMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  EXPECT_EQ(ours::kDeviceAttributeMpsEnabled, CU_DEVICE_ATTRIBUTE_MPS_ENABLED);
   EXPECT_EQ(ours::kIpcHandleBytes, CU_IPC_HANDLE_SIZE);
   EXPECT_EQ(reinterpret_cast<void*>(ours::LegacyStream()), reinterpret_cast<void*>(CU_STREAM_LEGACY));
   EXPECT_EQ(reinterpret_cast<void*>(ours::PerThreadStream()), reinterpret_cast<void*>(CU_STREAM_PER_THREAD));

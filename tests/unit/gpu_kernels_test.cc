@@ -64,6 +64,27 @@ TEST(GpuKernelsTest, NvrtcCompilesEveryKernel) {
   }
 }
 
+// What the daemon loads: machine code, so the driver compiles nothing (docs/gpu.md).
+TEST(GpuKernelsTest, NvrtcCompilesEveryKernelToMachineCode) {
+  std::string why;
+  const cuda::Nvrtc* nvrtc = cuda::Nvrtc::Load(&why);
+  if (nvrtc == nullptr) GTEST_SKIP() << why;
+  if (!nvrtc->has_cubin()) GTEST_SKIP() << nvrtc->path() << " predates cubin output";
+  for (int cc : {90}) {  // one architecture: ptxas is the slow part, and PTX covers both above
+    std::string cubin;
+    Status st = CompileCombineCubin(*nvrtc, cc, &cubin);
+    ASSERT_TRUE(st.ok()) << "sm_" << cc << ": " << st.message();
+    ASSERT_GT(cubin.size(), 4u);
+    EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF", 4)) << "not an ELF image for sm_" << cc;
+    for (int t = 0; t < ncclNumTypes; ++t) {
+      for (ncclRedOp_t op : kOps) {
+        std::string name = CombineKernelName(static_cast<ncclDataType_t>(t), op);
+        EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " missing for sm_" << cc;
+      }
+    }
+  }
+}
+
 TEST(GpuKernelsTest, KernelNames) {
   EXPECT_EQ(CombineKernelName(ncclFloat32, ncclSum), "conduit_combine_float32_sum");
   EXPECT_EQ(CombineKernelName(ncclBfloat16, ncclAvg), "conduit_combine_bfloat16_sum");
