@@ -12,12 +12,11 @@ the last result (the sum of rank + 1 over ranks). Rank 0 first times a 1 GiB ten
 on the device (bytes copied / time, each byte read once and written once) as the ceiling:
 ranks sharing a GPU reduce through its memory. Prints one line per size.
 """
-import argparse
 import os
-import socket
-import subprocess
 import sys
 import time
+
+from ranks import job_arguments, run_ranks
 
 SIZES = [8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
 
@@ -90,44 +89,18 @@ def worker(args):
 
 
 def run(args):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(args.world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.world), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
-        if args.shim:
-            env["LD_PRELOAD"] = os.path.abspath(args.shim)
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--iters", str(args.iters), "--warmup",
-               str(args.warmup), "--max-bytes", str(args.max_bytes)]
-        procs.append(subprocess.Popen(cmd, env=env))
-    deadline = time.time() + args.timeout
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.time())))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            print("coll_bw: world %d timed out after %d s" % (args.world, args.timeout))
-            return 1
-    if any(codes):
-        print("coll_bw: world %d: rank exit codes %s" % (args.world, codes))
-        return 1
-    return 0
+    return run_ranks("coll_bw", args.world, __file__,
+                     ["--worker", "--iters", str(args.iters), "--warmup", str(args.warmup), "--max-bytes",
+                      str(args.max_bytes)], args.shim, args.timeout)
+
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--world", type=int, default=2)
-    p.add_argument("--shim", default="")
-    p.add_argument("--iters", type=int, default=50)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--max-bytes", type=int, default=1 << 30)
-    p.add_argument("--timeout", type=int, default=180)
-    p.add_argument("--worker", action="store_true")
-    args = p.parse_args()
+    def add(p):
+        p.add_argument("--iters", type=int, default=50)
+        p.add_argument("--warmup", type=int, default=5)
+        p.add_argument("--max-bytes", type=int, default=1 << 30)
+    args = job_arguments(__doc__, 180, add)
     return worker(args) if args.worker else run(args)
 
 

@@ -14,12 +14,10 @@ inputs' magnitudes (PREMUL_SUM not on bfloat16, below). Also all_gather,
 reduce_scatter and broadcast. Prints one line per failing case and a summary; exit 1 on
 any mismatch.
 """
-import argparse
 import os
-import socket
-import subprocess
 import sys
-import time
+
+from ranks import job_arguments, run_ranks
 
 COUNTS = [1, 7, 1000, 4096, 1 << 20, (1 << 20) + 3]
 
@@ -139,36 +137,12 @@ def worker(args):
 
 
 def run(args):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(args.world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.world), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
-        if args.shim:
-            env["LD_PRELOAD"] = os.path.abspath(args.shim)
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], env=env))
-    deadline = time.time() + args.timeout
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.time())))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            print("coll_check: world %d timed out after %d s" % (args.world, args.timeout))
-            return 1
-    return 1 if any(codes) else 0
+    return run_ranks("coll_check", args.world, __file__, ["--worker"], args.shim, args.timeout)
+
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--world", type=int, default=2)
-    p.add_argument("--shim", default="")
-    p.add_argument("--timeout", type=int, default=150)
-    p.add_argument("--worker", action="store_true")
-    args = p.parse_args()
+    args = job_arguments(__doc__, 150)
     return worker(args) if args.worker else run(args)
 
 

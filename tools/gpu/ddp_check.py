@@ -18,10 +18,10 @@ itself on a machine without a GPU.
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
+
+from ranks import run_ranks
 
 FEATURES = 32
 HIDDEN = 256
@@ -99,37 +99,10 @@ def worker(args):
                    "step_ms": 1000.0 * elapsed / (args.steps - WARMUP), "param_spread": spread}, f)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(args):
-    port = free_port()
-    procs = []
-    for rank in range(args.world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
-        if args.shim:
-            env["LD_PRELOAD"] = os.path.abspath(args.shim)
-        cmd = [sys.executable, os.path.abspath(__file__), "worker", "--out", args.out, "--steps", str(args.steps),
-               "--seed", str(args.seed), "--lr", str(args.lr), "--device", args.device, "--backend", args.backend]
-        procs.append(subprocess.Popen(cmd, env=env))
-    deadline = time.time() + args.timeout
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.time())))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            print("ddp_check: world %d timed out after %d s" % (args.world, args.timeout))
-            return 1
-    if any(codes):
-        print("ddp_check: world %d: rank exit codes %s" % (args.world, codes))
-        return 1
-    return 0
+    return run_ranks("ddp_check", args.world, __file__,
+                     ["worker", "--out", args.out, "--steps", str(args.steps), "--seed", str(args.seed), "--lr",
+                      str(args.lr), "--device", args.device, "--backend", args.backend], args.shim, args.timeout)
 
 
 def compare(args):
