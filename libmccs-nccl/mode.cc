@@ -1,5 +1,9 @@
 // Chooses, once per process, between the managed path and the native NCCL fallback.
+#include <strings.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -9,13 +13,46 @@
 #include "managed.h"
 
 namespace conduit {
+namespace {
+
+// NCCL's own variables when conduitd runs the program's collectives (docs/gpu.md, "NCCL
+// variables"). NCCL_DEBUG sets the shim's log level unless CONDUIT_LOG_LEVEL does (VERSION
+// and WARN: warnings, INFO: progress, TRACE: everything). The rest tune what conduitd
+// decides for itself (algorithms, protocols, interfaces, buffers): each is named once,
+// in one line, as ignored, so a user who set one knows it has no effect here.
+void ApplyNcclVariables(bool level_set) {
+  const char* debug = getenv("NCCL_DEBUG");
+  if (!level_set && debug != nullptr) {
+    if (strcasecmp(debug, "INFO") == 0) SetLogLevel(LogLevel::kInfo);
+    if (strcasecmp(debug, "TRACE") == 0) SetLogLevel(LogLevel::kDebug);
+    if (strcasecmp(debug, "WARN") == 0 || strcasecmp(debug, "VERSION") == 0) SetLogLevel(LogLevel::kWarn);
+  }
+  constexpr int kMaxNamed = 16;  // the line stays readable whatever the environment holds
+  std::string ignored;
+  int count = 0;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (strncmp(*e, "NCCL_", 5) != 0) continue;
+    const std::string name(*e, strcspn(*e, "="));
+    if (name == "NCCL_DEBUG") continue;
+    if (++count <= kMaxNamed) ignored += (ignored.empty() ? "" : ", ") + name;
+  }
+  if (count > kMaxNamed) ignored += " and " + std::to_string(count - kMaxNamed) + " more";
+  if (count > 0) {
+    CLOG_WARN("conduitd runs this program's collectives and chooses their algorithms, protocols and interfaces: "
+              "ignoring %s (docs/gpu.md, \"NCCL variables\"; with CONDUIT_DISABLE=1 the native NCCL reads them)",
+              ignored.c_str());
+  }
+}
+
+}  // namespace
 
 const NativeNccl* NativeFallback() {
   static const NativeNccl* native = [] {
     SetLogTag("conduit");
     const char* level = getenv("CONDUIT_LOG_LEVEL");
     LogLevel parsed;
-    if (level != nullptr && ParseLogLevel(level, &parsed)) SetLogLevel(parsed);
+    const bool level_set = level != nullptr && ParseLogLevel(level, &parsed);
+    if (level_set) SetLogLevel(parsed);
     std::string why;
     const char* disable = getenv("CONDUIT_DISABLE");
     if (disable != nullptr && *disable != '\0' && *disable != '0') {
@@ -24,6 +61,7 @@ const NativeNccl* NativeFallback() {
       std::unique_ptr<DaemonConnection> probe;
       Status st = DaemonConnection::Open(&probe);
       if (st.ok()) {
+        ApplyNcclVariables(level_set);
         CLOG_DEBUG("using conduitd at %s", DaemonConnection::SocketPath().c_str());
         return static_cast<const NativeNccl*>(nullptr);
       }

@@ -125,5 +125,33 @@ TEST(FallbackTest, DeniedProgramUsesNativeNccl) {
   EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
 }
 
+// On the managed path NCCL's variables are not silently dropped: NCCL_DEBUG sets the shim's
+// log level (TRACE: the debug line naming the daemon), and the tuning ones are named once,
+// in one line, as ignored.
+TEST(FallbackTest, ManagedPathNamesTheNcclVariablesItIgnores) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig c;
+  c.prefix = "fv";
+  c.subnet = "10.231.46";
+  c.hosts = 1;
+  Cluster cluster(c);
+  CONDUIT_START_CLUSTER(cluster);
+  Subprocess& probe = cluster.Launch(0, "fallback_probe", {ProbePath()},
+                                     {"NCCL_ALGO=Ring", "NCCL_SOCKET_IFNAME=eth0", "NCCL_DEBUG=TRACE"});
+  ASSERT_TRUE(probe.Wait(std::chrono::seconds(60))) << cluster.Describe();
+  const std::string out = probe.Output();
+  EXPECT_EQ(probe.exit_code(), 0) << out;
+  EXPECT_NE(out.find("ncclGetUniqueId=0"), std::string::npos) << out;
+  // The managed path's debug line: the daemon serves the program, and TRACE shows it.
+  EXPECT_NE(out.find("using conduitd at"), std::string::npos) << "NCCL_DEBUG=TRACE should show debug lines:\n" << out;
+  size_t at = out.find("ignoring ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_NE(line.find("NCCL_ALGO"), std::string::npos) << line;
+  EXPECT_NE(line.find("NCCL_SOCKET_IFNAME"), std::string::npos) << line;
+  EXPECT_EQ(line.find("NCCL_DEBUG"), std::string::npos) << "NCCL_DEBUG is honoured, not ignored: " << line;
+  EXPECT_EQ(out.find("ignoring ", at + 1), std::string::npos) << "named more than once:\n" << out;
+}
+
 }  // namespace
 }  // namespace conduit::it
