@@ -35,7 +35,7 @@ struct PreMulSumOp {
 }  // namespace conduit
 
 struct ncclComm {
-  uint32_t magic = conduit::kCommMagic;
+  std::atomic<uint32_t> magic{conduit::kCommMagic};  // 0 once destroyed or aborted
   int rank = -1;
   int nranks = 0;
   int device = 0;
@@ -57,6 +57,12 @@ struct ncclComm {
   std::thread init_thread;
 
   std::mutex op_mu;  // one request at a time on this rank's connection
+
+  // ncclCommAbort from any thread: the connection the communicator is using (its init's,
+  // then conn's), shut down to end whatever waits on it. -1 while none is open.
+  std::mutex abort_mu;
+  int live_fd = -1;      // under abort_mu
+  bool aborted = false;  // under abort_mu
   conduit::DevicePath device_path;  // device buffers on this connection (under op_mu)
   // Host regions attached on this connection, and those it refused (under op_mu).
   std::set<uint64_t> attached_regions, refused_regions;

@@ -1,7 +1,11 @@
 // Communicator lifecycle on the managed path: unique ids, init (blocking, non-blocking,
 // grouped, single-process), split, shrink, finalize, destroy, abort, and queries.
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <numeric>
 #include <thread>
 
@@ -32,6 +36,21 @@ constexpr unsigned kConfigMagic = 0xcafebeef;
 Status Join(ncclComm* comm, const CommIdentity& id) {
   std::unique_ptr<DaemonConnection> conn;
   CONDUIT_RETURN_IF_ERROR(DaemonConnection::Open(&conn));
+  {
+    std::lock_guard<std::mutex> lock(comm->abort_mu);
+    if (comm->aborted) return InvalidUsage("the communicator was aborted during its init");
+    comm->live_fd = conn->fd();  // an abort now shuts it down, ending the wait below
+  }
+  // Declared after `conn`, so it runs first: an init that fails forgets its fd before the
+  // fd is closed (and its number reused), so a later abort cannot shut down another file.
+  struct Forget {
+    ncclComm* comm;
+    ~Forget() {
+      if (comm->conn) return;
+      std::lock_guard<std::mutex> lock(comm->abort_mu);
+      comm->live_fd = -1;
+    }
+  } forget{comm};
   shimproto::CommInitRequest req{};
   EncodeUniqueId(id, req.id);
   req.nranks = comm->nranks;
@@ -163,6 +182,27 @@ void FreeComm(ncclComm* comm) {
   if (comm->init_thread.joinable()) comm->init_thread.join();
   comm->magic = 0;
   delete comm;
+}
+
+// Frees an aborted communicator once no thread can still be about to use it: a call that
+// checked the handle just before the abort may not have reached the connection yet (it then
+// fails on the shut-down socket within moments). So each abort frees the communicators
+// aborted more than 10 s before it, and never keeps more than 64.
+void Retire(ncclComm* comm) {
+  using Clock = std::chrono::steady_clock;
+  static std::mutex mu;
+  static auto* retired = new std::deque<std::pair<Clock::time_point, ncclComm*>>;  // never destroyed
+  std::vector<ncclComm*> free_now;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const Clock::time_point now = Clock::now();
+    retired->emplace_back(now, comm);
+    while (!retired->empty() && (now - retired->front().first > std::chrono::seconds(10) || retired->size() > 64)) {
+      free_now.push_back(retired->front().second);
+      retired->pop_front();
+    }
+  }
+  for (ncclComm* c : free_now) FreeComm(c);
 }
 
 }  // namespace
@@ -305,10 +345,19 @@ ncclResult_t CommDestroy(ncclComm_t comm) {
 ncclResult_t CommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (!ValidComm(comm)) return Fail("ncclCommAbort", ncclInvalidArgument, "invalid communicator");
-  // Closing the connection without Destroy makes the daemon fail the communicator on every
-  // host at once, so peers blocked on this rank get an error instead of waiting.
+  comm->magic = 0;  // calls made from now on are refused
+  {
+    // Shutting the connection down ends, at once, a pending init and a call another thread
+    // is waiting in (their reads fail). The daemon sees it close without Destroy and fails
+    // the communicator on every host, so peers blocked on this rank get an error too.
+    std::lock_guard<std::mutex> lock(comm->abort_mu);
+    comm->aborted = true;
+    if (comm->live_fd >= 0) shutdown(comm->live_fd, SHUT_RDWR);
+  }
+  comm->async_error = ncclInvalidUsage;
   WaitInit(comm);
-  FreeComm(comm);
+  { std::lock_guard<std::mutex> wait_for_calls(comm->op_mu); }  // calls under way have failed and left
+  Retire(comm);
   return ncclSuccess;
 }
 

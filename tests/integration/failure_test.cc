@@ -153,5 +153,25 @@ TEST(FailureTest, FrozenRankTimesOut) {
   ExpectHealthyRun(cluster);
 }
 
+// ncclCommAbort is safe while the communicator is busy on another thread (NCCL's contract
+// for abort): a call waiting for a rank that never comes, and a non-blocking init waiting
+// for one, both end within moments of the abort, not at the daemon's timeout (60 s here).
+TEST(FailureTest, AbortEndsACallAndAnInitInProgress) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig c;
+  c.prefix = "fa";
+  c.subnet = "10.231.48";
+  c.hosts = 1;
+  c.timeout_ms = 60000;
+  Cluster cluster(c);
+  CONDUIT_START_CLUSTER(cluster);
+  Subprocess& probe = cluster.Launch(0, "abort_probe", {Cluster::BinPath("abort_probe")});
+  ASSERT_TRUE(probe.Wait(std::chrono::seconds(45))) << "abort_probe hung (an abort waited for the daemon's timeout)\n"
+                                                    << probe.Output() << cluster.Describe();
+  EXPECT_EQ(probe.exit_code(), 0) << probe.Output();
+  EXPECT_NE(probe.Output().find("abort_probe: ok"), std::string::npos) << probe.Output();
+  EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
+}
+
 }  // namespace
 }  // namespace conduit::it
