@@ -79,6 +79,9 @@ namespace conduit {
 bool ValidComm(const ncclComm* comm);
 // Blocks until a non-blocking init finished; returns its result.
 ncclResult_t WaitInit(ncclComm* comm);
+// `st` as the caller should see it: a failure caused by ncclCommAbort on another thread says
+// so (the connection it shut down otherwise reads as a daemon that died).
+Status ExplainAbort(ncclComm* comm, Status st);
 
 }  // namespace conduit
 

@@ -21,6 +21,13 @@ namespace conduit {
 
 bool ValidComm(const ncclComm* comm) { return comm != nullptr && comm->magic == kCommMagic; }
 
+Status ExplainAbort(ncclComm* comm, Status st) {
+  if (st.ok()) return st;
+  std::lock_guard<std::mutex> lock(comm->abort_mu);
+  if (!comm->aborted) return st;
+  return Status(st.code(), "the communicator was aborted (ncclCommAbort) while this call waited");
+}
+
 ncclResult_t WaitInit(ncclComm* comm) {
   std::unique_lock<std::mutex> lock(comm->init_mu);
   comm->init_cv.wait(lock, [comm] { return comm->init_done; });
@@ -101,7 +108,7 @@ Status DeriveChildId(ncclComm* comm, uint64_t generation, int64_t color, const s
 
 // Finishes an init: records the outcome and wakes anyone waiting on the communicator.
 ncclResult_t Complete(const char* call, ncclComm* comm, const Status& st) {
-  ncclResult_t r = st.ok() ? ncclSuccess : Fail(call, st);
+  ncclResult_t r = st.ok() ? ncclSuccess : Fail(call, ExplainAbort(comm, st));
   {
     std::lock_guard<std::mutex> lock(comm->init_mu);
     comm->async_error = r;
@@ -356,6 +363,7 @@ ncclResult_t CommAbort(ncclComm_t comm) {
   }
   comm->async_error = ncclInvalidUsage;
   WaitInit(comm);
+  if (comm->init_thread.joinable()) comm->init_thread.join();  // it has completed: a moment
   { std::lock_guard<std::mutex> wait_for_calls(comm->op_mu); }  // calls under way have failed and left
   Retire(comm);
   return ncclSuccess;

@@ -272,7 +272,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     Status st = SendGroup(comm, list, &sent[comm]);
     if (!st.ok()) {
       if (st.code() == ncclSystemError || st.code() == ncclRemoteError) comm->async_error = st.code();
-      result = Fail(call, st);
+      result = Fail(call, ExplainAbort(comm, st));
       break;
     }
     // The daemon is already waiting for these bytes and starts on the first ones.
@@ -305,6 +305,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     if (st.ok()) st = FinishGroup(comm, list, sent[comm], reply, pump);
     if (st.ok()) continue;
     if (st.code() == ncclRemoteError || st.code() == ncclSystemError) comm->async_error = st.code();
+    st = ExplainAbort(comm, st);
     ncclResult_t code = Fail(call, Status(st.code(), "rank " + std::to_string(comm->rank) + ": " + st.message()));
     if (result == ncclSuccess) result = code;
   }
