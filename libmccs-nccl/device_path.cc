@@ -1,5 +1,6 @@
 #include "device_path.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "common/log.h"
@@ -178,6 +179,7 @@ Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>
     shimproto::DeviceUuid uuid;
     CONDUIT_RETURN_IF_ERROR(Uuid(info.device, &uuid));
     bool shared = daemon_serves_ && DaemonSees(uuid);
+    if (shared) EnsureReadyEvent(StreamContext(*ProcessCuda(), op->stream, info.context), &shared);
     op->ref = shimproto::DeviceOpRef{};
     if (shared && op->in_bytes > 0) {
       CONDUIT_RETURN_IF_ERROR(Register(conn, op->in, op->in_info, &shared, &op->ref.send_id, &op->ref.send_offset));
@@ -247,22 +249,48 @@ Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferI
   return Status::Ok();
 }
 
+void DevicePath::EnsureReadyEvent(cuda::CUcontext ctx, bool* usable) {
+  *usable = events_usable_;
+  if (!events_usable_ || (ready_ != nullptr && ready_context_ == ctx)) return;
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::ScopedContext scope(d, ctx);
+  if (ready_ != nullptr) d.EventDestroy(ready_);  // a stream of another context: rare
+  ready_ = nullptr;
+  cuda::CUevent event = nullptr;
+  cuda::IpcEventHandle handle;
+  const char* step = "cuEventCreate (interprocess)";
+  cuda::CUresult r = d.EventCreate(&event, cuda::kEventDisableTiming | cuda::kEventInterprocess);
+  if (r == cuda::kSuccess) {
+    step = "cuIpcGetEventHandle";
+    r = d.IpcGetEventHandle(&handle, event);
+    if (r != cuda::kSuccess) d.EventDestroy(event);
+  }
+  if (r != cuda::kSuccess) {
+    // Without an event conduitd can wait on, its work cannot be ordered with the program's
+    // stream; staged copies order themselves on that stream and still work.
+    events_usable_ = false;
+    *usable = false;
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      CLOG_WARN("%s: CUDA will not share an event with conduitd here; device buffers are staged through host memory "
+                "instead (slower; docs/gpu.md)",
+                d.Error(step, r).message().c_str());
+    }
+    return;
+  }
+  ready_ = event;
+  ready_context_ = ctx;
+  memcpy(ready_header_.ready_event, handle.reserved, sizeof(ready_header_.ready_event));
+}
+
 Status DevicePath::RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback,
                                shimproto::DeviceGroupHeader* header) {
   const cuda::CudaDriver& d = *ProcessCuda();
   cuda::CUcontext ctx = StreamContext(d, stream, fallback);
   cuda::ScopedContext scope(d, ctx);
-  if (ready_ == nullptr || ready_context_ != ctx) {
-    if (ready_ != nullptr) d.EventDestroy(ready_);  // a stream of another context: rare
-    ready_ = nullptr;
-    cuda::CUresult r = d.EventCreate(&ready_, cuda::kEventDisableTiming | cuda::kEventInterprocess);
-    if (r != cuda::kSuccess) return d.Error("cuEventCreate (interprocess)", r);
-    ready_context_ = ctx;
-    cuda::IpcEventHandle handle;
-    r = d.IpcGetEventHandle(&handle, ready_);
-    if (r != cuda::kSuccess) return d.Error("cuIpcGetEventHandle", r);
-    memcpy(ready_header_.ready_event, handle.reserved, sizeof(ready_header_.ready_event));
-  }
+  bool usable = false;
+  EnsureReadyEvent(ctx, &usable);  // made by Prepare; a no-op unless the context changed
+  if (!usable) return InternalError("no interprocess event for a device group");
   CONDUIT_RETURN_IF_ERROR(Uuid(device, &ready_header_.device));
   // One event per connection is enough: requests on a connection are sequential and the
   // daemon's stream has queued its wait on this recording before it replies.

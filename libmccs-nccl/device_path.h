@@ -68,9 +68,14 @@ class DevicePath {
                   uint64_t* offset);
   Status Uuid(int device, shimproto::DeviceUuid* out);
   bool DaemonSees(const shimproto::DeviceUuid& uuid) const;
+  // Makes the connection's interprocess ready event live in `ctx` (created and its
+  // handle exported on first use). *usable false when CUDA will not create or export
+  // one here: from then on this connection stages its device buffers.
+  void EnsureReadyEvent(cuda::CUcontext ctx, bool* usable);
 
   bool probed_ = false;
   bool daemon_serves_ = false;
+  bool events_usable_ = true;
   std::vector<shimproto::DeviceUuid> daemon_devices_;
   std::map<uint64_t, Registered> registered_;  // by buffer id
   std::map<int, shimproto::DeviceUuid> uuids_;  // by CUDA ordinal

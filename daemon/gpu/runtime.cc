@@ -23,6 +23,22 @@ Runtime::Runtime() {
         cuda::CUdeviceptr base = 0;
         cuda::CUresult r = driver_->IpcOpenMemHandle(&base, handle, cuda::kIpcMemLazyEnablePeerAccess);
         if (r != cuda::kSuccess) return driver_->Error("cuIpcOpenMemHandle of a program's buffer", r);
+        // The size is the program's word; the mapping's is the driver's. Kernels and copies
+        // are bounded by the registered size, so it must not exceed what was mapped.
+        cuda::CUdeviceptr range_base = 0;
+        size_t mapped = 0;
+        r = driver_->MemGetAddressRange(&range_base, &mapped, base);
+        Status refused;
+        if (r != cuda::kSuccess) {
+          refused = driver_->Error("cuMemGetAddressRange of a program's mapped buffer", r);
+        } else if (range_base != base || req.size > mapped) {
+          refused = InvalidArgument("RegisterBuffer claims %llu bytes, but the allocation behind its IPC handle has %zu",
+                                    static_cast<unsigned long long>(req.size), mapped);
+        }
+        if (!refused.ok()) {
+          driver_->IpcCloseMemHandle(base);
+          return refused;
+        }
         out->base = base;
         return Status::Ok();
       },

@@ -1,0 +1,187 @@
+// The device path end to end on a host without a GPU: conduitd and the programs load the
+// CUDA driver test double (tests/cuda_double: device memory, streams, interprocess events
+// and kernels on host memory) in place of libcuda.so.1, so the shim's device path, the
+// daemon's mapping of programs' allocations, its per-communicator stream and its combine
+// kernels all run as on a GPU host. What it proves is the logic; a GPU run (tools/gpu-check,
+// docs/gpu.md) proves the path.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "cuda/cuda_driver.h"
+#include "integration_env.h"
+#include "raw_shim_client.h"
+
+namespace conduit::it {
+namespace {
+
+using namespace shimproto;
+
+const char kDouble[] = CONDUIT_CUDA_DOUBLE_PATH;
+
+std::vector<std::string> DaemonWithTheDouble() {
+  return {"env", std::string("CONDUIT_CUDA_DRIVER=") + kDouble, std::string("CONDUIT_NVRTC=") + kDouble};
+}
+
+// The probe's environment: the double as the process's CUDA driver, and `extra`.
+std::vector<std::string> ProbeEnv(std::vector<std::string> extra = {}) {
+  extra.insert(extra.begin(), std::string("CONDUIT_CUDA_DRIVER=") + kDouble);
+  return extra;
+}
+
+bool Passed(Subprocess& p) { return p.exit_code() == 0 && p.Output().find("device_probe: all passed") != std::string::npos; }
+
+class DeviceDoubleTest : public ClusterSuiteTest<DeviceDoubleTest> {
+ public:
+  static ClusterConfig Config() {
+    ClusterConfig c;
+    c.prefix = "gd";
+    c.subnet = "10.231.52";
+    c.hosts = 1;
+    c.timeout_ms = 30000;
+    c.daemon_wrapper = DaemonWithTheDouble();
+    return c;
+  }
+
+ protected:
+  Subprocess& RunProbe(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    args.insert(args.begin(), Cluster::BinPath("device_probe"));
+    Subprocess& p = cluster_->Launch(0, "device_probe", args, ProbeEnv(std::move(env)));
+    EXPECT_TRUE(p.Wait(std::chrono::seconds(90 * kSanitizerSlowdown))) << "device_probe hung\n"
+                                                                       << p.Output() << cluster_->Describe();
+    return p;
+  }
+};
+
+TEST_F(DeviceDoubleTest, DaemonServesDeviceBuffers) {
+  RawShimClient c;
+  ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
+  ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
+  ASSERT_TRUE(c.SendFrame(kDeviceInfo, nullptr, 0));
+  std::vector<uint8_t> payload;
+  ASSERT_EQ(c.ReadStatus(kReplyBound, &payload), 0) << c.last_message();
+  DeviceInfoReply info{};
+  ASSERT_GE(payload.size(), sizeof(info));
+  memcpy(&info, payload.data(), sizeof(info));
+  EXPECT_EQ(info.supported, 1) << FromCString(info.reason);
+  EXPECT_EQ(info.ndevices, 1);
+  EXPECT_EQ(info.driver_version, 13000);
+}
+
+// Three ranks of one process on one GPU, each on its own stream, every collective on
+// device buffers while a slow kernel of the program is still filling the inputs.
+TEST_F(DeviceDoubleTest, CollectivesOnDeviceBuffers) {
+  Subprocess& p = RunProbe({"local", "--ranks", "3"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  EXPECT_NE(p.Output().find("ok: ncclMemAlloc returns device memory"), std::string::npos) << p.Output();
+  // The re-allocation case proves something only if an address did come back.
+  EXPECT_EQ(p.Output().find(" 0 of 2 re-allocations came back"), std::string::npos) << p.Output();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+TEST_F(DeviceDoubleTest, OneRankAlone) {
+  Subprocess& p = RunProbe({"local", "--ranks", "1"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+}
+
+// A driver that will not export the allocation (cuIpcGetMemHandle fails, as for memory
+// CUDA cannot share): the shim stages the buffers through host memory on the caller's
+// stream, and every result is the same.
+TEST_F(DeviceDoubleTest, BuffersCudaWillNotExportAreStaged) {
+  Subprocess& p = RunProbe({"local", "--ranks", "2"}, {"CONDUIT_CUDA_DOUBLE_FAIL=cuIpcGetMemHandle", "CONDUIT_LOG_LEVEL=debug"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  EXPECT_NE(p.Output().find("staging this allocation instead"), std::string::npos) << p.Output();
+}
+
+// Interprocess events unavailable (cuIpcGetEventHandle fails): one warning, the buffers
+// are staged, every result is right.
+TEST_F(DeviceDoubleTest, BuffersAreStagedWhenEventsCannotBeShared) {
+  Subprocess& p = RunProbe({"local", "--ranks", "2"}, {"CONDUIT_CUDA_DOUBLE_FAIL=cuIpcGetEventHandle"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  const std::string out = p.Output();
+  const size_t warning = out.find("CUDA will not share an event with conduitd here");
+  EXPECT_NE(warning, std::string::npos) << out;
+  EXPECT_EQ(out.find("CUDA will not share an event", warning + 1), std::string::npos) << "logged more than once\n" << out;
+}
+
+TEST_F(DeviceDoubleTest, AbortWithDeviceWorkInFlight) {
+  Subprocess& p = RunProbe({"abort"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// A program that claims its allocation is larger than it is must not get the daemon to
+// read or write past the end of the mapping (on a GPU: a fault in the daemon's context,
+// which would end GPU work for every program on the host).
+TEST_F(DeviceDoubleTest, RegisterBufferLargerThanTheAllocationIsRefused) {
+  void* h = dlopen(kDouble, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using namespace cuda;
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(h, "cuInit"));
+  auto retain = reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(dlsym(h, "cuDevicePrimaryCtxRetain"));
+  auto set = reinterpret_cast<CUresult (*)(CUcontext)>(dlsym(h, "cuCtxSetCurrent"));
+  auto alloc = reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(dlsym(h, "cuMemAlloc_v2"));
+  auto get_handle = reinterpret_cast<CUresult (*)(IpcMemHandle*, CUdeviceptr)>(dlsym(h, "cuIpcGetMemHandle"));
+  auto uuid_of = reinterpret_cast<CUresult (*)(Uuid*, CUdevice)>(dlsym(h, "cuDeviceGetUuid_v2"));
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(init(0), kSuccess);
+  ASSERT_EQ(retain(&ctx, 0), kSuccess);
+  ASSERT_EQ(set(ctx), kSuccess);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(alloc(&p, 65536), kSuccess);
+  IpcMemHandle handle;
+  ASSERT_EQ(get_handle(&handle, p), kSuccess);
+  Uuid uuid;
+  ASSERT_EQ(uuid_of(&uuid, 0), kSuccess);
+
+  RawShimClient c;
+  ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
+  ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
+  RegisterBufferRequest reg{};
+  reg.buffer_id = 1;
+  reg.size = 1ull << 30;
+  memcpy(reg.device.bytes, uuid.bytes, sizeof(reg.device.bytes));
+  memcpy(reg.ipc_handle, handle.reserved, sizeof(reg.ipc_handle));
+  ASSERT_TRUE(c.SendFrame(kRegisterBuffer, &reg, sizeof reg));
+  EXPECT_EQ(c.ReadStatus(kReplyBound), ncclInvalidArgument) << c.last_message();
+  EXPECT_NE(c.last_message().find("65536"), std::string::npos) << c.last_message();
+  // The true size is accepted, on the same connection.
+  reg.size = 65536;
+  ASSERT_TRUE(c.SendFrame(kRegisterBuffer, &reg, sizeof reg));
+  EXPECT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// Two hosts, one rank each: the daemons stage device buffers through pinned memory and
+// carry them over TCP.
+class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
+ public:
+  static ClusterConfig Config() {
+    ClusterConfig c;
+    c.prefix = "gh";
+    c.subnet = "10.231.53";
+    c.hosts = 2;
+    c.timeout_ms = 30000;
+    c.daemon_wrapper = DaemonWithTheDouble();
+    return c;
+  }
+};
+
+TEST_F(DeviceDoubleHostsTest, CollectivesAcrossHosts) {
+  const std::string id_file = cluster_->NewIdFile();
+  std::vector<Subprocess*> ranks;
+  for (int host = 0; host < 2; ++host) {
+    ranks.push_back(&cluster_->Launch(host, "device_probe",
+                                      {Cluster::BinPath("device_probe"), "hosts", "--nranks", "4", "--base",
+                                       std::to_string(2 * host), "--ranks", "2", "--id-file", id_file},
+                                      ProbeEnv()));
+  }
+  for (Subprocess* p : ranks) {
+    ASSERT_TRUE(p->Wait(std::chrono::seconds(90 * kSanitizerSlowdown))) << p->Output() << cluster_->Describe();
+    EXPECT_TRUE(Passed(*p)) << p->Output();
+  }
+}
+
+}  // namespace
+}  // namespace conduit::it

@@ -1,0 +1,400 @@
+// device_probe: an NCCL program on device memory, as PyTorch runs one, for hosts without a
+// GPU: it loads the CUDA driver named by $CONDUIT_CUDA_DRIVER (the test double,
+// tests/cuda_double) the way the CUDA runtime would, makes device buffers, puts "compute"
+// on its streams (the double's fill kernel, which sleeps first, so a collective that does
+// not wait for the program's stream reads stale data), calls collectives through the shim
+// and checks every result after copying it back on the stream.
+//
+//   device_probe local [--ranks N]          N ranks in this process (default 3) on GPU 0:
+//       every collective; ncclMemAlloc buffers; ordering across streams through events;
+//       free and re-allocation at the same address.
+//   device_probe hosts --nranks T --base B --ranks N --id-file F
+//       ranks B..B+N-1 of T (the process holding rank 0 writes the id): all-reduce and
+//       all-gather of device buffers across hosts.
+//   device_probe abort                      rank 0 of 2 waits in an all-reduce on device
+//       buffers (rank 1 never calls); ncclCommAbort on another thread must end it promptly.
+// Prints a line per check; exits 0 when all pass.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coll_id_file.h"
+#include "cuda/cuda_driver.h"
+#include "nccl.h"
+
+namespace {
+
+using namespace conduit::cuda;  // NOLINT: the driver ABI's types
+
+// The driver's entry points, as a CUDA runtime would resolve them.
+struct Driver {
+#define DEVICE_PROBE_MEMBER_(member, symbol, params) CUresult(*member) params = nullptr;
+  CONDUIT_CUDA_DRIVER_API(DEVICE_PROBE_MEMBER_)
+#undef DEVICE_PROBE_MEMBER_
+};
+
+Driver g_cu;
+
+cudaStream_t Nccl(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
+CUcontext g_ctx = nullptr;
+CUfunction g_fill = nullptr;
+int g_failures = 0;
+
+#define CU_CHECK(call)                                                              \
+  do {                                                                              \
+    CUresult r_ = (call);                                                           \
+    if (r_ != kSuccess) {                                                           \
+      std::printf("device_probe: %s failed: CUresult %d (line %d)\n", #call, r_, __LINE__); \
+      std::exit(2);                                                                 \
+    }                                                                               \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                                                   \
+  do {                                                                                                     \
+    ncclResult_t r_ = (call);                                                                              \
+    if (r_ != ncclSuccess) {                                                                               \
+      std::printf("device_probe: %s failed: %s (%s)\n", #call, ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
+      std::exit(3);                                                                                        \
+    }                                                                                                      \
+  } while (0)
+
+void LoadDriver() {
+  const char* path = std::getenv("CONDUIT_CUDA_DRIVER");
+  if (path == nullptr) {
+    std::printf("device_probe: set CONDUIT_CUDA_DRIVER to the CUDA driver test double\n");
+    std::exit(2);
+  }
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    std::printf("device_probe: cannot load %s: %s\n", path, dlerror());
+    std::exit(2);
+  }
+#define DEVICE_PROBE_RESOLVE_(member, symbol, params) \
+  g_cu.member = reinterpret_cast<decltype(g_cu.member)>(dlsym(h, #symbol));
+  CONDUIT_CUDA_DRIVER_API(DEVICE_PROBE_RESOLVE_)
+#undef DEVICE_PROBE_RESOLVE_
+  CU_CHECK(g_cu.Init(0));
+  CUdevice dev = 0;
+  CU_CHECK(g_cu.DeviceGet(&dev, 0));
+  CU_CHECK(g_cu.DevicePrimaryCtxRetain(&g_ctx, dev));
+  CU_CHECK(g_cu.CtxSetCurrent(g_ctx));
+  CUmodule module = nullptr;
+  CU_CHECK(g_cu.ModuleLoadData(&module, "conduit-cuda-double-module"));
+  CU_CHECK(g_cu.ModuleGetFunction(&g_fill, module, "conduit_double_fill_float32"));
+}
+
+void Check(bool ok, const std::string& what) {
+  std::printf("device_probe: %s: %s\n", ok ? "ok" : "FAILED", what.c_str());
+  if (!ok) ++g_failures;
+}
+
+float* DeviceFloats(size_t count) {
+  CUdeviceptr p = 0;
+  CU_CHECK(g_cu.MemAlloc(&p, count * sizeof(float)));
+  return reinterpret_cast<float*>(p);
+}
+
+// dst[i] = first + i, on `stream`, after `delay_ms` (a kernel still running when the
+// collective is called).
+void Fill(float* dst, size_t count, float first, uint32_t delay_ms, CUstream stream) {
+  uint64_t ptr = reinterpret_cast<uint64_t>(dst), n = count;
+  float step = 1;
+  void* params[] = {&ptr, &n, &first, &step, &delay_ms};
+  CU_CHECK(g_cu.LaunchKernel(g_fill, 1, 1, 1, 128, 1, 1, 0, stream, params, nullptr));
+}
+
+// The buffer's contents once the work queued on `stream` is done (a copy into pageable
+// memory returns when complete).
+std::vector<float> Read(const float* src, size_t count, CUstream stream) {
+  std::vector<float> out(count);
+  CU_CHECK(g_cu.MemcpyAsync(reinterpret_cast<CUdeviceptr>(out.data()), reinterpret_cast<CUdeviceptr>(src),
+                            count * sizeof(float), stream));
+  CU_CHECK(g_cu.StreamSynchronize(stream));
+  return out;
+}
+
+// Index of the first element where got differs from want(i), or -1.
+template <typename F>
+long FirstWrong(const std::vector<float>& got, F want) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want(i)) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+struct Ranks {
+  int nranks = 0;  // in the communicator
+  int base = 0;    // global rank of local rank 0
+  std::vector<ncclComm_t> comms;
+  std::vector<CUstream> streams;
+  int local() const { return static_cast<int>(comms.size()); }
+};
+
+void Init(Ranks* r, int nranks, int base, int local, const ncclUniqueId& id) {
+  r->nranks = nranks;
+  r->base = base;
+  r->comms.assign(local, nullptr);
+  r->streams.assign(local, nullptr);
+  for (int i = 0; i < local; ++i) CU_CHECK(g_cu.StreamCreate(&r->streams[i], kStreamNonBlocking));
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < local; ++i) NCCL_CHECK(ncclCommInitRank(&r->comms[i], nranks, id, base + i));
+  NCCL_CHECK(ncclGroupEnd());
+}
+
+constexpr size_t kCount = 1001;  // odd: the kernels' element tail, not only whole vectors
+constexpr uint32_t kComputeMs = 150;
+
+// Each local rank's send buffer filled with b + (global rank + 1) + i by a slow kernel;
+// returns b, different for every call so a collective that read the inputs before the
+// kernel finished would find the previous call's values and fail.
+float FillSends(const Ranks& r, const std::vector<float*>& send, size_t count) {
+  static int round = 0;
+  const float b = static_cast<float>(1000 * ++round);
+  for (int i = 0; i < r.local(); ++i) Fill(send[i], count, b + static_cast<float>(r.base + i + 1), kComputeMs, r.streams[i]);
+  return b;
+}
+
+float RankSum(int nranks) { return static_cast<float>(nranks * (nranks + 1) / 2); }
+
+void AllReduceSum(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv, const char* label) {
+  const float b = FillSends(r, send, kCount);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < r.local(); ++i) {
+    NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  for (int i = 0; i < r.local(); ++i) {
+    const long wrong = FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) {
+      return r.nranks * b + RankSum(r.nranks) + r.nranks * static_cast<float>(e);
+    });
+    Check(wrong < 0, std::string(label) + " rank " + std::to_string(r.base + i) +
+                         (wrong < 0 ? "" : " (first wrong element " + std::to_string(wrong) + ")"));
+  }
+}
+
+void AllGather(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
+  const float b = FillSends(r, send, kCount);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < r.local(); ++i) NCCL_CHECK(ncclAllGather(send[i], recv[i], kCount, ncclFloat32, r.comms[i], Nccl(r.streams[i])));
+  NCCL_CHECK(ncclGroupEnd());
+  for (int i = 0; i < r.local(); ++i) {
+    const long wrong = FirstWrong(Read(recv[i], kCount * r.nranks, r.streams[i]), [&](size_t e) {
+      return b + static_cast<float>(e / kCount + 1) + static_cast<float>(e % kCount);
+    });
+    Check(wrong < 0, "all-gather rank " + std::to_string(r.base + i));
+  }
+}
+
+// Every other collective, one process holding all ranks.
+void OtherCollectives(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
+  const int n = r.nranks;
+  // Average.
+  float b = FillSends(r, send, kCount);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ncclAvg, r.comms[i], Nccl(r.streams[i])));
+  NCCL_CHECK(ncclGroupEnd());
+  for (int i = 0; i < n; ++i) {
+    Check(FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) { return b + RankSum(n) / n + e; }) < 0,
+          "all-reduce avg rank " + std::to_string(i));
+  }
+  // Reduce-scatter: send holds n * c elements, rank g gets sum over h of send_h[g*c + e].
+  const size_t c = kCount / n;
+  b = FillSends(r, send, c * n);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclReduceScatter(send[i], recv[i], c, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
+  NCCL_CHECK(ncclGroupEnd());
+  for (int i = 0; i < n; ++i) {
+    Check(FirstWrong(Read(recv[i], c, r.streams[i]), [&](size_t e) { return n * b + RankSum(n) + n * static_cast<float>(i * c + e); }) < 0,
+          "reduce-scatter rank " + std::to_string(i));
+  }
+  // Broadcast from the last rank and reduce to rank 0.
+  const int root = n - 1;
+  b = FillSends(r, send, kCount);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclBroadcast(send[i], recv[i], kCount, ncclFloat32, root, r.comms[i], Nccl(r.streams[i])));
+  NCCL_CHECK(ncclGroupEnd());
+  for (int i = 0; i < n; ++i) {
+    Check(FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) { return b + static_cast<float>(root + 1) + e; }) < 0,
+          "broadcast from rank " + std::to_string(root) + ", rank " + std::to_string(i));
+  }
+  b = FillSends(r, send, kCount);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclReduce(send[i], recv[i], kCount, ncclFloat32, ncclSum, 0, r.comms[i], Nccl(r.streams[i])));
+  NCCL_CHECK(ncclGroupEnd());
+  Check(FirstWrong(Read(recv[0], kCount, r.streams[0]),
+                   [&](size_t e) { return n * b + RankSum(n) + n * static_cast<float>(e); }) < 0,
+        "reduce to rank 0");
+}
+
+// The program's compute runs on another stream; the collective's stream waits for it
+// through an event, so the daemon must wait for that other stream's kernel too.
+void AcrossStreams(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
+  std::vector<CUstream> compute(r.local());
+  std::vector<CUevent> done(r.local());
+  for (int i = 0; i < r.local(); ++i) {
+    CU_CHECK(g_cu.StreamCreate(&compute[i], kStreamNonBlocking));
+    CU_CHECK(g_cu.EventCreate(&done[i], kEventDisableTiming));
+    // The compute stream writes send[i] only after the collectives before have read it.
+    CU_CHECK(g_cu.EventRecord(done[i], r.streams[i]));
+    CU_CHECK(g_cu.StreamWaitEvent(compute[i], done[i], 0));
+    Fill(send[i], kCount, 500.0f + static_cast<float>(r.base + i + 1), kComputeMs, compute[i]);
+    CU_CHECK(g_cu.EventRecord(done[i], compute[i]));
+    CU_CHECK(g_cu.StreamWaitEvent(r.streams[i], done[i], 0));
+  }
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < r.local(); ++i) {
+    NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  for (int i = 0; i < r.local(); ++i) {
+    Check(FirstWrong(Read(recv[i], kCount, r.streams[i]),
+                     [&](size_t e) { return r.nranks * 500.0f + RankSum(r.nranks) + r.nranks * static_cast<float>(e); }) < 0,
+          "all-reduce after compute on another stream, rank " + std::to_string(r.base + i));
+    CU_CHECK(g_cu.EventDestroy(done[i]));
+    CU_CHECK(g_cu.StreamDestroy(compute[i]));
+  }
+}
+
+int Local(int nranks) {
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  Ranks r;
+  Init(&r, nranks, 0, nranks, id);
+  std::vector<float*> send(nranks), recv(nranks);
+  for (int i = 0; i < nranks; ++i) {
+    recv[i] = DeviceFloats(kCount * nranks);
+    if (i == nranks - 1) {
+      // ncclMemAlloc must give device memory (nccl-tests and PyTorch's allocator hooks
+      // run kernels on it).
+      void* p = nullptr;
+      NCCL_CHECK(ncclMemAlloc(&p, kCount * nranks * sizeof(float)));
+      unsigned type = 0;
+      CU_CHECK(g_cu.PointerGetAttribute(&type, kPointerAttributeMemoryType, reinterpret_cast<CUdeviceptr>(p)));
+      Check(type == kMemoryTypeDevice, "ncclMemAlloc returns device memory");
+      send[i] = static_cast<float*>(p);
+    } else {
+      send[i] = DeviceFloats(kCount * nranks);
+    }
+  }
+  AllReduceSum(r, send, recv, "all-reduce sum");
+  AllGather(r, send, recv);
+  OtherCollectives(r, send, recv);
+  AcrossStreams(r, send, recv);
+  // Freed and allocated again (the same address, as CUDA's allocator often gives): the
+  // daemon must not keep using its mapping of the freed allocation.
+  int same = 0;
+  for (int i = 0; i + 1 < nranks; ++i) {
+    const float* old = send[i];
+    CU_CHECK(g_cu.MemFree(reinterpret_cast<CUdeviceptr>(send[i])));
+    send[i] = DeviceFloats(kCount * nranks);
+    same += send[i] == old;
+  }
+  std::printf("device_probe: %d of %d re-allocations came back at the same address\n", same, nranks - 1);
+  AllReduceSum(r, send, recv, "all-reduce sum after free and re-allocation");
+  for (int i = 0; i < nranks; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
+  return g_failures == 0 ? 0 : 1;
+}
+
+int Hosts(int nranks, int base, int local, const std::string& id_file) {
+  ncclUniqueId id;
+  if (base == 0) {
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    if (!conduit::it::WriteIdFile(id_file, id)) return 2;
+  } else if (!conduit::it::ReadIdFile(id_file, 60, &id)) {
+    std::printf("device_probe: no id in %s\n", id_file.c_str());
+    return 2;
+  }
+  Ranks r;
+  Init(&r, nranks, base, local, id);
+  std::vector<float*> send(local), recv(local);
+  for (int i = 0; i < local; ++i) {
+    send[i] = DeviceFloats(kCount);
+    recv[i] = DeviceFloats(kCount * nranks);
+  }
+  AllReduceSum(r, send, recv, "all-reduce sum across hosts");
+  AllGather(r, send, recv);
+  for (int i = 0; i < local; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
+  return g_failures == 0 ? 0 : 1;
+}
+
+int Abort() {
+  using Clock = std::chrono::steady_clock;
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
+  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
+  NCCL_CHECK(ncclGroupEnd());
+  CUstream stream = nullptr;
+  CU_CHECK(g_cu.StreamCreate(&stream, kStreamNonBlocking));
+  float* buf = DeviceFloats(kCount);
+  Fill(buf, kCount, 1, 0, stream);
+  std::atomic<int> result{-1};
+  std::atomic<double> call_ms{-1};
+  const Clock::time_point start = Clock::now();
+  std::thread caller([&] {
+    result = ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comms[0], Nccl(stream));
+    call_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const Clock::time_point abort_start = Clock::now();
+  const ncclResult_t aborted = ncclCommAbort(comms[0]);
+  const double abort_ms = std::chrono::duration<double, std::milli>(Clock::now() - abort_start).count();
+  caller.join();
+  ncclCommAbort(comms[1]);
+  std::printf("device_probe: abort: ncclCommAbort=%d in %.0f ms; the all-reduce returned %d after %.0f ms\n",
+              static_cast<int>(aborted), abort_ms, result.load(), call_ms.load());
+  // The call either failed (it waited for rank 1 inside the daemon) or was enqueued and
+  // returned: both are NCCL's contract; it must not hang, nor the abort.
+  Check(aborted == ncclSuccess && abort_ms < 5000 && result != -1 && call_ms < 5300,
+        "abort of a communicator with a device all-reduce in flight");
+  // The stream must not be left waiting forever on work the daemon will never do.
+  const Clock::time_point sync_start = Clock::now();
+  for (;;) {
+    CUresult q = g_cu.StreamQuery(stream);
+    if (q != kErrorNotReady) break;
+    if (Clock::now() - sync_start > std::chrono::seconds(30)) {
+      Check(false, "the caller's stream still waits 30 s after the abort");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return g_failures == 0 ? 0 : 1;
+}
+
+const char* Arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::printf("usage: device_probe local|hosts|abort [options]\n");
+    return 2;
+  }
+  LoadDriver();
+  const std::string mode = argv[1];
+  int rc = 2;
+  if (mode == "local") {
+    rc = Local(std::atoi(Arg(argc, argv, "--ranks", "3")));
+  } else if (mode == "hosts") {
+    rc = Hosts(std::atoi(Arg(argc, argv, "--nranks", "2")), std::atoi(Arg(argc, argv, "--base", "0")),
+               std::atoi(Arg(argc, argv, "--ranks", "1")), Arg(argc, argv, "--id-file", ""));
+  } else if (mode == "abort") {
+    rc = Abort();
+  }
+  std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
+  return rc;
+}
