@@ -70,6 +70,10 @@ inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;
 inline constexpr unsigned kMemHostAllocPortable = 0x1;
 inline constexpr unsigned kMemHostAllocDeviceMap = 0x2;
 
+// CUstreamWaitValue_flags / CUstreamWriteValue_flags.
+inline constexpr unsigned kStreamWaitValueGeq = 0x0;  // until (int32_t)(*addr - value) >= 0
+inline constexpr unsigned kStreamWriteValueDefault = 0x0;
+
 // CUstreamCaptureStatus.
 inline constexpr int kStreamCaptureStatusNone = 0;
 

@@ -39,7 +39,7 @@ bool CudaDriver::Resolve(void* handle, std::string* why) {
 #define CONDUIT_CUDA_RESOLVE_(member, symbol, params)                                  \
   member = reinterpret_cast<decltype(member)>(dlsym(handle, #symbol));                  \
   if (member == nullptr) {                                                             \
-    *why = path_ + " lacks " #symbol " (a driver older than CUDA 11.4?)"; \
+    *why = path_ + " lacks " #symbol " (a driver older than CUDA 11.7?)"; \
     return false;                                                                      \
   }
   CONDUIT_CUDA_DRIVER_API(CONDUIT_CUDA_RESOLVE_)

@@ -64,6 +64,8 @@ namespace conduit::cuda {
   X(StreamWaitEvent, cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned flags))     \
   X(StreamSynchronize, cuStreamSynchronize, (CUstream stream))                                \
   X(StreamQuery, cuStreamQuery, (CUstream stream))                                            \
+  X(StreamWaitValue32, cuStreamWaitValue32_v2, (CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags)) \
+  X(StreamWriteValue32, cuStreamWriteValue32_v2, (CUstream stream, CUdeviceptr addr, unsigned value, unsigned flags)) \
   X(StreamIsCapturing, cuStreamIsCapturing, (CUstream stream, int* status))                   \
   X(StreamGetCtx, cuStreamGetCtx, (CUstream stream, CUcontext * ctx))                         \
   X(ModuleLoadData, cuModuleLoadData, (CUmodule * module, const void* image))                 \

@@ -1,6 +1,7 @@
 #include "device_path.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -13,6 +14,9 @@ namespace {
 
 cuda::CUstream AsStream(cudaStream_t s) { return reinterpret_cast<cuda::CUstream>(s); }
 cuda::CUdeviceptr AsDevicePtr(const void* p) { return reinterpret_cast<cuda::CUdeviceptr>(p); }
+
+// The connection's sync words: the ready word, the done word, padding to a 256-byte allocation.
+constexpr size_t kSyncWordsBytes = 256;
 
 bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
 
@@ -115,6 +119,11 @@ Status SyncStaged(const PendingOp& op) {
 DevicePath::~DevicePath() {
   const cuda::CudaDriver* d = ProcessCuda();
   if (d == nullptr) return;
+  if (words_ != 0) {
+    // cuMemFree waits for the device's work, which includes the streams waiting on it.
+    cuda::ScopedContext ctx(*d, words_context_);
+    d->MemFree(words_);
+  }
   if (ready_ != nullptr) {
     cuda::ScopedContext ctx(*d, ready_context_);
     d->EventDestroy(ready_);
@@ -298,6 +307,107 @@ Status DevicePath::RecordReady(cudaStream_t stream, int device, cuda::CUcontext 
   if (r != cuda::kSuccess) return d.Error("cuEventRecord on the caller's stream", r);
   *header = ready_header_;
   return Status::Ok();
+}
+
+bool DevicePath::SetUpWords(DaemonConnection& conn, const PendingOp& op) {
+  const cuda::CudaDriver& d = *ProcessCuda();
+  const BufferInfo& info = op.in_bytes > 0 ? op.in_info : op.out_info;
+  const cuda::CUcontext ctx = StreamContext(d, op.stream, info.context);
+  cuda::ScopedContext scope(d, ctx);
+  const char* step = "cuMemAlloc";
+  cuda::CUdeviceptr words = 0;
+  cuda::CUstream setup = nullptr;
+  // Zeroed, and the stream memory operations tried once, so a driver without them turns
+  // this path off here rather than failing a collective. On a stream of its own: the
+  // program's may still be busy for a long time, and this call must not wait for it.
+  cuda::CUresult r = d.MemAlloc(&words, kSyncWordsBytes);
+  if (r == cuda::kSuccess) {
+    step = "cuStreamCreate";
+    r = d.StreamCreate(&setup, cuda::kStreamNonBlocking);
+  }
+  if (r == cuda::kSuccess) {
+    step = "cuMemsetD8Async";
+    r = d.MemsetD8Async(words, 0, kSyncWordsBytes, setup);
+  }
+  if (r == cuda::kSuccess) {
+    step = "cuStreamWriteValue32";
+    r = d.StreamWriteValue32(setup, words, 0, cuda::kStreamWriteValueDefault);
+  }
+  if (r == cuda::kSuccess) {
+    step = "cuStreamWaitValue32";
+    r = d.StreamWaitValue32(setup, words, 0, cuda::kStreamWaitValueGeq);
+  }
+  if (r == cuda::kSuccess) {
+    step = "cuStreamSynchronize";
+    r = d.StreamSynchronize(setup);
+  }
+  if (setup != nullptr) d.StreamDestroy(setup);
+  Status st = r == cuda::kSuccess ? Status::Ok() : d.Error(step, r);
+  BufferInfo words_info;
+  bool shared = true;  // Register clears it when the allocation cannot be shared
+  uint64_t id = 0, offset = 0;
+  if (st.ok()) st = ClassifyBuffer(reinterpret_cast<const void*>(words), &words_info);
+  if (st.ok()) st = Register(conn, reinterpret_cast<const void*>(words), words_info, &shared, &id, &offset);
+  if (st.ok() && !shared) st = InvalidUsage("conduitd cannot map it");
+  if (!st.ok()) {
+    if (words != 0) d.MemFree(words);
+    async_usable_ = false;
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      CLOG_WARN("device collectives cannot be ordered by stream memory operations here (%s): each call waits until "
+                "conduitd has run it (docs/gpu.md)",
+                st.message().c_str());
+    }
+    return false;
+  }
+  words_ = words;
+  words_context_ = ctx;
+  words_device_ = info.device;
+  async_header_ = shimproto::DeviceAsyncHeader{};
+  async_header_.sync_id = id;
+  async_header_.sync_offset = offset;
+  return Uuid(info.device, &async_header_.device).ok();
+}
+
+bool DevicePath::UseAsync(DaemonConnection& conn, const std::vector<PendingOp*>& ops) {
+  if (!async_usable_ || ops.empty()) return false;
+  for (const PendingOp* op : ops) {
+    if (op->place != MemoryKind::kDevice || op->stream != ops[0]->stream) return false;
+  }
+  const PendingOp& first = *ops[0];
+  const int device = first.in_bytes > 0 ? first.in_info.device : first.out_info.device;
+  if (words_ == 0) {
+    static const bool wanted = [] {
+      const char* sync = getenv("CONDUIT_DEVICE_SYNC");  // "events": the waiting path, for comparison
+      return sync == nullptr || strcmp(sync, "events") != 0;
+    }();
+    if (!wanted) {
+      async_usable_ = false;
+      return false;
+    }
+    if (!SetUpWords(conn, first)) return false;
+  }
+  return device == words_device_;
+}
+
+Status DevicePath::SignalReady(cudaStream_t stream, shimproto::DeviceAsyncHeader* header) {
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::ScopedContext scope(d, StreamContext(d, stream, words_context_));
+  const uint32_t seq = seq_ + 1;
+  cuda::CUresult r = d.StreamWriteValue32(AsStream(stream), words_, seq, cuda::kStreamWriteValueDefault);
+  if (r != cuda::kSuccess) return d.Error("cuStreamWriteValue32 of the ready word", r);
+  seq_ = seq;
+  *header = async_header_;
+  header->seq = seq;
+  return Status::Ok();
+}
+
+Status DevicePath::WaitDoneWord(cudaStream_t stream, uint32_t seq) {
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::ScopedContext scope(d, StreamContext(d, stream, words_context_));
+  cuda::CUresult r =
+      d.StreamWaitValue32(AsStream(stream), words_ + sizeof(uint32_t), seq, cuda::kStreamWaitValueGeq);
+  return r == cuda::kSuccess ? Status::Ok() : d.Error("cuStreamWaitValue32 on conduitd's done word", r);
 }
 
 Status DevicePath::WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail) {

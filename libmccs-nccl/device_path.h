@@ -57,6 +57,20 @@ class DevicePath {
   // After the daemon accepted the group: the stream waits for the daemon's work.
   Status WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail);
 
+  // Asynchronous groups (shimproto::kGroupAsync, docs/gpu.md): whether this group, whose
+  // ops Prepare placed, goes as one: every op a device op on `stream`, and this
+  // connection's sync words set up (on first use: allocated on the stream's GPU, checked
+  // that the driver runs stream memory operations, registered with the daemon). Otherwise
+  // the group orders by events and its call waits for the daemon to run it.
+  bool UseAsync(DaemonConnection& conn, const std::vector<PendingOp*>& ops);
+  // On `stream`: the ready word gets the group's number after the program's earlier work;
+  // fills the header.
+  Status SignalReady(cudaStream_t stream, shimproto::DeviceAsyncHeader* header);
+  // After the daemon accepted the group: `stream` waits until its done word reaches `seq`.
+  Status WaitDoneWord(cudaStream_t stream, uint32_t seq);
+  // Whether an asynchronous group was ever sent (ncclCommGetAsyncError then asks the daemon).
+  bool async_used() const { return seq_ != 0; }
+
  private:
   struct Registered {
     uint64_t base = 0;
@@ -72,10 +86,18 @@ class DevicePath {
   // handle exported on first use). *usable false when CUDA will not create or export
   // one here: from then on this connection stages its device buffers.
   void EnsureReadyEvent(cuda::CUcontext ctx, bool* usable);
+  // UseAsync's first-use setup; false (and async off for this connection) on any refusal.
+  bool SetUpWords(DaemonConnection& conn, const PendingOp& op);
 
   bool probed_ = false;
   bool daemon_serves_ = false;
   bool events_usable_ = true;
+  bool async_usable_ = true;          // until a setup step fails, or CONDUIT_DEVICE_SYNC=events
+  cuda::CUdeviceptr words_ = 0;       // ready word, then done word (device memory)
+  cuda::CUcontext words_context_ = nullptr;
+  int words_device_ = -1;
+  shimproto::DeviceAsyncHeader async_header_{};
+  uint32_t seq_ = 0;                  // the last group's number
   std::vector<shimproto::DeviceUuid> daemon_devices_;
   std::map<uint64_t, Registered> registered_;  // by buffer id
   std::map<int, shimproto::DeviceUuid> uuids_;  // by CUDA ordinal

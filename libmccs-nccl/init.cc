@@ -378,6 +378,21 @@ ncclResult_t CommRevoke(ncclComm_t comm, int revokeFlags) {
 
 ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!ValidComm(comm) || asyncError == nullptr) return Fail("ncclCommGetAsyncError", ncclInvalidArgument, "bad arguments");
+  // Groups conduitd accepted and runs later may fail there: ask it, unless a call holds the
+  // connection (a watchdog thread must never wait behind one; it asks again later).
+  if (comm->async_error.load() == ncclSuccess) {
+    std::unique_lock<std::mutex> lock(comm->op_mu, std::try_to_lock);
+    if (lock.owns_lock() && comm->conn && comm->device_path.async_used()) {
+      Frame reply;
+      Status st = comm->conn->Call(shimproto::kAsyncError, nullptr, 0, shimproto::kAsyncErrorReply, &reply);
+      if (!st.ok()) {
+        int expected = ncclSuccess;
+        if (comm->async_error.compare_exchange_strong(expected, st.code())) {
+          Fail("ncclCommGetAsyncError", Status(st.code(), "a collective conduitd accepted failed: " + st.message()));
+        }
+      }
+    }
+  }
   *asyncError = static_cast<ncclResult_t>(comm->async_error.load());
   return ncclSuccess;
 }

@@ -67,6 +67,8 @@ ncclResult_t ResolveRedOp(const char* call, ncclComm* comm, ncclRedOp_t op, nccl
 struct Sent {
   bool streamed = false;
   bool device = false;              // a device group: the reply carries the done event
+  bool async = false;               // ... or, asynchronous, the stream waits for the done word
+  uint32_t seq = 0;                 // the asynchronous group's number
   cudaStream_t device_stream = nullptr;
   std::vector<PendingOp*> staged;   // ops whose results come back with CUDA copies
 };
@@ -146,6 +148,7 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   bool any_device = false;
   for (const PendingOp* op : list) any_device |= op->place == MemoryKind::kDevice;
   if (any_device) CONDUIT_RETURN_IF_ERROR(comm->device_path.Prepare(*comm->conn, list));
+  sent->async = any_device && comm->device_path.UseAsync(*comm->conn, list);
   ReleaseFreedRegions(comm);
   bool any_regions = false;
   if (!any_device) {
@@ -179,14 +182,15 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   CONDUIT_RETURN_IF_ERROR(comm->staging.Reserve(total, *comm->conn));
   sent->streamed = CanStream(list);
   sent->device = first_device != nullptr;
-  const size_t device_bytes =
-      sent->device ? sizeof(shimproto::DeviceGroupHeader) + list.size() * sizeof(shimproto::DeviceOpRef) : 0;
+  const size_t device_header = sent->async ? sizeof(shimproto::DeviceAsyncHeader) : sizeof(shimproto::DeviceGroupHeader);
+  const size_t device_bytes = sent->device ? device_header + list.size() * sizeof(shimproto::DeviceOpRef) : 0;
   const size_t region_bytes = any_regions ? list.size() * sizeof(shimproto::RegionOpRef) : 0;
   std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc) + device_bytes +
                                region_bytes);
   shimproto::GroupRequest head{static_cast<uint32_t>(list.size()),
                                (sent->streamed ? shimproto::kGroupStreamed : 0) |
                                    (sent->device ? shimproto::kGroupDevice : 0) |
+                                   (sent->async ? shimproto::kGroupAsync : 0) |
                                    (any_regions ? shimproto::kGroupRegions : 0)};
   memcpy(request.data(), &head, sizeof(head));
   if (sent->streamed) ResetForStreaming(comm->staging.data());
@@ -209,13 +213,20 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   // The daemon reads staged inputs as soon as the request arrives.
   CONDUIT_RETURN_IF_ERROR(SyncStagedStreams(sent->staged));
   if (sent->device) {
-    shimproto::DeviceGroupHeader dev;
-    const BufferInfo& info = first_device->in_bytes > 0 ? first_device->in_info : first_device->out_info;
-    CONDUIT_RETURN_IF_ERROR(comm->device_path.RecordReady(first_device->stream, info.device, info.context, &dev));
-    sent->device_stream = first_device->stream;
     uint8_t* p = descs + list.size() * sizeof(shimproto::OpDesc);
-    memcpy(p, &dev, sizeof(dev));
-    p += sizeof(dev);
+    if (sent->async) {
+      shimproto::DeviceAsyncHeader dev;
+      CONDUIT_RETURN_IF_ERROR(comm->device_path.SignalReady(first_device->stream, &dev));
+      sent->seq = dev.seq;
+      memcpy(p, &dev, sizeof(dev));
+    } else {
+      shimproto::DeviceGroupHeader dev;
+      const BufferInfo& info = first_device->in_bytes > 0 ? first_device->in_info : first_device->out_info;
+      CONDUIT_RETURN_IF_ERROR(comm->device_path.RecordReady(first_device->stream, info.device, info.context, &dev));
+      memcpy(p, &dev, sizeof(dev));
+    }
+    sent->device_stream = first_device->stream;
+    p += device_header;
     for (size_t i = 0; i < list.size(); ++i) {
       const shimproto::DeviceOpRef ref = list[i]->place == MemoryKind::kDevice ? list[i]->ref : shimproto::DeviceOpRef{};
       memcpy(p + i * sizeof(ref), &ref, sizeof(ref));
@@ -241,6 +252,13 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
   }
   // The segment is reused by the next request: staged copies out of it finish first.
   CONDUIT_RETURN_IF_ERROR(SyncStagedStreams(sent.staged));
+  if (sent.async) {
+    // Accepted, not yet run: the stream waits for the daemon's done word.
+    if (reply.payload.size() != sizeof(shimproto::GroupReply)) {
+      return SystemError("malformed reply to an asynchronous device group (%zu bytes)", reply.payload.size());
+    }
+    return comm->device_path.WaitDoneWord(sent.device_stream, sent.seq);
+  }
   if (sent.device) {
     shimproto::DeviceGroupReplyTail tail;
     if (reply.payload.size() != sizeof(shimproto::GroupReply) + sizeof(tail)) {

@@ -59,6 +59,10 @@ enum MsgType : uint16_t {
   kAttachRegionReply = 22,
   kReleaseRegion = 23,
   kReleaseRegionReply = 24,
+  // Asynchronous device groups (kGroupAsync, docs/gpu.md): the first error of a group the
+  // daemon accepted on this connection, or success. Empty request; the reply is a WireStatus.
+  kAsyncError = 25,
+  kAsyncErrorReply = 26,
 };
 
 // Hello: version = kVersion.
@@ -172,12 +176,15 @@ inline bool ServedInRegions(uint8_t kind, uint8_t redop) {
 inline constexpr uint32_t kGroupStreamed = 1;  // see protocol/staging_control.h
 inline constexpr uint32_t kGroupDevice = 2;    // DeviceGroupHeader and DeviceOpRefs follow the ops
 inline constexpr uint32_t kGroupRegions = 4;   // one RegionOpRef per op follows the ops
+// With kGroupDevice, every op a device op: DeviceAsyncHeader instead of DeviceGroupHeader,
+// and the reply comes once the daemon accepted the group, before it runs (docs/gpu.md).
+inline constexpr uint32_t kGroupAsync = 8;
 
 // Followed by nops OpDesc. Collectives run in order; sends and receives of the group
 // progress together, so any grouped point-to-point pattern completes.
 struct GroupRequest {
   uint32_t nops;
-  uint32_t flags;  // kGroupStreamed, kGroupDevice or kGroupRegions (at most one); other bits must be 0
+  uint32_t flags;  // kGroupStreamed, kGroupDevice (+ kGroupAsync) or kGroupRegions; other bits must be 0
 };
 
 // After the OpDescs of a group with kGroupRegions: one per op. For a kOpRegion op, where
@@ -238,7 +245,23 @@ struct DeviceGroupHeader {
   DeviceUuid device;                     // the GPU of that stream
 };
 
-// After DeviceGroupHeader: one per op. For a kOpDevice op, where its data is (registered
+// After the OpDescs of a group with kGroupDevice | kGroupAsync. Ordering with the program's
+// stream by 32-bit words in a registered device buffer, with stream memory operations: the
+// program's stream writes `seq` to the ready word after its earlier work and then waits
+// until the done word reaches `seq`; the daemon's stream waits until the ready word reaches
+// `seq`, runs the group and writes `seq` to the done word. A group that fails after it was
+// accepted still gets its done word (and ready word) written, so no stream waits forever;
+// its error is the connection's asynchronous error (kAsyncError). Comparisons are modulo
+// 2^32 ((int32_t)(word - seq) >= 0).
+struct DeviceAsyncHeader {
+  uint64_t sync_id;      // registered buffer holding the words
+  uint64_t sync_offset;  // of the ready word, 4-byte aligned; the done word is the next 4 bytes
+  uint32_t seq;          // this group's number on the connection
+  uint32_t reserved;     // 0
+  DeviceUuid device;     // the GPU of the program's stream
+};
+
+// After DeviceGroupHeader (or DeviceAsyncHeader): one per op. For a kOpDevice op, where its data is (registered
 // buffer id and byte offset in it; the op reads `send` and writes `recv`, in place when
 // they are the same); all zero for other ops.
 struct DeviceOpRef {
@@ -276,6 +299,7 @@ static_assert(sizeof(RegisterBufferRequest) == 96 && kWireStruct<RegisterBufferR
 static_assert(sizeof(ReleaseBufferRequest) == 8 && kWireStruct<ReleaseBufferRequest>);
 static_assert(sizeof(DeviceGroupHeader) == 80 && kWireStruct<DeviceGroupHeader>);
 static_assert(sizeof(DeviceGroupReplyTail) == 64 && kWireStruct<DeviceGroupReplyTail>);
+static_assert(sizeof(DeviceAsyncHeader) == 40 && kWireStruct<DeviceAsyncHeader>);
 
 }  // namespace conduit::shimproto
 

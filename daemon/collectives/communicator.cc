@@ -365,6 +365,15 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   return first;
 }
 
+Status Communicator::SignalDeviceDone(uint64_t word, uint32_t value) {
+  gpu::Runtime& runtime = gpu::Runtime::Get();
+  std::lock_guard<std::mutex> lock(mu_);
+  // device_ exists once a device collective ran, and is replaced only by ~Communicator.
+  if (!device_) return InternalError("an asynchronous device group ran no device collective");
+  cuda::ScopedContext ctx(runtime.driver(), device_->context());
+  return device_->WriteWord(word, value);
+}
+
 Status Communicator::SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
                              std::shared_ptr<SendTicket>* ticket) {
   size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
@@ -433,6 +442,8 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
   request.session_fd = context.session_fd;
   request.device = device;
   request.ready = device != nullptr ? context.ready_event : nullptr;
+  request.ready_word = device != nullptr ? context.ready_word : 0;
+  request.ready_value = context.ready_value;
   request.host = host;
   std::unique_lock<std::mutex> lock(mu_);
   queue_.Push(LocalIndex(rank), &request);

@@ -95,6 +95,10 @@ struct GroupContext {
   // the program recorded on its stream, and where to put the event its stream waits on.
   const std::vector<DeviceOpBuffers>* device_ops = nullptr;
   cuda::CUevent ready_event = nullptr;
+  // An asynchronous device group orders by words instead (shimproto::DeviceAsyncHeader):
+  // the daemon's stream waits until the word at ready_word (mapped here) reaches ready_value.
+  uint64_t ready_word = 0;
+  uint32_t ready_value = 0;
   cuda::IpcEventHandle* done_event = nullptr;
   // A group with host regions: per op its buffers (used by ops flagged kOpRegion).
   const std::vector<HostOpBuffers>* host_ops = nullptr;
@@ -154,6 +158,9 @@ class Communicator final : private PeerChannel::Handler {
   // Runs one group of ops for local rank `rank`; returns when all are done.
   Status RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops, int* failed_op,
                   const GroupContext& context = {});
+  // After an asynchronous device group's last op: writes `value` to the program's done word
+  // on the communicator's stream, after the group's GPU work.
+  Status SignalDeviceDone(uint64_t word, uint32_t value);
   // Validates one op against the communicator and the rank's segment (no side effects).
   Status ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const;
 
@@ -219,6 +226,8 @@ class Communicator final : private PeerChannel::Handler {
     int session_fd = -1;
     const DeviceOpBuffers* device = nullptr;  // set for device ops
     cuda::CUevent ready = nullptr;            // device ops: the program's ready event
+    uint64_t ready_word = 0;                  // ... or its ready word and value (async groups)
+    uint32_t ready_value = 0;
     const HostOpBuffers* host = nullptr;      // set for ops in host regions
     bool done = false;
     Status status;

@@ -52,7 +52,7 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
   int root = -1;  // local index of the root, if it is here
   for (size_t i = 0; i < batch.size(); ++i) {
     const CollRequest* r = batch[i];
-    CONDUIT_RETURN_IF_ERROR(cs.WaitFor(r->ready));
+    CONDUIT_RETURN_IF_ERROR(r->ready != nullptr ? cs.WaitFor(r->ready) : cs.WaitWord(r->ready_word, r->ready_value));
     sends.push_back(DeviceBuf{r->device->send, r->device->send_device});
     recvs.push_back(DeviceBuf{r->device->recv, r->device->recv_device});
     uint64_t s = 0;

@@ -55,6 +55,16 @@ Status CommStream::WaitFor(cuda::CUevent ready) {
   return r == cuda::kSuccess ? Status::Ok() : driver_.Error("cuStreamWaitEvent on a program's ready event", r);
 }
 
+Status CommStream::WaitWord(uint64_t word, uint32_t value) {
+  cuda::CUresult r = driver_.StreamWaitValue32(stream_, word, value, cuda::kStreamWaitValueGeq);
+  return r == cuda::kSuccess ? Status::Ok() : driver_.Error("cuStreamWaitValue32 on a program's ready word", r);
+}
+
+Status CommStream::WriteWord(uint64_t word, uint32_t value) {
+  cuda::CUresult r = driver_.StreamWriteValue32(stream_, word, value, cuda::kStreamWriteValueDefault);
+  return r == cuda::kSuccess ? Status::Ok() : driver_.Error("cuStreamWriteValue32 of a program's done word", r);
+}
+
 Status CommStream::Copy(DeviceBuf dst, DeviceBuf src, size_t bytes) {
   if (bytes == 0 || dst.ptr == src.ptr) return Status::Ok();
   // Unified addressing: the driver finds each side's memory (peer, host or local).

@@ -44,6 +44,10 @@ class CommStream {
 
   // Later work waits for `ready`, an event a program recorded on its stream.
   Status WaitFor(cuda::CUevent ready);
+  // Later work waits until the 32-bit word at `word` (a program's device memory mapped
+  // here) reaches `value` (modulo 2^32); WriteWord writes it after the work before.
+  Status WaitWord(uint64_t word, uint32_t value);
+  Status WriteWord(uint64_t word, uint32_t value);
   // For every element: in[0] (op) in[1] (op) ..., each input r first scaled by
   // (*scalars)[r] when `scalars` is given (PreMulSum), divided by `divisor` when > 0,
   // written to every output (gpu/combine.h). Any number of inputs and outputs; ones the

@@ -167,6 +167,20 @@ Status Runtime::Kernel(int device, ncclDataType_t type, ncclRedOp_t op, cuda::CU
   return Status::Ok();
 }
 
+Status Runtime::WriteWordNow(int device, uint64_t word, uint32_t value) {
+  if (!available_) return InvalidUsage("this daemon has no GPU support: %s", reason_.c_str());
+  if (device < 0 || device >= device_count()) return InternalError("no GPU %d", device);
+  std::lock_guard<std::mutex> lock(mu_);
+  Device& d = devices_[device];
+  cuda::ScopedContext ctx(*driver_, d.context);
+  if (d.signals == nullptr) {
+    cuda::CUresult r = driver_->StreamCreate(&d.signals, cuda::kStreamNonBlocking);
+    if (r != cuda::kSuccess) return driver_->Error("cuStreamCreate (signals)", r);
+  }
+  cuda::CUresult r = driver_->StreamWriteValue32(d.signals, word, value, cuda::kStreamWriteValueDefault);
+  return r == cuda::kSuccess ? Status::Ok() : driver_->Error("cuStreamWriteValue32 (releasing a failed group)", r);
+}
+
 bool Runtime::EnablePeerAccess(int device, int peer) {
   if (device == peer) return true;
   std::lock_guard<std::mutex> lock(mu_);

@@ -38,6 +38,10 @@ class Runtime {
 
   // The combine kernel for (type, op) on `device` (gpu/reduce_kernels.h).
   Status Kernel(int device, ncclDataType_t type, ncclRedOp_t op, cuda::CUfunction* fn);
+  // Writes `value` to the 32-bit word at `word` (memory mapped here) on a stream of
+  // `device` that waits for nothing: how a failed group still releases the streams that
+  // wait on its words.
+  Status WriteWordNow(int device, uint64_t word, uint32_t value);
   // Lets kernels on `device` read and write memory of `peer`; false when the hardware
   // cannot (the caller then bounces through host memory).
   bool EnablePeerAccess(int device, int peer);
@@ -54,6 +58,7 @@ class Runtime {
     int mps = -1;  // contexts on it are MPS clients: 1, 0, or -1 when the driver cannot say
     cuda::CUcontext context = nullptr;
     cuda::CUmodule module = nullptr;  // combine kernels, loaded on first use
+    cuda::CUstream signals = nullptr;  // WriteWordNow's, created on first use
     std::map<std::string, cuda::CUfunction> kernels;
   };
 

@@ -8,6 +8,7 @@
 #include "common/version.h"
 #include "protocol/shim_protocol.h"
 #include "security/comm_secret.h"
+#include "gpu/runtime.h"
 #include "session/group_request.h"
 
 namespace conduit {
@@ -44,6 +45,9 @@ ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramP
       regions_(policy->max_shm_bytes()) {}
 
 ClientSession::~ClientSession() {
+  // Groups not yet started are let go (their words written); the one under way ends with
+  // the communicator's failure below.
+  proxy_.Stop();
   // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
   // so peers get an error instead of waiting for it forever.
   if (comm_) comm_->Leave(rank_, /*graceful=*/false);
@@ -103,6 +107,7 @@ void ClientSession::Run() {
         break;
       }
       case shimproto::kDeriveId:
+        proxy_.Drain();  // the program's earlier groups come first
         st = HandleDeriveId(frame);
         break;
       case shimproto::kCommInit:
@@ -133,7 +138,12 @@ void ClientSession::Run() {
       case shimproto::kReleaseRegion:
         st = HandleReleaseRegion(frame);
         break;
+      case shimproto::kAsyncError:
+        st = frame.payload.empty() ? ReplyStatus(shimproto::kAsyncErrorReply, proxy_.error())
+                                   : ReplyStatus(shimproto::kAsyncErrorReply, InvalidArgument("AsyncError takes no payload"));
+        break;
       case shimproto::kCommDestroy:
+        proxy_.Drain();
         if (comm_) comm_->Leave(rank_, /*graceful=*/true);
         comm_.reset();
         JoinParkGroup();
@@ -292,12 +302,68 @@ Status ClientSession::HandleReleaseRegion(const Frame& frame) {
                          frame, "ReleaseRegion", [&](const auto& req) { return regions_.Release(req.region_id); }));
 }
 
+Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
+  shimproto::GroupReply reply{};
+  reply.failed_op = -1;
+  // What the proxy's job needs, owned by it.
+  struct Job {
+    std::vector<shimproto::OpDesc> ops;
+    std::vector<DeviceOpBuffers> device_ops;
+    DeviceSession::AsyncWords words;
+  };
+  auto job = std::make_shared<Job>();
+  job->ops = group.ops;
+  // A connection whose accepted group failed takes no more: the program learns why here
+  // or from ncclCommGetAsyncError (kAsyncError).
+  Status st = proxy_.error();
+  if (st.ok() && !comm_) st = InvalidUsage("no communicator on this connection (CommInit first)");
+  const RankBuffer buffer{shm_.data(), shm_.size()};
+  if (st.ok()) {
+    st = device_.ResolveAsync(group.async_header, group.ops, group.refs, rank_, comm_->nranks(), &job->device_ops,
+                              &job->words);
+  }
+  for (size_t i = 0; st.ok() && i < group.ops.size(); ++i) {
+    st = comm_->ValidateOp(rank_, buffer, group.ops[i]);
+    if (!st.ok()) reply.failed_op = static_cast<int32_t>(i);
+  }
+  if (st.ok()) {
+    st = proxy_.Push([comm = comm_, rank = rank_, buffer, job, who = who_](bool run) -> Status {
+      Status result = run ? Status::Ok() : RemoteError("the program's connection closed before the group ran");
+      if (run) {
+        GroupContext context;
+        context.device_ops = &job->device_ops;
+        context.ready_word = job->words.ready;
+        context.ready_value = job->words.seq;
+        int failed_op = -1;
+        result = comm->RunGroup(rank, buffer, job->ops, &failed_op, context);
+        if (result.ok()) result = comm->SignalDeviceDone(job->words.done, job->words.seq);
+        if (result.ok()) return result;
+        CLOG_WARN("%s: an accepted asynchronous device group failed (the program sees it through "
+                  "ncclCommGetAsyncError): %s",
+                  who.c_str(), result.message().c_str());
+      }
+      // Release both waiting streams: the daemon's (ready word) and the program's (done word).
+      gpu::Runtime& rt = gpu::Runtime::Get();
+      for (uint64_t word : {job->words.ready, job->words.done}) {
+        Status w = rt.WriteWordNow(job->words.device, word, job->words.seq);
+        if (!w.ok()) CLOG_WARN("%s: cannot release a stream waiting on a failed group: %s", who.c_str(), w.message().c_str());
+      }
+      return result;
+    });
+  }
+  reply.status = ToWire(st);
+  return Reply(shimproto::kGroupReply, &reply, sizeof(reply));
+}
+
 Status ClientSession::HandleGroup(const Frame& frame) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
   shimproto::DeviceGroupReplyTail tail{};
   ParsedGroup group;
   Status st = ParseGroupRequest(frame.payload, &group);
+  if (st.ok() && group.async) return HandleAsyncGroup(group);
+  // The program's earlier asynchronous groups come first.
+  proxy_.Drain();
   const bool device = st.ok() && group.device;
   if (st.ok() && !comm_) st = InvalidUsage("no communicator on this connection (CommInit first)");
   if (st.ok()) {

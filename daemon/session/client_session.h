@@ -12,7 +12,9 @@
 #include "server/program_park.h"
 #include "server/program_policy.h"
 #include "common/shm_segment.h"
+#include "session/device_proxy.h"
 #include "session/device_session.h"
+#include "session/group_request.h"
 #include "session/host_regions.h"
 
 namespace conduit {
@@ -42,6 +44,8 @@ class ClientSession {
   Status HandleDeriveId(const Frame& frame);
   Status HandleAttach(Frame& frame);
   Status HandleGroup(const Frame& frame);
+  // A kGroupAsync group: checked and resolved now, replied to at once, run by proxy_.
+  Status HandleAsyncGroup(const ParsedGroup& group);
   Status HandleRegisterBuffer(const Frame& frame);
   Status HandleReleaseBuffer(const Frame& frame);
   Status HandleAttachRegion(Frame& frame);
@@ -67,6 +71,8 @@ class ClientSession {
   UniqueFd shm_fd_;  // the segment's memfd, kept to hand it over
   DeviceSession device_;
   HostRegions regions_;
+  // Declared last: destroyed (stopped and joined) before what its jobs may still use.
+  DeviceProxy proxy_;
 };
 
 }  // namespace conduit

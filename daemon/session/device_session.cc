@@ -78,13 +78,9 @@ Status DeviceSession::Find(uint64_t id, uint64_t offset, uint64_t bytes, const c
   return Status::Ok();
 }
 
-Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const std::vector<shimproto::OpDesc>& ops,
-                              const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
-                              std::vector<DeviceOpBuffers>* out, cuda::CUevent* ready) {
-  gpu::Runtime& rt = gpu::Runtime::Get();
-  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
-  const int stream_device = rt.DeviceOfUuid(header.device.bytes);
-  if (stream_device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+Status DeviceSession::ResolveBuffers(int stream_device, const std::vector<shimproto::OpDesc>& ops,
+                                     const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
+                                     std::vector<DeviceOpBuffers>* out) const {
   out->assign(ops.size(), DeviceOpBuffers{});
   for (size_t i = 0; i < ops.size(); ++i) {
     const shimproto::DeviceOpRef& ref = refs[i];
@@ -119,6 +115,40 @@ Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const 
                              needs_send && b.send == 0 ? "input" : "output");
     }
   }
+  return Status::Ok();
+}
+
+Status DeviceSession::ResolveAsync(const shimproto::DeviceAsyncHeader& header, const std::vector<shimproto::OpDesc>& ops,
+                                   const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
+                                   std::vector<DeviceOpBuffers>* out, AsyncWords* words) {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
+  const int stream_device = rt.DeviceOfUuid(header.device.bytes);
+  if (stream_device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!(ops[i].flags & shimproto::kOpDevice)) return InvalidArgument("op %zu of an asynchronous group is not a device op", i);
+  }
+  if (header.reserved != 0 || header.sync_offset % sizeof(uint32_t) != 0) {
+    return InvalidArgument("malformed DeviceAsyncHeader (offset %llu, reserved %u)",
+                           static_cast<unsigned long long>(header.sync_offset), header.reserved);
+  }
+  CONDUIT_RETURN_IF_ERROR(Find(header.sync_id, header.sync_offset, 2 * sizeof(uint32_t), "sync words", &words->keep));
+  CONDUIT_RETURN_IF_ERROR(ResolveBuffers(stream_device, ops, refs, rank, nranks, out));
+  words->ready = words->keep->base + header.sync_offset;
+  words->done = words->ready + sizeof(uint32_t);
+  words->seq = header.seq;
+  words->device = words->keep->device;
+  return Status::Ok();
+}
+
+Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const std::vector<shimproto::OpDesc>& ops,
+                              const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
+                              std::vector<DeviceOpBuffers>* out, cuda::CUevent* ready) {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
+  const int stream_device = rt.DeviceOfUuid(header.device.bytes);
+  if (stream_device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+  CONDUIT_RETURN_IF_ERROR(ResolveBuffers(stream_device, ops, refs, rank, nranks, out));
   if (memcmp(ready_handle_, header.ready_event, sizeof(ready_handle_)) != 0 || ready_ == nullptr) {
     cuda::ScopedContext ctx(rt.driver(), rt.context(stream_device));
     if (ready_ != nullptr) rt.driver().EventDestroy(ready_);

@@ -40,7 +40,24 @@ class DeviceSession {
                  std::vector<DeviceOpBuffers>* out,
                  cuda::CUevent* ready);
 
+  // Where an asynchronous group's words are (shimproto::DeviceAsyncHeader), as mapped here.
+  struct AsyncWords {
+    uint64_t ready = 0;  // address of the ready word; the done word follows it
+    uint64_t done = 0;
+    uint32_t seq = 0;
+    int device = -1;  // the GPU of the program's stream, as this daemon numbers it
+    std::shared_ptr<const gpu::DeviceMapping> keep;
+  };
+  // Resolve for an asynchronous group: every op must be a device op.
+  Status ResolveAsync(const shimproto::DeviceAsyncHeader& header, const std::vector<shimproto::OpDesc>& ops,
+                      const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
+                      std::vector<DeviceOpBuffers>* out, AsyncWords* words);
+
  private:
+  // Each kOpDevice op's buffers, on `stream_device`.
+  Status ResolveBuffers(int stream_device, const std::vector<shimproto::OpDesc>& ops,
+                        const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
+                        std::vector<DeviceOpBuffers>* out) const;
   // The mapping of `id` if it covers [offset, offset + bytes).
   Status Find(uint64_t id, uint64_t offset, uint64_t bytes, const char* what,
               std::shared_ptr<const gpu::DeviceMapping>* out) const;

@@ -7,29 +7,34 @@
 namespace conduit {
 
 Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out) {
-  constexpr uint32_t kKnownFlags = shimproto::kGroupStreamed | shimproto::kGroupDevice | shimproto::kGroupRegions;
+  constexpr uint32_t kKnownFlags =
+      shimproto::kGroupStreamed | shimproto::kGroupDevice | shimproto::kGroupRegions | shimproto::kGroupAsync;
   shimproto::GroupRequest head;
   if (payload.size() < sizeof(head)) return InvalidArgument("malformed Group request (%zu bytes)", payload.size());
   memcpy(&head, payload.data(), sizeof(head));
   const bool device = (head.flags & shimproto::kGroupDevice) != 0;
   const bool regions = (head.flags & shimproto::kGroupRegions) != 0;
+  const bool async = (head.flags & shimproto::kGroupAsync) != 0;
   if (head.nops > shimproto::kMaxOpsPerGroup) {
     return InvalidArgument("malformed Group request: %u ops (at most %u)", head.nops, shimproto::kMaxOpsPerGroup);
   }
   const size_t ops_bytes = static_cast<size_t>(head.nops) * sizeof(shimproto::OpDesc);
+  const size_t device_header = async ? sizeof(shimproto::DeviceAsyncHeader) : sizeof(shimproto::DeviceGroupHeader);
   const size_t device_bytes =
-      device ? sizeof(shimproto::DeviceGroupHeader) + static_cast<size_t>(head.nops) * sizeof(shimproto::DeviceOpRef) : 0;
+      device ? device_header + static_cast<size_t>(head.nops) * sizeof(shimproto::DeviceOpRef) : 0;
   const size_t region_bytes = regions ? static_cast<size_t>(head.nops) * sizeof(shimproto::RegionOpRef) : 0;
   if (payload.size() != sizeof(head) + ops_bytes + device_bytes + region_bytes) {
     return InvalidArgument("malformed Group request: %u ops in %zu bytes", head.nops, payload.size());
   }
   if ((head.flags & ~kKnownFlags) != 0) return InvalidArgument("unknown Group flags 0x%x", head.flags);
   if (device && (head.flags & shimproto::kGroupStreamed)) return InvalidArgument("a device group cannot be streamed");
+  if (async && !device) return InvalidArgument("kGroupAsync needs kGroupDevice");
   if (regions && (head.flags & (shimproto::kGroupStreamed | shimproto::kGroupDevice))) {
     return InvalidArgument("a group with host regions cannot be streamed or hold device ops");
   }
   out->head = head;
   out->device = device;
+  out->async = async;
   out->regions = regions;
   out->ops.resize(head.nops);
   const uint8_t* p = payload.data() + sizeof(head);
@@ -41,10 +46,14 @@ Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out) 
     if (head.nops > 0) memcpy(out->region_refs.data(), p + ops_bytes, region_bytes);
   }
   if (device) {
-    memcpy(&out->dev, p + ops_bytes, sizeof(out->dev));
+    if (async) {
+      memcpy(&out->async_header, p + ops_bytes, sizeof(out->async_header));
+    } else {
+      memcpy(&out->dev, p + ops_bytes, sizeof(out->dev));
+    }
     out->refs.resize(head.nops);
     if (head.nops > 0) {
-      memcpy(out->refs.data(), p + ops_bytes + sizeof(out->dev), out->refs.size() * sizeof(shimproto::DeviceOpRef));
+      memcpy(out->refs.data(), p + ops_bytes + device_header, out->refs.size() * sizeof(shimproto::DeviceOpRef));
     }
   }
   return Status::Ok();

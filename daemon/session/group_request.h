@@ -14,8 +14,10 @@ namespace conduit {
 struct ParsedGroup {
   shimproto::GroupRequest head{};
   std::vector<shimproto::OpDesc> ops;
-  bool device = false;                       // kGroupDevice: dev and refs are set
+  bool device = false;                       // kGroupDevice: dev (or async) and refs are set
   shimproto::DeviceGroupHeader dev{};
+  bool async = false;                        // kGroupAsync: async instead of dev
+  shimproto::DeviceAsyncHeader async_header{};
   std::vector<shimproto::DeviceOpRef> refs;  // one per op
   bool regions = false;                      // kGroupRegions: region_refs is set
   std::vector<shimproto::RegionOpRef> region_refs;  // one per op

@@ -499,6 +499,52 @@ CUresult cuStreamQuery(CUstream handle) {
   return r != kSuccess ? r : stream->Query();
 }
 
+// Stream memory operations on a 32-bit word of device (or pinned) memory, which another
+// process may share through IPC: the wait polls it, as the GPU's front end does.
+CUresult cuStreamWaitValue32_v2(CUstream handle, CUdeviceptr addr, unsigned value, unsigned flags) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (Injected("cuStreamWaitValue32")) return kErrorNotSupported;
+  Stream* stream = nullptr;
+  CUresult r = StreamFor(handle, &stream);
+  if (r != kSuccess) return r;
+  uint8_t* word = HostView(addr, sizeof(uint32_t));
+  if (word == nullptr || Describe(addr).memory_type == 0 || addr % sizeof(uint32_t) != 0 || flags > 3) {
+    return kErrorInvalidValue;
+  }
+  stream->Enqueue([word, value, flags] {
+    std::atomic_ref<uint32_t> w(*reinterpret_cast<uint32_t*>(word));
+    auto met = [&] {
+      const uint32_t v = w.load();
+      switch (flags) {
+        case 0: return static_cast<int32_t>(v - value) >= 0;  // GEQ
+        case 1: return v == value;                             // EQ
+        case 2: return (v & value) != 0;                       // AND
+        default: return ~(v | value) != 0;                    // NOR
+      }
+    };
+    for (long pause_us = 5; !met(); pause_us = std::min(pause_us * 2, 500L)) usleep(static_cast<useconds_t>(pause_us));
+    return kSuccess;
+  });
+  return kSuccess;
+}
+
+CUresult cuStreamWriteValue32_v2(CUstream handle, CUdeviceptr addr, unsigned value, unsigned flags) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (Injected("cuStreamWriteValue32")) return kErrorNotSupported;
+  Stream* stream = nullptr;
+  CUresult r = StreamFor(handle, &stream);
+  if (r != kSuccess) return r;
+  uint8_t* word = HostView(addr, sizeof(uint32_t));
+  if (word == nullptr || Describe(addr).memory_type == 0 || addr % sizeof(uint32_t) != 0 || flags > 1) {
+    return kErrorInvalidValue;
+  }
+  stream->Enqueue([word, value] {
+    std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(word)).store(value);
+    return kSuccess;
+  });
+  return kSuccess;
+}
+
 CUresult cuStreamIsCapturing(CUstream handle, int* status) {
   CONDUIT_DOUBLE_REQUIRE_INIT();
   if (status == nullptr) return kErrorInvalidValue;

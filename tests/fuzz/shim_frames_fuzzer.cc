@@ -32,6 +32,8 @@ void Group(const uint8_t* data, size_t size) {
   FUZZ_CHECK(g.device == ((g.head.flags & shimproto::kGroupDevice) != 0), "device flag");
   FUZZ_CHECK(!g.device || g.refs.size() == g.ops.size(), "%zu device refs for %zu ops", g.refs.size(), g.ops.size());
   FUZZ_CHECK(!(g.device && (g.head.flags & shimproto::kGroupStreamed)), "a streamed device group was accepted");
+  FUZZ_CHECK(g.async == ((g.head.flags & shimproto::kGroupAsync) != 0) && (!g.async || g.device),
+             "async flag (device %d, flags 0x%x)", g.device, g.head.flags);
   FUZZ_CHECK(g.regions == ((g.head.flags & shimproto::kGroupRegions) != 0), "regions flag");
   FUZZ_CHECK(!g.regions || (g.region_refs.size() == g.ops.size() && !g.device &&
                             !(g.head.flags & shimproto::kGroupStreamed)),

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iostream>
 
 #include "cuda/cuda_driver.h"
 #include "integration_env.h"
@@ -105,6 +106,26 @@ TEST_F(DeviceDoubleTest, BuffersAreStagedWhenEventsCannotBeShared) {
   EXPECT_EQ(out.find("CUDA will not share an event", warning + 1), std::string::npos) << "logged more than once\n" << out;
 }
 
+// The path that orders by interprocess events and returns once conduitd has run the group
+// (proven on an H200; the fallback where stream memory operations are unavailable).
+TEST_F(DeviceDoubleTest, EventOrderedPath) {
+  Subprocess& p = RunProbe({"local", "--ranks", "3"}, {"CONDUIT_DEVICE_SYNC=events"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+}
+
+// A driver without stream memory operations: one warning, then the event-ordered path.
+TEST_F(DeviceDoubleTest, WithoutStreamMemoryOperations) {
+  Subprocess& p = RunProbe({"local", "--ranks", "2"}, {"CONDUIT_CUDA_DOUBLE_FAIL=cuStreamWriteValue32"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  EXPECT_NE(p.Output().find("cannot be ordered by stream memory operations"), std::string::npos) << p.Output();
+}
+
+TEST_F(DeviceDoubleTest, FailureOfAnAcceptedGroupIsAnAsyncError) {
+  Subprocess& p = RunProbe({"async-error"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
 TEST_F(DeviceDoubleTest, AbortWithDeviceWorkInFlight) {
   Subprocess& p = RunProbe({"abort"});
   EXPECT_TRUE(Passed(p)) << p.Output();
@@ -153,7 +174,7 @@ TEST_F(DeviceDoubleTest, RegisterBufferLargerThanTheAllocationIsRefused) {
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 
-// Two hosts, one rank each: the daemons stage device buffers through pinned memory and
+// Two hosts, two ranks each: the daemons stage device buffers through pinned memory and
 // carry them over TCP.
 class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
  public:
@@ -166,22 +187,40 @@ class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
     c.daemon_wrapper = DaemonWithTheDouble();
     return c;
   }
+
+ protected:
+  // Two ranks per host; every probe passes. Returns their output.
+  std::string RunAcrossHosts(std::vector<std::string> env) {
+    const std::string id_file = cluster_->NewIdFile();
+    std::vector<Subprocess*> ranks;
+    for (int host = 0; host < 2; ++host) {
+      ranks.push_back(&cluster_->Launch(host, "device_probe",
+                                        {Cluster::BinPath("device_probe"), "hosts", "--nranks", "4", "--base",
+                                         std::to_string(2 * host), "--ranks", "2", "--id-file", id_file},
+                                        ProbeEnv(env)));
+    }
+    std::string out;
+    for (Subprocess* p : ranks) {
+      EXPECT_TRUE(p->Wait(std::chrono::seconds(90 * kSanitizerSlowdown))) << p->Output() << cluster_->Describe();
+      EXPECT_TRUE(Passed(*p)) << p->Output();
+      out += p->Output();
+    }
+    // The call times, for the log.
+    for (size_t at = out.find("returned after"); at != std::string::npos; at = out.find("returned after", at + 1)) {
+      const size_t begin = out.rfind('\n', at) + 1;
+      std::cout << out.substr(begin, out.find('\n', at) - begin) << "\n";
+    }
+    return out;
+  }
 };
 
+// Calls return before their inputs are even computed; results correct on every rank.
 TEST_F(DeviceDoubleHostsTest, CollectivesAcrossHosts) {
-  const std::string id_file = cluster_->NewIdFile();
-  std::vector<Subprocess*> ranks;
-  for (int host = 0; host < 2; ++host) {
-    ranks.push_back(&cluster_->Launch(host, "device_probe",
-                                      {Cluster::BinPath("device_probe"), "hosts", "--nranks", "4", "--base",
-                                       std::to_string(2 * host), "--ranks", "2", "--id-file", id_file},
-                                      ProbeEnv()));
-  }
-  for (Subprocess* p : ranks) {
-    ASSERT_TRUE(p->Wait(std::chrono::seconds(90 * kSanitizerSlowdown))) << p->Output() << cluster_->Describe();
-    EXPECT_TRUE(Passed(*p)) << p->Output();
-  }
+  const std::string out = RunAcrossHosts({});
+  EXPECT_NE(out.find("ok: the calls returned before the GPU work they wait for"), std::string::npos) << out;
 }
+
+TEST_F(DeviceDoubleHostsTest, EventOrderedPathAcrossHosts) { RunAcrossHosts({"CONDUIT_DEVICE_SYNC=events"}); }
 
 }  // namespace
 }  // namespace conduit::it

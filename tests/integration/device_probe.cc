@@ -13,6 +13,11 @@
 //       all-gather of device buffers across hosts.
 //   device_probe abort                      rank 0 of 2 waits in an all-reduce on device
 //       buffers (rank 1 never calls); ncclCommAbort on another thread must end it promptly.
+//   device_probe async-error                rank 0's all-reduce is accepted, then rank 1 is
+//       aborted: ncclCommGetAsyncError must report it and the stream must be released.
+// With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
+// conduitd has run the group); otherwise calls across hosts must return before the GPU
+// work they wait for has run.
 // Prints a line per check; exits 0 when all pass.
 #include <dlfcn.h>
 
@@ -163,13 +168,27 @@ float FillSends(const Ranks& r, const std::vector<float*>& send, size_t count) {
 
 float RankSum(int nranks) { return static_cast<float>(nranks * (nranks + 1) / 2); }
 
-void AllReduceSum(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv, const char* label) {
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Whether calls are expected to return once conduitd has queued them (the default), not
+// once it has run them (CONDUIT_DEVICE_SYNC=events).
+bool AsyncExpected() {
+  const char* sync = std::getenv("CONDUIT_DEVICE_SYNC");
+  return sync == nullptr || std::strcmp(sync, "events") != 0;
+}
+
+// Returns how long the group of calls took.
+double AllReduceSum(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv, const char* label) {
   const float b = FillSends(r, send, kCount);
+  const Clock::time_point start = Clock::now();
   NCCL_CHECK(ncclGroupStart());
   for (int i = 0; i < r.local(); ++i) {
     NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
   }
   NCCL_CHECK(ncclGroupEnd());
+  const double call_ms = MsSince(start);
   for (int i = 0; i < r.local(); ++i) {
     const long wrong = FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) {
       return r.nranks * b + RankSum(r.nranks) + r.nranks * static_cast<float>(e);
@@ -177,6 +196,7 @@ void AllReduceSum(const Ranks& r, const std::vector<float*>& send, const std::ve
     Check(wrong < 0, std::string(label) + " rank " + std::to_string(r.base + i) +
                          (wrong < 0 ? "" : " (first wrong element " + std::to_string(wrong) + ")"));
   }
+  return call_ms;
 }
 
 void AllGather(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
@@ -318,14 +338,64 @@ int Hosts(int nranks, int base, int local, const std::string& id_file) {
     send[i] = DeviceFloats(kCount);
     recv[i] = DeviceFloats(kCount * nranks);
   }
-  AllReduceSum(r, send, recv, "all-reduce sum across hosts");
+  // The inputs are still being computed (150 ms) when the calls are made; across hosts the
+  // data must then cross the network. Calls that return once conduitd has queued them take
+  // a small part of that.
+  const double call_ms = AllReduceSum(r, send, recv, "all-reduce sum across hosts");
+  std::printf("device_probe: the all-reduce calls across hosts returned after %.1f ms (inputs ready after %u ms)\n",
+              call_ms, kComputeMs);
+  if (AsyncExpected()) Check(call_ms < kComputeMs / 2.0, "the calls returned before the GPU work they wait for");
   AllGather(r, send, recv);
   for (int i = 0; i < local; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
   return g_failures == 0 ? 0 : 1;
 }
 
+// Rank 0's all-reduce is accepted (the call returns), then rank 1 is aborted: the group
+// fails inside conduitd. The failure must reach the program through ncclCommGetAsyncError,
+// and rank 0's stream must not wait forever for the result.
+int AsyncError() {
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
+  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
+  NCCL_CHECK(ncclGroupEnd());
+  CUstream stream = nullptr;
+  CU_CHECK(g_cu.StreamCreate(&stream, kStreamNonBlocking));
+  float* buf = DeviceFloats(kCount);
+  Fill(buf, kCount, 1, 0, stream);
+  const ncclResult_t called = ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comms[0], Nccl(stream));
+  ncclResult_t before = ncclInProgress;
+  ncclCommGetAsyncError(comms[0], &before);
+  NCCL_CHECK(ncclCommAbort(comms[1]));
+  const Clock::time_point start = Clock::now();
+  ncclResult_t state = ncclSuccess;
+  while (MsSince(start) < 10000) {
+    ncclCommGetAsyncError(comms[0], &state);
+    if (state != ncclSuccess) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double error_ms = MsSince(start);
+  const std::string text = ncclGetLastError(comms[0]);
+  while (g_cu.StreamQuery(stream) == kErrorNotReady && MsSince(start) < 30000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool stream_idle = g_cu.StreamQuery(stream) != kErrorNotReady;
+  std::printf("device_probe: async error: the call returned %d, then ncclCommGetAsyncError %d; after rank 1's abort "
+              "%d within %.0f ms (\"%s\"); stream %s\n",
+              static_cast<int>(called), static_cast<int>(before), static_cast<int>(state), error_ms, text.c_str(),
+              stream_idle ? "idle" : "still waiting");
+  Check(called == ncclSuccess && before == ncclSuccess, "the all-reduce call returned once accepted");
+  Check(state != ncclSuccess && state != ncclInProgress && error_ms < 5000,
+        "ncclCommGetAsyncError reports the failure of the accepted group");
+  Check(text.find("accepted") != std::string::npos, "ncclGetLastError says an accepted collective failed");
+  Check(stream_idle, "the stream is released after the failure");
+  ncclCommAbort(comms[0]);
+  return g_failures == 0 ? 0 : 1;
+}
+
 int Abort() {
-  using Clock = std::chrono::steady_clock;
   ncclUniqueId id;
   NCCL_CHECK(ncclGetUniqueId(&id));
   ncclComm_t comms[2] = {nullptr, nullptr};
@@ -394,6 +464,8 @@ int main(int argc, char** argv) {
                std::atoi(Arg(argc, argv, "--ranks", "1")), Arg(argc, argv, "--id-file", ""));
   } else if (mode == "abort") {
     rc = Abort();
+  } else if (mode == "async-error") {
+    rc = AsyncError();
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;
