@@ -15,8 +15,11 @@ namespace {
 cuda::CUstream AsStream(cudaStream_t s) { return reinterpret_cast<cuda::CUstream>(s); }
 cuda::CUdeviceptr AsDevicePtr(const void* p) { return reinterpret_cast<cuda::CUdeviceptr>(p); }
 
-// The connection's sync words: the ready word, the done word, padding to a 256-byte allocation.
+// The connection's sync words: the ready word, the done word, then one 8-byte slot per op of
+// a group for a PreMulSum factor kept on the device (shimproto::kOpScalarWord).
 constexpr size_t kSyncWordsBytes = 256;
+constexpr size_t kScalarSlotBytes = 8;
+constexpr size_t kScalarSlots = (kSyncWordsBytes - 2 * sizeof(uint32_t)) / kScalarSlotBytes;
 
 bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
 
@@ -52,6 +55,20 @@ Status ReadScalar(const cuda::CudaDriver& d, const void* p, size_t bytes, cudaSt
   return Status::Ok();
 }
 
+// The PreMulSum factor of `op` (ncclScalarDevice). A factor in memory CUDA knows, of a
+// device op, waits for DevicePath::PlaceScalar: an asynchronous group copies it on the
+// stream instead of waiting for the stream here.
+Status PlaceFactor(const cuda::CudaDriver& cuda, PendingOp* op) {
+  BufferInfo where;
+  CONDUIT_RETURN_IF_ERROR(ClassifyBuffer(op->scalar_pointer, &where));
+  if (op->place == MemoryKind::kDevice && where.kind != MemoryKind::kHost) {
+    op->scalar_deferred = true;
+    return Status::Ok();
+  }
+  const size_t elem = DataTypeSize(static_cast<ncclDataType_t>(op->desc.dtype));
+  return ReadScalar(cuda, op->scalar_pointer, elem, op->stream, op->desc.scalar);
+}
+
 }  // namespace
 
 ncclResult_t PlaceOp(const char* call, PendingOp* op, cudaStream_t stream) {
@@ -72,23 +89,21 @@ ncclResult_t PlaceOp(const char* call, PendingOp* op, cudaStream_t stream) {
                 "graph cannot contain: capture without NCCL calls, or run with CONDUIT_DISABLE=1");
   }
   Status st;
-  if (op->scalar_pointer != nullptr) {
-    const size_t elem = DataTypeSize(static_cast<ncclDataType_t>(op->desc.dtype));
-    st = ReadScalar(*cuda, op->scalar_pointer, elem, stream, op->desc.scalar);
-  }
-  if (!st.ok()) return Fail(call, st);
   if (op->in_bytes > 0) st = ClassifyBuffer(op->in, &op->in_info);
   if (st.ok() && op->out_bytes > 0) st = ClassifyBuffer(op->out, &op->out_info);
   if (!st.ok()) return Fail(call, st);
   const bool in_cuda = op->in_bytes > 0 && op->in_info.kind != MemoryKind::kHost;
   const bool out_cuda = op->out_bytes > 0 && op->out_info.kind != MemoryKind::kHost;
-  if (!in_cuda && !out_cuda) return ncclSuccess;  // host memory: the path as it always was
-  const bool in_ok = op->in_bytes == 0 || op->in_info.kind == MemoryKind::kDevice;
-  const bool out_ok = op->out_bytes == 0 || op->out_info.kind == MemoryKind::kDevice;
-  const bool one_gpu = op->in_bytes == 0 || op->out_bytes == 0 || op->in_info.device == op->out_info.device;
-  op->place = IsCollectiveKind(op->desc.kind) && in_ok && out_ok && one_gpu ? MemoryKind::kDevice : MemoryKind::kStaged;
-  return ncclSuccess;
+  if (in_cuda || out_cuda) {  // else host memory, the path as it always was
+    const bool in_ok = op->in_bytes == 0 || op->in_info.kind == MemoryKind::kDevice;
+    const bool out_ok = op->out_bytes == 0 || op->out_info.kind == MemoryKind::kDevice;
+    const bool one_gpu = op->in_bytes == 0 || op->out_bytes == 0 || op->in_info.device == op->out_info.device;
+    op->place = IsCollectiveKind(op->desc.kind) && in_ok && out_ok && one_gpu ? MemoryKind::kDevice : MemoryKind::kStaged;
+  }
+  if (op->scalar_pointer != nullptr) st = PlaceFactor(*cuda, op);
+  return st.ok() ? ncclSuccess : Fail(call, st);
 }
+
 
 Status StageIn(const PendingOp& op, uint8_t* segment) {
   if (op.in_bytes == 0) return Status::Ok();
@@ -390,6 +405,24 @@ bool DevicePath::UseAsync(DaemonConnection& conn, const std::vector<PendingOp*>&
   return device == words_device_;
 }
 
+Status DevicePath::PlaceScalar(PendingOp* op, size_t index, size_t nops, bool async) {
+  if (!op->scalar_deferred) return Status::Ok();
+  op->scalar_deferred = false;
+  const cuda::CudaDriver& d = *ProcessCuda();
+  const size_t elem = DataTypeSize(static_cast<ncclDataType_t>(op->desc.dtype));
+  // A slot is rewritten by the next group only after this one's done word (same stream).
+  const bool slot = async && op->place == MemoryKind::kDevice && nops <= kScalarSlots &&
+                    (seq_ == 0 || op->stream == last_async_stream_);
+  if (!slot) return ReadScalar(d, op->scalar_pointer, elem, op->stream, op->desc.scalar);
+  cuda::ScopedContext scope(d, StreamContext(d, op->stream, words_context_));
+  const cuda::CUdeviceptr at = words_ + 2 * sizeof(uint32_t) + kScalarSlotBytes * index;
+  cuda::CUresult r = d.MemcpyAsync(at, AsDevicePtr(op->scalar_pointer), elem, AsStream(op->stream));
+  if (r != cuda::kSuccess) return d.Error("copying the PreMulSum factor on the stream", r);
+  op->desc.flags |= shimproto::kOpScalarWord;
+  memset(op->desc.scalar, 0, sizeof(op->desc.scalar));
+  return Status::Ok();
+}
+
 Status DevicePath::SignalReady(cudaStream_t stream, shimproto::DeviceAsyncHeader* header) {
   const cuda::CudaDriver& d = *ProcessCuda();
   cuda::ScopedContext scope(d, StreamContext(d, stream, words_context_));
@@ -397,6 +430,7 @@ Status DevicePath::SignalReady(cudaStream_t stream, shimproto::DeviceAsyncHeader
   cuda::CUresult r = d.StreamWriteValue32(AsStream(stream), words_, seq, cuda::kStreamWriteValueDefault);
   if (r != cuda::kSuccess) return d.Error("cuStreamWriteValue32 of the ready word", r);
   seq_ = seq;
+  last_async_stream_ = stream;
   *header = async_header_;
   header->seq = seq;
   return Status::Ok();

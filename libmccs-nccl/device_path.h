@@ -63,6 +63,10 @@ class DevicePath {
   // that the driver runs stream memory operations, registered with the daemon). Otherwise
   // the group orders by events and its call waits for the daemon to run it.
   bool UseAsync(DaemonConnection& conn, const std::vector<PendingOp*>& ops);
+  // The PreMulSum factor PlaceOp left for later (op->scalar_deferred), for op `index` of
+  // a group of `nops`: in an asynchronous group, copied on the op's stream into the op's
+  // slot after the sync words (the op then carries kOpScalarWord); otherwise read now.
+  Status PlaceScalar(PendingOp* op, size_t index, size_t nops, bool async);
   // On `stream`: the ready word gets the group's number after the program's earlier work;
   // fills the header.
   Status SignalReady(cudaStream_t stream, shimproto::DeviceAsyncHeader* header);
@@ -98,6 +102,7 @@ class DevicePath {
   int words_device_ = -1;
   shimproto::DeviceAsyncHeader async_header_{};
   uint32_t seq_ = 0;                  // the last group's number
+  cudaStream_t last_async_stream_ = nullptr;
   std::vector<shimproto::DeviceUuid> daemon_devices_;
   std::map<uint64_t, Registered> registered_;  // by buffer id
   std::map<int, shimproto::DeviceUuid> uuids_;  // by CUDA ordinal

@@ -159,14 +159,17 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   }
   size_t total = 0;
   const PendingOp* first_device = nullptr;
-  for (PendingOp* op : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    PendingOp* op = list[i];
+    // Before the ready word: a factor copied on the stream must be there when it is read.
+    CONDUIT_RETURN_IF_ERROR(comm->device_path.PlaceScalar(op, i, list.size(), sent->async));
     if (op->in_regions) {
       op->desc.flags = shimproto::kOpRegion;
       op->desc.offset = 0;
       continue;
     }
     if (op->place == MemoryKind::kDevice) {
-      op->desc.flags = shimproto::kOpDevice;
+      op->desc.flags = shimproto::kOpDevice | (op->desc.flags & shimproto::kOpScalarWord);
       op->desc.offset = 0;
       if (first_device != nullptr && op->stream != first_device->stream) {
         return InvalidUsage("device buffers of one communicator in one group must use one stream");

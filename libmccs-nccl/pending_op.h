@@ -33,8 +33,10 @@ struct PendingOp {
   bool in_regions = false;
   shimproto::RegionOpRef region_ref{};
   // PreMulSum with ncclScalarDevice: where the factor is, read into desc.scalar by PlaceOp
-  // in the order of the op's stream (after the program's earlier work on it).
+  // in the order of the op's stream (after the program's earlier work on it), or, for a
+  // device op whose factor CUDA knows, left to DevicePath::PlaceScalar (deferred).
   const void* scalar_pointer = nullptr;
+  bool scalar_deferred = false;
 };
 
 }  // namespace conduit

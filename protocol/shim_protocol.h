@@ -160,6 +160,11 @@ static_assert(sizeof(OpDesc) == 32);
 
 // OpDesc::flags.
 inline constexpr uint8_t kOpDevice = 1;  // data in registered device buffers (DeviceOpRef), not the segment
+// With kOpDevice, PreMulSum, in an asynchronous group only: the factor is not in `scalar`
+// but in device memory, in the connection's sync-words buffer 8 bytes per op after the two
+// words (op i at DeviceAsyncHeader::sync_offset + 8 + 8 * i), copied there on the program's
+// stream before the ready word (ncclScalarDevice, read when the daemon's kernel runs).
+inline constexpr uint8_t kOpScalarWord = 4;
 // Data in the program's own buffers, in attached host regions (RegionOpRef), not the
 // segment: AllReduce, AllGather and Broadcast without PreMulSum only.
 inline constexpr uint8_t kOpRegion = 2;

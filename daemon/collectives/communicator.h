@@ -74,6 +74,7 @@ struct DeviceOpBuffers {
   uint64_t recv = 0;  // of its output
   int recv_device = -1;
   int stream_device = -1;  // the GPU of the program's stream
+  uint64_t scalar = 0;  // PreMulSum: device address of the factor (kOpScalarWord), else 0
   std::vector<std::shared_ptr<const void>> keep;  // the mappings, held while the op runs
 };
 

@@ -48,7 +48,8 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
   *algorithm = "local";
 
   std::vector<DeviceBuf> sends, recvs;
-  std::vector<uint64_t> scalars;
+  std::vector<uint64_t> scalars, scalar_at;
+  bool any_scalar_at = false;
   int root = -1;  // local index of the root, if it is here
   for (size_t i = 0; i < batch.size(); ++i) {
     const CollRequest* r = batch[i];
@@ -58,9 +59,12 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
     uint64_t s = 0;
     memcpy(&s, r->op.scalar, sizeof(s));
     scalars.push_back(s);
+    scalar_at.push_back(r->device->scalar);
+    any_scalar_at |= r->device->scalar != 0;
     if (r->rank == op.peer) root = static_cast<int>(i);
   }
   const std::vector<uint64_t>* scale = premul ? &scalars : nullptr;
+  const std::vector<uint64_t>* scale_at = premul && any_scalar_at ? &scalar_at : nullptr;
 
   // Several hosts: this host's contribution in pinned memory, the network, the result back.
   uint8_t* work = nullptr;
@@ -78,21 +82,21 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
   switch (op.kind) {
     case shimproto::kAllReduce:
       if (one_host) {
-        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, recvs, deadline));
+        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, recvs, deadline, scale_at));
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block));
-      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline));
+      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline, scale_at));
       CONDUIT_RETURN_IF_ERROR(cross());
       CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {pinned}, nullptr, divisor, recvs, deadline));
       break;
     case shimproto::kReduce:
       if (one_host) {
-        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, {recvs[root]}, deadline));
+        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, {recvs[root]}, deadline, scale_at));
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block));
-      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline));
+      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline, scale_at));
       CONDUIT_RETURN_IF_ERROR(cross());
       if (root >= 0) {
         CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {pinned}, nullptr, divisor, {recvs[root]}, deadline));
@@ -103,12 +107,12 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
         for (size_t j = 0; j < batch.size(); ++j) {
           std::vector<DeviceBuf> blocks;
           for (const DeviceBuf& s : sends) blocks.push_back(At(s, static_cast<size_t>(batch[j]->rank) * block));
-          CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, blocks, scale, divisor, {recvs[j]}, deadline));
+          CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, blocks, scale, divisor, {recvs[j]}, deadline, scale_at));
         }
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block * nranks_));
-      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count * nranks_, sends, scale, 0, {pinned}, deadline));
+      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count * nranks_, sends, scale, 0, {pinned}, deadline, scale_at));
       CONDUIT_RETURN_IF_ERROR(cross());
       for (size_t j = 0; j < batch.size(); ++j) {
         DeviceBuf mine = At(pinned, static_cast<size_t>(batch[j]->rank) * block);

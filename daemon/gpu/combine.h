@@ -26,6 +26,9 @@ struct CombineArgs {
   const void* in[kCombineSlots];
   void* out[kCombineSlots];
   uint64_t scalars[kCombineSlots];  // one element of the type, in the low bytes
+  // Where non-null: input r's factor is the element there, in device memory (a PreMulSum
+  // factor the program keeps on the GPU, read when the kernel runs), not scalars[r].
+  const void* scalar_at[kCombineSlots];
 };
 
 template <int kBytes>
@@ -46,7 +49,10 @@ CONDUIT_HD S StoredFromBits(uint64_t bits) {
 template <typename E, typename Op>
 CONDUIT_HD typename E::Storage FoldStep(const CombineArgs& a, int r, typename E::Storage acc, typename E::Storage x) {
   using S = typename E::Storage;
-  if (a.scale_mask & (1u << r)) x = reduce_internal::ScaleElement<E>(x, E::Load(StoredFromBits<S>(a.scalars[r])));
+  if (a.scale_mask & (1u << r)) {
+    const S factor = a.scalar_at[r] != nullptr ? *static_cast<const S*>(a.scalar_at[r]) : StoredFromBits<S>(a.scalars[r]);
+    x = reduce_internal::ScaleElement<E>(x, E::Load(factor));
+  }
   return r == 0 ? x : reduce_internal::CombineElement<E, Op>(acc, x);
 }
 

@@ -73,8 +73,8 @@ Status CommStream::Copy(DeviceBuf dst, DeviceBuf src, size_t bytes) {
 }
 
 Status CommStream::Launch(ncclDataType_t type, ncclRedOp_t op, uint64_t count, const std::vector<DeviceBuf>& in,
-                          const std::vector<uint64_t>& scalars, uint32_t scale_mask, int divisor,
-                          const std::vector<DeviceBuf>& out) {
+                          const std::vector<uint64_t>& scalars, const std::vector<uint64_t>& scalar_at,
+                          uint32_t scale_mask, int divisor, const std::vector<DeviceBuf>& out) {
   cuda::CUfunction fn = nullptr;
   CONDUIT_RETURN_IF_ERROR(runtime_.Kernel(device_, type, op, &fn));
   CombineArgs args{};
@@ -86,6 +86,7 @@ Status CommStream::Launch(ncclDataType_t type, ncclRedOp_t op, uint64_t count, c
   for (size_t i = 0; i < in.size(); ++i) {
     args.in[i] = reinterpret_cast<const void*>(in[i].ptr);
     args.scalars[i] = scalars.empty() ? 0 : scalars[i];
+    args.scalar_at[i] = scalar_at.empty() ? nullptr : reinterpret_cast<const void*>(scalar_at[i]);
   }
   for (size_t i = 0; i < out.size(); ++i) args.out[i] = reinterpret_cast<void*>(out[i].ptr);
   const uint64_t want = (count + kBlockThreads - 1) / kBlockThreads;
@@ -98,7 +99,7 @@ Status CommStream::Launch(ncclDataType_t type, ncclRedOp_t op, uint64_t count, c
 
 Status CommStream::Combine(ncclDataType_t type, ncclRedOp_t op, uint64_t count, const std::vector<DeviceBuf>& in,
                            const std::vector<uint64_t>* scalars, int divisor, const std::vector<DeviceBuf>& out,
-                           Deadline deadline) {
+                           Deadline deadline, const std::vector<uint64_t>* scalar_at) {
   if (in.empty() || out.empty()) return InternalError("combine needs inputs and outputs");
   if (count == 0) return Status::Ok();
   const size_t bytes = count * DataTypeSize(type);
@@ -130,20 +131,22 @@ Status CommStream::Combine(ncclDataType_t type, ncclRedOp_t op, uint64_t count, 
   size_t next = 0;
   for (bool first = true;; first = false) {
     std::vector<DeviceBuf> lin;
-    std::vector<uint64_t> lscalars;
+    std::vector<uint64_t> lscalars, lscalar_at;
     uint32_t mask = 0;
     if (!first) {
       lin.push_back(outs[0]);
       lscalars.push_back(0);
+      lscalar_at.push_back(0);
     }
     while (lin.size() < static_cast<size_t>(kCombineSlots) && next < ins.size()) {
       if (scalars != nullptr) mask |= 1u << lin.size();
       lscalars.push_back(scalars != nullptr ? (*scalars)[next] : 0);
+      lscalar_at.push_back(scalars != nullptr && scalar_at != nullptr ? (*scalar_at)[next] : 0);
       lin.push_back(ins[next++]);
     }
     const bool last = next == ins.size();
     std::vector<DeviceBuf> lout(outs.begin(), outs.begin() + (last ? std::min<size_t>(outs.size(), kCombineSlots) : 1));
-    CONDUIT_RETURN_IF_ERROR(Launch(type, op, count, lin, lscalars, mask, last ? divisor : 0, lout));
+    CONDUIT_RETURN_IF_ERROR(Launch(type, op, count, lin, lscalars, lscalar_at, mask, last ? divisor : 0, lout));
     if (last) break;
   }
   for (size_t j = kCombineSlots; j < outs.size(); ++j) CONDUIT_RETURN_IF_ERROR(Copy(outs[j], outs[0], bytes));

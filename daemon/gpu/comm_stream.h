@@ -52,9 +52,11 @@ class CommStream {
   // (*scalars)[r] when `scalars` is given (PreMulSum), divided by `divisor` when > 0,
   // written to every output (gpu/combine.h). Any number of inputs and outputs; ones the
   // stream's GPU cannot reach directly are bounced through pinned host memory.
+  // `scalar_at` (with `scalars`): where non-zero, input r's factor is read from that
+  // device address when the kernel runs instead.
   Status Combine(ncclDataType_t type, ncclRedOp_t op, uint64_t count, const std::vector<DeviceBuf>& in,
                  const std::vector<uint64_t>* scalars, int divisor, const std::vector<DeviceBuf>& out,
-                 Deadline deadline);
+                 Deadline deadline, const std::vector<uint64_t>* scalar_at = nullptr);
   Status Copy(DeviceBuf dst, DeviceBuf src, size_t bytes);
   // Pinned host memory of at least `bytes` for the inter-host part; its address is valid
   // on the host and on every GPU. Growing it first drains the stream.
@@ -69,8 +71,8 @@ class CommStream {
   CommStream(Runtime& runtime, int device) : runtime_(runtime), driver_(runtime.driver()), device_(device) {}
   // One kernel launch: at most kCombineSlots inputs and outputs, all reachable.
   Status Launch(ncclDataType_t type, ncclRedOp_t op, uint64_t count, const std::vector<DeviceBuf>& in,
-                const std::vector<uint64_t>& scalars, uint32_t scale_mask, int divisor,
-                const std::vector<DeviceBuf>& out);
+                const std::vector<uint64_t>& scalars, const std::vector<uint64_t>& scalar_at, uint32_t scale_mask,
+                int divisor, const std::vector<DeviceBuf>& out);
   bool Reachable(const DeviceBuf& b) { return b.device < 0 || runtime_.EnablePeerAccess(device_, b.device); }
   Status GrowPinned(uint8_t** buffer, size_t* have, size_t bytes, Deadline deadline);
 

@@ -8,6 +8,11 @@
 #include "session/group_request.h"
 
 namespace conduit {
+namespace {
+
+constexpr uint64_t kScalarSlotBytes = 8;  // shimproto::kOpScalarWord
+
+}  // namespace
 
 DeviceSession::~DeviceSession() {
   if (ready_ == nullptr) return;
@@ -132,8 +137,18 @@ Status DeviceSession::ResolveAsync(const shimproto::DeviceAsyncHeader& header, c
     return InvalidArgument("malformed DeviceAsyncHeader (offset %llu, reserved %u)",
                            static_cast<unsigned long long>(header.sync_offset), header.reserved);
   }
-  CONDUIT_RETURN_IF_ERROR(Find(header.sync_id, header.sync_offset, 2 * sizeof(uint32_t), "sync words", &words->keep));
+  // The words, and the factor slots behind them when an op keeps its factor there.
+  bool slots = false;
+  for (const shimproto::OpDesc& op : ops) slots |= (op.flags & shimproto::kOpScalarWord) != 0;
+  const uint64_t words_bytes = 2 * sizeof(uint32_t) + (slots ? kScalarSlotBytes * ops.size() : 0);
+  CONDUIT_RETURN_IF_ERROR(Find(header.sync_id, header.sync_offset, words_bytes, "sync words", &words->keep));
   CONDUIT_RETURN_IF_ERROR(ResolveBuffers(stream_device, ops, refs, rank, nranks, out));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].flags & shimproto::kOpScalarWord) {
+      (*out)[i].scalar = words->keep->base + header.sync_offset + 2 * sizeof(uint32_t) + kScalarSlotBytes * i;
+      (*out)[i].keep.push_back(words->keep);
+    }
+  }
   words->ready = words->keep->base + header.sync_offset;
   words->done = words->ready + sizeof(uint32_t);
   words->seq = header.seq;
@@ -148,6 +163,9 @@ Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const 
   if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
   const int stream_device = rt.DeviceOfUuid(header.device.bytes);
   if (stream_device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].flags & shimproto::kOpScalarWord) return InvalidArgument("op %zu: kOpScalarWord outside an asynchronous group", i);
+  }
   CONDUIT_RETURN_IF_ERROR(ResolveBuffers(stream_device, ops, refs, rank, nranks, out));
   if (memcmp(ready_handle_, header.ready_event, sizeof(ready_handle_)) != 0 || ready_ == nullptr) {
     cuda::ScopedContext ctx(rt.driver(), rt.context(stream_device));

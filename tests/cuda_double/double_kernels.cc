@@ -51,6 +51,11 @@ CUresult LaunchCombine(Stream& stream, void** params) {
     a.out[o] = HostView(reinterpret_cast<uint64_t>(a.out[o]), bytes);
     if (a.out[o] == nullptr) return kErrorIllegalAddress;
   }
+  for (int r = 0; r < a.nin; ++r) {
+    if (a.scalar_at[r] == nullptr) continue;
+    a.scalar_at[r] = HostView(reinterpret_cast<uint64_t>(a.scalar_at[r]), sizeof(S));
+    if (a.scalar_at[r] == nullptr) return kErrorIllegalAddress;
+  }
   stream.Enqueue([a] {
     for (uint64_t i = 0; i < a.count; ++i) {
       const S v = conduit::gpu::CombineAt<E, Op>(a, i);

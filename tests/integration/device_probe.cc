@@ -253,6 +253,36 @@ void OtherCollectives(const Ranks& r, const std::vector<float*>& send, const std
         "reduce to rank 0");
 }
 
+// PreMulSum with each rank's factor in device memory (ncclScalarDevice), written by a kernel
+// still running when the call is made: the factor that counts is the one the stream holds
+// when it reaches the collective, as NCCL's kernel reads it.
+void PreMulSumDeviceFactor(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
+  std::vector<float*> factor(r.local());
+  std::vector<ncclRedOp_t> ops(r.local());
+  for (int i = 0; i < r.local(); ++i) {
+    factor[i] = DeviceFloats(1);
+    Fill(factor[i], 1, 1.0f, 0, r.streams[i]);  // an old value, replaced below
+    NCCL_CHECK(ncclRedOpCreatePreMulSum(&ops[i], factor[i], ncclFloat32, ncclScalarDevice, r.comms[i]));
+  }
+  const float b = FillSends(r, send, kCount);
+  for (int i = 0; i < r.local(); ++i) Fill(factor[i], 1, static_cast<float>(r.base + i + 2), kComputeMs, r.streams[i]);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < r.local(); ++i) {
+    NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ops[i], r.comms[i], Nccl(r.streams[i])));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  for (int i = 0; i < r.local(); ++i) {
+    const long wrong = FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) {
+      float sum = 0;  // in rank order, as the reduction runs
+      for (int g = 0; g < r.nranks; ++g) sum += static_cast<float>(g + 2) * (b + static_cast<float>(g + 1) + e);
+      return sum;
+    });
+    Check(wrong < 0, "PreMulSum with the factor on the device, rank " + std::to_string(r.base + i));
+    NCCL_CHECK(ncclRedOpDestroy(ops[i], r.comms[i]));
+    CU_CHECK(g_cu.MemFree(reinterpret_cast<CUdeviceptr>(factor[i])));
+  }
+}
+
 // The program's compute runs on another stream; the collective's stream waits for it
 // through an event, so the daemon must wait for that other stream's kernel too.
 void AcrossStreams(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
@@ -306,6 +336,7 @@ int Local(int nranks) {
   AllReduceSum(r, send, recv, "all-reduce sum");
   AllGather(r, send, recv);
   OtherCollectives(r, send, recv);
+  PreMulSumDeviceFactor(r, send, recv);
   AcrossStreams(r, send, recv);
   // Freed and allocated again (the same address, as CUDA's allocator often gives): the
   // daemon must not keep using its mapping of the freed allocation.

@@ -163,6 +163,41 @@ TEST_F(DeviceProtocolTest, DeviceOpOutsideADeviceGroup) {
   ExpectRefused(st, "a device op in a host group");
 }
 
+// The factor-in-device-memory flag belongs to device PreMulSum ops of asynchronous groups.
+TEST_F(DeviceProtocolTest, ScalarWordOnAHostOp) {
+  OneOpGroup msg = HostGroup(kOpScalarWord);
+  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
+  EXPECT_NE(client_.last_message().find("kOpScalarWord"), std::string::npos) << client_.last_message();
+  ExpectRefused(st, "kOpScalarWord on a host op");
+}
+
+// An asynchronous group on a daemon without GPU support is refused like any device group.
+TEST_F(DeviceProtocolTest, AsyncGroupWithoutGpuSupport) {
+  std::vector<uint8_t> payload;
+  if (Info(&payload).supported != 0) GTEST_SKIP() << "this daemon has GPU support";
+  GroupRequest g{1, kGroupDevice | kGroupAsync};
+  OpDesc op{};
+  op.kind = kAllReduce;
+  op.dtype = ncclFloat32;
+  op.count = 16;
+  op.flags = kOpDevice;
+  DeviceAsyncHeader dev{};
+  DeviceOpRef ref{7, 0, 7, 0};
+  std::vector<uint8_t> msg(sizeof g + sizeof op + sizeof dev + sizeof ref);
+  uint8_t* p = msg.data();
+  memcpy(p, &g, sizeof g);
+  memcpy(p += sizeof g, &op, sizeof op);
+  memcpy(p += sizeof op, &dev, sizeof dev);
+  memcpy(p += sizeof dev, &ref, sizeof ref);
+  ASSERT_TRUE(client_.SendFrame(kGroup, msg.data(), msg.size()));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidUsage) << client_.last_message();
+  EXPECT_NE(client_.last_message().find("no GPU support"), std::string::npos) << client_.last_message();
+  ExpectRefused(st, "an asynchronous device group without GPU support");
+}
+
 TEST_F(DeviceProtocolTest, UnknownOpFlags) {
   OneOpGroup msg = HostGroup(0x80);
   ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
