@@ -1,6 +1,7 @@
 #include "device_path.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -197,6 +198,7 @@ Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>
     probed_ = true;
     if (!daemon_serves_) CLOG_INFO("conduitd does not map device buffers (%s): staging them through host memory", why.c_str());
   }
+  CONDUIT_RETURN_IF_ERROR(ReleaseFreed(conn));
   for (PendingOp* op : ops) {
     if (op->place != MemoryKind::kDevice) continue;
     const BufferInfo& info = op->in_bytes > 0 ? op->in_info : op->out_info;
@@ -219,6 +221,35 @@ Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>
   return Status::Ok();
 }
 
+Status DevicePath::ReleaseBuffer(DaemonConnection& conn, uint64_t buffer_id) {
+  shimproto::ReleaseBufferRequest rel{buffer_id};
+  Frame reply;
+  Status st = conn.Call(shimproto::kReleaseBuffer, &rel, sizeof(rel), shimproto::kReleaseBufferReply, &reply);
+  return st.ok() || st.code() == ncclInvalidArgument ? Status::Ok() : st;  // unknown there: nothing to drop
+}
+
+Status DevicePath::ReleaseFreed(DaemonConnection& conn) {
+  if (registered_.empty()) return Status::Ok();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_free_check_ < kFreeCheckInterval) return Status::Ok();
+  last_free_check_ = now;
+  const cuda::CudaDriver& d = *ProcessCuda();
+  for (auto it = registered_.begin(); it != registered_.end();) {
+    // The driver's buffer ids are never reused in a process: another id (or none) at the
+    // base means the program freed the allocation, and conduitd's mapping holds it.
+    unsigned long long id = 0;
+    const bool same =
+        d.PointerGetAttribute(&id, cuda::kPointerAttributeBufferId, it->second.base) == cuda::kSuccess && id == it->first;
+    if (same) {
+      ++it;
+      continue;
+    }
+    CONDUIT_RETURN_IF_ERROR(ReleaseBuffer(conn, it->first));
+    it = registered_.erase(it);
+  }
+  return Status::Ok();
+}
+
 Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferInfo& info, bool* shared, uint64_t* id,
                             uint64_t* offset) {
   const uint64_t addr = AsDevicePtr(p);
@@ -234,10 +265,7 @@ Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferI
     // lets go of them (their ids never come back).
     for (auto old = registered_.begin(); old != registered_.end();) {
       if (old->second.base < base + size && base < old->second.base + old->second.size) {
-        shimproto::ReleaseBufferRequest rel{old->first};
-        Frame reply;
-        Status st = conn.Call(shimproto::kReleaseBuffer, &rel, sizeof(rel), shimproto::kReleaseBufferReply, &reply);
-        if (!st.ok() && st.code() != ncclInvalidArgument) return st;
+        CONDUIT_RETURN_IF_ERROR(ReleaseBuffer(conn, old->first));
         old = registered_.erase(old);
       } else {
         ++old;

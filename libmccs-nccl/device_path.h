@@ -13,6 +13,7 @@
 #define CONDUIT_LIBMCCS_NCCL_DEVICE_PATH_H_
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -90,9 +91,17 @@ class DevicePath {
   // handle exported on first use). *usable false when CUDA will not create or export
   // one here: from then on this connection stages its device buffers.
   void EnsureReadyEvent(cuda::CUcontext ctx, bool* usable);
+  // Releases, at most every kFreeCheckInterval, the registrations whose allocation the
+  // program has freed (the driver no longer names their buffer id at their base), so
+  // conduitd drops its mapping and the memory goes back to the GPU.
+  Status ReleaseFreed(DaemonConnection& conn);
+  Status ReleaseBuffer(DaemonConnection& conn, uint64_t buffer_id);
   // UseAsync's first-use setup; false (and async off for this connection) on any refusal.
   bool SetUpWords(DaemonConnection& conn, const PendingOp& op);
 
+  // One driver query per registration: cheap, but a group of small calls need not pay it.
+  static constexpr std::chrono::milliseconds kFreeCheckInterval{100};
+  std::chrono::steady_clock::time_point last_free_check_{};
   bool probed_ = false;
   bool daemon_serves_ = false;
   bool events_usable_ = true;

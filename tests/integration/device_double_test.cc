@@ -126,6 +126,11 @@ TEST_F(DeviceDoubleTest, FailureOfAnAcceptedGroupIsAnAsyncError) {
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 
+TEST_F(DeviceDoubleTest, MappingsOfFreedBuffersAreDropped) {
+  Subprocess& p = RunProbe({"release"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+}
+
 TEST_F(DeviceDoubleTest, AbortWithDeviceWorkInFlight) {
   Subprocess& p = RunProbe({"abort"});
   EXPECT_TRUE(Passed(p)) << p.Output();

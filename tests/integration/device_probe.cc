@@ -15,17 +15,23 @@
 //       buffers (rank 1 never calls); ncclCommAbort on another thread must end it promptly.
 //   device_probe async-error                rank 0's all-reduce is accepted, then rank 1 is
 //       aborted: ncclCommGetAsyncError must report it and the stream must be released.
+//   device_probe release                    two buffers used and freed: conduitd must drop
+//       its mappings of them (counted in its /proc maps) by the next call.
 // With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
 // conduitd has run the group); otherwise calls across hosts must return before the GPU
 // work they wait for has run.
 // Prints a line per check; exits 0 when all pass.
 #include <dlfcn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -426,6 +432,53 @@ int AsyncError() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// How many of conduitd's mappings are of the double's device memory (two per opened
+// allocation), read from /proc of the daemon that answers on $CONDUIT_SOCKET.
+int DaemonDeviceMappings() {
+  const char* path = std::getenv("CONDUIT_SOCKET");
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path != nullptr ? path : "", sizeof(addr.sun_path) - 1);
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  const bool ok = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok) return -1;
+  std::ifstream maps("/proc/" + std::to_string(cred.pid) + "/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) n += line.find("cuda-double-device") != std::string::npos;
+  return n;
+}
+
+// Allocations the program frees are released to conduitd, which drops its mappings, so
+// the memory goes back to the GPU without a new registration in their place.
+int Release() {
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  Ranks r;
+  Init(&r, 1, 0, 1, id);
+  std::vector<float*> bufs = {DeviceFloats(kCount), DeviceFloats(kCount), DeviceFloats(kCount)};
+  for (int i = 0; i < 2; ++i) {
+    NCCL_CHECK(ncclAllReduce(bufs[i], bufs[i], kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
+  }
+  CU_CHECK(g_cu.StreamSynchronize(r.streams[0]));
+  const int before = DaemonDeviceMappings();
+  // The third buffer was allocated before these are freed: nothing takes their place.
+  CU_CHECK(g_cu.MemFree(reinterpret_cast<CUdeviceptr>(bufs[0])));
+  CU_CHECK(g_cu.MemFree(reinterpret_cast<CUdeviceptr>(bufs[1])));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  NCCL_CHECK(ncclAllReduce(bufs[2], bufs[2], kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
+  CU_CHECK(g_cu.StreamSynchronize(r.streams[0]));
+  const int after = DaemonDeviceMappings();
+  std::printf("device_probe: conduitd's mappings of device memory: %d before the frees, %d after\n", before, after);
+  // Two allocations released (two mappings each), one registered (two).
+  Check(before > 0 && after == before - 2, "conduitd drops the mappings of freed allocations");
+  NCCL_CHECK(ncclCommDestroy(r.comms[0]));
+  return g_failures == 0 ? 0 : 1;
+}
+
 int Abort() {
   ncclUniqueId id;
   NCCL_CHECK(ncclGetUniqueId(&id));
@@ -497,6 +550,8 @@ int main(int argc, char** argv) {
     rc = Abort();
   } else if (mode == "async-error") {
     rc = AsyncError();
+  } else if (mode == "release") {
+    rc = Release();
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;
