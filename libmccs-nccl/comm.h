@@ -57,6 +57,8 @@ struct ncclComm {
   std::thread init_thread;
 
   std::mutex op_mu;  // one request at a time on this rank's connection
+  // ncclCommRevoke: operations are refused; split, shrink, destroy and abort still work.
+  std::atomic<bool> revoked{false};
 
   // ncclCommAbort from any thread: the connection the communicator is using (its init's,
   // then conn's), shut down to end whatever waits on it. -1 while none is open.

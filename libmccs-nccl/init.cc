@@ -23,6 +23,7 @@ bool ValidComm(const ncclComm* comm) { return comm != nullptr && comm->magic == 
 
 Status ExplainAbort(ncclComm* comm, Status st) {
   if (st.ok()) return st;
+  if (comm->revoked) return Status(st.code(), "the communicator was revoked (ncclCommRevoke) while this call waited");
   std::lock_guard<std::mutex> lock(comm->abort_mu);
   if (!comm->aborted) return st;
   return Status(st.code(), "the communicator was aborted (ncclCommAbort) while this call waited");
@@ -104,6 +105,30 @@ Status DeriveChildId(ncclComm* comm, uint64_t generation, int64_t color, const s
   memcpy(&body, reply.payload.data(), sizeof(body));
   memcpy(out->internal, body.id, sizeof(body.id));
   return Status::Ok();
+}
+
+// Stops what the communicator has in flight: conduitd fails its operations on every host
+// (its peers see them fail) and lets this rank's accepted groups go, writing their words so
+// no stream waits on them. A call another thread is waiting in is ended the way an abort
+// ends it (the connection is shut down); split and shrink then need a live connection and
+// fail with that reason. The state is ncclInProgress until the daemon has confirmed, then
+// ncclSuccess, as NCCL's.
+Status Revoke(ncclComm* comm) {
+  comm->revoked = true;
+  comm->async_error = ncclInProgress;
+  WaitInit(comm);
+  if (!comm->conn) return InvalidUsage("the communicator never finished its init");
+  std::unique_lock<std::mutex> lock(comm->op_mu, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    {
+      std::lock_guard<std::mutex> guard(comm->abort_mu);
+      if (comm->live_fd >= 0) shutdown(comm->live_fd, SHUT_RDWR);
+    }
+    lock.lock();  // the call fails at once and leaves
+    return Status::Ok();
+  }
+  Frame reply;
+  return comm->conn->Call(shimproto::kRevoke, nullptr, 0, shimproto::kRevokeReply, &reply);
 }
 
 // Finishes an init: records the outcome and wakes anyone waiting on the communicator.
@@ -303,8 +328,16 @@ ncclResult_t CommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
 ncclResult_t CommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                         ncclConfig_t* config, int shrinkFlags) {
   const char* call = "ncclCommShrink";
-  (void)shrinkFlags;  // with or without ABORT: no parent op is in flight on this path
   if (!ValidComm(comm)) return Fail(call, ncclInvalidArgument, "invalid communicator");
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    return Fail(call, ncclInvalidArgument, "unknown shrinkFlags 0x%x", shrinkFlags);
+  }
+  if (shrinkFlags == NCCL_SHRINK_ABORT && !comm->revoked) {
+    // First stop what the parent has in flight (its failed peers will never finish it).
+    Status st = Revoke(comm);
+    comm->async_error = st.ok() ? ncclSuccess : st.code();
+    if (!st.ok()) return Fail(call, st);
+  }
   if (newcomm == nullptr || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
     return Fail(call, ncclInvalidArgument, "bad arguments");
   }
@@ -372,15 +405,17 @@ ncclResult_t CommAbort(ncclComm_t comm) {
 ncclResult_t CommRevoke(ncclComm_t comm, int revokeFlags) {
   if (!ValidComm(comm)) return Fail("ncclCommRevoke", ncclInvalidArgument, "invalid communicator");
   if (revokeFlags != NCCL_REVOKE_DEFAULT) return Fail("ncclCommRevoke", ncclInvalidArgument, "revokeFlags must be 0");
-  comm->async_error = ncclInvalidUsage;
-  return ncclSuccess;
+  Status st = Revoke(comm);
+  comm->async_error = st.ok() ? ncclSuccess : st.code();
+  return st.ok() ? ncclSuccess : Fail("ncclCommRevoke", st);
 }
 
 ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!ValidComm(comm) || asyncError == nullptr) return Fail("ncclCommGetAsyncError", ncclInvalidArgument, "bad arguments");
   // Groups conduitd accepted and runs later may fail there: ask it, unless a call holds the
-  // connection (a watchdog thread must never wait behind one; it asks again later).
-  if (comm->async_error.load() == ncclSuccess) {
+  // connection (a watchdog thread must never wait behind one; it asks again later). After a
+  // revoke the failures it caused are not errors: the state is the revoke's.
+  if (comm->async_error.load() == ncclSuccess && !comm->revoked) {
     std::unique_lock<std::mutex> lock(comm->op_mu, std::try_to_lock);
     if (lock.owns_lock() && comm->conn && comm->device_path.async_used()) {
       Frame reply;

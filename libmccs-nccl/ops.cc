@@ -32,6 +32,9 @@ bool MulOverflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overfl
 
 ncclResult_t CheckCommon(const char* call, ncclComm* comm, ncclDataType_t type) {
   if (!ValidComm(comm)) return Fail(call, ncclInvalidArgument, "invalid communicator handle %p", static_cast<void*>(comm));
+  if (comm->revoked) {
+    return Fail(call, ncclInvalidUsage, "the communicator was revoked (ncclCommRevoke): only split, shrink, destroy and abort remain");
+  }
   if (!IsValidDataType(type)) return Fail(call, ncclInvalidArgument, "invalid datatype %d", static_cast<int>(type));
   return ncclSuccess;
 }

@@ -63,6 +63,12 @@ enum MsgType : uint16_t {
   // daemon accepted on this connection, or success. Empty request; the reply is a WireStatus.
   kAsyncError = 25,
   kAsyncErrorReply = 26,
+  // ncclCommRevoke: fail the communicator's operations in flight on every host (its peers
+  // see them fail), let this connection's accepted groups go, reply once nothing of this
+  // rank runs any more. The connection stays for split, shrink and destroy. Empty request;
+  // the reply is a WireStatus.
+  kRevoke = 27,
+  kRevokeReply = 28,
 };
 
 // Hello: version = kVersion.

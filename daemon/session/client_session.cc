@@ -142,6 +142,15 @@ void ClientSession::Run() {
         st = frame.payload.empty() ? ReplyStatus(shimproto::kAsyncErrorReply, proxy_.error())
                                    : ReplyStatus(shimproto::kAsyncErrorReply, InvalidArgument("AsyncError takes no payload"));
         break;
+      case shimproto::kRevoke:
+        if (!frame.payload.empty()) {
+          st = ReplyStatus(shimproto::kRevokeReply, InvalidArgument("Revoke takes no payload"));
+          break;
+        }
+        if (comm_) comm_->Abort(InvalidUsage("rank %d revoked the communicator (ncclCommRevoke)", rank_));
+        proxy_.Drain();  // the group under way fails at once; queued ones fail in turn
+        st = ReplyStatus(shimproto::kRevokeReply, Status::Ok());
+        break;
       case shimproto::kCommDestroy:
         proxy_.Drain();
         if (comm_) comm_->Leave(rank_, /*graceful=*/true);

@@ -131,6 +131,12 @@ TEST_F(DeviceDoubleTest, MappingsOfFreedBuffersAreDropped) {
   EXPECT_TRUE(Passed(p)) << p.Output();
 }
 
+TEST_F(DeviceDoubleTest, RevokeAndShrinkStopWorkInFlight) {
+  Subprocess& p = RunProbe({"revoke"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
 TEST_F(DeviceDoubleTest, AbortWithDeviceWorkInFlight) {
   Subprocess& p = RunProbe({"abort"});
   EXPECT_TRUE(Passed(p)) << p.Output();

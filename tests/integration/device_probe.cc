@@ -17,6 +17,8 @@
 //       aborted: ncclCommGetAsyncError must report it and the stream must be released.
 //   device_probe release                    two buffers used and freed: conduitd must drop
 //       its mappings of them (counted in its /proc maps) by the next call.
+//   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
+//       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
 // With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
 // conduitd has run the group); otherwise calls across hosts must return before the GPU
 // work they wait for has run.
@@ -432,6 +434,96 @@ int AsyncError() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Two ranks in this process; rank 0's all-reduce is accepted and waits in conduitd for
+// rank 1, which never calls. Rank 0 then gives up on rank 1 and shrinks to itself: with
+// ncclCommRevoke first and a plain shrink, or with NCCL_SHRINK_ABORT alone. Either way
+// the parent's operation must stop (the stream released), the parent must refuse new
+// operations, and the child must work.
+bool RevokeAndShrink(bool shrink_abort) {
+  const char* how = shrink_abort ? "NCCL_SHRINK_ABORT" : "ncclCommRevoke";
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
+  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
+  NCCL_CHECK(ncclGroupEnd());
+  CUstream stream = nullptr;
+  CU_CHECK(g_cu.StreamCreate(&stream, kStreamNonBlocking));
+  float* buf = DeviceFloats(kCount);
+  Fill(buf, kCount, 1, 0, stream);
+  NCCL_CHECK(ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comms[0], Nccl(stream)));
+  const Clock::time_point start = Clock::now();
+  ncclComm_t child = nullptr;
+  int exclude[] = {1};
+  ncclResult_t revoked = ncclSuccess, state = ncclInProgress, refused = ncclSuccess;
+  if (!shrink_abort) {
+    revoked = ncclCommRevoke(comms[0], NCCL_REVOKE_DEFAULT);
+    ncclCommGetAsyncError(comms[0], &state);
+    refused = ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comms[0], Nccl(stream));
+  }
+  const ncclResult_t shrunk =
+      ncclCommShrink(comms[0], exclude, 1, &child, nullptr, shrink_abort ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
+  const double ms = MsSince(start);
+  while (g_cu.StreamQuery(stream) == kErrorNotReady && MsSince(start) < 30000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool idle = g_cu.StreamQuery(stream) != kErrorNotReady;
+  std::printf("device_probe: %s: revoke %d, state after %d, a new all-reduce %d, shrink %d, in %.0f ms; stream %s\n", how,
+              static_cast<int>(revoked), static_cast<int>(state), static_cast<int>(refused), static_cast<int>(shrunk), ms,
+              idle ? "idle" : "still waiting");
+  bool ok = revoked == ncclSuccess && shrunk == ncclSuccess && child != nullptr && ms < 5000 && idle;
+  if (!shrink_abort) ok = ok && state == ncclSuccess && refused == ncclInvalidUsage;
+  if (ok) {
+    int n = 0;
+    ncclCommCount(child, &n);
+    Fill(buf, kCount, 7, 0, stream);
+    ok = n == 1 && ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, child, Nccl(stream)) == ncclSuccess &&
+         FirstWrong(Read(buf, kCount, stream), [](size_t e) { return 7.0f + e; }) < 0;
+    ncclCommDestroy(child);
+  }
+  ncclCommAbort(comms[1]);
+  ncclCommDestroy(comms[0]);
+  return ok;
+}
+
+// A host-memory all-reduce waits in the call on another thread (for a rank that never
+// calls): ncclCommRevoke must end that call promptly too.
+bool RevokeEndsAWaitingCall() {
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
+  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
+  NCCL_CHECK(ncclGroupEnd());
+  std::vector<float> host(kCount, 1.0f);
+  std::atomic<int> result{-1};
+  std::atomic<double> call_ms{-1};
+  const Clock::time_point start = Clock::now();
+  std::thread caller([&] {
+    result = ncclAllReduce(host.data(), host.data(), kCount, ncclFloat32, ncclSum, comms[0], nullptr);
+    call_ms = MsSince(start);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const ncclResult_t revoked = ncclCommRevoke(comms[0], NCCL_REVOKE_DEFAULT);
+  caller.join();
+  ncclResult_t state = ncclInProgress;
+  ncclCommGetAsyncError(comms[0], &state);
+  std::printf("device_probe: revoke during a waiting call: revoke %d, state %d; the call returned %d after %.0f ms\n",
+              static_cast<int>(revoked), static_cast<int>(state), result.load(), call_ms.load());
+  ncclCommAbort(comms[1]);
+  ncclCommDestroy(comms[0]);
+  return revoked == ncclSuccess && state == ncclSuccess && result != ncclSuccess && result != -1 && call_ms < 5300;
+}
+
+int Revoke() {
+  Check(RevokeAndShrink(false), "ncclCommRevoke stops the in-flight all-reduce; shrink without the failed rank works");
+  Check(RevokeAndShrink(true), "ncclCommShrink with NCCL_SHRINK_ABORT stops it and shrinks");
+  Check(RevokeEndsAWaitingCall(), "ncclCommRevoke ends a call waiting on another thread");
+  return g_failures == 0 ? 0 : 1;
+}
+
 // How many of conduitd's mappings are of the double's device memory (two per opened
 // allocation), read from /proc of the daemon that answers on $CONDUIT_SOCKET.
 int DaemonDeviceMappings() {
@@ -552,6 +644,8 @@ int main(int argc, char** argv) {
     rc = AsyncError();
   } else if (mode == "release") {
     rc = Release();
+  } else if (mode == "revoke") {
+    rc = Revoke();
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;
