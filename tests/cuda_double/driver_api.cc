@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cuda/cuda_driver.h"
@@ -131,11 +132,22 @@ CUresult WriteAttribute(const PointerFacts& f, int attribute, void* data) {
 }  // namespace
 
 bool Injected(const char* entry) {
-  static const std::string list = [] {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
     const char* env = std::getenv("CONDUIT_CUDA_DOUBLE_FAIL");
-    return "," + std::string(env != nullptr ? env : "") + ",";
+    std::string_view list = env != nullptr ? env : "";
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      out.emplace_back(list.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+    return out;
   }();
-  return list.find("," + std::string(entry) + ",") != std::string::npos;
+  for (const std::string& name : names) {
+    if (name == entry) return true;
+  }
+  return false;
 }
 
 }  // namespace cuda_double
