@@ -369,13 +369,14 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   return first;
 }
 
-Status Communicator::SignalDeviceDone(uint64_t word, uint32_t value) {
+Status Communicator::SignalDeviceDone(uint64_t word, uint32_t value, std::shared_ptr<const void> mapping) {
   gpu::Runtime& runtime = gpu::Runtime::Get();
   std::lock_guard<std::mutex> lock(mu_);
   // device_ exists once a device collective ran, and is replaced only by ~Communicator.
   if (!device_) return InternalError("an asynchronous device group ran no device collective");
   cuda::ScopedContext ctx(runtime.driver(), device_->context());
-  return device_->WriteWord(word, value);
+  CONDUIT_RETURN_IF_ERROR(device_->WriteWord(word, value));
+  return device_->Retain({std::move(mapping)});
 }
 
 Status Communicator::SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,

@@ -160,8 +160,9 @@ class Communicator final : private PeerChannel::Handler {
   Status RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops, int* failed_op,
                   const GroupContext& context = {});
   // After an asynchronous device group's last op: writes `value` to the program's done word
-  // on the communicator's stream, after the group's GPU work.
-  Status SignalDeviceDone(uint64_t word, uint32_t value);
+  // on the communicator's stream, after the group's GPU work. `mapping` (holding the word)
+  // stays open until that write has run.
+  Status SignalDeviceDone(uint64_t word, uint32_t value, std::shared_ptr<const void> mapping);
   // Validates one op against the communicator and the rank's segment (no side effects).
   Status ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const;
 

@@ -148,6 +148,11 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
     default:
       return InternalError("op kind %u is not a collective", op.kind);
   }
+  // The programs' mappings stay open until the GPU has run this work, whatever the
+  // programs release or free meanwhile.
+  std::vector<std::shared_ptr<const void>> held;
+  for (const CollRequest* r : batch) held.insert(held.end(), r->device->keep.begin(), r->device->keep.end());
+  CONDUIT_RETURN_IF_ERROR(cs.Retain(std::move(held)));
   return cs.RecordDone();
 }
 

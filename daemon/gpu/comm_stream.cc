@@ -42,8 +42,16 @@ CommStream::~CommStream() {
   // Programs may still have waits on `done` queued; let the stream finish first.
   if (stream_ != nullptr) {
     Status st = Drain(Deadline::AfterMs(10000));
-    if (!st.ok()) CLOG_WARN("destroying a communicator stream: %s", st.message().c_str());
+    if (!st.ok()) {
+      CLOG_WARN("destroying a communicator stream: %s; its programs' mappings stay open", st.message().c_str());
+      // Work that may still run keeps what it uses: leaked, never closed under it.
+      static auto* kept = new std::deque<Held>;
+      for (Held& h : held_) kept->push_back(std::move(h));
+      held_.clear();
+    }
   }
+  for (Held& h : held_) driver_.EventDestroy(h.after);
+  held_.clear();
   if (staging_ != nullptr) driver_.MemFreeHost(staging_);
   if (bounce_ != nullptr) driver_.MemFreeHost(bounce_);
   if (done_ != nullptr) driver_.EventDestroy(done_);
@@ -189,6 +197,30 @@ Status CommStream::Drain(Deadline deadline, const std::function<Status()>& faile
       return RemoteError("timed out waiting for GPU work (a program's stream never reached its collective, or a kernel hangs)");
     }
     SleepUs(pause_us);
+  }
+}
+
+Status CommStream::Retain(std::vector<std::shared_ptr<const void>> held) {
+  ReleaseFinished();
+  if (held.empty()) return Status::Ok();
+  Held h;
+  cuda::CUresult r = driver_.EventCreate(&h.after, cuda::kEventDisableTiming);
+  if (r == cuda::kSuccess) r = driver_.EventRecord(h.after, stream_);
+  if (r != cuda::kSuccess) {
+    if (h.after != nullptr) driver_.EventDestroy(h.after);
+    // Without an event, wait here: releasing the mappings early is worse than a stall.
+    CONDUIT_RETURN_IF_ERROR(Drain(Deadline::AfterMs(60000)));
+    return Status::Ok();
+  }
+  h.held = std::move(held);
+  held_.push_back(std::move(h));
+  return Status::Ok();
+}
+
+void CommStream::ReleaseFinished() {
+  while (!held_.empty() && driver_.EventQuery(held_.front().after) != cuda::kErrorNotReady) {
+    driver_.EventDestroy(held_.front().after);
+    held_.pop_front();
   }
 }
 

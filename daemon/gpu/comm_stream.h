@@ -9,6 +9,7 @@
 #define CONDUIT_DAEMON_GPU_COMM_STREAM_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -66,6 +67,10 @@ class CommStream {
   Status Drain(Deadline deadline, const std::function<Status()>& failed = nullptr);
   // Records the done event after what is enqueued.
   Status RecordDone();
+  // Keeps `held` (programs' mappings the work enqueued so far uses) until the GPU has run
+  // that work: a mapping closed under a running kernel is an illegal address, which would
+  // end every GPU job of this daemon. Released by later calls and by the destructor.
+  Status Retain(std::vector<std::shared_ptr<const void>> held);
 
  private:
   CommStream(Runtime& runtime, int device) : runtime_(runtime), driver_(runtime.driver()), device_(device) {}
@@ -86,6 +91,13 @@ class CommStream {
   size_t staging_bytes_ = 0;
   uint8_t* bounce_ = nullptr;  // copies of buffers the GPU cannot reach
   size_t bounce_bytes_ = 0;
+  // Retain's: each batch with the event recorded after its work, oldest first.
+  struct Held {
+    cuda::CUevent after = nullptr;
+    std::vector<std::shared_ptr<const void>> held;
+  };
+  std::deque<Held> held_;
+  void ReleaseFinished();  // drops the batches whose work has run
 };
 
 }  // namespace conduit::gpu

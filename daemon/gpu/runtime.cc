@@ -178,6 +178,9 @@ Status Runtime::WriteWordNow(int device, uint64_t word, uint32_t value) {
     if (r != cuda::kSuccess) return driver_->Error("cuStreamCreate (signals)", r);
   }
   cuda::CUresult r = driver_->StreamWriteValue32(d.signals, word, value, cuda::kStreamWriteValueDefault);
+  // Done before returning: the caller may close the mapping of `word` next. The stream
+  // waits for nothing, so this is one write's time.
+  if (r == cuda::kSuccess) r = driver_->StreamSynchronize(d.signals);
   return r == cuda::kSuccess ? Status::Ok() : driver_->Error("cuStreamWriteValue32 (releasing a failed group)", r);
 }
 

@@ -39,8 +39,8 @@ class Runtime {
   // The combine kernel for (type, op) on `device` (gpu/reduce_kernels.h).
   Status Kernel(int device, ncclDataType_t type, ncclRedOp_t op, cuda::CUfunction* fn);
   // Writes `value` to the 32-bit word at `word` (memory mapped here) on a stream of
-  // `device` that waits for nothing: how a failed group still releases the streams that
-  // wait on its words.
+  // `device` that waits for nothing, and waits for that write: how a failed group still
+  // releases the streams that wait on its words.
   Status WriteWordNow(int device, uint64_t word, uint32_t value);
   // Lets kernels on `device` read and write memory of `peer`; false when the hardware
   // cannot (the caller then bounces through host memory).

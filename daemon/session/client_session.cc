@@ -51,6 +51,13 @@ ClientSession::~ClientSession() {
   // A program that vanishes without ncclCommDestroy fails its communicator everywhere,
   // so peers get an error instead of waiting for it forever.
   if (comm_) comm_->Leave(rank_, /*graceful=*/false);
+  proxy_.Drain();  // the group under way has failed, or ended
+  // A program gone before its stream reached its last group's ready word would leave the
+  // communicator's stream waiting on it for good.
+  if (last_words_.keep) {
+    Status st = gpu::Runtime::Get().WriteWordNow(last_words_.device, last_words_.ready, last_words_.seq);
+    if (!st.ok()) CLOG_WARN("%s: cannot release the communicator's stream: %s", who_.c_str(), st.message().c_str());
+  }
 }
 
 Status ClientSession::Reply(uint16_t type, const void* payload, size_t len) {
@@ -335,6 +342,7 @@ Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
     st = comm_->ValidateOp(rank_, buffer, group.ops[i]);
     if (!st.ok()) reply.failed_op = static_cast<int32_t>(i);
   }
+  if (st.ok()) last_words_ = job->words;
   if (st.ok()) {
     st = proxy_.Push([comm = comm_, rank = rank_, buffer, job, who = who_](bool run) -> Status {
       Status result = run ? Status::Ok() : RemoteError("the program's connection closed before the group ran");
@@ -345,7 +353,7 @@ Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
         context.ready_value = job->words.seq;
         int failed_op = -1;
         result = comm->RunGroup(rank, buffer, job->ops, &failed_op, context);
-        if (result.ok()) result = comm->SignalDeviceDone(job->words.done, job->words.seq);
+        if (result.ok()) result = comm->SignalDeviceDone(job->words.done, job->words.seq, job->words.keep);
         if (result.ok()) return result;
         CLOG_WARN("%s: an accepted asynchronous device group failed (the program sees it through "
                   "ncclCommGetAsyncError): %s",

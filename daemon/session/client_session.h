@@ -71,6 +71,9 @@ class ClientSession {
   UniqueFd shm_fd_;  // the segment's memfd, kept to hand it over
   DeviceSession device_;
   HostRegions regions_;
+  // The last accepted asynchronous group's words: when the connection closes, the ready
+  // word is written for it, so conduitd's stream never waits for a program that is gone.
+  DeviceSession::AsyncWords last_words_;
   // Declared last: destroyed (stopped and joined) before what its jobs may still use.
   DeviceProxy proxy_;
 };

@@ -144,9 +144,10 @@ Status DeviceSession::ResolveAsync(const shimproto::DeviceAsyncHeader& header, c
   CONDUIT_RETURN_IF_ERROR(Find(header.sync_id, header.sync_offset, words_bytes, "sync words", &words->keep));
   CONDUIT_RETURN_IF_ERROR(ResolveBuffers(stream_device, ops, refs, rank, nranks, out));
   for (size_t i = 0; i < ops.size(); ++i) {
+    // The stream reads the ready word (and a factor slot) there: held with the buffers.
+    (*out)[i].keep.push_back(words->keep);
     if (ops[i].flags & shimproto::kOpScalarWord) {
       (*out)[i].scalar = words->keep->base + header.sync_offset + 2 * sizeof(uint32_t) + kScalarSlotBytes * i;
-      (*out)[i].keep.push_back(words->keep);
     }
   }
   words->ready = words->keep->base + header.sync_offset;

@@ -44,7 +44,7 @@ uint8_t* HostView(uint64_t ptr, size_t bytes);
 
 CUresult ExportMemory(uint64_t base, conduit::cuda::IpcMemHandle* handle);
 CUresult OpenMemory(const conduit::cuda::IpcMemHandle& handle, int device, CUcontext ctx, conduit::cuda::CUdeviceptr* out);
-CUresult CloseMemory(uint64_t ptr);
+CUresult CloseMemory(uint64_t ptr);  // unmaps at once, queued work or not (as CUDA)
 
 // A memfd of `bytes` and the pid/inode another process needs to open it: the shared
 // state of interprocess events uses the same mechanism as memory.

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "cuda/cuda_driver.h"
 #include "integration_env.h"
@@ -134,6 +135,18 @@ TEST_F(DeviceDoubleTest, MappingsOfFreedBuffersAreDropped) {
 TEST_F(DeviceDoubleTest, RevokeAndShrinkStopWorkInFlight) {
   Subprocess& p = RunProbe({"revoke"});
   EXPECT_TRUE(Passed(p)) << p.Output();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// A program that exits with accepted groups whose inputs its GPU never computed: conduitd
+// keeps serving (it must not run a kernel on mappings it closed, nor wait for good).
+TEST_F(DeviceDoubleTest, ProgramVanishingWithGroupsInFlight) {
+  Subprocess& p = RunProbe({"vanish"});
+  EXPECT_NE(p.Output().find("vanishing with two accepted all-reduces"), std::string::npos) << p.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the daemon tears its sessions down
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+  Subprocess& after = RunProbe({"local", "--ranks", "1"});
+  EXPECT_TRUE(Passed(after)) << after.Output();
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 

@@ -17,6 +17,7 @@
 //       aborted: ncclCommGetAsyncError must report it and the stream must be released.
 //   device_probe release                    two buffers used and freed: conduitd must drop
 //       its mappings of them (counted in its /proc maps) by the next call.
+//   device_probe vanish                     exits at once after two accepted all-reduces.
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
 // With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
@@ -524,6 +525,25 @@ int Revoke() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Two ranks' all-reduces are accepted while their inputs are still being computed, and the
+// process ends at once, without destroying anything: conduitd must neither crash (its
+// kernel would run on mappings it closed) nor keep its stream waiting for a ready word the
+// dead program's stream will never write.
+int Vanish() {
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  Ranks r;
+  Init(&r, 2, 0, 2, id);
+  std::vector<float*> send = {DeviceFloats(kCount), DeviceFloats(kCount)};
+  for (int i = 0; i < 2; ++i) Fill(send[i], kCount, 1, 2 * kComputeMs, r.streams[i]);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < 2; ++i) NCCL_CHECK(ncclAllReduce(send[i], send[i], kCount, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
+  NCCL_CHECK(ncclGroupEnd());
+  std::printf("device_probe: vanishing with two accepted all-reduces\n");
+  std::fflush(stdout);
+  _exit(0);
+}
+
 // How many of conduitd's mappings are of the double's device memory (two per opened
 // allocation), read from /proc of the daemon that answers on $CONDUIT_SOCKET.
 int DaemonDeviceMappings() {
@@ -646,6 +666,8 @@ int main(int argc, char** argv) {
     rc = Release();
   } else if (mode == "revoke") {
     rc = Revoke();
+  } else if (mode == "vanish") {
+    rc = Vanish();
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;
