@@ -359,12 +359,16 @@ Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
                   "ncclCommGetAsyncError): %s",
                   who.c_str(), result.message().c_str());
       }
-      // Release both waiting streams: the daemon's (ready word) and the program's (done word).
+      // Release both waiting streams. The ready word at once (the communicator's stream may
+      // wait on it); the done word on the communicator's stream, behind an earlier group's
+      // done write still queued there, which would otherwise land later and take the word
+      // back below this group's number, leaving the program's stream waiting for good.
       gpu::Runtime& rt = gpu::Runtime::Get();
-      for (uint64_t word : {job->words.ready, job->words.done}) {
-        Status w = rt.WriteWordNow(job->words.device, word, job->words.seq);
-        if (!w.ok()) CLOG_WARN("%s: cannot release a stream waiting on a failed group: %s", who.c_str(), w.message().c_str());
+      Status w = rt.WriteWordNow(job->words.device, job->words.ready, job->words.seq);
+      if (w.ok() && !comm->SignalDeviceDone(job->words.done, job->words.seq, job->words.keep).ok()) {
+        w = rt.WriteWordNow(job->words.device, job->words.done, job->words.seq);  // no stream yet: nothing queued
       }
+      if (!w.ok()) CLOG_WARN("%s: cannot release a stream waiting on a failed group: %s", who.c_str(), w.message().c_str());
       return result;
     });
   }
