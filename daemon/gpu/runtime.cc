@@ -85,8 +85,7 @@ void Runtime::Probe() {
         (r = driver_->DeviceGetAttribute(&major, cuda::kDeviceAttributeComputeCapabilityMajor, d.handle)) != cuda::kSuccess ||
         (r = driver_->DeviceGetAttribute(&minor, cuda::kDeviceAttributeComputeCapabilityMinor, d.handle)) != cuda::kSuccess ||
         (r = driver_->DeviceGetAttribute(&d.multiprocessors, cuda::kDeviceAttributeMultiprocessorCount, d.handle)) !=
-            cuda::kSuccess ||
-        (r = driver_->DevicePrimaryCtxRetain(&d.context, d.handle)) != cuda::kSuccess) {
+            cuda::kSuccess) {
       reason_ = driver_->Error(("probing GPU " + std::to_string(i)).c_str(), r).message();
       return;
     }
@@ -118,24 +117,59 @@ void Runtime::Probe() {
     }
     image_by_cc_[d.cc] = std::move(image);
   }
-  // Loaded now on every GPU, and one kernel looked up, so a driver that cannot run them
-  // turns GPU support off at start with the reason instead of failing the first collective.
-  for (Device& d : devices_) {
-    cuda::ScopedContext ctx(*driver_, d.context);
-    cuda::CUfunction probe = nullptr;
-    cuda::CUresult r = driver_->ModuleLoadData(&d.module, image_by_cc_[d.cc].data());
-    if (r == cuda::kSuccess) r = driver_->ModuleGetFunction(&probe, d.module, CombineKernelName(ncclFloat32, ncclSum).c_str());
-    if (r != cuda::kSuccess) {
-      reason_ = driver_->Error(("loading the combine kernels NVRTC " + std::to_string(nvrtc->major()) + "." +
-                                std::to_string(nvrtc->minor()) + " compiled for sm_" + std::to_string(d.cc) +
-                                " (CUDA driver " + std::to_string(driver_->version()) + ")")
-                                   .c_str(),
-                               r)
-                    .message();
-      return;
-    }
+  for (int i = 0; i < device_count(); ++i) {
+    if (!CheckKernels(i, *nvrtc)) return;
   }
   available_ = true;
+}
+
+bool Runtime::CheckKernels(int device, const cuda::Nvrtc& nvrtc) {
+  // Loaded now on every GPU, and one kernel looked up, so a driver that cannot run them
+  // turns GPU support off at start with the reason instead of failing the first collective.
+  // The context is given back after: kept, it would hold GPU memory on GPUs no program
+  // uses, and take a GPU in EXCLUSIVE_PROCESS mode from the programs.
+  Device& d = devices_[device];
+  cuda::CUcontext ctx = nullptr;
+  cuda::CUresult r = driver_->DevicePrimaryCtxRetain(&ctx, d.handle);
+  if (r != cuda::kSuccess) {
+    CLOG_WARN("GPU %d: %s; its kernels are loaded and checked at first use", device,
+              driver_->Error("no context for the start-up check", r).message().c_str());
+    return true;
+  }
+  {
+    cuda::ScopedContext scope(*driver_, ctx);
+    cuda::CUmodule module = nullptr;
+    cuda::CUfunction probe = nullptr;
+    r = driver_->ModuleLoadData(&module, image_by_cc_[d.cc].data());
+    if (r == cuda::kSuccess) r = driver_->ModuleGetFunction(&probe, module, CombineKernelName(ncclFloat32, ncclSum).c_str());
+    if (module != nullptr) driver_->ModuleUnload(module);
+  }
+  driver_->DevicePrimaryCtxRelease(d.handle);
+  if (r == cuda::kSuccess) return true;
+  reason_ = driver_->Error(("loading the combine kernels NVRTC " + std::to_string(nvrtc.major()) + "." +
+                            std::to_string(nvrtc.minor()) + " compiled for sm_" + std::to_string(d.cc) +
+                            " (CUDA driver " + std::to_string(driver_->version()) + ")")
+                               .c_str(),
+                           r)
+                .message();
+  return false;
+}
+
+cuda::CUcontext Runtime::context(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ContextLocked(devices_[device]);
+}
+
+cuda::CUcontext Runtime::ContextLocked(Device& d) {
+  if (d.context != nullptr) return d.context;
+  cuda::CUcontext ctx = nullptr;
+  cuda::CUresult r = driver_->DevicePrimaryCtxRetain(&ctx, d.handle);
+  if (r != cuda::kSuccess) {
+    CLOG_WARN("%s", driver_->Error("taking a context on a GPU for programs' device buffers", r).message().c_str());
+    return nullptr;
+  }
+  d.context = ctx;  // kept for the daemon's life, as programs may come back to this GPU
+  return ctx;
 }
 
 int Runtime::DeviceOfUuid(const uint8_t uuid[16]) const {
@@ -150,7 +184,7 @@ Status Runtime::Kernel(int device, ncclDataType_t type, ncclRedOp_t op, cuda::CU
   if (device < 0 || device >= device_count()) return InternalError("no GPU %d", device);
   std::lock_guard<std::mutex> lock(mu_);
   Device& d = devices_[device];
-  cuda::ScopedContext ctx(*driver_, d.context);
+  cuda::ScopedContext ctx(*driver_, ContextLocked(d));
   if (d.module == nullptr) {
     cuda::CUresult r = driver_->ModuleLoadData(&d.module, image_by_cc_[d.cc].data());
     if (r != cuda::kSuccess) return driver_->Error("loading the combine kernels (cuModuleLoadData)", r);
@@ -172,7 +206,7 @@ Status Runtime::WriteWordNow(int device, uint64_t word, uint32_t value) {
   if (device < 0 || device >= device_count()) return InternalError("no GPU %d", device);
   std::lock_guard<std::mutex> lock(mu_);
   Device& d = devices_[device];
-  cuda::ScopedContext ctx(*driver_, d.context);
+  cuda::ScopedContext ctx(*driver_, ContextLocked(d));
   if (d.signals == nullptr) {
     cuda::CUresult r = driver_->StreamCreate(&d.signals, cuda::kStreamNonBlocking);
     if (r != cuda::kSuccess) return driver_->Error("cuStreamCreate (signals)", r);
@@ -193,8 +227,8 @@ bool Runtime::EnablePeerAccess(int device, int peer) {
   int can = 0;
   bool ok = driver_->DeviceCanAccessPeer(&can, devices_[device].handle, devices_[peer].handle) == cuda::kSuccess && can;
   if (ok) {
-    cuda::ScopedContext ctx(*driver_, devices_[device].context);
-    cuda::CUresult r = driver_->CtxEnablePeerAccess(devices_[peer].context, 0);
+    cuda::ScopedContext ctx(*driver_, ContextLocked(devices_[device]));
+    cuda::CUresult r = driver_->CtxEnablePeerAccess(ContextLocked(devices_[peer]), 0);
     ok = r == cuda::kSuccess || r == cuda::kErrorPeerAccessAlreadyEnabled;
   }
   peer_[key] = ok;

@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "cuda/cuda_driver.h"
+#include "cuda/nvrtc.h"
 #include "gpu/ipc_memory.h"
 #include "nccl.h"
 
@@ -33,7 +34,10 @@ class Runtime {
   const cuda::Uuid& uuid(int device) const { return devices_[device].uuid; }
   // The ordinal here of the GPU with this UUID (programs may see other ordinals), or -1.
   int DeviceOfUuid(const uint8_t uuid[16]) const;
-  cuda::CUcontext context(int device) const { return devices_[device].context; }
+  // The daemon's context on `device`: its primary context, retained on first use, so a
+  // GPU no program brings device buffers from costs no context (and its memory). nullptr
+  // when the driver refuses one (the error is logged; work in it then fails).
+  cuda::CUcontext context(int device);
   int multiprocessors(int device) const { return devices_[device].multiprocessors; }
 
   // The combine kernel for (type, op) on `device` (gpu/reduce_kernels.h).
@@ -56,7 +60,7 @@ class Runtime {
     int cc = 0;  // compute capability, major * 10 + minor
     int multiprocessors = 1;
     int mps = -1;  // contexts on it are MPS clients: 1, 0, or -1 when the driver cannot say
-    cuda::CUcontext context = nullptr;
+    cuda::CUcontext context = nullptr;  // retained on first use (context())
     cuda::CUmodule module = nullptr;  // combine kernels, loaded on first use
     cuda::CUstream signals = nullptr;  // WriteWordNow's, created on first use
     std::map<std::string, cuda::CUfunction> kernels;
@@ -64,6 +68,10 @@ class Runtime {
 
   Runtime();
   void Probe();
+  // Start-up check on one GPU: its kernels load in a context taken for the check and given
+  // back. False with reason_ when they cannot; true also when no context can be had now.
+  bool CheckKernels(int device, const cuda::Nvrtc& nvrtc);
+  cuda::CUcontext ContextLocked(Device& d);  // context(), mu_ held
 
   bool available_ = false;
   std::string reason_;

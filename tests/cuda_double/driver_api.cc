@@ -6,9 +6,11 @@
 //
 // Devices: $CONDUIT_CUDA_DOUBLE_DEVICES of them (default 1, at most 8), compute capability
 // 9.0, 4 multiprocessors, MPS on, UUIDs that are the same in every process of a host.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -51,6 +53,22 @@ std::set<std::pair<int, int>> g_peer_enabled;
 constexpr int kMaxContextDepth = 32;
 thread_local CUcontext t_context_stack[kMaxContextDepth];
 thread_local int t_context_depth = 0;
+
+// Primary context references per device, and where each change is written
+// ($CONDUIT_CUDA_DOUBLE_CONTEXT_LOG: "<device> <references>" lines), so a test can see
+// which GPUs a process holds contexts on.
+std::atomic<int> g_retained[kMaxDevices];
+
+void NoteRetained(int device, int references) {
+  const char* path = std::getenv("CONDUIT_CUDA_DOUBLE_CONTEXT_LOG");
+  if (path == nullptr) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  char line[32];
+  const int n = snprintf(line, sizeof(line), "%d %d\n", device, references);
+  if (n > 0) (void)!write(fd, line, static_cast<size_t>(n));
+  close(fd);
+}
 
 int DeviceCount() {
   static const int count = [] {
@@ -236,12 +254,16 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice device) {
   if (ctx == nullptr) return kErrorInvalidValue;
   if (device < 0 || device >= DeviceCount()) return kErrorInvalidDevice;
   *ctx = ContextOf(device);
+  NoteRetained(device, ++g_retained[device]);
   return kSuccess;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   CONDUIT_DOUBLE_REQUIRE_INIT();
-  return device >= 0 && device < DeviceCount() ? kSuccess : kErrorInvalidDevice;
+  if (device < 0 || device >= DeviceCount()) return kErrorInvalidDevice;
+  if (g_retained[device] == 0) return kErrorInvalidContext;
+  NoteRetained(device, --g_retained[device]);
+  return kSuccess;
 }
 
 CUresult cuCtxGetCurrent(CUcontext* ctx) {

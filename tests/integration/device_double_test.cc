@@ -6,8 +6,10 @@
 // docs/gpu.md) proves the path.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -22,8 +24,28 @@ using namespace shimproto;
 
 const char kDouble[] = CONDUIT_CUDA_DOUBLE_PATH;
 
-std::vector<std::string> DaemonWithTheDouble() {
-  return {"env", std::string("CONDUIT_CUDA_DRIVER=") + kDouble, std::string("CONDUIT_NVRTC=") + kDouble};
+// Where the daemon's double writes its context references (the one-host suite's daemon).
+const std::string& ContextLog() {
+  static const std::string path = "/tmp/conduit-gd-contexts-" + std::to_string(getpid());
+  return path;
+}
+
+// The daemon sees two GPUs; programs use the first.
+std::vector<std::string> DaemonWithTheDouble(bool context_log = false) {
+  std::vector<std::string> env = {"env", std::string("CONDUIT_CUDA_DRIVER=") + kDouble, std::string("CONDUIT_NVRTC=") + kDouble,
+                                  "CONDUIT_CUDA_DOUBLE_DEVICES=2"};
+  if (context_log) env.push_back("CONDUIT_CUDA_DOUBLE_CONTEXT_LOG=" + ContextLog());
+  return env;
+}
+
+// The last reference count the log gives for each of the two GPUs.
+std::vector<int> ContextReferences() {
+  std::vector<int> refs(2, -1);
+  std::ifstream log(ContextLog());
+  for (int device, n; log >> device >> n;) {
+    if (device >= 0 && device < 2) refs[device] = n;
+  }
+  return refs;
 }
 
 // The probe's environment: the double as the process's CUDA driver, and `extra`.
@@ -42,8 +64,13 @@ class DeviceDoubleTest : public ClusterSuiteTest<DeviceDoubleTest> {
     c.subnet = "10.231.52";
     c.hosts = 1;
     c.timeout_ms = 30000;
-    c.daemon_wrapper = DaemonWithTheDouble();
+    unlink(ContextLog().c_str());
+    c.daemon_wrapper = DaemonWithTheDouble(/*context_log=*/true);
     return c;
+  }
+  static void TearDownTestSuite() {
+    ClusterSuiteTest::TearDownTestSuite();
+    unlink(ContextLog().c_str());
   }
 
  protected:
@@ -67,8 +94,10 @@ TEST_F(DeviceDoubleTest, DaemonServesDeviceBuffers) {
   ASSERT_GE(payload.size(), sizeof(info));
   memcpy(&info, payload.data(), sizeof(info));
   EXPECT_EQ(info.supported, 1) << FromCString(info.reason);
-  EXPECT_EQ(info.ndevices, 1);
+  EXPECT_EQ(info.ndevices, 2);
   EXPECT_EQ(info.driver_version, 13000);
+  // Both GPUs were checked at start (kernels loaded) in contexts given back after.
+  EXPECT_EQ(ContextReferences(), (std::vector<int>{0, 0}));
 }
 
 // Three ranks of one process on one GPU, each on its own stream, every collective on
@@ -80,6 +109,12 @@ TEST_F(DeviceDoubleTest, CollectivesOnDeviceBuffers) {
   // The re-allocation case proves something only if an address did come back.
   EXPECT_EQ(p.Output().find(" 0 of 2 re-allocations came back"), std::string::npos) << p.Output();
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// After collectives on GPU 0 the daemon holds a context there, and none on GPU 1, which no
+// program used (a context costs GPU memory, and takes an EXCLUSIVE_PROCESS GPU).
+TEST_F(DeviceDoubleTest, ContextsOnlyOnGpusInUse) {
+  EXPECT_EQ(ContextReferences(), (std::vector<int>{1, 0}));
 }
 
 TEST_F(DeviceDoubleTest, OneRankAlone) {
