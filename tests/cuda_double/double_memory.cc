@@ -102,6 +102,30 @@ void Unmap(const Region& r) {
   if (r.file.fd >= 0) close(r.file.fd);
 }
 
+// Removes the region that starts at `base` from the registry if it is of `kind` (an opened
+// one from the set of opened handles too); false when there is none.
+bool Take(uint64_t base, Kind kind, Region* out) {
+  Memory& m = State();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.by_base.find(base);
+  if (it == m.by_base.end() || it->second.kind != kind) return false;
+  *out = it->second;
+  if (kind == Kind::kOpened) m.opened.erase(out->source);
+  m.by_base.erase(it);
+  return true;
+}
+
+// cuMemFree / cuMemFreeHost. They wait for the device's work first, as cudaFree does:
+// queued copies may use the memory. Work that never ends (a wait on an event nobody
+// records) leaves the memory mapped.
+CUresult Free(uint64_t base, Kind kind) {
+  const bool idle = SynchronizeAllStreams(kFreeWaitMs);
+  Region r;
+  if (!Take(base, kind, &r)) return conduit::cuda::kErrorInvalidValue;
+  if (idle) Unmap(r);
+  return conduit::cuda::kSuccess;
+}
+
 }  // namespace
 
 bool CreateSharedFile(const char* name, size_t bytes, SharedFile* out) {
@@ -152,20 +176,7 @@ CUresult AllocateDevice(size_t bytes, int device, CUcontext ctx, conduit::cuda::
 
 CUresult FreeDevice(uint64_t ptr) {
   if (ptr == 0) return conduit::cuda::kSuccess;
-  // cuMemFree waits for the device's work, as cudaFree does: queued copies may use it.
-  // Work that never ends (a wait on an event nobody records) leaves the memory mapped.
-  const bool idle = SynchronizeAllStreams(kFreeWaitMs);
-  Memory& m = State();
-  Region r;
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    auto it = m.by_base.find(ptr);
-    if (it == m.by_base.end() || it->second.kind != Kind::kDevice) return conduit::cuda::kErrorInvalidValue;
-    r = it->second;
-    m.by_base.erase(it);
-  }
-  if (idle) Unmap(r);
-  return conduit::cuda::kSuccess;
+  return Free(ptr, Kind::kDevice);
 }
 
 CUresult AllocatePinned(size_t bytes, CUcontext ctx, void** out) {
@@ -187,20 +198,7 @@ CUresult AllocatePinned(size_t bytes, CUcontext ctx, void** out) {
   return conduit::cuda::kSuccess;
 }
 
-CUresult FreePinned(void* ptr) {
-  const bool idle = SynchronizeAllStreams(kFreeWaitMs);
-  Memory& m = State();
-  Region r;
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    auto it = m.by_base.find(reinterpret_cast<uint64_t>(ptr));
-    if (it == m.by_base.end() || it->second.kind != Kind::kPinned) return conduit::cuda::kErrorInvalidValue;
-    r = it->second;
-    m.by_base.erase(it);
-  }
-  if (idle) Unmap(r);
-  return conduit::cuda::kSuccess;
-}
+CUresult FreePinned(void* ptr) { return Free(reinterpret_cast<uint64_t>(ptr), Kind::kPinned); }
 
 PointerFacts Describe(uint64_t ptr) {
   PointerFacts f;
@@ -282,16 +280,8 @@ CUresult OpenMemory(const IpcMemHandle& handle, int device, CUcontext ctx, condu
 CUresult CloseMemory(uint64_t ptr) {
   // No implicit wait, as in CUDA: work still queued on the mapping faults (here: the
   // process crashes), which is what the tests must never see.
-  Memory& m = State();
   Region r;
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    auto it = m.by_base.find(ptr);
-    if (it == m.by_base.end() || it->second.kind != Kind::kOpened) return conduit::cuda::kErrorInvalidValue;
-    r = it->second;
-    m.opened.erase(r.source);
-    m.by_base.erase(it);
-  }
+  if (!Take(ptr, Kind::kOpened, &r)) return conduit::cuda::kErrorInvalidValue;
   Unmap(r);
   return conduit::cuda::kSuccess;
 }

@@ -535,18 +535,23 @@ CUresult cuStreamQuery(CUstream handle) {
 
 // Stream memory operations on a 32-bit word of device (or pinned) memory, which another
 // process may share through IPC: the wait polls it, as the GPU's front end does.
+
+// The double's view of the aligned word at `addr` in memory it knows, else nullptr.
+static uint32_t* MemOpWord(CUdeviceptr addr) {
+  if (addr % sizeof(uint32_t) != 0 || Describe(addr).memory_type == 0) return nullptr;
+  return reinterpret_cast<uint32_t*>(HostView(addr, sizeof(uint32_t)));
+}
+
 CUresult cuStreamWaitValue32_v2(CUstream handle, CUdeviceptr addr, unsigned value, unsigned flags) {
   CONDUIT_DOUBLE_REQUIRE_INIT();
   if (Injected("cuStreamWaitValue32")) return kErrorNotSupported;
   Stream* stream = nullptr;
   CUresult r = StreamFor(handle, &stream);
   if (r != kSuccess) return r;
-  uint8_t* word = HostView(addr, sizeof(uint32_t));
-  if (word == nullptr || Describe(addr).memory_type == 0 || addr % sizeof(uint32_t) != 0 || flags > 3) {
-    return kErrorInvalidValue;
-  }
+  uint32_t* word = MemOpWord(addr);
+  if (word == nullptr || flags > 3) return kErrorInvalidValue;
   stream->Enqueue([word, value, flags] {
-    std::atomic_ref<uint32_t> w(*reinterpret_cast<uint32_t*>(word));
+    std::atomic_ref<uint32_t> w(*word);
     auto met = [&] {
       const uint32_t v = w.load();
       switch (flags) {
@@ -568,12 +573,10 @@ CUresult cuStreamWriteValue32_v2(CUstream handle, CUdeviceptr addr, unsigned val
   Stream* stream = nullptr;
   CUresult r = StreamFor(handle, &stream);
   if (r != kSuccess) return r;
-  uint8_t* word = HostView(addr, sizeof(uint32_t));
-  if (word == nullptr || Describe(addr).memory_type == 0 || addr % sizeof(uint32_t) != 0 || flags > 1) {
-    return kErrorInvalidValue;
-  }
+  uint32_t* word = MemOpWord(addr);
+  if (word == nullptr || flags > 1) return kErrorInvalidValue;
   stream->Enqueue([word, value] {
-    std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(word)).store(value);
+    std::atomic_ref<uint32_t>(*word).store(value);
     return kSuccess;
   });
   return kSuccess;

@@ -162,6 +162,15 @@ void Init(Ranks* r, int nranks, int base, int local, const ncclUniqueId& id) {
   NCCL_CHECK(ncclGroupEnd());
 }
 
+// `nranks` ranks of a new communicator, all in this process.
+Ranks AllHere(int nranks) {
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  Ranks r;
+  Init(&r, nranks, 0, nranks, id);
+  return r;
+}
+
 constexpr size_t kCount = 1001;  // odd: the kernels' element tail, not only whole vectors
 constexpr uint32_t kComputeMs = 150;
 
@@ -180,6 +189,14 @@ float RankSum(int nranks) { return static_cast<float>(nranks * (nranks + 1) / 2)
 using Clock = std::chrono::steady_clock;
 
 double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Whether `stream` has nothing left to run by limit_ms after `since` (polled).
+bool IdleBy(CUstream stream, Clock::time_point since, double limit_ms) {
+  while (g_cu.StreamQuery(stream) == kErrorNotReady && MsSince(since) < limit_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return g_cu.StreamQuery(stream) != kErrorNotReady;
+}
 
 // Whether calls are expected to return once conduitd has queued them (the default), not
 // once it has run them (CONDUIT_DEVICE_SYNC=events).
@@ -322,10 +339,7 @@ void AcrossStreams(const Ranks& r, const std::vector<float*>& send, const std::v
 }
 
 int Local(int nranks) {
-  ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));
-  Ranks r;
-  Init(&r, nranks, 0, nranks, id);
+  Ranks r = AllHere(nranks);
   std::vector<float*> send(nranks), recv(nranks);
   for (int i = 0; i < nranks; ++i) {
     recv[i] = DeviceFloats(kCount * nranks);
@@ -394,15 +408,9 @@ int Hosts(int nranks, int base, int local, const std::string& id_file) {
 // fails inside conduitd. The failure must reach the program through ncclCommGetAsyncError,
 // and rank 0's stream must not wait forever for the result.
 int AsyncError() {
-  ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));
-  ncclComm_t comms[2] = {nullptr, nullptr};
-  NCCL_CHECK(ncclGroupStart());
-  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
-  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
-  NCCL_CHECK(ncclGroupEnd());
-  CUstream stream = nullptr;
-  CU_CHECK(g_cu.StreamCreate(&stream, kStreamNonBlocking));
+  Ranks r = AllHere(2);
+  ncclComm_t* comms = r.comms.data();
+  CUstream stream = r.streams[0];
   float* buf = DeviceFloats(kCount);
   Fill(buf, kCount, 1, 0, stream);
   const ncclResult_t called = ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comms[0], Nccl(stream));
@@ -418,10 +426,7 @@ int AsyncError() {
   }
   const double error_ms = MsSince(start);
   const std::string text = ncclGetLastError(comms[0]);
-  while (g_cu.StreamQuery(stream) == kErrorNotReady && MsSince(start) < 30000) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  const bool stream_idle = g_cu.StreamQuery(stream) != kErrorNotReady;
+  const bool stream_idle = IdleBy(stream, start, 30000);
   std::printf("device_probe: async error: the call returned %d, then ncclCommGetAsyncError %d; after rank 1's abort "
               "%d within %.0f ms (\"%s\"); stream %s\n",
               static_cast<int>(called), static_cast<int>(before), static_cast<int>(state), error_ms, text.c_str(),
@@ -442,15 +447,9 @@ int AsyncError() {
 // operations, and the child must work.
 bool RevokeAndShrink(bool shrink_abort) {
   const char* how = shrink_abort ? "NCCL_SHRINK_ABORT" : "ncclCommRevoke";
-  ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));
-  ncclComm_t comms[2] = {nullptr, nullptr};
-  NCCL_CHECK(ncclGroupStart());
-  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
-  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
-  NCCL_CHECK(ncclGroupEnd());
-  CUstream stream = nullptr;
-  CU_CHECK(g_cu.StreamCreate(&stream, kStreamNonBlocking));
+  Ranks r = AllHere(2);
+  ncclComm_t* comms = r.comms.data();
+  CUstream stream = r.streams[0];
   float* buf = DeviceFloats(kCount);
   Fill(buf, kCount, 1, 0, stream);
   NCCL_CHECK(ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comms[0], Nccl(stream)));
@@ -466,10 +465,7 @@ bool RevokeAndShrink(bool shrink_abort) {
   const ncclResult_t shrunk =
       ncclCommShrink(comms[0], exclude, 1, &child, nullptr, shrink_abort ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
   const double ms = MsSince(start);
-  while (g_cu.StreamQuery(stream) == kErrorNotReady && MsSince(start) < 30000) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  const bool idle = g_cu.StreamQuery(stream) != kErrorNotReady;
+  const bool idle = IdleBy(stream, start, 30000);
   std::printf("device_probe: %s: revoke %d, state after %d, a new all-reduce %d, shrink %d, in %.0f ms; stream %s\n", how,
               static_cast<int>(revoked), static_cast<int>(state), static_cast<int>(refused), static_cast<int>(shrunk), ms,
               idle ? "idle" : "still waiting");
@@ -491,13 +487,8 @@ bool RevokeAndShrink(bool shrink_abort) {
 // A host-memory all-reduce waits in the call on another thread (for a rank that never
 // calls): ncclCommRevoke must end that call promptly too.
 bool RevokeEndsAWaitingCall() {
-  ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));
-  ncclComm_t comms[2] = {nullptr, nullptr};
-  NCCL_CHECK(ncclGroupStart());
-  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
-  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
-  NCCL_CHECK(ncclGroupEnd());
+  Ranks r = AllHere(2);
+  ncclComm_t* comms = r.comms.data();
   std::vector<float> host(kCount, 1.0f);
   std::atomic<int> result{-1};
   std::atomic<double> call_ms{-1};
@@ -530,10 +521,7 @@ int Revoke() {
 // kernel would run on mappings it closed) nor keep its stream waiting for a ready word the
 // dead program's stream will never write.
 int Vanish() {
-  ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));
-  Ranks r;
-  Init(&r, 2, 0, 2, id);
+  Ranks r = AllHere(2);
   std::vector<float*> send = {DeviceFloats(kCount), DeviceFloats(kCount)};
   for (int i = 0; i < 2; ++i) Fill(send[i], kCount, 1, 2 * kComputeMs, r.streams[i]);
   NCCL_CHECK(ncclGroupStart());
@@ -567,10 +555,7 @@ int DaemonDeviceMappings() {
 // Allocations the program frees are released to conduitd, which drops its mappings, so
 // the memory goes back to the GPU without a new registration in their place.
 int Release() {
-  ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));
-  Ranks r;
-  Init(&r, 1, 0, 1, id);
+  Ranks r = AllHere(1);
   std::vector<float*> bufs = {DeviceFloats(kCount), DeviceFloats(kCount), DeviceFloats(kCount)};
   for (int i = 0; i < 2; ++i) {
     NCCL_CHECK(ncclAllReduce(bufs[i], bufs[i], kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
@@ -592,15 +577,9 @@ int Release() {
 }
 
 int Abort() {
-  ncclUniqueId id;
-  NCCL_CHECK(ncclGetUniqueId(&id));
-  ncclComm_t comms[2] = {nullptr, nullptr};
-  NCCL_CHECK(ncclGroupStart());
-  NCCL_CHECK(ncclCommInitRank(&comms[0], 2, id, 0));
-  NCCL_CHECK(ncclCommInitRank(&comms[1], 2, id, 1));
-  NCCL_CHECK(ncclGroupEnd());
-  CUstream stream = nullptr;
-  CU_CHECK(g_cu.StreamCreate(&stream, kStreamNonBlocking));
+  Ranks r = AllHere(2);
+  ncclComm_t* comms = r.comms.data();
+  CUstream stream = r.streams[0];
   float* buf = DeviceFloats(kCount);
   Fill(buf, kCount, 1, 0, stream);
   std::atomic<int> result{-1};
@@ -608,12 +587,12 @@ int Abort() {
   const Clock::time_point start = Clock::now();
   std::thread caller([&] {
     result = ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comms[0], Nccl(stream));
-    call_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    call_ms = MsSince(start);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const Clock::time_point abort_start = Clock::now();
   const ncclResult_t aborted = ncclCommAbort(comms[0]);
-  const double abort_ms = std::chrono::duration<double, std::milli>(Clock::now() - abort_start).count();
+  const double abort_ms = MsSince(abort_start);
   caller.join();
   ncclCommAbort(comms[1]);
   std::printf("device_probe: abort: ncclCommAbort=%d in %.0f ms; the all-reduce returned %d after %.0f ms\n",
@@ -623,16 +602,7 @@ int Abort() {
   Check(aborted == ncclSuccess && abort_ms < 5000 && result != -1 && call_ms < 5300,
         "abort of a communicator with a device all-reduce in flight");
   // The stream must not be left waiting forever on work the daemon will never do.
-  const Clock::time_point sync_start = Clock::now();
-  for (;;) {
-    CUresult q = g_cu.StreamQuery(stream);
-    if (q != kErrorNotReady) break;
-    if (Clock::now() - sync_start > std::chrono::seconds(30)) {
-      Check(false, "the caller's stream still waits 30 s after the abort");
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  if (!IdleBy(stream, Clock::now(), 30000)) Check(false, "the caller's stream still waits 30 s after the abort");
   return g_failures == 0 ? 0 : 1;
 }
 

@@ -59,7 +59,8 @@ class DeviceProtocolTest : public ClusterSuiteTest<DeviceProtocolTest> {
     msg.op.flags = op_flags;
     return msg;
   }
-  // A device group of one AllReduce on registered buffer 7.
+  // A device group of one AllReduce on registered buffer 7, with a zeroed DeviceGroupHeader,
+  // or DeviceAsyncHeader when `flags` has kGroupAsync.
   std::vector<uint8_t> DeviceGroup(uint32_t flags, uint8_t op_flags, size_t extra_bytes = 0) {
     GroupRequest g{1, flags};
     OpDesc op{};
@@ -67,14 +68,13 @@ class DeviceProtocolTest : public ClusterSuiteTest<DeviceProtocolTest> {
     op.dtype = ncclFloat32;
     op.count = 16;
     op.flags = op_flags;
-    DeviceGroupHeader dev{};
+    const size_t header = (flags & kGroupAsync) ? sizeof(DeviceAsyncHeader) : sizeof(DeviceGroupHeader);
     DeviceOpRef ref{7, 0, 7, 0};
-    std::vector<uint8_t> msg(sizeof g + sizeof op + sizeof dev + sizeof ref + extra_bytes);
+    std::vector<uint8_t> msg(sizeof g + sizeof op + header + sizeof ref + extra_bytes);
     uint8_t* p = msg.data();
     memcpy(p, &g, sizeof g);
     memcpy(p += sizeof g, &op, sizeof op);
-    memcpy(p += sizeof op, &dev, sizeof dev);
-    memcpy(p += sizeof dev, &ref, sizeof ref);
+    memcpy(p += sizeof op + header, &ref, sizeof ref);  // the header stays zero
     return msg;
   }
 
@@ -177,20 +177,7 @@ TEST_F(DeviceProtocolTest, ScalarWordOnAHostOp) {
 TEST_F(DeviceProtocolTest, AsyncGroupWithoutGpuSupport) {
   std::vector<uint8_t> payload;
   if (Info(&payload).supported != 0) GTEST_SKIP() << "this daemon has GPU support";
-  GroupRequest g{1, kGroupDevice | kGroupAsync};
-  OpDesc op{};
-  op.kind = kAllReduce;
-  op.dtype = ncclFloat32;
-  op.count = 16;
-  op.flags = kOpDevice;
-  DeviceAsyncHeader dev{};
-  DeviceOpRef ref{7, 0, 7, 0};
-  std::vector<uint8_t> msg(sizeof g + sizeof op + sizeof dev + sizeof ref);
-  uint8_t* p = msg.data();
-  memcpy(p, &g, sizeof g);
-  memcpy(p += sizeof g, &op, sizeof op);
-  memcpy(p += sizeof op, &dev, sizeof dev);
-  memcpy(p += sizeof dev, &ref, sizeof ref);
+  std::vector<uint8_t> msg = DeviceGroup(kGroupDevice | kGroupAsync, kOpDevice);
   ASSERT_TRUE(client_.SendFrame(kGroup, msg.data(), msg.size()));
   int st = client_.ReadStatus(kReplyBound);
   EXPECT_EQ(st, ncclInvalidUsage) << client_.last_message();
