@@ -19,8 +19,7 @@ cuda::CUdeviceptr AsDevicePtr(const void* p) { return reinterpret_cast<cuda::CUd
 // The connection's sync words: the ready word, the done word, then one 8-byte slot per op of
 // a group for a PreMulSum factor kept on the device (shimproto::kOpScalarWord).
 constexpr size_t kSyncWordsBytes = 256;
-constexpr size_t kScalarSlotBytes = 8;
-constexpr size_t kScalarSlots = (kSyncWordsBytes - 2 * sizeof(uint32_t)) / kScalarSlotBytes;
+constexpr size_t kScalarSlots = (kSyncWordsBytes - shimproto::ScalarSlotOffset(0)) / shimproto::kScalarSlotBytes;
 
 bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
 
@@ -443,7 +442,7 @@ Status DevicePath::PlaceScalar(PendingOp* op, size_t index, size_t nops, bool as
                     (seq_ == 0 || op->stream == last_async_stream_);
   if (!slot) return ReadScalar(d, op->scalar_pointer, elem, op->stream, op->desc.scalar);
   cuda::ScopedContext scope(d, StreamContext(d, op->stream, words_context_));
-  const cuda::CUdeviceptr at = words_ + 2 * sizeof(uint32_t) + kScalarSlotBytes * index;
+  const cuda::CUdeviceptr at = words_ + shimproto::ScalarSlotOffset(index);
   cuda::CUresult r = d.MemcpyAsync(at, AsDevicePtr(op->scalar_pointer), elem, AsStream(op->stream));
   if (r != cuda::kSuccess) return d.Error("copying the PreMulSum factor on the stream", r);
   op->desc.flags |= shimproto::kOpScalarWord;
@@ -468,7 +467,7 @@ Status DevicePath::WaitDoneWord(cudaStream_t stream, uint32_t seq) {
   const cuda::CudaDriver& d = *ProcessCuda();
   cuda::ScopedContext scope(d, StreamContext(d, stream, words_context_));
   cuda::CUresult r =
-      d.StreamWaitValue32(AsStream(stream), words_ + sizeof(uint32_t), seq, cuda::kStreamWaitValueGeq);
+      d.StreamWaitValue32(AsStream(stream), words_ + shimproto::kSyncWordBytes, seq, cuda::kStreamWaitValueGeq);
   return r == cuda::kSuccess ? Status::Ok() : d.Error("cuStreamWaitValue32 on conduitd's done word", r);
 }
 

@@ -171,6 +171,10 @@ inline constexpr uint8_t kOpDevice = 1;  // data in registered device buffers (D
 // words (op i at DeviceAsyncHeader::sync_offset + 8 + 8 * i), copied there on the program's
 // stream before the ready word (ncclScalarDevice, read when the daemon's kernel runs).
 inline constexpr uint8_t kOpScalarWord = 4;
+// Where op i's factor slot is, in bytes from the ready word: after the ready and done words.
+inline constexpr uint64_t kSyncWordBytes = 4;
+inline constexpr uint64_t kScalarSlotBytes = 8;
+inline constexpr uint64_t ScalarSlotOffset(uint64_t op_index) { return 2 * kSyncWordBytes + kScalarSlotBytes * op_index; }
 // Data in the program's own buffers, in attached host regions (RegionOpRef), not the
 // segment: AllReduce, AllGather and Broadcast without PreMulSum only.
 inline constexpr uint8_t kOpRegion = 2;

@@ -8,11 +8,6 @@
 #include "session/group_request.h"
 
 namespace conduit {
-namespace {
-
-constexpr uint64_t kScalarSlotBytes = 8;  // shimproto::kOpScalarWord
-
-}  // namespace
 
 DeviceSession::~DeviceSession() {
   if (ready_ == nullptr) return;
@@ -83,6 +78,19 @@ Status DeviceSession::Find(uint64_t id, uint64_t offset, uint64_t bytes, const c
   return Status::Ok();
 }
 
+namespace {
+
+// This daemon's ordinal of the GPU a device group's stream is on, if it serves device buffers.
+Status StreamDevice(const shimproto::DeviceUuid& uuid, int* device) {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
+  *device = rt.DeviceOfUuid(uuid.bytes);
+  if (*device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status DeviceSession::ResolveBuffers(int stream_device, const std::vector<shimproto::OpDesc>& ops,
                                      const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
                                      std::vector<DeviceOpBuffers>* out) const {
@@ -126,32 +134,30 @@ Status DeviceSession::ResolveBuffers(int stream_device, const std::vector<shimpr
 Status DeviceSession::ResolveAsync(const shimproto::DeviceAsyncHeader& header, const std::vector<shimproto::OpDesc>& ops,
                                    const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
                                    std::vector<DeviceOpBuffers>* out, AsyncWords* words) {
-  gpu::Runtime& rt = gpu::Runtime::Get();
-  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
-  const int stream_device = rt.DeviceOfUuid(header.device.bytes);
-  if (stream_device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+  int stream_device = -1;
+  CONDUIT_RETURN_IF_ERROR(StreamDevice(header.device, &stream_device));
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!(ops[i].flags & shimproto::kOpDevice)) return InvalidArgument("op %zu of an asynchronous group is not a device op", i);
   }
-  if (header.reserved != 0 || header.sync_offset % sizeof(uint32_t) != 0) {
+  if (header.reserved != 0 || header.sync_offset % shimproto::kSyncWordBytes != 0) {
     return InvalidArgument("malformed DeviceAsyncHeader (offset %llu, reserved %u)",
                            static_cast<unsigned long long>(header.sync_offset), header.reserved);
   }
   // The words, and the factor slots behind them when an op keeps its factor there.
   bool slots = false;
   for (const shimproto::OpDesc& op : ops) slots |= (op.flags & shimproto::kOpScalarWord) != 0;
-  const uint64_t words_bytes = 2 * sizeof(uint32_t) + (slots ? kScalarSlotBytes * ops.size() : 0);
+  const uint64_t words_bytes = shimproto::ScalarSlotOffset(slots ? ops.size() : 0);
   CONDUIT_RETURN_IF_ERROR(Find(header.sync_id, header.sync_offset, words_bytes, "sync words", &words->keep));
   CONDUIT_RETURN_IF_ERROR(ResolveBuffers(stream_device, ops, refs, rank, nranks, out));
   for (size_t i = 0; i < ops.size(); ++i) {
     // The stream reads the ready word (and a factor slot) there: held with the buffers.
     (*out)[i].keep.push_back(words->keep);
     if (ops[i].flags & shimproto::kOpScalarWord) {
-      (*out)[i].scalar = words->keep->base + header.sync_offset + 2 * sizeof(uint32_t) + kScalarSlotBytes * i;
+      (*out)[i].scalar = words->keep->base + header.sync_offset + shimproto::ScalarSlotOffset(i);
     }
   }
   words->ready = words->keep->base + header.sync_offset;
-  words->done = words->ready + sizeof(uint32_t);
+  words->done = words->ready + shimproto::kSyncWordBytes;
   words->seq = header.seq;
   words->device = words->keep->device;
   return Status::Ok();
@@ -161,9 +167,8 @@ Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const 
                               const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
                               std::vector<DeviceOpBuffers>* out, cuda::CUevent* ready) {
   gpu::Runtime& rt = gpu::Runtime::Get();
-  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
-  const int stream_device = rt.DeviceOfUuid(header.device.bytes);
-  if (stream_device < 0) return InvalidArgument("the device group names a GPU this daemon does not see");
+  int stream_device = -1;
+  CONDUIT_RETURN_IF_ERROR(StreamDevice(header.device, &stream_device));
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].flags & shimproto::kOpScalarWord) return InvalidArgument("op %zu: kOpScalarWord outside an asynchronous group", i);
   }
