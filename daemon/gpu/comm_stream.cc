@@ -52,6 +52,7 @@ CommStream::~CommStream() {
   }
   for (Held& h : held_) driver_.EventDestroy(h.after);
   held_.clear();
+  for (cuda::CUevent e : spare_events_) driver_.EventDestroy(e);
   if (staging_ != nullptr) driver_.MemFreeHost(staging_);
   if (bounce_ != nullptr) driver_.MemFreeHost(bounce_);
   if (done_ != nullptr) driver_.EventDestroy(done_);
@@ -204,7 +205,14 @@ Status CommStream::Retain(std::vector<std::shared_ptr<const void>> held) {
   ReleaseFinished();
   if (held.empty()) return Status::Ok();
   Held h;
-  cuda::CUresult r = driver_.EventCreate(&h.after, cuda::kEventDisableTiming);
+  // One event per collective: reused rather than created each time (the hot path).
+  cuda::CUresult r = cuda::kSuccess;
+  if (spare_events_.empty()) {
+    r = driver_.EventCreate(&h.after, cuda::kEventDisableTiming);
+  } else {
+    h.after = spare_events_.back();
+    spare_events_.pop_back();
+  }
   if (r == cuda::kSuccess) r = driver_.EventRecord(h.after, stream_);
   if (r != cuda::kSuccess) {
     if (h.after != nullptr) driver_.EventDestroy(h.after);
@@ -219,7 +227,7 @@ Status CommStream::Retain(std::vector<std::shared_ptr<const void>> held) {
 
 void CommStream::ReleaseFinished() {
   while (!held_.empty() && driver_.EventQuery(held_.front().after) != cuda::kErrorNotReady) {
-    driver_.EventDestroy(held_.front().after);
+    spare_events_.push_back(held_.front().after);
     held_.pop_front();
   }
 }

@@ -97,6 +97,7 @@ class CommStream {
     std::vector<std::shared_ptr<const void>> held;
   };
   std::deque<Held> held_;
+  std::vector<cuda::CUevent> spare_events_;  // Held events whose work ran, for reuse
   void ReleaseFinished();  // drops the batches whose work has run
 };
 
