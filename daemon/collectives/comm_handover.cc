@@ -27,42 +27,32 @@ Status Busy(uint64_t key, const char* what) {
   return Status(StatusCode::kAborted, "communicator " + CommKeyShort(key) + ": " + what);
 }
 
-// The structural checks of a handed-over communicator; *my_host is this daemon's index.
-Status CheckHanded(const HandedComm& in, const std::string& my_addr, int* my_host) {
+// The structural checks of a handed-over communicator; *membership is its membership, with
+// this daemon's index.
+Status CheckHanded(const HandedComm& in, const std::string& my_addr, Membership* membership) {
   if (in.nranks < 1 || in.nranks > peerproto::kMaxRanks) return InvalidArgument("%d ranks", in.nranks);
   if (CommKeyOf(in.secret) != in.key) return InvalidArgument("its key is not its secret's");
+  membership->host_addrs = in.host_addrs;
+  membership->host_of_rank = in.host_of_rank;
+  membership->initial_ring = in.initial_ring;
+  CONDUIT_RETURN_IF_ERROR(CheckMembership(membership, in.nranks, my_addr));
   const int nhosts = static_cast<int>(in.host_addrs.size());
-  if (nhosts < 1 || nhosts > in.nranks) return InvalidArgument("%d hosts for %d ranks", nhosts, in.nranks);
-  if (std::set<std::string>(in.host_addrs.begin(), in.host_addrs.end()).size() != in.host_addrs.size()) {
-    return InvalidArgument("a host named twice");
-  }
-  auto mine = std::find(in.host_addrs.begin(), in.host_addrs.end(), my_addr);
-  if (mine == in.host_addrs.end()) return InvalidArgument("this daemon (%s) is not one of its hosts", my_addr.c_str());
-  *my_host = static_cast<int>(mine - in.host_addrs.begin());
-  if (static_cast<int>(in.host_of_rank.size()) != in.nranks) return InvalidArgument("a host for each rank is missing");
-  std::vector<bool> used(nhosts, false);
-  for (int h : in.host_of_rank) {
-    if (h < 0 || h >= nhosts) return InvalidArgument("a rank on host %d of %d", h, nhosts);
-    used[h] = true;
-  }
-  if (std::find(used.begin(), used.end(), false) != used.end()) return InvalidArgument("a host without ranks");
+  const int me = membership->my_host;
   ReconfigPlan ring;
   ring.set_ring = true;
-  ring.ring = in.initial_ring;
-  CONDUIT_RETURN_IF_ERROR(ValidatePlan(ring, nhosts));
   ring.ring = in.config.ring;
   CONDUIT_RETURN_IF_ERROR(ValidatePlan(ring, nhosts));
   if (!IsAllReduceAlgorithm(in.config.allreduce_algo)) {
     return InvalidArgument("all-reduce algorithm \"%s\"", in.config.allreduce_algo.c_str());
   }
   for (int r : in.left_ranks) {
-    if (r < 0 || r >= in.nranks || in.host_of_rank[r] != *my_host) return InvalidArgument("left rank %d is not local", r);
+    if (r < 0 || r >= in.nranks || in.host_of_rank[r] != me) return InvalidArgument("left rank %d is not local", r);
   }
   if (!in.failed.ok()) return Status::Ok();  // a failed communicator moves without links or messages
   std::vector<bool> linked(nhosts, false);
   for (const HandedLinks& l : in.links) {
-    if (l.host < 0 || l.host >= nhosts || l.host == *my_host || linked[l.host]) {
-      return InvalidArgument("links with host %d (of %d, this one %d) unexpected or twice", l.host, nhosts, *my_host);
+    if (l.host < 0 || l.host >= nhosts || l.host == me || linked[l.host]) {
+      return InvalidArgument("links with host %d (of %d, this one %d) unexpected or twice", l.host, nhosts, me);
     }
     linked[l.host] = true;
     if (!IsSocket(l.collective.get()) || !IsSocket(l.p2p.get())) {
@@ -74,8 +64,8 @@ Status CheckHanded(const HandedComm& in, const std::string& my_addr, int* my_hos
   }
   if (in.messages.size() > kMaxHandedMessages) return InvalidArgument("%zu waiting messages", in.messages.size());
   for (const ArrivedMessage& m : in.messages) {
-    if (m.src < 0 || m.src >= in.nranks || m.dst < 0 || m.dst >= in.nranks || in.host_of_rank[m.src] == *my_host ||
-        in.host_of_rank[m.dst] != *my_host) {
+    if (m.src < 0 || m.src >= in.nranks || m.dst < 0 || m.dst >= in.nranks || in.host_of_rank[m.src] == me ||
+        in.host_of_rank[m.dst] != me) {
       return InvalidArgument("a waiting message from rank %d to rank %d", m.src, m.dst);
     }
   }
@@ -127,9 +117,7 @@ Status Communicator::ExportHandover(HandedComm* out) {
   out->proposed_epoch = counters.proposed_epoch;
   out->next_request_id = counters.next_request_id;
   out->reconfigurations = counters.applied;
-  for (size_t i = 0; i < left_.size(); ++i) {
-    if (left_[i]) out->left_ranks.push_back(local_ranks_[i]);
-  }
+  out->left_ranks = locals_.LeftRanks();
   out->failed = failed_.ok() ? setup_status_ : failed_;
   out->stats = stats_.SaveTotals();
   if (!out->failed.ok()) return Status::Ok();
@@ -154,22 +142,19 @@ Status Communicator::ExportHandover(HandedComm* out) {
 
 Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOptions options, Fabric* fabric,
                                   std::shared_ptr<Communicator>* out) {
-  int my_host = 0;
-  if (Status bad = CheckHanded(in, my_addr, &my_host); !bad.ok()) {
+  Membership membership;
+  if (Status bad = CheckHanded(in, my_addr, &membership); !bad.ok()) {
     return InvalidArgument("handed-over communicator %s: %s", CommKeyShort(in.key).c_str(), bad.message().c_str());
   }
   auto comm = std::make_shared<Communicator>(in.key, in.nranks, my_addr, std::move(options), fabric, in.exe, in.secret);
   Communicator& c = *comm;
   std::lock_guard<std::mutex> lock(c.mu_);
-  c.membership_.host_addrs = std::move(in.host_addrs);
-  c.membership_.host_of_rank = std::move(in.host_of_rank);
-  c.membership_.my_host = my_host;
-  c.membership_.initial_ring = std::move(in.initial_ring);
+  c.membership_ = std::move(membership);
   c.InitMembership();
   c.config_ = std::make_shared<CommConfig>(std::move(in.config));
   c.coll_seq_ = in.coll_seq;
   c.barrier_.Restore({in.entered_epoch, in.proposed_epoch, in.next_request_id, in.reconfigurations});
-  for (int r : in.left_ranks) c.left_[c.LocalIndex(r)] = true;
+  for (int r : in.left_ranks) c.locals_.MarkLeft(r);
   c.setup_started_ = c.setup_done_ = true;
   c.handover_pending_ = true;
   c.stats_.AddTotals(in.stats);

@@ -72,40 +72,13 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
     return setup_status_;
   }
   setup_started_ = true;
-  if (static_cast<int>(rank_addrs.size()) != nranks_) {
-    setup_status_ = InternalError("membership has %zu ranks, expected %d", rank_addrs.size(), nranks_);
-  } else {
-    membership_.host_of_rank.assign(nranks_, -1);
-    for (int r = 0; r < nranks_; ++r) {
-      auto it = std::find(membership_.host_addrs.begin(), membership_.host_addrs.end(), rank_addrs[r]);
-      if (it == membership_.host_addrs.end()) {
-        membership_.host_addrs.push_back(rank_addrs[r]);
-        it = membership_.host_addrs.end() - 1;
-      }
-      membership_.host_of_rank[r] = static_cast<int>(it - membership_.host_addrs.begin());
-    }
-    auto mine = std::find(membership_.host_addrs.begin(), membership_.host_addrs.end(), my_addr_);
-    if (mine == membership_.host_addrs.end()) {
-      setup_status_ = InternalError("this daemon (%s) serves no rank of the communicator", my_addr_.c_str());
-    } else {
-      membership_.my_host = static_cast<int>(mine - membership_.host_addrs.begin());
-      const size_t nhosts = membership_.host_addrs.size();
-      ReconfigPlan check;
-      check.set_ring = true;
-      check.ring = ring;
-      if (!ValidatePlan(check, static_cast<int>(nhosts)).ok()) {
-        // A root that did not choose (or chose nonsense): rank order, which every daemon
-        // derives the same way.
-        check.ring.clear();
-        for (size_t h = 0; h < nhosts; ++h) check.ring.push_back(static_cast<int>(h));
-      }
-      membership_.initial_ring = check.ring;
-      auto config = std::make_shared<CommConfig>(*config_);
-      config->ring = check.ring;
-      config_ = std::move(config);
-      InitMembership();
-      links_missing_ = 2 * static_cast<int>(nhosts - 1);
-    }
+  setup_status_ = BuildMembership(rank_addrs, ring, nranks_, my_addr_, &membership_);
+  if (setup_status_.ok()) {
+    auto config = std::make_shared<CommConfig>(*config_);
+    config->ring = membership_.initial_ring;
+    config_ = std::move(config);
+    InitMembership();
+    links_missing_ = 2 * static_cast<int>(membership_.host_addrs.size() - 1);
   }
   if (setup_status_.ok()) {
     lock.unlock();
@@ -122,14 +95,9 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
 }
 
 void Communicator::InitMembership() {
-  local_ranks_.clear();
-  for (int r = 0; r < nranks_; ++r) {
-    if (membership_.host_of_rank[r] == membership_.my_host) local_ranks_.push_back(r);
-  }
+  locals_ = LocalRanks(membership_);
   const size_t nhosts = membership_.host_addrs.size();
-  queue_.Init(local_ranks_.size());
-  left_.assign(local_ranks_.size(), false);
-  claimed_.assign(local_ranks_.size(), false);
+  queue_.Init(locals_.size());
   coll_links_.resize(nhosts);
   p2p_.Init(membership_.host_of_rank, membership_.my_host, static_cast<int>(nhosts));
   barrier_.Init(static_cast<int>(nhosts), membership_.my_host);
@@ -188,28 +156,19 @@ void Communicator::TellPeersAborted(const Status& reason) {
   p2p_.TellAborted(Status(reason.code(), "communicator aborted by daemon " + my_addr_ + ": " + reason.message()));
 }
 
-size_t Communicator::LocalIndex(int rank) const {
-  return std::lower_bound(local_ranks_.begin(), local_ranks_.end(), rank) - local_ranks_.begin();
-}
-
-bool Communicator::IsLocalRank(int rank) const {
-  const size_t i = LocalIndex(rank);
-  return i < local_ranks_.size() && local_ranks_[i] == rank;
-}
-
 Status Communicator::ClaimRank(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!IsLocalRank(rank)) {
-    return InvalidUsage("communicator %016llx was formed without rank %d on this host (daemon %s)",
-                        static_cast<unsigned long long>(key_), rank, my_addr_.c_str());
+  switch (locals_.TryClaim(rank)) {
+    case LocalRanks::Claim::kClaimed:
+      return Status::Ok();
+    case LocalRanks::Claim::kNotHere:
+      return InvalidUsage("communicator %016llx was formed without rank %d on this host (daemon %s)",
+                          static_cast<unsigned long long>(key_), rank, my_addr_.c_str());
+    case LocalRanks::Claim::kHeld:
+      break;
   }
-  const size_t i = LocalIndex(rank);
-  if (claimed_[i]) {
-    return InvalidUsage("rank %d of communicator %016llx is held by another connection to daemon %s", rank,
-                        static_cast<unsigned long long>(key_), my_addr_.c_str());
-  }
-  claimed_[i] = true;
-  return Status::Ok();
+  return InvalidUsage("rank %d of communicator %016llx is held by another connection to daemon %s", rank,
+                      static_cast<unsigned long long>(key_), my_addr_.c_str());
 }
 
 Status Communicator::failure() const {
@@ -248,8 +207,7 @@ void Communicator::Leave(int rank, bool graceful) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  size_t i = LocalIndex(rank);
-  if (i < left_.size()) left_[i] = true;
+  locals_.MarkLeft(rank);
 }
 
 Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const {
@@ -508,7 +466,7 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
       std::string missing;
       for (size_t i : queue_.Missing()) {
         if (!missing.empty()) missing += ',';
-        missing += std::to_string(local_ranks_[i]);
+        missing += std::to_string(locals_.ranks()[i]);
       }
       Status st = missing.empty()
                       ? RemoteError("timed out after %d ms waiting for the daemons to agree on reconfiguration epoch %llu",

@@ -29,6 +29,7 @@
 #include "collectives/handed_comm.h"
 #include "collectives/launch_queue.h"
 #include "collectives/mailbox.h"
+#include "collectives/membership.h"
 #include "collectives/peer_channel.h"
 #include "common/status.h"
 #include "common/unique_id.h"
@@ -105,13 +106,6 @@ struct GroupContext {
   const std::vector<HostOpBuffers>* host_ops = nullptr;
 };
 
-struct Membership {
-  std::vector<std::string> host_addrs;  // communicator hosts, ordered by their lowest rank
-  std::vector<int> host_of_rank;
-  int my_host = 0;
-  std::vector<int> initial_ring;  // ring position -> host, as the rendezvous root chose it
-};
-
 // One link of this daemon, for the operator.
 struct LinkReport {
   int host = 0;
@@ -142,7 +136,7 @@ class Communicator final : private PeerChannel::Handler {
   const CommSecret& secret() const { return secret_; }
   int nranks() const { return nranks_; }
   const Membership& membership() const { return membership_; }
-  const std::vector<int>& local_ranks() const { return local_ranks_; }
+  const std::vector<int>& local_ranks() const { return locals_.ranks(); }
 
   // Called by every local rank after the rendezvous with the same rank->daemon list and
   // ring order. The first caller builds the membership and connects links; all wait until
@@ -287,9 +281,8 @@ class Communicator final : private PeerChannel::Handler {
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override;
   void OnPeerAborted(const Status& why) override;
   void OnLinkFailed(int host, const Status& why) override;
-  size_t LocalIndex(int rank) const;
-  bool IsLocalRank(int rank) const;
-  // Setup's part that sizes the per-host and per-rank state (needs mu_).
+  size_t LocalIndex(int rank) const { return locals_.IndexOf(rank); }
+  // Sizes the per-host and per-rank state by membership_ (needs mu_).
   void InitMembership();
   // A reconfiguration has begun and not ended here (needs mu_).
   bool ReconfigUnderWay() const;
@@ -302,9 +295,9 @@ class Communicator final : private PeerChannel::Handler {
   Fabric* const fabric_;
   const std::string exe_;
 
-  // Set once by Setup, read-only afterwards.
+  // Set once by Setup, read-only afterwards (locals_' claims and departures: under mu_).
   Membership membership_;
-  std::vector<int> local_ranks_;
+  LocalRanks locals_;
   // The p2p channel: point-to-point messages, reconfiguration control, abort notices.
   PeerChannel p2p_;
 
@@ -322,8 +315,6 @@ class Communicator final : private PeerChannel::Handler {
   // Collectives submitted by local ranks, matched into batches; its running token is held
   // by the thread running a batch or applying a reconfiguration.
   LaunchQueue<CollRequest> queue_;
-  std::vector<bool> left_;
-  std::vector<bool> claimed_;  // local ranks a session holds (ClaimRank)
   // Adopted in a live upgrade and not started yet (FromHandover .. StartHandedOver): its
   // sockets are still the old daemon's too, and shutdown(2) would cut them for both, so a
   // communicator dropped or aborted then only closes its own descriptors.
