@@ -32,6 +32,7 @@
 #include "common/conn.h"
 #include "common/frame_stream.h"
 #include "common/peer_identity.h"
+#include "rpc/accepted_link.h"
 #include "rpc/call.h"
 #include "rpc/event.h"
 #include "security/tls_session.h"
@@ -41,7 +42,7 @@ namespace conduit::rpc {
 class ServedProgram;
 class RpcContext;
 
-class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> {
+class PeerLink : public Endpoint, public AcceptedLink, public std::enable_shared_from_this<PeerLink> {
  public:
   static constexpr size_t kFragmentBytes = 256 << 10;
 
@@ -63,11 +64,11 @@ class PeerLink : public Endpoint, public std::enable_shared_from_this<PeerLink> 
   // (GoAway): a new call may start on it.
   bool accepting_calls();
   // The link version both daemons speak (rpcproto::kMinPeerLinkVersion..kPeerLinkVersion).
-  uint32_t link_version() const { return link_version_; }
+  uint32_t link_version() const override { return link_version_; }
   // Accepting side, a live upgrade: asks the other daemon to start no more calls here
   // (GoAway); it closes the link after its last call. False when its link version has no
   // GoAway (an older release), which the link then keeps.
-  bool GoAway();
+  bool GoAway() override;
   // Asks the other daemon whether a program there serves `port` for callers from this
   // host: Ok when it does, else why not (no such server, or one bound to loopback or to
   // another address).

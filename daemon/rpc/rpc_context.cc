@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "common/log.h"
-#include "rpc/peer_link.h"
 
 namespace conduit::rpc {
 
@@ -24,7 +23,7 @@ std::string RpcContext::stopping() const {
   return stopping_;
 }
 
-void RpcContext::AddAccepted(const std::shared_ptr<PeerLink>& link) {
+void RpcContext::AddAccepted(const std::shared_ptr<AcceptedLink>& link) {
   bool go_away;
   {
     std::lock_guard<std::mutex> lock(accepted_mu_);
@@ -34,14 +33,14 @@ void RpcContext::AddAccepted(const std::shared_ptr<PeerLink>& link) {
   if (go_away) link->GoAway();
 }
 
-void RpcContext::RemoveAccepted(const PeerLink* link) {
+void RpcContext::RemoveAccepted(const AcceptedLink* link) {
   std::lock_guard<std::mutex> lock(accepted_mu_);
   accepted_links_.erase(link);
 }
 
 void RpcContext::BeginPark() {
   exported_.store(0);
-  std::vector<std::shared_ptr<PeerLink>> links;
+  std::vector<std::shared_ptr<AcceptedLink>> links;
   {
     std::lock_guard<std::mutex> lock(accepted_mu_);
     going_away_ = true;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/accepted_link.h"
 #include "rpc/datapath.h"
 #include "rpc/link_pool.h"
 #include "rpc/policy/engine.h"
@@ -52,8 +53,6 @@ struct RpcOptions {
   bool native_listeners = true;
 };
 
-class PeerLink;
-
 class RpcContext {
  public:
   RpcContext(RpcOptions options, const ProgramPolicy* admission);
@@ -89,8 +88,8 @@ class RpcContext {
   std::atomic<int>& accepted_connections() { return accepted_; }
   // Links other daemons opened, once their hello is done: asked for GoAway when a park
   // begins (or at once, during one).
-  void AddAccepted(const std::shared_ptr<PeerLink>& link);
-  void RemoveAccepted(const PeerLink* link);
+  void AddAccepted(const std::shared_ptr<AcceptedLink>& link);
+  void RemoveAccepted(const AcceptedLink* link);
   // Why sessions cannot stop yet, for the refusal ("" when nothing holds them).
   std::string ParkBlockers();
   // Sessions whose state was taken for the new process since the park began.
@@ -111,7 +110,7 @@ class RpcContext {
   void BeginPark();
   void EndPark();
   std::mutex accepted_mu_;
-  std::map<const PeerLink*, std::weak_ptr<PeerLink>> accepted_links_;
+  std::map<const AcceptedLink*, std::weak_ptr<AcceptedLink>> accepted_links_;
   bool going_away_ = false;  // under accepted_mu_: a park is on
   std::atomic<int> starts_{0};
   std::atomic<int> accepted_{0};
