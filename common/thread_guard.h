@@ -53,7 +53,7 @@ void KeepRunning(const char* what, Fn&& fn) noexcept {
 template <typename Fn>
 [[nodiscard]] bool StartDetached(const char* what, Fn&& fn) noexcept {
   try {
-    SpawnDetached([what, f = std::forward<Fn>(fn)]() mutable { RunGuarded(what, f); });
+    SpawnDetached(what, [what, f = std::forward<Fn>(fn)]() mutable { RunGuarded(what, f); });
     return true;
   } catch (const std::exception& e) {
     CLOG_WARN("cannot start a thread for %s: %s", what, e.what());

@@ -25,6 +25,7 @@
 #include "admin/metrics_server.h"
 #include "collectives/registry.h"
 #include "common/busy_poll.h"
+#include "common/detached_thread.h"
 #include "common/log.h"
 #include "common/net_addr.h"
 #include "common/thread_guard.h"
@@ -131,6 +132,10 @@ DaemonParts daemon_parts;
 constexpr int kParkProgramsMs = 3000;
 // How long the other daemons keep this one's object locations after it handed over.
 constexpr int kReplacementGraceMs = 10000;
+// At SIGTERM, how long the threads that served connections and loops get to end after the
+// connections are shut: an admin request still being read or answered has its own
+// deadlines (2 s for its head, 10 s for its body and reply); the rest end at once.
+constexpr int kThreadDrainMs = 3000;
 
 Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* state, std::vector<UniqueFd>* descriptors);
 
@@ -600,9 +605,21 @@ int Main(int argc, char** argv) {
   if (cut > 0) {
     CLOG_WARN("%zu program connections did not hang up within %d ms and were closed", cut, flags.shutdown_grace_ms);
   }
-  CLOG_INFO("stopped");
-  // The services' threads are detached and never joined (they end with the process), so
-  // static destructors must not run under them: _exit, not exit.
+  // Every service has stopped its loops and the connections it dialed, and the router has
+  // shut the connections it served: the threads that served them end. Waiting for them
+  // means no reply is cut mid-write and a thread that does not end is named.
+  const std::vector<std::string> running = AwaitDetachedThreads(std::chrono::steady_clock::now() +
+                                                                std::chrono::milliseconds(kThreadDrainMs));
+  if (running.empty()) {
+    CLOG_INFO("stopped: every connection and loop thread ended");
+  } else {
+    std::string names;
+    for (const std::string& r : running) names += (names.empty() ? "" : ", ") + r;
+    CLOG_WARN("stopped: threads still running after %d ms (%s); exiting without them", kThreadDrainMs, names.c_str());
+  }
+  // The services themselves live until the process ends (static, reached from the threads
+  // of objects they own, such as a communicator's link readers): their destructors do not
+  // run, so nothing is torn down under a thread that is still ending: _exit, not exit.
   _exit(0);
 }
 

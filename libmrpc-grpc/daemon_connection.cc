@@ -76,7 +76,7 @@ std::shared_ptr<DaemonConnection> DaemonConnection::Connect(std::string* why) {
   conn->alive_.store(true, std::memory_order_release);
   conn->PollWithGrpc();
   // The reader thread keeps the connection alive until the connection dies.
-  SpawnDetached([self = conn] { self->ReadLoop(); });
+  SpawnDetached("the conduitd connection reader", [self = conn] { self->ReadLoop(); });
   return conn;
 }
 

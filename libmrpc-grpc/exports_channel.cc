@@ -286,7 +286,7 @@ CONDUIT_EXPORT void grpc_channel_watch_connectivity_state(grpc_channel* channel,
   gpr_timespec mono = Real().gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
   gpr_timespec start = Real().gpr_now(GPR_CLOCK_MONOTONIC);
   int64_t ms = (mono.tv_sec - start.tv_sec) * 1000 + (mono.tv_nsec - start.tv_nsec) / 1000000;
-  conduit::SpawnDetached([cq, tag, ms] {
+  conduit::SpawnDetached("a channel watch", [cq, tag, ms] {
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(ms, 1ll << 40)));
     conduit::grpcshim::PostCompletion(cq, tag, false);
   });

@@ -37,7 +37,7 @@ NativeIntake::NativeIntake(grpc_server* server, Handlers handlers)
 }
 
 void NativeIntake::Start() {
-  SpawnDetached([self = shared_from_this()] { RunGuarded("the native intake of a managed server", [&] { self->Run(); }); });
+  SpawnDetached("the native intake of a managed server", [self = shared_from_this()] { RunGuarded("the native intake of a managed server", [&] { self->Run(); }); });
 }
 
 bool NativeIntake::Request(void* method, bool with_payload, grpc_completion_queue* cq_bound) {

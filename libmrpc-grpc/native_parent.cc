@@ -44,7 +44,7 @@ struct WatchQueue {
     g.grpc_channel_credentials_release(creds);
     grpc_completion_queue_attributes attr{GRPC_CQ_CURRENT_VERSION, GRPC_CQ_NEXT, GRPC_CQ_DEFAULT_POLLING, nullptr};
     cq = g.grpc_completion_queue_create(g.grpc_completion_queue_factory_lookup(&attr), &attr, nullptr);
-    SpawnDetached([this] { RunGuarded("the watcher of native parent calls", [&] { Run(); }); });
+    SpawnDetached("the watcher of native parent calls", [this] { RunGuarded("the watcher of native parent calls", [&] { Run(); }); });
   }
 
   void Run() {

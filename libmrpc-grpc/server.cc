@@ -575,7 +575,7 @@ void ManagedServer::OnConnectionLost(const std::string& why) {
             ports_.empty() ? 0 : ports_[0].port, why.c_str());
   // Re-register once the daemon is back (calls in flight already failed).
   std::weak_ptr<ManagedServer> weak = weak_from_this();
-  SpawnDetached([weak] {
+  SpawnDetached("a server's re-registration", [weak] {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       std::shared_ptr<ManagedServer> self = weak.lock();

@@ -17,7 +17,7 @@ uint64_t TimerQueue::Schedule(Clock::time_point when, CallSink* call) {
   timers_.emplace(id, std::make_pair(when, call));
   if (!running_) {
     running_ = true;
-    SpawnDetached([this] { Run(); });
+    SpawnDetached("the timer queue", [this] { Run(); });
   }
   if (order_.begin()->second == id) cv_.notify_one();
   return id;

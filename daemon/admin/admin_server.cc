@@ -65,7 +65,7 @@ void AdminServer::Serve(int listener, ListenerGate* gate) {
       return;
     }
     try {
-      SpawnDetached([this, fd, caller, is_operator] {
+      SpawnDetached("an admin connection", [this, fd, caller, is_operator] {
         try {
           ServeConnection(UniqueFd(fd), caller);
         } catch (const std::exception& e) {  // a handler's bug must not take the daemon down

@@ -74,7 +74,7 @@ void MetricsServer::Serve(int listener, ListenerGate* gate) {
       return;
     }
     try {
-      SpawnDetached([this, fd, peer] {
+      SpawnDetached("a metrics connection", [this, fd, peer] {
         RunGuarded("a metrics request", [&] { ServeConnection(UniqueFd(fd), peer); });
         ReleaseSlot();
       });

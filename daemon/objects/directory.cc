@@ -56,7 +56,7 @@ void DirectoryShard::Register() {
   peers_->Handle(objproto::kDirUnsubscribe, [this](const std::string& f, const Bytes& b, const ReplyFn&) { OnUnsubscribe(f, b); });
   peers_->Handle(objproto::kDirDelete, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnDelete(b, r); });
   peers_->Handle(objproto::kDirCount, [this](const std::string&, const Bytes& b, const ReplyFn& r) { OnCount(b, r); });
-  SpawnDetached([this] { KeepRunning("object directory sweep", [&] { SweepLoop(); }); });
+  SpawnDetached("object directory sweep", [this] { KeepRunning("object directory sweep", [&] { SweepLoop(); }); });
 }
 
 bool DirectoryShard::Owned(const std::string& id) const { return peers_->Owner(id) == peers_->self(); }
@@ -487,8 +487,7 @@ void DirectoryShard::OnMembershipChange() {
 }
 
 void DirectoryShard::SweepLoop() {
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(kSweepEveryMs));
+  while (peers_->Pause(std::chrono::milliseconds(kSweepEveryMs))) {
     Actions actions;
     {
       std::lock_guard<std::mutex> lock(mu_);

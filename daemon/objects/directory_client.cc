@@ -22,7 +22,7 @@ int RemainingMs(Deadline d) {
 DirectoryClient::DirectoryClient(Peers* peers) : peers_(peers) {}
 
 void DirectoryClient::Start() {
-  SpawnDetached([this] { KeepRunning("object resubscription", [&] { ResubscribeLoop(); }); });
+  SpawnDetached("object resubscription", [this] { KeepRunning("object resubscription", [&] { ResubscribeLoop(); }); });
 }
 
 Status DirectoryClient::CallOwner(const std::string& id, uint16_t type, const Bytes& body, uint16_t reply_type,
@@ -204,8 +204,7 @@ void DirectoryClient::OnMembershipChange() {
 }
 
 void DirectoryClient::ResubscribeLoop() {
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (peers_->Pause(std::chrono::milliseconds(100))) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [h, w] : watches_) {
       if (w.owner.empty() || w.owner != peers_->Owner(w.id) || !peers_->IsLive(w.owner)) SendSubscribe(h, w);

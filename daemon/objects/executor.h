@@ -1,6 +1,7 @@
 // Executor: one thread running queued closures in order. Membership changes and the
 // one-way messages a daemon sends itself run here, so they never run on a socket reader
-// that a handler might need in order to make progress.
+// that a handler might need in order to make progress. Stop (the daemon's shutdown) ends
+// the thread after the closure it runs; closures queued or posted later are dropped.
 #ifndef CONDUIT_DAEMON_OBJECTS_EXECUTOR_H_
 #define CONDUIT_DAEMON_OBJECTS_EXECUTOR_H_
 
@@ -16,10 +17,17 @@ namespace conduit::objects {
 
 class Executor {
  public:
-  Executor() { SpawnDetached([this] { Loop(); }); }
+  Executor() { SpawnDetached("the object executor", [this] { Loop(); }); }
   void Post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
     queue_.push_back(std::move(fn));
+    cv_.notify_one();
+  }
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    queue_.clear();
     cv_.notify_one();
   }
 
@@ -29,7 +37,8 @@ class Executor {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return !queue_.empty(); });
+        cv_.wait(lock, [this] { return stopped_ || !queue_.empty(); });
+        if (stopped_) return;
         fn = std::move(queue_.front());
         queue_.pop_front();
       }
@@ -41,6 +50,7 @@ class Executor {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  bool stopped_ = false;
 };
 
 }  // namespace conduit::objects

@@ -84,7 +84,7 @@ void ObjectService::Start() {
     std::lock_guard<std::mutex> lock(republish_mu_);
     ring_changed_ = !store_.All().empty();
   }
-  SpawnDetached([this] { KeepRunning("object republication", [&] { RepublishLoop(); }); });
+  SpawnDetached("object republication", [this] { KeepRunning("object republication", [&] { RepublishLoop(); }); });
   peers_.Start();
   CLOG_INFO("objects: store of %llu bytes, %zu-byte blocks, %zu daemons in --object-peers; per uid at most %llu "
             "bytes in %llu objects; new objects readable by %s unless their creator says otherwise",
@@ -351,7 +351,11 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
     CLOG_WARN("objects: fetching %s from %s stopped at byte %llu of %llu (%s); resuming from another copy",
               Printable(id).c_str(), sender.c_str(), static_cast<unsigned long long>(offset),
               static_cast<unsigned long long>(obj->size()), st.message().c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(kResumePauseMs));
+    if (!peers_.Pause(std::chrono::milliseconds(kResumePauseMs))) {  // the daemon is stopping
+      store_.Remove(id, peers_.StopReason(), obj.get());
+      dir_.Release(id, sender, false);
+      return;
+    }
     if (!obj->failure().ok()) {  // the directory dropped this copy while we paused
       dir_.Release(id, sender, false);
       return;
@@ -435,6 +439,9 @@ void ObjectService::Stop(const Status& reason) {
   peers_.FailCalls(why);
   reducer_->FailAll(why);
   for (const auto& s : waits) EndWait(*s, why);
+  std::lock_guard<std::mutex> lock(republish_mu_);
+  republish_stopped_ = true;
+  republish_cv_.notify_all();
 }
 
 Status ObjectService::Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller,
@@ -510,7 +517,8 @@ void ObjectService::RepublishLoop() {
     std::set<std::string> forced;
     {
       std::unique_lock<std::mutex> lock(republish_mu_);
-      republish_cv_.wait(lock, [this] { return ring_changed_; });
+      republish_cv_.wait(lock, [this] { return ring_changed_ || republish_stopped_; });
+      if (republish_stopped_) return;
       ring_changed_ = false;
       forced.swap(republish_to_);
     }

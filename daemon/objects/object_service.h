@@ -162,6 +162,7 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   std::mutex republish_mu_;
   std::condition_variable republish_cv_;
   bool ring_changed_ = false;
+  bool republish_stopped_ = false;  // Stop: the loop ends
   std::set<std::string> republish_to_;  // daemons that (re)connected: re-publish all they own
   std::mutex waits_mu_;
   std::set<std::shared_ptr<WaitState>> waits_;  // the Waits in progress, for Stop

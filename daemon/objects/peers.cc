@@ -98,9 +98,9 @@ void Peers::OnPush(std::function<void(uint16_t, const Bytes&)> push) { push_ = s
 
 void Peers::Start() {
   for (auto& ch : channels_) {
-    SpawnDetached([this, c = ch.get()] { KeepRunning("object peer connection", [&] { ConnectLoop(c); }); });
+    SpawnDetached("object peer connection", [this, c = ch.get()] { KeepRunning("object peer connection", [&] { ConnectLoop(c); }); });
   }
-  SpawnDetached([this] { KeepRunning("object peer pings", [&] { PingLoop(); }); });
+  SpawnDetached("object peer pings", [this] { KeepRunning("object peer pings", [&] { PingLoop(); }); });
 }
 
 Peers::Channel* Peers::Find(const std::string& addr) const {
@@ -174,7 +174,7 @@ void Peers::Changed() {
 
 void Peers::ConnectLoop(Channel* ch) {
   std::string last_refusal;  // logged once, not every retry
-  for (;;) {
+  while (!stopping()) {
     Conn conn;
     PeerIdentity peer;
     Status st = security_->Dial(ch->addr, Deadline::AfterMs(1000 + authproto::kHandshakeTimeoutMs), /*sealable=*/true,
@@ -236,7 +236,7 @@ void Peers::ConnectLoop(Channel* ch) {
         CLOG_WARN("objects: peer %s refused the control connection: %s", ch->addr.c_str(), ost.message().c_str());
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(kReconnectMs));
+    if (!Pause(std::chrono::milliseconds(kReconnectMs))) return;
   }
 }
 
@@ -298,8 +298,7 @@ void Peers::MarkDown(Channel* ch, int fd, const std::string& why) {
 }
 
 void Peers::PingLoop() {
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(kPingEveryMs));
+  while (Pause(std::chrono::milliseconds(kPingEveryMs))) {
     {
       // A replacement's grace that ended: what was kept for it is looked at again.
       bool ended = false;
@@ -445,6 +444,14 @@ void Peers::FailCalls(const Status& why) {
       failed.swap(ch->pending);
     }
     for (auto& [tag, p] : failed) p->Finish(why, 0, {});
+  }
+  // The loops end: each connection's reader sees its connection shut down (the number is
+  // valid while ch->fd holds it: a reader closes it only after MarkDown cleared it).
+  stop_.Stop();
+  executor_.Stop();
+  for (auto& ch : channels_) {
+    std::lock_guard<std::mutex> lock(ch->mu);
+    if (ch->fd >= 0) shutdown(ch->fd, SHUT_RDWR);
   }
 }
 

@@ -30,6 +30,7 @@
 #include "common/deadline.h"
 #include "common/fd_io.h"
 #include "common/peer_identity.h"
+#include "common/stop_signal.h"
 #include "objects/executor.h"
 #include "objects/hash_ring.h"
 #include "objects/messages.h"
@@ -96,8 +97,14 @@ class Peers {
   // answer ends with `why`, and every call begun from now on ends with it at once, so no
   // program's request waits out its deadline on a daemon that is going.
   void FailCalls(const Status& why);
+  // FailCalls also ends the object store's threads: the connection and ping loops (their
+  // connections are shut down), the executor, and every loop that sleeps through Pause.
   // Since FailCalls: a failed call is not worth retrying.
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  // Sleeps for `period`; false, at once, once the daemon is stopping (FailCalls).
+  bool Pause(std::chrono::milliseconds period) { return stop_.SleepFor(period); }
+  // FailCalls' reason (Ok before it).
+  Status StopReason() const;
 
   // While a Cork lives, the messages this thread sends to other daemons (Send, Begin) are
   // held and then written with one write per daemon, in order: a Reduce's reservation and
@@ -148,7 +155,6 @@ class Peers {
   Channel* Find(const std::string& addr) const;
   // A call this daemon answers itself, kept for FailCalls (or failed at once after it).
   void RememberLocal(const std::shared_ptr<Pending>& p);
-  Status StopReason() const;
 
   const std::string self_;
   std::vector<std::string> all_;
@@ -168,6 +174,7 @@ class Peers {
   size_t rtt_next_ = 0;
   // Shutdown (FailCalls): set once, before the calls in flight are failed.
   std::atomic<bool> stopping_{false};
+  StopSignal stop_;
   mutable std::mutex calls_mu_;  // stopped_, local_calls_
   Status stopped_;
   std::vector<std::weak_ptr<Pending>> local_calls_;

@@ -50,4 +50,15 @@ std::vector<std::string> LinkPool::Live() {
   return live;
 }
 
+void LinkPool::CloseAll(const std::string& why) {
+  std::vector<std::shared_ptr<PeerLink>> links;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [addr, slot] : slots_) {
+      if (slot->link != nullptr) links.push_back(slot->link);
+    }
+  }
+  for (const auto& link : links) link->Close(why);
+}
+
 }  // namespace conduit::rpc

@@ -25,6 +25,8 @@ class LinkPool {
   Status Get(const std::string& addr, std::shared_ptr<PeerLink>* out);
   // Addresses of the links that are up.
   std::vector<std::string> Live();
+  // The daemon is shutting down: every link closes (PeerLink::Close), so their readers end.
+  void CloseAll(const std::string& why);
 
  private:
   struct Slot {

@@ -81,6 +81,9 @@ class PeerLink : public Endpoint, public AcceptedLink, public std::enable_shared
   // A TLS link whose channel is gone, or a link whose daemon said GoAway: closes once no
   // call is left on it (at once when none is), quietly on both sides.
   void ReleaseWhenIdle();
+  // The daemon is shutting down: the link closes now, its calls (already failed by their
+  // sessions) end, and its reader stops.
+  void Close(const std::string& why) { Fail(why, /*quiet=*/true); }
 
   void Deliver(RpcCall& call, uint64_t id, Event ev) override;
   void Forget(uint64_t id) override;

@@ -32,8 +32,13 @@ void RpcService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
 
 void RpcService::Stop(const Status& reason) {
   SetStopping(reason.message());
-  std::lock_guard<std::mutex> lock(sessions_mu_);
-  for (ProgramSession* session : sessions_) session->AbortCalls("conduit: " + reason.message());
+  {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    for (ProgramSession* session : sessions_) session->AbortCalls("conduit: " + reason.message());
+  }
+  // Links this daemon dialed: their readers would serve until the other daemon hangs up.
+  // (Links other daemons opened are served on the router's threads, which shuts them.)
+  links().CloseAll(reason.message());
 }
 
 void RpcService::ServePeer(Conn conn, const PeerIdentity& peer) {

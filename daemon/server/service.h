@@ -67,7 +67,9 @@ class Service {
   // services cannot take sealed (collective links) never are: the router refuses them.
   virtual void ServePeer(Conn conn, const PeerIdentity& peer) = 0;
   // The daemon is shutting down: fail what is in flight, and whatever programs ask next,
-  // with `reason`. Called once, before the router closes the program connections.
+  // with `reason`, and end the service's own loops and the connections it dialed, so that
+  // its threads end (conduitd waits for them). Called once, before the router closes the
+  // program connections and the connections other daemons opened.
   virtual void Stop(const Status& reason) { (void)reason; }
 
   // Live upgrade: where this service's program sessions stop between two requests to be

@@ -119,7 +119,7 @@ void ServiceRouter::ServePeers(int tcp_listener, ListenerGate* gate) {
 bool ServiceRouter::StartThread(const char* what, std::function<void(UniqueFd)> serve, UniqueFd fd) {
   if (stopping_.load()) return false;  // Shutdown has begun: the connection closes unserved
   try {
-    SpawnDetached([what, s = std::move(serve), c = std::move(fd)]() mutable { RunGuarded(what, [&] { s(std::move(c)); }); });
+    SpawnDetached(what, [what, s = std::move(serve), c = std::move(fd)]() mutable { RunGuarded(what, [&] { s(std::move(c)); }); });
     return true;
   } catch (const std::system_error& e) {
     // pthread_create failed (RLIMIT_NPROC, memory): the connection closes unserved.
@@ -349,6 +349,7 @@ size_t ServiceRouter::Shutdown(const Status& reason, Deadline drain) {
   // Programs that did not call in time (idle, or a long call) are cut off: their sessions
   // read end-of-file, and the programs see the connection close.
   for (const auto& [id, fd] : program_fds_) shutdown(fd, SHUT_RDWR);
+  for (const auto& [id, fd] : peer_fds_) shutdown(fd, SHUT_RDWR);
   programs_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return programs_.empty(); });
   return left;
 }
@@ -380,7 +381,15 @@ void ServiceRouter::RoutePeer(UniqueFd fd, const std::string& peer) {
   if (!st.ok()) {
     CLOG_WARN("peer connection from %s rejected: %s", identity.Describe().c_str(), st.message().c_str());
   } else {
-    service->ServePeer(std::move(conn), identity);
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = next_id_++;
+      peer_fds_[id] = conn.fd();
+    }
+    if (!stopping_.load()) service->ServePeer(std::move(conn), identity);
+    std::lock_guard<std::mutex> lock(mu_);
+    peer_fds_.erase(id);
   }
   ReleasePeer();
 }

@@ -68,8 +68,11 @@ class ServiceRouter {
   // The daemon's orderly end: new connections are closed unserved; every service fails
   // what is in flight with `reason` (Service::Stop); programs then have until `drain` to
   // hear it on their next call and hang up. Connections left after that are shut down, and
-  // their sessions get a second to end. Returns how many program connections remained
-  // open at `drain` (cut off rather than drained). The caller closes the listeners.
+  // their sessions get a second to end; so are connections from other daemons still being
+  // served (an RPC link, the object store's control and fetch connections), whose threads
+  // would otherwise serve until the other daemon hangs up. Returns how many program
+  // connections remained open at `drain` (cut off rather than drained). The caller closes
+  // the listeners.
   size_t Shutdown(const Status& reason, Deadline drain);
 
   // Live upgrade (docs/upgrade.md), with the accept loops parked. Stops every program
@@ -128,6 +131,8 @@ class ServiceRouter {
   // (and reused) just before its entry goes; shutting down a reused number then is
   // harmless, as by then every connection is being shut down.
   std::map<uint64_t, int> program_fds_;
+  // The same for connections from other daemons while their service serves them.
+  std::map<uint64_t, int> peer_fds_;
   std::condition_variable programs_cv_;  // programs_ became empty
   std::atomic<bool> stopping_{false};
   // Under mu_: connections per stage.

@@ -104,7 +104,8 @@ TEST(FailureTest, KilledDaemonFailsEveryRank) {
 
 // SIGTERM is an orderly end (docs/configuration.md, "Stopping"): the ranks on the stopped
 // daemon's host and on the other host all fail with its reason, not a dropped connection;
-// the daemon removes its sockets and exits 0 within its grace period; a new daemon serves.
+// the daemon removes its sockets, waits for its threads, and exits 0 within its grace
+// period; a new daemon serves.
 TEST(FailureTest, StoppedDaemonTellsEveryRankWhyAndExitsCleanly) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(FailureCluster());
@@ -123,7 +124,9 @@ TEST(FailureTest, StoppedDaemonTellsEveryRankWhyAndExitsCleanly) {
   // The default grace (2 s) plus the second for cut-off sessions, and a 2-core machine's slack.
   ASSERT_TRUE(daemon.Wait(std::chrono::seconds(10))) << "conduitd did not exit after SIGTERM\n" << cluster.Describe();
   EXPECT_EQ(daemon.exit_code(), 0) << cluster.Describe();
-  EXPECT_NE(daemon.Output().find("stopped"), std::string::npos) << daemon.Output();
+  // ... having waited for every thread that served a connection or ran a loop to end.
+  EXPECT_NE(daemon.Output().find("stopped: every connection and loop thread ended"), std::string::npos)
+      << daemon.Output();
   EXPECT_NE(access(cluster.Socket(1).c_str(), F_OK), 0) << "program socket left behind";
   EXPECT_NE(access(cluster.AdminSocket(1).c_str(), F_OK), 0) << "admin socket left behind";
   EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();

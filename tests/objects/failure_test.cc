@@ -161,7 +161,7 @@ TEST_F(ObjectsFailure, LosingTheOnlyCopyIsAClearErrorNotAHang) {
 // requests waiting on the stopped daemon (a Get of an object nobody has put, a Wait, a
 // Reduce whose sources never come) end at once with kUnavailable and the daemon's reason,
 // not at their deadline nor with a connection cut after the grace period; the daemon exits
-// 0 without its sockets, and the other daemons go on.
+// 0 without its sockets once its threads have ended, and the other daemons go on.
 TEST_F(ObjectsFailure, ATerminatedDaemonEndsWaitingRequestsWithItsReason) {
   StartCluster();
   auto get_client = oc_->Connect(1);
@@ -196,6 +196,10 @@ TEST_F(ObjectsFailure, ATerminatedDaemonEndsWaitingRequestsWithItsReason) {
   EXPECT_LT(ms, 1500) << "the requests ended only when their connections were cut";
   ASSERT_TRUE(daemon.Wait(std::chrono::seconds(10))) << "conduitd did not exit after SIGTERM";
   EXPECT_EQ(daemon.exit_code(), 0) << daemon.Output();
+  // Its loops (pings, reconnection, directory sweep, ...) ended, and so did the threads
+  // serving the other daemons' connections to it, which they had not closed.
+  EXPECT_NE(daemon.Output().find("stopped: every connection and loop thread ended"), std::string::npos)
+      << daemon.Output();
   EXPECT_NE(access(oc_->cluster().Socket(1).c_str(), F_OK), 0) << "program socket left behind";
   EXPECT_NE(access(oc_->cluster().AdminSocket(1).c_str(), F_OK), 0) << "admin socket left behind";
 

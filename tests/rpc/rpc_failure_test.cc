@@ -124,6 +124,9 @@ TEST_F(RpcFailureTest, ClientDaemonStoppedUnderACall) {
   EXPECT_TRUE(Cluster::WaitForOutput(*server_, "was cancelled", std::chrono::seconds(5))) << server_->Output();
   ASSERT_TRUE(cluster_->daemon(0).Wait(std::chrono::seconds(10))) << "conduitd did not exit after SIGTERM";
   EXPECT_EQ(cluster_->daemon(0).exit_code(), 0) << cluster_->daemon(0).Output();
+  // The RPC link it had dialed to the server's daemon was closed, so its reader ended.
+  EXPECT_NE(cluster_->daemon(0).Output().find("stopped: every connection and loop thread ended"), std::string::npos)
+      << cluster_->daemon(0).Output();
   std::string error;
   ASSERT_TRUE(cluster_->StartDaemon(0, &error)) << error;
   EXPECT_TRUE(EventuallyPasses()) << cluster_->Describe();

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -40,7 +41,7 @@ TEST(SpawnDetached, ThreadsThatEndAtOnceAllRunWhileOthersStart) {
   std::vector<std::thread> starters;
   for (int s = 0; s < kStarters; ++s) {
     starters.emplace_back([&ran] {
-      for (int i = 0; i < kPerStarter; ++i) SpawnDetached([&ran] { ran.fetch_add(1); });
+      for (int i = 0; i < kPerStarter; ++i) SpawnDetached("test", [&ran] { ran.fetch_add(1); });
     });
   }
   for (auto& t : starters) t.join();
@@ -52,7 +53,7 @@ TEST(SpawnDetached, TheThreadOwnsMoveOnlyStateAndFreesIt) {
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
   UniqueFd write_end(fds[1]);
   std::atomic<int> ran{0};
-  SpawnDetached([fd = std::move(write_end), &ran] {
+  SpawnDetached("test", [fd = std::move(write_end), &ran] {
     EXPECT_EQ(write(fd.get(), "x", 1), 1);
     ran.fetch_add(1);
   });
@@ -77,7 +78,7 @@ TEST(SpawnDetached, NoThreadIsAnExceptionAndTheTaskIsDestroyedUnrun) {
   bool ran = false;
   bool threw = false;
   try {
-    SpawnDetached([token, &ran] { ran = true; });
+    SpawnDetached("test", [token, &ran] { ran = true; });
   } catch (const std::system_error&) {
     threw = true;
   }
@@ -87,6 +88,37 @@ TEST(SpawnDetached, NoThreadIsAnExceptionAndTheTaskIsDestroyedUnrun) {
   EXPECT_TRUE(threw);
   EXPECT_FALSE(ran);
   EXPECT_EQ(token.use_count(), 1) << "the task that never ran is destroyed";
+  EXPECT_TRUE(RunningDetachedThreads().empty()) << "a thread never created is not counted";
+}
+
+// A process about to end can wait for its detached threads (conduitd at SIGTERM): what
+// still runs is named, and the wait ends once the last one has released what it held.
+TEST(SpawnDetached, RunningThreadsAreCountedByWhatTheyServeUntilTheyEnd) {
+  ASSERT_TRUE(AwaitDetachedThreads(std::chrono::steady_clock::now() + std::chrono::seconds(10)).empty())
+      << "threads of the tests above";
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  auto held = std::make_shared<int>(0);
+  std::atomic<int> started{0};
+  for (int i = 0; i < 3; ++i) {
+    SpawnDetached("a reader", [fd = read_end.get(), held, &started] {
+      started.fetch_add(1);
+      char c;
+      (void)read(fd, &c, 1);  // until the write end closes
+    });
+  }
+  SpawnDetached("a loop", [fd = read_end.get(), held] {
+    char c;
+    (void)read(fd, &c, 1);
+  });
+  ASSERT_TRUE(WaitForCount(started, 3, std::chrono::seconds(10)));
+  EXPECT_EQ(RunningDetachedThreads(), (std::vector<std::string>{"a loop", "a reader x3"}));
+  const auto soon = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  EXPECT_EQ(AwaitDetachedThreads(soon).size(), 2u) << "the wait is bounded";
+  write_end.reset();
+  EXPECT_TRUE(AwaitDetachedThreads(std::chrono::steady_clock::now() + std::chrono::seconds(10)).empty());
+  EXPECT_EQ(held.use_count(), 1) << "every task was destroyed before its thread counted as ended";
 }
 
 }  // namespace
