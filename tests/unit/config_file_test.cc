@@ -1,6 +1,7 @@
 // The configuration file reader (common/config_file.h): the grammar of good files,
 // every error naming file and line, the file-type checks and the size cap.
 #include "common/config_file.h"
+#include "tests/unit/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -17,21 +18,7 @@ namespace {
 
 class ConfigFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "config_file_test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
+  std::string Write(const std::string& name, const std::string& text) { return temp_.Write(name, text); }
 
   // Reads `path`, collecting every entry.
   Status Read(const std::string& path) {
@@ -49,7 +36,8 @@ class ConfigFileTest : public ::testing::Test {
     });
   }
 
-  std::string dir_;
+  conduit::test::TempDir temp_{"config_file_test"};
+  const std::string dir_ = temp_.path();
   std::vector<ConfigEntry> entries_;
 };
 

@@ -9,14 +9,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "admin/admin_socket.h"
 #include "protocol/shim_protocol.h"
+#include "tests/unit/temp_dir.h"
 
 namespace conduit {
 namespace {
@@ -39,20 +38,9 @@ class DaemonSettingsTest : public ::testing::Test {
   void SetUp() override {
     unsetenv(shimproto::kSocketEnv);
     unsetenv(kAdminSocketEnv);
-    std::string tmpl = (std::filesystem::temp_directory_path() / "daemon_settings_test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
   }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string WriteConfig(const std::string& text) {
-    const std::string path = dir_ + "/conduitd.conf";
-    std::ofstream(path, std::ios::trunc) << text;
-    return path;
-  }
-  std::string dir_;
+  std::string WriteConfig(const std::string& text) { return temp_.Write("conduitd.conf", text); }
+  conduit::test::TempDir temp_{"daemon_settings_test"};
 };
 
 TEST_F(DaemonSettingsTest, EverySettingHasHelpAndADefaultItsParserTakes) {
