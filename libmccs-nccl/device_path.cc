@@ -249,6 +249,14 @@ Status DevicePath::ReleaseFreed(DaemonConnection& conn) {
   return Status::Ok();
 }
 
+Status DevicePath::ReleaseFreedBuffers(DaemonConnection& conn) {
+  if (registered_.empty()) return Status::Ok();
+  // The driver's pointer queries want a context on this thread: the registrations' (a
+  // process's allocations share its devices' primary contexts).
+  cuda::ScopedContext ctx(*ProcessCuda(), registered_.begin()->second.context);
+  return ReleaseFreed(conn);
+}
+
 Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferInfo& info, bool* shared, uint64_t* id,
                             uint64_t* offset) {
   const uint64_t addr = AsDevicePtr(p);
@@ -290,7 +298,7 @@ Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferI
       *shared = false;
       return Status::Ok();
     }
-    it = registered_.emplace(info.buffer_id, Registered{base, size}).first;
+    it = registered_.emplace(info.buffer_id, Registered{base, size, info.context}).first;
   }
   if (addr < it->second.base || addr >= it->second.base + it->second.size) {
     return InternalError("pointer outside the allocation the driver named for it");

@@ -75,11 +75,17 @@ class DevicePath {
   Status WaitDoneWord(cudaStream_t stream, uint32_t seq);
   // Whether an asynchronous group was ever sent (ncclCommGetAsyncError then asks the daemon).
   bool async_used() const { return seq_ != 0; }
+  // Whether an allocation is registered with the daemon (and may be freed under it).
+  bool has_registrations() const { return !registered_.empty(); }
+  // ReleaseFreed from a thread that is not the program's (freed_buffer_watch.h): with the
+  // context of the registrations current.
+  Status ReleaseFreedBuffers(DaemonConnection& conn);
 
  private:
   struct Registered {
     uint64_t base = 0;
     uint64_t size = 0;
+    cuda::CUcontext context = nullptr;  // the allocation's
   };
   // Registers the allocation behind `p` if needed; false in *shared when it cannot be
   // shared (the op is staged instead). Fills id and offset.

@@ -11,6 +11,7 @@
 
 #include "comm.h"
 #include "device_memory.h"
+#include "freed_buffer_watch.h"
 #include "common/log.h"
 #include "common/unique_id.h"
 #include "managed.h"
@@ -212,6 +213,7 @@ ncclResult_t InitFromUniqueId(const char* call, ncclComm_t* out, int nranks, con
 
 void FreeComm(ncclComm* comm) {
   if (comm->init_thread.joinable()) comm->init_thread.join();
+  StopWatchingForFreedBuffers(comm);
   comm->magic = 0;
   delete comm;
 }

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "device_path.h"
+#include "freed_buffer_watch.h"
 #include "host_regions.h"
 #include "protocol/staging_control.h"
 #include "reduce/reduce.h"
@@ -150,7 +151,10 @@ void PlaceInRegions(ncclComm* comm, PendingOp* op) {
 Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   bool any_device = false;
   for (const PendingOp* op : list) any_device |= op->place == MemoryKind::kDevice;
-  if (any_device) CONDUIT_RETURN_IF_ERROR(comm->device_path.Prepare(*comm->conn, list));
+  if (any_device) {
+    CONDUIT_RETURN_IF_ERROR(comm->device_path.Prepare(*comm->conn, list));
+    if (comm->device_path.has_registrations()) WatchForFreedBuffers(comm);
+  }
   sent->async = any_device && comm->device_path.UseAsync(*comm->conn, list);
   ReleaseFreedRegions(comm);
   bool any_regions = false;

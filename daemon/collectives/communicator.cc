@@ -337,6 +337,15 @@ Status Communicator::SignalDeviceDone(uint64_t word, uint32_t value, std::shared
   return device_->Retain({std::move(mapping)});
 }
 
+void Communicator::ReleaseFinishedDeviceWork() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The stream is used by the thread holding the running token (taken under mu_) and by
+  // SignalDeviceDone (under mu_): with mu_ held and no token taken, by nobody else.
+  if (!device_ || queue_.running()) return;
+  cuda::ScopedContext ctx(gpu::Runtime::Get().driver(), device_->context());
+  device_->ReleaseFinished();
+}
+
 Status Communicator::SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
                              std::shared_ptr<SendTicket>* ticket) {
   size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));

@@ -157,6 +157,9 @@ class Communicator final : private PeerChannel::Handler {
   // on the communicator's stream, after the group's GPU work. `mapping` (holding the word)
   // stays open until that write has run.
   Status SignalDeviceDone(uint64_t word, uint32_t value, std::shared_ptr<const void> mapping);
+  // Closes the programs' device mappings that only finished GPU work still held
+  // (gpu::CommStream::ReleaseFinished), unless a collective runs now (it does the same).
+  void ReleaseFinishedDeviceWork();
   // Validates one op against the communicator and the rank's segment (no side effects).
   Status ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const;
 

@@ -50,6 +50,16 @@ void CommRegistry::ExpireParkedLoop() {
       CLOG_WARN("dropped %zu link(s) from other daemons for communicators that did not form here within %d ms",
                 dropped, options_.timeout_ms);
     }
+    // Programs' device buffers whose last collective has run and that they freed since:
+    // their mappings close now, not at the communicator's next collective.
+    std::vector<std::shared_ptr<Communicator>> live;
+    for (const auto& [key, weak] : comms_) {
+      if (auto comm = weak.lock()) live.push_back(std::move(comm));
+    }
+    lock.unlock();
+    for (const auto& comm : live) comm->ReleaseFinishedDeviceWork();
+    live.clear();  // a communicator's last owner may be this loop: destroyed outside mu_
+    lock.lock();
   }
 }
 

@@ -71,6 +71,10 @@ class CommStream {
   // that work: a mapping closed under a running kernel is an illegal address, which would
   // end every GPU job of this daemon. Released by later calls and by the destructor.
   Status Retain(std::vector<std::shared_ptr<const void>> held);
+  // Drops what Retain holds for work the GPU has run. Retain does so too, but only at the
+  // next collective: a program whose last collective used a buffer it then frees gets the
+  // memory back only once this runs (the registry calls it every second).
+  void ReleaseFinished();
 
  private:
   CommStream(Runtime& runtime, int device) : runtime_(runtime), driver_(runtime.driver()), device_(device) {}
@@ -98,7 +102,6 @@ class CommStream {
   };
   std::deque<Held> held_;
   std::vector<cuda::CUevent> spare_events_;  // Held events whose work ran, for reuse
-  void ReleaseFinished();  // drops the batches whose work has run
 };
 
 }  // namespace conduit::gpu

@@ -167,6 +167,11 @@ TEST_F(DeviceDoubleTest, MappingsOfFreedBuffersAreDropped) {
   EXPECT_TRUE(Passed(p)) << p.Output();
 }
 
+TEST_F(DeviceDoubleTest, MappingsOfFreedBuffersAreDroppedWithNoCollectiveAfter) {
+  Subprocess& p = RunProbe({"release-idle"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+}
+
 TEST_F(DeviceDoubleTest, RevokeAndShrinkStopWorkInFlight) {
   Subprocess& p = RunProbe({"revoke"});
   EXPECT_TRUE(Passed(p)) << p.Output();

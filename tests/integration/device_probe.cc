@@ -576,6 +576,32 @@ int Release() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// The same when the freed buffers were the last collectives' and none follows: conduitd
+// drops the mappings its stream held for that finished work by itself (within a second or
+// two: the shim's release check, then the daemon's sweep), not at a next collective.
+int ReleaseIdle() {
+  Ranks r = AllHere(1);
+  std::vector<float*> bufs = {DeviceFloats(kCount), DeviceFloats(kCount)};
+  for (float* b : bufs) {
+    NCCL_CHECK(ncclAllReduce(b, b, kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
+  }
+  CU_CHECK(g_cu.StreamSynchronize(r.streams[0]));
+  const int before = DaemonDeviceMappings();
+  for (float* b : bufs) CU_CHECK(g_cu.MemFree(reinterpret_cast<CUdeviceptr>(b)));
+  int after = before;
+  const Clock::time_point start = Clock::now();
+  while (after != before - 4 && MsSince(start) < 5000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = DaemonDeviceMappings();
+  }
+  std::printf("device_probe: conduitd's mappings of device memory: %d before the frees, %d %.0f ms after, no "
+              "collective since\n",
+              before, after, MsSince(start));
+  Check(before > 0 && after == before - 4, "conduitd drops the mappings of freed allocations without a new collective");
+  NCCL_CHECK(ncclCommDestroy(r.comms[0]));
+  return g_failures == 0 ? 0 : 1;
+}
+
 int Abort() {
   Ranks r = AllHere(2);
   ncclComm_t* comms = r.comms.data();
@@ -634,6 +660,8 @@ int main(int argc, char** argv) {
     rc = AsyncError();
   } else if (mode == "release") {
     rc = Release();
+  } else if (mode == "release-idle") {
+    rc = ReleaseIdle();
   } else if (mode == "revoke") {
     rc = Revoke();
   } else if (mode == "vanish") {
