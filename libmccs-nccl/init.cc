@@ -374,6 +374,7 @@ ncclResult_t CommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (!ValidComm(comm)) return Fail("ncclCommDestroy", ncclInvalidArgument, "invalid communicator");
   WaitInit(comm);
+  StopWatchingForFreedBuffers(comm);  // no release request after the destroy's
   if (comm->conn) {
     std::lock_guard<std::mutex> lock(comm->op_mu);
     Frame reply;
