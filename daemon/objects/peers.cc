@@ -231,7 +231,9 @@ void Peers::ConnectLoop(Channel* ch) {
         } release{this, ch, conn.fd()};
         Changed();
         if (peer_up_) executor_.Post([this, addr = ch->addr] { peer_up_(addr); });
-        ReadLoop(ch, conn);
+        // FailCalls shuts the channels' connections down after it marks the daemon
+        // stopping: one that came up after its sweep is not read at all.
+        if (!stopping()) ReadLoop(ch, conn);
       } else {
         CLOG_WARN("objects: peer %s refused the control connection: %s", ch->addr.c_str(), ost.message().c_str());
       }
