@@ -52,13 +52,10 @@ void CommRegistry::ExpireParkedLoop() {
     }
     // Programs' device buffers whose last collective has run and that they freed since:
     // their mappings close now, not at the communicator's next collective.
-    std::vector<std::shared_ptr<Communicator>> live;
-    for (const auto& [key, weak] : comms_) {
-      if (auto comm = weak.lock()) live.push_back(std::move(comm));
-    }
     lock.unlock();
-    for (const auto& comm : live) comm->ReleaseFinishedDeviceWork();
-    live.clear();  // a communicator's last owner may be this loop: destroyed outside mu_
+    // List's communicators die with the loop's statement, outside mu_, should the loop
+    // hold a communicator's last reference.
+    for (const auto& comm : List()) comm->ReleaseFinishedDeviceWork();
     lock.lock();
   }
 }
