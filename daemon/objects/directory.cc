@@ -12,6 +12,14 @@ namespace conduit::objects {
 namespace {
 
 constexpr int kSweepEveryMs = 50;
+// How long an object must have had no complete or origin copy registered before it is
+// declared lost. The directory is soft state: while daemons reconnect or one replaces
+// itself (a live upgrade), a shard may drop a copy's location that comes back within a
+// reconnect (200 ms) and a re-registration. Declaring the loss at once would fail every
+// reader and drop every partial copy of an object that still exists; waiting as long as
+// a silent daemon takes to be called dead (2 s) costs the readers of a truly lost object
+// no more than that.
+constexpr auto kLostConfirm = std::chrono::milliseconds(2000);
 
 void RunAll(std::vector<std::function<void()>>& actions) {
   for (auto& a : actions) a();
@@ -119,7 +127,10 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
       loc.complete = loc.complete || (p.flags & objproto::kPubComplete);
       loc.origin = loc.origin || (p.flags & objproto::kPubOrigin);
       if (loc.complete) loc.upstream.clear();
-      if (loc.complete || loc.origin) e.had_source = true;
+      if (loc.complete || loc.origin) {
+        e.had_source = true;
+        e.sources_gone_since.reset();  // a loss noted but not yet declared is off
+      }
       if (!was_complete) Notify(id, e, where, loc.complete, &actions);
       ServeWaiters(id, e, &actions);
     }
@@ -240,10 +251,20 @@ void DirectoryShard::Notify(const std::string& id, Entry& e, const std::string& 
 }
 
 void DirectoryShard::CheckLost(const std::string& id, Entry& e, Actions* out) {
-  if (e.has_inline || e.locs.empty() || !e.had_source) return;
-  for (auto& [addr, loc] : e.locs) {
-    if (loc.complete || loc.origin) return;
+  bool sources_gone = !e.has_inline && !e.locs.empty() && e.had_source;
+  for (auto& [addr, loc] : e.locs) sources_gone = sources_gone && !loc.complete && !loc.origin;
+  if (!sources_gone) {
+    e.sources_gone_since.reset();
+    return;
   }
+  const auto now = std::chrono::steady_clock::now();
+  if (!e.sources_gone_since) {
+    e.sources_gone_since = now;
+    CLOG_INFO("objects: %s has no complete copy and no creator registered; lost unless one is registered "
+              "again within %lld ms",
+              Printable(id).c_str(), static_cast<long long>(kLostConfirm.count()));
+  }
+  if (now - *e.sources_gone_since < kLostConfirm) return;
   // Only partial copies remain and nothing can finish them: tell their holders.
   CLOG_WARN("objects: %s is lost: no complete copy and no creator survives (%zu partial copies dropped)",
             Printable(id).c_str(), e.locs.size());
@@ -253,8 +274,22 @@ void DirectoryShard::CheckLost(const std::string& id, Entry& e, Actions* out) {
   for (auto& [addr, loc] : e.locs) {
     out->push_back([this, addr = addr, body = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, body); });
   }
+  // A holder asking for another copy to resume from (its sender died) is told now, not at
+  // its Acquire's deadline: its fetch ends with the loss.
+  const Status lost = Err(objproto::kLost, "object %s is lost: every complete copy died", Printable(id).c_str());
+  for (size_t i = 0; i < e.waiters.size();) {
+    if (e.locs.count(e.waiters[i].requester) == 0) {
+      ++i;
+      continue;
+    }
+    out->push_back([reply = e.waiters[i].reply, lost] {
+      reply(objproto::kDirAcquireReply, AcquireReplyBody(lost, 0, "", nullptr));
+    });
+    e.waiters.erase(e.waiters.begin() + static_cast<long>(i));
+  }
   e.locs.clear();
   e.had_source = false;
+  e.sources_gone_since.reset();
 }
 
 void DirectoryShard::OnAcquire(const std::string& from, const Bytes& body, const ReplyFn& reply) {
@@ -315,6 +350,7 @@ void DirectoryShard::OnRelease(const std::string& from, const Bytes& body) {
           rl->second.complete = true;
           rl->second.upstream.clear();
           e.had_source = true;
+          e.sources_gone_since.reset();
           Notify(id, e, receiver, true, &actions);
         }
       } else if (!rl->second.complete && !rl->second.origin) {
@@ -505,6 +541,7 @@ void DirectoryShard::SweepLoop() {
             ++i;
           }
         }
+        if (it->second.sources_gone_since) CheckLost(it->first, it->second, &actions);
         if (it->second.empty()) {
           it = entries_.erase(it);
         } else {

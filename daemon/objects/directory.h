@@ -22,9 +22,11 @@
 #ifndef CONDUIT_DAEMON_OBJECTS_DIRECTORY_H_
 #define CONDUIT_DAEMON_OBJECTS_DIRECTORY_H_
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,10 @@ class DirectoryShard {
     // entry rebuilt from re-published partial copies may just not have heard of its
     // origin yet).
     bool had_source = false;
+    // When the last complete or origin copy went (only partial copies left): the loss is
+    // declared once that has lasted kLostConfirmMs, so a copy re-registered meanwhile (its
+    // daemon reconnected, or replaced itself, and published again) saves the object.
+    std::optional<std::chrono::steady_clock::time_point> sources_gone_since;
     // The daemon that reserved the id for a Reduce target, until it publishes a location.
     std::string reserved_by;
     // From the creating Publish (or, for an entry rebuilt after the ring changed, the first
@@ -98,6 +104,8 @@ class DirectoryShard {
   void Notify(const std::string& id, Entry& e, const std::string& where, bool complete, Actions* out);
   // A location event for one subscriber (with a small complete object's bytes).
   static Bytes EventBody(uint64_t sub, const std::string& id, const Entry& e, const std::string& where, bool complete);
+  // Notes the loss of an object only partial copies are left of, and declares it (drops
+  // the partial copies, tells their holders) once it has lasted kLostConfirmMs.
   void CheckLost(const std::string& id, Entry& e, Actions* out);
   bool InChain(const Entry& e, const std::string& start, const std::string& requester) const;
   void FreeBusy(Entry& e, const std::string& receiver);

@@ -12,7 +12,6 @@
 #include "common/log.h"
 #include "common/thread_guard.h"
 #include "objects/wait.h"
-#include "protocol/auth_protocol.h"
 #include "protocol/peer_protocol.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
@@ -177,8 +176,9 @@ void Peers::ConnectLoop(Channel* ch) {
   while (!stopping()) {
     Conn conn;
     PeerIdentity peer;
-    Status st = security_->Dial(ch->addr, Deadline::AfterMs(1000 + authproto::kHandshakeTimeoutMs), /*sealable=*/true,
-                                &conn, &peer);
+    // A dead peer refuses the connection: tried for 1 s at most, then this loop pauses
+    // (and sees the daemon stopping) before it dials again.
+    Status st = security_->DialOnce(ch->addr, Deadline::AfterMs(1000), /*sealable=*/true, &conn, &peer);
     if (st.ok() && peer.authenticated() && peer.daemon != ch->addr) {
       st = RemoteError("the daemon answering at %s is %s, not the --object-peers entry %s", ch->addr.c_str(),
                        peer.daemon.c_str(), ch->addr.c_str());

@@ -8,7 +8,6 @@
 #include "common/frame.h"
 #include "common/log.h"
 #include "objects/messages.h"
-#include "protocol/auth_protocol.h"
 #include "protocol/peer_protocol.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
@@ -24,7 +23,7 @@ constexpr int kCopyWaitMs = 1000;
 
 }  // namespace
 
-Status DataPool::Take(const std::string& addr, Deadline deadline, Conn* out) {
+Status DataPool::Take(const std::string& addr, Deadline connect_by, Conn* out) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& v = idle_[addr];
@@ -35,7 +34,7 @@ Status DataPool::Take(const std::string& addr, Deadline deadline, Conn* out) {
     }
   }
   PeerIdentity peer;
-  Status st = security_->Dial(addr, deadline, /*sealable=*/true, out, &peer);
+  Status st = security_->DialOnce(addr, connect_by, /*sealable=*/true, out, &peer);
   if (st.ok() && peer.authenticated() && peer.daemon != addr) {
     st = RemoteError("the daemon answering at %s is %s", addr.c_str(), peer.daemon.c_str());
   }
@@ -58,7 +57,7 @@ Status FetchStream::Open(const std::string& sender, const std::string& id, uint6
   // A pooled connection may have been closed by the sender meanwhile: one retry on a new one.
   for (int attempt = 0; attempt < 2; ++attempt) {
     Conn taken;
-    CONDUIT_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs + authproto::kHandshakeTimeoutMs), &taken));
+    CONDUIT_RETURN_IF_ERROR(pool_->Take(sender, Deadline::AfterMs(kConnectTimeoutMs), &taken));
     {
       std::lock_guard<std::mutex> lock(fd_mu_);
       if (aborted_) return Err(objproto::kUnavailable, "fetch of %s aborted", Printable(id).c_str());

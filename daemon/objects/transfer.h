@@ -31,7 +31,9 @@ namespace conduit::objects {
 class DataPool {
  public:
   explicit DataPool(const PeerSecurity* security) : security_(security) {}
-  Status Take(const std::string& addr, Deadline deadline, Conn* out);
+  // An idle connection to `addr`, or a new one: a refused connection is tried again until
+  // `connect_by` only (its daemon is dead or restarting), the handshake gets its own time.
+  Status Take(const std::string& addr, Deadline connect_by, Conn* out);
   void Return(const std::string& addr, Conn conn);
 
  private:

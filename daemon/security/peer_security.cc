@@ -66,10 +66,20 @@ Status PeerSecurity::Wrap(UniqueFd fd, bool sealed, const HandshakeResult& resul
 
 Status PeerSecurity::Dial(const std::string& addr, Deadline deadline, bool sealable, Conn* conn, PeerIdentity* peer,
                           const std::string& source_ip) const {
+  return DialWithin(addr, deadline, deadline, sealable, conn, peer, source_ip);
+}
+
+Status PeerSecurity::DialOnce(const std::string& addr, Deadline connect_by, bool sealable, Conn* conn,
+                              PeerIdentity* peer) const {
+  return DialWithin(addr, connect_by, Deadline::Never(), sealable, conn, peer, "");
+}
+
+Status PeerSecurity::DialWithin(const std::string& addr, Deadline connect_by, Deadline handshake_by, bool sealable,
+                                Conn* conn, PeerIdentity* peer, const std::string& source_ip) const {
   UniqueFd fd;
   peer->remote.clear();  // set once connected: a failure with it set is the handshake's
   peer->daemon.clear();
-  CONDUIT_RETURN_IF_ERROR(TcpConnect(addr, deadline, &fd, source_ip));
+  CONDUIT_RETURN_IF_ERROR(TcpConnect(addr, connect_by, &fd, source_ip));
   NoDelay(fd.get());
   peer->remote = addr;
   if (options_.mode == PeerMode::kInsecure) {
@@ -78,7 +88,7 @@ Status PeerSecurity::Dial(const std::string& addr, Deadline deadline, bool seala
   }
   HandshakeConfig config{&options_.key, options_.self, sealable && seal(), options_.mode == PeerMode::kSelfOnly};
   HandshakeResult result;
-  CONDUIT_RETURN_IF_ERROR(DialerHandshake(fd.get(), config, addr, HandshakeDeadline(deadline), &result));
+  CONDUIT_RETURN_IF_ERROR(DialerHandshake(fd.get(), config, addr, HandshakeDeadline(handshake_by), &result));
   peer->daemon = result.peer_daemon;
   return Wrap(std::move(fd), result.sealed, result, conn);
 }

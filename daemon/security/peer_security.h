@@ -43,6 +43,10 @@ class PeerSecurity {
   // sealed connection when the cluster encrypts; collective links pass false.
   Status Dial(const std::string& addr, Deadline deadline, bool sealable, Conn* conn, PeerIdentity* peer,
               const std::string& source_ip = "") const;
+  // As Dial, for a loop that dials again on its own: a refused connection is retried only
+  // until `connect_by` (so the loop sees its daemon stopping soon), and the handshake then
+  // gets its own time (kHandshakeTimeoutMs).
+  Status DialOnce(const std::string& addr, Deadline connect_by, bool sealable, Conn* conn, PeerIdentity* peer) const;
   // Authenticates a connection accepted on the peer port (`remote`: its address).
   Status Accept(UniqueFd fd, const std::string& remote, Conn* conn, PeerIdentity* peer) const;
 
@@ -55,6 +59,8 @@ class PeerSecurity {
  private:
   explicit PeerSecurity(PeerSecurityOptions options) : options_(std::move(options)) {}
   Status Wrap(UniqueFd fd, bool sealed, const HandshakeResult& result, Conn* conn) const;
+  Status DialWithin(const std::string& addr, Deadline connect_by, Deadline handshake_by, bool sealable, Conn* conn,
+                    PeerIdentity* peer, const std::string& source_ip) const;
 
   const PeerSecurityOptions options_;
 };

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <iostream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -197,6 +198,19 @@ TEST(ObjectsUpgrade, RollingUpgradeUnderPutsAndGets) {
   }
   stop.store(true);
   for (std::thread& t : programs) t.join();
+  bool failed = false;
+  for (int h = 0; h < 3; ++h) failed = failed || !failures[h].empty();
+  if (failed) {  // what each daemon said about its peers and copies, to tell why
+    for (int h = 0; h < 3; ++h) {
+      std::cout << "---- daemon " << h << " ----\n";
+      std::istringstream lines(oc.cluster().daemon(h).Output());
+      for (std::string line; std::getline(lines, line);) {
+        if (line.find("objects:") != std::string::npos || line.find("upgrade") != std::string::npos) {
+          std::cout << line << "\n";
+        }
+      }
+    }
+  }
   for (int h = 0; h < 3; ++h) {
     EXPECT_TRUE(failures[h].empty()) << "program on host " << h << ": " << failures[h].front();
     EXPECT_NE(oc.cluster().daemon(h).Output().find("and 1 of 1 program sessions"), std::string::npos)
