@@ -341,6 +341,17 @@ Status ApplySetting(DaemonSettings& s, const SettingSpec& spec, const std::strin
   return Status::Ok();
 }
 
+// One `name = value` line of a configuration file.
+Status ApplyConfigEntry(const ConfigEntry& e, DaemonSettings& s) {
+  if (e.name == "config") return InvalidArgument("'config' names this file; it cannot be set inside it");
+  const SettingSpec* spec = FindDaemonSetting(e.name);
+  if (spec == nullptr) {
+    return InvalidArgument("unknown setting '%s' (the settings are conduitd's flags without '--')", e.name.c_str());
+  }
+  Status st = ApplySetting(s, *spec, e.value);
+  return st.ok() ? st : Status(st.canonical(), e.name + ": " + st.message());
+}
+
 // Wrapped() never breaks a line here (inside "64 GiB"); it prints as a space.
 constexpr char kNoBreakSpace = '\x1f';
 
@@ -482,15 +493,11 @@ DaemonSettings DefaultDaemonSettings() {
 }
 
 Status ApplyConfigFile(const std::string& path, DaemonSettings& s) {
-  return ReadConfigFile(path, [&s](const ConfigEntry& e) {
-    if (e.name == "config") return InvalidArgument("'config' names this file; it cannot be set inside it");
-    const SettingSpec* spec = FindDaemonSetting(e.name);
-    if (spec == nullptr) {
-      return InvalidArgument("unknown setting '%s' (the settings are conduitd's flags without '--')", e.name.c_str());
-    }
-    Status st = ApplySetting(s, *spec, e.value);
-    return st.ok() ? st : Status(st.canonical(), e.name + ": " + st.message());
-  });
+  return ReadConfigFile(path, [&s](const ConfigEntry& e) { return ApplyConfigEntry(e, s); });
+}
+
+Status ApplyConfigText(std::string_view text, const std::string& source, DaemonSettings& s) {
+  return ParseConfigText(text, source, [&s](const ConfigEntry& e) { return ApplyConfigEntry(e, s); });
 }
 
 Status ApplyCommandLine(const CommandLine& cli, DaemonSettings& s) {

@@ -133,6 +133,8 @@ DaemonSettings DefaultDaemonSettings();
 // The settings of the configuration file at `path` on top of `s`; errors name the file,
 // the line and the setting.
 Status ApplyConfigFile(const std::string& path, DaemonSettings& s);
+// The same for a file's text already read (`source` names it in errors).
+Status ApplyConfigText(std::string_view text, const std::string& source, DaemonSettings& s);
 // The command line's settings on top of `s`: each replaces the file's value, and a
 // repeatable flag's first occurrence drops the file's list. Errors name the flag.
 Status ApplyCommandLine(const CommandLine& cli, DaemonSettings& s);

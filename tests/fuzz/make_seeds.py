@@ -62,6 +62,17 @@ write("config_file", "every-form",
       "listen = 0.0.0.0:7650\r\n\tcluster-key=/etc/conduit/cluster.key   # trailing comment\n"
       "deny-exe = a\ndeny-exe = b\nencrypt-peers = true\n\n# only a comment\nmetrics-listen = 10.0.0.5:9650")
 write("config_file", "errors", "--listen = x\nno-value =\nBad = 1\njust words\n")
+# daemon_settings: the same files through every setting's parser (values of each kind).
+with open(os.path.join(HERE, "..", "..", "packaging", "conduitd.conf")) as f:
+    write("daemon_settings", "packaged", f.read())
+write("daemon_settings", "every-kind",
+      "timeout-ms = 30000\nchunk-bytes = 1048576\nobject-memory-bytes = 68719476736\nencrypt-peers = true\n"
+      "insecure-peers = false\ndeny-exe = /usr/bin/a\ndeny-exe = /usr/bin/b\nbusy-poll-us = 50\n"
+      "log-level = debug\nadmin-mode = 0660\nallreduce-algo = rd\nflow-assignment = balance\n"
+      "rpc-link-version = 2\nobject-default-access = group\n")
+write("daemon_settings", "refused-values",
+      "timeout-ms = -1\nchunk-bytes = 99999999999999999999999\nencrypt-peers = maybe\nlog-level = loud\n")
+write("daemon_settings", "not-settings", "config = /etc/x\nno-such-setting = 1\n")
 write("topology", "two-racks", json.dumps(TOPOLOGY, indent=2))
 write("topology", "ipv6-no-links", json.dumps(TOPOLOGY_V6))
 write("topology", "minimal", '{"hosts": [{"addr": "127.0.0.1"}], "version": 1}')
