@@ -69,6 +69,25 @@ RecvProgress FinalizeArrivals(const HostGroup& g, uint8_t* buf, const std::vecto
   };
 }
 
+// The ring's pipelining grain. On 3 hosts and more: the configured chunk, but at most half
+// a step, so a mid-size buffer's step is forwarded in two pieces or more (the next host
+// reduces and passes on the first while the second arrives), and never under 32 KiB, where
+// each piece's wake-ups cost more than the overlap gains. On 2 hosts the two sides' steps
+// mirror each other and there is nothing to overlap: the configured chunk. A/B in one run
+// each (docs/benchmarks.md): 4 hosts, 256 KiB allreduce 1.08-1.31x faster, other sizes
+// unchanged; 2 hosts with half-step chunks were slower at 128-256 KiB (0.64-0.90x).
+constexpr size_t kMinRingChunk = 32 * 1024;
+
+size_t RingChunk(const HostGroup& g, const HostSegments& segments, size_t elem) {
+  size_t chunk = g.chunk_bytes;
+  if (g.nhosts > 2) {
+    size_t step = 0;
+    for (const auto& segment : segments) step = std::max(step, RangesBytes(segment));
+    chunk = std::min(chunk, std::max(step / 2, kMinRingChunk));
+  }
+  return std::max(chunk - chunk % elem, elem);
+}
+
 // One pass around the ring, as a single pipelined transfer: `rs_steps` reduce-scatter steps
 // then `ag_steps` all-gather steps. Step k sends what step k-1 received (reduced, for the
 // reduce-scatter), so after the first segment the send stream is the receive stream
@@ -83,7 +102,7 @@ class RingPass {
   RingPass(const HostGroup& g, uint8_t* buf, const HostSegments& segments, int rs_steps, int ag_steps,
            ncclDataType_t type, ncclRedOp_t op)
       : g_(g), buf_(buf), type_(type), op_(op), elem_(rs_steps > 0 ? DataTypeSize(type) : 1),
-        chunk_(std::max(g.chunk_bytes - g.chunk_bytes % elem_, elem_)) {
+        chunk_(RingChunk(g, segments, elem_)) {
     const int n = g.nhosts;
     // Reduce-scatter step s receives segment me-s-2; all-gather step t receives me-t-1.
     size_t at = 0;
