@@ -307,6 +307,71 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   return Status::Ok();
 }
 
+Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type,
+                                ncclRedOp_t op) {
+  const int n = g.nhosts;
+  if (n == 1) return Status::Ok();
+  const size_t elem = DataTypeSize(type);
+  const size_t bytes = count * elem;
+  if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int extra = n - pow2;
+  std::unique_ptr<uint8_t[]> own;
+  // The most received at once: the other half of the buffer at the first halving step, or
+  // the whole buffer from a folded host.
+  uint8_t* staging = Staging(g, extra > 0 ? bytes : (count - count / 2) * elem, &own);
+  // Hosts 0..2*extra-1 pair up, as for recursive doubling: the even one hands its data to
+  // the odd one, sits out and gets the result back.
+  int vrank;
+  if (g.me < 2 * extra) {
+    if (g.me % 2 == 0) {
+      Link& partner = *g.links[g.me + 1];
+      CONDUIT_RETURN_IF_ERROR(partner.Send({{buf, bytes}}, g.deadline));
+      return partner.Recv({{buf, bytes}}, g.deadline);
+    }
+    CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv({{staging, bytes}}, g.deadline));
+    ReduceInto(buf, staging, count, type, op);
+    CountReduce(g.traffic, bytes);
+    vrank = g.me / 2;
+  } else {
+    vrank = g.me - extra;
+  }
+  auto real_host = [extra](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  // Block b of pow2 (whole elements) starts at byte at(b).
+  auto at = [&](int b) { return count * static_cast<size_t>(b) / static_cast<size_t>(pow2) * elem; };
+  // Reduce-scatter by recursive halving: at distance d the pair keeps one half of the
+  // blocks both still hold each (the lower vrank the lower half) and reduces the other's
+  // copy of it into its own. Then vrank owns block vrank.
+  int lo = 0, hi = pow2;
+  for (int d = pow2 / 2; d >= 1; d /= 2) {
+    Link& partner = *g.links[real_host(vrank ^ d)];
+    const int mid = lo + d;
+    const bool keep_lower = (vrank & d) == 0;
+    const int keep_lo = keep_lower ? lo : mid, keep_hi = keep_lower ? mid : hi;
+    const int give_lo = keep_lower ? mid : lo, give_hi = keep_lower ? hi : mid;
+    const size_t keep_bytes = at(keep_hi) - at(keep_lo);
+    CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{buf + at(give_lo), at(give_hi) - at(give_lo)}}, partner,
+                                             {{staging, keep_bytes}}, g.deadline));
+    ReduceInto(buf + at(keep_lo), staging, keep_bytes / elem, type, op);
+    CountReduce(g.traffic, keep_bytes);
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+  // All-gather by recursive doubling, distances in the opposite order: each exchange
+  // doubles the reduced blocks a host holds, received straight into buf.
+  for (int d = 1; d < pow2; d *= 2) {
+    Link& partner = *g.links[real_host(vrank ^ d)];
+    const int other_lo = (vrank & d) == 0 ? hi : lo - d;
+    CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{buf + at(lo), at(hi) - at(lo)}}, partner,
+                                             {{buf + at(other_lo), at(other_lo + d) - at(other_lo)}}, g.deadline));
+    lo = std::min(lo, other_lo);
+    hi = lo + 2 * d;
+  }
+  if (g.me < 2 * extra) return g.links[g.me - 1]->Send({{buf, bytes}}, g.deadline);
+  return Status::Ok();
+}
+
 bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes) {
   if (nhosts <= 2) return true;  // one exchange of the whole buffer: the ring's bytes in fewer steps
   int pow2 = 1, log2 = 0;

@@ -81,6 +81,11 @@ Status RingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDat
 // the largest power of two fold into a partner first and get the result back last).
 Status RecursiveDoublingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDataType_t type,
                                   ncclRedOp_t op);
+// Rabenseifner's all-reduce: reduce-scatter by recursive halving, then all-gather by
+// recursive doubling (hosts beyond a power of two fold in as for recursive doubling). The
+// ring's bytes in 2 log2(hosts) steps instead of 2 (hosts - 1).
+Status HalvingDoublingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDataType_t type,
+                                ncclRedOp_t op);
 
 // Whether recursive doubling should beat the ring for an all-reduce of `bytes` over
 // `nhosts` hosts: it takes fewer steps (2(H-1) for the ring, log2 H, plus 2 when hosts fold

@@ -10,7 +10,9 @@
 
 namespace conduit {
 
-bool IsAllReduceAlgorithm(const std::string& name) { return name == "auto" || name == "ring" || name == "rd"; }
+bool IsAllReduceAlgorithm(const std::string& name) {
+  return name == "auto" || name == "ring" || name == "rd" || name == "rh";
+}
 
 bool ReconfigPlan::Renews(int me, int peer, int* pin) const {
   *pin = kPolicyPath;
@@ -39,7 +41,7 @@ Status ValidatePlan(const ReconfigPlan& plan, int nhosts) {
     }
   }
   if (plan.set_algorithm && !IsAllReduceAlgorithm(plan.algorithm)) {
-    return InvalidArgument("unknown algorithm '%s' (auto, ring, rd)", plan.algorithm.c_str());
+    return InvalidArgument("unknown algorithm '%s' (auto, ring, rd, rh)", plan.algorithm.c_str());
   }
   for (const auto& p : plan.pins) {
     if (p.a < 0 || p.b < 0 || p.a >= nhosts || p.b >= nhosts || p.a == p.b || p.path < -1 || p.path > 63) {

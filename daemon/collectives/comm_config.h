@@ -18,7 +18,7 @@ namespace conduit {
 struct CommConfig {
   uint64_t epoch = 0;
   std::vector<int> ring;            // ring position -> host index
-  std::string allreduce_algo = "auto";  // auto | ring | rd
+  std::string allreduce_algo = "auto";  // auto | ring | rd | rh
 };
 
 // A pin value meaning "whatever the flow policy chooses".
@@ -51,7 +51,7 @@ struct ReconfigContext {
 inline constexpr int kDefaultReconfigWaitMs = 10000;
 inline constexpr int kMaxReconfigWaitMs = 600000;
 
-// {"ring": [host, ...] | "locality" | "rank" | "reverse", "algorithm": "auto|ring|rd",
+// {"ring": [host, ...] | "locality" | "rank" | "reverse", "algorithm": "auto|ring|rd|rh",
 //  "paths": "policy" | [{"hosts": [a, b], "path": K}], "wait_ms": N}
 // (config/placement.proto, ReconfigRequest); *wait_ms, when given, gets the wait asked for.
 Status ParseReconfigPlan(const Json& body, const ReconfigContext& ctx, ReconfigPlan* out, int* wait_ms = nullptr);

@@ -137,6 +137,9 @@ Status Communicator::RunInterHost(const shimproto::OpDesc& op, const HostGroup& 
         if (use_rd) {
           *algorithm = "recursive-doubling";
           CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, work, op.count, type, combine));
+        } else if (algo == "rh") {
+          *algorithm = "halving-doubling";
+          CONDUIT_RETURN_IF_ERROR(HalvingDoublingAllReduce(group, work, op.count, type, combine));
         } else {
           CONDUIT_RETURN_IF_ERROR(RingAllReduce(group, work, op.count, type, combine));
         }

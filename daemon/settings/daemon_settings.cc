@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "admin/admin_socket.h"
+#include "collectives/comm_config.h"
 #include "common/busy_poll.h"
 #include "common/config_file.h"
 #include "common/json.h"
@@ -164,13 +165,14 @@ std::vector<SettingSpec> MakeSpecs() {
        .help = "the largest shared buffer a program may register",
        .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.max_shm_bytes); }},
       {.name = "allreduce-algo",
-       .value_name = "auto|ring|rd",
+       .value_name = "auto|ring|rd|rh",
        .default_value = "auto",
-       .help = "all-reduce algorithm; auto picks recursive doubling where the model of --rd-max-bytes and "
+       .help = "all-reduce algorithm between hosts: the ring, recursive doubling (rd) or recursive halving "
+               "and doubling (rh); auto picks recursive doubling where the model of --rd-max-bytes and "
                "--rd-latency-bytes says it beats the ring",
        .set = [](DaemonSettings& s, const std::string& v) {
          s.comm.allreduce_algo = v;
-         return Refused(v == "auto" || v == "ring" || v == "rd", "must be auto, ring or rd");
+         return Refused(IsAllReduceAlgorithm(v), "must be auto, ring, rd or rh");
        }},
       {.name = "rd-max-bytes",
        .value_name = "N",

@@ -98,7 +98,7 @@ TEST_P(AllReduceAlgoTest, AllTypesAndOps) {
   RunOn(cluster, Ranks(1, args));
 }
 
-INSTANTIATE_TEST_SUITE_P(Algos, AllReduceAlgoTest, ::testing::Values("ring", "rd"));
+INSTANTIATE_TEST_SUITE_P(Algos, AllReduceAlgoTest, ::testing::Values("ring", "rd", "rh"));
 
 }  // namespace
 }  // namespace conduit::it

@@ -218,6 +218,10 @@ TEST(CollectiveAlgorithmsTest, AllReduceOnOneToSixteenHostsAndOddSizes) {
         RunOnMesh(*mesh, rd, [count](const HostGroup& g, uint8_t* buf) {
           return RecursiveDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
         }, {.chunk_bytes = chunk, .scratch = chunk != 100});
+        auto rh = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+        RunOnMesh(*mesh, rh, [count](const HostGroup& g, uint8_t* buf) {
+          return HalvingDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+        }, {.chunk_bytes = chunk, .scratch = chunk != 100});
       }
     }
   }
@@ -238,6 +242,10 @@ TEST(CollectiveAlgorithmsTest, AllReduceEveryTypeAndOperator) {
         auto rd = ReductionCase(n, count, type, op, Everyone);
         RunOnMesh(*mesh, rd, [&](const HostGroup& g, uint8_t* buf) {
           return RecursiveDoublingAllReduce(g, buf, count, type, op);
+        });
+        auto rh = ReductionCase(n, count, type, op, Everyone);
+        RunOnMesh(*mesh, rh, [&](const HostGroup& g, uint8_t* buf) {
+          return HalvingDoublingAllReduce(g, buf, count, type, op);
         });
       }
     }
@@ -362,7 +370,8 @@ TEST(CollectiveAlgorithmsTest, ChainReduceToEveryRoot) {
 // A host that dies (its links shut down) fails the collective on every other host within
 // the deadline, each with an error naming a peer, instead of hanging or reporting success.
 TEST(CollectiveAlgorithmsTest, ALostHostFailsEveryHostBeforeTheDeadline) {
-  for (bool ring : {true, false}) {
+  for (int algo : {0, 1, 2}) {  // ring, recursive doubling, halving-doubling
+    const bool ring = algo == 0;
     const int n = 4, lost = 2;
     auto mesh = Mesh(n);
     const size_t count = 1u << 18;
@@ -376,8 +385,9 @@ TEST(CollectiveAlgorithmsTest, ALostHostFailsEveryHostBeforeTheDeadline) {
         }
         const HostGroup group = GroupOf(*mesh, h, 8192, 3000);
         uint8_t* buf = hosts[h].input.data();
-        hosts[h].status = ring ? RingAllReduce(group, buf, count, ncclFloat32, ncclSum)
-                               : RecursiveDoublingAllReduce(group, buf, count, ncclFloat32, ncclSum);
+        hosts[h].status = ring        ? RingAllReduce(group, buf, count, ncclFloat32, ncclSum)
+                          : algo == 1 ? RecursiveDoublingAllReduce(group, buf, count, ncclFloat32, ncclSum)
+                                      : HalvingDoublingAllReduce(group, buf, count, ncclFloat32, ncclSum);
         // As a communicator does on failure: abort its links so nobody waits on it.
         if (!hosts[h].status.ok()) {
           for (Link* l : mesh->Row(h)) if (l != nullptr) l->Shutdown();
@@ -387,7 +397,8 @@ TEST(CollectiveAlgorithmsTest, ALostHostFailsEveryHostBeforeTheDeadline) {
     for (auto& t : threads) t.join();
     for (int h = 0; h < n; ++h) {
       if (h == lost) continue;
-      SCOPED_TRACE(std::string(ring ? "ring" : "recursive doubling") + " host " + std::to_string(h));
+      SCOPED_TRACE(std::string(ring ? "ring" : algo == 1 ? "recursive doubling" : "halving-doubling") + " host " +
+                   std::to_string(h));
       EXPECT_FALSE(hosts[h].status.ok());
       EXPECT_NE(hosts[h].status.message().find("host"), std::string::npos) << hosts[h].status.message();
     }

@@ -170,7 +170,7 @@ TEST_F(DaemonSettingsTest, BadCommandLinesAreRefusedWithWhatIsWrong) {
       {{"--timeout-ms", "0"}, "timeout-ms must be positive"},
       {{"--admin-mode", "0999"}, "--admin-mode: '0999' is not a file mode"},
       {{"--busy-poll-us", "100001"}, "--busy-poll-us: must be at most 100000"},
-      {{"--allreduce-algo", "tree"}, "--allreduce-algo: must be auto, ring or rd"},
+      {{"--allreduce-algo", "tree"}, "--allreduce-algo: must be auto, ring, rd or rh"},
       {{"--rpc-link-version", "1"}, "--rpc-link-version: must be 2 or 3"},
       {{"--metrics-listen", "nowhere"}, "--metrics-listen: 'nowhere' is not IP:PORT"},
       {{"--insecure-peers", "--cluster-key", "/k"}, "insecure-peers and cluster-key exclude each other"},

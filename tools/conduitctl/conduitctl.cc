@@ -31,7 +31,7 @@ constexpr char kUsage[] =
     "  reconfigure KEY [--ring R] [--algorithm A] [--paths policy|A-B=K,...] [--wait-ms N]\n"
     "                               switch a running communicator between two collectives;\n"
     "                               R: locality|rank|reverse|H,H,... (host indices in ring order),\n"
-    "                               A: auto|ring|rd, K: a topology path index (-1: primary)\n"
+    "                               A: auto|ring|rd|rh, K: a topology path index (-1: primary)\n"
     "  topology [set JSON|@FILE | reload]  the host/topology description\n"
     "  paths                        this daemon's collective connections per path\n"
     "  metrics                      Prometheus text metrics\n"
