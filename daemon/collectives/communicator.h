@@ -54,10 +54,12 @@ struct CommOptions {
   int timeout_ms = 300000;
   size_t chunk_bytes = 512 * 1024;
   // Allreduce algorithm: "auto" picks recursive doubling up to rd_max_bytes where the
-  // cost model (RecursiveDoublingIsFaster with rd_latency_bytes) prefers it, ring above.
+  // cost model (RecursiveDoublingIsFaster with rd_latency_bytes) prefers it, then, on 4
+  // hosts and more, recursive halving and doubling up to rh_max_bytes, the ring above.
   std::string allreduce_algo = "auto";
   size_t rd_max_bytes = 64 * 1024;
   size_t rd_latency_bytes = 4096;
+  size_t rh_max_bytes = 0;
 };
 
 // Where a local rank's op data lives: its shared segment as mapped in the daemon.

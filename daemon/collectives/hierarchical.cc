@@ -137,7 +137,7 @@ Status Communicator::RunInterHost(const shimproto::OpDesc& op, const HostGroup& 
         if (use_rd) {
           *algorithm = "recursive-doubling";
           CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, work, op.count, type, combine));
-        } else if (algo == "rh") {
+        } else if (algo == "rh" || (algo == "auto" && nhosts >= 4 && bytes <= options_.rh_max_bytes)) {
           *algorithm = "halving-doubling";
           CONDUIT_RETURN_IF_ERROR(HalvingDoublingAllReduce(group, work, op.count, type, combine));
         } else {

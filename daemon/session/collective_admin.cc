@@ -94,6 +94,7 @@ Json Describe(const Communicator& comm) {
   Json options = Json::Object();
   options["allreduce_algo"] = comm.options().allreduce_algo;
   options["rd_max_bytes"] = comm.options().rd_max_bytes;
+  options["rh_max_bytes"] = comm.options().rh_max_bytes;
   options["chunk_bytes"] = comm.options().chunk_bytes;
   options["timeout_ms"] = comm.options().timeout_ms;
   c["options"] = std::move(options);

@@ -184,6 +184,12 @@ std::vector<SettingSpec> MakeSpecs() {
        .default_value = "4096",
        .help = "all-reduce: a link's latency x bandwidth, in bytes, for the model above",
        .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.rd_latency_bytes); }},
+      {.name = "rh-max-bytes",
+       .value_name = "N",
+       .default_value = "0",
+       .help = "all-reduce on 4 hosts and more: the largest size recursive halving and doubling is used "
+               "for above --rd-max-bytes (the ring above it; 0: never)",
+       .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.rh_max_bytes); }},
       {.name = "chunk-bytes",
        .value_name = "N",
        .default_value = "524288",

@@ -112,6 +112,7 @@ TEST_F(DaemonSettingsTest, DefaultsAreTheTablesAndAgreeWithThePartsDefaults) {
   EXPECT_EQ(s.comm.allreduce_algo, comm.allreduce_algo);
   EXPECT_EQ(s.comm.rd_max_bytes, comm.rd_max_bytes);
   EXPECT_EQ(s.comm.rd_latency_bytes, comm.rd_latency_bytes);
+  EXPECT_EQ(s.comm.rh_max_bytes, comm.rh_max_bytes);
   const objects::ObjectOptions objects;
   EXPECT_EQ(s.objects.memory_bytes, objects.memory_bytes);
   EXPECT_EQ(s.objects.block_bytes, objects.block_bytes);
