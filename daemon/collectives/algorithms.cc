@@ -268,76 +268,82 @@ Status RingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataTyp
   return RingPass(g, buf, segments, n - 1, n - 1, type, op).Run();
 }
 
+namespace {
+
+// Hosts beyond the largest power of two fold in (recursive doubling, halving-doubling):
+// hosts 0..2*extra-1 pair up, the even one hands its data to the odd one, which reduces it
+// in, and waits for the result, which the odd one sends back at the end (FoldOut).
+struct Fold {
+  int pow2 = 1;
+  int extra = 0;
+  int vrank = -1;  // this host's rank among the pow2 that run the algorithm; -1: sat out
+  int RealHost(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
+};
+
+// `staging` takes the whole buffer on an odd host of a pair. A host that sat out has the
+// result in buf when this returns.
+Status FoldIn(const HostGroup& g, uint8_t* buf, uint8_t* staging, size_t count, ncclDataType_t type, ncclRedOp_t op,
+              Fold* f) {
+  const size_t bytes = count * DataTypeSize(type);
+  while (f->pow2 * 2 <= g.nhosts) f->pow2 *= 2;
+  f->extra = g.nhosts - f->pow2;
+  if (g.me >= 2 * f->extra) {
+    f->vrank = g.me - f->extra;
+    return Status::Ok();
+  }
+  if (g.me % 2 == 0) {
+    Link& partner = *g.links[g.me + 1];
+    CONDUIT_RETURN_IF_ERROR(partner.Send({{buf, bytes}}, g.deadline));
+    return partner.Recv({{buf, bytes}}, g.deadline);
+  }
+  CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv({{staging, bytes}}, g.deadline));
+  ReduceInto(buf, staging, count, type, op);
+  CountReduce(g.traffic, bytes);
+  f->vrank = g.me / 2;
+  return Status::Ok();
+}
+
+Status FoldOut(const HostGroup& g, const Fold& f, const uint8_t* buf, size_t bytes) {
+  if (g.me < 2 * f.extra) return g.links[g.me - 1]->Send({{buf, bytes}}, g.deadline);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type,
                                   ncclRedOp_t op) {
-  const int n = g.nhosts;
-  if (n == 1) return Status::Ok();
+  if (g.nhosts == 1) return Status::Ok();
   const size_t bytes = count * DataTypeSize(type);
   if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
   std::unique_ptr<uint8_t[]> own;
   uint8_t* staging = Staging(g, bytes, &own);
-  std::vector<ConstSpan> out{{buf, bytes}};
-  std::vector<MutSpan> in{{staging, bytes}};
-  int pow2 = 1;
-  while (pow2 * 2 <= n) pow2 *= 2;
-  const int extra = n - pow2;
-  // Hosts 0..2*extra-1 pair up: the even one hands its data to the odd one and sits out.
-  int vrank;
-  if (g.me < 2 * extra) {
-    if (g.me % 2 == 0) {
-      Link& partner = *g.links[g.me + 1];
-      CONDUIT_RETURN_IF_ERROR(partner.Send(out, g.deadline));
-      return partner.Recv({{buf, bytes}}, g.deadline);
-    }
-    CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv(in, g.deadline));
-    ReduceInto(buf, staging, count, type, op);
-    CountReduce(g.traffic, bytes);
-    vrank = g.me / 2;
-  } else {
-    vrank = g.me - extra;
-  }
-  auto real_host = [extra](int v) { return v < extra ? 2 * v + 1 : v + extra; };
-  for (int mask = 1; mask < pow2; mask <<= 1) {
-    Link& partner = *g.links[real_host(vrank ^ mask)];
-    CONDUIT_RETURN_IF_ERROR(partner.SendRecv(out, partner, in, g.deadline));
+  Fold fold;
+  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, staging, count, type, op, &fold));
+  if (fold.vrank < 0) return Status::Ok();
+  for (int mask = 1; mask < fold.pow2; mask <<= 1) {
+    Link& partner = *g.links[fold.RealHost(fold.vrank ^ mask)];
+    CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{buf, bytes}}, partner, {{staging, bytes}}, g.deadline));
     ReduceInto(buf, staging, count, type, op);  // commutative ops: same bits on both sides
     CountReduce(g.traffic, bytes);
   }
-  if (g.me < 2 * extra) return g.links[g.me - 1]->Send(out, g.deadline);
-  return Status::Ok();
+  return FoldOut(g, fold, buf, bytes);
 }
 
 Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type,
                                 ncclRedOp_t op) {
-  const int n = g.nhosts;
-  if (n == 1) return Status::Ok();
+  if (g.nhosts == 1) return Status::Ok();
   const size_t elem = DataTypeSize(type);
   const size_t bytes = count * elem;
   if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
-  int pow2 = 1;
-  while (pow2 * 2 <= n) pow2 *= 2;
-  const int extra = n - pow2;
+  const bool folds = (g.nhosts & (g.nhosts - 1)) != 0;
   std::unique_ptr<uint8_t[]> own;
-  // The most received at once: the other half of the buffer at the first halving step, or
-  // the whole buffer from a folded host.
-  uint8_t* staging = Staging(g, extra > 0 ? bytes : (count - count / 2) * elem, &own);
-  // Hosts 0..2*extra-1 pair up, as for recursive doubling: the even one hands its data to
-  // the odd one, sits out and gets the result back.
-  int vrank;
-  if (g.me < 2 * extra) {
-    if (g.me % 2 == 0) {
-      Link& partner = *g.links[g.me + 1];
-      CONDUIT_RETURN_IF_ERROR(partner.Send({{buf, bytes}}, g.deadline));
-      return partner.Recv({{buf, bytes}}, g.deadline);
-    }
-    CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv({{staging, bytes}}, g.deadline));
-    ReduceInto(buf, staging, count, type, op);
-    CountReduce(g.traffic, bytes);
-    vrank = g.me / 2;
-  } else {
-    vrank = g.me - extra;
-  }
-  auto real_host = [extra](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  // The most received at once: the whole buffer from a folded host, else the other half
+  // of the buffer at the first halving step.
+  uint8_t* staging = Staging(g, folds ? bytes : (count - count / 2) * elem, &own);
+  Fold fold;
+  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, staging, count, type, op, &fold));
+  if (fold.vrank < 0) return Status::Ok();
+  const int pow2 = fold.pow2, vrank = fold.vrank;
   // Block b of pow2 (whole elements) starts at byte at(b).
   auto at = [&](int b) { return count * static_cast<size_t>(b) / static_cast<size_t>(pow2) * elem; };
   // Reduce-scatter by recursive halving: at distance d the pair keeps one half of the
@@ -345,7 +351,7 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
   // copy of it into its own. Then vrank owns block vrank.
   int lo = 0, hi = pow2;
   for (int d = pow2 / 2; d >= 1; d /= 2) {
-    Link& partner = *g.links[real_host(vrank ^ d)];
+    Link& partner = *g.links[fold.RealHost(vrank ^ d)];
     const int mid = lo + d;
     const bool keep_lower = (vrank & d) == 0;
     const int keep_lo = keep_lower ? lo : mid, keep_hi = keep_lower ? mid : hi;
@@ -361,15 +367,14 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
   // All-gather by recursive doubling, distances in the opposite order: each exchange
   // doubles the reduced blocks a host holds, received straight into buf.
   for (int d = 1; d < pow2; d *= 2) {
-    Link& partner = *g.links[real_host(vrank ^ d)];
+    Link& partner = *g.links[fold.RealHost(vrank ^ d)];
     const int other_lo = (vrank & d) == 0 ? hi : lo - d;
     CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{buf + at(lo), at(hi) - at(lo)}}, partner,
                                              {{buf + at(other_lo), at(other_lo + d) - at(other_lo)}}, g.deadline));
     lo = std::min(lo, other_lo);
     hi = lo + 2 * d;
   }
-  if (g.me < 2 * extra) return g.links[g.me - 1]->Send({{buf, bytes}}, g.deadline);
-  return Status::Ok();
+  return FoldOut(g, fold, buf, bytes);
 }
 
 bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes) {
