@@ -120,13 +120,24 @@ struct CollectiveHeader {
   uint8_t kind;      // shimproto::OpKind
   uint8_t dtype;     // ncclDataType_t
   uint8_t redop;     // the reduction (0 for collectives that do not reduce)
-  uint8_t reserved;
+  uint8_t algorithm; // an all-reduce's CollectiveAlgorithm on this host; 0: not said
   uint64_t seq;      // the communicator's collective sequence number
   uint64_t count;    // elements per rank, as the ranks passed it
   int32_t root;      // the root rank of Broadcast/Reduce, else -1
   uint32_t epoch;    // the configuration epoch it runs under
 };
 static_assert(sizeof(CollectiveHeader) == 32);
+
+// How the hosts run an all-reduce. Each daemon chooses from its own settings
+// (--allreduce-algo, --rd-max-bytes, --rh-max-bytes): hosts whose settings differ would run
+// different exchanges, so the choice travels in the header and must agree. 0 (what daemons
+// before this field sent in its place) agrees with anything.
+enum CollectiveAlgorithm : uint8_t {
+  kAlgorithmNotSaid = 0,
+  kAlgorithmRing = 1,
+  kAlgorithmRecursiveDoubling = 2,
+  kAlgorithmHalvingDoubling = 3,
+};
 
 // kAbort: a daemon that aborts a communicator tells the others why, on the p2p channel,
 // before it drops its links, so their ranks fail with the same code and reason instead of

@@ -38,6 +38,15 @@ std::string CallText(const CollectiveHeader& h) {
   return buf;
 }
 
+const char* AlgorithmName(uint8_t algorithm) {
+  switch (algorithm) {
+    case peerproto::kAlgorithmRing: return "the ring";
+    case peerproto::kAlgorithmRecursiveDoubling: return "recursive doubling";
+    case peerproto::kAlgorithmHalvingDoubling: return "recursive halving and doubling";
+    default: return "an unknown algorithm";
+  }
+}
+
 }  // namespace
 
 CollectiveHeader DescribeCollective(const shimproto::OpDesc& op, uint64_t seq, uint64_t epoch) {
@@ -71,6 +80,13 @@ Status CheckAgreement(const CollectiveHeader& mine, const CollectiveHeader& thei
     return InvalidUsage("ranks on different hosts called different collectives as #%llu: %s on daemon %s, %s on this "
                         "daemon (%s)", static_cast<unsigned long long>(mine.seq), CallText(theirs).c_str(),
                         peer.c_str(), CallText(mine).c_str(), me.c_str());
+  }
+  if (theirs.algorithm != peerproto::kAlgorithmNotSaid && mine.algorithm != peerproto::kAlgorithmNotSaid &&
+      theirs.algorithm != mine.algorithm) {
+    return InvalidUsage("daemon %s runs collective #%llu by %s, this daemon (%s) by %s: the daemons' --allreduce-algo, "
+                        "--rd-max-bytes, --rd-latency-bytes or --rh-max-bytes differ, and must not",
+                        peer.c_str(), static_cast<unsigned long long>(mine.seq), AlgorithmName(theirs.algorithm),
+                        me.c_str(), AlgorithmName(mine.algorithm));
   }
   if (theirs.epoch != mine.epoch) {
     return InternalError("daemon %s runs collective #%llu under configuration epoch %u, this daemon (%s) under %u",

@@ -257,8 +257,12 @@ class Communicator final : private PeerChannel::Handler {
                     SendGate ensure,
                     std::function<void(const uint8_t*, size_t)> finalize, const char** algorithm);
   // The inter-host part of Execute; `position[host]` is the host's ring position.
+  // `allreduce`: the all-reduce algorithm ChooseAllReduce picked (for an all-reduce).
   Status RunInterHost(const shimproto::OpDesc& op, const HostGroup& group, const std::vector<int>& position,
-                      const std::string& algo, uint8_t* work, const char** algorithm);
+                      peerproto::CollectiveAlgorithm allreduce, uint8_t* work, const char** algorithm);
+  // How this host runs an all-reduce of `bytes` over `nhosts`, from the configuration's
+  // algorithm and this daemon's --rd-max-bytes, --rd-latency-bytes, --rh-max-bytes.
+  peerproto::CollectiveAlgorithm ChooseAllReduce(size_t bytes, int nhosts, const std::string& algo) const;
   // Runs Execute and records it in stats_.
   Status ExecuteAndRecord(const std::vector<CollRequest*>& batch, uint64_t seq,
                           std::shared_ptr<const CommConfig> config);

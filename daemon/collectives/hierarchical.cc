@@ -90,7 +90,12 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   group.nhosts = nhosts;
   group.me = position[me];
   // Every transfer of this collective carries (and checks) what each host calls.
-  const peerproto::CollectiveHeader mine = DescribeCollective(op, running_seq_, config.epoch);
+  peerproto::CollectiveHeader mine = DescribeCollective(op, running_seq_, config.epoch);
+  const peerproto::CollectiveAlgorithm allreduce =
+      op.kind == shimproto::kAllReduce && nhosts > 1
+          ? ChooseAllReduce(op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype)), nhosts, config.allreduce_algo)
+          : peerproto::kAlgorithmNotSaid;
+  mine.algorithm = allreduce;
   std::vector<std::unique_ptr<AgreementLink>> agreed(nhosts);
   for (int p = 0; p < nhosts; ++p) {
     Link* link = coll_links_[config.ring[p]].link.get();
@@ -114,14 +119,25 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   const int priority = tenant ? tenant->policy().priority : 0;
   for (Link* l : group.links) if (l != nullptr) l->SetPacer(pacer.get());
   if (priority > 0) fabric_->tenants().board().Enter(priority);
-  Status st = RunInterHost(op, group, position, config.allreduce_algo, work, algorithm);
+  Status st = RunInterHost(op, group, position, allreduce, work, algorithm);
   if (priority > 0) fabric_->tenants().board().Exit(priority);
   for (Link* l : group.links) if (l != nullptr) l->SetPacer(nullptr);
   return st;
 }
 
+peerproto::CollectiveAlgorithm Communicator::ChooseAllReduce(size_t bytes, int nhosts, const std::string& algo) const {
+  if (algo == "rd" || (algo == "auto" && bytes <= options_.rd_max_bytes &&
+                       RecursiveDoublingIsFaster(bytes, nhosts, options_.rd_latency_bytes))) {
+    return peerproto::kAlgorithmRecursiveDoubling;
+  }
+  if (algo == "rh" || (algo == "auto" && nhosts >= 4 && bytes <= options_.rh_max_bytes)) {
+    return peerproto::kAlgorithmHalvingDoubling;
+  }
+  return peerproto::kAlgorithmRing;
+}
+
 Status Communicator::RunInterHost(const shimproto::OpDesc& op, const HostGroup& group, const std::vector<int>& position,
-                                  const std::string& algo, uint8_t* work, const char** algorithm) {
+                                  peerproto::CollectiveAlgorithm allreduce, uint8_t* work, const char** algorithm) {
   const auto type = static_cast<ncclDataType_t>(op.dtype);
   const size_t elem = DataTypeSize(type);
   const ncclRedOp_t combine = CombineOp(op.redop);
@@ -131,13 +147,10 @@ Status Communicator::RunInterHost(const shimproto::OpDesc& op, const HostGroup& 
   if (nhosts > 1) {
     switch (op.kind) {
       case shimproto::kAllReduce: {
-        const size_t bytes = op.count * elem;
-        bool use_rd = algo == "rd" || (algo == "auto" && bytes <= options_.rd_max_bytes &&
-                                       RecursiveDoublingIsFaster(bytes, nhosts, options_.rd_latency_bytes));
-        if (use_rd) {
+        if (allreduce == peerproto::kAlgorithmRecursiveDoubling) {
           *algorithm = "recursive-doubling";
           CONDUIT_RETURN_IF_ERROR(RecursiveDoublingAllReduce(group, work, op.count, type, combine));
-        } else if (algo == "rh" || (algo == "auto" && nhosts >= 4 && bytes <= options_.rh_max_bytes)) {
+        } else if (allreduce == peerproto::kAlgorithmHalvingDoubling) {
           *algorithm = "halving-doubling";
           CONDUIT_RETURN_IF_ERROR(HalvingDoublingAllReduce(group, work, op.count, type, combine));
         } else {

@@ -117,14 +117,21 @@ void Agreement(const uint8_t* data, size_t size) {
   op.dtype = ncclFloat32;
   op.redop = ncclSum;
   op.count = 1 << 20;
-  const peerproto::CollectiveHeader mine = DescribeCollective(op, 7, 0);
-  const bool same = memcmp(&mine, &theirs, sizeof(mine)) == 0;
-  const bool ok = CheckAgreement(mine, theirs, "10.0.0.1:7650", "10.0.0.2:7650").ok();
-  // reserved is not compared: anything else that differs must be refused.
-  peerproto::CollectiveHeader masked = theirs;
-  masked.reserved = mine.reserved;
-  FUZZ_CHECK(ok == (memcmp(&mine, &masked, sizeof(mine)) == 0), "agreement %d for a header that is %s", ok,
-             same ? "the same" : "different");
+  // This host names no algorithm (a daemon before the field) or recursive doubling.
+  for (uint8_t algorithm : {uint8_t{peerproto::kAlgorithmNotSaid}, uint8_t{peerproto::kAlgorithmRecursiveDoubling}}) {
+    peerproto::CollectiveHeader mine = DescribeCollective(op, 7, 0);
+    mine.algorithm = algorithm;
+    const bool same = memcmp(&mine, &theirs, sizeof(mine)) == 0;
+    const bool ok = CheckAgreement(mine, theirs, "10.0.0.1:7650", "10.0.0.2:7650").ok();
+    // The algorithm is compared only where both hosts name one: anything else that differs
+    // must be refused.
+    peerproto::CollectiveHeader masked = theirs;
+    if (masked.algorithm == peerproto::kAlgorithmNotSaid || mine.algorithm == peerproto::kAlgorithmNotSaid) {
+      masked.algorithm = mine.algorithm;
+    }
+    FUZZ_CHECK(ok == (memcmp(&mine, &masked, sizeof(mine)) == 0), "agreement %d for a header that is %s", ok,
+               same ? "the same" : "different");
+  }
 }
 
 // Bytes arriving on a sealed connection from someone who does not have its keys: nothing

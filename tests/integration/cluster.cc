@@ -259,6 +259,9 @@ bool Cluster::StartDaemon(int host, std::string* error) {
   }
   if (config_.peer_auth == ClusterConfig::PeerAuth::kInsecure) argv.push_back("--insecure-peers");
   argv.insert(argv.end(), config_.daemon_args.begin(), config_.daemon_args.end());
+  if (auto it = config_.host_daemon_args.find(host); it != config_.host_daemon_args.end()) {
+    argv.insert(argv.end(), it->second.begin(), it->second.end());
+  }
   if (config_.object_peers) {
     std::string peers;
     for (int h = 0; h < config_.hosts; ++h) {

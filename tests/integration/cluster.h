@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct ClusterConfig {
   int hosts = 2;
   int timeout_ms = 10000;                // conduitd --timeout-ms
   std::vector<std::string> daemon_args;  // extra conduitd flags (--allreduce-algo, --deny-exe ...)
+  std::map<int, std::vector<std::string>> host_daemon_args;  // more flags for one host's daemon, after those
   int port = 29611;
   // The emulated network (tools/netns/conduit-netns up): host link rate, racks joined by
   // shaped uplinks, and `mesh` direct links (paths) between every pair of hosts.

@@ -282,6 +282,25 @@ TEST(TrustTest, HostsWhoseRanksPassDifferentCountsAllGetInvalidUsage) {
   }
 }
 
+// Daemons whose settings choose different all-reduce algorithms would run different
+// exchanges for one collective: the algorithm travels in the collective header, and every
+// rank fails with ncclInvalidUsage naming the settings, instead of hanging or mixing data.
+TEST(TrustTest, DaemonsThatChooseDifferentAllReduceAlgorithmsRefuseTheCollective) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = TrustCluster(2);
+  config.host_daemon_args[0] = {"--allreduce-algo", "ring"};
+  config.host_daemon_args[1] = {"--allreduce-algo", "rd"};
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  for (Subprocess* p : LaunchCounts(cluster, {4096, 4096})) {
+    ASSERT_TRUE(p->Wait(std::chrono::seconds(60 * kSanitizerSlowdown))) << cluster.Describe();
+    EXPECT_EQ(p->exit_code(), 10 + ncclInvalidUsage) << p->CommandLine() << "\n" << p->Output();
+    EXPECT_NE(p->Output().find("--allreduce-algo"), std::string::npos) << p->Output();
+    EXPECT_EQ(p->Output().find("WRONG DATA"), std::string::npos) << p->Output();
+  }
+  EXPECT_TRUE(cluster.DaemonAlive(0) && cluster.DaemonAlive(1)) << cluster.Describe();
+}
+
 // A peer that connects and says nothing (or half a handshake) is dropped when the
 // handshake's 5 s are up; a program that sends nothing, half a frame header, or a header
 // without its payload is dropped 10 s after its first byte (docs/security.md). Others are
