@@ -274,10 +274,15 @@ namespace {
 // hosts 0..2*extra-1 pair up, the even one hands its data to the odd one, which reduces it
 // in, and waits for the result, which the odd one sends back at the end (FoldOut).
 struct Fold {
-  int pow2 = 1;
-  int extra = 0;
-  int vrank = -1;  // this host's rank among the pow2 that run the algorithm; -1: sat out
+  explicit Fold(int nhosts) {
+    while (pow2 * 2 <= nhosts) pow2 *= 2;
+    extra = nhosts - pow2;
+  }
   int RealHost(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
+
+  int pow2 = 1;
+  int extra = 0;   // hosts beyond pow2: as many pairs fold
+  int vrank = -1;  // this host's rank among the pow2 that run the algorithm (FoldIn); -1: sat out
 };
 
 // `staging` takes the whole buffer on an odd host of a pair. A host that sat out has the
@@ -285,8 +290,6 @@ struct Fold {
 Status FoldIn(const HostGroup& g, uint8_t* buf, uint8_t* staging, size_t count, ncclDataType_t type, ncclRedOp_t op,
               Fold* f) {
   const size_t bytes = count * DataTypeSize(type);
-  while (f->pow2 * 2 <= g.nhosts) f->pow2 *= 2;
-  f->extra = g.nhosts - f->pow2;
   if (g.me >= 2 * f->extra) {
     f->vrank = g.me - f->extra;
     return Status::Ok();
@@ -317,7 +320,7 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
   std::unique_ptr<uint8_t[]> own;
   uint8_t* staging = Staging(g, bytes, &own);
-  Fold fold;
+  Fold fold(g.nhosts);
   CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, staging, count, type, op, &fold));
   if (fold.vrank < 0) return Status::Ok();
   for (int mask = 1; mask < fold.pow2; mask <<= 1) {
@@ -335,12 +338,11 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
   const size_t elem = DataTypeSize(type);
   const size_t bytes = count * elem;
   if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
-  const bool folds = (g.nhosts & (g.nhosts - 1)) != 0;
+  Fold fold(g.nhosts);
   std::unique_ptr<uint8_t[]> own;
   // The most received at once: the whole buffer from a folded host, else the other half
   // of the buffer at the first halving step.
-  uint8_t* staging = Staging(g, folds ? bytes : (count - count / 2) * elem, &own);
-  Fold fold;
+  uint8_t* staging = Staging(g, fold.extra > 0 ? bytes : (count - count / 2) * elem, &own);
   CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, staging, count, type, op, &fold));
   if (fold.vrank < 0) return Status::Ok();
   const int pow2 = fold.pow2, vrank = fold.vrank;

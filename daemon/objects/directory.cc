@@ -52,6 +52,10 @@ Status NotItsOwn(const std::string& from, const char* what, const std::string& n
 
 }  // namespace
 
+Status ObjectLost(const std::string& id) {
+  return Err(objproto::kLost, "object %s is lost: every complete copy died", Printable(id).c_str());
+}
+
 DirectoryShard::DirectoryShard(Peers* peers) : peers_(peers) {}
 
 void DirectoryShard::Register() {
@@ -276,7 +280,7 @@ void DirectoryShard::CheckLost(const std::string& id, Entry& e, Actions* out) {
   }
   // A holder asking for another copy to resume from (its sender died) is told now, not at
   // its Acquire's deadline: its fetch ends with the loss.
-  const Status lost = Err(objproto::kLost, "object %s is lost: every complete copy died", Printable(id).c_str());
+  const Status lost = ObjectLost(id);
   for (size_t i = 0; i < e.waiters.size();) {
     if (e.locs.count(e.waiters[i].requester) == 0) {
       ++i;

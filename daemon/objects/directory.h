@@ -30,9 +30,14 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "objects/peers.h"
 
 namespace conduit::objects {
+
+// What the holders and readers of an object get once a shard declares it lost (DropCopy
+// with reason lost, or the Acquire of a holder resuming its fetch).
+Status ObjectLost(const std::string& id);
 
 class DirectoryShard {
  public:
@@ -73,7 +78,7 @@ class DirectoryShard {
     // origin yet).
     bool had_source = false;
     // When the last complete or origin copy went (only partial copies left): the loss is
-    // declared once that has lasted kLostConfirmMs, so a copy re-registered meanwhile (its
+    // declared once that has lasted kLostConfirm, so a copy re-registered meanwhile (its
     // daemon reconnected, or replaced itself, and published again) saves the object.
     std::optional<std::chrono::steady_clock::time_point> sources_gone_since;
     // The daemon that reserved the id for a Reduce target, until it publishes a location.
@@ -105,7 +110,7 @@ class DirectoryShard {
   // A location event for one subscriber (with a small complete object's bytes).
   static Bytes EventBody(uint64_t sub, const std::string& id, const Entry& e, const std::string& where, bool complete);
   // Notes the loss of an object only partial copies are left of, and declares it (drops
-  // the partial copies, tells their holders) once it has lasted kLostConfirmMs.
+  // the partial copies, tells their holders) once it has lasted kLostConfirm.
   void CheckLost(const std::string& id, Entry& e, Actions* out);
   bool InChain(const Entry& e, const std::string& start, const std::string& requester) const;
   void FreeBusy(Entry& e, const std::string& receiver);

@@ -413,7 +413,7 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   std::string id;
   if (!Decode(body, &d) || !IdFromWire(d.id, &id)) return;
   Status why = d.reason == objproto::kDropLost
-                      ? Err(objproto::kLost, "object %s is lost: every complete copy died", Printable(id).c_str())
+                      ? ObjectLost(id)
                       : Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str());
   store_.Remove(id, why);
   std::lock_guard<std::mutex> lock(fetch_mu_);
