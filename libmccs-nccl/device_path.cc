@@ -476,7 +476,36 @@ Status DevicePath::WaitDoneWord(cudaStream_t stream, uint32_t seq) {
   cuda::ScopedContext scope(d, StreamContext(d, stream, words_context_));
   cuda::CUresult r =
       d.StreamWaitValue32(AsStream(stream), words_ + shimproto::kSyncWordBytes, seq, cuda::kStreamWaitValueGeq);
-  return r == cuda::kSuccess ? Status::Ok() : d.Error("cuStreamWaitValue32 on conduitd's done word", r);
+  if (r != cuda::kSuccess) return d.Error("cuStreamWaitValue32 on conduitd's done word", r);
+  awaited_seq_ = seq;
+  return Status::Ok();
+}
+
+bool DevicePath::ReleaseStreamsOfLostDaemon(Status* error) {
+  if (awaited_seq_ == 0 || awaited_seq_ == released_seq_) return false;
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::ScopedContext scope(d, words_context_);
+  // A non-blocking stream of our own: the program's streams are the ones waiting, and the
+  // legacy default stream would wait for them.
+  cuda::CUstream own = nullptr;
+  const char* step = "cuStreamCreate";
+  cuda::CUresult r = d.StreamCreate(&own, cuda::kStreamNonBlocking);
+  if (r == cuda::kSuccess) {
+    step = "cuStreamWriteValue32";
+    r = d.StreamWriteValue32(own, words_ + shimproto::kSyncWordBytes, awaited_seq_, cuda::kStreamWriteValueDefault);
+  }
+  if (r == cuda::kSuccess) {
+    step = "cuStreamSynchronize";
+    r = d.StreamSynchronize(own);
+  }
+  if (own != nullptr) d.StreamDestroy(own);
+  if (r != cuda::kSuccess) {
+    *error = d.Error(step, r);
+    return true;
+  }
+  released_seq_ = awaited_seq_;
+  *error = Status::Ok();
+  return true;
 }
 
 Status DevicePath::WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail) {

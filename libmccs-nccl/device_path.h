@@ -75,9 +75,14 @@ class DevicePath {
   Status WaitDoneWord(cudaStream_t stream, uint32_t seq);
   // Whether an asynchronous group was ever sent (ncclCommGetAsyncError then asks the daemon).
   bool async_used() const { return seq_ != 0; }
+  // conduitd is gone (its connection closed) while streams may wait on its done word for
+  // groups it accepted: writes the last accepted group's number there itself, on a
+  // stream of its own, so no stream of the program waits for good (the results of those
+  // groups are undefined, as NCCL's after an abort). True when there was such a wait.
+  bool ReleaseStreamsOfLostDaemon(Status* error);
   // Whether an allocation is registered with the daemon (and may be freed under it).
   bool has_registrations() const { return !registered_.empty(); }
-  // ReleaseFreed from a thread that is not the program's (freed_buffer_watch.h): with the
+  // ReleaseFreed from a thread that is not the program's (comm_watch.h): with the
   // context of the registrations current.
   Status ReleaseFreedBuffers(DaemonConnection& conn);
 
@@ -117,6 +122,8 @@ class DevicePath {
   int words_device_ = -1;
   shimproto::DeviceAsyncHeader async_header_{};
   uint32_t seq_ = 0;                  // the last group's number
+  uint32_t awaited_seq_ = 0;          // the last number a stream waits for on the done word
+  uint32_t released_seq_ = 0;         // what ReleaseStreamsOfLostDaemon wrote there
   cudaStream_t last_async_stream_ = nullptr;
   std::vector<shimproto::DeviceUuid> daemon_devices_;
   std::map<uint64_t, Registered> registered_;  // by buffer id

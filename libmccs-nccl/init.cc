@@ -11,7 +11,7 @@
 
 #include "comm.h"
 #include "device_memory.h"
-#include "freed_buffer_watch.h"
+#include "comm_watch.h"
 #include "common/log.h"
 #include "common/unique_id.h"
 #include "managed.h"
@@ -213,7 +213,7 @@ ncclResult_t InitFromUniqueId(const char* call, ncclComm_t* out, int nranks, con
 
 void FreeComm(ncclComm* comm) {
   if (comm->init_thread.joinable()) comm->init_thread.join();
-  StopWatchingForFreedBuffers(comm);
+  StopWatchingComm(comm);
   comm->magic = 0;
   delete comm;
 }
@@ -374,12 +374,17 @@ ncclResult_t CommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (!ValidComm(comm)) return Fail("ncclCommDestroy", ncclInvalidArgument, "invalid communicator");
   WaitInit(comm);
-  StopWatchingForFreedBuffers(comm);  // no release request after the destroy's
+  StopWatchingComm(comm);  // no release request after the destroy's
   if (comm->conn) {
     std::lock_guard<std::mutex> lock(comm->op_mu);
     Frame reply;
     Status st = comm->conn->Call(shimproto::kCommDestroy, nullptr, 0, shimproto::kCommDestroyReply, &reply);
-    if (!st.ok()) CLOG_DEBUG("ncclCommDestroy: %s", st.message().c_str());
+    if (!st.ok()) {
+      CLOG_DEBUG("ncclCommDestroy: %s", st.message().c_str());
+      // A daemon that died leaves streams waiting on it, and freeing the words they wait
+      // on waits for those streams.
+      CheckDaemonGone(comm);
+    }
   }
   FreeComm(comm);
   return ncclSuccess;
@@ -388,6 +393,12 @@ ncclResult_t CommDestroy(ncclComm_t comm) {
 ncclResult_t CommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (!ValidComm(comm)) return Fail("ncclCommAbort", ncclInvalidArgument, "invalid communicator");
+  {
+    // Before the shutdown below, which looks the same: streams waiting on a daemon that
+    // died are released here (a live daemon releases them itself when the connection ends).
+    std::unique_lock<std::mutex> op(comm->op_mu, std::try_to_lock);
+    if (op.owns_lock()) CheckDaemonGone(comm);
+  }
   comm->magic = 0;  // calls made from now on are refused
   {
     // Shutting the connection down ends, at once, a pending init and a call another thread
@@ -423,6 +434,8 @@ ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     if (lock.owns_lock() && comm->conn && comm->device_path.async_used()) {
       Frame reply;
       Status st = comm->conn->Call(shimproto::kAsyncError, nullptr, 0, shimproto::kAsyncErrorReply, &reply);
+      // A daemon that died: its streams released and its own error recorded (comm_watch.h).
+      if (!st.ok() && st.code() == ncclSystemError) CheckDaemonGone(comm);
       if (!st.ok()) {
         int expected = ncclSuccess;
         if (comm->async_error.compare_exchange_strong(expected, st.code())) {

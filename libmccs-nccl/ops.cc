@@ -8,7 +8,7 @@
 
 #include "common/log.h"
 #include "device_path.h"
-#include "freed_buffer_watch.h"
+#include "comm_watch.h"
 #include "host_regions.h"
 #include "protocol/staging_control.h"
 #include "reduce/reduce.h"
@@ -153,7 +153,7 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   for (const PendingOp* op : list) any_device |= op->place == MemoryKind::kDevice;
   if (any_device) {
     CONDUIT_RETURN_IF_ERROR(comm->device_path.Prepare(*comm->conn, list));
-    if (comm->device_path.has_registrations()) WatchForFreedBuffers(comm);
+    if (comm->device_path.has_registrations()) WatchComm(comm);
   }
   sent->async = any_device && comm->device_path.UseAsync(*comm->conn, list);
   ReleaseFreedRegions(comm);

@@ -50,9 +50,14 @@ std::set<std::pair<int, int>> g_peer_enabled;
 
 // The thread's context stack. Trivially destructible on purpose: a thread_local with a
 // destructor in a dlopen'ed library runs it at thread exit, racing glibc's own TLS release.
-constexpr int kMaxContextDepth = 32;
-thread_local CUcontext t_context_stack[kMaxContextDepth];
-thread_local int t_context_depth = 0;
+// And initial-exec: in the static TLS block glibc reserves for dlopen'ed libraries, so no
+// thread allocates dynamic TLS for it on first use. That allocation and its release at
+// thread exit happen under the dynamic linker's locks, which TSan does not see: it reported
+// them as races in conduitd (tests/tsan.supp), and a report halts the daemon under the
+// sanitizer. 16 * 8 + 4 bytes of the 512 glibc reserves.
+constexpr int kMaxContextDepth = 16;
+__attribute__((tls_model("initial-exec"))) thread_local CUcontext t_context_stack[kMaxContextDepth];
+__attribute__((tls_model("initial-exec"))) thread_local int t_context_depth = 0;
 
 // Primary context references per device, and where each change is written
 // ($CONDUIT_CUDA_DOUBLE_CONTEXT_LOG: "<device> <references>" lines), so a test can see

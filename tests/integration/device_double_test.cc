@@ -49,8 +49,14 @@ std::vector<int> ContextReferences() {
 }
 
 // The probe's environment: the double as the process's CUDA driver, and `extra`.
+// A probe runs for seconds; one that hangs exits on its own after kProbeDeadline, naming
+// the call it hangs in, well before ctest's limit for this whole executable (300 s) would
+// kill it without a word.
+constexpr std::chrono::seconds kProbeDeadline{40 * kSanitizerSlowdown};
+
 std::vector<std::string> ProbeEnv(std::vector<std::string> extra = {}) {
   extra.insert(extra.begin(), std::string("CONDUIT_CUDA_DRIVER=") + kDouble);
+  extra.insert(extra.begin(), "CONDUIT_PROBE_DEADLINE_S=" + std::to_string(kProbeDeadline.count()));
   return extra;
 }
 
@@ -77,9 +83,14 @@ class DeviceDoubleTest : public ClusterSuiteTest<DeviceDoubleTest> {
   Subprocess& RunProbe(std::vector<std::string> args, std::vector<std::string> env = {}) {
     args.insert(args.begin(), Cluster::BinPath("device_probe"));
     Subprocess& p = cluster_->Launch(0, "device_probe", args, ProbeEnv(std::move(env)));
-    EXPECT_TRUE(p.Wait(std::chrono::seconds(90 * kSanitizerSlowdown))) << "device_probe hung\n"
-                                                                       << p.Output() << cluster_->Describe();
+    Finish(p);
     return p;
+  }
+  // Waits for a probe; when it failed, the daemons' logs too (a daemon that died is why).
+  void Finish(Subprocess& p) {
+    EXPECT_TRUE(p.Wait(kProbeDeadline + std::chrono::seconds(10))) << "device_probe hung\n"
+                                                                  << p.Output() << cluster_->Describe();
+    if (p.exit_code() != 0) std::printf("device_probe failed; the cluster:\n%s", cluster_->Describe().c_str());
   }
 };
 
@@ -188,6 +199,21 @@ TEST_F(DeviceDoubleTest, ProgramVanishingWithGroupsInFlight) {
   Subprocess& after = RunProbe({"local", "--ranks", "1"});
   EXPECT_TRUE(Passed(after)) << after.Output();
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// conduitd dies (SIGKILL, as a crash or the OOM killer) while the program's stream waits on
+// its done word for two accepted all-reduces: the shim releases the stream itself, reports
+// ncclSystemError, and the communicator can be destroyed. The daemon is started again for
+// the tests after this one.
+TEST_F(DeviceDoubleTest, DaemonDyingWithGroupsInFlight) {
+  Subprocess& p = cluster_->Launch(0, "device_probe", {Cluster::BinPath("device_probe"), "daemon-dies"}, ProbeEnv());
+  const bool ready = Cluster::WaitForOutput(p, "waiting for conduitd to die", kProbeDeadline);
+  cluster_->KillDaemon(0);
+  EXPECT_TRUE(ready) << p.Output();
+  Finish(p);
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  std::string error;
+  ASSERT_TRUE(cluster_->StartDaemon(0, &error)) << error;
 }
 
 TEST_F(DeviceDoubleTest, AbortWithDeviceWorkInFlight) {

@@ -18,12 +18,15 @@
 //   device_probe release                    two buffers used and freed: conduitd must drop
 //       its mappings of them (counted in its /proc maps) by the next call.
 //   device_probe vanish                     exits at once after two accepted all-reduces.
+//   device_probe daemon-dies                two accepted all-reduces behind a long kernel,
+//       then conduitd is killed: the stream must be released and the error reported.
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
 // With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
 // conduitd has run the group); otherwise calls across hosts must return before the GPU
 // work they wait for has run.
-// Prints a line per check; exits 0 when all pass.
+// Prints a line per check; exits 0 when all pass. With $CONDUIT_PROBE_DEADLINE_S it exits
+// 124 after that many seconds, naming the call it is in.
 #include <dlfcn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -61,8 +64,16 @@ CUcontext g_ctx = nullptr;
 CUfunction g_fill = nullptr;
 int g_failures = 0;
 
+// The call the probe is in, for the watchdog (main's --deadline / $CONDUIT_PROBE_DEADLINE_S):
+// a probe that hangs says where instead of being killed silently.
+std::atomic<const char*> g_stage{"starting"};
+#define PROBE_STAGE_(call) g_stage.store(__FILE__ ":" PROBE_LINE_(__LINE__) ": " #call)
+#define PROBE_LINE_(l) PROBE_LINE2_(l)
+#define PROBE_LINE2_(l) #l
+
 #define CU_CHECK(call)                                                              \
   do {                                                                              \
+    PROBE_STAGE_(call);                                                             \
     CUresult r_ = (call);                                                           \
     if (r_ != kSuccess) {                                                           \
       std::printf("device_probe: %s failed: CUresult %d (line %d)\n", #call, r_, __LINE__); \
@@ -72,6 +83,7 @@ int g_failures = 0;
 
 #define NCCL_CHECK(call)                                                                                   \
   do {                                                                                                     \
+    PROBE_STAGE_(call);                                                                                    \
     ncclResult_t r_ = (call);                                                                              \
     if (r_ != ncclSuccess) {                                                                               \
       std::printf("device_probe: %s failed: %s (%s)\n", #call, ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
@@ -535,6 +547,7 @@ int Vanish() {
 // How many of conduitd's mappings are of the double's device memory (two per opened
 // allocation), read from /proc of the daemon that answers on $CONDUIT_SOCKET.
 int DaemonDeviceMappings() {
+  g_stage.store("DaemonDeviceMappings");
   const char* path = std::getenv("CONDUIT_SOCKET");
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
@@ -632,6 +645,61 @@ int Abort() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Whether a daemon answers on $CONDUIT_SOCKET (a connect to a dead one's socket is refused).
+bool DaemonAnswers() {
+  const char* path = std::getenv("CONDUIT_SOCKET");
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path != nullptr ? path : "", sizeof(addr.sun_path) - 1);
+  const bool ok = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+// Two all-reduces accepted behind a long "kernel" of the program; then conduitd dies (the
+// test kills it once this prints its line). Nobody will write the done word the stream
+// waits on: the shim must release the stream itself, report ncclSystemError through
+// ncclCommGetAsyncError, and let the communicator be destroyed.
+int DaemonDies() {
+  constexpr uint32_t kKernelMs = 4000;
+  Ranks r = AllHere(1);
+  CUstream stream = r.streams[0];
+  float* buf = DeviceFloats(kCount);
+  Fill(buf, kCount, 1, kKernelMs, stream);
+  for (int i = 0; i < 2; ++i) {
+    NCCL_CHECK(ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(stream)));
+  }
+  std::printf("device_probe: two all-reduces accepted behind a %u ms kernel; waiting for conduitd to die\n", kKernelMs);
+  std::fflush(stdout);
+  const Clock::time_point start = Clock::now();
+  g_stage.store("waiting for conduitd to die");
+  while (DaemonAnswers() && MsSince(start) < 20000) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double died_ms = MsSince(start);
+  // Still behind the kernel: conduitd cannot have written the done word before it died.
+  const bool busy_at_death = g_cu.StreamQuery(stream) == kErrorNotReady;
+  g_stage.store("waiting for the stream after conduitd died");
+  const bool idle = IdleBy(stream, start, 30000);
+  const double idle_ms = MsSince(start);
+  ncclResult_t state = ncclSuccess;
+  g_stage.store("ncclCommGetAsyncError after conduitd died");
+  ncclCommGetAsyncError(r.comms[0], &state);
+  const std::string text = ncclGetLastError(r.comms[0]);
+  std::printf("device_probe: conduitd gone %.0f ms after the calls (stream %s then); stream %s at %.0f ms; "
+              "ncclCommGetAsyncError %d (\"%s\")\n",
+              died_ms, busy_at_death ? "still in the kernel" : "already idle", idle ? "idle" : "still waiting", idle_ms,
+              static_cast<int>(state), text.c_str());
+  Check(died_ms < 20000 && busy_at_death, "conduitd died while the stream waited for the kernel before its groups");
+  Check(idle && idle_ms < kKernelMs + 5000, "the stream is released within moments of the kernel's end");
+  Check(state == ncclSystemError, "ncclCommGetAsyncError reports ncclSystemError");
+  Check(text.find("conduitd closed the connection") != std::string::npos, "ncclGetLastError says conduitd went away");
+  const Clock::time_point destroy_start = Clock::now();
+  g_stage.store("ncclCommDestroy after conduitd died");
+  const ncclResult_t destroyed = ncclCommDestroy(r.comms[0]);
+  Check(destroyed == ncclSuccess && MsSince(destroy_start) < 5000, "ncclCommDestroy returns at once");
+  return g_failures == 0 ? 0 : 1;
+}
+
 const char* Arg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -645,6 +713,15 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::printf("usage: device_probe local|hosts|abort [options]\n");
     return 2;
+  }
+  if (const char* limit = std::getenv("CONDUIT_PROBE_DEADLINE_S"); limit != nullptr && std::atoi(limit) > 0) {
+    const int seconds = std::atoi(limit);
+    std::thread([seconds] {
+      std::this_thread::sleep_for(std::chrono::seconds(seconds));
+      std::printf("device_probe: HUNG: still running after %d s, in %s\n", seconds, g_stage.load());
+      std::fflush(stdout);
+      _exit(124);
+    }).detach();
   }
   LoadDriver();
   const std::string mode = argv[1];
@@ -666,6 +743,8 @@ int main(int argc, char** argv) {
     rc = Revoke();
   } else if (mode == "vanish") {
     rc = Vanish();
+  } else if (mode == "daemon-dies") {
+    rc = DaemonDies();
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;
