@@ -1,5 +1,8 @@
 // Communicator lifecycle on the managed path: unique ids, init (blocking, non-blocking,
 // grouped, single-process), split, shrink, finalize, destroy, abort, and queries.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -239,16 +242,68 @@ void Retire(ncclComm* comm) {
   for (ncclComm* c : free_now) FreeComm(c);
 }
 
+// NCCL_COMM_ID is "<host>:<port>" (NCCL's form); the host is resolved here (a name lookup
+// has no place on the daemon's session thread) and sent as a numeric IPv4 address.
+Status ParseCommIdAddress(const char* value, shimproto::UniqueIdFromAddressRequest* req) {
+  const std::string text = value;
+  if (text.size() >= sizeof(req->comm_id)) {
+    return InvalidArgument("NCCL_COMM_ID is %zu characters; at most %zu are supported", text.size(),
+                           sizeof(req->comm_id) - 1);
+  }
+  const size_t colon = text.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (host.empty() || port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
+      std::stoi(port) == 0 || std::stoi(port) > 65535) {
+    return InvalidArgument("NCCL_COMM_ID=%s is not <host>:<port>", value);
+  }
+  if (host.front() == '[' || host.find(':') != std::string::npos) {
+    return InvalidArgument("NCCL_COMM_ID=%s names an IPv6 address; Conduit supports IPv4 only", value);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return InvalidArgument("NCCL_COMM_ID=%s: cannot resolve %s to an IPv4 address (%s)", value, host.c_str(),
+                           gai_strerror(rc));
+  }
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, ip, sizeof(ip));
+  freeaddrinfo(found);
+  CopyCString(req->comm_id, value);
+  CopyCString(req->root_ip, ip);
+  return Status::Ok();
+}
+
 }  // namespace
 
 namespace managed {
 
 ncclResult_t GetUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr) return Fail("ncclGetUniqueId", ncclInvalidArgument, "uniqueId is NULL");
+  // NCCL_COMM_ID: every rank computes the same id from the address, as NCCL's do.
+  shimproto::UniqueIdFromAddressRequest from_address{};
+  const char* comm_id = getenv("NCCL_COMM_ID");
+  const bool by_address = comm_id != nullptr && *comm_id != '\0';
+  if (by_address) {
+    Status parsed = ParseCommIdAddress(comm_id, &from_address);
+    if (!parsed.ok()) return Fail("ncclGetUniqueId", parsed);
+  }
   std::unique_ptr<DaemonConnection> conn;
   Status st = DaemonConnection::Open(&conn);
   Frame reply;
-  if (st.ok()) st = conn->Call(shimproto::kGetUniqueId, nullptr, 0, shimproto::kGetUniqueIdReply, &reply);
+  if (st.ok() && by_address) {
+    st = conn->Call(shimproto::kUniqueIdFromAddress, &from_address, sizeof(from_address),
+                    shimproto::kUniqueIdFromAddressReply, &reply);
+    if (!st.ok() && st.message().find("unknown request type") != std::string::npos) {
+      st = Status(st.code(), "this conduitd predates NCCL_COMM_ID support (" + st.message() +
+                                 "): unset NCCL_COMM_ID and hand the id to every rank, or upgrade conduitd");
+    }
+  } else if (st.ok()) {
+    st = conn->Call(shimproto::kGetUniqueId, nullptr, 0, shimproto::kGetUniqueIdReply, &reply);
+  }
   shimproto::UniqueIdReply body;
   if (st.ok() && reply.payload.size() != sizeof(body)) st = SystemError("malformed unique id reply");
   if (!st.ok()) return Fail("ncclGetUniqueId", st);

@@ -17,7 +17,8 @@ namespace {
 
 // NCCL's own variables when conduitd runs the program's collectives (docs/gpu.md, "NCCL
 // variables"). NCCL_DEBUG sets the shim's log level unless CONDUIT_LOG_LEVEL does (VERSION
-// and WARN: warnings, INFO: progress, TRACE: everything). The rest tune what conduitd
+// and WARN: warnings, INFO: progress, TRACE: everything); NCCL_COMM_ID is read by
+// ncclGetUniqueId (init.cc). The rest tune what conduitd
 // decides for itself (algorithms, protocols, interfaces, buffers): each is named once,
 // in one line, as ignored, so a user who set one knows it has no effect here.
 void ApplyNcclVariables(bool level_set) {
@@ -33,7 +34,7 @@ void ApplyNcclVariables(bool level_set) {
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "NCCL_", 5) != 0) continue;
     const std::string name(*e, strcspn(*e, "="));
-    if (name == "NCCL_DEBUG") continue;
+    if (name == "NCCL_DEBUG" || name == "NCCL_COMM_ID") continue;  // both read (ncclGetUniqueId: the latter)
     if (++count <= kMaxNamed) ignored += (ignored.empty() ? "" : ", ") + name;
   }
   if (count > kMaxNamed) ignored += " and " + std::to_string(count - kMaxNamed) + " more";

@@ -69,6 +69,11 @@ enum MsgType : uint16_t {
   // the reply is a WireStatus.
   kRevoke = 27,
   kRevokeReply = 28,
+  // ncclGetUniqueId with NCCL_COMM_ID set: the id every rank of the job computes alike from
+  // that address (UniqueIdFromAddressRequest). A daemon that predates it answers "unknown
+  // request type". The reply is a UniqueIdReply.
+  kUniqueIdFromAddress = 29,
+  kUniqueIdFromAddressReply = 30,
 };
 
 // Hello: version = kVersion.
@@ -84,6 +89,11 @@ struct HelloReply {
 struct UniqueIdReply {
   WireStatus status;
   char id[128];
+};
+
+struct UniqueIdFromAddressRequest {
+  char comm_id[128];  // NCCL_COMM_ID as the program has it, NUL-terminated: the secret's input
+  char root_ip[64];   // its host part as a numeric IPv4 address (the shim resolves names)
 };
 
 struct DeriveIdRequest {
@@ -296,6 +306,7 @@ struct DeviceGroupReplyTail {
 // Every struct's size is part of the protocol, and each is copied as bytes.
 static_assert(sizeof(HelloReply) == 296 && kWireStruct<HelloReply>);
 static_assert(sizeof(UniqueIdReply) == 384 && kWireStruct<UniqueIdReply>);
+static_assert(sizeof(UniqueIdFromAddressRequest) == 192 && kWireStruct<UniqueIdFromAddressRequest>);
 static_assert(sizeof(DeriveIdRequest) == 80 && kWireStruct<DeriveIdRequest>);
 static_assert(sizeof(CommInitRequest) == 144 && kWireStruct<CommInitRequest>);
 static_assert(sizeof(CommInitReply) == 280 && kWireStruct<CommInitReply>);

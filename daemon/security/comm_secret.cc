@@ -37,6 +37,20 @@ Status NewCommIdentity(const std::string& root_addr, CommIdentity* out) {
   return Status::Ok();
 }
 
+CommIdentity AddressCommIdentity(const uint8_t* cluster_key, size_t key_len, uint32_t uid, const std::string& comm_id,
+                                 const std::string& root_addr) {
+  std::string data = "conduit NCCL_COMM_ID v1";
+  data.push_back('\0');
+  data.append(reinterpret_cast<const char*>(&uid), sizeof(uid));
+  data.append(comm_id);
+  crypto::Digest d = crypto::HmacSha256(cluster_key, key_len, data);
+  CommIdentity id;
+  memcpy(id.secret.data(), d.data(), id.secret.size());
+  id.key = CommKeyOf(id.secret);
+  id.root_addr = root_addr;
+  return id;
+}
+
 Status CheckCommIdentity(const CommIdentity& id) {
   if (CommKeyOf(id.secret) != id.key) {
     return InvalidArgument("ncclUniqueId's communicator key %016llx does not match its secret: the id was altered or "

@@ -10,7 +10,9 @@
 #ifndef CONDUIT_DAEMON_SECURITY_COMM_SECRET_H_
 #define CONDUIT_DAEMON_SECURITY_COMM_SECRET_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/status.h"
 #include "common/unique_id.h"
@@ -24,6 +26,14 @@ uint64_t CommKeyOf(const CommSecret& secret);
 CommSecret DeriveChildSecret(const CommSecret& parent, uint64_t generation, int64_t color);
 // A fresh identity rooted at the daemon `root_addr`.
 Status NewCommIdentity(const std::string& root_addr, CommIdentity* out);
+// The identity every rank of a job computes alike from NCCL_COMM_ID (`comm_id`, as the
+// program has it) without handing an id around: the secret is HMAC-SHA256 under the
+// cluster key (`cluster_key`, 32 bytes, which every daemon of the cluster holds) over the
+// address and the program's uid as the kernel reports it. So nobody outside the cluster,
+// and no other user on it, can compute it; a process of the same user that knows the
+// address can, as anyone who reaches NCCL's bootstrap port can join there.
+CommIdentity AddressCommIdentity(const uint8_t* cluster_key, size_t key_len, uint32_t uid, const std::string& comm_id,
+                                 const std::string& root_addr);
 // Whether the identity's key is the one its secret produces.
 Status CheckCommIdentity(const CommIdentity& id);
 

@@ -53,6 +53,10 @@ class PeerSecurity {
   PeerMode mode() const { return options_.mode; }
   bool seal() const { return options_.seal && options_.mode != PeerMode::kInsecure; }
   const std::string& self() const { return options_.self; }
+  // The key communicator secrets that every daemon must compute alike are derived under
+  // (comm_secret.h, AddressCommIdentity): the cluster key (under --insecure-peers without
+  // one, 32 zero bytes: anyone can compute them there, as anything else).
+  const ClusterKey& key() const { return options_.key; }
   // One line for the start-up log: the mode, the key's fingerprint, sealing.
   std::string Describe() const;
 

@@ -1,5 +1,8 @@
 #include "session/client_session.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -8,6 +11,7 @@
 #include "common/version.h"
 #include "protocol/shim_protocol.h"
 #include "security/comm_secret.h"
+#include "security/peer_security.h"
 #include "gpu/runtime.h"
 #include "session/group_request.h"
 
@@ -33,15 +37,16 @@ Status ApplyExact(const Frame& frame, const char* name, Apply apply) {
 
 }  // namespace
 
-ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid,
-                             ProgramPark* park)
+ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe,
+                             const ProgramCredentials& creds, ProgramPark* park)
     : fd_(std::move(fd)),
       registry_(registry),
       park_(park),
       policy_(policy),
       exe_(std::move(exe)),
-      pid_(pid),
-      device_(pid),
+      pid_(creds.pid),
+      uid_(creds.uid),
+      device_(creds.pid),
       regions_(policy->max_shm_bytes()) {}
 
 ClientSession::~ClientSession() {
@@ -113,6 +118,9 @@ void ClientSession::Run() {
         st = Reply(shimproto::kGetUniqueIdReply, &reply, sizeof(reply));
         break;
       }
+      case shimproto::kUniqueIdFromAddress:
+        st = HandleUniqueIdFromAddress(frame);
+        break;
       case shimproto::kDeriveId:
         proxy_.Drain();  // the program's earlier groups come first
         st = HandleDeriveId(frame);
@@ -275,6 +283,52 @@ Status ClientSession::HandleDeriveId(const Frame& frame) {
   }
   reply.status = ToWire(st);
   return Reply(shimproto::kDeriveIdReply, &reply, sizeof(reply));
+}
+
+namespace {
+
+// The root daemon of an NCCL_COMM_ID communicator: the daemon of the host the address
+// names, on this daemon's peer port (a cluster's daemons share one). Every rank's daemon
+// must name it alike, so the root host's own daemon is named by its advertised address:
+// NCCL_COMM_ID must give that address, or a loopback one for a job on one host.
+Status RootForAddress(const std::string& root_ip, const std::string& my_addr, std::string* root) {
+  in_addr ip{};
+  if (inet_pton(AF_INET, root_ip.c_str(), &ip) != 1) {
+    return InvalidArgument("NCCL_COMM_ID's host %s is not an IPv4 address (only IPv4 is supported)", root_ip.c_str());
+  }
+  const size_t colon = my_addr.rfind(':');
+  if (colon == std::string::npos) return InternalError("this daemon's address %s has no port", my_addr.c_str());
+  const bool loopback = (ntohl(ip.s_addr) >> 24) == 127;
+  *root = loopback || root_ip == my_addr.substr(0, colon) ? my_addr : root_ip + my_addr.substr(colon);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ClientSession::HandleUniqueIdFromAddress(const Frame& frame) {
+  shimproto::UniqueIdFromAddressRequest req;
+  shimproto::UniqueIdReply reply{};
+  Status st;
+  std::string root;
+  if (!ParseExact(frame, &req)) {
+    st = InvalidArgument("malformed UniqueIdFromAddress (%zu bytes)", frame.payload.size());
+  } else if (memchr(req.comm_id, '\0', sizeof(req.comm_id)) == nullptr || req.comm_id[0] == '\0') {
+    st = InvalidArgument("UniqueIdFromAddress needs NCCL_COMM_ID, NUL-terminated within %zu bytes", sizeof(req.comm_id));
+  } else if (uid_ < 0) {
+    st = InvalidUsage("conduitd cannot tell which user this program runs as (no SO_PEERCRED)");
+  } else {
+    st = RootForAddress(FromCString(req.root_ip), registry_->my_addr(), &root);
+  }
+  if (st.ok()) {
+    const ClusterKey& key = registry_->options().security->key();
+    CommIdentity id = AddressCommIdentity(key.bytes.data(), key.bytes.size(), static_cast<uint32_t>(uid_),
+                                          FromCString(req.comm_id), root);
+    EncodeUniqueId(id, reply.id);
+    CLOG_INFO("%s: the unique id of NCCL_COMM_ID=%s is communicator %s, rooted at %s", who_.c_str(),
+              FromCString(req.comm_id).c_str(), CommKeyShort(id.key).c_str(), root.c_str());
+  }
+  reply.status = ToWire(st);
+  return Reply(shimproto::kUniqueIdFromAddressReply, &reply, sizeof(reply));
 }
 
 Status ClientSession::HandleAttach(Frame& frame) {

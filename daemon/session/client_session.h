@@ -11,6 +11,7 @@
 #include "common/frame.h"
 #include "server/program_park.h"
 #include "server/program_policy.h"
+#include "server/service.h"
 #include "common/shm_segment.h"
 #include "session/device_proxy.h"
 #include "session/device_session.h"
@@ -22,10 +23,10 @@ namespace conduit {
 class ClientSession {
  public:
   // `exe`: the program's executable as the kernel names it (tenant policies match on it);
-  // `pid`: its process, as the kernel reports the socket's peer. `park` (may be null) stops
+  // `creds`: its process and user, as the kernel reports the socket's peer. `park` (may be null) stops
   // the session between two requests for a live upgrade.
-  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe, int pid,
-                ProgramPark* park = nullptr);
+  ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramPolicy* policy, std::string exe,
+                const ProgramCredentials& creds, ProgramPark* park = nullptr);
   ~ClientSession();
 
   // Serves requests until the program disconnects or sends something unparseable.
@@ -42,6 +43,7 @@ class ClientSession {
   Status HandleHello(const Frame& frame, bool* close_after);
   Status HandleCommInit(const Frame& frame);
   Status HandleDeriveId(const Frame& frame);
+  Status HandleUniqueIdFromAddress(const Frame& frame);
   Status HandleAttach(Frame& frame);
   Status HandleGroup(const Frame& frame);
   // A kGroupAsync group: checked and resolved now, replied to at once, run by proxy_.
@@ -63,6 +65,7 @@ class ClientSession {
   const ProgramPolicy* policy_;
   const std::string exe_;
   const int pid_;
+  const int uid_;
   std::string who_ = "program";
   bool hello_done_ = false;
   std::shared_ptr<Communicator> comm_;

@@ -7,13 +7,13 @@
 namespace conduit {
 
 void CollectiveService::ServeProgram(UniqueFd fd, const ProgramCredentials& creds) {
-  ClientSession session(std::move(fd), registry_, policy_, ProgramExe(creds.pid), creds.pid, &park_);
+  ClientSession session(std::move(fd), registry_, policy_, ProgramExe(creds.pid), creds, &park_);
   session.Run();
 }
 
 void CollectiveService::AdoptProgram(UniqueFd fd, const ProgramCredentials& creds, const std::string& state,
                                      std::vector<UniqueFd> fds) {
-  ClientSession session(std::move(fd), registry_, policy_, ProgramExe(creds.pid), creds.pid, &park_);
+  ClientSession session(std::move(fd), registry_, policy_, ProgramExe(creds.pid), creds, &park_);
   Status st = session.Restore(state, std::move(fds));
   if (!st.ok()) {
     CLOG_WARN("a collectives session handed over by the previous daemon is refused: %s", st.message().c_str());

@@ -83,6 +83,16 @@ TEST_F(TwoHostTest, NonBlockingInit) {
 }
 
 // ncclCommInitAll: all ranks of the communicator are threads of one process on one host.
+// NCCL_COMM_ID: no id is handed around; every rank computes the same one from the
+// address, as launchers that set it expect. Twice with the same address: the second
+// communicator forms once the first is gone, as NCCL's do.
+TEST_F(TwoHostTest, UniqueIdFromNcclCommId) {
+  CollLaunch launch = Ranks(2, {"--types", "float", "--ops", "sum", "--sizes", "1,65539"});
+  launch.env = {"NCCL_COMM_ID=" + cluster_->Ip(0) + ":29500"};
+  RunOn(*cluster_, launch);
+  RunOn(*cluster_, launch);
+}
+
 TEST_F(TwoHostTest, InitAllInOneProcess) { RunOn(*cluster_, Ranks(4, kLayoutSmall).OnHosts(1).AsThreads()); }
 
 class AllReduceAlgoTest : public ::testing::TestWithParam<const char*> {};

@@ -3,6 +3,7 @@
 // see coll_options.cc for the command line and coll_cases.h for what is checked.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -80,6 +81,8 @@ int Main(int argc, char** argv) {
   const int t = opt.threads;
   std::vector<ncclComm_t> comms(t, nullptr);
   ncclUniqueId id{};
+  // With NCCL_COMM_ID every process computes the id itself, as launchers that set it expect.
+  const bool id_from_address = std::getenv("NCCL_COMM_ID") != nullptr;
   if (t == opt.nranks && !opt.nonblocking) {
     // Every rank lives here: the single-process API creates them all at once.
     std::vector<int> devs(t);
@@ -90,13 +93,13 @@ int Main(int argc, char** argv) {
                   ncclGetLastError(nullptr));
       return 1;
     }
-  } else if (opt.rank == 0) {
+  } else if (opt.rank == 0 || id_from_address) {
     ncclResult_t r = ncclGetUniqueId(&id);
     if (r != ncclSuccess) {
       std::printf("FAIL: ncclGetUniqueId returned %s: %s\n", ResultName(r), ncclGetLastError(nullptr));
       return 1;
     }
-    if (t != opt.nranks && !WriteIdFile(opt.id_file, id)) {
+    if (t != opt.nranks && !id_from_address && !WriteIdFile(opt.id_file, id)) {
       std::printf("FAIL: cannot write %s\n", opt.id_file.c_str());
       return 1;
     }

@@ -170,6 +170,32 @@ TEST_F(MalformedTest, GroupBeforeSession) {
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
 }
 
+// UniqueIdFromAddress (NCCL_COMM_ID) with a short payload, an address that is not
+// NUL-terminated or empty, a host that is not a numeric IPv4 address: each refused, the
+// connection still served; the well-formed request then gets its id.
+TEST_F(MalformedTest, UniqueIdFromAddressRefusals) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  UniqueIdFromAddressRequest req{};
+  ASSERT_TRUE(client_.SendFrame(kUniqueIdFromAddress, &req, sizeof req - 1));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  ASSERT_TRUE(client_.SendFrame(kUniqueIdFromAddress, &req, sizeof req));  // empty address
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  memset(req.comm_id, 'x', sizeof req.comm_id);  // no terminator
+  CopyCString(req.root_ip, "10.231.16.1");
+  ASSERT_TRUE(client_.SendFrame(kUniqueIdFromAddress, &req, sizeof req));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  CopyCString(req.comm_id, "10.231.16.1:29500");
+  for (const char* host : {"", "host-name", "::1", "10.231.16.1:7650", "999.1.1.1"}) {
+    CopyCString(req.root_ip, host);
+    ASSERT_TRUE(client_.SendFrame(kUniqueIdFromAddress, &req, sizeof req));
+    EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "root_ip \"" << host << "\"";
+  }
+  CopyCString(req.root_ip, "10.231.16.1");
+  ASSERT_TRUE(client_.SendFrame(kUniqueIdFromAddress, &req, sizeof req));
+  EXPECT_EQ(client_.ReadStatus(kReplyBound), 0);
+  ExpectRejectedAndDaemonServing(1);
+}
+
 // Host regions (shim protocol): a region the client attaches, then ops whose refs lie.
 class RegionSession {
  public:

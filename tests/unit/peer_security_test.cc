@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "protocol/auth_protocol.h"
 #include "security/aead_record_cipher.h"
 #include "security/cluster_key.h"
+#include "security/comm_secret.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
 
@@ -339,6 +341,25 @@ TEST(PeerSecurityTest, KeyFilesReadableByOthersAreRefused) {
   close(fd);
   EXPECT_FALSE(LoadClusterKey(dir + "/short.key", &k2).ok());
   std::filesystem::remove_all(dir);
+}
+
+// NCCL_COMM_ID ids: every daemon of the cluster computes the same one for the same user
+// and address; another user, another address or another cluster gets another communicator;
+// and the id is a valid one (its key is its secret's).
+TEST(CommSecretTest, AddressIdentitiesAgreeAcrossDaemonsAndDifferAcrossUsersAddressesAndClusters) {
+  std::array<uint8_t, 32> key{}, other_key{};
+  key.fill(7);
+  other_key.fill(8);
+  auto id = [&](const std::array<uint8_t, 32>& k, uint32_t uid, const std::string& address) {
+    return AddressCommIdentity(k.data(), k.size(), uid, address, "10.0.0.1:7650");
+  };
+  const CommIdentity a = id(key, 1000, "10.0.0.1:29500");
+  EXPECT_EQ(a.secret, id(key, 1000, "10.0.0.1:29500").secret);
+  EXPECT_TRUE(CheckCommIdentity(a).ok());
+  EXPECT_EQ(a.root_addr, "10.0.0.1:7650");
+  EXPECT_NE(a.key, id(key, 1001, "10.0.0.1:29500").key);
+  EXPECT_NE(a.key, id(key, 1000, "10.0.0.1:29501").key);
+  EXPECT_NE(a.key, id(other_key, 1000, "10.0.0.1:29500").key);
 }
 
 }  // namespace
