@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/unique_id.h"
 #include "daemon_connection.h"
 #include "device_path.h"
 #include "nccl.h"
@@ -65,6 +66,11 @@ struct ncclComm {
   std::mutex abort_mu;
   int live_fd = -1;      // under abort_mu
   bool aborted = false;  // under abort_mu
+  // Under abort_mu: a revoke shut the connection down to end a call another thread waited in.
+  bool revoke_shut_connection = false;
+  // The id this communicator was made from: split and shrink derive their children's from
+  // it on a fresh connection once a revoke has shut this one down.
+  conduit::CommIdentity identity;
   conduit::DevicePath device_path;  // device buffers on this connection (under op_mu)
   // Host regions attached on this connection, and those it refused (under op_mu).
   std::set<uint64_t> attached_regions, refused_regions;

@@ -69,7 +69,9 @@ void Run() {
 }  // namespace
 
 bool CheckDaemonGone(ncclComm* comm) {
-  if (!comm->conn || !ConnectionClosed(comm->conn->fd())) return false;
+  // A revoke may have shut the connection down itself (to end a waiting call): the daemon
+  // then lets this rank's groups go, and a closed connection says nothing of the daemon.
+  if (comm->revoked.load() || !comm->conn || !ConnectionClosed(comm->conn->fd())) return false;
   std::string what = "conduitd closed the connection (did the daemon die?)";
   Status st;
   const bool had_waits = comm->device_path.ReleaseStreamsOfLostDaemon(&st);

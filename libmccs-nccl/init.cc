@@ -93,14 +93,35 @@ Status Join(ncclComm* comm, const CommIdentity& id) {
 
 // The unique id of a child of `comm` (split, shrink): the daemon derives it from the
 // parent's secret, which every member's daemon holds, so every member gets the same id.
-Status DeriveChildId(ncclComm* comm, uint64_t generation, int64_t color, const std::string& root, ncclUniqueId* out) {
-  if (!comm->conn) return InvalidUsage("the parent communicator is not initialized");
-  shimproto::DeriveIdRequest req{};
+// The child's id from the parent's, on a connection of its own: for a parent whose
+// connection a revoke shut down (the daemon checks the parent's id and derives alike).
+Status DeriveChildIdFromParent(ncclComm* comm, uint64_t generation, int64_t color, const std::string& root,
+                               Frame* reply) {
+  shimproto::DeriveIdFromParentRequest req{};
+  EncodeUniqueId(comm->identity, req.parent_id);
   req.generation = generation;
   req.color = color;
   CopyCString(req.root, root.c_str());
-  Frame reply;
+  std::unique_ptr<DaemonConnection> conn;
+  CONDUIT_RETURN_IF_ERROR(DaemonConnection::Open(&conn));
+  return conn->Call(shimproto::kDeriveIdFromParent, &req, sizeof(req), shimproto::kDeriveIdFromParentReply, reply);
+}
+
+Status DeriveChildId(ncclComm* comm, uint64_t generation, int64_t color, const std::string& root, ncclUniqueId* out) {
+  if (!comm->conn) return InvalidUsage("the parent communicator is not initialized");
+  bool shut;
   {
+    std::lock_guard<std::mutex> lock(comm->abort_mu);
+    shut = comm->revoke_shut_connection;
+  }
+  Frame reply;
+  if (shut) {
+    CONDUIT_RETURN_IF_ERROR(DeriveChildIdFromParent(comm, generation, color, root, &reply));
+  } else {
+    shimproto::DeriveIdRequest req{};
+    req.generation = generation;
+    req.color = color;
+    CopyCString(req.root, root.c_str());
     std::lock_guard<std::mutex> lock(comm->op_mu);
     CONDUIT_RETURN_IF_ERROR(comm->conn->Call(shimproto::kDeriveId, &req, sizeof(req), shimproto::kDeriveIdReply, &reply));
   }
@@ -114,9 +135,9 @@ Status DeriveChildId(ncclComm* comm, uint64_t generation, int64_t color, const s
 // Stops what the communicator has in flight: conduitd fails its operations on every host
 // (its peers see them fail) and lets this rank's accepted groups go, writing their words so
 // no stream waits on them. A call another thread is waiting in is ended the way an abort
-// ends it (the connection is shut down); split and shrink then need a live connection and
-// fail with that reason. The state is ncclInProgress until the daemon has confirmed, then
-// ncclSuccess, as NCCL's.
+// ends it (the connection is shut down, which the daemon takes as this rank leaving); split
+// and shrink then derive the child's id on a connection of their own. The state is
+// ncclInProgress until the daemon has confirmed, then ncclSuccess, as NCCL's.
 Status Revoke(ncclComm* comm) {
   comm->revoked = true;
   comm->async_error = ncclInProgress;
@@ -127,6 +148,7 @@ Status Revoke(ncclComm* comm) {
     {
       std::lock_guard<std::mutex> guard(comm->abort_mu);
       if (comm->live_fd >= 0) shutdown(comm->live_fd, SHUT_RDWR);
+      comm->revoke_shut_connection = true;
     }
     lock.lock();  // the call fails at once and leaves
     return Status::Ok();
@@ -180,6 +202,7 @@ ncclResult_t StartInit(const char* call, ncclComm_t* out, int nranks, int rank, 
   ncclResult_t r = CheckConfig(call, config, &blocking);
   if (r != ncclSuccess) return r;
   auto* comm = new ncclComm;
+  comm->identity = id;
   comm->rank = rank;
   comm->nranks = nranks;
   comm->device = CurrentCudaDevice();

@@ -74,6 +74,11 @@ enum MsgType : uint16_t {
   // request type". The reply is a UniqueIdReply.
   kUniqueIdFromAddress = 29,
   kUniqueIdFromAddressReply = 30,
+  // Split/shrink of a communicator whose connection is gone (ncclCommRevoke shut it down to
+  // end a call another thread waited in): the child's id from the parent's id, which the
+  // shim kept, on any connection (DeriveIdFromParentRequest). The reply is a UniqueIdReply.
+  kDeriveIdFromParent = 31,
+  kDeriveIdFromParentReply = 32,
 };
 
 // Hello: version = kVersion.
@@ -100,6 +105,13 @@ struct DeriveIdRequest {
   uint64_t generation;  // the parent's split (or shrink) counter, identical on every member
   int64_t color;        // the split color (0 for shrink)
   char root[64];        // the child's root: the daemon of its lowest member
+};
+
+struct DeriveIdFromParentRequest {
+  char parent_id[128];  // the parent communicator's ncclUniqueId
+  uint64_t generation;  // as DeriveIdRequest
+  int64_t color;
+  char root[64];
 };
 
 struct CommInitRequest {
@@ -307,6 +319,7 @@ struct DeviceGroupReplyTail {
 static_assert(sizeof(HelloReply) == 296 && kWireStruct<HelloReply>);
 static_assert(sizeof(UniqueIdReply) == 384 && kWireStruct<UniqueIdReply>);
 static_assert(sizeof(UniqueIdFromAddressRequest) == 192 && kWireStruct<UniqueIdFromAddressRequest>);
+static_assert(sizeof(DeriveIdFromParentRequest) == 208 && kWireStruct<DeriveIdFromParentRequest>);
 static_assert(sizeof(DeriveIdRequest) == 80 && kWireStruct<DeriveIdRequest>);
 static_assert(sizeof(CommInitRequest) == 144 && kWireStruct<CommInitRequest>);
 static_assert(sizeof(CommInitReply) == 280 && kWireStruct<CommInitReply>);

@@ -30,6 +30,15 @@ CommSecret DeriveChildSecret(const CommSecret& parent, uint64_t generation, int6
   return child;
 }
 
+CommIdentity ChildCommIdentity(const CommSecret& parent_secret, uint64_t generation, int64_t color,
+                               const std::string& root_addr) {
+  CommIdentity child;
+  child.secret = DeriveChildSecret(parent_secret, generation, color);
+  child.key = CommKeyOf(child.secret);
+  child.root_addr = root_addr;
+  return child;
+}
+
 Status NewCommIdentity(const std::string& root_addr, CommIdentity* out) {
   CONDUIT_RETURN_IF_ERROR(NewCommSecret(&out->secret));
   out->key = CommKeyOf(out->secret);

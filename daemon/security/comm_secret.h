@@ -24,6 +24,10 @@ Status NewCommSecret(CommSecret* out);
 uint64_t CommKeyOf(const CommSecret& secret);
 // The child's secret for split/shrink `generation` and `color`.
 CommSecret DeriveChildSecret(const CommSecret& parent, uint64_t generation, int64_t color);
+// The identity of the child of `parent_secret` for split/shrink `generation` and `color`,
+// rooted at `root_addr`.
+CommIdentity ChildCommIdentity(const CommSecret& parent_secret, uint64_t generation, int64_t color,
+                               const std::string& root_addr);
 // A fresh identity rooted at the daemon `root_addr`.
 Status NewCommIdentity(const std::string& root_addr, CommIdentity* out);
 // The identity every rank of a job computes alike from NCCL_COMM_ID (`comm_id`, as the

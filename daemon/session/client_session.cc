@@ -121,6 +121,9 @@ void ClientSession::Run() {
       case shimproto::kUniqueIdFromAddress:
         st = HandleUniqueIdFromAddress(frame);
         break;
+      case shimproto::kDeriveIdFromParent:
+        st = HandleDeriveIdFromParent(frame);
+        break;
       case shimproto::kDeriveId:
         proxy_.Drain();  // the program's earlier groups come first
         st = HandleDeriveId(frame);
@@ -275,14 +278,31 @@ Status ClientSession::HandleDeriveId(const Frame& frame) {
   } else if (FromCString(req.root).empty()) {
     st = InvalidArgument("DeriveId names no root daemon");
   } else {
-    CommIdentity child;
-    child.secret = DeriveChildSecret(comm_->secret(), req.generation, req.color);
-    child.key = CommKeyOf(child.secret);
-    child.root_addr = FromCString(req.root);
-    EncodeUniqueId(child, reply.id);
+    EncodeUniqueId(ChildCommIdentity(comm_->secret(), req.generation, req.color, FromCString(req.root)), reply.id);
   }
   reply.status = ToWire(st);
   return Reply(shimproto::kDeriveIdReply, &reply, sizeof(reply));
+}
+
+Status ClientSession::HandleDeriveIdFromParent(const Frame& frame) {
+  shimproto::DeriveIdFromParentRequest req;
+  shimproto::UniqueIdReply reply{};
+  CommIdentity parent;
+  Status st;
+  if (!ParseExact(frame, &req)) {
+    st = InvalidArgument("malformed DeriveIdFromParent (%zu bytes)", frame.payload.size());
+  } else if (FromCString(req.root).empty()) {
+    st = InvalidArgument("DeriveIdFromParent names no root daemon");
+  } else {
+    // Holding the parent's id is holding its secret: whoever may derive its children.
+    st = DecodeUniqueId(req.parent_id, &parent);
+    if (st.ok()) st = CheckCommIdentity(parent);
+  }
+  if (st.ok()) {
+    EncodeUniqueId(ChildCommIdentity(parent.secret, req.generation, req.color, FromCString(req.root)), reply.id);
+  }
+  reply.status = ToWire(st);
+  return Reply(shimproto::kDeriveIdFromParentReply, &reply, sizeof(reply));
 }
 
 namespace {

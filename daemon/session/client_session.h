@@ -44,6 +44,7 @@ class ClientSession {
   Status HandleCommInit(const Frame& frame);
   Status HandleDeriveId(const Frame& frame);
   Status HandleUniqueIdFromAddress(const Frame& frame);
+  Status HandleDeriveIdFromParent(const Frame& frame);
   Status HandleAttach(Frame& frame);
   Status HandleGroup(const Frame& frame);
   // A kGroupAsync group: checked and resolved now, replied to at once, run by proxy_.

@@ -514,17 +514,32 @@ bool RevokeEndsAWaitingCall() {
   caller.join();
   ncclResult_t state = ncclInProgress;
   ncclCommGetAsyncError(comms[0], &state);
-  std::printf("device_probe: revoke during a waiting call: revoke %d, state %d; the call returned %d after %.0f ms\n",
-              static_cast<int>(revoked), static_cast<int>(state), result.load(), call_ms.load());
+  // The revoke shut the parent's connection down to end the call: the shrink that follows
+  // (what a program does next, without the rank that never called) must still work.
+  ncclComm_t child = nullptr;
+  int exclude[] = {1};
+  const ncclResult_t shrunk = ncclCommShrink(comms[0], exclude, 1, &child, nullptr, NCCL_SHRINK_DEFAULT);
+  bool child_works = false;
+  if (shrunk == ncclSuccess && child != nullptr) {
+    std::vector<float> data(kCount, 3.0f);
+    child_works = ncclAllReduce(data.data(), data.data(), kCount, ncclFloat32, ncclSum, child, nullptr) == ncclSuccess &&
+                  data[0] == 3.0f && data[kCount - 1] == 3.0f;
+    ncclCommDestroy(child);
+  }
+  std::printf("device_probe: revoke during a waiting call: revoke %d, state %d; the call returned %d after %.0f ms; "
+              "shrink %d (%s)\n",
+              static_cast<int>(revoked), static_cast<int>(state), result.load(), call_ms.load(), static_cast<int>(shrunk),
+              shrunk == ncclSuccess ? ncclGetErrorString(shrunk) : ncclGetLastError(nullptr));
   ncclCommAbort(comms[1]);
   ncclCommDestroy(comms[0]);
-  return revoked == ncclSuccess && state == ncclSuccess && result != ncclSuccess && result != -1 && call_ms < 5300;
+  return revoked == ncclSuccess && state == ncclSuccess && result != ncclSuccess && result != -1 && call_ms < 5300 &&
+         child_works;
 }
 
 int Revoke() {
   Check(RevokeAndShrink(false), "ncclCommRevoke stops the in-flight all-reduce; shrink without the failed rank works");
   Check(RevokeAndShrink(true), "ncclCommShrink with NCCL_SHRINK_ABORT stops it and shrinks");
-  Check(RevokeEndsAWaitingCall(), "ncclCommRevoke ends a call waiting on another thread");
+  Check(RevokeEndsAWaitingCall(), "ncclCommRevoke ends a call waiting on another thread; shrink works after it");
   return g_failures == 0 ? 0 : 1;
 }
 

@@ -196,6 +196,39 @@ TEST_F(MalformedTest, UniqueIdFromAddressRefusals) {
   ExpectRejectedAndDaemonServing(1);
 }
 
+// DeriveIdFromParent: a parent id whose key is not its secret's (a forged or altered id),
+// a short payload, no root: each refused; the session's own id then derives a child, the
+// same one DeriveId on the session's communicator derives.
+TEST_F(MalformedTest, DeriveIdFromParentRefusals) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  DeriveIdFromParentRequest req{};
+  memcpy(req.parent_id, client_.comm_id(), sizeof req.parent_id);
+  req.generation = 5;
+  req.color = 2;
+  CopyCString(req.root, "10.231.16.1:7650");
+  ASSERT_TRUE(client_.SendFrame(kDeriveIdFromParent, &req, sizeof req - 1));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  DeriveIdFromParentRequest no_root = req;
+  memset(no_root.root, 0, sizeof no_root.root);
+  ASSERT_TRUE(client_.SendFrame(kDeriveIdFromParent, &no_root, sizeof no_root));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  DeriveIdFromParentRequest forged = req;
+  forged.parent_id[8] ^= 1;  // the key (bytes 8..15 of the id) no longer matches the secret
+  ASSERT_TRUE(client_.SendFrame(kDeriveIdFromParent, &forged, sizeof forged));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  EXPECT_NE(client_.last_message().find("does not match its secret"), std::string::npos) << client_.last_message();
+
+  std::vector<uint8_t> from_parent, from_session;
+  ASSERT_TRUE(client_.SendFrame(kDeriveIdFromParent, &req, sizeof req));
+  ASSERT_EQ(client_.ReadStatus(kReplyBound, &from_parent), 0) << client_.last_message();
+  DeriveIdRequest derive{req.generation, req.color, {}};
+  CopyCString(derive.root, req.root);
+  ASSERT_TRUE(client_.SendFrame(kDeriveId, &derive, sizeof derive));
+  ASSERT_EQ(client_.ReadStatus(kReplyBound, &from_session), 0) << client_.last_message();
+  EXPECT_EQ(from_parent, from_session);
+  ExpectRejectedAndDaemonServing(1);
+}
+
 // Host regions (shim protocol): a region the client attaches, then ops whose refs lie.
 class RegionSession {
  public:
