@@ -18,6 +18,9 @@ namespace conduit::objproto {
 // Version 3: objects have an owner (uid, gid, read access) that travels with them (Put,
 // Reduce, Publish, AcquireReply, DirEvent); DirDelete carries who asks; codes 11 and 12.
 inline constexpr uint32_t kVersion = 3;
+// Between daemons the versions are negotiated (PeerHello): the ones this release speaks.
+inline constexpr uint32_t kOldestPeerVersion = 3;
+inline constexpr uint32_t kNewestPeerVersion = kVersion;
 // Objects smaller than this travel inline with directory messages (Hoplite's small-object
 // fast path) and never use shared memory.
 inline constexpr uint64_t kInlineLimit = 64 * 1024;
@@ -214,10 +217,20 @@ struct Addr {
   char text[64];  // "ip:port" of a daemon's peer port
 };
 
+// The dialer's versions: `version` the oldest it speaks, `newest` the newest (0 from a
+// daemon that predates negotiation, which speaks `version` only and accepts a hello only
+// of its own version).
 struct PeerHello {
   uint32_t version;
-  uint32_t reserved;
+  uint32_t newest;
   Addr from;
+};
+
+// PeerHelloReply: a Status, then (from daemons that negotiate) the version both use. A
+// dialer that finds no PeerHelloAccept after the status uses its oldest version.
+struct PeerHelloAccept {
+  uint32_t version;
+  uint32_t reserved;
 };
 
 enum PublishFlags : uint32_t {
@@ -402,6 +415,7 @@ static_assert(sizeof(WaitRequest) == 16 && kWireStruct<WaitRequest>);
 static_assert(sizeof(WaitReply) == 264 && kWireStruct<WaitReply>);
 static_assert(sizeof(Addr) == 64 && kWireStruct<Addr>);
 static_assert(sizeof(PeerHello) == 72 && kWireStruct<PeerHello>);
+static_assert(sizeof(PeerHelloAccept) == 8 && kWireStruct<PeerHelloAccept>);
 static_assert(sizeof(Publish) == 160 && kWireStruct<Publish>);
 static_assert(sizeof(Location) == 128 && kWireStruct<Location>);
 static_assert(sizeof(Acquire) == 264 && kWireStruct<Acquire>);

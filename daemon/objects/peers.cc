@@ -11,6 +11,7 @@
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/thread_guard.h"
+#include "common/version_range.h"
 #include "objects/wait.h"
 #include "protocol/peer_protocol.h"
 #include "security/peer_security.h"
@@ -193,7 +194,8 @@ void Peers::ConnectLoop(Channel* ch) {
       last_refusal.clear();
       TuneTcpSocket(conn.fd(), 3 * kSilenceMs);
       objproto::PeerHello hello{};
-      hello.version = objproto::kVersion;
+      hello.version = objproto::kOldestPeerVersion;
+      hello.newest = objproto::kNewestPeerVersion;
       hello.from = AddrToWire(self_);
       st = WriteMsg(conn, objproto::kPeerHello, 0, Encode(hello));
       Frame reply;
@@ -203,6 +205,18 @@ void Peers::ConnectLoop(Channel* ch) {
         st = SystemError("bad PeerHello reply");
       }
       Status ost = st.ok() ? FromObjectWire(ws) : FromConduit(st, objproto::kUnavailable);
+      // The version both use: the acceptor's choice, which must be one we speak; a daemon
+      // that predates negotiation accepted our oldest.
+      uint32_t version = objproto::kOldestPeerVersion;
+      objproto::PeerHelloAccept accept{};
+      if (ost.ok() && reply.payload.size() >= sizeof(objproto::Status) + sizeof(accept)) {
+        memcpy(&accept, reply.payload.data() + sizeof(objproto::Status), sizeof(accept));
+        version = accept.version;
+        if (version < objproto::kOldestPeerVersion || version > objproto::kNewestPeerVersion) {
+          ost = Err(objproto::kInvalid, "it chose object protocol version %u, which this daemon does not speak (%s)",
+                    version, DescribeVersions({objproto::kOldestPeerVersion, objproto::kNewestPeerVersion}).c_str());
+        }
+      }
       if (ost.ok()) {
         {
           std::lock_guard<std::mutex> lock(ch->mu);
@@ -215,7 +229,8 @@ void Peers::ConnectLoop(Channel* ch) {
           ch->wfd = conn.fd();
           ch->wconn = &conn;
         }
-        CLOG_INFO("objects: peer %s is up%s", ch->addr.c_str(), conn.sealed() ? " (sealed)" : "");
+        CLOG_INFO("objects: peer %s is up (object protocol %u%s)", ch->addr.c_str(), version,
+                  conn.sealed() ? ", sealed" : "");
         // However the reader ends (an exception included), the channel goes down and no
         // writer may use the connection once it is closed (and its number reused).
         struct Release {
@@ -540,8 +555,13 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
     st = InvalidArgument("expected PeerHello, got type 0x%04x", frame.header.type);
   }
   Status verdict = st.ok() ? Status::Ok() : FromConduit(st, objproto::kInvalid);
-  if (verdict.ok() && hello.version != objproto::kVersion) {
-    verdict = Err(objproto::kInvalid, "object protocol version %u, this daemon speaks %u", hello.version, objproto::kVersion);
+  // Its versions (a daemon that predates negotiation names one) against ours.
+  const VersionRange ours{objproto::kOldestPeerVersion, objproto::kNewestPeerVersion};
+  const VersionRange theirs{hello.version, hello.newest != 0 ? hello.newest : hello.version};
+  uint32_t version = 0;
+  if (verdict.ok() && !NegotiateVersion(ours, theirs, &version)) {
+    verdict = Err(objproto::kInvalid, "it speaks object protocol versions %s, this daemon %s (upgrade the older one)",
+                  DescribeVersions(theirs).c_str(), DescribeVersions(ours).c_str());
   }
   // Who the peer is was proven by the handshake; its hello must agree (under
   // --insecure-peers, the hello is all there is).
@@ -552,7 +572,10 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
   if (verdict.ok() && std::find(all_.begin(), all_.end(), from) == all_.end()) {
     verdict = Err(objproto::kRefused, "daemon %s is not in this daemon's --object-peers", from.c_str());
   }
-  (void)WriteMsg(sock, objproto::kPeerHelloReply, frame.header.tag, Encode(ToObjectWire(verdict)));
+  // A dialer that predates negotiation reads the status alone; ours reads the version after it.
+  const objproto::PeerHelloAccept accept{version, 0};
+  (void)WriteMsg(sock, objproto::kPeerHelloReply, frame.header.tag,
+                 verdict.ok() ? Encode(ToObjectWire(verdict), &accept, sizeof(accept)) : Encode(ToObjectWire(verdict)));
   if (!verdict.ok()) {
     CLOG_WARN("objects: control connection from %s refused: %s", remote.c_str(), verdict.message().c_str());
     return;
