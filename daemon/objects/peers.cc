@@ -34,6 +34,9 @@ Status ReadMsg(Conn& conn, Frame* frame, Deadline deadline) {
   return ReadFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, frame, deadline);
 }
 
+// The object protocol versions this daemon speaks with other daemons (PeerHello).
+constexpr VersionRange kPeerVersions{objproto::kOldestPeerVersion, objproto::kNewestPeerVersion};
+
 }  // namespace
 
 struct Peers::Pending {
@@ -194,8 +197,8 @@ void Peers::ConnectLoop(Channel* ch) {
       last_refusal.clear();
       TuneTcpSocket(conn.fd(), 3 * kSilenceMs);
       objproto::PeerHello hello{};
-      hello.version = objproto::kOldestPeerVersion;
-      hello.newest = objproto::kNewestPeerVersion;
+      hello.version = kPeerVersions.oldest;
+      hello.newest = kPeerVersions.newest;
       hello.from = AddrToWire(self_);
       st = WriteMsg(conn, objproto::kPeerHello, 0, Encode(hello));
       Frame reply;
@@ -207,14 +210,14 @@ void Peers::ConnectLoop(Channel* ch) {
       Status ost = st.ok() ? FromObjectWire(ws) : FromConduit(st, objproto::kUnavailable);
       // The version both use: the acceptor's choice, which must be one we speak; a daemon
       // that predates negotiation accepted our oldest.
-      uint32_t version = objproto::kOldestPeerVersion;
+      uint32_t version = kPeerVersions.oldest;
       objproto::PeerHelloAccept accept{};
       if (ost.ok() && reply.payload.size() >= sizeof(objproto::Status) + sizeof(accept)) {
         memcpy(&accept, reply.payload.data() + sizeof(objproto::Status), sizeof(accept));
         version = accept.version;
-        if (version < objproto::kOldestPeerVersion || version > objproto::kNewestPeerVersion) {
+        if (version < kPeerVersions.oldest || version > kPeerVersions.newest) {
           ost = Err(objproto::kInvalid, "it chose object protocol version %u, which this daemon does not speak (%s)",
-                    version, DescribeVersions({objproto::kOldestPeerVersion, objproto::kNewestPeerVersion}).c_str());
+                    version, DescribeVersions(kPeerVersions).c_str());
         }
       }
       if (ost.ok()) {
@@ -556,12 +559,11 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
   }
   Status verdict = st.ok() ? Status::Ok() : FromConduit(st, objproto::kInvalid);
   // Its versions (a daemon that predates negotiation names one) against ours.
-  const VersionRange ours{objproto::kOldestPeerVersion, objproto::kNewestPeerVersion};
   const VersionRange theirs{hello.version, hello.newest != 0 ? hello.newest : hello.version};
   uint32_t version = 0;
-  if (verdict.ok() && !NegotiateVersion(ours, theirs, &version)) {
+  if (verdict.ok() && !NegotiateVersion(kPeerVersions, theirs, &version)) {
     verdict = Err(objproto::kInvalid, "it speaks object protocol versions %s, this daemon %s (upgrade the older one)",
-                  DescribeVersions(theirs).c_str(), DescribeVersions(ours).c_str());
+                  DescribeVersions(theirs).c_str(), DescribeVersions(kPeerVersions).c_str());
   }
   // Who the peer is was proven by the handshake; its hello must agree (under
   // --insecure-peers, the hello is all there is).

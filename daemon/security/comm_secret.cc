@@ -7,6 +7,27 @@
 
 namespace conduit {
 
+namespace {
+
+// An identity is its secret, the key that secret gives, and a root.
+CommIdentity IdentityOf(const CommSecret& secret, const std::string& root_addr) {
+  CommIdentity id;
+  id.secret = secret;
+  id.key = CommKeyOf(secret);
+  id.root_addr = root_addr;
+  return id;
+}
+
+// A secret derived from `data` under `key` (HMAC-SHA256: its 32 bytes).
+CommSecret DerivedSecret(const uint8_t* key, size_t key_len, const std::string& data) {
+  crypto::Digest d = crypto::HmacSha256(key, key_len, data);
+  CommSecret secret;
+  memcpy(secret.data(), d.data(), secret.size());
+  return secret;
+}
+
+}  // namespace
+
 Status NewCommSecret(CommSecret* out) { return crypto::RandomBytes(out->data(), out->size()); }
 
 uint64_t CommKeyOf(const CommSecret& secret) {
@@ -24,25 +45,18 @@ CommSecret DeriveChildSecret(const CommSecret& parent, uint64_t generation, int6
   data.push_back('\0');
   data.append(reinterpret_cast<const char*>(&generation), sizeof(generation));
   data.append(reinterpret_cast<const char*>(&color), sizeof(color));
-  crypto::Digest d = crypto::HmacSha256(parent.data(), parent.size(), data);
-  CommSecret child;
-  memcpy(child.data(), d.data(), child.size());
-  return child;
+  return DerivedSecret(parent.data(), parent.size(), data);
 }
 
 CommIdentity ChildCommIdentity(const CommSecret& parent_secret, uint64_t generation, int64_t color,
                                const std::string& root_addr) {
-  CommIdentity child;
-  child.secret = DeriveChildSecret(parent_secret, generation, color);
-  child.key = CommKeyOf(child.secret);
-  child.root_addr = root_addr;
-  return child;
+  return IdentityOf(DeriveChildSecret(parent_secret, generation, color), root_addr);
 }
 
 Status NewCommIdentity(const std::string& root_addr, CommIdentity* out) {
-  CONDUIT_RETURN_IF_ERROR(NewCommSecret(&out->secret));
-  out->key = CommKeyOf(out->secret);
-  out->root_addr = root_addr;
+  CommSecret secret;
+  CONDUIT_RETURN_IF_ERROR(NewCommSecret(&secret));
+  *out = IdentityOf(secret, root_addr);
   return Status::Ok();
 }
 
@@ -52,12 +66,7 @@ CommIdentity AddressCommIdentity(const uint8_t* cluster_key, size_t key_len, uin
   data.push_back('\0');
   data.append(reinterpret_cast<const char*>(&uid), sizeof(uid));
   data.append(comm_id);
-  crypto::Digest d = crypto::HmacSha256(cluster_key, key_len, data);
-  CommIdentity id;
-  memcpy(id.secret.data(), d.data(), id.secret.size());
-  id.key = CommKeyOf(id.secret);
-  id.root_addr = root_addr;
-  return id;
+  return IdentityOf(DerivedSecret(cluster_key, key_len, data), root_addr);
 }
 
 Status CheckCommIdentity(const CommIdentity& id) {
