@@ -23,6 +23,7 @@
 #include "admin/admin_server.h"
 #include "admin/daemon_routes.h"
 #include "admin/metrics_server.h"
+#include "collectives/protocol_versions.h"
 #include "collectives/registry.h"
 #include "common/busy_poll.h"
 #include "common/detached_thread.h"
@@ -449,6 +450,7 @@ int Main(int argc, char** argv) {
     CLOG_INFO("%s", security->Describe().c_str());
   }
   flags.comm.security = security.get();
+  flags.comm.protocol_versions = CollectiveProtocolVersions();
 
   // The services live until _exit: their threads are detached and never joined.
   static CommRegistry registry(my_addr, flags.comm, &fabric);

@@ -24,7 +24,15 @@
 namespace conduit::peerproto {
 
 inline constexpr uint32_t kMagic = 0x50544443;  // "CDTP"
+// The framing's version on daemon connections (frame header): fixed, whatever the services'
+// own versions are, since every reader refuses another one (docs/upgrade.md).
 inline constexpr uint16_t kVersion = 3;
+// The collectives' message version (LinkHello, P2pData, CollectiveHeader, Reconfig*, Abort)
+// is negotiated per communicator at its rendezvous: each member's daemon says in its
+// Register the oldest and newest version it speaks, the root chooses the newest all of them
+// (and itself) speak and answers it in the Membership. Version 3 is the one daemons from
+// before negotiation speak: they send no range and answer 0.
+inline constexpr uint32_t kCollectiveVersionBeforeNegotiation = 3;
 inline constexpr uint32_t kMaxPayload = 1u << 22;  // Membership of up to ~65K ranks
 // The largest communicator a rendezvous accepts (its Membership fits in kMaxPayload).
 inline constexpr int32_t kMaxRanks = 1 << 15;
@@ -44,6 +52,9 @@ enum MsgType : uint16_t {
   kAbort = 9,            // a daemon -> every daemon: the communicator is aborted, and why
 };
 
+// The payload of a Register: a RegisterRequest, then a RegisterVersions unless the daemon
+// speaks version 3 only (what daemons from before negotiation send, and all their roots
+// accept: a daemon that speaks only 3 sends the same 112 bytes as they do).
 struct RegisterRequest {
   uint64_t comm_key;
   int32_t nranks;
@@ -52,11 +63,17 @@ struct RegisterRequest {
   uint8_t secret[32];    // the communicator's secret: comm_key must be its key (security/comm_secret.h)
 };
 
+struct RegisterVersions {
+  uint32_t oldest;  // the collective message versions the registering daemon speaks
+  uint32_t newest;
+};
+
 // Followed by nranks shimproto::DaemonAddr, then (on success) a RingOrder.
 struct MembershipReply {
   WireStatus status;
   int32_t nranks;
-  int32_t reserved;
+  uint32_t version;  // the communicator's collective message version; 0 from a root from
+                     // before negotiation (then 3)
 };
 
 // Followed by nhosts int32: ring position -> host index, hosts ordered by lowest rank.
@@ -152,6 +169,7 @@ inline constexpr uint32_t kMaxControlPayload = 1u << 20;
 
 // Every struct's size is part of the protocol, and each is copied as bytes.
 static_assert(sizeof(RegisterRequest) == 112 && kWireStruct<RegisterRequest>);
+static_assert(sizeof(RegisterVersions) == 8 && kWireStruct<RegisterVersions>);
 static_assert(sizeof(MembershipReply) == 264 && kWireStruct<MembershipReply>);
 static_assert(sizeof(RingOrder) == 8 && kWireStruct<RingOrder>);
 static_assert(sizeof(LinkHello) == 24 && kWireStruct<LinkHello>);

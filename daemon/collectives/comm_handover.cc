@@ -110,6 +110,7 @@ Status Communicator::ExportHandover(HandedComm* out) {
   out->host_addrs = membership_.host_addrs;
   out->host_of_rank = membership_.host_of_rank;
   out->initial_ring = membership_.initial_ring;
+  out->protocol_version = membership_.protocol_version;
   out->coll_seq = coll_seq_;
   out->config = *config_;
   const EpochBarrier::Counters counters = barrier_.counters();
@@ -145,6 +146,14 @@ Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOption
   Membership membership;
   if (Status bad = CheckHanded(in, my_addr, &membership); !bad.ok()) {
     return InvalidArgument("handed-over communicator %s: %s", CommKeyShort(in.key).c_str(), bad.message().c_str());
+  }
+  membership.protocol_version =
+      in.protocol_version == 0 ? peerproto::kCollectiveVersionBeforeNegotiation : in.protocol_version;
+  if (membership.protocol_version < options.protocol_versions.oldest ||
+      membership.protocol_version > options.protocol_versions.newest) {
+    return InvalidArgument("handed-over communicator %s speaks collective protocol %u, and this daemon %s",
+                           CommKeyShort(in.key).c_str(), membership.protocol_version,
+                           DescribeVersions(options.protocol_versions).c_str());
   }
   auto comm = std::make_shared<Communicator>(in.key, in.nranks, my_addr, std::move(options), fabric, in.exe, in.secret);
   Communicator& c = *comm;

@@ -60,7 +60,7 @@ Communicator::~Communicator() {
 }
 
 Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std::vector<int>& ring,
-                           const std::function<Status(Communicator&)>& connect_links) {
+                           uint32_t protocol_version, const std::function<Status(Communicator&)>& connect_links) {
   std::unique_lock<std::mutex> lock(mu_);
   if (setup_started_) {
     Deadline deadline = OpDeadline();
@@ -73,6 +73,7 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
   }
   setup_started_ = true;
   setup_status_ = BuildMembership(rank_addrs, ring, nranks_, my_addr_, &membership_);
+  membership_.protocol_version = protocol_version;
   if (setup_status_.ok()) {
     auto config = std::make_shared<CommConfig>(*config_);
     config->ring = membership_.initial_ring;
@@ -89,6 +90,11 @@ Status Communicator::Setup(const std::vector<std::string>& rank_addrs, const std
   }
   setup_done_ = true;
   cv_.notify_all();
+  if (setup_status_.ok()) {
+    CLOG_INFO("communicator %016llx: %d ranks on %zu hosts, collective protocol %u",
+              static_cast<unsigned long long>(key_), nranks_, membership_.host_addrs.size(),
+              membership_.protocol_version);
+  }
   // A peer that finished first may already have proposed a reconfiguration.
   if (setup_status_.ok() && barrier_.pending()) AdvanceReconfig(lock);
   return setup_status_;

@@ -33,8 +33,10 @@
 #include "collectives/peer_channel.h"
 #include "common/status.h"
 #include "common/unique_id.h"
+#include "common/version_range.h"
 #include "cuda/cuda_abi.h"
 #include "policy/fabric.h"
+#include "protocol/peer_protocol.h"
 #include "protocol/shim_protocol.h"
 #include "protocol/staging_control.h"
 #include "transport/link.h"
@@ -60,6 +62,10 @@ struct CommOptions {
   size_t rd_max_bytes = 64 * 1024;
   size_t rd_latency_bytes = 4096;
   size_t rh_max_bytes = 0;
+  // The collective message versions this daemon speaks (protocol/peer_protocol.h): a root
+  // chooses a communicator's version from its members' and its own.
+  VersionRange protocol_versions{peerproto::kCollectiveVersionBeforeNegotiation,
+                                 peerproto::kCollectiveVersionBeforeNegotiation};
 };
 
 // Where a local rank's op data lives: its shared segment as mapped in the daemon.
@@ -140,10 +146,10 @@ class Communicator final : private PeerChannel::Handler {
   const Membership& membership() const { return membership_; }
   const std::vector<int>& local_ranks() const { return locals_.ranks(); }
 
-  // Called by every local rank after the rendezvous with the same rank->daemon list and
-  // ring order. The first caller builds the membership and connects links; all wait until
-  // it is ready.
-  Status Setup(const std::vector<std::string>& rank_addrs, const std::vector<int>& ring,
+  // Called by every local rank after the rendezvous with the same rank->daemon list, ring
+  // order and collective message version. The first caller builds the membership and
+  // connects links; all wait until it is ready.
+  Status Setup(const std::vector<std::string>& rank_addrs, const std::vector<int>& ring, uint32_t protocol_version,
                const std::function<Status(Communicator&)>& connect_links);
   // Installs the link to `host` for `channel` (0 collective, 1 p2p); the communicator owns
   // it. A link with epoch > 0 replaces a collective link when that epoch is applied.

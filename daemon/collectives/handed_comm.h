@@ -37,6 +37,7 @@ struct HandedComm {
   std::vector<std::string> host_addrs;  // as Membership
   std::vector<int> host_of_rank;
   std::vector<int> initial_ring;
+  uint32_t protocol_version = 0;  // its collective message version; 0: from before negotiation (3)
   uint64_t coll_seq = 0;  // the next collective's sequence number: peers expect it
   CommConfig config;
   // The reconfiguration agreement's counters (EpochBarrier::Counters), at rest.

@@ -9,6 +9,7 @@
 #define CONDUIT_DAEMON_COLLECTIVES_MEMBERSHIP_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct Membership {
   std::vector<int> host_of_rank;
   int my_host = 0;
   std::vector<int> initial_ring;  // ring position -> host, as the rendezvous root chose it
+  uint32_t protocol_version = 3;  // the collective message version the root chose
 };
 
 // The membership of `nranks` ranks whose daemons are `rank_addrs` (rank order), as seen by

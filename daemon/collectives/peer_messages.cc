@@ -33,6 +33,23 @@ Status ValidateRegister(const peerproto::RegisterRequest& request, const std::st
   return Status::Ok();
 }
 
+Status ParseRegister(const std::vector<uint8_t>& payload, peerproto::RegisterRequest* request,
+                     VersionRange* versions) {
+  peerproto::RegisterVersions v{peerproto::kCollectiveVersionBeforeNegotiation,
+                                peerproto::kCollectiveVersionBeforeNegotiation};
+  if (payload.size() != sizeof(*request) && payload.size() != sizeof(*request) + sizeof(v)) {
+    return InvalidArgument("Register of %zu bytes (expected %zu, or %zu with versions)", payload.size(),
+                           sizeof(*request), sizeof(*request) + sizeof(v));
+  }
+  memcpy(request, payload.data(), sizeof(*request));
+  if (payload.size() > sizeof(*request)) memcpy(&v, payload.data() + sizeof(*request), sizeof(v));
+  if (v.oldest == 0 || v.oldest > v.newest) {
+    return InvalidArgument("Register names collective protocol versions %u to %u", v.oldest, v.newest);
+  }
+  *versions = VersionRange{v.oldest, v.newest};
+  return Status::Ok();
+}
+
 Status ValidateLinkHello(const peerproto::LinkHello& hello) {
   if (hello.channel > peerproto::kP2p || hello.from_host <= 0 || hello.from_host >= peerproto::kMaxRanks ||
       (hello.epoch > 0 && hello.channel != peerproto::kCollective) || hello.path < -1) {
@@ -43,12 +60,13 @@ Status ValidateLinkHello(const peerproto::LinkHello& hello) {
 }
 
 Status ParseMembership(const std::vector<uint8_t>& payload, int nranks, std::vector<std::string>* rank_addrs,
-                       std::vector<int>* ring) {
+                       std::vector<int>* ring, uint32_t* version) {
   peerproto::MembershipReply head;
   if (nranks < 1 || nranks > peerproto::kMaxRanks) return InvalidArgument("nranks %d out of range", nranks);
   if (payload.size() < sizeof(head)) return RemoteError("membership reply of %zu bytes", payload.size());
   memcpy(&head, payload.data(), sizeof(head));
   CONDUIT_RETURN_IF_ERROR(FromWire(head.status));
+  *version = head.version == 0 ? peerproto::kCollectiveVersionBeforeNegotiation : head.version;
   const size_t addrs_end = sizeof(head) + static_cast<size_t>(nranks) * sizeof(shimproto::DaemonAddr);
   peerproto::RingOrder order{};
   if (head.nranks != nranks || payload.size() < addrs_end + sizeof(order)) {

@@ -10,6 +10,7 @@
 
 #include "common/frame.h"
 #include "common/status.h"
+#include "common/version_range.h"
 #include "protocol/peer_protocol.h"
 
 namespace conduit {
@@ -19,14 +20,20 @@ namespace conduit {
 // that one, and the Register's own daemon_addr must agree. *daemon is the rank's daemon.
 Status ValidateRegister(const peerproto::RegisterRequest& request, const std::string& proven, std::string* daemon);
 
+// A Register's payload: the request, and the collective message versions its daemon speaks
+// (3 only when it sent no RegisterVersions, as daemons from before negotiation do).
+Status ParseRegister(const std::vector<uint8_t>& payload, peerproto::RegisterRequest* request,
+                     VersionRange* versions);
+
 // Whether a LinkHello is well-formed (channel, host index, epoch, path), before the
 // communicator it names is looked up.
 Status ValidateLinkHello(const peerproto::LinkHello& hello);
 
-// A Membership reply for a rank of an `nranks` communicator: every rank's daemon and the
-// ring order (which Communicator::Setup still checks is a permutation of the hosts).
+// A Membership reply for a rank of an `nranks` communicator: every rank's daemon, the ring
+// order (which Communicator::Setup still checks is a permutation of the hosts) and the
+// collective message version the root chose (3 from a root from before negotiation).
 Status ParseMembership(const std::vector<uint8_t>& payload, int nranks, std::vector<std::string>* rank_addrs,
-                       std::vector<int>* ring);
+                       std::vector<int>* ring, uint32_t* version);
 
 // The header of a frame on a point-to-point link: a known type whose length fits it.
 Status CheckP2pFrameHeader(const FrameHeader& h);

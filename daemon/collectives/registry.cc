@@ -19,7 +19,8 @@ CommRegistry::CommRegistry(std::string my_addr, CommOptions options, Fabric* fab
     : my_addr_(std::move(my_addr)),
       options_(std::move(options)),
       fabric_(fabric),
-      rendezvous_(fabric == nullptr ? RingChooser()
+      rendezvous_(options_.protocol_versions,
+                  fabric == nullptr ? RingChooser()
                                     : RingChooser([fabric](const std::vector<std::string>& hosts) {
                                         return fabric->ChooseRing(hosts);
                                       })),
@@ -129,13 +130,15 @@ Status CommRegistry::Join(const CommIdentity& id, int nranks, int rank, std::sha
   }
   std::vector<std::string> rank_addrs;
   std::vector<int> ring;
-  CONDUIT_RETURN_IF_ERROR(
-      RegisterWithRoot(*options_.security, id, nranks, rank, my_addr_, options_.timeout_ms, &rank_addrs, &ring));
+  uint32_t version = 0;
+  CONDUIT_RETURN_IF_ERROR(RegisterWithRoot(*options_.security, id, nranks, rank, my_addr_, options_.protocol_versions,
+                                           options_.timeout_ms, &rank_addrs, &ring, &version));
   if (rank_addrs[rank] != my_addr_) {
     return InternalError("root reports rank %d at %s, but this daemon is %s", rank, rank_addrs[rank].c_str(),
                          my_addr_.c_str());
   }
-  CONDUIT_RETURN_IF_ERROR(comm->Setup(rank_addrs, ring, [this](Communicator& c) { return ConnectLinks(c); }));
+  CONDUIT_RETURN_IF_ERROR(
+      comm->Setup(rank_addrs, ring, version, [this](Communicator& c) { return ConnectLinks(c); }));
   // The id may name a communicator formed earlier, which a new rendezvous does not change:
   // the rank must be one it placed here, and not held by another connection.
   CONDUIT_RETURN_IF_ERROR(comm->ClaimRank(rank));
@@ -213,14 +216,13 @@ void CommRegistry::ServePeerConnection(Conn conn, const PeerIdentity& peer) {
   }
   if (frame.header.type == peerproto::kRegister) {
     peerproto::RegisterRequest req;
-    if (frame.payload.size() != sizeof(req)) {
-      CLOG_WARN("peer connection from %s rejected: Register of %zu bytes (expected %zu)", peer.Describe().c_str(),
-                frame.payload.size(), sizeof(req));
+    VersionRange versions;
+    if (Status bad = ParseRegister(frame.payload, &req, &versions); !bad.ok()) {
+      CLOG_WARN("peer connection from %s rejected: %s", peer.Describe().c_str(), bad.message().c_str());
       return;
     }
-    memcpy(&req, frame.payload.data(), sizeof(req));
     // The rank's daemon is the one this connection proved to be; its claim must agree.
-    rendezvous_.Serve(fd.get(), req, peer.daemon, Deadline::AfterMs(options_.timeout_ms));
+    rendezvous_.Serve(fd.get(), req, versions, peer.daemon, Deadline::AfterMs(options_.timeout_ms));
     return;
   }
   if (frame.header.type != peerproto::kLinkHello || frame.payload.size() != sizeof(peerproto::LinkHello)) {

@@ -14,10 +14,11 @@ namespace conduit {
 namespace {
 
 void Reply(int fd, const Status& status, const std::vector<std::string>& addrs, const std::vector<int>& ring,
-           Deadline deadline) {
+           uint32_t version, Deadline deadline) {
   peerproto::MembershipReply head{};
   head.status = ToWire(status);
   head.nranks = status.ok() ? static_cast<int32_t>(addrs.size()) : 0;
+  head.version = status.ok() ? version : 0;
   peerproto::RingOrder order{static_cast<int32_t>(ring.size()), 0};
   const size_t addrs_bytes = head.nranks * sizeof(shimproto::DaemonAddr);
   std::vector<uint8_t> payload(sizeof(head) + addrs_bytes +
@@ -50,8 +51,8 @@ size_t RendezvousTable::open() {
   return entries_.size();
 }
 
-void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, const std::string& proven,
-                            Deadline deadline) {
+void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, VersionRange theirs,
+                            const std::string& proven, Deadline deadline) {
   std::string daemon;
   Status bad = ValidateRegister(request, proven, &daemon);
   std::shared_ptr<Entry> entry;
@@ -65,7 +66,28 @@ void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, c
     } else {
       entry = std::make_shared<Entry>();
       entry->nranks = request.nranks;
+      entry->versions = versions_;
       entries_[request.comm_key] = entry;
+    }
+  }
+  // The versions the root, the ranks that joined so far and this one all speak.
+  VersionRange common;
+  if (bad.ok()) {
+    common = VersionRange{std::max(entry->versions.oldest, theirs.oldest),
+                          std::min(entry->versions.newest, theirs.newest)};
+  }
+  if (bad.ok() && common.oldest > common.newest) {
+    bad = InvalidUsage("daemon %s speaks collective protocol %s, but the root daemon%s only %s: no version in common "
+                       "(roll the upgrade through a release that speaks both)",
+                       daemon.c_str(), DescribeVersions(theirs).c_str(),
+                       entry->addrs.empty() ? "" : " and the ranks that joined", DescribeVersions(entry->versions).c_str());
+    // The communicator cannot form: its ranks hear why now instead of timing out.
+    if (entry->addrs.empty()) {
+      auto it = entries_.find(request.comm_key);
+      if (it != entries_.end() && it->second == entry) entries_.erase(it);
+    } else if (entry->failed.ok()) {
+      entry->failed = bad;
+      cv_.notify_all();
     }
   }
   if (bad.ok() && request.nranks != entry->nranks) {
@@ -79,9 +101,10 @@ void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, c
     lock.unlock();
     CLOG_WARN("rendezvous: refused a Register from daemon %s: %s", proven.empty() ? daemon.c_str() : proven.c_str(),
               bad.message().c_str());
-    Reply(fd, bad, {}, {}, deadline);
+    Reply(fd, bad, {}, {}, 0, deadline);
     return;
   }
+  entry->versions = common;
   entry->addrs[request.rank] = daemon;
   const int joined = static_cast<int>(entry->addrs.size());
   std::vector<std::string> addrs;
@@ -119,8 +142,9 @@ void RendezvousTable::Serve(int fd, const peerproto::RegisterRequest& request, c
   }
   Status failed = entry->failed;
   std::vector<int> ring = entry->ring;
+  const uint32_t version = entry->versions.newest;
   lock.unlock();
-  Reply(fd, failed, addrs, ring, deadline);
+  Reply(fd, failed, addrs, ring, version, deadline);
 }
 
 std::vector<std::string> HostsOf(const std::vector<std::string>& rank_addrs) {
@@ -132,8 +156,8 @@ std::vector<std::string> HostsOf(const std::vector<std::string>& rank_addrs) {
 }
 
 Status RegisterWithRoot(const PeerSecurity& security, const CommIdentity& id, int nranks, int rank,
-                        const std::string& my_addr, int timeout_ms, std::vector<std::string>* rank_addrs,
-                        std::vector<int>* ring) {
+                        const std::string& my_addr, VersionRange versions, int timeout_ms,
+                        std::vector<std::string>* rank_addrs, std::vector<int>* ring, uint32_t* version) {
   const std::string& root_addr = id.root_addr;
   // The root waits up to its own timeout for the last rank; give it a little longer.
   Deadline deadline = Deadline::AfterMs(static_cast<int64_t>(timeout_ms) + 2000);
@@ -153,16 +177,30 @@ Status RegisterWithRoot(const PeerSecurity& security, const CommIdentity& id, in
   req.rank = rank;
   CopyCString(req.daemon_addr, my_addr.c_str());
   memcpy(req.secret, id.secret.data(), sizeof(req.secret));
-  CONDUIT_RETURN_IF_ERROR(WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kRegister, 0, &req,
-                                     sizeof(req), deadline));
+  // A daemon that speaks version 3 only sends the request alone, as daemons from before
+  // negotiation did, so that their roots (which accept exactly that) still serve it.
+  std::vector<uint8_t> payload(sizeof(req));
+  memcpy(payload.data(), &req, sizeof(req));
+  const uint32_t v3 = peerproto::kCollectiveVersionBeforeNegotiation;
+  if (versions.oldest != v3 || versions.newest != v3) {
+    const peerproto::RegisterVersions range{versions.oldest, versions.newest};
+    payload.resize(sizeof(req) + sizeof(range));
+    memcpy(payload.data() + sizeof(req), &range, sizeof(range));
+  }
+  CONDUIT_RETURN_IF_ERROR(WriteFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kRegister, 0,
+                                     payload.data(), static_cast<uint32_t>(payload.size()), deadline));
   Frame frame;
   st = ReadFrame(fd.get(), peerproto::kMagic, peerproto::kVersion, peerproto::kMaxPayload, &frame, deadline);
   if (!st.ok()) return SystemError("rendezvous with root daemon %s failed: %s", root_addr.c_str(), st.message().c_str());
   if (frame.header.type != peerproto::kMembership) {
     return SystemError("root daemon %s answered a Register with message type %u", root_addr.c_str(), frame.header.type);
   }
-  st = ParseMembership(frame.payload, nranks, rank_addrs, ring);
+  st = ParseMembership(frame.payload, nranks, rank_addrs, ring, version);
   if (!st.ok()) return Status(st.code(), "root daemon " + root_addr + ": " + st.message());
+  if (*version < versions.oldest || *version > versions.newest) {
+    return RemoteError("root daemon %s chose collective protocol %u for the communicator, and this daemon speaks %s",
+                       root_addr.c_str(), *version, DescribeVersions(versions).c_str());
+  }
   return Status::Ok();
 }
 

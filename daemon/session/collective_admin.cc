@@ -62,6 +62,7 @@ Json Describe(const Communicator& comm) {
     for (const auto& h : m.host_addrs) hosts.push_back(h);
     c["hosts"] = std::move(hosts);
     c["this_host"] = m.my_host;
+    c["protocol_version"] = m.protocol_version;
     Json local = Json::Array();
     for (int r : comm.local_ranks()) local.push_back(r);
     c["local_ranks"] = std::move(local);

@@ -30,6 +30,7 @@ void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd
   for (const auto& a : in.host_addrs) out->add_host_addrs(a);
   for (int h : in.host_of_rank) out->add_host_of_rank(h);
   for (int h : in.initial_ring) out->add_initial_ring(h);
+  out->set_protocol_version(in.protocol_version);
   out->set_coll_seq(in.coll_seq);
   out->set_config_epoch(in.config.epoch);
   for (int h : in.config.ring) out->add_ring(h);
@@ -106,6 +107,7 @@ Status Decode(const upgrade::v1::Communicator& in, std::vector<UniqueFd>* fds, H
   out->host_addrs.assign(in.host_addrs().begin(), in.host_addrs().end());
   out->host_of_rank.assign(in.host_of_rank().begin(), in.host_of_rank().end());
   out->initial_ring.assign(in.initial_ring().begin(), in.initial_ring().end());
+  out->protocol_version = in.protocol_version();
   out->coll_seq = in.coll_seq();
   out->config.epoch = in.config_epoch();
   out->config.ring.assign(in.ring().begin(), in.ring().end());

@@ -46,6 +46,14 @@ void Hello(const uint8_t* data, size_t size) {
 
 void Register(const uint8_t* data, size_t size) {
   peerproto::RegisterRequest r;
+  VersionRange versions;
+  // The whole input as a Register's payload: the request and the versions its daemon speaks.
+  if (ParseRegister(std::vector<uint8_t>(data, data + size), &r, &versions).ok()) {
+    FUZZ_CHECK(size == sizeof(r) || size == sizeof(r) + sizeof(peerproto::RegisterVersions), "Register of %zu bytes",
+               size);
+    FUZZ_CHECK(versions.oldest >= 1 && versions.oldest <= versions.newest, "versions %u-%u", versions.oldest,
+               versions.newest);
+  }
   if (!Take(data, size, &r)) return;
   std::string proven(reinterpret_cast<const char*>(data + sizeof(r)), size - sizeof(r)), daemon;
   if (!ValidateRegister(r, proven, &daemon).ok()) return;
@@ -71,7 +79,9 @@ void Membership(const uint8_t* data, size_t size) {
   std::vector<uint8_t> payload(data + 1, data + size);
   std::vector<std::string> addrs;
   std::vector<int> ring;
-  if (!ParseMembership(payload, nranks, &addrs, &ring).ok()) return;
+  uint32_t version = 0;
+  if (!ParseMembership(payload, nranks, &addrs, &ring, &version).ok()) return;
+  FUZZ_CHECK(version != 0, "no collective protocol version");
   FUZZ_CHECK(addrs.size() == static_cast<size_t>(nranks), "%zu addresses for %d ranks", addrs.size(), nranks);
   FUZZ_CHECK(ring.size() <= addrs.size(), "ring of %zu for %zu ranks", ring.size(), addrs.size());
   for (const auto& a : addrs) FUZZ_CHECK(!a.empty() && a.size() < 64, "address of %zu bytes", a.size());

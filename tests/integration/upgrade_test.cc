@@ -10,6 +10,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -323,6 +325,78 @@ TEST(UpgradeTest, MixedLinkVersionsCarryCallsAndAnOldLinkHoldsTheUpgrade) {
   EXPECT_EQ(DaemonPid(cluster, 1), pid);
   ClientRun after = rig.RunClient(0, rig.Target(1, 50072), {"--case", "bidi", "--count", "5"}, /*preload=*/true);
   EXPECT_TRUE(Passed(after)) << "calls did not go on after the refused upgrade";
+}
+
+// How many communicators host's daemon (old and new processes: they share the log) formed
+// speaking collective protocol `version`.
+size_t CommsSpeaking(Cluster& cluster, int host, int version) {
+  const std::string line = "collective protocol " + std::to_string(version) + "\n";
+  const std::string log = cluster.daemon(host).Output();
+  size_t n = 0;
+  for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+  return n;
+}
+
+// A rolling upgrade to a release that speaks a next collective protocol (4) besides 3
+// (conduitd_next_protocol): each communicator's rendezvous chooses the newest version all
+// its daemons and its root speak, so a job runs on mixed hosts throughout, and moves to 4
+// only where every daemon of the communicator speaks it. The root may be either kind
+// (NCCL_COMM_ID names host 2's daemon, which speaks only 3).
+TEST(UpgradeTest, RollingUpgradeNegotiatesTheCollectiveProtocol) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = UpgradeCluster();
+  config.hosts = 3;
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  const std::string next = R"({"binary": ")" + Cluster::ToolPath("conduitd_next_protocol") + R"("})";
+  const CollLaunch job = Ranks(1, {"--colls", "allreduce,broadcast,sendrecv", "--types", "float", "--ops", "sum",
+                                   "--sizes", "1,4097", "--iters", "2"});
+  const auto timeout = std::chrono::seconds(120 * kSanitizerSlowdown);
+  auto run = [&](const CollLaunch& launch) { return WaitCollCheck(cluster, LaunchCollCheck(cluster, launch), timeout); };
+  // counts[h][v]: communicators host h formed speaking v, so far.
+  auto counts = [&] {
+    std::vector<std::array<size_t, 2>> c;
+    for (int h = 0; h < 3; ++h) c.push_back({CommsSpeaking(cluster, h, 3), CommsSpeaking(cluster, h, 4)});
+    return c;
+  };
+  auto formed = [&](const std::vector<std::array<size_t, 2>>& before, std::vector<int> hosts, int version) {
+    const auto now = counts();
+    for (int h = 0; h < 3; ++h) {
+      const bool member = std::find(hosts.begin(), hosts.end(), h) != hosts.end();
+      EXPECT_EQ(now[h][version - 3], before[h][version - 3] + (member ? 1 : 0)) << "host " << h << ", version " << version;
+      EXPECT_EQ(now[h][4 - version], before[h][4 - version]) << "host " << h << " formed one at the other version";
+    }
+  };
+
+  auto before = counts();
+  ASSERT_EQ(run(job), "");
+  formed(before, {0, 1, 2}, 3);
+
+  AdminAnswer a = Upgrade(cluster, 0, next);
+  ASSERT_EQ(a.status, 200) << a.text;
+  before = counts();
+  ASSERT_EQ(run(job), "") << "root speaks 3-4, members 3";
+  formed(before, {0, 1, 2}, 3);
+
+  a = Upgrade(cluster, 1, next);
+  ASSERT_EQ(a.status, 200) << a.text;
+  before = counts();
+  ASSERT_EQ(run(CollLaunch(job).OnHosts(2)), "") << "hosts 0 and 1, both 3-4";
+  formed(before, {0, 1}, 4);
+  before = counts();
+  ASSERT_EQ(run(job), "") << "hosts 0 and 1 speak 3-4, host 2 only 3";
+  formed(before, {0, 1, 2}, 3);
+  CollLaunch rooted_at_2 = CollLaunch(job).OnHosts(2);
+  rooted_at_2.env = {"NCCL_COMM_ID=" + cluster.Ip(2) + ":29500"};
+  before = counts();
+  ASSERT_EQ(run(rooted_at_2), "") << "members 3-4, root (not a member) 3";
+  formed(before, {0, 1}, 3);
+  // Host 1 goes back to this release: its communicators speak 3 again.
+  a = Upgrade(cluster, 1, R"({"binary": ")" + Cluster::ConduitdPath() + R"("})");
+  ASSERT_EQ(a.status, 200) << a.text;
+  before = counts();
+  ASSERT_EQ(run(CollLaunch(job).OnHosts(2)), "");
+  formed(before, {0, 1}, 3);
 }
 
 // A number host's one communicator reports (GET /v1/communicators), or -1.
