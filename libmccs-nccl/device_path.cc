@@ -327,14 +327,8 @@ void DevicePath::EnsureReadyEvent(cuda::CUcontext ctx, bool* usable) {
   if (r != cuda::kSuccess) {
     // Without an event conduitd can wait on, its work cannot be ordered with the program's
     // stream; staged copies order themselves on that stream and still work.
-    events_usable_ = false;
     *usable = false;
-    static std::atomic<bool> logged{false};
-    if (!logged.exchange(true)) {
-      CLOG_WARN("%s: CUDA will not share an event with conduitd here; device buffers are staged through host memory "
-                "instead (slower; docs/gpu.md)",
-                d.Error(step, r).message().c_str());
-    }
+    StopUsingEvents(d.Error(step, r));
     return;
   }
   ready_ = event;
@@ -508,6 +502,18 @@ bool DevicePath::ReleaseStreamsOfLostDaemon(Status* error) {
   return true;
 }
 
+void DevicePath::StopUsingEvents(const Status& why) {
+  events_usable_ = false;
+  static std::atomic<bool> logged{false};
+  if (!logged.exchange(true)) {
+    CLOG_WARN("%s: CUDA will not share an event with conduitd here; device buffers are staged through host memory "
+              "instead (slower; docs/gpu.md)",
+              why.message().c_str());
+  }
+}
+
+void DevicePath::EventsRefusedByDaemon(const Status& why) { StopUsingEvents(Status(why.code(), "conduitd: " + why.message())); }
+
 Status DevicePath::WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail) {
   const cuda::CudaDriver& d = *ProcessCuda();
   std::array<uint8_t, shimproto::kIpcHandleBytes> key;
@@ -520,7 +526,14 @@ Status DevicePath::WaitDone(cudaStream_t stream, const shimproto::DeviceGroupRep
     memcpy(handle.reserved, key.data(), key.size());
     cuda::CUevent event = nullptr;
     cuda::CUresult r = d.IpcOpenEventHandle(&event, handle);
-    if (r != cuda::kSuccess) return d.Error("cuIpcOpenEventHandle of conduitd's done event", r);
+    if (r != cuda::kSuccess) {
+      // This group's work is queued in conduitd and nothing here can wait for it: the call
+      // fails (its results are undefined); later groups stage and do not need the event.
+      Status error = d.Error("cuIpcOpenEventHandle of conduitd's done event", r);
+      StopUsingEvents(error);
+      return SystemError("%s: this call's results cannot be ordered with the stream; later calls stage their device "
+                         "buffers", error.message().c_str());
+    }
     it = done_events_.emplace(key, std::make_pair(event, ctx)).first;
   }
   cuda::ScopedContext scope(d, it->second.second);

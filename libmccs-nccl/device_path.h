@@ -55,8 +55,12 @@ class DevicePath {
   // Records the ready event on `stream` (after the program's work on it) and fills the
   // group header. `device`: the CUDA ordinal of the ops' buffers.
   Status RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback, shimproto::DeviceGroupHeader* header);
-  // After the daemon accepted the group: the stream waits for the daemon's work.
+  // After the daemon accepted the group: the stream waits for the daemon's work. When CUDA
+  // will not open the daemon's done event here, this call fails and later groups stage.
   Status WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail);
+  // conduitd could not open this connection's ready event (shimproto::kReplyEventUnusable):
+  // from now on device buffers are staged (one warning per process).
+  void EventsRefusedByDaemon(const Status& why);
 
   // Asynchronous groups (shimproto::kGroupAsync, docs/gpu.md): whether this group, whose
   // ops Prepare placed, goes as one: every op a device op on `stream`, and this
@@ -102,6 +106,9 @@ class DevicePath {
   // handle exported on first use). *usable false when CUDA will not create or export
   // one here: from then on this connection stages its device buffers.
   void EnsureReadyEvent(cuda::CUcontext ctx, bool* usable);
+  // No interprocess events on this connection from now on (device buffers are staged); the
+  // first time in the process, one warning saying why.
+  void StopUsingEvents(const Status& why);
   // Releases, at most every kFreeCheckInterval, the registrations whose allocation the
   // program has freed (the driver no longer names their buffer id at their base), so
   // conduitd drops its mapping and the memory goes back to the GPU.

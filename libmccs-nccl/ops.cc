@@ -245,6 +245,28 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   return comm->conn->SendRequest(shimproto::kGroup, request.data(), request.size());
 }
 
+// Whether conduitd refused a device group, running nothing of it, because it could not
+// open the group's ready event (shimproto::kReplyEventUnusable).
+bool EventRefused(const Sent& sent, const Frame& reply) {
+  shimproto::GroupReply head;
+  if (!sent.device || sent.async || reply.payload.size() < sizeof(head)) return false;
+  memcpy(&head, reply.payload.data(), sizeof(head));
+  return (head.flags & shimproto::kReplyEventUnusable) != 0;
+}
+
+// Sends the group conduitd refused for its event again, with its device buffers staged
+// (and every later group of the connection staged too): the call works, only slower.
+Status ResendStaged(ncclComm* comm, std::vector<PendingOp*>& list, const Status& why, Sent* sent) {
+  comm->device_path.EventsRefusedByDaemon(why);
+  for (PendingOp* op : list) {
+    if (op->place != MemoryKind::kDevice) continue;
+    op->place = MemoryKind::kStaged;
+    op->ref = shimproto::DeviceOpRef{};
+  }
+  *sent = Sent{};
+  return SendGroup(comm, list, sent);
+}
+
 // After a successful reply: results to the program's buffers (or its stream ordered after
 // the daemon's work).
 Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Sent& sent, const Frame& reply,
@@ -321,6 +343,16 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   // + 30 s (docs/shim-protocol.md), not that much for each wait (communicators of one
   // program share their daemon, hence its timeout).
   const Deadline deadline = sent_to.empty() ? Deadline::Never() : sent_to.front()->conn->ReplyDeadline();
+  auto failed = [&](ncclComm* comm, Status st) {
+    if (st.code() == ncclRemoteError || st.code() == ncclSystemError) comm->async_error = st.code();
+    st = ExplainAbort(comm, st);
+    ncclResult_t code = Fail(call, Status(st.code(), "rank " + std::to_string(comm->rank) + ": " + st.message()));
+    if (result == ncclSuccess) result = code;
+  };
+  // Groups conduitd refused, running nothing, because it cannot open their ready event:
+  // all of them go again staged before any of those replies is read, since the local
+  // ranks of one collective may be this thread's (a group over several communicators).
+  std::vector<std::pair<ncclComm*, Status>> refused;
   for (ncclComm* comm : sent_to) {
     std::vector<PendingOp*>& list = by_comm[comm];
     std::optional<OutputPump> pump;
@@ -330,12 +362,28 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     }
     Frame reply;
     Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline);
+    if (!st.ok() && EventRefused(sent[comm], reply)) {
+      refused.emplace_back(comm, st);
+      continue;
+    }
     if (st.ok()) st = FinishGroup(comm, list, sent[comm], reply, pump);
-    if (st.ok()) continue;
-    if (st.code() == ncclRemoteError || st.code() == ncclSystemError) comm->async_error = st.code();
-    st = ExplainAbort(comm, st);
-    ncclResult_t code = Fail(call, Status(st.code(), "rank " + std::to_string(comm->rank) + ": " + st.message()));
-    if (result == ncclSuccess) result = code;
+    if (!st.ok()) failed(comm, st);
+  }
+  std::vector<ncclComm*> resent;
+  for (auto& [comm, why] : refused) {
+    Status st = ResendStaged(comm, by_comm[comm], why, &sent[comm]);
+    if (st.ok()) {
+      resent.push_back(comm);
+    } else {
+      failed(comm, st);
+    }
+  }
+  for (ncclComm* comm : resent) {
+    Frame reply;
+    std::optional<OutputPump> no_pump;  // staged groups are never streamed
+    Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline);
+    if (st.ok()) st = FinishGroup(comm, by_comm[comm], sent[comm], reply, no_pump);
+    if (!st.ok()) failed(comm, st);
   }
   return result;
 }

@@ -238,8 +238,15 @@ struct RegionOpRef {
 struct GroupReply {
   WireStatus status;
   int32_t failed_op;  // index of the first failed op, -1 if none
-  uint32_t reserved;
+  uint32_t flags;     // GroupReplyFlags; 0 from daemons before them
 };
+
+// GroupReply::flags.
+// kReplyEventUnusable: with an error, to a device group ordered by events (kGroupDevice
+// without kGroupAsync): conduitd could not open the group's ready event
+// (cuIpcOpenEventHandle), so nothing of the group ran. The shim sends the group again with
+// its device buffers staged, and stages from then on (docs/gpu.md).
+inline constexpr uint32_t kReplyEventUnusable = 1;
 
 struct CommDestroyReply {
   WireStatus status;

@@ -465,7 +465,10 @@ Status ClientSession::HandleGroup(const Frame& frame) {
     GroupContext context{(group.head.flags & shimproto::kGroupStreamed) != 0, fd_.get()};
     std::vector<DeviceOpBuffers> device_ops;
     if (device) {
-      st = device_.Resolve(group.dev, group.ops, group.refs, rank_, comm_->nranks(), &device_ops, &context.ready_event);
+      bool event_unusable = false;
+      st = device_.Resolve(group.dev, group.ops, group.refs, rank_, comm_->nranks(), &device_ops, &context.ready_event,
+                           &event_unusable);
+      if (event_unusable) reply.flags |= shimproto::kReplyEventUnusable;  // nothing ran: the shim stages it again
       context.device_ops = &device_ops;
       context.done_event = reinterpret_cast<cuda::IpcEventHandle*>(tail.done_event);
     }

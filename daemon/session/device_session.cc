@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/frame.h"
+#include "common/log.h"
 #include "gpu/runtime.h"
 #include "reduce/reduce.h"
 #include "session/group_request.h"
@@ -165,7 +166,8 @@ Status DeviceSession::ResolveAsync(const shimproto::DeviceAsyncHeader& header, c
 
 Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const std::vector<shimproto::OpDesc>& ops,
                               const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
-                              std::vector<DeviceOpBuffers>* out, cuda::CUevent* ready) {
+                              std::vector<DeviceOpBuffers>* out, cuda::CUevent* ready, bool* event_unusable) {
+  *event_unusable = false;
   gpu::Runtime& rt = gpu::Runtime::Get();
   int stream_device = -1;
   CONDUIT_RETURN_IF_ERROR(StreamDevice(header.device, &stream_device));
@@ -180,7 +182,17 @@ Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const 
     cuda::IpcEventHandle handle;
     memcpy(handle.reserved, header.ready_event, sizeof(handle.reserved));
     cuda::CUresult r = rt.driver().IpcOpenEventHandle(&ready_, handle);
-    if (r != cuda::kSuccess) return rt.driver().Error("cuIpcOpenEventHandle of the program's ready event", r);
+    if (r != cuda::kSuccess) {
+      ready_ = nullptr;
+      *event_unusable = true;
+      Status error = rt.driver().Error("cuIpcOpenEventHandle of the program's ready event", r);
+      if (!event_refusal_logged_) {
+        event_refusal_logged_ = true;
+        CLOG_WARN("%s: the program's device buffers cannot be ordered with its stream here; it stages them through "
+                  "host memory instead", error.message().c_str());
+      }
+      return error;
+    }
     memcpy(ready_handle_, header.ready_event, sizeof(ready_handle_));
     ready_device_ = stream_device;
   }

@@ -34,11 +34,11 @@ class DeviceSession {
 
   // Resolves a device group of `rank` of a communicator of `nranks`: each kOpDevice op's buffers,
   // checked against the registered sizes, and the program's ready event (opened once and
-  // reused while the program keeps recording the same one).
+  // reused while the program keeps recording the same one). *event_unusable is set when the
+  // error is that CUDA will not open that event here (the program then stages instead).
   Status Resolve(const shimproto::DeviceGroupHeader& header, const std::vector<shimproto::OpDesc>& ops,
                  const std::vector<shimproto::DeviceOpRef>& refs, int rank, int nranks,
-                 std::vector<DeviceOpBuffers>* out,
-                 cuda::CUevent* ready);
+                 std::vector<DeviceOpBuffers>* out, cuda::CUevent* ready, bool* event_unusable);
 
   // Where an asynchronous group's words are (shimproto::DeviceAsyncHeader), as mapped here.
   struct AsyncWords {
@@ -66,6 +66,7 @@ class DeviceSession {
   std::map<uint64_t, std::shared_ptr<const gpu::DeviceMapping>> buffers_;
   uint8_t ready_handle_[shimproto::kIpcHandleBytes] = {};
   cuda::CUevent ready_ = nullptr;
+  bool event_refusal_logged_ = false;  // one warning per connection
   int ready_device_ = -1;
 };
 

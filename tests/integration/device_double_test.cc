@@ -167,6 +167,31 @@ TEST_F(DeviceDoubleTest, WithoutStreamMemoryOperations) {
   EXPECT_NE(p.Output().find("cannot be ordered by stream memory operations"), std::string::npos) << p.Output();
 }
 
+// A daemon whose CUDA will not open the program's interprocess event (the event-ordered
+// path): it runs nothing of the group and says so; the shim sends the group again staged
+// and stages from then on, with one warning; every result is right.
+TEST(DeviceDoubleEventsTest, EventsTheDaemonCannotOpenAreStaged) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = DeviceDoubleTest::Config();
+  config.daemon_wrapper = DaemonWithTheDouble();
+  config.daemon_wrapper.push_back("CONDUIT_CUDA_DOUBLE_FAIL=cuIpcOpenEventHandle");
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  Subprocess& p = cluster.Launch(0, "device_probe", {Cluster::BinPath("device_probe"), "local", "--ranks", "2"},
+                                 ProbeEnv({"CONDUIT_DEVICE_SYNC=events"}));
+  ASSERT_TRUE(p.Wait(kProbeDeadline + std::chrono::seconds(10))) << "device_probe hung\n" << cluster.Describe();
+  EXPECT_TRUE(Passed(p)) << p.Output() << cluster.Describe();
+  const std::string out = p.Output();
+  const size_t warning = out.find("conduitd: cuIpcOpenEventHandle of the program's ready event: "
+                                  "CUDA_ERROR_NOT_SUPPORTED (operation not supported): CUDA will not share an event");
+  EXPECT_NE(warning, std::string::npos) << out;
+  EXPECT_EQ(out.find("CUDA will not share an event", out.find("CUDA will not share an event") + 1), std::string::npos)
+      << "warned more than once\n" << out;
+  EXPECT_NE(cluster.daemon(0).Output().find("it stages them through host memory instead"), std::string::npos)
+      << cluster.Describe();
+  EXPECT_TRUE(cluster.DaemonAlive(0));
+}
+
 TEST_F(DeviceDoubleTest, FailureOfAnAcceptedGroupIsAnAsyncError) {
   Subprocess& p = RunProbe({"async-error"});
   EXPECT_TRUE(Passed(p)) << p.Output();
