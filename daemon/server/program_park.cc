@@ -6,6 +6,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
+
 #include "common/busy_poll.h"
 
 namespace conduit {
@@ -44,8 +46,21 @@ void ProgramPark::Member::BeginRequest() {
   if (group_ != 0) ++park_->busy_[group_];
 }
 
+void ProgramPark::Member::SetBackgroundWork(std::function<bool()> busy) {
+  std::lock_guard<std::mutex> lock(park_->mu_);
+  background_ = std::move(busy);
+}
+
+bool ProgramPark::BackgroundBusy(const Member& m) const {
+  if (m.group_ == 0) return m.background_ && m.background_();
+  for (const Member* other : members_) {
+    if (other->group_ == m.group_ && other->background_ && other->background_()) return true;
+  }
+  return false;
+}
+
 bool ProgramPark::MayPark(const Member& m) const {
-  return (m.group_ == 0 || busy_.count(m.group_) == 0) && (!m.idle_ || m.idle_());
+  return (m.group_ == 0 || busy_.count(m.group_) == 0) && (!m.idle_ || m.idle_()) && !BackgroundBusy(m);
 }
 
 Status ProgramPark::Member::AwaitRequest(Ready in_hand) {
@@ -64,8 +79,15 @@ Status ProgramPark::Member::AwaitRequest(Ready in_hand) {
       std::unique_lock<std::mutex> lock(park_->mu_);
       if (!park_->parking_.load()) continue;  // it just ended
       if (!park_->MayPark(*this)) {
-        // Another session of its group is in a request, which may need this one's next
-        // (or this one is not idle): serve that when it comes, and stop once quiet.
+        if (background_ && background_()) {
+          // Its own background work waits for the others' requests, not its next one:
+          // read nothing more, and stop once it (and the group's) has ended.
+          park_->cv_.wait_for(lock, std::chrono::milliseconds(kGroupRecheckMs));
+          continue;
+        }
+        // Another session of its group is in a request or has background work, which may
+        // need this one's next request (or this one is not idle): serve that when it
+        // comes, and stop once quiet.
         if (in_hand.buffered) {
           BeginRequest();
           return Status::Ok();

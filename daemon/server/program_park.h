@@ -74,6 +74,12 @@ class ProgramPark {
     // The session may stop only while `idle` says so (besides its group). It runs under
     // the park's lock: it must not call into the park. Set before the first AwaitRequest.
     void SetIdle(std::function<bool()> idle) { idle_ = std::move(idle); }
+    // Work the session started that goes on without its connection (a collective
+    // session's asynchronous device groups, which wait for the other local ranks' groups):
+    // while `busy` says so, neither the session nor its group stops, and the session reads
+    // no new request while a park is on, since that work never waits for its own next
+    // request. Runs under the park's lock, like `idle`. Set before the first AwaitRequest.
+    void SetBackgroundWork(std::function<bool()> busy);
 
    private:
     friend class ProgramPark;
@@ -83,6 +89,7 @@ class ProgramPark {
     int fd_;
     StateFn state_;
     std::function<bool()> idle_;
+    std::function<bool()> background_;  // under park_->mu_
     bool parked_ = false;  // under park_->mu_
     uint64_t group_ = 0;   // the session's own thread only (busy_ counts it under park_->mu_)
     bool in_request_ = false;  // the session's own thread only
@@ -99,6 +106,8 @@ class ProgramPark {
  private:
   // Whether `m` may stop now (needs mu_).
   bool MayPark(const Member& m) const;
+  // Whether `m`, or a session of its group, has background work running (needs mu_).
+  bool BackgroundBusy(const Member& m) const;
 
   const ServiceId service_;
   const std::function<void()> on_resume_;

@@ -50,6 +50,8 @@ ClientSession::ClientSession(UniqueFd fd, CommRegistry* registry, const ProgramP
       regions_(policy->max_shm_bytes()) {}
 
 ClientSession::~ClientSession() {
+  // Out of the park first: its background-work test reads proxy_, destroyed before member_.
+  member_.reset();
   // Groups not yet started are let go (their words written); the one under way ends with
   // the communicator's failure below.
   proxy_.Stop();
@@ -83,6 +85,9 @@ void ClientSession::Run() {
   if (park_ != nullptr) {
     member_ = std::make_unique<ProgramPark::Member>(
         park_, fd_.get(), [this](std::string* state, std::vector<UniqueFd>* fds) { return SavedState(state, fds); });
+    // Accepted asynchronous device groups run on: a live upgrade stops the local ranks once
+    // they have all run (their device state moves only at rest).
+    member_->SetBackgroundWork([this] { return proxy_.busy(); });
     JoinParkGroup();
   }
   for (;;) {

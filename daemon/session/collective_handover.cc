@@ -141,11 +141,26 @@ Status Decode(const upgrade::v1::Communicator& in, std::vector<UniqueFd>* fds, H
 }  // namespace
 
 Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds) const {
-  if (device_.holds_device_state()) {
-    return Status(StatusCode::kAborted, who_ + " holds GPU buffers or events, whose state does not move yet");
+  if (device_.holds_event()) {
+    return Status(StatusCode::kAborted, who_ + " orders its GPU work by interprocess events (the event-ordered path), "
+                                             "whose state does not move yet");
   }
+  // The park stops a session only once its asynchronous groups have run
+  // (ProgramPark::Member::SetBackgroundWork).
+  if (proxy_.busy()) return Status(StatusCode::kAborted, who_ + " has asynchronous GPU groups under way");
   upgrade::v1::CollectiveSession s;
   s.set_hello_done(hello_done_);
+  for (const shimproto::RegisterBufferRequest& r : device_.Registrations()) {
+    upgrade::v1::DeviceBuffer* b = s.add_device_buffers();
+    b->set_id(r.buffer_id);
+    b->set_size(r.size);
+    b->set_device_uuid(r.device.bytes, sizeof(r.device.bytes));
+    b->set_ipc_handle(r.ipc_handle, sizeof(r.ipc_handle));
+  }
+  if (Status error = proxy_.error(); !error.ok()) {
+    s.set_async_error_result(static_cast<int32_t>(error.code()));
+    s.set_async_error_message(error.message());
+  }
   if (comm_) {
     s.set_comm_key(comm_->key());
     s.set_rank(rank_);
@@ -191,6 +206,26 @@ Status ClientSession::Restore(const std::string& state, std::vector<UniqueFd> fd
       return InvalidArgument("%s: host region %llu: %s", who_.c_str(), static_cast<unsigned long long>(r.id()),
                              st.message().c_str());
     }
+  }
+  for (const upgrade::v1::DeviceBuffer& b : s.device_buffers()) {
+    shimproto::RegisterBufferRequest r{};
+    if (b.device_uuid().size() != sizeof(r.device.bytes) || b.ipc_handle().size() != sizeof(r.ipc_handle)) {
+      return InvalidArgument("%s: device buffer %llu: malformed registration", who_.c_str(),
+                             static_cast<unsigned long long>(b.id()));
+    }
+    r.buffer_id = b.id();
+    r.size = b.size();
+    memcpy(r.device.bytes, b.device_uuid().data(), sizeof(r.device.bytes));
+    memcpy(r.ipc_handle, b.ipc_handle().data(), sizeof(r.ipc_handle));
+    if (Status st = device_.Register(r); !st.ok()) {
+      return InvalidArgument("%s: device buffer %llu: %s", who_.c_str(), static_cast<unsigned long long>(b.id()),
+                             st.message().c_str());
+    }
+  }
+  if (s.async_error_result() != 0) {
+    const int32_t r = s.async_error_result();
+    const ncclResult_t code = r > 0 && r <= ncclInProgress ? static_cast<ncclResult_t>(r) : ncclSystemError;
+    proxy_.RestoreError(Status(code, s.async_error_message()));
   }
   if (s.comm_key() != 0) {
     comm_ = registry_->TakeHandedOver(s.comm_key(), s.rank());

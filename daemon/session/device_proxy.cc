@@ -52,6 +52,11 @@ Status DeviceProxy::error() const {
   return error_;
 }
 
+void DeviceProxy::RestoreError(const Status& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Note(error);
+}
+
 bool DeviceProxy::busy() const {
   std::lock_guard<std::mutex> lock(mu_);
   return running_job_ || !queue_.empty();

@@ -36,6 +36,8 @@ class DeviceProxy {
   void Stop();
   // The first failure of a job on this connection, OK if none.
   Status error() const;
+  // A live upgrade: the connection's asynchronous error as the old process had it.
+  void RestoreError(const Status& error);
   bool busy() const;
 
  private:

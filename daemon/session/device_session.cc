@@ -54,6 +54,20 @@ Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request) 
   return Status::Ok();
 }
 
+std::vector<shimproto::RegisterBufferRequest> DeviceSession::Registrations() const {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  std::vector<shimproto::RegisterBufferRequest> out;
+  for (const auto& [id, mapping] : buffers_) {
+    shimproto::RegisterBufferRequest r{};
+    r.buffer_id = id;
+    r.size = mapping->size;
+    memcpy(r.device.bytes, rt.uuid(mapping->device).bytes, sizeof(r.device.bytes));
+    memcpy(r.ipc_handle, mapping->handle, sizeof(r.ipc_handle));
+    out.push_back(r);
+  }
+  return out;
+}
+
 Status DeviceSession::Release(uint64_t buffer_id) {
   // A group running on another connection may still hold the mapping; it closes when the
   // last holder lets go.

@@ -28,9 +28,12 @@ class DeviceSession {
 
   Status Register(const shimproto::RegisterBufferRequest& request);
   Status Release(uint64_t buffer_id);
-  // Buffers registered now, and whether an event was opened (GPU state, which a live
-  // upgrade does not move yet).
-  bool holds_device_state() const { return !buffers_.empty() || ready_ != nullptr; }
+  // Whether the program's interprocess event was opened (the event-ordered path): its
+  // stream may still have to wait on this process's done event, so a live upgrade waits.
+  bool holds_event() const { return ready_ != nullptr; }
+  // For a live upgrade: every registration as the program sent it. The new process
+  // Registers them again (mapping the program's memory anew).
+  std::vector<shimproto::RegisterBufferRequest> Registrations() const;
 
   // Resolves a device group of `rank` of a communicator of `nranks`: each kOpDevice op's buffers,
   // checked against the registered sizes, and the program's ready event (opened once and

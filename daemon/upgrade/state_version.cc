@@ -11,9 +11,11 @@
 // (DaemonState.objects, which a version 1 reader would drop); 3, also collectives sessions
 // and their communicators (DaemonState.shared, ProgramSession.descriptors); 4, gRPC program
 // sessions; 5, the host regions of collectives sessions (CollectiveSession.regions, which
-// an older reader would drop, leaving the program's next collective on them refused).
+// an older reader would drop, leaving the program's next collective on them refused); 6,
+// collectives sessions' GPU buffers (CollectiveSession.device_buffers, the same way) and
+// communicators' collective message version (Communicator.protocol_version).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 5
+#define CONDUIT_UPGRADE_STATE_VERSION 6
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <thread>
 
+#include "admin_call.h"
 #include "cuda/cuda_driver.h"
 #include "integration_env.h"
 #include "raw_shim_client.h"
@@ -190,6 +191,43 @@ TEST(DeviceDoubleEventsTest, EventsTheDaemonCannotOpenAreStaged) {
   EXPECT_NE(cluster.daemon(0).Output().find("it stages them through host memory instead"), std::string::npos)
       << cluster.Describe();
   EXPECT_TRUE(cluster.DaemonAlive(0));
+}
+
+// A live upgrade under a program running all-reduces on its device buffers through the
+// asynchronous path: each daemon stops its sessions once their accepted groups have run
+// and its stream has drained, hands over the registrations, and the new process maps the
+// program's buffers again. The program sees no error and every result is right, through
+// two upgrades.
+TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = DeviceDoubleTest::Config();
+  config.daemon_wrapper = DaemonWithTheDouble();
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  const std::string stop_file = cluster.dir() + "/stop-loop";
+  Subprocess& p = cluster.Launch(0, "device_probe",
+                                 {Cluster::BinPath("device_probe"), "loop", "--ranks", "2", "--stop-file", stop_file},
+                                 ProbeEnv());
+  ASSERT_TRUE(Cluster::WaitForOutput(p, "loop running", std::chrono::seconds(20 * kSanitizerSlowdown)))
+      << p.Output() << cluster.Describe();
+  for (int upgrade = 0; upgrade < 2; ++upgrade) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    AdminAnswer a = AdminCall(cluster, 0, "POST", "/v1/upgrade", "{}");
+    ASSERT_EQ(a.status, 200) << a.text << "\n" << cluster.Describe();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  { std::ofstream(stop_file) << "stop\n"; }
+  ASSERT_TRUE(p.Wait(kProbeDeadline)) << "device_probe hung\n" << cluster.Describe();
+  EXPECT_TRUE(Passed(p)) << p.Output() << cluster.Describe();
+  const std::string log = cluster.daemon(0).Output();
+  // Both of the program's connections moved, with their device buffers, twice.
+  size_t moved = 0;
+  for (size_t at = log.find("of 2 program sessions"); at != std::string::npos; at = log.find("of 2 program sessions", at + 1)) {
+    moved += log.compare(at - 2, 2, "2 ") == 0;
+  }
+  EXPECT_EQ(moved, 2u) << log;
+  EXPECT_EQ(AdminCall(cluster, 0, "GET", "/v1/status").status, 200) << "the new daemon does not answer";
+  std::printf("%s", p.Output().c_str());
 }
 
 TEST_F(DeviceDoubleTest, FailureOfAnAcceptedGroupIsAnAsyncError) {

@@ -20,6 +20,8 @@
 //   device_probe vanish                     exits at once after two accepted all-reduces.
 //   device_probe daemon-dies                two accepted all-reduces behind a long kernel,
 //       then conduitd is killed: the stream must be released and the error reported.
+//   device_probe loop [--ranks N] --stop-file F   all-reduces on the same device buffers
+//       back to back, each checked, until F exists (conduitd is replaced meanwhile).
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
 // With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
@@ -385,6 +387,48 @@ int Local(int nranks) {
   std::printf("device_probe: %d of %d re-allocations came back at the same address\n", same, nranks - 1);
   AllReduceSum(r, send, recv, "all-reduce sum after free and re-allocation");
   for (int i = 0; i < nranks; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
+  return g_failures == 0 ? 0 : 1;
+}
+
+// All-reduces on the same device buffers of `nranks` local ranks, back to back (each input
+// filled by a short kernel, each result read back and checked), until `stop_file` exists:
+// conduitd may be replaced meanwhile (a live upgrade), which the program must not notice.
+int Loop(int nranks, const std::string& stop_file) {
+  Ranks r = AllHere(nranks);
+  std::vector<float*> send(nranks), recv(nranks);
+  for (int i = 0; i < nranks; ++i) {
+    send[i] = DeviceFloats(kCount);
+    recv[i] = DeviceFloats(kCount);
+  }
+  long iterations = 0, wrong = 0;
+  const Clock::time_point start = Clock::now();
+  while (::access(stop_file.c_str(), F_OK) != 0 && MsSince(start) < 120000) {
+    const float b = static_cast<float>(iterations % 1000);
+    for (int i = 0; i < nranks; ++i) Fill(send[i], kCount, b + static_cast<float>(i + 1), 1, r.streams[i]);
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < nranks; ++i) {
+      NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    for (int i = 0; i < nranks; ++i) {
+      const long bad = FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) {
+        return nranks * b + RankSum(nranks) + nranks * static_cast<float>(e);
+      });
+      if (bad >= 0 && wrong++ < 5) std::printf("device_probe: iteration %ld rank %d: element %ld wrong\n", iterations, i, bad);
+    }
+    if (++iterations == 1) {
+      std::printf("device_probe: loop running\n");
+      std::fflush(stdout);
+    }
+  }
+  ncclResult_t async = ncclSuccess;
+  for (int i = 0; i < nranks; ++i) {
+    NCCL_CHECK(ncclCommGetAsyncError(r.comms[i], &async));
+    Check(async == ncclSuccess, "no asynchronous error on rank " + std::to_string(i));
+  }
+  for (int i = 0; i < nranks; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
+  Check(iterations > 0 && wrong == 0,
+        std::to_string(iterations) + " all-reduces in a loop, " + std::to_string(wrong) + " wrong results");
   return g_failures == 0 ? 0 : 1;
 }
 
@@ -758,6 +802,8 @@ int main(int argc, char** argv) {
     rc = Revoke();
   } else if (mode == "vanish") {
     rc = Vanish();
+  } else if (mode == "loop") {
+    rc = Loop(std::atoi(Arg(argc, argv, "--ranks", "2")), Arg(argc, argv, "--stop-file", "/nonexistent"));
   } else if (mode == "daemon-dies") {
     rc = DaemonDies();
   }

@@ -30,16 +30,19 @@ struct Session {
 
   // `group`: its ProgramPark group; `before_reply` runs in each request (a collective
   // waiting for the other local ranks).
-  Session(ProgramPark* park, int work_ms, int id, uint64_t group = 0, std::function<void()> before_reply = nullptr) {
+  // `background`: the session's background work test (ProgramPark::Member::SetBackgroundWork).
+  Session(ProgramPark* park, int work_ms, int id, uint64_t group = 0, std::function<void()> before_reply = nullptr,
+          std::function<bool()> background = nullptr) {
     int sv[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     program = sv[0];
     daemon = sv[1];
-    thread = std::thread([this, park, work_ms, id, group, before_reply] {
+    thread = std::thread([this, park, work_ms, id, group, before_reply, background] {
       ProgramPark::Member member(park, daemon, [id](std::string* state, std::vector<UniqueFd>*) {
         *state = "session " + std::to_string(id);
         return Status::Ok();
       });
+      if (background) member.SetBackgroundWork(background);
       member.SetGroup(group);
       for (;;) {
         if (!member.AwaitRequest().ok()) return;
@@ -182,6 +185,31 @@ TEST(ProgramParkTest, AGroupStopsTogetherOnceNoneIsInARequest) {
   EXPECT_EQ(a.Unread(), 1);
   park.Resume();
   EXPECT_EQ(a.Reply(2000), 6);
+}
+
+// Asynchronous device groups: A's accepted group runs on (its background work) until B's
+// next request arrives. During the park A reads nothing more (its work does not wait for
+// its own next request), B serves its request (A's work needs it), and both stop once the
+// work has ended, A's next request unread.
+TEST(ProgramParkTest, BackgroundWorkHoldsTheGroupAndItsSessionReadsNoMore) {
+  ProgramPark park(ServiceId::kCollectives);
+  constexpr uint64_t kGroup = 9;
+  std::atomic<bool> a_working{true};
+  Session a(&park, 0, 0, kGroup, nullptr, [&a_working] { return a_working.load(); });
+  Session b(&park, 0, 1, kGroup, [&a_working] { a_working.store(false); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both waiting for requests, in their group
+  park.Begin();
+  a.Send(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(park.parked(), 0u) << "stopped while A's background work runs";
+  EXPECT_EQ(a.Unread(), 1) << "A read a request while its background work ran";
+  b.Send(3);
+  EXPECT_EQ(b.Reply(2000), 4) << "B did not serve the request A's work waits for";
+  EXPECT_TRUE(WaitParked(park, 2, 2000));
+  EXPECT_EQ(a.Unread(), 1);
+  EXPECT_EQ(a.served.load(), 0);
+  park.Resume();
+  EXPECT_EQ(a.Reply(2000), 2);
 }
 
 TEST(ProgramParkTest, ResumeRunsTheServicesOwnUndo) {
