@@ -2,6 +2,8 @@
 #ifndef CONDUIT_DAEMON_COMMON_LOG_H_
 #define CONDUIT_DAEMON_COMMON_LOG_H_
 
+#include <cstddef>
+
 namespace conduit {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
@@ -13,6 +15,16 @@ bool ParseLogLevel(const char* text, LogLevel* level);
 void SetLogTag(const char* tag);
 bool LogEnabled(LogLevel level);
 void Logf(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// A line written whatever the level, labelled `level` (one the user asked for by other
+// means, as NCCL_DEBUG=VERSION asks for the version line).
+void LogfAlways(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// How each line starts, instead of "tag: L hh:mm:ss.mmm [pid] " (the NCCL shim writes
+// NCCL's form under NCCL_DEBUG): writes at most `cap` bytes of prefix, returns its length.
+using LogPrefix = int (*)(char* buf, size_t cap, LogLevel level);
+void SetLogPrefix(LogPrefix prefix);
+// Where lines go instead of stderr (NCCL_DEBUG_FILE); the caller keeps the descriptor open.
+void SetLogFd(int fd);
 
 }  // namespace conduit
 

@@ -2,6 +2,7 @@
 // are grouped sends and receives, as NCCL defines them.
 #include "device_path.h"
 #include "managed.h"
+#include "nccl_debug.h"
 #include "ops.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
@@ -13,6 +14,19 @@ namespace {
 // work is ordered on `stream` (device_path.h).
 ncclResult_t Submit(const char* call, ncclResult_t built, PendingOp& op, cudaStream_t stream) {
   if (built != ncclSuccess) return built;
+  const bool p2p = op.desc.kind == shimproto::kSend || op.desc.kind == shimproto::kRecv;
+  const uint32_t subsys = p2p ? kSubsysP2p : kSubsysColl;
+  const uint64_t op_count = op.comm->op_count.fetch_add(1, std::memory_order_relaxed);
+  if (NcclInfoEnabled(subsys)) {
+    // NCCL's line for each call, so that a hang can be read off the last lines per rank.
+    SetNcclLogDevice(op.comm->device);
+    const bool rooted = op.desc.kind == shimproto::kBroadcast || op.desc.kind == shimproto::kReduce || p2p;
+    CLOG_INFO("%s: opCount %llx sendbuff %p recvbuff %p count %llu datatype %d op %d root %d comm %p [nranks=%d] "
+              "stream %p", call + 4 /* past "nccl" */,
+              static_cast<unsigned long long>(op_count), op.in,
+              op.out, static_cast<unsigned long long>(op.desc.count), op.desc.dtype, op.desc.redop,
+              rooted ? op.desc.peer : 0, static_cast<void*>(op.comm), op.comm->nranks, static_cast<void*>(stream));
+  }
   ncclResult_t r = PlaceOp(call, &op, stream);
   return r != ncclSuccess ? r : SubmitOp(call, op);
 }

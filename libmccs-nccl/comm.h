@@ -41,6 +41,7 @@ struct ncclComm {
   int nranks = 0;
   int device = 0;
   bool blocking = true;
+  std::atomic<uint64_t> op_count{0};  // calls submitted, as NCCL's opCount in its COLL lines
 
   // Filled by a successful init (possibly on the non-blocking init thread).
   std::unique_ptr<conduit::DaemonConnection> conn;

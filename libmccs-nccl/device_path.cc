@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "nccl_debug.h"
 #include "pending_op.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
@@ -195,7 +196,7 @@ Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>
       return st;
     }
     probed_ = true;
-    if (!daemon_serves_) CLOG_INFO("conduitd does not map device buffers (%s): staging them through host memory", why.c_str());
+    if (!daemon_serves_) NCCL_SHIM_INFO(kSubsysInit, "conduitd does not map device buffers (%s): staging them through host memory", why.c_str());
   }
   CONDUIT_RETURN_IF_ERROR(ReleaseFreed(conn));
   for (PendingOp* op : ops) {
@@ -294,7 +295,7 @@ Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferI
     Status st = conn.Call(shimproto::kRegisterBuffer, &req, sizeof(req), shimproto::kRegisterBufferReply, &reply);
     if (!st.ok()) {
       if (st.code() == ncclSystemError || st.code() == ncclRemoteError) return st;
-      CLOG_INFO("conduitd could not map a %zu-byte device allocation (%s): staging it", size, st.message().c_str());
+      NCCL_SHIM_INFO(kSubsysReg, "conduitd could not map a %zu-byte device allocation (%s): staging it", size, st.message().c_str());
       *shared = false;
       return Status::Ok();
     }

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/unique_id.h"
 #include "managed.h"
+#include "nccl_debug.h"
 #include "ops.h"
 #include "shim_log.h"
 
@@ -88,6 +89,12 @@ Status Join(ncclComm* comm, const CommIdentity& id) {
   comm->host_index = head.host_index;
   comm->key = head.comm_key;
   comm->conn = std::move(conn);
+  SetNcclLogDevice(comm->device);
+  NCCL_SHIM_INFO(kSubsysInit, "ncclCommInitRank comm %p rank %d nranks %d cudaDev %d commId 0x%016llx localRanks %d "
+                 "hosts %d - Init COMPLETE (conduitd)", static_cast<void*>(comm), comm->rank, comm->nranks, comm->device,
+                 static_cast<unsigned long long>(comm->key),
+                 static_cast<int>(std::count(comm->host_of_rank.begin(), comm->host_of_rank.end(), comm->host_index)),
+                 head.nhosts);
   return Status::Ok();
 }
 

@@ -11,30 +11,32 @@
 #include "common/log.h"
 #include "daemon_connection.h"
 #include "managed.h"
+#include "nccl_debug.h"
 
 namespace conduit {
 namespace {
 
 // NCCL's own variables when conduitd runs the program's collectives (docs/gpu.md, "NCCL
-// variables"). NCCL_DEBUG sets the shim's log level unless CONDUIT_LOG_LEVEL does (VERSION
-// and WARN: warnings, INFO: progress, TRACE: everything); NCCL_COMM_ID is read by
-// ncclGetUniqueId (init.cc). The rest tune what conduitd
-// decides for itself (algorithms, protocols, interfaces, buffers): each is named once,
-// in one line, as ignored, so a user who set one knows it has no effect here.
+// variables"). NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE set the shim's logging
+// (nccl_debug.h); NCCL_COMM_ID is read by ncclGetUniqueId (init.cc). The rest tune what
+// conduitd decides for itself (algorithms, protocols, interfaces, buffers): each is named
+// once, in one warning, as ignored, so a user who set one knows it has no effect here, and
+// in an ENV line as NCCL shows the variables it reads.
 void ApplyNcclVariables(bool level_set) {
-  const char* debug = getenv("NCCL_DEBUG");
-  if (!level_set && debug != nullptr) {
-    if (strcasecmp(debug, "INFO") == 0) SetLogLevel(LogLevel::kInfo);
-    if (strcasecmp(debug, "TRACE") == 0) SetLogLevel(LogLevel::kDebug);
-    if (strcasecmp(debug, "WARN") == 0 || strcasecmp(debug, "VERSION") == 0) SetLogLevel(LogLevel::kWarn);
-  }
+  ConfigureNcclDebug(level_set);
   constexpr int kMaxNamed = 16;  // the line stays readable whatever the environment holds
   std::string ignored;
   int count = 0;
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "NCCL_", 5) != 0) continue;
-    const std::string name(*e, strcspn(*e, "="));
-    if (name == "NCCL_DEBUG" || name == "NCCL_COMM_ID") continue;  // both read (ncclGetUniqueId: the latter)
+    const size_t name_len = strcspn(*e, "=");
+    const std::string name(*e, name_len);
+    const char* value = (*e)[name_len] == '=' ? *e + name_len + 1 : "";
+    const bool read = name == "NCCL_DEBUG" || name == "NCCL_DEBUG_SUBSYS" || name == "NCCL_DEBUG_FILE" ||
+                      name == "NCCL_COMM_ID";
+    NCCL_SHIM_INFO(kSubsysEnv, "%s set by environment to %.200s%s", name.c_str(), value,
+                   read ? "." : " (ignored: conduitd decides this for every program).");
+    if (read) continue;
     if (++count <= kMaxNamed) ignored += (ignored.empty() ? "" : ", ") + name;
   }
   if (count > kMaxNamed) ignored += " and " + std::to_string(count - kMaxNamed) + " more";

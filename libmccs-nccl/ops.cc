@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "nccl_debug.h"
 #include "device_path.h"
 #include "comm_watch.h"
 #include "host_regions.h"
@@ -104,7 +105,7 @@ void ReleaseFreedRegions(ncclComm* comm) {
     shimproto::ReleaseRegionRequest req{*it};
     Frame reply;
     Status st = comm->conn->Call(shimproto::kReleaseRegion, &req, sizeof(req), shimproto::kReleaseRegionReply, &reply);
-    if (!st.ok()) CLOG_INFO("rank %d: releasing a freed host region: %s", comm->rank, st.message().c_str());
+    if (!st.ok()) NCCL_SHIM_INFO(kSubsysReg, "rank %d: releasing a freed host region: %s", comm->rank, st.message().c_str());
     it = comm->attached_regions.erase(it);
   }
 }
@@ -121,7 +122,7 @@ bool AttachRegion(ncclComm* comm, const RegionSpan& span) {
   Frame reply;
   Status st = comm->conn->Call(shimproto::kAttachRegion, &req, sizeof(req), shimproto::kAttachRegionReply, &reply, fd.get());
   if (!st.ok()) {
-    CLOG_INFO("rank %d: host region of %llu bytes not attached, its ops are staged: %s", comm->rank,
+    NCCL_SHIM_INFO(kSubsysReg, "rank %d: host region of %llu bytes not attached, its ops are staged: %s", comm->rank,
              static_cast<unsigned long long>(span.size), st.message().c_str());
     comm->refused_regions.insert(span.id);
     return false;

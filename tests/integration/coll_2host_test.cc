@@ -3,6 +3,11 @@
 // both allreduce algorithms of the daemon.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
 #include "coll_run.h"
 #include "integration_env.h"
 
@@ -91,6 +96,61 @@ TEST_F(TwoHostTest, UniqueIdFromNcclCommId) {
   launch.env = {"NCCL_COMM_ID=" + cluster_->Ip(0) + ":29500"};
   RunOn(*cluster_, launch);
   RunOn(*cluster_, launch);
+}
+
+// NCCL_DEBUG on the managed path speaks NCCL's form, so the tools built on NCCL's output
+// work: "host:pid:tid [dev] NCCL INFO|WARN ...", the version line, an Init COMPLETE line
+// per rank and a line per collective call (COLL), NCCL_DEBUG_SUBSYS choosing which INFO
+// lines appear (warnings always), NCCL_DEBUG_FILE with %h and %p.
+TEST_F(TwoHostTest, NcclDebugInNcclsForm) {
+  const std::string logs = cluster_->dir() + "/nccl-debug";
+  std::filesystem::create_directories(logs);
+  CollLaunch launch = Ranks(1, {"--types", "float", "--ops", "sum", "--sizes", "7", "--colls", "allreduce"});
+  launch.env = {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,COLL", "NCCL_DEBUG_FILE=" + logs + "/nccl.%h.%p.log",
+                "NCCL_ALGO=Ring"};
+  RunOn(*cluster_, launch);
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(logs)) files.push_back(entry.path().string());
+  ASSERT_EQ(files.size(), 2u) << "one NCCL_DEBUG_FILE per rank process";
+  const std::regex prefix(R"(^[^:\s]+:[0-9]+:[0-9]+ \[[0-9]+\] NCCL (INFO|WARN) )");
+  for (const std::string& file : files) {
+    EXPECT_NE(file.find(".log"), std::string::npos);
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      EXPECT_TRUE(std::regex_search(line, prefix)) << "not in NCCL's form: " << line;
+    }
+    EXPECT_NE(text.find("NCCL INFO NCCL version 2.28."), std::string::npos) << text;
+    EXPECT_NE(text.find("NCCL INFO ncclCommInitRank comm 0x"), std::string::npos) << text;
+    EXPECT_NE(text.find(" nranks 2 "), std::string::npos) << text;
+    EXPECT_NE(text.find("Init COMPLETE"), std::string::npos) << text;
+    EXPECT_NE(text.find("NCCL INFO AllReduce: opCount 0 sendbuff 0x"), std::string::npos) << text;
+    EXPECT_NE(text.find("count 7 datatype 7 op 0 root 0 comm 0x"), std::string::npos) << text;
+    EXPECT_NE(text.find("NCCL WARN conduitd runs this program's collectives"), std::string::npos) << text;
+    EXPECT_EQ(text.find("set by environment"), std::string::npos) << "ENV lines shown without ENV:\n" << text;
+  }
+  // Everything but COLL and INIT: the variables (ENV), no collective or init lines. WARN: no
+  // INFO line at all, nor the version.
+  std::filesystem::remove_all(logs);
+  launch.env = {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=^COLL,INIT", "NCCL_ALGO=Ring"};
+  auto procs = LaunchCollCheck(*cluster_, launch);
+  ASSERT_EQ(WaitCollCheck(*cluster_, procs, kRunTimeout), "");
+  for (Subprocess* p : procs) {
+    const std::string out = p->Output();
+    EXPECT_NE(out.find("NCCL INFO NCCL_ALGO set by environment to Ring (ignored"), std::string::npos) << out;
+    EXPECT_NE(out.find("NCCL INFO NCCL_DEBUG_SUBSYS set by environment to ^COLL,INIT."), std::string::npos) << out;
+    EXPECT_EQ(out.find("AllReduce: opCount"), std::string::npos) << out;
+    EXPECT_EQ(out.find("Init COMPLETE"), std::string::npos) << out;
+  }
+  launch.env = {"NCCL_DEBUG=WARN", "NCCL_DEBUG_SUBSYS=ALL", "NCCL_ALGO=Ring"};
+  procs = LaunchCollCheck(*cluster_, launch);
+  ASSERT_EQ(WaitCollCheck(*cluster_, procs, kRunTimeout), "");
+  for (Subprocess* p : procs) {
+    const std::string out = p->Output();
+    EXPECT_EQ(out.find("NCCL INFO"), std::string::npos) << out;
+    EXPECT_NE(out.find("NCCL WARN conduitd runs this program's collectives"), std::string::npos) << out;
+  }
 }
 
 TEST_F(TwoHostTest, InitAllInOneProcess) { RunOn(*cluster_, Ranks(4, kLayoutSmall).OnHosts(1).AsThreads()); }
