@@ -515,7 +515,7 @@ void DevicePath::StopUsingEvents(const Status& why) {
 
 void DevicePath::EventsRefusedByDaemon(const Status& why) { StopUsingEvents(Status(why.code(), "conduitd: " + why.message())); }
 
-Status DevicePath::WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail) {
+Status DevicePath::WaitDone(DaemonConnection& conn, cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail) {
   const cuda::CudaDriver& d = *ProcessCuda();
   std::array<uint8_t, shimproto::kIpcHandleBytes> key;
   memcpy(key.data(), tail.done_event, key.size());
@@ -528,12 +528,12 @@ Status DevicePath::WaitDone(cudaStream_t stream, const shimproto::DeviceGroupRep
     cuda::CUevent event = nullptr;
     cuda::CUresult r = d.IpcOpenEventHandle(&event, handle);
     if (r != cuda::kSuccess) {
-      // This group's work is queued in conduitd and nothing here can wait for it: the call
-      // fails (its results are undefined); later groups stage and do not need the event.
-      Status error = d.Error("cuIpcOpenEventHandle of conduitd's done event", r);
-      StopUsingEvents(error);
-      return SystemError("%s: this call's results cannot be ordered with the stream; later calls stage their device "
-                         "buffers", error.message().c_str());
+      // Nothing here can make the stream wait for the work conduitd queued: this call waits
+      // on the host until it has run (the program's later work is queued after the call
+      // returns), and later groups stage, needing no event.
+      StopUsingEvents(d.Error("cuIpcOpenEventHandle of conduitd's done event", r));
+      Frame reply;
+      return conn.Call(shimproto::kDeviceDrain, nullptr, 0, shimproto::kDeviceDrainReply, &reply);
     }
     it = done_events_.emplace(key, std::make_pair(event, ctx)).first;
   }

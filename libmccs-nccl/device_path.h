@@ -56,8 +56,9 @@ class DevicePath {
   // group header. `device`: the CUDA ordinal of the ops' buffers.
   Status RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback, shimproto::DeviceGroupHeader* header);
   // After the daemon accepted the group: the stream waits for the daemon's work. When CUDA
-  // will not open the daemon's done event here, this call fails and later groups stage.
-  Status WaitDone(cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail);
+  // will not open the daemon's done event here, the call waits instead until conduitd has
+  // run that work (DeviceDrain), and later groups stage.
+  Status WaitDone(DaemonConnection& conn, cudaStream_t stream, const shimproto::DeviceGroupReplyTail& tail);
   // conduitd could not open this connection's ready event (shimproto::kReplyEventUnusable):
   // from now on device buffers are staged (one warning per process).
   void EventsRefusedByDaemon(const Status& why);

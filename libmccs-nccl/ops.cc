@@ -298,7 +298,7 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
       return SystemError("malformed reply to a device group (%zu bytes)", reply.payload.size());
     }
     memcpy(&tail, reply.payload.data() + sizeof(shimproto::GroupReply), sizeof(tail));
-    CONDUIT_RETURN_IF_ERROR(comm->device_path.WaitDone(sent.device_stream, tail));
+    CONDUIT_RETURN_IF_ERROR(comm->device_path.WaitDone(*comm->conn, sent.device_stream, tail));
   }
   return Status::Ok();
 }

@@ -79,6 +79,12 @@ enum MsgType : uint16_t {
   // shim kept, on any connection (DeriveIdFromParentRequest). The reply is a UniqueIdReply.
   kDeriveIdFromParent = 31,
   kDeriveIdFromParentReply = 32,
+  // The shim cannot open the done event of an event-ordered device group that conduitd ran
+  // (cuIpcOpenEventHandle failed): reply once the GPU work conduitd queued for this
+  // connection's communicator has run, so the call can return with its results in place
+  // (later groups stage). Empty request; the reply is a WireStatus.
+  kDeviceDrain = 33,
+  kDeviceDrainReply = 34,
 };
 
 // Hello: version = kVersion.

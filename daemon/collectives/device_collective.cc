@@ -156,4 +156,17 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
   return cs.RecordDone();
 }
 
+Status Communicator::DrainDevice() {
+  gpu::CommStream* stream = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream = device_.get();  // replaced only by ~Communicator
+  }
+  if (stream == nullptr) return Status::Ok();
+  gpu::Runtime& runtime = gpu::Runtime::Get();
+  cuda::ScopedContext ctx(runtime.driver(), stream->context());
+  if (!ctx.ok()) return SystemError("cannot make GPU %d's context current", stream->device());
+  return stream->Drain(OpDeadline(), [this] { return failure(); });
+}
+
 }  // namespace conduit

@@ -174,6 +174,12 @@ void ClientSession::Run() {
         proxy_.Drain();  // the group under way fails at once; queued ones fail in turn
         st = ReplyStatus(shimproto::kRevokeReply, Status::Ok());
         break;
+      case shimproto::kDeviceDrain:
+        st = ReplyStatus(shimproto::kDeviceDrainReply,
+                         !frame.payload.empty() ? InvalidArgument("DeviceDrain takes no payload")
+                         : comm_               ? comm_->DrainDevice()
+                                               : InvalidUsage("no communicator on this connection (CommInit first)"));
+        break;
       case shimproto::kCommDestroy:
         proxy_.Drain();
         if (comm_) comm_->Leave(rank_, /*graceful=*/true);

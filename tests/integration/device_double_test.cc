@@ -230,6 +230,20 @@ TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
   std::printf("%s", p.Output().c_str());
 }
 
+// The shim's CUDA will not open conduitd's done event (the event-ordered path): the call
+// that meets it waits on the host until conduitd's work has run (DeviceDrain) and later
+// calls stage, with one warning; every result is right.
+TEST_F(DeviceDoubleTest, DoneEventsTheShimCannotOpen) {
+  Subprocess& p = RunProbe({"local", "--ranks", "2"}, {"CONDUIT_DEVICE_SYNC=events", "CONDUIT_CUDA_DOUBLE_FAIL=cuIpcOpenEventHandle"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  const std::string out = p.Output();
+  const size_t warning = out.find("cuIpcOpenEventHandle of conduitd's done event");
+  EXPECT_NE(warning, std::string::npos) << out;
+  EXPECT_EQ(out.find("CUDA will not share an event", out.find("CUDA will not share an event") + 1), std::string::npos)
+      << "warned more than once\n" << out;
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
 TEST_F(DeviceDoubleTest, FailureOfAnAcceptedGroupIsAnAsyncError) {
   Subprocess& p = RunProbe({"async-error"});
   EXPECT_TRUE(Passed(p)) << p.Output();

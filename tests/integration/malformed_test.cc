@@ -170,6 +170,27 @@ TEST_F(MalformedTest, GroupBeforeSession) {
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
 }
 
+// DeviceDrain: with a payload, or before the connection joined a communicator, refused;
+// on a communicator that never ran on GPU buffers, answered at once.
+TEST_F(MalformedTest, DeviceDrainRefusals) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  uint32_t junk = 7;
+  ASSERT_TRUE(client_.SendFrame(kDeviceDrain, &junk, sizeof junk));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  ASSERT_TRUE(client_.SendFrame(kDeviceDrain, nullptr, 0));
+  EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  RawShimClient fresh;
+  ASSERT_TRUE(fresh.Connect(cluster_->Socket(0)));
+  HelloRequest hello{};
+  hello.pid = static_cast<uint32_t>(::getpid());
+  hello.version = kVersion;
+  ASSERT_TRUE(fresh.SendFrame(kHello, &hello, sizeof hello));
+  ASSERT_EQ(fresh.ReadStatus(kReplyBound), 0) << fresh.last_message();
+  ASSERT_TRUE(fresh.SendFrame(kDeviceDrain, nullptr, 0));
+  EXPECT_GT(fresh.ReadStatus(kReplyBound), 0) << "DeviceDrain before CommInit";
+  ExpectRejectedAndDaemonServing(1);
+}
+
 // UniqueIdFromAddress (NCCL_COMM_ID) with a short payload, an address that is not
 // NUL-terminated or empty, a host that is not a numeric IPv4 address: each refused, the
 // connection still served; the well-formed request then gets its id.
