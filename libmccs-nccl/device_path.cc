@@ -174,7 +174,7 @@ bool DevicePath::DaemonSees(const shimproto::DeviceUuid& uuid) const {
   return false;
 }
 
-Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>& ops) {
+Status DevicePath::Probe(DaemonConnection& conn) {
   if (!probed_) {
     Frame reply;
     Status st = conn.Call(shimproto::kDeviceInfo, nullptr, 0, shimproto::kDeviceInfoReply, &reply);
@@ -198,6 +198,28 @@ Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>
     probed_ = true;
     if (!daemon_serves_) NCCL_SHIM_INFO(kSubsysInit, "conduitd does not map device buffers (%s): staging them through host memory", why.c_str());
   }
+  return Status::Ok();
+}
+
+Status DevicePath::RegisterAhead(DaemonConnection& conn, const void* p, bool* mapped) {
+  *mapped = false;
+  if (ProcessCuda() == nullptr) return Status::Ok();
+  BufferInfo info;
+  CONDUIT_RETURN_IF_ERROR(ClassifyBuffer(p, &info));
+  if (info.kind != MemoryKind::kDevice) return Status::Ok();
+  CONDUIT_RETURN_IF_ERROR(Probe(conn));
+  shimproto::DeviceUuid uuid;
+  CONDUIT_RETURN_IF_ERROR(Uuid(info.device, &uuid));
+  if (!daemon_serves_ || !DaemonSees(uuid)) return Status::Ok();
+  bool shared = true;
+  uint64_t id = 0, offset = 0;
+  CONDUIT_RETURN_IF_ERROR(Register(conn, p, info, &shared, &id, &offset));
+  *mapped = shared;
+  return Status::Ok();
+}
+
+Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>& ops) {
+  CONDUIT_RETURN_IF_ERROR(Probe(conn));
   CONDUIT_RETURN_IF_ERROR(ReleaseFreed(conn));
   for (PendingOp* op : ops) {
     if (op->place != MemoryKind::kDevice) continue;

@@ -52,6 +52,10 @@ class DevicePath {
   // each op's DeviceOpRef. Ops that cannot be shared (daemon without GPU support, a GPU it
   // does not see, an allocation CUDA will not export) become staged.
   Status Prepare(DaemonConnection& conn, const std::vector<PendingOp*>& ops);
+  // ncclCommRegister / ncclCommWindowRegister of `p`: a device allocation the daemon can map
+  // is registered with it now, so the first collective on it pays no mapping. *mapped says
+  // whether it was (host memory, or memory the daemon cannot map, is staged as usual).
+  Status RegisterAhead(DaemonConnection& conn, const void* p, bool* mapped);
   // Records the ready event on `stream` (after the program's work on it) and fills the
   // group header. `device`: the CUDA ordinal of the ops' buffers.
   Status RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback, shimproto::DeviceGroupHeader* header);
@@ -102,6 +106,9 @@ class DevicePath {
   Status Register(DaemonConnection& conn, const void* p, const BufferInfo& info, bool* shared, uint64_t* id,
                   uint64_t* offset);
   Status Uuid(int device, shimproto::DeviceUuid* out);
+  // Asks the daemon, once per connection, whether it maps device buffers and which GPUs
+  // it sees.
+  Status Probe(DaemonConnection& conn);
   bool DaemonSees(const shimproto::DeviceUuid& uuid) const;
   // Makes the connection's interprocess ready event live in `ctx` (created and its
   // handle exported on first use). *usable false when CUDA will not create or export

@@ -4,23 +4,48 @@
 #include <mutex>
 
 #include "comm.h"
+#include "comm_watch.h"
 #include "device_alloc.h"
+#include "device_path.h"
 #include "host_regions.h"
 #include "managed.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
 
+// The window handle NCCL declares opaque (nccl.h): ours is a registration.
+struct ncclWindow_vidmem {
+  uint32_t magic;
+  ncclComm* comm;
+  void* buff;
+  size_t size;
+};
+
 namespace conduit::managed {
 namespace {
 
-// A registration handle. Buffers from ncclMemAlloc are shared with the daemon without it
-// (host_regions.h); other host memory is staged whether registered or not, so registering
-// only has to hand back something ncclCommDeregister accepts.
+constexpr uint32_t kWindowMagic = 0x574e4457;  // "WDNW"
+
+// A registration handle (ncclCommRegister). A device allocation the daemon can map is
+// registered with it at once (DevicePath::RegisterAhead), so the first collective on it
+// pays no mapping; buffers from ncclMemAlloc on hosts without CUDA are shared with the
+// daemon without it (host_regions.h); other host memory is staged whether registered or not.
 struct Registration {
   uint32_t magic = 0x52454753;  // "REGS"
   void* buff;
   size_t size;
 };
+
+// Registers `buff` with the daemon ahead of the collectives that will use it, when the
+// communicator is ready and the memory is device memory it can map; otherwise nothing to
+// do (the buffer is looked up or staged at each call, as without registration).
+Status RegisterAhead(ncclComm_t comm, void* buff) {
+  std::lock_guard<std::mutex> lock(comm->op_mu);
+  if (!comm->conn) return Status::Ok();  // a non-blocking init still under way
+  bool mapped = false;
+  CONDUIT_RETURN_IF_ERROR(comm->device_path.RegisterAhead(*comm->conn, buff, &mapped));
+  if (mapped) WatchComm(comm);  // its mapping is dropped once the program frees it
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -71,6 +96,9 @@ ncclResult_t MemFree(void* ptr) {
 
 ncclResult_t CommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   if (!ValidComm(comm) || handle == nullptr) return Fail("ncclCommRegister", ncclInvalidArgument, "bad arguments");
+  if (buff != nullptr && size > 0) {
+    if (Status st = RegisterAhead(comm, buff); !st.ok()) return Fail("ncclCommRegister", st);
+  }
   *handle = new Registration{0x52454753, buff, size};
   return ncclSuccess;
 }
@@ -85,16 +113,27 @@ ncclResult_t CommDeregister(const ncclComm_t comm, void* handle) {
   return ncclSuccess;
 }
 
-ncclResult_t CommWindowRegister(ncclComm_t comm, void*, size_t, ncclWindow_t* win, int) {
+// A window (ncclCommWindowRegister) is a registration here: conduitd runs the collectives,
+// so NCCL's symmetric kernels (NCCL_WIN_COLL_SYMMETRIC) have no counterpart, and collectives
+// on a window's buffers run as on any registered buffer.
+ncclResult_t CommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
+  const char* call = "ncclCommWindowRegister";
   if (win != nullptr) *win = nullptr;
-  if (!ValidComm(comm)) return Fail("ncclCommWindowRegister", ncclInvalidArgument, "invalid communicator");
-  return Fail("ncclCommWindowRegister", ncclInvalidUsage,
-              "symmetric memory windows need device memory; Conduit's host-memory path does not provide them");
+  if (!ValidComm(comm) || win == nullptr || buff == nullptr || size == 0) return Fail(call, ncclInvalidArgument, "bad arguments");
+  if ((flags & ~NCCL_WIN_COLL_SYMMETRIC) != 0) return Fail(call, ncclInvalidArgument, "unknown window flags 0x%x", flags);
+  if (Status st = RegisterAhead(comm, buff); !st.ok()) return Fail(call, st);
+  *win = new ncclWindow_vidmem{kWindowMagic, comm, buff, size};
+  return ncclSuccess;
 }
 
-ncclResult_t CommWindowDeregister(ncclComm_t comm, ncclWindow_t) {
+ncclResult_t CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   if (!ValidComm(comm)) return Fail("ncclCommWindowDeregister", ncclInvalidArgument, "invalid communicator");
-  return Fail("ncclCommWindowDeregister", ncclInvalidUsage, "no window was registered (not supported on this path)");
+  if (win == nullptr || win->magic != kWindowMagic || win->comm != comm) {
+    return Fail("ncclCommWindowDeregister", ncclInvalidArgument, "not a window of this communicator");
+  }
+  win->magic = 0;
+  delete win;
+  return ncclSuccess;
 }
 
 ncclResult_t RedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,

@@ -244,6 +244,12 @@ TEST_F(DeviceDoubleTest, DoneEventsTheShimCannotOpen) {
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 
+// ncclCommRegister and ncclCommWindowRegister map device buffers in conduitd at once.
+TEST_F(DeviceDoubleTest, RegisteredBuffersAreMappedAhead) {
+  Subprocess& p = RunProbe({"register"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+}
+
 TEST_F(DeviceDoubleTest, FailureOfAnAcceptedGroupIsAnAsyncError) {
   Subprocess& p = RunProbe({"async-error"});
   EXPECT_TRUE(Passed(p)) << p.Output();

@@ -20,6 +20,8 @@
 //   device_probe vanish                     exits at once after two accepted all-reduces.
 //   device_probe daemon-dies                two accepted all-reduces behind a long kernel,
 //       then conduitd is killed: the stream must be released and the error reported.
+//   device_probe register                   ncclCommRegister / ncclCommWindowRegister map
+//       device buffers in conduitd before any collective.
 //   device_probe loop [--ranks N] --stop-file F   all-reduces on the same device buffers
 //       back to back, each checked, until F exists (conduitd is replaced meanwhile).
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
@@ -624,6 +626,48 @@ int DaemonDeviceMappings() {
   return n;
 }
 
+// ncclCommRegister and ncclCommWindowRegister of device buffers map them in conduitd at
+// once (two mappings per allocation in the double), before any collective; host memory
+// registers without a mapping; collectives on them are right; deregistration works and a
+// handle that is not one is refused.
+int Register() {
+  Ranks r = AllHere(1);
+  float* a = DeviceFloats(kCount);
+  float* b = DeviceFloats(kCount);
+  float* c = DeviceFloats(kCount);
+  std::vector<float> host(kCount);
+  // A first collective on another buffer: the connection's own setup (its sync words,
+  // registered at the first asynchronous group) is done before counting.
+  NCCL_CHECK(ncclAllReduce(c, c, kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
+  CU_CHECK(g_cu.StreamSynchronize(r.streams[0]));
+  const int before = DaemonDeviceMappings();
+  void* handle = nullptr;
+  void* host_handle = nullptr;
+  ncclWindow_t win = nullptr;
+  NCCL_CHECK(ncclCommRegister(r.comms[0], a, kCount * sizeof(float), &handle));
+  NCCL_CHECK(ncclCommWindowRegister(r.comms[0], b, kCount * sizeof(float), &win, NCCL_WIN_COLL_SYMMETRIC));
+  NCCL_CHECK(ncclCommRegister(r.comms[0], host.data(), kCount * sizeof(float), &host_handle));
+  const int after = DaemonDeviceMappings();
+  std::printf("device_probe: conduitd's mappings of device memory: %d before registering, %d after\n", before, after);
+  Check(before >= 0 && after == before + 4, "registered device buffers are mapped in conduitd before a collective on them");
+  Fill(a, kCount, 5, 1, r.streams[0]);
+  NCCL_CHECK(ncclAllReduce(a, b, kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
+  const long wrong = FirstWrong(Read(b, kCount, r.streams[0]), [](size_t e) { return 5 + static_cast<float>(e); });
+  Check(wrong < 0, "all-reduce from a registered buffer into a window");
+  Check(DaemonDeviceMappings() == after, "the collective needed no new mapping");
+  NCCL_CHECK(ncclCommWindowDeregister(r.comms[0], win));
+  NCCL_CHECK(ncclCommDeregister(r.comms[0], handle));
+  NCCL_CHECK(ncclCommDeregister(r.comms[0], host_handle));
+  int bogus = 0;
+  Check(ncclCommDeregister(r.comms[0], &bogus) == ncclInvalidArgument, "a handle that is not one is refused");
+  ncclWindow_t no_win = nullptr;
+  Check(ncclCommWindowRegister(r.comms[0], b, kCount * sizeof(float), &no_win, 0x80) == ncclInvalidArgument &&
+            no_win == nullptr,
+        "unknown window flags are refused");
+  NCCL_CHECK(ncclCommDestroy(r.comms[0]));
+  return g_failures == 0 ? 0 : 1;
+}
+
 // Allocations the program frees are released to conduitd, which drops its mappings, so
 // the memory goes back to the GPU without a new registration in their place.
 int Release() {
@@ -802,6 +846,8 @@ int main(int argc, char** argv) {
     rc = Revoke();
   } else if (mode == "vanish") {
     rc = Vanish();
+  } else if (mode == "register") {
+    rc = Register();
   } else if (mode == "loop") {
     rc = Loop(std::atoi(Arg(argc, argv, "--ranks", "2")), Arg(argc, argv, "--stop-file", "/nonexistent"));
   } else if (mode == "daemon-dies") {
