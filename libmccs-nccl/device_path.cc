@@ -218,6 +218,19 @@ Status DevicePath::RegisterAhead(DaemonConnection& conn, const void* p, bool* ma
   return Status::Ok();
 }
 
+Status DevicePath::ReleaseAhead(DaemonConnection& conn, const void* p) {
+  if (ProcessCuda() == nullptr) return Status::Ok();
+  BufferInfo info;
+  // Already freed (or never device memory): nothing registered under it to let go of here;
+  // the freed-buffer check releases what is left.
+  if (!ClassifyBuffer(p, &info).ok() || info.kind != MemoryKind::kDevice) return Status::Ok();
+  auto it = registered_.find(info.buffer_id);
+  if (it == registered_.end()) return Status::Ok();
+  CONDUIT_RETURN_IF_ERROR(ReleaseBuffer(conn, it->first));
+  registered_.erase(it);
+  return Status::Ok();
+}
+
 Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>& ops) {
   CONDUIT_RETURN_IF_ERROR(Probe(conn));
   CONDUIT_RETURN_IF_ERROR(ReleaseFreed(conn));

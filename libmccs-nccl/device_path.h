@@ -56,6 +56,11 @@ class DevicePath {
   // is registered with it now, so the first collective on it pays no mapping. *mapped says
   // whether it was (host memory, or memory the daemon cannot map, is staged as usual).
   Status RegisterAhead(DaemonConnection& conn, const void* p, bool* mapped);
+  // ncclCommDeregister / ncclCommWindowDeregister of `p`: the daemon lets go of its mapping of
+  // the allocation now, so that memory the program frees next goes back to the GPU at once
+  // (PyTorch deregisters each segment before it frees it). A later collective on the
+  // buffer registers it again.
+  Status ReleaseAhead(DaemonConnection& conn, const void* p);
   // Records the ready event on `stream` (after the program's work on it) and fills the
   // group header. `device`: the CUDA ordinal of the ops' buffers.
   Status RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback, shimproto::DeviceGroupHeader* header);

@@ -18,6 +18,7 @@ struct ncclWindow_vidmem {
   ncclComm* comm;
   void* buff;
   size_t size;
+  bool mapped;  // registered with the daemon at once
 };
 
 namespace conduit::managed {
@@ -33,18 +34,26 @@ struct Registration {
   uint32_t magic = 0x52454753;  // "REGS"
   void* buff;
   size_t size;
+  bool mapped;  // registered with the daemon by RegisterAhead
 };
 
 // Registers `buff` with the daemon ahead of the collectives that will use it, when the
 // communicator is ready and the memory is device memory it can map; otherwise nothing to
 // do (the buffer is looked up or staged at each call, as without registration).
-Status RegisterAhead(ncclComm_t comm, void* buff) {
+Status RegisterAhead(ncclComm_t comm, void* buff, bool* mapped) {
+  *mapped = false;
   std::lock_guard<std::mutex> lock(comm->op_mu);
   if (!comm->conn) return Status::Ok();  // a non-blocking init still under way
-  bool mapped = false;
-  CONDUIT_RETURN_IF_ERROR(comm->device_path.RegisterAhead(*comm->conn, buff, &mapped));
-  if (mapped) WatchComm(comm);  // its mapping is dropped once the program frees it
+  CONDUIT_RETURN_IF_ERROR(comm->device_path.RegisterAhead(*comm->conn, buff, mapped));
+  if (*mapped) WatchComm(comm);  // its mapping is dropped once the program frees it
   return Status::Ok();
+}
+
+// The reverse, for a registration RegisterAhead mapped.
+Status ReleaseAhead(ncclComm_t comm, void* buff) {
+  std::lock_guard<std::mutex> lock(comm->op_mu);
+  if (!comm->conn) return Status::Ok();
+  return comm->device_path.ReleaseAhead(*comm->conn, buff);
 }
 
 }  // namespace
@@ -96,10 +105,11 @@ ncclResult_t MemFree(void* ptr) {
 
 ncclResult_t CommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   if (!ValidComm(comm) || handle == nullptr) return Fail("ncclCommRegister", ncclInvalidArgument, "bad arguments");
+  bool mapped = false;
   if (buff != nullptr && size > 0) {
-    if (Status st = RegisterAhead(comm, buff); !st.ok()) return Fail("ncclCommRegister", st);
+    if (Status st = RegisterAhead(comm, buff, &mapped); !st.ok()) return Fail("ncclCommRegister", st);
   }
-  *handle = new Registration{0x52454753, buff, size};
+  *handle = new Registration{0x52454753, buff, size, mapped};
   return ncclSuccess;
 }
 
@@ -109,7 +119,12 @@ ncclResult_t CommDeregister(const ncclComm_t comm, void* handle) {
     return Fail("ncclCommDeregister", ncclInvalidArgument, "invalid registration handle");
   }
   reg->magic = 0;
+  const bool mapped = reg->mapped;
+  void* buff = reg->buff;
   delete reg;
+  if (mapped) {
+    if (Status st = ReleaseAhead(comm, buff); !st.ok()) return Fail("ncclCommDeregister", st);
+  }
   return ncclSuccess;
 }
 
@@ -121,8 +136,9 @@ ncclResult_t CommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWi
   if (win != nullptr) *win = nullptr;
   if (!ValidComm(comm) || win == nullptr || buff == nullptr || size == 0) return Fail(call, ncclInvalidArgument, "bad arguments");
   if ((flags & ~NCCL_WIN_COLL_SYMMETRIC) != 0) return Fail(call, ncclInvalidArgument, "unknown window flags 0x%x", flags);
-  if (Status st = RegisterAhead(comm, buff); !st.ok()) return Fail(call, st);
-  *win = new ncclWindow_vidmem{kWindowMagic, comm, buff, size};
+  bool mapped = false;
+  if (Status st = RegisterAhead(comm, buff, &mapped); !st.ok()) return Fail(call, st);
+  *win = new ncclWindow_vidmem{kWindowMagic, comm, buff, size, mapped};
   return ncclSuccess;
 }
 
@@ -132,7 +148,12 @@ ncclResult_t CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
     return Fail("ncclCommWindowDeregister", ncclInvalidArgument, "not a window of this communicator");
   }
   win->magic = 0;
+  const bool mapped = win->mapped;
+  void* buff = win->buff;
   delete win;
+  if (mapped) {
+    if (Status st = ReleaseAhead(comm, buff); !st.ok()) return Fail("ncclCommWindowDeregister", st);
+  }
   return ncclSuccess;
 }
 

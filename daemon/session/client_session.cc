@@ -384,9 +384,12 @@ Status ClientSession::HandleRegisterBuffer(const Frame& frame) {
 }
 
 Status ClientSession::HandleReleaseBuffer(const Frame& frame) {
-  return ReplyStatus(shimproto::kReleaseBufferReply,
-                     ApplyExact<shimproto::ReleaseBufferRequest>(
-                         frame, "ReleaseBuffer", [&](const auto& req) { return device_.Release(req.buffer_id); }));
+  Status st = ApplyExact<shimproto::ReleaseBufferRequest>(
+      frame, "ReleaseBuffer", [&](const auto& req) { return device_.Release(req.buffer_id); });
+  // A mapping that only finished GPU work still held closes now, not at the next sweep: the
+  // program may free the allocation next and want the memory back at once.
+  if (st.ok() && comm_) comm_->ReleaseFinishedDeviceWork();
+  return ReplyStatus(shimproto::kReleaseBufferReply, st);
 }
 
 Status ClientSession::HandleAttachRegion(Frame& frame) {

@@ -658,6 +658,9 @@ int Register() {
   NCCL_CHECK(ncclCommWindowDeregister(r.comms[0], win));
   NCCL_CHECK(ncclCommDeregister(r.comms[0], handle));
   NCCL_CHECK(ncclCommDeregister(r.comms[0], host_handle));
+  // As PyTorch deregisters a segment before it frees it: conduitd has let go at once.
+  Check(DaemonDeviceMappings() == before, "deregistered buffers are unmapped in conduitd at once (" +
+                                              std::to_string(DaemonDeviceMappings()) + " mappings left)");
   int bogus = 0;
   Check(ncclCommDeregister(r.comms[0], &bogus) == ncclInvalidArgument, "a handle that is not one is refused");
   ncclWindow_t no_win = nullptr;
