@@ -196,7 +196,7 @@ Status DevicePath::Probe(DaemonConnection& conn) {
       return st;
     }
     probed_ = true;
-    if (!daemon_serves_) NCCL_SHIM_INFO(kSubsysInit, "conduitd does not map device buffers (%s): staging them through host memory", why.c_str());
+    if (!daemon_serves_) NCCL_SHIM_INFO(kSubsysReg, "conduitd does not map device buffers (%s): staging them through host memory", why.c_str());
   }
   return Status::Ok();
 }

@@ -18,8 +18,11 @@
 namespace conduit {
 namespace {
 
-// Until ConfigureNcclDebug runs (and without NCCL_DEBUG): every INFO line its level allows.
-std::atomic<uint32_t> g_subsys{kSubsysAll};
+// Without NCCL_DEBUG: the shim's own INFO lines, but not NCCL's per-communicator and
+// per-call ones (NCCL prints nothing unless asked), which CONDUIT_LOG_LEVEL=debug shows.
+constexpr uint32_t kQuietSubsys = ~(kSubsysInit | kSubsysColl | kSubsysP2p | kSubsysCall);
+std::atomic<uint32_t> g_subsys{kQuietSubsys};
+std::atomic<bool> g_nccl_form{false};  // NCCL_DEBUG is set
 thread_local int t_device = -1;  // -1: ask the driver
 
 struct SubsysName {
@@ -99,6 +102,7 @@ uint32_t ParseNcclSubsys(const char* text) {
 }
 
 bool NcclInfoEnabled(uint32_t subsys) {
+  if (!g_nccl_form.load(std::memory_order_relaxed) && LogEnabled(LogLevel::kDebug)) return true;
   return LogEnabled(LogLevel::kInfo) && (g_subsys.load(std::memory_order_relaxed) & subsys) != 0;
 }
 
@@ -108,6 +112,7 @@ void ConfigureNcclDebug(bool level_set) {
   const char* debug = getenv("NCCL_DEBUG");
   if (debug == nullptr || *debug == '\0') return;
   SetLogPrefix(NcclPrefix);
+  g_nccl_form.store(true);
   g_subsys.store(ParseNcclSubsys(getenv("NCCL_DEBUG_SUBSYS")));
   if (!level_set) {
     if (strcasecmp(debug, "INFO") == 0) SetLogLevel(LogLevel::kInfo);

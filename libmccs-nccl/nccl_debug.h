@@ -8,7 +8,8 @@
 // "^" in front excludes the list; default INIT,BOOTSTRAP,ENV, as NCCL), and
 // NCCL_DEBUG_FILE sends the lines to a file (%h: host name, %p: pid). Warnings show
 // whatever the subsystems. Without NCCL_DEBUG the shim keeps its own form ("conduit: ...")
-// and shows every INFO line its level allows.
+// and its own INFO lines, but not NCCL's per-communicator and per-call ones (INIT, COLL,
+// P2P), which it shows only at CONDUIT_LOG_LEVEL=debug.
 #ifndef CONDUIT_LIBMCCS_NCCL_NCCL_DEBUG_H_
 #define CONDUIT_LIBMCCS_NCCL_NCCL_DEBUG_H_
 
