@@ -140,6 +140,7 @@ Status Communicator::ExportHandover(HandedComm* out) {
   out->left_ranks = locals_.LeftRanks();
   out->failed = failed_.ok() ? setup_status_ : failed_;
   out->stats = stats_.SaveTotals();
+  out->trace = stats_.Trace(CommStats::kTraceCapacity);
   if (!out->failed.ok()) return Status::Ok();
   std::vector<UniqueFd> p2p;
   CONDUIT_RETURN_IF_ERROR(p2p_.DupSockets(&p2p));
@@ -186,6 +187,7 @@ Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOption
   c.setup_started_ = c.setup_done_ = true;
   c.handover_pending_ = true;
   c.stats_.AddTotals(in.stats);
+  c.stats_.RestoreTrace(std::move(in.trace));
   if (!in.failed.ok()) {
     c.failed_ = in.failed;
     c.mailbox_.Fail(in.failed);

@@ -53,6 +53,21 @@ std::vector<CollRecord> CommStats::Trace(size_t max) const {
   return std::vector<CollRecord>(trace_.end() - static_cast<std::ptrdiff_t>(n), trace_.end());
 }
 
+void CommStats::RestoreTrace(std::vector<CollRecord> records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = records.rbegin(); it != records.rend() && trace_.size() < kTraceCapacity; ++it) {
+    trace_.push_front(std::move(*it));
+  }
+}
+
+const char* KnownAlgorithmName(const std::string& name) {
+  static const char* const kNames[] = {"ring", "chain", "recursive-doubling", "halving-doubling", "local"};
+  for (const char* known : kNames) {
+    if (name == known) return known;
+  }
+  return "";
+}
+
 CommStats::Totals CommStats::SaveTotals() const {
   Totals t;
   t.ops = ops();

@@ -22,6 +22,10 @@ namespace conduit {
 
 // "AllReduce", "Broadcast", ... for a shimproto::OpKind.
 const char* OpKindName(uint8_t kind);
+// The name a collective's record gives its algorithm ("ring", "chain", "recursive-doubling",
+// "halving-doubling", "local") as the static string records point to; "" for another text
+// (a record read from a live upgrade's state).
+const char* KnownAlgorithmName(const std::string& name);
 
 struct CollRecord {
   uint64_t seq = 0;  // collective sequence number within the communicator (0, 1, ...)
@@ -61,8 +65,12 @@ class CommStats {
   // The newest `max` records, oldest first.
   std::vector<CollRecord> Trace(size_t max) const;
 
-  // What a live upgrade carries to the next process (the counters behind the Prometheus
-  // totals and histograms; the trace stays behind).
+  // A live upgrade: the trace the previous process recorded, older than anything recorded
+  // here (at most kTraceCapacity kept, the newest).
+  void RestoreTrace(std::vector<CollRecord> records);
+
+  // What a live upgrade carries to the next process: the counters behind the Prometheus
+  // totals and histograms (the trace goes as Trace(kTraceCapacity)).
   struct Totals {
     struct Kind {
       uint64_t ops = 0;

@@ -50,6 +50,7 @@ struct HandedComm {
   std::vector<HandedLinks> links;
   std::vector<ArrivedMessage> messages;  // point-to-point messages not yet received
   CommStats::Totals stats;  // so that the operator's counters go on rather than reset
+  std::vector<CollRecord> trace;  // the recent collectives, oldest first (GET .../trace)
 };
 
 }  // namespace conduit

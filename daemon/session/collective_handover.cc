@@ -22,6 +22,84 @@ uint32_t Add(UniqueFd fd, std::vector<UniqueFd>* fds) {
 }
 
 
+void EncodeTrace(const std::vector<CollRecord>& trace, upgrade::v1::Communicator* out) {
+  for (const CollRecord& r : trace) {
+    upgrade::v1::CommTraceRecord* o = out->add_trace();
+    o->set_seq(r.seq);
+    o->set_kind(r.kind);
+    o->set_dtype(r.dtype);
+    o->set_redop(r.redop);
+    o->set_root(r.root);
+    o->set_count(r.count);
+    o->set_bytes(r.bytes);
+    o->set_payload_bytes(r.payload_bytes);
+    o->set_algorithm(r.algorithm);
+    o->set_start_unix_us(r.start_unix_us);
+    o->set_duration_us(r.duration_us);
+    o->set_error(r.error);
+    if (r.config) {
+      o->set_has_config(true);
+      o->set_config_epoch(r.config->epoch);
+      for (int h : r.config->ring) o->add_ring(h);
+      o->set_allreduce_algo(r.config->allreduce_algo);
+    }
+    o->set_program_copies(r.traffic.program_copies);
+    o->set_local_copies(r.traffic.local_copies);
+    o->set_reduce_writes(r.traffic.reduce_writes);
+    o->set_socket_sends(r.traffic.socket_sends);
+    o->set_socket_receives(r.traffic.socket_receives);
+  }
+}
+
+// The trace, checked as any input: bounded in length and text, kinds and ring entries in
+// range (the admin API prints them).
+Status DecodeTrace(const upgrade::v1::Communicator& in, int nhosts, std::vector<CollRecord>* out) {
+  constexpr size_t kMaxText = 1024;
+  if (static_cast<size_t>(in.trace_size()) > CommStats::kTraceCapacity) {
+    return InvalidArgument("a trace of %d collectives", in.trace_size());
+  }
+  std::shared_ptr<const CommConfig> config;  // shared by consecutive records of one configuration
+  for (const upgrade::v1::CommTraceRecord& t : in.trace()) {
+    if (t.kind() >= static_cast<uint32_t>(CommStats::kKinds) || t.dtype() > 255 || t.redop() > 255 ||
+        t.error().size() > kMaxText || t.algorithm().size() > kMaxText || t.allreduce_algo().size() > kMaxText) {
+      return InvalidArgument("a malformed trace record (collective %llu)", static_cast<unsigned long long>(t.seq()));
+    }
+    CollRecord r;
+    r.seq = t.seq();
+    r.kind = static_cast<uint8_t>(t.kind());
+    r.dtype = static_cast<uint8_t>(t.dtype());
+    r.redop = static_cast<uint8_t>(t.redop());
+    r.root = t.root();
+    r.count = t.count();
+    r.bytes = t.bytes();
+    r.payload_bytes = t.payload_bytes();
+    r.algorithm = KnownAlgorithmName(t.algorithm());
+    r.start_unix_us = t.start_unix_us();
+    r.duration_us = t.duration_us();
+    r.error = t.error();
+    if (t.has_config()) {
+      if (t.ring_size() > nhosts) return InvalidArgument("a trace record's ring of %d hosts", t.ring_size());
+      for (int h : t.ring()) {
+        if (h < 0 || h >= nhosts) return InvalidArgument("a trace record's ring names host %d", h);
+      }
+      std::vector<int> ring(t.ring().begin(), t.ring().end());
+      if (!config || config->epoch != t.config_epoch() || config->ring != ring ||
+          config->allreduce_algo != t.allreduce_algo()) {
+        auto c = std::make_shared<CommConfig>();
+        c->epoch = t.config_epoch();
+        c->ring = std::move(ring);
+        c->allreduce_algo = t.allreduce_algo();
+        config = std::move(c);
+      }
+      r.config = config;
+    }
+    r.traffic = TrafficCounts{t.program_copies(), t.local_copies(), t.reduce_writes(), t.socket_sends(),
+                              t.socket_receives()};
+    out->push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
 void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd>* fds) {
   out->set_key(in.key);
   out->set_secret(in.secret.data(), in.secret.size());
@@ -74,6 +152,7 @@ void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd
     o->set_socket_sends(k.traffic.socket_sends);
     o->set_socket_receives(k.traffic.socket_receives);
   }
+  EncodeTrace(in.trace, out);
 }
 
 Status DecodeTotals(const upgrade::v1::Communicator& in, CommStats::Totals* out) {
@@ -135,7 +214,8 @@ Status Decode(const upgrade::v1::Communicator& in, std::vector<UniqueFd>* fds, H
   for (const upgrade::v1::WaitingMessage& m : in.messages()) {
     out->messages.push_back(ArrivedMessage{m.src(), m.dst(), std::vector<uint8_t>(m.data().begin(), m.data().end())});
   }
-  return DecodeTotals(in, &out->stats);
+  CONDUIT_RETURN_IF_ERROR(DecodeTotals(in, &out->stats));
+  return DecodeTrace(in, in.host_addrs_size(), &out->trace);
 }
 
 }  // namespace

@@ -415,6 +415,21 @@ double MetricValue(const Cluster& cluster, int host, const std::string& series) 
   return at == std::string::npos ? -1 : std::atof(text.c_str() + at + series.size() + 2);
 }
 
+// The sequence number of the oldest collective in host's one communicator's trace (GET
+// /v1/communicators/{key}/trace), or -1. While fewer than 1024 are traced it is the first.
+int64_t OldestTraced(const Cluster& cluster, int host) {
+  AdminAnswer list = AdminCall(cluster, host, "GET", "/v1/communicators");
+  const Json& comms = Field(list.body, "communicators");
+  if (!comms.is_array() || comms.size() != 1) return -1;
+  const Json& key = Field(comms.items()[0], "key");
+  if (!key.is_string()) return -1;
+  AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/communicators/" + key.as_string() + "/trace?limit=1024");
+  const Json& trace = Field(a.body, "trace");
+  if (!trace.is_array() || trace.size() == 0) return -1;
+  const Json& seq = Field(trace.items()[0], "seq");
+  return seq.is_number() ? seq.as_int() : -1;
+}
+
 // The next collective the communicator will run on host.
 int64_t NextCollective(const Cluster& cluster, int host) { return CommNumber(cluster, host, "next_seq"); }
 
@@ -519,6 +534,7 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
     const int64_t before = NextCollective(cluster, host);
     const int64_t counted = CommNumber(cluster, host, "collectives");
     const double tenant_counted = MetricValue(cluster, 0, tenant_collectives);
+    const int64_t traced = OldestTraced(cluster, host);
     const auto t0 = std::chrono::steady_clock::now();
     AdminAnswer a = Upgrade(cluster, host);
     const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -533,6 +549,9 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
     EXPECT_GT(counted, 0);
     EXPECT_GT(tenant_counted, 0);
     EXPECT_GE(MetricValue(cluster, 0, tenant_collectives), tenant_counted);
+    // So does its trace: the collectives the old process ran are still there.
+    EXPECT_GE(traced, 0);
+    EXPECT_EQ(OldestTraced(cluster, host), traced) << "the trace started again in the new process";
     const Json& pause = Field(a.body, "pause_ms");
     std::printf("upgrade of host %d: pid %lld -> %lld at collective %lld (next %lld), %.1f ms, accept loops parked "
                 "%.2f ms\n",
