@@ -102,8 +102,10 @@ DaemonSettings ParseFlags(const CommandLine& cli) {
 }
 
 // Live upgrade (docs/upgrade.md): how long the new daemon waits for the old one's sockets
-// and state, and for its Go after Ready.
-constexpr int kHandoverReceiveMs = 30000;
+// and state, and for its Go after Ready: longer than the longest drain the old one may be
+// asked for (upgrade_admin.cc, 120 s). An old daemon that dies closes the socketpair, which
+// ends the wait at once.
+constexpr int kHandoverReceiveMs = 150000;
 constexpr int kHandoverGoMs = 10000;
 
 // The executable this process runs, by the path it was started from: after a package
@@ -129,8 +131,6 @@ struct DaemonParts {
 };
 DaemonParts daemon_parts;
 
-// How long a live upgrade waits for program sessions to reach the end of a request.
-constexpr int kParkProgramsMs = 3000;
 // How long the other daemons keep this one's object locations after it handed over.
 constexpr int kReplacementGraceMs = 10000;
 // At SIGTERM, how long the threads that served connections and loops get to end after the
@@ -145,12 +145,12 @@ Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* stat
 // with the communicators; RPC sessions do not move yet, docs/upgrade.md), the stored
 // objects, the operator's changes.
 Status SnapshotForUpgrade(const std::string& program_socket, const std::string& admin_socket,
-                          const std::string& my_addr, upgrade::v1::DaemonState* state,
+                          const std::string& my_addr, int drain_ms, upgrade::v1::DaemonState* state,
                           std::vector<UniqueFd>* descriptors) {
   const DaemonParts& d = daemon_parts;
   std::vector<HandedProgram> programs;
   std::vector<HandedShared> shared;
-  CONDUIT_RETURN_IF_ERROR(d.router->ParkPrograms(Deadline::AfterMs(kParkProgramsMs), &programs, &shared));
+  CONDUIT_RETURN_IF_ERROR(d.router->ParkPrograms(Deadline::AfterMs(drain_ms), &programs, &shared));
   Status st = SnapshotParked(my_addr, state, descriptors);
   if (!st.ok()) {
     d.router->ResumePrograms();
@@ -507,9 +507,9 @@ int Main(int argc, char** argv) {
   if (metrics_listener.valid()) {
     upgrade_setup.hooks.listeners.emplace_back(upgradeproto::ListenerRole::kMetrics, metrics_listener.get());
   }
-  upgrade_setup.hooks.snapshot = [&flags, my_addr](upgrade::v1::DaemonState* state,
+  upgrade_setup.hooks.snapshot = [&flags, my_addr](int drain_ms, upgrade::v1::DaemonState* state,
                                                     std::vector<UniqueFd>* descriptors) {
-    return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, state, descriptors);
+    return SnapshotForUpgrade(flags.socket_path, flags.admin_socket, my_addr, drain_ms, state, descriptors);
   };
   upgrade_setup.hooks.resume = [] { daemon_parts.router->ResumePrograms(); };
   upgrade_setup.exit = [] {

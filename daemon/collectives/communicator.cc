@@ -347,7 +347,8 @@ void Communicator::ReleaseFinishedDeviceWork() {
   std::lock_guard<std::mutex> lock(mu_);
   // The stream is used by the thread holding the running token (taken under mu_) and by
   // SignalDeviceDone (under mu_): with mu_ held and no token taken, by nobody else.
-  if (!device_ || queue_.running()) return;
+  // queue_ first: the token holder may be making device_ (its first device collective).
+  if (queue_.running() || !device_) return;
   cuda::ScopedContext ctx(gpu::Runtime::Get().driver(), device_->context());
   device_->ReleaseFinished();
 }

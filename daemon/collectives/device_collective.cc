@@ -157,16 +157,24 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
 }
 
 Status Communicator::DrainDevice() {
+  const Deadline deadline = OpDeadline();
   gpu::CommStream* stream = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    // device_ is made by the thread holding the running token: read it with mu_ held and
+    // no token taken (as ReleaseFinishedDeviceWork does).
+    std::unique_lock<std::mutex> lock(mu_);
+    while (queue_.running()) {
+      if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && queue_.running()) {
+        return RemoteError("timed out waiting for the communicator's collective to end");
+      }
+    }
     stream = device_.get();  // replaced only by ~Communicator
   }
   if (stream == nullptr) return Status::Ok();
   gpu::Runtime& runtime = gpu::Runtime::Get();
   cuda::ScopedContext ctx(runtime.driver(), stream->context());
   if (!ctx.ok()) return SystemError("cannot make GPU %d's context current", stream->device());
-  return stream->Drain(OpDeadline(), [this] { return failure(); });
+  return stream->Drain(deadline, [this] { return failure(); });
 }
 
 }  // namespace conduit

@@ -126,10 +126,10 @@ Status Send(int fd, const HandOverHooks& hooks, v1::DaemonState& state, const st
 
 // Everything after the new daemon's Hello; the gate is parked on entry and left parked only
 // when this returns Ok (what the snapshot stopped is resumed otherwise).
-Status Transfer(int fd, const HandOverHooks& hooks, Deadline deadline) {
+Status Transfer(int fd, const HandOverHooks& hooks, int drain_ms, Deadline deadline) {
   v1::DaemonState state;
   std::vector<UniqueFd> descriptors;
-  Status st = hooks.snapshot(&state, &descriptors);
+  Status st = hooks.snapshot(drain_ms, &state, &descriptors);
   if (!st.ok()) {
     SendStatus(fd, kRefuse, st);
     return st;
@@ -211,7 +211,7 @@ Status HandOver(const HandOverRequest& request, const HandOverHooks& hooks, Hand
     Reap(pid, kExitGraceMs);
     return st;
   }
-  st = Transfer(mine.get(), hooks, deadline);
+  st = Transfer(mine.get(), hooks, request.drain_ms, deadline);
   if (st.ok()) {
     outcome->pause_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - parked).count();
     return st;

@@ -35,6 +35,7 @@ struct HandOverRequest {
   std::string binary;             // the new conduitd
   std::vector<std::string> args;  // its arguments (this daemon's own, without argv[0])
   int timeout_ms = 60000;         // from start to Ready
+  int drain_ms = 3000;            // for program sessions to reach a request boundary
 };
 
 struct HandOverHooks {
@@ -42,7 +43,8 @@ struct HandOverHooks {
   // Called with the gate parked: fails (and nothing is handed over) when the daemon cannot
   // be handed over now; otherwise fills the state and the descriptors it names (objects'
   // memfds, programs' connections; sent as Descriptor messages, index i+1 for [i]).
-  std::function<Status(v1::DaemonState*, std::vector<UniqueFd>* descriptors)> snapshot;
+  // `drain_ms`: how long program sessions get to reach the end of a request.
+  std::function<Status(int drain_ms, v1::DaemonState*, std::vector<UniqueFd>* descriptors)> snapshot;
   // Called when the upgrade is called off after a successful snapshot: what it stopped
   // (program sessions parked between two requests) goes on.
   std::function<void()> resume;

@@ -16,6 +16,10 @@ namespace {
 
 constexpr int64_t kDefaultTimeoutMs = 60000;
 constexpr int64_t kMaxTimeoutMs = 600000;
+// How long program sessions get to reach a request boundary (RPC calls in flight to end).
+// The new daemon waits for the state longer than the longest drain (conduitd.cc).
+constexpr int64_t kDefaultDrainMs = 3000;
+constexpr int64_t kMaxDrainMs = 120000;
 
 // The new binary runs with the daemon's privileges: it must be a regular file that only
 // root or the daemon's own user can have written (as the cluster key file must be).
@@ -60,6 +64,11 @@ void AddUpgradeAdmin(AdminApi* api, UpgradeSetup setup) {
       return AdminReply::Error(400, "\"timeout_ms\" must be 1000..600000");
     }
     request.timeout_ms = static_cast<int>(timeout_ms);
+    const int64_t drain_ms = doc.has_drain_ms() ? doc.drain_ms() : kDefaultDrainMs;
+    if (drain_ms < 100 || drain_ms > kMaxDrainMs) return AdminReply::Error(400, "\"drain_ms\" must be 100..120000");
+    // The whole handover, the drain included, must end within timeout_ms.
+    if (drain_ms >= timeout_ms) return AdminReply::Error(400, "\"drain_ms\" must be below \"timeout_ms\"");
+    request.drain_ms = static_cast<int>(drain_ms);
     Status st = CheckBinary(request.binary);
     if (!st.ok()) return AdminReply::FromStatus(st);
     if (busy->exchange(true)) return AdminReply::Error(409, "an upgrade of this daemon is already under way");

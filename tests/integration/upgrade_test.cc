@@ -283,6 +283,19 @@ TEST(UpgradeTest, AnRpcCallInFlightHoldsTheUpgradeAndCallsGoOn) {
   a = Upgrade(cluster, 0);
   EXPECT_EQ(a.status, 200) << a.text;
   EXPECT_NE(DaemonPid(cluster, 0), pid);
+  // A longer drain lets the call in flight end first: the upgrade goes through under it,
+  // the call is answered, and calls started meanwhile wait for the new process.
+  EXPECT_EQ(Upgrade(cluster, 0, R"({"drain_ms": 50})").status, 400);
+  EXPECT_EQ(Upgrade(cluster, 0, R"({"drain_ms": 70000})").status, 400) << "drain_ms above timeout_ms";
+  Subprocess& slow2 = rig.StartClient(0, target, {"--case", "unary", "--delay-ms", "4000"}, /*preload=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int64_t pid2 = DaemonPid(cluster, 0);
+  a = Upgrade(cluster, 0, R"({"drain_ms": 10000})");
+  EXPECT_EQ(a.status, 200) << a.text;
+  EXPECT_NE(DaemonPid(cluster, 0), pid2);
+  slow2.Wait(std::chrono::seconds(30));
+  EXPECT_EQ(slow2.exit_code(), 0) << slow2.Output();
+  EXPECT_NE(slow2.Output().find("PASS unary"), std::string::npos) << slow2.Output();
   steady.Wait(std::chrono::seconds(60));
   const std::string out = steady.Output();
   EXPECT_EQ(steady.exit_code(), 0) << out;

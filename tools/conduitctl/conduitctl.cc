@@ -39,10 +39,12 @@ constexpr char kUsage[] =
     "  policy get KIND [NAME]       show the policies of a kind (all of them, or one by NAME)\n"
     "  policy set KIND [NAME] JSON  set one; JSON is the text itself or @FILE (a file holding it)\n"
     "  policy rm KIND [NAME]        remove one\n"
-    "  upgrade [BINARY] [--wait-ms N]  replace the daemon by a new process (default: the binary\n"
+    "  upgrade [BINARY] [--wait-ms N] [--drain-ms N]\n"
+    "                               replace the daemon by a new process (default: the binary\n"
     "                               it was started from, e.g. after a package upgrade) without\n"
-    "                               closing its sockets; the operator's policies carry over;\n"
-    "                               refused while programs are connected (docs/upgrade.md)\n"
+    "                               closing its sockets; programs, policies and state carry over;\n"
+    "                               --drain-ms: how long calls in flight get to end (default\n"
+    "                               3000; new calls wait meanwhile) (docs/upgrade.md)\n"
     "  raw METHOD PATH [JSON]       any request, e.g. raw GET /v1/status\n"
     "  keygen FILE                  write a new cluster key (mode 0600) for conduitd --cluster-key;\n"
     "                               copy the same file to every host (talks to no daemon)\n"
@@ -237,10 +239,15 @@ Request Build(const std::vector<std::string>& args) {
         if (*end != '\0' || ms < 1000 || ms > 600000) Usage("--wait-ms must be 1000..600000");
         body["timeout_ms"] = static_cast<int64_t>(ms);
         r.wait_ms = static_cast<int>(ms);
+      } else if (args[i] == "--drain-ms" && i + 1 < args.size()) {
+        char* end = nullptr;
+        const long ms = strtol(args[++i].c_str(), &end, 10);
+        if (*end != '\0' || ms < 100 || ms > 120000) Usage("--drain-ms must be 100..120000");
+        body["drain_ms"] = static_cast<int64_t>(ms);
       } else if (args[i][0] != '-' && body.find("binary") == nullptr) {
         body["binary"] = args[i];
       } else {
-        Usage("upgrade [BINARY] [--wait-ms N]");
+        Usage("upgrade [BINARY] [--wait-ms N] [--drain-ms N]");
       }
     }
     r.body = body.Dump();
