@@ -66,8 +66,10 @@ void AddUpgradeAdmin(AdminApi* api, UpgradeSetup setup) {
     request.timeout_ms = static_cast<int>(timeout_ms);
     const int64_t drain_ms = doc.has_drain_ms() ? doc.drain_ms() : kDefaultDrainMs;
     if (drain_ms < 100 || drain_ms > kMaxDrainMs) return AdminReply::Error(400, "\"drain_ms\" must be 100..120000");
-    // The whole handover, the drain included, must end within timeout_ms.
-    if (drain_ms >= timeout_ms) return AdminReply::Error(400, "\"drain_ms\" must be below \"timeout_ms\"");
+    // The whole handover, a drain asked for included, must end within timeout_ms.
+    if (doc.has_drain_ms() && drain_ms >= timeout_ms) {
+      return AdminReply::Error(400, "\"drain_ms\" must be below \"timeout_ms\"");
+    }
     request.drain_ms = static_cast<int>(drain_ms);
     Status st = CheckBinary(request.binary);
     if (!st.ok()) return AdminReply::FromStatus(st);
