@@ -22,6 +22,23 @@ uint32_t Add(UniqueFd fd, std::vector<UniqueFd>* fds) {
 }
 
 
+// Memory traffic counts travel in CommKindTotals and CommTraceRecord alike (the same field
+// names in both messages).
+template <typename Message>
+void SetTraffic(const TrafficCounts& t, Message* out) {
+  out->set_program_copies(t.program_copies);
+  out->set_local_copies(t.local_copies);
+  out->set_reduce_writes(t.reduce_writes);
+  out->set_socket_sends(t.socket_sends);
+  out->set_socket_receives(t.socket_receives);
+}
+
+template <typename Message>
+TrafficCounts TrafficOf(const Message& in) {
+  return TrafficCounts{in.program_copies(), in.local_copies(), in.reduce_writes(), in.socket_sends(),
+                       in.socket_receives()};
+}
+
 void EncodeTrace(const std::vector<CollRecord>& trace, upgrade::v1::Communicator* out) {
   for (const CollRecord& r : trace) {
     upgrade::v1::CommTraceRecord* o = out->add_trace();
@@ -43,11 +60,7 @@ void EncodeTrace(const std::vector<CollRecord>& trace, upgrade::v1::Communicator
       for (int h : r.config->ring) o->add_ring(h);
       o->set_allreduce_algo(r.config->allreduce_algo);
     }
-    o->set_program_copies(r.traffic.program_copies);
-    o->set_local_copies(r.traffic.local_copies);
-    o->set_reduce_writes(r.traffic.reduce_writes);
-    o->set_socket_sends(r.traffic.socket_sends);
-    o->set_socket_receives(r.traffic.socket_receives);
+    SetTraffic(r.traffic, o);
   }
 }
 
@@ -93,8 +106,7 @@ Status DecodeTrace(const upgrade::v1::Communicator& in, int nhosts, std::vector<
       }
       r.config = config;
     }
-    r.traffic = TrafficCounts{t.program_copies(), t.local_copies(), t.reduce_writes(), t.socket_sends(),
-                              t.socket_receives()};
+    r.traffic = TrafficOf(t);
     out->push_back(std::move(r));
   }
   return Status::Ok();
@@ -146,11 +158,7 @@ void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd
     o->set_bytes(k.bytes);
     for (uint64_t n : k.latency) o->add_latency(n);
     o->set_latency_sum_ns(k.latency_sum_ns);
-    o->set_program_copies(k.traffic.program_copies);
-    o->set_local_copies(k.traffic.local_copies);
-    o->set_reduce_writes(k.traffic.reduce_writes);
-    o->set_socket_sends(k.traffic.socket_sends);
-    o->set_socket_receives(k.traffic.socket_receives);
+    SetTraffic(k.traffic, o);
   }
   EncodeTrace(in.trace, out);
 }
@@ -171,8 +179,7 @@ Status DecodeTotals(const upgrade::v1::Communicator& in, CommStats::Totals* out)
     o.bytes = k.bytes();
     for (int b = 0; b < k.latency_size(); ++b) o.latency[b] = k.latency(b);
     o.latency_sum_ns = k.latency_sum_ns();
-    o.traffic = TrafficCounts{k.program_copies(), k.local_copies(), k.reduce_writes(), k.socket_sends(),
-                              k.socket_receives()};
+    o.traffic = TrafficOf(k);
   }
   return Status::Ok();
 }
