@@ -15,8 +15,11 @@
 // once none is in a request.
 //
 // A session may also say when it may stop at all (SetIdle: the RPC service's sessions stop
-// only with no call in flight), and that it has requests in hand that it read ahead
-// (Ready): those it serves without waiting on its connection.
+// only with no call in flight), that it has requests in hand that it read ahead (Ready):
+// those it serves without waiting on its connection, and that work it started runs on
+// without it (SetBackgroundWork: a collective session's accepted asynchronous device
+// groups): neither it nor its group stops until that work has ended, and it reads nothing
+// more meanwhile.
 #ifndef CONDUIT_DAEMON_SERVER_PROGRAM_PARK_H_
 #define CONDUIT_DAEMON_SERVER_PROGRAM_PARK_H_
 
