@@ -49,8 +49,9 @@ Status RegisterAhead(ncclComm_t comm, void* buff, bool* mapped) {
   return Status::Ok();
 }
 
-// The reverse, for a registration RegisterAhead mapped.
-Status ReleaseAhead(ncclComm_t comm, void* buff) {
+// The reverse, for a registration RegisterAhead mapped (`mapped`); nothing otherwise.
+Status ReleaseAhead(ncclComm_t comm, void* buff, bool mapped) {
+  if (!mapped) return Status::Ok();
   std::lock_guard<std::mutex> lock(comm->op_mu);
   if (!comm->conn) return Status::Ok();
   return comm->device_path.ReleaseAhead(*comm->conn, buff);
@@ -119,13 +120,9 @@ ncclResult_t CommDeregister(const ncclComm_t comm, void* handle) {
     return Fail("ncclCommDeregister", ncclInvalidArgument, "invalid registration handle");
   }
   reg->magic = 0;
-  const bool mapped = reg->mapped;
-  void* buff = reg->buff;
+  const Status released = ReleaseAhead(comm, reg->buff, reg->mapped);
   delete reg;
-  if (mapped) {
-    if (Status st = ReleaseAhead(comm, buff); !st.ok()) return Fail("ncclCommDeregister", st);
-  }
-  return ncclSuccess;
+  return released.ok() ? ncclSuccess : Fail("ncclCommDeregister", released);
 }
 
 // A window (ncclCommWindowRegister) is a registration here: conduitd runs the collectives,
@@ -148,13 +145,9 @@ ncclResult_t CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
     return Fail("ncclCommWindowDeregister", ncclInvalidArgument, "not a window of this communicator");
   }
   win->magic = 0;
-  const bool mapped = win->mapped;
-  void* buff = win->buff;
+  const Status released = ReleaseAhead(comm, win->buff, win->mapped);
   delete win;
-  if (mapped) {
-    if (Status st = ReleaseAhead(comm, buff); !st.ok()) return Fail("ncclCommWindowDeregister", st);
-  }
-  return ncclSuccess;
+  return released.ok() ? ncclSuccess : Fail("ncclCommWindowDeregister", released);
 }
 
 ncclResult_t RedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,

@@ -9,8 +9,6 @@
 
 #include "collectives/communicator.h"
 #include "common/log.h"
-#include "gpu/comm_stream.h"
-#include "gpu/runtime.h"
 #include "security/comm_secret.h"
 #include "transport/tcp.h"
 
@@ -83,7 +81,6 @@ bool Communicator::ReconfigUnderWay() const {
 }
 
 Status Communicator::QuiesceForHandover(Deadline deadline) {
-  gpu::CommStream* stream = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!setup_done_) return Busy(key_, "still being set up");
@@ -92,22 +89,17 @@ Status Communicator::QuiesceForHandover(Deadline deadline) {
       return Busy(key_, "a collective is running");
     }
     if (ReconfigUnderWay()) return Busy(key_, "a reconfiguration is under way");
-    stream = device_.get();  // replaced only by ~Communicator
   }
-  if (stream != nullptr) {
-    // Collectives on GPU buffers: what they queued on this daemon's stream runs to its end
-    // here (the new process makes a stream of its own at its first device collective, and
-    // maps the programs' buffers again). A program's stream that has not reached a
-    // collective holds it back: refused, as a collective that is running.
-    gpu::Runtime& runtime = gpu::Runtime::Get();
-    cuda::ScopedContext ctx(runtime.driver(), stream->context());
-    const int left = deadline.PollTimeoutMs();
-    const Deadline drain = Deadline::AfterMs(left < 0 ? kDeviceDrainMs : std::min(left, kDeviceDrainMs));
-    if (Status st = stream->Drain(drain); !st.ok()) {
-      return Busy(key_, ("its GPU work has not run: " + st.message()).c_str());
-    }
-    stream->ReleaseFinished();
+  // Collectives on GPU buffers: what they queued on this daemon's stream runs to its end
+  // here (the new process makes a stream of its own at its first device collective, and
+  // maps the programs' buffers again). A program's stream that has not reached a
+  // collective holds it back: refused, as a collective that is running.
+  const int left = deadline.PollTimeoutMs();
+  if (Status st = DrainDevice(Deadline::AfterMs(left < 0 ? kDeviceDrainMs : std::min(left, kDeviceDrainMs)));
+      !st.ok()) {
+    return Busy(key_, ("its GPU work has not run: " + st.message()).c_str());
   }
+  ReleaseFinishedDeviceWork();
   CONDUIT_RETURN_IF_ERROR(p2p_.Pause(deadline));
   // A reader may have handed over a reconfiguration message before it stopped.
   std::lock_guard<std::mutex> lock(mu_);

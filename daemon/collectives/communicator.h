@@ -158,9 +158,9 @@ class Communicator final : private PeerChannel::Handler {
   // Waits until links to every other host exist on both channels.
   Status WaitLinks();
 
-  // Waits (bounded by the communicator's timeout, ended early by its failure) until the GPU
-  // work this daemon queued for it has run; OK at once when it never ran on GPU buffers.
-  Status DrainDevice();
+  // Waits (until `deadline`, ended early by its failure) until the GPU work this daemon
+  // queued for it has run; OK at once when it never ran on GPU buffers.
+  Status DrainDevice(Deadline deadline);
 
   // Runs one group of ops for local rank `rank`; returns when all are done.
   Status RunGroup(int rank, const RankBuffer& buffer, const std::vector<shimproto::OpDesc>& ops, int* failed_op,

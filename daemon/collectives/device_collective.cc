@@ -156,8 +156,7 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
   return cs.RecordDone();
 }
 
-Status Communicator::DrainDevice() {
-  const Deadline deadline = OpDeadline();
+Status Communicator::DrainDevice(Deadline deadline) {
   gpu::CommStream* stream = nullptr;
   {
     // device_ is made by the thread holding the running token: read it with mu_ held and

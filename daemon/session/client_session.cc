@@ -177,7 +177,7 @@ void ClientSession::Run() {
       case shimproto::kDeviceDrain:
         st = ReplyStatus(shimproto::kDeviceDrainReply,
                          !frame.payload.empty() ? InvalidArgument("DeviceDrain takes no payload")
-                         : comm_               ? comm_->DrainDevice()
+                         : comm_               ? comm_->DrainDevice(Deadline::AfterMs(comm_->options().timeout_ms))
                                                : InvalidUsage("no communicator on this connection (CommInit first)"));
         break;
       case shimproto::kCommDestroy:
