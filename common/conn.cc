@@ -47,6 +47,25 @@ Status Conn::Reseal(std::unique_ptr<RecordSealer> sealer, std::unique_ptr<Record
   return Status::Ok();
 }
 
+void Conn::Export(Handed* out) const {
+  *out = Handed{};
+  if (!sealed()) return;
+  out->sealer = sealer_->Export();
+  out->opener = opener_->Export();
+  out->opened.assign(reinterpret_cast<const char*>(plain_.data()) + plain_pos_, plain_.size() - plain_pos_);
+  out->unopened.assign(reinterpret_cast<const char*>(cipher_.data()), cipher_len_);
+}
+
+bool Conn::Prime(const std::string& opened, const std::string& unopened) {
+  if (!sealed()) return opened.empty() && unopened.empty();
+  if (unopened.size() > cipher_.size() || opened.size() > kMaxRecordPlaintext * 64) return false;
+  plain_.assign(opened.begin(), opened.end());
+  plain_pos_ = 0;
+  memcpy(cipher_.data(), unopened.data(), unopened.size());
+  cipher_len_ = unopened.size();
+  return true;
+}
+
 void Conn::Shutdown() {
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
 }

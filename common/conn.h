@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/deadline.h"
@@ -47,6 +48,9 @@ class Conn {
   Status Peek(void* dst, size_t n, Deadline deadline);
   // Bytes already received and opened but not yet read (poll(2) on fd() cannot see them).
   size_t buffered() const { return plain_.size() - plain_pos_; }
+  // Bytes received and not yet read, opened or not: a reader that waits in poll(2) for
+  // its next read must not while there are any (whole records may wait here unopened).
+  size_t received() const { return buffered() + cipher_len_; }
 
   Status WriteV(const iovec* iov, int n, Deadline deadline);
   Status Write(const void* data, size_t len, Deadline deadline);
@@ -58,6 +62,18 @@ class Conn {
 
   // Makes pending and future reads and writes on both ends fail.
   void Shutdown();
+
+  // A live upgrade hands the connection to a new process (docs/upgrade.md, "RPC calls in
+  // flight"), between two reads and with nothing being written: the sealing state of each
+  // direction (RecordSealer/RecordOpener::Export; empty when not sealed), the plaintext
+  // opened and not yet read, and the ciphertext received and not yet opened.
+  struct Handed {
+    std::string sealer, opener, opened, unopened;
+  };
+  void Export(Handed* out) const;
+  // In the new process, on a Conn made with the imported sealer and opener: the bytes the
+  // old one had received. False when they cannot be what a Conn holds.
+  bool Prime(const std::string& opened, const std::string& unopened);
 
  private:
   // Opens the next whole record into plain_ (appending); *would_block or *closed when none.

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/status.h"
 
@@ -24,6 +25,10 @@ class RecordSealer {
   // ciphertext of the same length, then the tag. `aad` (the record header) is
   // authenticated, not encrypted. Records are numbered implicitly: each call is the next.
   virtual Status Seal(const uint8_t* aad, size_t aad_len, const iovec* pieces, int n, uint8_t* out) = 0;
+  // A live upgrade hands the connection to a new process: the keys and the next record's
+  // number, which that process imports (security/aead_record_cipher.h). Secret: it travels
+  // only over the upgrade's own socket.
+  virtual std::string Export() const = 0;
 };
 
 class RecordOpener {
@@ -33,6 +38,7 @@ class RecordOpener {
   // Decrypts one record (`len` bytes: ciphertext then tag) into `plain` (len - tag bytes)
   // and checks the tag; a record that was altered, replayed, reordered or cut fails.
   virtual Status Open(const uint8_t* aad, size_t aad_len, const uint8_t* record, size_t len, uint8_t* plain) = 0;
+  virtual std::string Export() const = 0;
 };
 
 }  // namespace conduit

@@ -36,6 +36,17 @@ class Reader {
   size_t at_ = 0;
 };
 
+Status ReadMetadata(Reader& r, uint32_t count, uint32_t bytes, MetadataView* md, const char* what) {
+  if (bytes > rpcproto::kMaxSectionBytes) return InvalidArgument("%s metadata of %u bytes is too large", what, bytes);
+  if (!r.Bytes(bytes, &md->block)) return InvalidArgument("%s metadata overruns the frame", what);
+  md->count = count;
+  return CheckMetadata(md->block, count);
+}
+
+bool ValidCode(int32_t code) { return code >= 0 && code <= 16; }
+
+}  // namespace
+
 Status CheckMetadata(std::string_view block, uint32_t count) {
   Reader r(block);
   for (uint32_t i = 0; i < count; ++i) {
@@ -49,17 +60,6 @@ Status CheckMetadata(std::string_view block, uint32_t count) {
   if (r.left() != 0) return InvalidArgument("metadata block has %zu stray bytes", r.left());
   return Status::Ok();
 }
-
-Status ReadMetadata(Reader& r, uint32_t count, uint32_t bytes, MetadataView* md, const char* what) {
-  if (bytes > rpcproto::kMaxSectionBytes) return InvalidArgument("%s metadata of %u bytes is too large", what, bytes);
-  if (!r.Bytes(bytes, &md->block)) return InvalidArgument("%s metadata overruns the frame", what);
-  md->count = count;
-  return CheckMetadata(md->block, count);
-}
-
-bool ValidCode(int32_t code) { return code >= 0 && code <= 16; }
-
-}  // namespace
 
 void AppendMetadata(std::string* block, std::string_view key, std::string_view value) {
   uint32_t lens[2] = {static_cast<uint32_t>(key.size()), static_cast<uint32_t>(value.size())};

@@ -98,6 +98,8 @@ struct MetadataView {
   void ForEach(Fn fn) const;
 };
 void AppendMetadata(std::string* block, std::string_view key, std::string_view value);
+// Whether `block` holds exactly `count` well-formed entries.
+Status CheckMetadata(std::string_view block, uint32_t count);
 
 // One decoded (or to-be-encoded) Call frame. Views point into the frame buffer (decode) or
 // the caller's data (encode).

@@ -141,9 +141,9 @@ constexpr int kThreadDrainMs = 3000;
 Status SnapshotParked(const std::string& my_addr, upgrade::v1::DaemonState* state, std::vector<UniqueFd>* descriptors);
 
 // The state handed to the new daemon, taken with every accept loop parked: program
-// sessions stopped between two requests (those of the object store and of collectives,
-// with the communicators; RPC sessions do not move yet, docs/upgrade.md), the stored
-// objects, the operator's changes.
+// sessions stopped between two requests (those of the object store; of collectives, with
+// the communicators; of gRPC programs, with their calls in flight and the RPC links that
+// carry them: docs/upgrade.md), the stored objects, the operator's changes.
 Status SnapshotForUpgrade(const std::string& program_socket, const std::string& admin_socket,
                           const std::string& my_addr, int drain_ms, upgrade::v1::DaemonState* state,
                           std::vector<UniqueFd>* descriptors) {

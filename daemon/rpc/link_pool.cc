@@ -41,6 +41,13 @@ Status LinkPool::Get(const std::string& addr, std::shared_ptr<PeerLink>* out) {
   return Status::Ok();
 }
 
+void LinkPool::Adopt(const std::string& addr, std::shared_ptr<PeerLink> link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Slot>& s = slots_[addr];
+  if (s == nullptr) s = std::make_shared<Slot>();
+  s->link = std::move(link);
+}
+
 std::vector<std::string> LinkPool::Live() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> live;

@@ -25,6 +25,8 @@ class LinkPool {
   Status Get(const std::string& addr, std::shared_ptr<PeerLink>* out);
   // Addresses of the links that are up.
   std::vector<std::string> Live();
+  // A live upgrade: the link to `addr` the process being replaced had, with its calls.
+  void Adopt(const std::string& addr, std::shared_ptr<PeerLink> link);
   // The daemon is shutting down: every link closes (PeerLink::Close), so their readers end.
   void CloseAll(const std::string& why);
 

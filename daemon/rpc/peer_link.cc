@@ -13,12 +13,15 @@
 #include "protocol/auth_protocol.h"
 #include "protocol/peer_protocol.h"
 #include "protocol/rpc_protocol.h"
+#include "protocol/upgrade_state.pb.h"
 #include "rpc/auth_properties.h"
+#include "rpc/call_handover.h"
 #include "rpc/frame_input.h"
 #include "rpc/rpc_context.h"
 #include "rpc/served_program.h"
 #include "rpc/target.h"
 #include "rpc/tls_flights.h"
+#include "security/aead_record_cipher.h"
 #include "security/peer_security.h"
 #include "transport/tcp.h"
 
@@ -222,13 +225,21 @@ void PeerLink::Accept(RpcContext* service, Conn conn, const PeerIdentity& identi
 
 void PeerLink::ReadLoop() {
   std::shared_ptr<PeerLink> self = shared_from_this();
-  for (;;) {
-    FrameHeader h;
-    // Idle between frames as long as it likes; a frame it started must follow promptly.
-    Status st = reader_.NextHeader(&h, Deadline::Never(), service_->frame_timeout_ms());
-    if (st.ok()) st = HandleFrame(h);
-    if (!st.ok()) {
-      if (!alive()) return;
+  if (accepted_) service_->accepted_reading().fetch_add(1);
+  {
+    ProgramPark::Member member(&service_->link_park(), conn_.fd(),
+                               [this](std::string* state, std::vector<UniqueFd>*) { return SavedState(state); });
+    member.SetIdle([this] { return Quiet(); });
+    for (;;) {
+      FrameHeader h;
+      // Stops here, between two frames, while a live upgrade's park is on and the link is
+      // quiet; a parked link reads nothing more in this process.
+      Status st = member.AwaitRequest({reader_.buffered() > 0 || conn_.received() > 0, false});
+      // Idle between frames as long as it likes; a frame it started must follow promptly.
+      if (st.ok()) st = reader_.NextHeader(&h, Deadline::Never(), service_->frame_timeout_ms());
+      if (st.ok()) st = HandleFrame(h);
+      if (st.ok()) continue;
+      if (!alive()) break;
       if (reader_.closed()) {
         // A TLS link ends when its channel does, and any link once this daemon said GoAway:
         // the other daemon closes it after its last call, no failure.
@@ -238,9 +249,149 @@ void PeerLink::ReadLoop() {
                   st.message().c_str());
         Fail("link to daemon " + peer_ + " failed: " + st.message());
       }
-      return;
+      break;
     }
   }
+  if (accepted_) service_->accepted_reading().fetch_sub(1);
+}
+
+bool PeerLink::Quiet() {
+  if (writer_.queued_bytes() != 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!probes_.empty()) return false;
+  for (const auto& [id, lc] : calls_) {
+    if (lc->assembling || lc->bulk_queued.load() > 0) return false;
+  }
+  return true;
+}
+
+Status PeerLink::SavedState(std::string* state) {
+  upgrade::v1::RpcLinkState s;
+  if (writer_.queued_bytes() != 0) {
+    return Status(StatusCode::kAborted, "the RPC link to daemon " + peer_ + " still has frames to write");
+  }
+  s.set_peer(peer_);
+  s.set_accepted(accepted_);
+  s.set_link_version(link_version_);
+  s.set_tls_port(tls_port_);
+  s.set_tls_auth(tls_auth_.block);
+  s.set_tls_auth_count(tls_auth_.count);
+  s.set_told_to_go(told_to_go_.load());
+  s.set_release_when_idle(release_when_idle_.load());
+  Conn::Handed conn;
+  conn_.Export(&conn);
+  s.set_sealer(std::move(conn.sealer));
+  s.set_opener(std::move(conn.opener));
+  s.set_opened(std::move(conn.opened));
+  s.set_unopened(std::move(conn.unopened));
+  s.set_read_ahead(reader_.ReadAhead());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.set_draining(draining_);
+    s.set_next_call(next_call_);
+    for (const auto& [id, lc] : calls_) {
+      if (lc->assembling) {
+        return Status(StatusCode::kAborted, "a message from daemon " + peer_ + " is half-read");
+      }
+      // This link is the client end of the calls the other daemon started (accepted), the
+      // server end of those it carries there.
+      CONDUIT_RETURN_IF_ERROR(ExportCall(*lc->call, id, /*client_end=*/accepted_, s.add_calls()));
+    }
+  }
+  if (!s.SerializeToString(state)) return InternalError("an RPC link's state does not serialize");
+  return Status::Ok();
+}
+
+Status PeerLink::Adopt(RpcContext* service, UniqueFd fd, const upgrade::v1::RpcLinkState& s,
+                       std::shared_ptr<PeerLink>* out) {
+  const RpcOptions& o = service->options();
+  if (s.peer().empty() || s.peer().size() > 256 || s.tls_port() > 65535 ||
+      s.tls_auth().size() > rpcproto::kMaxSectionBytes ||
+      static_cast<uint64_t>(s.calls_size()) > o.max_link_calls + o.max_program_calls) {
+    return InvalidArgument("a handed-over RPC link's state is malformed or over the caps");
+  }
+  if (s.link_version() < rpcproto::kMinPeerLinkVersion || s.link_version() > o.max_link_version) {
+    return InvalidArgument("a handed-over RPC link to %s speaks link version %u, which this daemon does not (%u to %u)",
+                           s.peer().c_str(), s.link_version(), rpcproto::kMinPeerLinkVersion, o.max_link_version);
+  }
+  CONDUIT_RETURN_IF_ERROR(CheckMetadata(s.tls_auth(), s.tls_auth_count()));
+  Conn conn;
+  if (s.sealer().empty() && s.opener().empty()) {
+    conn = Conn(std::move(fd));
+  } else {
+    std::unique_ptr<RecordSealer> sealer;
+    std::unique_ptr<RecordOpener> opener;
+    CONDUIT_RETURN_IF_ERROR(ImportAesGcmSealer(s.sealer(), &sealer));
+    CONDUIT_RETURN_IF_ERROR(ImportAesGcmOpener(s.opener(), &opener));
+    conn = Conn(std::move(fd), std::move(sealer), std::move(opener));
+  }
+  if (!conn.Prime(s.opened(), s.unopened())) {
+    return InvalidArgument("a handed-over RPC link to %s holds received bytes no connection can", s.peer().c_str());
+  }
+  std::shared_ptr<PeerLink> link(new PeerLink(service, std::move(conn), s.peer(), s.accepted()));
+  if (!link->reader_.Prime(s.read_ahead(), {})) {
+    return InvalidArgument("%zu bytes read ahead on the RPC link to %s do not fit its read buffer",
+                           s.read_ahead().size(), s.peer().c_str());
+  }
+  link->link_version_ = s.link_version();
+  link->tls_port_ = s.tls_port();
+  link->tls_auth_ = Metadata{s.tls_auth_count(), s.tls_auth()};
+  link->told_to_go_.store(s.told_to_go());
+  link->release_when_idle_.store(s.release_when_idle());
+  link->draining_ = s.draining();
+  link->next_call_ = s.next_call();
+  for (const upgrade::v1::RpcCallState& c : s.calls()) {
+    if (c.client_end() != s.accepted() || (!s.accepted() && (c.id() == 0 || c.id() >= s.next_call()))) {
+      return InvalidArgument("call %llu is not one the RPC link to %s can carry", static_cast<unsigned long long>(c.id()),
+                             s.peer().c_str());
+    }
+    auto lc = std::make_shared<LinkCall>();
+    CONDUIT_RETURN_IF_ERROR(service->adopted_calls().Attach(c, link, &lc->call));
+    if (!link->calls_.emplace(c.id(), lc).second) {
+      return InvalidArgument("call %llu twice on the RPC link to %s", static_cast<unsigned long long>(c.id()),
+                             s.peer().c_str());
+    }
+  }
+  *out = std::move(link);
+  return Status::Ok();
+}
+
+bool PeerLink::StartAdopted() {
+  if (accepted_ && tls_port_ != 0) {
+    // The credentials the server's session has now (made again from the same files): the
+    // ones this link's handshake was with, as far as a new call's check is concerned.
+    std::string why;
+    std::shared_ptr<ServedProgram> session = service_->servers().Find(tls_port_, local_ip_, /*from_link=*/true, &why);
+    if (session != nullptr) tls_server_ = session->TlsFor(tls_port_);
+  }
+  size_t calls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls = calls_.size();
+  }
+  CLOG_INFO("upgrade: the RPC link %s daemon %s%s goes on with %zu call(s) in flight", accepted_ ? "from" : "to",
+            peer_.c_str(), tls_port_ != 0 ? (" (TLS, port " + std::to_string(tls_port_) + ")").c_str() : "", calls);
+  std::shared_ptr<PeerLink> link = shared_from_this();
+  bool started;
+  if (accepted_) {
+    RpcContext* service = service_;
+    service->accepted_connections().fetch_add(1);
+    started = StartDetached("RPC link from another daemon", [link, service] {
+      service->AddAccepted(link);
+      link->ReadLoop();
+      service->RemoveAccepted(link.get());
+      service->accepted_connections().fetch_sub(1);
+    });
+    if (!started) service->accepted_connections().fetch_sub(1);
+  } else {
+    started = StartDetached("RPC link reader", [link] { link->ReadLoop(); });
+  }
+  if (!started) {
+    Fail("no thread can be started for the RPC link's reader after the upgrade");
+    return false;
+  }
+  if (release_when_idle_.load()) ReleaseWhenIdle();
+  return true;
 }
 
 Status PeerLink::HandleFrame(const FrameHeader& h) {

@@ -11,7 +11,8 @@
 // unanswered write ends the link: its calls fail with UNAVAILABLE on both sides. An
 // accepting daemon being replaced asks for no more calls (GoAway, link version 3): the
 // connecting daemon takes another link for its next calls and closes this one after the
-// last (docs/rpc-protocol.md).
+// last (docs/rpc-protocol.md). Either daemon being replaced hands the link itself, with its
+// calls, to its new process (SavedState, Adopt): the other daemon sees only a pause.
 //
 // The other daemon is not trusted with this daemon's memory or threads: every length in
 // its frames is checked before use, a message's private memory grows with the fragments
@@ -36,6 +37,10 @@
 #include "rpc/call.h"
 #include "rpc/event.h"
 #include "security/tls_session.h"
+
+namespace conduit::upgrade::v1 {
+class RpcLinkState;
+}
 
 namespace conduit::rpc {
 
@@ -85,6 +90,24 @@ class PeerLink : public Endpoint, public AcceptedLink, public std::enable_shared
   // sessions) end, and its reader stops.
   void Close(const std::string& why) { Fail(why, /*quiet=*/true); }
 
+  // A live upgrade (docs/upgrade.md, "RPC calls in flight"): links stop at the context's
+  // link park between two frames, once no message is half-read and nothing is left to
+  // write, and move to the new process with their calls; the other daemon sees a pause.
+  // The parked link's state, all but its connection (upgrade_state.proto RpcLinkState).
+  Status SavedState(std::string* state);
+  // The new process: the link `state` describes, on `fd` (checked as any input: lengths,
+  // versions, its calls joined through service->adopted_calls()). It reads nothing until
+  // StartAdopted.
+  static Status Adopt(RpcContext* service, UniqueFd fd, const upgrade::v1::RpcLinkState& state,
+                      std::shared_ptr<PeerLink>* out);
+  // Starts the adopted link's reader (an accepted one counted as a connection from another
+  // daemon, as Accept's); false when no thread can be started (the link then fails).
+  bool StartAdopted();
+  bool accepted() const { return accepted_; }
+  const std::string& peer() const { return peer_; }
+  // TLS links carry the calls of one program's channel.
+  bool tls() const { return tls_port_ != 0; }
+
   void Deliver(RpcCall& call, uint64_t id, Event ev) override;
   void Forget(uint64_t id) override;
   std::string name() const override { return "daemon " + peer_; }
@@ -130,6 +153,9 @@ class PeerLink : public Endpoint, public AcceptedLink, public std::enable_shared
   // longer has.
   std::string RefusalFor(uint32_t port, const ServedProgram& session, bool* stale);
   void ReadLoop();
+  // Whether the link may stop for a live upgrade: between messages on every call, nothing
+  // queued to write, no probe waiting for its answer.
+  bool Quiet();
   Status HandleFrame(const FrameHeader& h);
   Status HandleCall(const FrameHeader& h);
   Status StartIncoming(const CallEvent& view, std::shared_ptr<LinkCall>* out);

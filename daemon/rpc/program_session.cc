@@ -10,7 +10,9 @@
 #include "common/log.h"
 #include "protocol/rpc_protocol.h"
 #include "protocol/shim_protocol.h"
+#include "protocol/upgrade_state.pb.h"
 #include "rpc/auth_properties.h"
+#include "rpc/call_handover.h"
 #include "rpc/frame_input.h"
 #include "rpc/peer_link.h"
 #include "rpc/program_requests.h"
@@ -172,15 +174,10 @@ Status ProgramSession::Admit(ProgramFrame f) {
     Status st = ServeCounted(f, &served);
     if (served) return st;
   }
-  // A park is on. The events of calls in flight, and blocks the program released, are
-  // served at once: they are what lets the session reach a point with no call in flight.
-  bool in_flight = f.type == rpcproto::kFree;
-  CallHead head;
-  if (f.type == rpcproto::kCall && PeekCallHead(f.payload, &head).ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight = calls_.count(head.call) > 0;
-  }
-  if (in_flight) return HandleFrame(f);
+  // A park is on: every request is held, the events of calls in flight too (those calls
+  // move with the session, and their next events are served where they go on). Blocks the
+  // program released are taken back at once.
+  if (f.type == rpcproto::kFree) return HandleFrame(f);
   held_.push_back(std::move(f));
   return Status::Ok();
 }
@@ -198,19 +195,28 @@ Status ProgramSession::ServeHeld() {
 bool ProgramSession::Idle() {
   if (service_->starts_under_way().load() != 0) return false;
   if (memory_->sends_in_flight() != 0 || writer_->queued_bytes() != 0) return false;
+  // Events of this session's calls stop arriving once every link is parked (the other ends
+  // on this host hold their programs' requests too).
+  if (!service_->LinksParked()) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!calls_.empty()) return false;
-  // A server's calls may still come over a connection from another daemon.
-  return ports_.empty() || service_->accepted_connections().load() == 0;
+  for (const auto& [id, call] : calls_) {
+    std::lock_guard<std::mutex> call_lock(call->mu);
+    if (call->held) return false;  // a rate limit's delay: its events go out first
+  }
+  return true;
 }
 
 Status ProgramSession::SavedState(std::string* state, std::vector<UniqueFd>* fds) {
   HandedSession h;
   CONDUIT_RETURN_IF_ERROR(memory_->Export(&h.memory));
   {
+    if (!service_->LinksParked()) {
+      return Status(StatusCode::kAborted, "an RPC link to another daemon came up during the park");
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (!calls_.empty()) {
-      return Status(StatusCode::kAborted, who_ + " has " + std::to_string(calls_.size()) + " call(s) in flight");
+    for (const auto& [id, call] : calls_) {
+      CONDUIT_RETURN_IF_ERROR(ExportCall(*call, id, call->client_end.get() == this && call->client_id == id,
+                                         &h.calls.emplace_back()));
     }
     for (const auto& [id, ch] : channels_) {
       h.channels.push_back({id, ch.text, ch.tls ? std::optional(ch.tls->config()) : std::nullopt});
@@ -237,7 +243,8 @@ Status ProgramSession::Restore(const std::string& bytes, std::vector<UniqueFd> f
   const RpcOptions& o = service_->options();
   HandedSession h;
   CONDUIT_RETURN_IF_ERROR(DecodeHandedSession(
-      bytes, std::move(fds), SessionLimits{o.max_program_channels, o.max_program_ports, kMaxHeld, kMaxReadAhead}, &h));
+      bytes, std::move(fds), SessionLimits{o.max_program_channels, o.max_program_ports, kMaxHeld, kMaxReadAhead,
+                                              o.max_program_calls + o.max_link_calls}, &h));
   // Who the program is: the kernel's word again, and the admission list as it is now.
   const std::string exe = ProgramExe(creds_.pid);
   who_ = exe + "[" + std::to_string(creds_.pid) + "]";
@@ -257,6 +264,19 @@ Status ProgramSession::Restore(const std::string& bytes, std::vector<UniqueFd> f
   }
   for (HandedSession::Port& p : h.ports) CONDUIT_RETURN_IF_ERROR(AddPort(p.port, p.server, p.host, std::move(p.tls)));
   next_incoming_.store(h.next_incoming);
+  for (const upgrade::v1::RpcCallState& c : h.calls) {
+    if ((c.id() & kIncomingBit) != 0 ? c.client_end() : !c.client_end()) {
+      return InvalidArgument("call %llu is not of this session's %s calls", static_cast<unsigned long long>(c.id()),
+                             c.client_end() ? "own" : "incoming");
+    }
+    std::shared_ptr<RpcCall> call;
+    CONDUIT_RETURN_IF_ERROR(service_->adopted_calls().Attach(c, shared_from_this(), &call));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!calls_.emplace(c.id(), call).second) {
+      return InvalidArgument("call %llu twice", static_cast<unsigned long long>(c.id()));
+    }
+    if (c.client_end()) ++client_calls_;
+  }
   for (ProgramFrame& f : h.held) held_.push_back(std::move(f));
   if (!reader_.Prime(h.read_ahead, std::move(h.read_ahead_fds))) {
     return InvalidArgument("%zu bytes read ahead do not fit the read buffer", h.read_ahead.size());

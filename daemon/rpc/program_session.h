@@ -11,11 +11,13 @@
 // checked, what it may hold is capped (channels, calls, ports, shared memory; RpcOptions),
 // and a frame it started must arrive whole within the frame deadline.
 //
-// A live upgrade (docs/upgrade.md, "RPC programs") moves a session once none of its calls
-// is in flight: while a park is on, the session serves the events of its calls in flight
-// and holds, in order, every other request (the calls its program starts, channels,
-// servers), which the next process serves first. What moves is what outlives calls: the
-// shared memory, channels, served ports, the held requests and what was read ahead.
+// A live upgrade (docs/upgrade.md, "RPC programs", "RPC calls in flight") moves a session
+// with its calls in flight: while a park is on, the session holds, in order, every request
+// of its program (its calls' next events too), which the next process serves first; it
+// stops once every link to another daemon is parked (no event of its calls arrives any
+// more) and nothing of its own is being sent. What moves: the shared memory, channels,
+// served ports, calls in flight (rpc/call_handover.h), the held requests and what was
+// read ahead.
 #ifndef CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
 #define CONDUIT_DAEMON_RPC_PROGRAM_SESSION_H_
 
@@ -102,8 +104,8 @@ class ProgramSession : public ServedProgram, public std::enable_shared_from_this
   // Serves the held requests once the park is over (stops if another begins).
   Status ServeHeld();
   Status HandleFrame(ProgramFrame& f);
-  // Whether the session may stop for a live upgrade: no call in flight, none starting,
-  // nothing being sent, and (serving ports) no connection from another daemon left.
+  // Whether the session may stop for a live upgrade: none of its calls starting, nothing
+  // being sent, no call waiting on a rate limit's delay, and every link parked.
   bool Idle();
   Status SavedState(std::string* state, std::vector<UniqueFd>* fds);
   Status Restore(const std::string& state, std::vector<UniqueFd> fds);

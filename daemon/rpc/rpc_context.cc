@@ -11,7 +11,12 @@ RpcContext::RpcContext(RpcOptions options, const ProgramPolicy* admission)
       admission_(admission),
       datapath_(&policies_),
       links_(this),
-      park_(ServiceId::kRpc, [this] { EndPark(); }, [this] { BeginPark(); }) {}
+      park_(ServiceId::kRpc, [this] { EndPark(); }, [this] { BeginPark(); }),
+      link_park_(ServiceId::kRpc) {}
+
+bool RpcContext::LinksParked() const {
+  return link_park_.parked() == link_park_.members() && accepted_.load() == accepted_reading_.load();
+}
 
 void RpcContext::SetStopping(const std::string& why) {
   std::lock_guard<std::mutex> lock(stop_mu_);
@@ -52,30 +57,27 @@ void RpcContext::BeginPark() {
   for (const auto& link : links) old += link->GoAway() ? 0 : 1;
   CLOG_INFO("live upgrade: %zu RPC link(s) from other daemons asked to carry no new call%s", links.size() - old,
             old == 0 ? "" : (", " + std::to_string(old) + " of an older release cannot be asked").c_str());
+  link_park_.Begin();
 }
 
 void RpcContext::EndPark() {
+  link_park_.Resume();
   std::lock_guard<std::mutex> lock(accepted_mu_);
   going_away_ = false;
 }
 
 std::string RpcContext::ParkBlockers() {
-  std::vector<std::string> old;
-  {
-    std::lock_guard<std::mutex> lock(accepted_mu_);
-    for (const auto& [key, weak] : accepted_links_) {
-      auto link = weak.lock();
-      if (link != nullptr && link->link_version() < 3) old.push_back(link->name());
-    }
+  const size_t members = link_park_.members();
+  const size_t parked = link_park_.parked();
+  const int hello = accepted_.load() - accepted_reading_.load();
+  std::string why;
+  if (parked < members) {
+    why = std::to_string(members - parked) + " of " + std::to_string(members) +
+          " RPC link(s) with other daemons never between two messages with nothing left to write (messages larger "
+          "than a fragment arriving back to back, or a daemon that does not read)";
   }
-  const int open = accepted_.load();
-  if (open == 0) return "";
-  std::string why = std::to_string(open) + " RPC connection(s) from other daemons still open (closed by them after "
-                    "their last call)";
-  if (!old.empty()) {
-    why += "; " + std::to_string(old.size()) + " of them from a release without GoAway (";
-    for (size_t i = 0; i < old.size(); ++i) why += (i ? ", " : "") + old[i];
-    why += "): upgrade those daemons first, or wait until they have no call here";
+  if (hello > 0) {
+    why += (why.empty() ? "" : "; ") + std::to_string(hello) + " RPC connection(s) from other daemons still saying hello";
   }
   return why;
 }

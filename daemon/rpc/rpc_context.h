@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rpc/accepted_link.h"
+#include "rpc/call_handover.h"
 #include "rpc/datapath.h"
 #include "rpc/link_pool.h"
 #include "rpc/policy/engine.h"
@@ -92,6 +93,17 @@ class RpcContext {
   void RemoveAccepted(const AcceptedLink* link);
   // Why sessions cannot stop yet, for the refusal ("" when nothing holds them).
   std::string ParkBlockers();
+  // Links to and from other daemons stop at a park of their own, begun and ended with the
+  // sessions' (each between two frames, with no message half-read and nothing left to
+  // write), and move with the calls they carry (docs/upgrade.md, "RPC calls in flight").
+  ProgramPark& link_park() { return link_park_; }
+  // Every link is parked, and every connection another daemon opened is one of them (none
+  // is still saying hello): no event of a call reaches a session any more.
+  bool LinksParked() const;
+  // Accepted links reading calls (PeerLink::ReadLoop), against accepted_connections().
+  std::atomic<int>& accepted_reading() { return accepted_reading_; }
+  // The new process: calls in flight, rebuilt as their ends are restored.
+  AdoptedCalls& adopted_calls() { return adopted_calls_; }
   // Sessions whose state was taken for the new process since the park began.
   void SessionExported() { exported_.fetch_add(1); }
   int sessions_exported() const { return exported_.load(); }
@@ -115,7 +127,10 @@ class RpcContext {
   std::atomic<int> starts_{0};
   std::atomic<int> accepted_{0};
   std::atomic<int> exported_{0};
+  std::atomic<int> accepted_reading_{0};
+  AdoptedCalls adopted_calls_;
   ProgramPark park_;
+  ProgramPark link_park_;
 };
 
 }  // namespace conduit::rpc

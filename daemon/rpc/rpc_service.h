@@ -15,6 +15,7 @@
 
 namespace conduit::rpc {
 
+class PeerLink;
 class ProgramSession;
 
 // The RPC part of conduitd as a Service of the daemon's router: each program connection
@@ -31,10 +32,12 @@ class RpcService : public Service, public RpcContext {
   // here and on other hosts) and refuses new ones with it.
   void Stop(const Status& reason) override;
 
-  // Live upgrade (docs/upgrade.md, "RPC programs"): sessions stop once none of their calls
-  // is in flight; the number of sessions handed over travels as the shared state, so that
-  // the new process serves none of them (and accepts no connection) before every one has
-  // taken its state back: a held call from one program reaches the port another serves.
+  // Live upgrade (docs/upgrade.md, "RPC programs", "RPC calls in flight"): sessions stop
+  // between two requests once every link is parked, and move with their calls in flight;
+  // the shared state carries the links (connections, what was read of them, their calls)
+  // and the number of sessions, so that the new process serves none of them (and accepts
+  // no connection, and reads no link) before every one has taken its state back and every
+  // call has both its ends: a held call from one program reaches the port another serves.
   ProgramPark* program_park() override { return &park(); }
   std::string ParkBlockers() override { return RpcContext::ParkBlockers(); }
   Status ExportShared(HandedShared* out) override;
@@ -51,6 +54,11 @@ class RpcService : public Service, public RpcContext {
   std::mutex adopt_mu_;
   std::condition_variable adopt_cv_;
   int to_restore_ = 0;  // handed-over sessions that have not taken their state yet
+  bool adopted_ = false;  // AwaitAdopted has joined the calls and started the links
+  std::vector<std::shared_ptr<PeerLink>> adopted_links_;  // until AwaitAdopted starts them
+  // Links other daemons opened that this process took over: no router thread serves them,
+  // so Stop closes them.
+  std::vector<std::weak_ptr<PeerLink>> adopted_accepted_;
 };
 
 }  // namespace conduit::rpc

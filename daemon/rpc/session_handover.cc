@@ -65,6 +65,7 @@ Status EncodeHandedSession(HandedSession in, std::string* state, std::vector<Uni
   }
   s.set_read_ahead(std::move(in.read_ahead));
   for (UniqueFd& fd : in.read_ahead_fds) s.add_read_ahead_descriptors(add_fd(std::move(fd)));
+  for (upgrade::v1::RpcCallState& c : in.calls) *s.add_calls() = std::move(c);
   if (!s.SerializeToString(state)) return InvalidArgument("the RPC session state does not serialize");
   return Status::Ok();
 }
@@ -74,7 +75,7 @@ Status DecodeHandedSession(const std::string& state, std::vector<UniqueFd> fds, 
   upgrade::v1::RpcSession s;
   if (!s.ParseFromString(state)) return InvalidArgument("the RPC session state does not parse");
   if (static_cast<size_t>(s.channels_size()) > limits.channels || static_cast<size_t>(s.ports_size()) > limits.ports ||
-      static_cast<size_t>(s.held_size()) > limits.held || s.send_size() > static_cast<int>(rpcproto::kMaxSegments) ||
+      static_cast<size_t>(s.held_size()) > limits.held || static_cast<size_t>(s.calls_size()) > limits.calls || s.send_size() > static_cast<int>(rpcproto::kMaxSegments) ||
       s.receive_size() > static_cast<int>(rpcproto::kMaxSegments) || s.read_ahead().size() > limits.read_ahead) {
     return InvalidArgument("the RPC session state holds more channels, ports, segments, requests or bytes than a "
                            "session may");
@@ -143,6 +144,7 @@ Status DecodeHandedSession(const std::string& state, std::vector<UniqueFd> fds, 
     CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, position, &fd));
     out->read_ahead_fds.push_back(std::move(fd));
   }
+  out->calls.assign(s.calls().begin(), s.calls().end());
   return Status::Ok();
 }
 

@@ -1,8 +1,8 @@
 // The state of a gRPC program's session that a live upgrade hands to the new process
 // (docs/upgrade.md, "RPC programs"; wire format: RpcSession in
-// protocol/upgrade_state.proto). A session moves only with no call in flight, so this is
-// what outlives calls: its shared memory, channels, served ports, the requests it held
-// during the park and the bytes it had read ahead of them.
+// protocol/upgrade_state.proto): its shared memory, channels, served ports, its calls in
+// flight (each as this end knows it, rpc/call_handover.h), the requests it held during the
+// park and the bytes it had read ahead of them.
 //
 // The decoder is where the new daemon meets the old one's bytes: it checks every count
 // against the session limits, every descriptor position (each named once), every type and
@@ -18,6 +18,7 @@
 #include "common/fd_io.h"
 #include "common/status.h"
 #include "rpc/program_memory.h"
+#include "protocol/upgrade_state.pb.h"
 #include "security/tls_session.h"
 
 namespace conduit::rpc {
@@ -49,6 +50,7 @@ struct HandedSession {
   std::vector<ProgramFrame> held;
   std::string read_ahead;
   std::vector<UniqueFd> read_ahead_fds;
+  std::vector<upgrade::v1::RpcCallState> calls;  // its calls in flight (rpc/call_handover.h)
 };
 
 // What one session may hold (RpcOptions' caps).
@@ -57,6 +59,7 @@ struct SessionLimits {
   size_t ports = 0;
   size_t held = 0;
   size_t read_ahead = 0;  // a session's read buffer
+  size_t calls = 0;       // calls in flight: those its program started and those to its servers
 };
 
 // Moves the descriptors into *fds; the state names them by 1-based position there.

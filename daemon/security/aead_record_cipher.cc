@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <string.h>
+
 #include <climits>
 
 namespace conduit {
@@ -19,6 +21,7 @@ class GcmDirection {
  public:
   Status Init(const DirectionKeys& keys, bool encrypt) {
     ctx_.reset(EVP_CIPHER_CTX_new());
+    keys_ = keys;
     salt_ = keys.salt;
     encrypt_ = encrypt;
     if (ctx_ == nullptr || EVP_CipherInit_ex(ctx_.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr, encrypt) != 1 ||
@@ -50,8 +53,17 @@ class GcmDirection {
     return true;
   }
   EVP_CIPHER_CTX* ctx() { return ctx_.get(); }
+  // key, salt, then the next record's number (little-endian).
+  std::string Export() const {
+    std::string out(reinterpret_cast<const char*>(keys_.key.data()), keys_.key.size());
+    out.append(reinterpret_cast<const char*>(keys_.salt.data()), keys_.salt.size());
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(seq_ >> (8 * i)));
+    return out;
+  }
+  void SetNext(uint64_t seq) { seq_ = seq; }
 
  private:
+  DirectionKeys keys_;
   CtxPtr ctx_;
   std::array<uint8_t, 12> salt_{};
   uint64_t seq_ = 0;
@@ -60,8 +72,13 @@ class GcmDirection {
 
 class AesGcmSealer : public RecordSealer {
  public:
-  Status Init(const DirectionKeys& keys) { return dir_.Init(keys, /*encrypt=*/true); }
+  Status Init(const DirectionKeys& keys, uint64_t next = 0) {
+    CONDUIT_RETURN_IF_ERROR(dir_.Init(keys, /*encrypt=*/true));
+    dir_.SetNext(next);
+    return Status::Ok();
+  }
   size_t tag_bytes() const override { return kTagBytes; }
+  std::string Export() const override { return dir_.Export(); }
   Status Seal(const uint8_t* aad, size_t aad_len, const iovec* pieces, int n, uint8_t* out) override {
     bool ok = dir_.Begin(aad, aad_len);
     for (int i = 0; ok && i < n; ++i) {
@@ -80,8 +97,13 @@ class AesGcmSealer : public RecordSealer {
 
 class AesGcmOpener : public RecordOpener {
  public:
-  Status Init(const DirectionKeys& keys) { return dir_.Init(keys, /*encrypt=*/false); }
+  Status Init(const DirectionKeys& keys, uint64_t next = 0) {
+    CONDUIT_RETURN_IF_ERROR(dir_.Init(keys, /*encrypt=*/false));
+    dir_.SetNext(next);
+    return Status::Ok();
+  }
   size_t tag_bytes() const override { return kTagBytes; }
+  std::string Export() const override { return dir_.Export(); }
   Status Open(const uint8_t* aad, size_t aad_len, const uint8_t* record, size_t len, uint8_t* plain) override {
     if (len < kTagBytes) return RemoteError("sealed record shorter than its tag");
     const size_t body = len - kTagBytes;
@@ -101,7 +123,34 @@ class AesGcmOpener : public RecordOpener {
   GcmDirection dir_;
 };
 
+// A direction's state as GcmDirection::Export wrote it, made a sealer or opener (T) again.
+template <typename T, typename Base>
+Status ImportDirection(const std::string& state, std::unique_ptr<Base>* out) {
+  DirectionKeys keys;
+  if (state.size() != keys.key.size() + keys.salt.size() + 8) {
+    return InvalidArgument("a handed-over record cipher state of %zu bytes", state.size());
+  }
+  memcpy(keys.key.data(), state.data(), keys.key.size());
+  memcpy(keys.salt.data(), state.data() + keys.key.size(), keys.salt.size());
+  uint64_t next = 0;
+  for (int i = 0; i < 8; ++i) {
+    next |= static_cast<uint64_t>(static_cast<uint8_t>(state[keys.key.size() + keys.salt.size() + i])) << (8 * i);
+  }
+  auto made = std::make_unique<T>();
+  CONDUIT_RETURN_IF_ERROR(made->Init(keys, next));
+  *out = std::move(made);
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status ImportAesGcmSealer(const std::string& state, std::unique_ptr<RecordSealer>* out) {
+  return ImportDirection<AesGcmSealer>(state, out);
+}
+
+Status ImportAesGcmOpener(const std::string& state, std::unique_ptr<RecordOpener>* out) {
+  return ImportDirection<AesGcmOpener>(state, out);
+}
 
 Status NewAesGcmSealer(const DirectionKeys& keys, std::unique_ptr<RecordSealer>* out) {
   auto s = std::make_unique<AesGcmSealer>();

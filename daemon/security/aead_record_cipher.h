@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "common/record_cipher.h"
 
@@ -21,6 +22,10 @@ struct DirectionKeys {
 // Fails only when OpenSSL cannot set up the cipher.
 Status NewAesGcmSealer(const DirectionKeys& keys, std::unique_ptr<RecordSealer>* out);
 Status NewAesGcmOpener(const DirectionKeys& keys, std::unique_ptr<RecordOpener>* out);
+// A live upgrade: the state RecordSealer/RecordOpener::Export wrote in the old process (the
+// keys and the next record's number), so the new one goes on where it stopped.
+Status ImportAesGcmSealer(const std::string& state, std::unique_ptr<RecordSealer>* out);
+Status ImportAesGcmOpener(const std::string& state, std::unique_ptr<RecordOpener>* out);
 
 }  // namespace conduit
 

@@ -147,6 +147,11 @@ size_t ProgramPark::parked() const {
   return parked_;
 }
 
+size_t ProgramPark::members() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return members_.size();
+}
+
 Status ProgramPark::Export(std::vector<HandedProgram>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (Member* m : members_) {

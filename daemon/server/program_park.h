@@ -102,6 +102,7 @@ class ProgramPark {
   void Begin();               // sessions between two requests stop there
   bool parking() const { return parking_.load(); }
   size_t parked() const;      // sessions stopped so far
+  size_t members() const;     // sessions, stopped or not
   // The parked sessions, each with a duplicate of its connection.
   Status Export(std::vector<HandedProgram>* out) const;
   void Resume();              // the upgrade was called off: every session goes on

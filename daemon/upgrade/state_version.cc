@@ -13,9 +13,11 @@
 // sessions; 5, the host regions of collectives sessions (CollectiveSession.regions, which
 // an older reader would drop, leaving the program's next collective on them refused); 6,
 // collectives sessions' GPU buffers (CollectiveSession.device_buffers, the same way) and
-// communicators' collective message version (Communicator.protocol_version).
+// communicators' collective message version (Communicator.protocol_version); 7, RPC calls in
+// flight (RpcSession.calls, RpcShared.links: an older reader would drop them, and the
+// programs' next events on those calls with them).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 6
+#define CONDUIT_UPGRADE_STATE_VERSION 7
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

@@ -333,3 +333,35 @@ write("rpc_handover", "attach-held", rpc_session(held=[(0x0103, 9, b"\x00" * 16,
 write("rpc_handover", "overlapping-blocks", rpc_session(receive=[(1 << 20, 2, [(0, 4096), (64, 64)])]))
 write("rpc_handover", "descriptor-twice", rpc_session(send=[(0, 1 << 20, 2), (1, 1 << 20, 2)]))
 write("rpc_handover", "pipe-as-segment", rpc_session(send=[(0, 4096, 6)]))
+
+
+# rpc_link_handover: an RpcLinkState (protocol/upgrade_state.proto), with RpcCallStates.
+def rpc_call_state(call_key, call_id, client_end, method=b"/helloworld.Greeter/Chat", side=0, age_us=1000):
+    return (key(1, 0) + varint(call_key) + key(2, 0) + varint(call_id) + key(3, 0) + varint(1 if client_end else 0) +
+            ldelim(4, method) + ldelim(5, b"greeter_server[42]") + key(6, 0) + varint(side) + key(8, 0) + varint(1) +
+            key(9, 0) + varint(age_us))
+
+
+def rpc_link(accepted, version=3, calls=(), next_call=5, sealer=b"", opener=b"", opened=b"", unopened=b"",
+             read_ahead=b"", auth=b"", auth_count=0, peer=b"10.0.0.2:7650"):
+    s = key(1, 0) + varint(1) + ldelim(2, peer) + key(3, 0) + varint(1 if accepted else 0)
+    s += key(4, 0) + varint(version) + key(11, 0) + varint(next_call)
+    if auth:
+        s += ldelim(6, auth) + key(7, 0) + varint(auth_count)
+    for field, value in ((12, sealer), (13, opener), (14, opened), (15, unopened), (16, read_ahead)):
+        if value:
+            s += ldelim(field, value)
+    return s + b"".join(ldelim(17, c) for c in calls)
+
+
+CIPHER = bytes(range(32)) + bytes(range(12)) + (7).to_bytes(8, "little")
+write("rpc_link_handover", "accepted-two-calls", rpc_link(True, calls=[rpc_call_state(11, 3, True, side=1),
+                                                                       rpc_call_state(12, 9, True, side=1)]))
+write("rpc_link_handover", "connecting-call", rpc_link(False, calls=[rpc_call_state(13, 4, False)]))
+write("rpc_link_handover", "call-past-next", rpc_link(False, calls=[rpc_call_state(13, 9, False)]))
+write("rpc_link_handover", "sealed", rpc_link(True, sealer=CIPHER, opener=CIPHER, opened=b"CDTS" * 4,
+                                              unopened=b"\x20\x00\x00\x00abc", calls=[rpc_call_state(14, 1, True)]))
+write("rpc_link_handover", "version-9", rpc_link(True, version=9))
+write("rpc_link_handover", "same-call-twice", rpc_link(True, calls=[rpc_call_state(15, 1, True), rpc_call_state(15, 1, True)]))
+write("rpc_link_handover", "tls-auth", rpc_link(True, auth=(4).to_bytes(4, "little") + (1).to_bytes(4, "little") + b"x509a",
+                                                auth_count=1, read_ahead=b"CDTS\x03\x00"))

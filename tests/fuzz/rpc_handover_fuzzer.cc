@@ -1,7 +1,7 @@
 // A gRPC program's session as a new daemon takes it over in a live upgrade
 // (protocol/upgrade_state.proto: RpcSession; rpc/session_handover.h, ProgramMemory::Import):
 // shared segments with the blocks the program holds, channels, served ports, held requests
-// and bytes read ahead. The input is that state's bytes; six descriptors stand for the ones
+// bytes read ahead and calls in flight (checked when joined: rpc_link_handover). The input is that state's bytes; six descriptors stand for the ones
 // handed with it, by 1-based position: a sealed memfd the size of the control region (1),
 // two sealed 1 MiB memfds (2, 3), an unsealed one (4), a socket (5) and a pipe (6). Whatever
 // it holds, the state is refused with an error or decoded within the session limits; what
@@ -29,7 +29,7 @@ using namespace conduit::rpc;
 
 namespace {
 
-constexpr SessionLimits kLimits{16, 8, 32, 1 << 20};
+constexpr SessionLimits kLimits{16, 8, 32, 1 << 20, 64};
 
 int Memfd(uint64_t size, bool sealed) {
   const int fd = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -70,10 +70,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Status st = DecodeHandedSession(state, Descriptors(&others), kLimits, &first);
   if (st.ok()) {
     FUZZ_CHECK(first.channels.size() <= kLimits.channels && first.ports.size() <= kLimits.ports &&
-                   first.held.size() <= kLimits.held && first.read_ahead.size() <= kLimits.read_ahead,
+                   first.held.size() <= kLimits.held && first.read_ahead.size() <= kLimits.read_ahead &&
+                   first.calls.size() <= kLimits.calls,
                "decoded past the session limits");
     for (const HandedSession::Port& p : first.ports) FUZZ_CHECK(p.port >= 1 && p.port <= 65535, "port %u", p.port);
-    const size_t channels = first.channels.size(), ports = first.ports.size(), held = first.held.size();
+    const size_t channels = first.channels.size(), ports = first.ports.size(), held = first.held.size(),
+                 calls = first.calls.size();
     const std::string read_ahead = first.read_ahead;
     // What decodes encodes again, and decodes to the same.
     std::string again;
@@ -82,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     HandedSession second;
     FUZZ_CHECK(DecodeHandedSession(again, std::move(fds), kLimits, &second).ok(), "an encoded state does not decode");
     FUZZ_CHECK(second.channels.size() == channels && second.ports.size() == ports && second.held.size() == held &&
-                   second.read_ahead == read_ahead,
+                   second.read_ahead == read_ahead && second.calls.size() == calls,
                "the state changed through encode and decode");
     // The new daemon's side: the memory is mapped and checked, or refused.
     auto memory = std::make_shared<ProgramMemory>(nullptr, 4 << 20, 4 << 20);

@@ -208,7 +208,7 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   // A build that writes and reads another state version.
   AdminAnswer a = Upgrade(cluster, 0, R"({"binary": ")" + Cluster::ToolPath("conduitd_next_state") + R"("})");
   EXPECT_EQ(a.status, 400) << a.text;
-  EXPECT_NE(ErrorMessage(a).find("reads daemon state versions 7..7, and this daemon writes version 6"),
+  EXPECT_NE(ErrorMessage(a).find("reads daemon state versions 8..8, and this daemon writes version 7"),
             std::string::npos)
       << a.text;
   EXPECT_EQ(DaemonPid(cluster, 0), pid);
@@ -253,11 +253,12 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   EXPECT_EQ(program.ReadStatus(std::chrono::seconds(10)), 0) << program.last_message();
 }
 
-// An RPC session moves only once its calls have ended. A call that outlasts the park (a
-// server taking 4 s) refuses the upgrade with the reason; the call completes, and the calls
-// its program started during the park (held meanwhile) are served by the old process. Once
-// the call has ended the upgrade goes through, and the same programs go on calling.
-TEST(UpgradeTest, AnRpcCallInFlightHoldsTheUpgradeAndCallsGoOn) {
+// RPC calls in flight move with their sessions (docs/upgrade.md, "RPC calls in flight"): a
+// unary call the server answers after 4 s, a bidirectional stream paced over 4 s and a
+// program calling every 20 ms all run through two upgrades on one host, and one that the
+// new daemon refuses after it was given the state (the old one goes on with them), each
+// answered once and right. The drain bounds stay checked.
+TEST(UpgradeTest, RpcCallsInFlightMoveToTheNewDaemon) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   ClusterConfig config = UpgradeCluster();
   config.hosts = 1;
@@ -267,39 +268,35 @@ TEST(UpgradeTest, AnRpcCallInFlightHoldsTheUpgradeAndCallsGoOn) {
   std::string error;
   ASSERT_NE(rig.StartServer(0, 50073, "sync", /*preload=*/true, &error), nullptr) << error;
   const std::string target = rig.Target(0, 50073);
-  // A call the server answers after 4 s, and a program calling every 20 ms meanwhile.
   Subprocess& slow = rig.StartClient(0, target, {"--case", "unary", "--delay-ms", "4000"}, /*preload=*/true);
+  Subprocess& stream =
+      rig.StartClient(0, target, {"--case", "bidi", "--count", "200", "--pace-ms", "20"}, /*preload=*/true);
   Subprocess& steady =
       rig.StartClient(0, target, {"--case", "loop", "--count", "250", "--interval-ms", "20"}, /*preload=*/true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const int64_t pid = DaemonPid(cluster, 0);
-  AdminAnswer a = Upgrade(cluster, 0);
-  EXPECT_EQ(a.status, 409) << a.text;
-  EXPECT_NE(ErrorMessage(a).find("an RPC call in flight"), std::string::npos) << a.text;
-  EXPECT_EQ(DaemonPid(cluster, 0), pid);
-  slow.Wait(std::chrono::seconds(30));
-  EXPECT_EQ(slow.exit_code(), 0) << slow.Output();
-  EXPECT_NE(slow.Output().find("PASS unary"), std::string::npos) << slow.Output();
-  a = Upgrade(cluster, 0);
-  EXPECT_EQ(a.status, 200) << a.text;
-  EXPECT_NE(DaemonPid(cluster, 0), pid);
-  // A longer drain lets the call in flight end first: the upgrade goes through under it,
-  // the call is answered, and calls started meanwhile wait for the new process.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const std::string moved = WriteScript(
+      cluster, "moved", "exec " + Cluster::ConduitdPath() + " \"$@\" --socket " + cluster.dir() + "/elsewhere.sock");
+  const int64_t before = DaemonPid(cluster, 0);
+  AdminAnswer refused = Upgrade(cluster, 0, R"({"binary": ")" + moved + R"("})");
+  EXPECT_EQ(refused.status, 400) << refused.text;
+  EXPECT_EQ(DaemonPid(cluster, 0), before);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t pid = DaemonPid(cluster, 0);
+    AdminAnswer a = Upgrade(cluster, 0);
+    EXPECT_EQ(a.status, 200) << a.text;
+    EXPECT_NE(DaemonPid(cluster, 0), pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  }
   EXPECT_EQ(Upgrade(cluster, 0, R"({"drain_ms": 50})").status, 400);
   EXPECT_EQ(Upgrade(cluster, 0, R"({"drain_ms": 70000})").status, 400) << "drain_ms above timeout_ms";
-  Subprocess& slow2 = rig.StartClient(0, target, {"--case", "unary", "--delay-ms", "4000"}, /*preload=*/true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const int64_t pid2 = DaemonPid(cluster, 0);
-  a = Upgrade(cluster, 0, R"({"drain_ms": 10000})");
-  EXPECT_EQ(a.status, 200) << a.text;
-  EXPECT_NE(DaemonPid(cluster, 0), pid2);
-  slow2.Wait(std::chrono::seconds(30));
-  EXPECT_EQ(slow2.exit_code(), 0) << slow2.Output();
-  EXPECT_NE(slow2.Output().find("PASS unary"), std::string::npos) << slow2.Output();
+  for (Subprocess* p : {&slow, &stream}) {
+    p->Wait(std::chrono::seconds(60));
+    EXPECT_EQ(p->exit_code(), 0) << p->Output();
+    EXPECT_NE(p->Output().find("PASS "), std::string::npos) << p->Output();
+  }
   steady.Wait(std::chrono::seconds(60));
   const std::string out = steady.Output();
   EXPECT_EQ(steady.exit_code(), 0) << out;
-  // Every call of the loop answered OK, through the refused upgrade and the one that went.
   size_t calls = 0, ok = 0;
   for (size_t at = out.find("call "); at != std::string::npos; at = out.find("\ncall ", at + 1)) {
     ++calls;
@@ -307,14 +304,83 @@ TEST(UpgradeTest, AnRpcCallInFlightHoldsTheUpgradeAndCallsGoOn) {
   }
   EXPECT_EQ(calls, 250u) << out;
   EXPECT_EQ(ok, calls) << out;
+  // The stream and the slow call were in flight at the first upgrade, and moved.
+  const std::string log = cluster.daemon(0).Output();
+  EXPECT_NE(log.find("call(s) in flight taken over"), std::string::npos) << log;
+}
+
+// Streams between hosts move with the links that carry them, sealed (--encrypt-peers): each
+// daemon is replaced in turn, twice, under bidirectional streams both ways (one of messages
+// of 300 KB, two fragments each way), a slow unary call, and a stream over mutual TLS (its
+// channel's own link, sealed with the handshake's keys), after an upgrade the new daemon
+// refused; every message comes back right and once, and no call fails.
+TEST(UpgradeTest, StreamsBetweenHostsMoveWithTheirLinks) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = UpgradeCluster();
+  config.encrypt = true;
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  GreeterRig rig(&cluster);
+  std::string error;
+  const std::string pem = cluster.dir() + "/tls/";
+  ASSERT_TRUE(MakeTestCertificates(pem, cluster.Ip(1), &error)) << error;
+  for (int host : {0, 1}) ASSERT_NE(rig.StartServer(host, 50074, "sync", /*preload=*/true, &error), nullptr) << error;
+  ASSERT_NE(rig.StartServer(1, 50075, "sync", /*preload=*/true, &error, {},
+                            {"--tls-cert", pem + "server.pem", "--tls-key", pem + "server.key", "--tls-client-roots",
+                             pem + "ca.pem"}),
+            nullptr)
+      << error;
+  std::vector<Subprocess*> clients;
+  clients.push_back(&rig.StartClient(0, rig.Target(1, 50075),
+                                     {"--case", "bidi", "--count", "300", "--pace-ms", "20", "--tls-roots",
+                                      pem + "ca.pem", "--tls-cert", pem + "client.pem", "--tls-key", pem + "client.key"},
+                                     /*preload=*/true));
+  for (auto [from, to] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    const std::string target = rig.Target(to, 50074);
+    clients.push_back(
+        &rig.StartClient(from, target, {"--case", "bidi", "--count", "300", "--pace-ms", "20"}, /*preload=*/true));
+    clients.push_back(&rig.StartClient(
+        from, target, {"--case", "bidi", "--count", "60", "--pace-ms", "80", "--bytes", "300000"}, /*preload=*/true));
+    clients.push_back(&rig.StartClient(from, target, {"--case", "unary", "--delay-ms", "3000"}, /*preload=*/true));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // A new daemon that refuses the state once it has it: the links were parked and handed,
+  // and go on in the old process.
+  const std::string moved = WriteScript(
+      cluster, "moved", "exec " + Cluster::ConduitdPath() + " \"$@\" --socket " + cluster.dir() + "/elsewhere.sock");
+  AdminAnswer refused = Upgrade(cluster, 1, R"({"binary": ")" + moved + R"("})");
+  EXPECT_EQ(refused.status, 400) << refused.text;
+  for (int host : {0, 1, 0, 1}) {
+    const int64_t pid = DaemonPid(cluster, host);
+    AdminAnswer a = Upgrade(cluster, host);
+    EXPECT_EQ(a.status, 200) << "host " << host << ": " << a.text;
+    EXPECT_NE(DaemonPid(cluster, host), pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  for (Subprocess* p : clients) {
+    p->Wait(std::chrono::seconds(90));
+    EXPECT_EQ(p->exit_code(), 0) << p->Output();
+    EXPECT_NE(p->Output().find("PASS "), std::string::npos) << p->Output();
+  }
+  // Each daemon's links moved with calls on them (the new process says how many).
+  for (int host : {0, 1}) {
+    const std::string log = cluster.daemon(host).Output();
+    size_t moved = 0;
+    for (size_t at = log.find("goes on with "); at != std::string::npos; at = log.find("goes on with ", at + 1)) {
+      moved += log[at + 13] != '0';
+    }
+    EXPECT_GE(moved, 2u) << "host " << host << ": links did not move with calls\n" << log;
+    EXPECT_EQ(log.find("lost its"), std::string::npos) << log;
+    if (getenv("CONDUIT_TEST_VERBOSE") != nullptr) printf("%s\n", log.c_str());
+  }
 }
 
 // A rolling upgrade from a release whose RPC links have no GoAway (link version 2, here a
 // daemon started with --rpc-link-version 2): calls go both ways between the two releases
-// (the newer daemon offers 3, is refused, and dials again with 2), and a daemon that such a
-// link still reaches cannot ask it to move its calls, so its upgrade is refused with the
-// other daemon's name while everything goes on.
-TEST(UpgradeTest, MixedLinkVersionsCarryCallsAndAnOldLinkHoldsTheUpgrade) {
+// (the newer daemon offers 3, is refused, and dials again with 2). A daemon that such a link
+// reaches cannot ask it for GoAway, but the link moves to its new process as any other (the
+// older daemon sees a pause), so the upgrade goes through under a stream on it.
+TEST(UpgradeTest, MixedLinkVersionsCarryCallsAndAnOldLinkMoves) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(UpgradeCluster());
   CONDUIT_START_CLUSTER(cluster);
@@ -330,14 +396,18 @@ TEST(UpgradeTest, MixedLinkVersionsCarryCallsAndAnOldLinkHoldsTheUpgrade) {
     EXPECT_TRUE(Passed(run)) << "host " << from << " -> host " << to;
     EXPECT_TRUE(run.managed()) << run.output;
   }
+  Subprocess& stream = rig.StartClient(0, rig.Target(1, 50072), {"--case", "bidi", "--count", "100", "--pace-ms", "20"},
+                                       /*preload=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const int64_t pid = DaemonPid(cluster, 1);
   a = Upgrade(cluster, 1);
-  EXPECT_EQ(a.status, 409) << a.text;
-  EXPECT_NE(ErrorMessage(a).find("from a release without GoAway (daemon " + cluster.Ip(0)), std::string::npos)
-      << a.text;
-  EXPECT_EQ(DaemonPid(cluster, 1), pid);
+  EXPECT_EQ(a.status, 200) << a.text;
+  EXPECT_NE(DaemonPid(cluster, 1), pid);
+  stream.Wait(std::chrono::seconds(60));
+  EXPECT_EQ(stream.exit_code(), 0) << stream.Output();
+  EXPECT_NE(stream.Output().find("PASS bidi"), std::string::npos) << stream.Output();
   ClientRun after = rig.RunClient(0, rig.Target(1, 50072), {"--case", "bidi", "--count", "5"}, /*preload=*/true);
-  EXPECT_TRUE(Passed(after)) << "calls did not go on after the refused upgrade";
+  EXPECT_TRUE(Passed(after)) << "calls did not go on after the upgrade";
 }
 
 // How many communicators host's daemon (old and new processes: they share the log) formed
@@ -496,12 +566,18 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
                                                              "sum", "--sizes", "1,4097,256K", "--seconds",
                                                              std::to_string(seconds), "--stop-file", stop_file,
                                                              "--mem-alloc"}));
-  std::vector<Subprocess*> chats;
+  std::vector<Subprocess*> chats, streams;
   for (int host : {0, 3}) {
     chats.push_back(&rig.StartClient(host, rig.Target(3, 50071),
                                      {"--case", "chat_loop", "--count", "4", "--bytes", "3000", "--seconds",
                                       std::to_string(chat_seconds)},
                                      /*preload=*/true));
+    // And one stream each that stays open all along, a message every 20 ms: it moves with
+    // every upgrade of host 3 (its server's session and the link from host 0) and host 0.
+    streams.push_back(&rig.StartClient(host, rig.Target(3, 50071),
+                                       {"--case", "stream_loop", "--interval-ms", "20", "--bytes", "3000", "--seconds",
+                                        std::to_string(chat_seconds)},
+                                       /*preload=*/true));
   }
   ASSERT_TRUE(RunsPast(cluster, 0, 10, std::chrono::seconds(60))) << cluster.Describe();
   // The operator on host 1 switches the job's all-reduce to the ring first (host 0
@@ -585,6 +661,16 @@ TEST(UpgradeTest, RollingUpgradeUnderACollectiveLoop) {
     EXPECT_NE(out.find("is carried by conduitd"), std::string::npos) << out;
     const size_t at = out.find("chats ");
     EXPECT_GT(at == std::string::npos ? 0 : std::atoi(out.c_str() + at + 6), 20) << out;
+    std::printf("%s", out.substr(at == std::string::npos ? 0 : at).c_str());
+  }
+  // The long streams: one gRPC call each from start to end, every message answered.
+  for (Subprocess* stream : streams) {
+    stream->Wait(std::chrono::seconds(60 * kSanitizerSlowdown));
+    const std::string out = stream->Output();
+    EXPECT_EQ(stream->exit_code(), 0) << out;
+    EXPECT_NE(out.find("streams 1 failed 0"), std::string::npos) << out;
+    const size_t at = out.find("messages ");
+    EXPECT_GT(at == std::string::npos ? 0 : std::atoi(out.c_str() + at + 9), 50) << out;
     std::printf("%s", out.substr(at == std::string::npos ? 0 : at).c_str());
   }
 }

@@ -3,7 +3,8 @@
 // and without LD_PRELOAD=libmrpc-grpc.so.
 //
 //   greeter_client --target HOST:PORT --case CASE [--mode sync|async|callback] [options]
-//   (chat_loop: bidirectional streams for --seconds, --count messages each)
+//   (chat_loop: bidirectional streams for --seconds, --count messages each;
+//    stream_loop: one stream for --seconds, a message every --interval-ms)
 //
 // Prints "PASS <case>" or "FAIL <case>: <why>" (exit 0 / 1), plus "status <code> <message>"
 // for every call whose status it reports.
@@ -53,6 +54,7 @@ struct Options {
   int inflight = 16;
   int seconds = 0;      // chat_loop: how long to go on
   int print_each = 0;   // chat_loop: a line per chat (time since the start, latency)
+  int pace_ms = 0;      // bidi (sync): the pause between one reply and the next request
 };
 
 int Fail(const Options& o, const std::string& why) {
@@ -369,10 +371,12 @@ std::string CheckChatReply(const HelloRequest& req, const HelloReply& rep, int i
 // One bidirectional stream through the sync API: each request written and its reply read
 // and checked before the next, then no reply more. What went wrong ("" when nothing); *st
 // is the call's status (Finish), whatever happened.
-std::string SyncChat(Greeter::Stub* stub, ClientContext* ctx, const std::vector<HelloRequest>& reqs, Status* st) {
+std::string SyncChat(Greeter::Stub* stub, ClientContext* ctx, const std::vector<HelloRequest>& reqs, Status* st,
+                     int pace_ms = 0) {
   auto stream = stub->Chat(ctx);
   std::string wrong;
   for (size_t i = 0; i < reqs.size() && wrong.empty(); ++i) {
+    if (i > 0 && pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pace_ms));
     HelloReply rep;
     if (!stream->Write(reqs[i])) {
       wrong = "write " + std::to_string(i) + " failed";
@@ -482,7 +486,7 @@ int Bidi(Greeter::Stub* stub, const Options& o) {
     st = chat.done.Wait();
     wrong = chat.wrong;
   } else {
-    wrong = SyncChat(stub, &ctx, reqs, &st);
+    wrong = SyncChat(stub, &ctx, reqs, &st, o.pace_ms);
   }
   if (!wrong.empty()) return Fail(o, wrong);
   if (int r = CheckStatus(o, st); r >= 0) return r;
@@ -610,6 +614,50 @@ int ChatLoop(Greeter::Stub* stub, const Options& o) {
   return Pass(o);
 }
 
+// One long bidirectional stream for --seconds: a request every --interval-ms, each reply
+// read and checked before the next; a stream that breaks is opened again (as a program must)
+// and its failure counted. --print-each: a line per message (its start on the monotonic
+// clock, its round trip, whether it came back right).
+int StreamLoop(Greeter::Stub* stub, const Options& o) {
+  const auto start = Clock::now();
+  std::vector<double> latencies;
+  int failed = 0, streams = 0;
+  for (int i = 0; Clock::now() - start < std::chrono::seconds(o.seconds);) {
+    ClientContext ctx;
+    Prepare(o, &ctx);
+    auto stream = stub->Chat(&ctx);
+    ++streams;
+    for (int seq = 0; Clock::now() - start < std::chrono::seconds(o.seconds); ++seq, ++i) {
+      const auto begun = Clock::now();
+      HelloRequest req = Request(o, o.name + std::to_string(i));
+      HelloReply rep;
+      const bool ok = stream->Write(req) && stream->Read(&rep) && CheckChatReply(req, rep, seq).empty();
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - begun).count();
+      latencies.push_back(ms);
+      if (o.print_each != 0) {
+        printf("msg %d start_s %.6f ms %.3f ok %d\n", i, std::chrono::duration<double>(begun.time_since_epoch()).count(),
+               ms, ok ? 1 : 0);
+        fflush(stdout);
+      }
+      if (!ok) {
+        ++failed;
+        ++i;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(o.interval_ms * 1000));
+    }
+    ctx.TryCancel();
+    (void)stream->Finish();
+  }
+  std::vector<double> sorted = latencies;
+  std::sort(sorted.begin(), sorted.end());
+  printf("messages %zu streams %d failed %d median_ms %.3f slowest_ms %.3f\n", sorted.size(), streams, failed,
+         sorted.empty() ? 0.0 : sorted[sorted.size() / 2], sorted.empty() ? 0.0 : sorted.back());
+  if (failed != 0) return Fail(o, std::to_string(failed) + " message(s) failed");
+  if (sorted.empty()) return Fail(o, "no message went");
+  return Pass(o);
+}
+
 int Main(int argc, char** argv) {
   Options o;
   std::map<std::string, int*> ints = {{"--count", &o.count},         {"--bytes", &o.bytes},
@@ -617,7 +665,7 @@ int Main(int argc, char** argv) {
                                       {"--expect", &o.expect},       {"--fail-code", &o.fail_code},
                                       {"--interval-ms", &o.interval_ms}, {"--inflight", &o.inflight},
                                       {"--seconds", &o.seconds},     {"--print-each", &o.print_each},
-                                      {"--cancel-after-ms", &o.cancel_after_ms}};
+                                      {"--cancel-after-ms", &o.cancel_after_ms}, {"--pace-ms", &o.pace_ms}};
   std::map<std::string, std::string*> strings = {
       {"--target", &o.target}, {"--case", &o.test_case}, {"--mode", &o.mode}, {"--name", &o.name}, {"--user", &o.user},
       {"--compress", &o.compress}, {"--call-creds", &o.call_creds}, {"--tls-roots", &o.tls_roots},
@@ -653,6 +701,7 @@ int Main(int argc, char** argv) {
   if (c == "loop") return Loop(stub.get(), o);
   if (c == "burst") return Burst(stub.get(), o);
   if (c == "chat_loop") return ChatLoop(stub.get(), o);
+  if (c == "stream_loop") return StreamLoop(stub.get(), o);
   fprintf(stderr, "unknown --case %s\n", c.c_str());
   return 2;
 }

@@ -65,6 +65,12 @@ class GreeterRig {
   Cluster* cluster_;
 };
 
+// Makes, in `dir` (emptied first), a test CA (ca.pem/.key), a server certificate from it
+// for `server_ip` and 127.0.0.1 (server.pem/.key), a client one (client.pem/.key, DNS
+// greeter-client), and a rogue CA with a client certificate from it (rogue.pem/.key);
+// false with the reason in *error when openssl cannot.
+bool MakeTestCertificates(const std::string& dir, const std::string& server_ip, std::string* error);
+
 // A cluster and rig shared by all the tests of a suite (SetUpTestSuite / TearDownTestSuite).
 struct SuiteCluster {
   Cluster* cluster = nullptr;

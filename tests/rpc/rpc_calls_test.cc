@@ -55,25 +55,7 @@ class RpcCallsTest : public SharedClusterTest<RpcCallsTest> {
   // from the same CA, and one from a CA nobody trusts (openssl, EC P-256).
   static std::string Pem(const std::string& name) { return "/tmp/conduit-it-rcl-tls/" + name; }
   static bool MakeCertificates(std::string* error) {
-    const std::string dir = Pem("");
-    const std::string ip = suite_.cluster->Ip(1);
-    std::string script =
-        "set -e; rm -rf " + dir + "; mkdir -p " + dir + "; cd " + dir + "\n"
-        "ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=$1 "
-        "-keyout $1.key -out $1.pem 2>/dev/null; }\n"
-        "leaf() { openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=$2 -keyout $2.key "
-        "-out $2.csr 2>/dev/null; printf 'subjectAltName=%s\\n' \"$3\" > $2.ext; openssl x509 -req -in $2.csr "
-        "-CA $1.pem -CAkey $1.key -CAcreateserial -days 2 -extfile $2.ext -out $2.pem 2>/dev/null; }\n"
-        "ca ca; ca rogue-ca\n"
-        "leaf ca server 'IP:" + ip + ",IP:127.0.0.1'\n"
-        "leaf ca client 'DNS:greeter-client'\n"
-        "leaf rogue-ca rogue 'DNS:greeter-client'\n";
-    std::string out;
-    if (RunCommand({"/bin/sh", "-c", script}, &out) != 0) {
-      *error = "cannot make the TLS certificates: " + out;
-      return false;
-    }
-    return true;
+    return MakeTestCertificates(Pem(""), suite_.cluster->Ip(1), error);
   }
   static std::vector<std::string> ServerTls(bool require_client) {
     std::vector<std::string> args = {"--tls-cert", Pem("server.pem"), "--tls-key", Pem("server.key")};

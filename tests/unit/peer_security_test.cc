@@ -283,6 +283,51 @@ TEST(PeerSecurityTest, SealedBytesOnTheWireAreNotThePlaintext) {
                                      secret.size() + authproto::kRecordTagBytes);
 }
 
+// A live upgrade hands a sealed connection to a new process between two reads
+// (docs/upgrade.md, "RPC links"): the keys, the next record numbers and the bytes received
+// but not yet read move, and both directions go on as if nothing happened, including the
+// records the old side had received whole and not opened yet.
+TEST(PeerSecurityTest, ASealedConnectionHandedOverGoesOnWhereItStopped) {
+  ClusterKey key = RandomKey();
+  auto a = Make(PeerMode::kClusterKey, key, "10.0.0.1:7650", /*seal=*/true);
+  auto b = Make(PeerMode::kClusterKey, key, "10.0.0.2:7650", /*seal=*/true);
+  Sides s = Connect(*a, *b, /*sealable=*/true);
+  ASSERT_TRUE(s.dial.ok() && s.accept.ok()) << s.dial.message() << s.accept.message();
+  // Three records on the wire before the acceptor reads any.
+  for (const std::string m : {"first.", "second", "third!"}) {
+    ASSERT_TRUE(s.dialer.Write(m.data(), m.size(), Deadline::AfterMs(1000)).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::string got(6, '\0');
+  ASSERT_TRUE(s.acceptor.ReadFull(got.data(), 6, Deadline::AfterMs(1000)).ok());
+  EXPECT_EQ(got, "first.");
+  EXPECT_GT(s.acceptor.received(), 0u) << "the other records arrived with the first";
+  Conn::Handed handed;
+  s.acceptor.Export(&handed);
+  EXPECT_FALSE(handed.sealer.empty());
+  EXPECT_EQ(handed.sealer.size(), handed.opener.size());
+  // The new process: a duplicate of the socket, the imported keys, the bytes received.
+  std::unique_ptr<RecordSealer> sealer;
+  std::unique_ptr<RecordOpener> opener;
+  ASSERT_TRUE(ImportAesGcmSealer(handed.sealer, &sealer).ok());
+  ASSERT_TRUE(ImportAesGcmOpener(handed.opener, &opener).ok());
+  Conn moved(UniqueFd(dup(s.acceptor.fd())), std::move(sealer), std::move(opener));
+  ASSERT_TRUE(moved.Prime(handed.opened, handed.unopened));
+  EXPECT_EQ(moved.received(), s.acceptor.received());
+  std::string rest(12, '\0');
+  ASSERT_TRUE(moved.ReadFull(rest.data(), 12, Deadline::AfterMs(1000)).ok());
+  EXPECT_EQ(rest, "secondthird!");
+  const std::string reply = "from the new process";
+  ASSERT_TRUE(moved.Write(reply.data(), reply.size(), Deadline::AfterMs(1000)).ok());
+  std::string heard(reply.size(), '\0');
+  ASSERT_TRUE(s.dialer.ReadFull(heard.data(), heard.size(), Deadline::AfterMs(1000)).ok());
+  EXPECT_EQ(heard, reply);
+  // A state of the wrong size is refused, not used.
+  EXPECT_FALSE(ImportAesGcmSealer(handed.sealer.substr(1), &sealer).ok());
+  Conn plain(UniqueFd(dup(s.acceptor.fd())));
+  EXPECT_FALSE(plain.Prime("", "stray")) << "bytes to open on a connection that is not sealed";
+}
+
 TEST(PeerSecurityTest, AlteredReplayedOrReorderedRecordsFailToOpen) {
   DirectionKeys keys;
   for (size_t i = 0; i < keys.key.size(); ++i) keys.key[i] = static_cast<uint8_t>(i);

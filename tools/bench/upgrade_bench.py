@@ -12,7 +12,9 @@ and one is an NCCL job (two ranks, threads of one process, through Conduit's lib
 that all-reduces 64 KiB of floats and checks the sums, making a new communicator when
 its old one failed, as a job restarting from its last step must; and a gRPC pair under the
 preload (tests/rpc's greeter_server and greeter_client, unmodified gRPC programs): the client
-opens bidirectional streams one after another, 4 messages each, every reply checked.
+opens bidirectional streams one after another, 4 messages each, every reply checked; and
+another pair whose client keeps one stream open for the whole run, a message every
+--interval-ms (opened again when it breaks, as a program must).
 Meanwhile the daemon is replaced --rounds times by `conduitctl upgrade`, then --rounds
 times by stop-and-restart (SIGTERM, wait for the exit, start the same command line: what
 `systemctl restart` does). For each event it prints how many calls failed, how long
@@ -251,40 +253,46 @@ def slowest_per_slot(samples, begin, length=0.3, slot=0.01):
     return slots
 
 
-def read_streams(text):
-    """What greeter_client --case chat_loop --print-each 1 printed: its streams as (start, seconds,
-    ok) on the host's monotonic clock, and its summary line."""
+def read_streams(text, what="chat"):
+    """What greeter_client --case chat_loop (or stream_loop, what="msg") --print-each 1
+    printed: its streams (messages) as (start, seconds, ok) on the host's monotonic clock,
+    and its summary line."""
     streams, summary = [], ""
     for line in text.splitlines():
         f = line.split()
-        if len(f) == 8 and f[0] == "chat" and f[2] == "start_s" and f[6] == "ok":
+        if len(f) == 8 and f[0] == what and f[2] == "start_s" and f[6] == "ok":
             streams.append((float(f[3]), float(f[5]) / 1e3, f[7] == "1"))
-        elif line.startswith("chats "):
+        elif line.startswith("chats ") or line.startswith("messages "):
             summary = line
     return streams, summary
 
 
 class GrpcPair:
-    """greeter_server and a greeter_client chat_loop under LD_PRELOAD=libmrpc-grpc.so, for
-    the whole run; its streams, read from the client's output once it ends, are the samples."""
+    """greeter_server and a greeter_client under LD_PRELOAD=libmrpc-grpc.so, for the whole
+    run: chat_loop (streams of 4 messages one after another; the samples are the streams) or,
+    `long_stream`, stream_loop (one stream, a message every `interval` s, opened again when
+    it breaks; the samples are the messages). Read from the client's output once it ends."""
 
-    def __init__(self, build, work, sock, seconds):
-        self.name = "gRPC bidi stream, 4 messages"
+    def __init__(self, build, work, sock, seconds, long_stream=False, interval=0.001, port=50091):
+        self.name = "gRPC one long stream, a message per ms" if long_stream else "gRPC bidi stream, 4 messages"
+        self.what = "msg" if long_stream else "chat"
         env = dict(os.environ, LD_PRELOAD=os.path.abspath(os.path.join(build, "lib", "libmrpc-grpc.so")),
                    CONDUIT_SOCKET=sock)
         tests = os.path.abspath(os.path.join(build, "tests", "bin"))
         # A line per stream, thousands a second: to a file (a pipe read only at the end
         # would fill and stop the client).
-        self.out = open(os.path.join(work, "greeter_client.out"), "w+")
-        self.server = subprocess.Popen([os.path.join(tests, "greeter_server"), "--listen", "127.0.0.1:50091",
+        self.out = open(os.path.join(work, f"greeter_client_{port}.out"), "w+")
+        self.server = subprocess.Popen([os.path.join(tests, "greeter_server"), "--listen", f"127.0.0.1:{port}",
                                         "--mode", "sync"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        text=True, start_new_session=True)
         for line in self.server.stdout:
             if "greeter_server listening" in line:
                 break
         threading.Thread(target=self.server.stdout.read, daemon=True).start()
-        self.client = subprocess.Popen([os.path.join(tests, "greeter_client"), "--target", "127.0.0.1:50091", "--case",
-                                        "chat_loop", "--count", "4", "--bytes", "3000", "--print-each", "1",
+        case = (["stream_loop", "--interval-ms", str(max(0, int(interval * 1e3)))] if long_stream
+                else ["chat_loop", "--count", "4"])
+        self.client = subprocess.Popen([os.path.join(tests, "greeter_client"), "--target", f"127.0.0.1:{port}",
+                                        "--case"] + case + ["--bytes", "3000", "--print-each", "1",
                                         "--seconds", str(int(seconds) + 1)], env=env, stdout=self.out,
                                        stderr=subprocess.STDOUT)
         self.samples = []
@@ -296,7 +304,7 @@ class GrpcPair:
     def join(self):
         self.client.wait()
         self.out.seek(0)
-        self.samples, self.summary = read_streams(self.out.read())
+        self.samples, self.summary = read_streams(self.out.read(), self.what)
         self.server.terminate()
         self.server.wait()
 
@@ -354,6 +362,7 @@ def main():
                Prober("object program Get (one connection)", objects, sock, interval),
                Prober("NCCL job all-reduce, 2 ranks", collectives, sock, interval)]
     grpc_pair = GrpcPair(args.build, work, sock, run_seconds)
+    grpc_stream = GrpcPair(args.build, work, sock, run_seconds, long_stream=True, interval=interval, port=50092)
     for p in probers:
         p.start()
     events = []  # (kind, start, end)
@@ -378,7 +387,8 @@ def main():
     for p in probers:
         p.join()
     grpc_pair.join()
-    probers.append(grpc_pair)
+    grpc_stream.join()
+    probers += [grpc_pair, grpc_stream]
     collectives.close()
     os.kill(daemon_pid(admin), signal.SIGTERM)
 
