@@ -46,6 +46,10 @@ Status AdoptedCalls::Attach(const upgrade::v1::RpcCallState& state, std::shared_
     return InvalidArgument("a handed-over RPC call state is malformed");
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) {
+    return Status(StatusCode::kDeadlineExceeded,
+                  "a handed-over RPC call's end came back after the calls were joined; the call has ended");
+  }
   std::shared_ptr<RpcCall>& call = calls_[state.key()];
   if (call == nullptr) {
     call = std::make_shared<RpcCall>();
@@ -79,6 +83,7 @@ size_t AdoptedCalls::Finish(PolicyEngine* policies) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     calls.swap(calls_);
+    finished_ = true;
   }
   size_t going_on = 0;
   for (auto& [key, call] : calls) {

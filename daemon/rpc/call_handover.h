@@ -38,12 +38,14 @@ class AdoptedCalls {
   Status Attach(const upgrade::v1::RpcCallState& state, std::shared_ptr<Endpoint> end, std::shared_ptr<RpcCall>* out);
   // Once every end that will come back has: each call takes the policies that apply to it
   // now (the operator's, replayed), and a call missing an end ends at the other. Returns
-  // how many calls go on.
+  // how many calls go on. Attach refuses from then on (an end later than that is refused
+  // with its session: its call has ended).
   size_t Finish(PolicyEngine* policies);
 
  private:
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<RpcCall>> calls_;
+  bool finished_ = false;
 };
 
 }  // namespace conduit::rpc

@@ -73,8 +73,8 @@ std::string RpcContext::ParkBlockers() {
   std::string why;
   if (parked < members) {
     why = std::to_string(members - parked) + " of " + std::to_string(members) +
-          " RPC link(s) with other daemons never between two messages with nothing left to write (messages larger "
-          "than a fragment arriving back to back, or a daemon that does not read)";
+          " RPC link(s) with other daemons never between two messages with nothing left to write (a daemon that "
+          "stopped in the middle of a message, or does not read)";
   }
   if (hello > 0) {
     why += (why.empty() ? "" : "; ") + std::to_string(hello) + " RPC connection(s) from other daemons still saying hello";

@@ -24,15 +24,14 @@ using namespace conduit::rpc;
 
 namespace {
 
-RpcContext* Context() {
+// A context per input: joining the calls (Finish) closes its registry for good, as in a
+// daemon that took over once.
+std::unique_ptr<RpcContext> Context() {
   static ProgramPolicy admission;
-  static RpcContext* context = [] {
-    RpcOptions o;
-    o.max_link_calls = 64;
-    o.max_program_calls = 64;
-    return new RpcContext(o, &admission);
-  }();
-  return context;
+  RpcOptions o;
+  o.max_link_calls = 64;
+  o.max_program_calls = 64;
+  return std::make_unique<RpcContext>(o, &admission);
 }
 
 }  // namespace
@@ -42,9 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!state.ParseFromArray(data, static_cast<int>(size))) return 0;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) return 0;
-  RpcContext* context = Context();
+  std::unique_ptr<RpcContext> context = Context();
   std::shared_ptr<PeerLink> link;
-  Status st = PeerLink::Adopt(context, UniqueFd(sv[0]), state, &link);
+  Status st = PeerLink::Adopt(context.get(), UniqueFd(sv[0]), state, &link);
   if (st.ok()) {
     FUZZ_CHECK(link != nullptr, "adopted without a link");
     FUZZ_CHECK(state.link_version() >= rpcproto::kMinPeerLinkVersion &&
@@ -57,6 +56,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // each ends here, and its end forgets it.
   const size_t going_on = context->adopted_calls().Finish(&context->policies());
   FUZZ_CHECK(going_on == 0, "%zu calls with both ends from one link", going_on);
+  if (st.ok() && state.calls_size() > 0) {
+    std::shared_ptr<RpcCall> late;
+    FUZZ_CHECK(!context->adopted_calls().Attach(state.calls(0), link, &late).ok(), "an end attached after the join");
+  }
+  link.reset();
   close(sv[1]);
   return 0;
 }

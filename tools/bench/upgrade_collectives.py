@@ -10,7 +10,8 @@ then one daemon is stopped and restarted (SIGTERM, start again: `systemctl resta
 ends the job's communicator on every host. Beside the job, a gRPC pair under
 LD_PRELOAD=libmrpc-grpc.so (tests/rpc's greeter programs): the server on the last host, the
 client on host 0 opening bidirectional streams one after another (4 messages each, every
-reply checked). Printed: the calls' median and 99th percentile when nothing happens (rank 0);
+reply checked), and a second client on host 0 keeping one stream open for the whole run, a
+message every 2 ms (opened again if it breaks). Printed: the calls' median and 99th percentile when nothing happens (rank 0);
 per event the calls that started in it, failed, and the slowest; the same for the gRPC
 streams; and rank 0's calls and the streams over time around the first upgrade and around
 the upgrade of the server's host (slowest call per 10 ms).
@@ -146,6 +147,7 @@ def main():
     events = []  # (kind, host, start, end)
     grpc = []
     grpc_out = open(os.path.join(work, "greeter_client.out"), "w+")
+    stream_out = open(os.path.join(work, "greeter_stream.out"), "w+")
     try:
         for h in range(args.hosts):
             start(h)
@@ -158,7 +160,10 @@ def main():
                                             "--mode", "sync"], subprocess.DEVNULL),
                              (0, [os.path.join(tests, "greeter_client"), "--target", f"{ips[server_host]}:50091",
                                   "--case", "chat_loop", "--count", "4", "--bytes", "3000", "--print-each", "1",
-                                  "--seconds", str(int(seconds))], grpc_out)):
+                                  "--seconds", str(int(seconds))], grpc_out),
+                             (0, [os.path.join(tests, "greeter_client"), "--target", f"{ips[server_host]}:50091",
+                                  "--case", "stream_loop", "--interval-ms", "2", "--bytes", "3000", "--print-each",
+                                  "1", "--seconds", str(int(seconds))], stream_out)):
             env = dict(os.environ, LD_PRELOAD=preload, CONDUIT_SOCKET=os.path.join(work, f"h{h}.sock"),
                        CONDUIT_LOG_LEVEL="error")
             grpc.append(subprocess.Popen(["ip", "netns", "exec", ns(h)] + argv, env=env, stdout=out,
@@ -192,11 +197,11 @@ def main():
         time.sleep(args.gap_s)
     finally:
         open(os.path.join(work, "stop"), "w").close()
-        if len(grpc) == 2:
+        for client in grpc[1:]:  # the clients end on their own (--seconds)
             try:
-                grpc[1].wait(timeout=120)
+                client.wait(timeout=120)
             except subprocess.TimeoutExpired:
-                grpc[1].kill()
+                client.kill()
         for p in grpc:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
@@ -243,26 +248,29 @@ def main():
     kind, h, s, e = events[0]
     print(f"rank 0, first live upgrade (host {h}): slowest all-reduce (ms) per 10 ms from 20 ms before it: "
           + " ".join(slowest_per_slot(samples[0], s - 0.02)))
-    # The gRPC streams (client on host 0, server on the last host).
-    grpc_out.seek(0)
-    streams, summary = read_streams(grpc_out.read())
-    quiet = quiet_calls(streams, [(s, e) for (_, _, s, e) in events])
-    print()
-    print(f"gRPC streams, host 0 -> host {args.hosts - 1} ({summary}): median {statistics.median(quiet) * 1e3:.3f} ms, "
-          f"p99 {sorted(quiet)[int(0.99 * (len(quiet) - 1))] * 1e3:.1f} ms when nothing happens" if quiet else
-          f"gRPC streams: none ran ({summary})")
-    print()
-    print("| event | host | streams in the window | failed | slowest stream (ms) |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for i, (kind, h, s, e) in enumerate(events):
-        nxt = events[i + 1][2] - 0.05 if i + 1 < len(events) else float("inf")
-        window = [(t, d, ok) for (t, d, ok) in streams if s - 0.05 <= t <= e + 0.05]
-        failed = sum(1 for (t, d, ok) in streams if not ok and s - 0.05 <= t < nxt)
-        print(f"| {kind} | {h} | {len(window)} | {failed} | {max((d for (t, d, ok) in window), default=0.0) * 1e3:.1f} |")
-    for kind, h, s, e in events:
-        if kind == "live upgrade" and h in (0, args.hosts - 1):
-            print(f"gRPC streams, live upgrade of host {h}: slowest stream (ms) per 10 ms from 20 ms before it: "
-                  + " ".join(slowest_per_slot(streams, s - 0.02)))
+    # The gRPC clients (on host 0, the server on the last host): streams one after another,
+    # and one long stream's messages.
+    for out, what, name in ((grpc_out, "chat", "gRPC streams"), (stream_out, "msg", "gRPC one long stream's messages")):
+        out.seek(0)
+        samples_g, summary = read_streams(out.read(), what)
+        quiet = quiet_calls(samples_g, [(s, e) for (_, _, s, e) in events])
+        print()
+        print(f"{name}, host 0 -> host {args.hosts - 1} ({summary}): median {statistics.median(quiet) * 1e3:.3f} ms, "
+              f"p99 {sorted(quiet)[int(0.99 * (len(quiet) - 1))] * 1e3:.1f} ms when nothing happens" if quiet else
+              f"{name}: none ran ({summary})")
+        print()
+        print(f"| event | host | {name} in the window | failed | slowest (ms) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for i, (kind, h, s, e) in enumerate(events):
+            nxt = events[i + 1][2] - 0.05 if i + 1 < len(events) else float("inf")
+            window = [(t, d, ok) for (t, d, ok) in samples_g if s - 0.05 <= t <= e + 0.05]
+            failed = sum(1 for (t, d, ok) in samples_g if not ok and s - 0.05 <= t < nxt)
+            print(f"| {kind} | {h} | {len(window)} | {failed} | "
+                  f"{max((d for (t, d, ok) in window), default=0.0) * 1e3:.1f} |")
+        for kind, h, s, e in events:
+            if kind == "live upgrade" and h in (0, args.hosts - 1):
+                print(f"{name}, live upgrade of host {h}: slowest (ms) per 10 ms from 20 ms before it: "
+                      + " ".join(slowest_per_slot(samples_g, s - 0.02)))
     print(f"(logs: {work})")
     if os.environ.get("UPGRADE_BENCH_KEEP") is None:
         shutil.rmtree(work, ignore_errors=True)
