@@ -254,6 +254,11 @@ size_t FrameWriter::queued_bytes() const {
   return queued_bytes_;
 }
 
+bool FrameWriter::drained() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_bytes_ == 0 && !sending_;
+}
+
 Status FrameWriter::WriteBatch(std::vector<OutFrame>& batch) {
   iovec iov[kBatchIov];
   int n = 0;

@@ -117,6 +117,10 @@ class FrameWriter {
   void Fail(const Status& why);
   Status failure() const;
   size_t queued_bytes() const;
+  // Nothing queued and no batch being written (queued_bytes() drops as a batch is taken,
+  // before its write ends): the connection's send side is at rest, as a live upgrade's
+  // handover of it needs.
+  bool drained() const;
   // Adds to *counter every urgent frame sent while bulk frames waited in the queue (what
   // the priority bought). Set before the writer is used.
   void CountUrgentAheadOfBulk(std::atomic<uint64_t>* counter) { ahead_of_bulk_ = counter; }

@@ -256,7 +256,7 @@ void PeerLink::ReadLoop() {
 }
 
 bool PeerLink::Quiet() {
-  if (writer_.queued_bytes() != 0) return false;
+  if (!writer_.drained()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (!probes_.empty()) return false;
   for (const auto& [id, lc] : calls_) {
@@ -267,7 +267,7 @@ bool PeerLink::Quiet() {
 
 Status PeerLink::SavedState(std::string* state) {
   upgrade::v1::RpcLinkState s;
-  if (writer_.queued_bytes() != 0) {
+  if (!writer_.drained()) {
     return Status(StatusCode::kAborted, "the RPC link to daemon " + peer_ + " still has frames to write");
   }
   s.set_peer(peer_);

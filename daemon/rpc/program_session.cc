@@ -194,7 +194,7 @@ Status ProgramSession::ServeHeld() {
 
 bool ProgramSession::Idle() {
   if (service_->starts_under_way().load() != 0) return false;
-  if (memory_->sends_in_flight() != 0 || writer_->queued_bytes() != 0) return false;
+  if (memory_->sends_in_flight() != 0 || !writer_->drained()) return false;
   // Events of this session's calls stop arriving once every link is parked (the other ends
   // on this host hold their programs' requests too).
   if (!service_->LinksParked()) return false;
