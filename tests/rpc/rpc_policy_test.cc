@@ -219,8 +219,11 @@ TEST_F(RpcPolicyTest, SmallRpcsFirstWithBulkTraffic) {
   std::string out;
   ASSERT_EQ(Admin(0, {"policy", "set", "rpc-qos", "{\"small_bytes\":4096}"}, &out), 0) << out;
   EXPECT_NE(out.find("\"small_bytes\": 4096"), std::string::npos) << out;
-  traffic();
-  EXPECT_GT(small_first(), before) << "no small frame went ahead of the bulk stream";
+  // Whether a small call's frame meets bulk frames waiting in the queue depends on timing
+  // (a sanitizer's slowdown on 2 cores may let the bulk stream drain between two small
+  // calls): up to three rounds of the same traffic; without the policy none in one.
+  for (int round = 0; round < 3 && small_first() == before; ++round) traffic();
+  EXPECT_GT(small_first(), before) << "no small frame went ahead of the bulk stream in three rounds";
 }
 
 TEST_F(RpcPolicyTest, PerMethodMetrics) {
