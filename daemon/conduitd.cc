@@ -47,6 +47,7 @@
 #include "session/fabric_admin.h"
 #include "settings/daemon_settings.h"
 #include "server/systemd_notify.h"
+#include "transport/congestion.h"
 #include "transport/tcp.h"
 #include "upgrade/handover.h"
 #include "upgrade/upgrade_admin.h"
@@ -314,6 +315,12 @@ int Main(int argc, char** argv) {
   DaemonSettings flags = ParseFlags(cli);
   SetLogLevel(flags.log_level);
   if (flags.busy_poll_us >= 0) SetBusyPollMicros(flags.busy_poll_us);
+  // Before the peer port and the first connection to another daemon (transport/congestion.h).
+  if (Status cc = SetPeerCongestion(flags.peer_congestion); !cc.ok()) {
+    CLOG_WARN("%s", cc.message().c_str());
+  } else if (!PeerCongestion().empty()) {
+    CLOG_INFO("connections to other daemons use TCP congestion control %s (--peer-congestion)", PeerCongestion().c_str());
+  }
   signal(SIGPIPE, SIG_IGN);
   // The object store keeps one memfd per large object.
   rlimit nofile{};
@@ -390,6 +397,7 @@ int Main(int argc, char** argv) {
   } else {
     st = TcpListen(flags.listen, &peer_listener, &bound);
     if (!st.ok()) return fail(st.message());
+    ApplyPeerCongestion(peer_listener.get());  // accepted connections inherit it
   }
   std::string port = FormatSockAddr(bound);
   port = port.substr(port.rfind(':') + 1);

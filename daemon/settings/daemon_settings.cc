@@ -18,6 +18,7 @@
 #include "protocol/peer_protocol.h"
 #include "protocol/rpc_protocol.h"
 #include "protocol/shim_protocol.h"
+#include "transport/congestion.h"
 
 namespace conduit {
 namespace {
@@ -203,6 +204,17 @@ std::vector<SettingSpec> MakeSpecs() {
        .set = [](DaemonSettings& s, const std::string& v) {
          CONDUIT_RETURN_IF_ERROR(SetNumber(v, &s.busy_poll_us));
          return Refused(s.busy_poll_us <= kMaxBusyPollMicros, "must be at most 100000");
+       }},
+      {.name = "peer-congestion",
+       .value_name = "NAME|host",
+       .default_value = kDefaultPeerCongestion,
+       .help = "TCP congestion control of the connections to other daemons (collectives, objects, RPC links); "
+               "'host': the host's default (net.ipv4.tcp_congestion_control). If the kernel refuses the name, "
+               "the host's default, with a warning. docs/configuration.md",
+       .set = [](DaemonSettings& s, const std::string& v) {
+         CONDUIT_RETURN_IF_ERROR(CheckCongestionName(v));
+         s.peer_congestion = v;
+         return Status::Ok();
        }},
       {.name = "shutdown-grace-ms",
        .value_name = "N",

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/busy_poll.h"
+#include "transport/congestion.h"
 
 namespace conduit {
 
@@ -72,6 +73,7 @@ Status TcpConnect(const std::string& addr, Deadline deadline, UniqueFd* out, con
   for (;;) {
     UniqueFd fd(socket(sa.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) return SystemError("socket: %s", strerror(errno));
+    ApplyPeerCongestion(fd.get());  // before the first byte: see congestion.h
     if (!source_ip.empty() && bind(fd.get(), local.get(), local.len) != 0) {
       return SystemError("cannot bind a connection to %s to local address %s: %s", addr.c_str(), source_ip.c_str(),
                          strerror(errno));

@@ -14,7 +14,8 @@ namespace conduit {
 // Binds and listens on `addr` ("ip:port"); port 0 picks a free one.
 Status TcpListen(const std::string& addr, UniqueFd* listener, SockAddr* bound);
 // Connects to "ip:port", retrying refused connections until the deadline (the peer daemon
-// may still be starting). A non-empty `source_ip` binds the local end first, which pins
+// may still be starting), with the congestion control chosen for connections between
+// daemons (congestion.h). A non-empty `source_ip` binds the local end first, which pins
 // the connection to the path (interface) owning that address.
 Status TcpConnect(const std::string& addr, Deadline deadline, UniqueFd* out, const std::string& source_ip = "");
 // Low latency and prompt failure on a dead peer: TCP_NODELAY, keepalive, TCP_USER_TIMEOUT.

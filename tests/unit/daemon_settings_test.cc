@@ -16,6 +16,7 @@
 #include "admin/admin_socket.h"
 #include "protocol/shim_protocol.h"
 #include "tests/unit/temp_dir.h"
+#include "transport/congestion.h"
 
 namespace conduit {
 namespace {
@@ -104,6 +105,7 @@ TEST_F(DaemonSettingsTest, DefaultsAreTheTablesAndAgreeWithThePartsDefaults) {
   EXPECT_EQ(s.max_shm_bytes, 64ull << 30);
   EXPECT_EQ(s.shutdown_grace_ms, 2000);
   EXPECT_EQ(s.busy_poll_us, -1) << "busy_poll.h decides (0 on one CPU)";
+  EXPECT_EQ(s.peer_congestion, kDefaultPeerCongestion);
   EXPECT_FALSE(s.insecure_peers);
   EXPECT_TRUE(s.given.empty()) << "defaults are not given settings: a reload compares only what was given";
   const CommOptions comm;
@@ -171,6 +173,7 @@ TEST_F(DaemonSettingsTest, BadCommandLinesAreRefusedWithWhatIsWrong) {
       {{"--timeout-ms", "0"}, "timeout-ms must be positive"},
       {{"--admin-mode", "0999"}, "--admin-mode: '0999' is not a file mode"},
       {{"--busy-poll-us", "100001"}, "--busy-poll-us: must be at most 100000"},
+      {{"--peer-congestion", "Cubic"}, "--peer-congestion: 'Cubic' is not a congestion control name"},
       {{"--allreduce-algo", "tree"}, "--allreduce-algo: must be auto, ring, rd or rh"},
       {{"--rpc-link-version", "1"}, "--rpc-link-version: must be 2 or 3"},
       {{"--metrics-listen", "nowhere"}, "--metrics-listen: 'nowhere' is not IP:PORT"},

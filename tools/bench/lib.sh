@@ -3,6 +3,8 @@
 # Every helper takes the cluster description from these variables, which the
 # calling script sets once (defaults shown):
 #   BENCH_PREFIX=cbn  BENCH_SUBNET=10.79.0  BENCH_WORK=<temp dir for sockets, logs, id files>
+# BENCH_CONDUITD_FLAGS="--flag value ..." adds flags to every conduitd a script starts
+# (e.g. "--peer-congestion host" to measure with the host's congestion control).
 # Helpers print machine-readable result lines "size_bytes count time_us algbw busbw wrong"
 # on stdout and send everything else to logs under $BENCH_WORK.
 
@@ -134,7 +136,7 @@ bench_conduit_start() {
     listen=$ip; ((BENCH_LISTEN_ANY)) && listen=0.0.0.0
     rm -f "$sock"
     ip netns exec "$(bench_ns "$i")" "$BENCH_BUILD/bin/conduitd" --socket "$sock" \
-      --listen "$listen:7650" --advertise "$ip" "${auth[@]}" "$@" >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
+      --listen "$listen:7650" --advertise "$ip" "${auth[@]}" "$@" ${BENCH_CONDUITD_FLAGS:-} >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
     BENCH_CONDUITD_PIDS+=($!)
   done
   for ((i = 0; i < hosts; i++)); do
