@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "coll_run.h"
 #include "integration_env.h"
@@ -169,6 +170,69 @@ TEST_P(AllReduceAlgoTest, AllTypesAndOps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algos, AllReduceAlgoTest, ::testing::Values("ring", "rd", "rh"));
+
+// The daemon's connections on its peer port in host's namespace: the congestion control
+// `ss -ti` shows for each (listener included), one word per socket.
+std::vector<std::string> PeerPortCongestion(const Cluster& cluster, int host, bool* listening) {
+  const std::string port = std::to_string(cluster.config().port);
+  const std::string cmd = "ip netns exec " + cluster.Netns(host) + " ss -taniH '( sport = :" + port +
+                          " or dport = :" + port + " )' 2>&1";
+  std::vector<std::string> names;
+  *listening = false;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return names;
+  char line[4096];
+  bool next_is_info = false, listener = false;
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    std::string l(line);
+    if (!l.empty() && (l[0] == ' ' || l[0] == '\t')) {  // the info line of the socket above
+      if (!next_is_info) continue;
+      std::istringstream words(l);
+      std::string first;
+      words >> first;
+      names.push_back(first);
+      if (listener) *listening = true;
+      next_is_info = false;
+      continue;
+    }
+    listener = l.rfind("LISTEN", 0) == 0;
+    next_is_info = l.rfind("ESTAB", 0) == 0 || listener;
+  }
+  pclose(f);
+  return names;
+}
+
+// --peer-congestion reaches the sockets conduitd makes: the peer port's listener and every
+// connection on it, accepted or dialed (the object store's control connections, which stay
+// open), take the host's own choice; the other host's daemon keeps its default (cubic).
+TEST(PeerCongestionTest, EachDaemonsPeerConnectionsUseItsChoice) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = TwoHosts();
+  config.object_peers = true;
+  config.host_daemon_args[0] = {"--peer-congestion", "reno"};
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  // Both daemons dial each other's object control connection once they are up.
+  std::vector<std::string> h0, h1;
+  bool listening0 = false, listening1 = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20 * kSanitizerSlowdown);
+  while (std::chrono::steady_clock::now() < until) {
+    h0 = PeerPortCongestion(cluster, 0, &listening0);
+    h1 = PeerPortCongestion(cluster, 1, &listening1);
+    if (h0.size() >= 3 && h1.size() >= 3) break;  // a listener and both directions' connections
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(listening0 && listening1) << cluster.Describe();
+  ASSERT_GE(h0.size(), 3u) << "host 0 has no connection of its own and one of host 1's on the peer port";
+  ASSERT_GE(h1.size(), 3u);
+  for (const std::string& name : h0) EXPECT_EQ(name, "reno") << "host 0's listener and connections";
+  for (const std::string& name : h1) EXPECT_EQ(name, "cubic") << "host 1's listener and connections (the default)";
+  std::ifstream log(cluster.dir() + "/conduitd-h0.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("connections to other daemons use TCP congestion control reno"), std::string::npos)
+      << text.str();
+}
 
 }  // namespace
 }  // namespace conduit::it
