@@ -33,6 +33,11 @@ inline constexpr uint16_t kVersion = 3;
 // (and itself) speak and answers it in the Membership. Version 3 is the one daemons from
 // before negotiation speak: they send no range and answer 0.
 inline constexpr uint32_t kCollectiveVersionBeforeNegotiation = 3;
+// Version 4 has version 3's messages; what changed is a choice every daemon of a
+// communicator must make alike: an all-reduce on 4 hosts and more that `auto` would run by
+// the ring runs by recursive halving and doubling up to 1 MiB unless the operator set
+// --rh-max-bytes (daemons of 3 never chose it by default).
+inline constexpr uint32_t kCollectiveVersionHalvingDoublingByDefault = 4;
 inline constexpr uint32_t kMaxPayload = 1u << 22;  // Membership of up to ~65K ranks
 // The largest communicator a rendezvous accepts (its Membership fits in kMaxPayload).
 inline constexpr int32_t kMaxRanks = 1 << 15;

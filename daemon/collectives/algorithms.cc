@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "protocol/peer_protocol.h"
 #include "reduce/reduce.h"
 
 namespace conduit {
@@ -390,6 +391,11 @@ bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes) {
   const double ring_steps = 2.0 * (nhosts - 1);
   const double extra_bytes = static_cast<double>(bytes) * (rd_steps - ring_steps / nhosts);
   return extra_bytes <= (ring_steps - rd_steps) * static_cast<double>(latency_bytes);
+}
+
+size_t HalvingDoublingMaxBytes(const std::optional<size_t>& configured, uint32_t protocol_version) {
+  if (configured.has_value()) return *configured;
+  return protocol_version >= peerproto::kCollectiveVersionHalvingDoublingByDefault ? kDefaultHalvingDoublingMaxBytes : 0;
 }
 
 Status ChainBroadcast(const HostGroup& g, int root, uint8_t* buf, size_t bytes) {

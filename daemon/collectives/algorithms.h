@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "collectives/memory_traffic.h"
@@ -92,6 +93,15 @@ Status HalvingDoublingAllReduce(const HostGroup& group, uint8_t* buf, size_t cou
 // into partners) but each step moves the whole buffer. `latency_bytes` is what a link
 // carries in one step's latency (latency x bandwidth), the exchange rate between the two.
 bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes);
+
+// The largest all-reduce `auto` runs by recursive halving and doubling (on 4 hosts and
+// more, above recursive doubling's range): the operator's --rh-max-bytes when given (every
+// daemon must be given the same), else kDefaultHalvingDoublingMaxBytes on a communicator
+// whose daemons all speak collective protocol 4 or newer, where every one of them chooses
+// it, and 0 on one that speaks 3, where a daemon of an earlier release would run the ring
+// (docs/daemon-protocol.md, "Collective message versions").
+inline constexpr size_t kDefaultHalvingDoublingMaxBytes = 1 << 20;
+size_t HalvingDoublingMaxBytes(const std::optional<size_t>& configured, uint32_t protocol_version);
 
 // Pipelined chain from `root` through the other hosts in ring order.
 Status ChainBroadcast(const HostGroup& group, int root, uint8_t* buf, size_t bytes);

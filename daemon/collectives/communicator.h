@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,11 +58,12 @@ struct CommOptions {
   size_t chunk_bytes = 512 * 1024;
   // Allreduce algorithm: "auto" picks recursive doubling up to rd_max_bytes where the
   // cost model (RecursiveDoublingIsFaster with rd_latency_bytes) prefers it, then, on 4
-  // hosts and more, recursive halving and doubling up to rh_max_bytes, the ring above.
+  // hosts and more, recursive halving and doubling up to rh_max_bytes (unset: what the
+  // communicator's protocol version says, HalvingDoublingMaxBytes), the ring above.
   std::string allreduce_algo = "auto";
   size_t rd_max_bytes = 64 * 1024;
   size_t rd_latency_bytes = 4096;
-  size_t rh_max_bytes = 0;
+  std::optional<size_t> rh_max_bytes;
   // The collective message versions this daemon speaks (protocol/peer_protocol.h): a root
   // chooses a communicator's version from its members' and its own.
   VersionRange protocol_versions{peerproto::kCollectiveVersionBeforeNegotiation,

@@ -130,7 +130,8 @@ peerproto::CollectiveAlgorithm Communicator::ChooseAllReduce(size_t bytes, int n
                        RecursiveDoublingIsFaster(bytes, nhosts, options_.rd_latency_bytes))) {
     return peerproto::kAlgorithmRecursiveDoubling;
   }
-  if (algo == "rh" || (algo == "auto" && nhosts >= 4 && bytes <= options_.rh_max_bytes)) {
+  if (algo == "rh" || (algo == "auto" && nhosts >= 4 &&
+                       bytes <= HalvingDoublingMaxBytes(options_.rh_max_bytes, membership_.protocol_version))) {
     return peerproto::kAlgorithmHalvingDoubling;
   }
   return peerproto::kAlgorithmRing;

@@ -1,10 +1,11 @@
 // Versions: 3, the messages of protocol/peer_protocol.h as daemons spoke them before
-// negotiation. A release that changes a collective message adds a version here and keeps
+// negotiation; 4, the same messages with halving-doubling all-reduces by default on 4 hosts
+// and more (peerproto::kCollectiveVersionHalvingDoublingByDefault). A release that changes
+// a collective message or a choice all daemons must make alike adds a version here and keeps
 // the older ones for as long as rolling upgrades from them are supported (docs/upgrade.md).
 //
-// CMake sets CONDUIT_COLLECTIVE_NEWEST_VERSION for conduitd_next_protocol, the same daemon
-// claiming a next version with the same messages: the tests check which version mixed
-// communicators agree on.
+// CMake sets CONDUIT_COLLECTIVE_NEWEST_VERSION for conduitd_protocol_3, this daemon as the
+// release before 4 spoke: the tests roll a cluster from it to this release.
 #include "collectives/protocol_versions.h"
 
 #include "protocol/peer_protocol.h"
@@ -13,7 +14,7 @@
 #define CONDUIT_COLLECTIVE_OLDEST_VERSION 3
 #endif
 #ifndef CONDUIT_COLLECTIVE_NEWEST_VERSION
-#define CONDUIT_COLLECTIVE_NEWEST_VERSION 3
+#define CONDUIT_COLLECTIVE_NEWEST_VERSION 4
 #endif
 
 namespace conduit {

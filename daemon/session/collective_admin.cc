@@ -95,7 +95,14 @@ Json Describe(const Communicator& comm) {
   Json options = Json::Object();
   options["allreduce_algo"] = comm.options().allreduce_algo;
   options["rd_max_bytes"] = comm.options().rd_max_bytes;
-  options["rh_max_bytes"] = comm.options().rh_max_bytes;
+  // What this communicator uses: the setting, or what its protocol version implies (null
+  // until the rendezvous has fixed the version).
+  const std::optional<size_t>& rh = comm.options().rh_max_bytes;
+  if (ready) {
+    options["rh_max_bytes"] = HalvingDoublingMaxBytes(rh, comm.membership().protocol_version);
+  } else {
+    options["rh_max_bytes"] = rh.has_value() ? Json(*rh) : Json();
+  }
   options["chunk_bytes"] = comm.options().chunk_bytes;
   options["timeout_ms"] = comm.options().timeout_ms;
   c["options"] = std::move(options);

@@ -186,11 +186,21 @@ std::vector<SettingSpec> MakeSpecs() {
        .help = "all-reduce: a link's latency x bandwidth, in bytes, for the model above",
        .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.rd_latency_bytes); }},
       {.name = "rh-max-bytes",
-       .value_name = "N",
-       .default_value = "0",
+       .value_name = "N|auto",
+       .default_value = "auto",
        .help = "all-reduce on 4 hosts and more: the largest size recursive halving and doubling is used "
-               "for above --rd-max-bytes (the ring above it; 0: never)",
-       .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.rh_max_bytes); }},
+               "for above --rd-max-bytes (the ring above it; 0: never; auto: 1 MiB where every daemon of "
+               "the communicator speaks collective protocol 4, else 0)",
+       .set = [](DaemonSettings& s, const std::string& v) {
+         if (v == "auto") {
+           s.comm.rh_max_bytes.reset();
+           return Status::Ok();
+         }
+         size_t n = 0;
+         CONDUIT_RETURN_IF_ERROR(SetNumber(v, &n));
+         s.comm.rh_max_bytes = n;
+         return Status::Ok();
+       }},
       {.name = "chunk-bytes",
        .value_name = "N",
        .default_value = "524288",

@@ -234,7 +234,7 @@ bool Cluster::Start(std::string* error) {
 bool Cluster::StartDaemon(int host, std::string* error) {
   std::vector<std::string> argv = {IpTool(), "netns", "exec", Netns(host)};
   argv.insert(argv.end(), config_.daemon_wrapper.begin(), config_.daemon_wrapper.end());
-  std::vector<std::string> daemon = {ConduitdPath(),
+  std::vector<std::string> daemon = {config_.daemon_binary.empty() ? ConduitdPath() : config_.daemon_binary,
                                    "--socket",
                                    Socket(host),
                                    "--listen",

@@ -47,6 +47,9 @@ struct ClusterConfig {
   // Words put in front of conduitd's command line inside the namespace (e.g. prlimit,
   // setpriv), to start daemons under resource limits or as another user.
   std::vector<std::string> daemon_wrapper;
+  // The daemon program every host starts ("" = conduitd; e.g. a build of an earlier
+  // release for an upgrade test).
+  std::string daemon_binary;
 };
 
 class Cluster {

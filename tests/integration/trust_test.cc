@@ -301,6 +301,25 @@ TEST(TrustTest, DaemonsThatChooseDifferentAllReduceAlgorithmsRefuseTheCollective
   EXPECT_TRUE(cluster.DaemonAlive(0) && cluster.DaemonAlive(1)) << cluster.Describe();
 }
 
+// On 4 hosts the ring and halving-doubling begin on different links, so a daemon choosing
+// one never reads the header of a daemon choosing the other: the collective fails when the
+// daemons' --timeout-ms is up, and the error names the settings that must agree.
+TEST(TrustTest, DaemonsThatWaitOnDifferentLinksNameTheAlgorithmSettingsWhenTheyTimeOut) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = TrustCluster(4, 3000 * kSanitizerSlowdown);
+  config.daemon_args = {"--rh-max-bytes", "0"};
+  config.host_daemon_args[0] = {"--rh-max-bytes", "1048576"};
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  for (Subprocess* p : LaunchCounts(cluster, {65536, 65536, 65536, 65536})) {
+    ASSERT_TRUE(p->Wait(std::chrono::seconds(60 * kSanitizerSlowdown))) << cluster.Describe();
+    EXPECT_EQ(p->exit_code(), 10 + ncclRemoteError) << p->CommandLine() << "\n" << p->Output();
+    EXPECT_NE(p->Output().find("--rh-max-bytes"), std::string::npos) << p->Output();
+    EXPECT_EQ(p->Output().find("WRONG DATA"), std::string::npos) << p->Output();
+  }
+  for (int h = 0; h < 4; ++h) EXPECT_TRUE(cluster.DaemonAlive(h)) << cluster.Describe();
+}
+
 // A peer that connects and says nothing (or half a handshake) is dropped when the
 // handshake's 5 s are up; a program that sends nothing, half a frame header, or a header
 // without its payload is dropped 10 s after its first byte (docs/security.md). Others are

@@ -420,66 +420,78 @@ size_t CommsSpeaking(Cluster& cluster, int host, int version) {
   return n;
 }
 
-// A rolling upgrade to a release that speaks a next collective protocol (4) besides 3
-// (conduitd_next_protocol): each communicator's rendezvous chooses the newest version all
-// its daemons and its root speak, so a job runs on mixed hosts throughout, and moves to 4
-// only where every daemon of the communicator speaks it. The root may be either kind
-// (NCCL_COMM_ID names host 2's daemon, which speaks only 3).
+// A rolling upgrade from the release before collective protocol 4 (conduitd_protocol_3:
+// speaks 3, runs 33 KiB-1 MiB all-reduces on 4 hosts by the ring) to this one (3-4, where
+// `auto` runs them by halving-doubling): each communicator's rendezvous chooses the newest
+// version all its daemons and its root speak, so a job runs on mixed hosts throughout (a
+// daemon of this release in a communicator of 3 must choose the ring as the old one does, or
+// the 256 KiB all-reduce fails its agreement check), and moves to 4 only where every daemon
+// speaks it. The root may be either kind (NCCL_COMM_ID names host 3's daemon).
 TEST(UpgradeTest, RollingUpgradeNegotiatesTheCollectiveProtocol) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   ClusterConfig config = UpgradeCluster();
-  config.hosts = 3;
+  config.hosts = 4;
+  config.daemon_binary = Cluster::ToolPath("conduitd_protocol_3");
   Cluster cluster(config);
   CONDUIT_START_CLUSTER(cluster);
-  const std::string next = R"({"binary": ")" + Cluster::ToolPath("conduitd_next_protocol") + R"("})";
+  const std::string previous = R"({"binary": ")" + config.daemon_binary + R"("})";
+  const std::string current = R"({"binary": ")" + Cluster::ConduitdPath() + R"("})";
+  // 1 and 4097 floats: recursive doubling; 65536 (256 KiB): the ring at 3, halving-doubling at 4.
   const CollLaunch job = Ranks(1, {"--colls", "allreduce,broadcast,sendrecv", "--types", "float", "--ops", "sum",
-                                   "--sizes", "1,4097", "--iters", "2"});
+                                   "--sizes", "1,4097,65536", "--iters", "2"});
   const auto timeout = std::chrono::seconds(120 * kSanitizerSlowdown);
   auto run = [&](const CollLaunch& launch) { return WaitCollCheck(cluster, LaunchCollCheck(cluster, launch), timeout); };
-  // counts[h][v]: communicators host h formed speaking v, so far.
+  constexpr int kHosts = 4;
+  // counts[h][v - 3]: communicators host h formed speaking v, so far.
   auto counts = [&] {
     std::vector<std::array<size_t, 2>> c;
-    for (int h = 0; h < 3; ++h) c.push_back({CommsSpeaking(cluster, h, 3), CommsSpeaking(cluster, h, 4)});
+    for (int h = 0; h < kHosts; ++h) c.push_back({CommsSpeaking(cluster, h, 3), CommsSpeaking(cluster, h, 4)});
     return c;
   };
   auto formed = [&](const std::vector<std::array<size_t, 2>>& before, std::vector<int> hosts, int version) {
     const auto now = counts();
-    for (int h = 0; h < 3; ++h) {
+    for (int h = 0; h < kHosts; ++h) {
       const bool member = std::find(hosts.begin(), hosts.end(), h) != hosts.end();
       EXPECT_EQ(now[h][version - 3], before[h][version - 3] + (member ? 1 : 0)) << "host " << h << ", version " << version;
       EXPECT_EQ(now[h][4 - version], before[h][4 - version]) << "host " << h << " formed one at the other version";
     }
   };
+  const std::vector<int> all = {0, 1, 2, 3};
 
   auto before = counts();
-  ASSERT_EQ(run(job), "");
-  formed(before, {0, 1, 2}, 3);
+  ASSERT_EQ(run(job), "") << "every host on the previous release";
+  formed(before, all, 3);
 
-  AdminAnswer a = Upgrade(cluster, 0, next);
+  AdminAnswer a = Upgrade(cluster, 0, current);
   ASSERT_EQ(a.status, 200) << a.text;
   before = counts();
   ASSERT_EQ(run(job), "") << "root speaks 3-4, members 3";
+  formed(before, all, 3);
+
+  for (int h : {1, 2}) {
+    a = Upgrade(cluster, h, current);
+    ASSERT_EQ(a.status, 200) << "host " << h << ": " << a.text;
+  }
+  before = counts();
+  ASSERT_EQ(run(job), "") << "hosts 0-2 speak 3-4, host 3 only 3";
+  formed(before, all, 3);
+  CollLaunch rooted_at_3 = CollLaunch(job).OnHosts(3);
+  rooted_at_3.env = {"NCCL_COMM_ID=" + cluster.Ip(3) + ":29500"};
+  before = counts();
+  ASSERT_EQ(run(rooted_at_3), "") << "members 3-4, root (not a member) 3";
   formed(before, {0, 1, 2}, 3);
 
-  a = Upgrade(cluster, 1, next);
+  a = Upgrade(cluster, 3, current);
   ASSERT_EQ(a.status, 200) << a.text;
   before = counts();
-  ASSERT_EQ(run(CollLaunch(job).OnHosts(2)), "") << "hosts 0 and 1, both 3-4";
-  formed(before, {0, 1}, 4);
-  before = counts();
-  ASSERT_EQ(run(job), "") << "hosts 0 and 1 speak 3-4, host 2 only 3";
-  formed(before, {0, 1, 2}, 3);
-  CollLaunch rooted_at_2 = CollLaunch(job).OnHosts(2);
-  rooted_at_2.env = {"NCCL_COMM_ID=" + cluster.Ip(2) + ":29500"};
-  before = counts();
-  ASSERT_EQ(run(rooted_at_2), "") << "members 3-4, root (not a member) 3";
-  formed(before, {0, 1}, 3);
-  // Host 1 goes back to this release: its communicators speak 3 again.
-  a = Upgrade(cluster, 1, R"({"binary": ")" + Cluster::ConduitdPath() + R"("})");
+  ASSERT_EQ(run(job), "") << "every host on this release";
+  formed(before, all, 4);
+  // Host 3 goes back to the previous release: communicators with it speak 3 again.
+  a = Upgrade(cluster, 3, previous);
   ASSERT_EQ(a.status, 200) << a.text;
   before = counts();
-  ASSERT_EQ(run(CollLaunch(job).OnHosts(2)), "");
-  formed(before, {0, 1}, 3);
+  ASSERT_EQ(run(job), "") << "host 3 back on the previous release";
+  formed(before, all, 3);
 }
 
 // A number host's one communicator reports (GET /v1/communicators), or -1.

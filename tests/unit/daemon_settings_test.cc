@@ -115,6 +115,7 @@ TEST_F(DaemonSettingsTest, DefaultsAreTheTablesAndAgreeWithThePartsDefaults) {
   EXPECT_EQ(s.comm.rd_max_bytes, comm.rd_max_bytes);
   EXPECT_EQ(s.comm.rd_latency_bytes, comm.rd_latency_bytes);
   EXPECT_EQ(s.comm.rh_max_bytes, comm.rh_max_bytes);
+  EXPECT_FALSE(s.comm.rh_max_bytes.has_value()) << "auto: the communicator's protocol version decides";
   const objects::ObjectOptions objects;
   EXPECT_EQ(s.objects.memory_bytes, objects.memory_bytes);
   EXPECT_EQ(s.objects.block_bytes, objects.block_bytes);
@@ -123,6 +124,19 @@ TEST_F(DaemonSettingsTest, DefaultsAreTheTablesAndAgreeWithThePartsDefaults) {
   EXPECT_EQ(s.flows.assignment, FlowPolicy{}.assignment);
   EXPECT_EQ(s.ring.order, RingPolicy{}.order);
   EXPECT_EQ(s.log_level, LogLevel::kInfo);
+}
+
+TEST_F(DaemonSettingsTest, HalvingDoublingLimitIsANumberOrAuto) {
+  DaemonSettings s;
+  ASSERT_TRUE(Load({"--rh-max-bytes", "0"}, &s).ok());
+  EXPECT_EQ(s.comm.rh_max_bytes, std::optional<size_t>(0));
+  ASSERT_TRUE(Load({"--rh-max-bytes", "1048576"}, &s).ok());
+  EXPECT_EQ(s.comm.rh_max_bytes, std::optional<size_t>(1048576));
+  ASSERT_TRUE(Load({"--rh-max-bytes", "auto"}, &s).ok());
+  EXPECT_FALSE(s.comm.rh_max_bytes.has_value());
+  Status st = Load({"--rh-max-bytes", "1M"}, &s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rh-max-bytes"), std::string::npos) << st.message();
 }
 
 TEST_F(DaemonSettingsTest, TheEnvironmentNamesTheSocketsUnlessAFlagDoes) {
