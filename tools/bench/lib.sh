@@ -5,6 +5,7 @@
 #   BENCH_PREFIX=cbn  BENCH_SUBNET=10.79.0  BENCH_WORK=<temp dir for sockets, logs, id files>
 # BENCH_CONDUITD_FLAGS="--flag value ..." adds flags to every conduitd a script starts
 # (e.g. "--peer-congestion host" to measure with the host's congestion control).
+# BENCH_HOST_CONGESTION=cubic gives every socket in the namespaces CUBIC (bench_cluster_up).
 # Helpers print machine-readable result lines "size_bytes count time_us algbw busbw wrong"
 # on stdout and send everything else to logs under $BENCH_WORK.
 
@@ -21,10 +22,32 @@ bench_ip() { "$BENCH_NETNS" ip "$1" --subnet "$BENCH_SUBNET"; }
 bench_ns() { echo "$BENCH_PREFIX-h$1"; }
 
 # bench_cluster_up HOSTS RATE: fresh namespaces and shaped links.
+# BENCH_HOST_CONGESTION=NAME (e.g. cubic): every socket in the namespaces (the peers',
+# iperf3's and the daemons' unless --peer-congestion says otherwise) gets NAME as its TCP
+# congestion control: the "level field" of docs/benchmarks.md, whatever the host's default.
+# A namespace may take a default only from the host's tcp_allowed_congestion_control, so
+# NAME is added there for the run and the list restored by bench_cluster_down.
 bench_cluster_up() {
-  "$BENCH_NETNS" up --hosts "$1" --prefix "$BENCH_PREFIX" --subnet "$BENCH_SUBNET" --rate "$2"
+  local sysctls=${CONDUIT_NETNS_SYSCTL:-}
+  if [[ -n ${BENCH_HOST_CONGESTION:-} ]]; then
+    local allowed; allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+    if [[ " $allowed " != *" $BENCH_HOST_CONGESTION "* ]]; then
+      [[ -f $BENCH_WORK/allowed-congestion ]] || echo "$allowed" >"$BENCH_WORK/allowed-congestion"
+      sysctl -q -w net.ipv4.tcp_allowed_congestion_control="$allowed $BENCH_HOST_CONGESTION" ||
+        bench_die "cannot allow congestion control '$BENCH_HOST_CONGESTION' (is its module available?)"
+    fi
+    sysctls+=" net.ipv4.tcp_congestion_control=$BENCH_HOST_CONGESTION"
+  fi
+  CONDUIT_NETNS_SYSCTL=$sysctls \
+    "$BENCH_NETNS" up --hosts "$1" --prefix "$BENCH_PREFIX" --subnet "$BENCH_SUBNET" --rate "$2"
 }
-bench_cluster_down() { "$BENCH_NETNS" down --prefix "$BENCH_PREFIX"; }
+bench_cluster_down() {
+  "$BENCH_NETNS" down --prefix "$BENCH_PREFIX"
+  if [[ -f ${BENCH_WORK:-/nonexistent}/allowed-congestion ]]; then
+    sysctl -q -w net.ipv4.tcp_allowed_congestion_control="$(cat "$BENCH_WORK/allowed-congestion")"
+    rm -f "$BENCH_WORK/allowed-congestion"
+  fi
+}
 
 # bench_iperf [--bidir]: Gbit/s from h0 to h1 as the receiver saw it (5 s run).
 # With --bidir both directions run at once and the lower of the two is printed,
