@@ -92,6 +92,7 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
   EXPECT_FALSE(o.per_iter_timing);
   EXPECT_EQ(o.per_iter_skip, 0);
   EXPECT_EQ(o.time_budget_s, 0);  // exactly -n iterations, as nccl-tests
+  EXPECT_EQ(o.hold_ms, 0);
   EXPECT_FALSE(o.multi_process());
   EXPECT_TRUE(o.warnings.empty());
 }
@@ -260,7 +261,9 @@ TEST(PerfOptions, EveryLongFlag) {
                         "--coll",
                         "broadcast",
                         "--time-budget",
-                        "1.5"});
+                        "1.5",
+                        "--hold-ms",
+                        "2500"});
   EXPECT_EQ(o.threads, 2);
   EXPECT_EQ(o.ranks_per_thread, 3);
   EXPECT_EQ(o.min_bytes, 1024u);
@@ -289,6 +292,7 @@ TEST(PerfOptions, EveryLongFlag) {
   EXPECT_EQ(o.per_iter_skip, 10);
   EXPECT_STREQ(o.coll->name, "broadcast");
   EXPECT_DOUBLE_EQ(o.time_budget_s, 1.5);
+  EXPECT_EQ(o.hold_ms, 2500);
 }
 
 TEST(PerfOptions, SizesAsNcclTestsReadsThem) {
@@ -449,6 +453,8 @@ TEST(PerfOptions, BadValues) {
   Refused({"p", "-R", "3"});
   Refused({"p", "-T", "-5"});
   Refused({"p", "--time-budget", "soon"});
+  Refused({"p", "--hold-ms", "-1"});
+  Refused({"p", "--hold-ms", "600001"});
   Refused({"hypercube_perf", "-m", "2"});
   EXPECT_NE(Refused({"p", "-b"}).find("needs a value"), std::string::npos);
   EXPECT_NE(Refused({"p", "--iters"}).find("needs a value"), std::string::npos);
@@ -500,7 +506,8 @@ TEST(PerfOptions, Help) {
                            "--time-budget",
                            "--rank",
                            "--nranks",
-                           "--id-file"}) {
+                           "--id-file",
+                           "--hold-ms"}) {
     EXPECT_NE(u.find(flag), std::string::npos) << flag;
   }
 }

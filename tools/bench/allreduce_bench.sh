@@ -16,6 +16,9 @@
 # or build/bin/conduit-perf is missing. --mem-alloc: ours allocates its buffers with
 # ncclMemAlloc (conduit-perf -R 1, as nccl-tests -R), which Conduit's host path shares with
 # the daemon (no staging copies); the baselines use their own buffers as always.
+# "ours B/B": the bytes host 0's conduitd counted written to memory per payload byte
+# (programs' staging copies, local copies, reductions, socket sends and receives;
+# docs/design.md), from one untimed call per size after the timed run.
 set -euo pipefail
 
 COLL=allreduce MODES="shaped fast loaded" HOSTS_LIST="2 4" PPN_LIST="1 2 4" LOAD=$(( ($(nproc) + 1) / 2 )) MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
@@ -114,6 +117,8 @@ run_hosts() {
     bench_conduit_start "$H"
     bench_conduit_perf "$H" "$PPN" "${PERF_ARGS[@]}" >"$res/$H.ours" ||
       bench_log "conduit-perf failed or found wrong results (logs in $BENCH_WORK)"
+    bench_log "ours: bytes written per payload byte (one untimed call per size)"
+    bench_conduit_copies "$H" "$PPN" "${PERF_ARGS[@]}" >"$res/$H.copies"
     bench_conduit_stop
   fi
   bench_log "gloo"

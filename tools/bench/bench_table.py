@@ -2,8 +2,10 @@
 """Side-by-side markdown table from the result files allreduce_bench.sh collects.
 
 Each RESULTS/<hosts>.<impl> file holds lines "size count time_us algbw busbw wrong"
-(impl: ours, gloo, mpi); RESULTS/<hosts>.link holds iperf3 Gbit/s. A missing
-file or size shows as "-" so a skipped or failed implementation is visible.
+(impl: ours, gloo, mpi); RESULTS/<hosts>.link holds iperf3 Gbit/s; RESULTS/<hosts>.copies
+lines "size ratio": bytes host 0's conduitd counted written to memory per payload byte
+(docs/design.md, "Copies per payload byte"). A missing file or size shows as "-" so a
+skipped or failed implementation is visible.
 """
 import argparse
 import os
@@ -65,19 +67,26 @@ def main():
         # nccl-tests' bus bandwidth factors
         factor = {"allreduce": 2 * (nranks - 1) / nranks, "broadcast": 1.0}.get(a.coll, (nranks - 1) / nranks)
         res = {k: load(f"{base}.{k}", factor) for k in ("ours", "gloo", "mpi")}
+        copies = {}
+        if os.path.exists(base + ".copies"):
+            for line in open(base + ".copies"):
+                p = line.split()
+                if len(p) == 2:
+                    copies[int(p[0])] = float(p[1])
         lines.append(f"### {h} hosts: iperf3 link {link:.3f} Gbit/s = {link_gbs:.4f} GB/s{bidir}")
         if not res["ours"]:
             lines.append("(ours: no results; conduitd/conduit-perf missing or failed)")
         lines.append("")
-        lines.append("| size | ours | gloo | mpi | ours/best peer | ours/link |")
-        lines.append("|---:|---:|---:|---:|---:|---:|")
+        lines.append("| size | ours | gloo | mpi | ours/best peer | ours/link | ours B/B |")
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
         for size in sorted(set().union(*[r.keys() for r in res.values()])):
             o, g, m = (res[k].get(size) for k in ("ours", "gloo", "mpi"))
             peers = [r[1] for r in (g, m) if r is not None]
             # busbw ratio (= best peer's time / our time): > 1 means we are faster.
             ratio = f"{o[1] / max(peers):.2f}" if o and peers and max(peers) > 0 else "-"
             vs_link = f"{o[1] / link_gbs:.2f}" if o and link_gbs > 0 else "-"
-            lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} |")
+            per_byte = f"{copies[size]:.2f}" if size in copies else "-"
+            lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} | {per_byte} |")
         lines.append("")
     text = "\n".join(lines)
     print(text)

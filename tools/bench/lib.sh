@@ -178,6 +178,40 @@ bench_conduit_stop() {
   BENCH_CONDUITD_PIDS=()
 }
 
+# bench_conduit_copies HOSTS PPN PERF_ARGS...: bytes host 0's conduitd wrote to memory per
+# payload byte for each size (docs/design.md, "Copies per payload byte"), as lines "size
+# ratio". One untimed pass of conduit-perf (one call per size) whose communicator it holds
+# open at the end (--hold-ms) while host 0's trace is read: each traced collective carries
+# the bytes the daemon counted (memory.per_payload_byte), matched to the size by its count.
+bench_conduit_copies() {
+  local hosts=$1 ppn=$2; shift 2
+  local ctl=("$BENCH_BUILD/bin/conduitctl" --json --socket "$BENCH_WORK/h0-admin.sock") key="" pid waited=0
+  rm -f "$BENCH_WORK/copies-trace.json" "$BENCH_WORK/perf-rank0.out"
+  bench_conduit_perf "$hosts" "$ppn" "$@" -w 0 -n 1 -c 0 --hold-ms 5000 >"$BENCH_WORK/copies-perf.txt" &
+  pid=$!
+  # The footer comes once every size has run; the communicator lives 5 s more.
+  until grep -q "Avg bus bandwidth" "$BENCH_WORK/perf-rank0.out" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || break
+    ((waited++ < 6000)) || break
+    sleep 0.05
+  done
+  key=$("${ctl[@]}" comms 2>/dev/null | grep -o '"key": *"[0-9a-f]*"' | head -1 | cut -d'"' -f4 || true)
+  [[ -n $key ]] && "${ctl[@]}" trace "$key" --limit 1024 >"$BENCH_WORK/copies-trace.json" 2>/dev/null || true
+  wait "$pid" || true
+  [[ -s $BENCH_WORK/copies-trace.json ]] || { bench_log "copies: no trace read from host 0"; return 0; }
+  "$BENCH_PY" - "$BENCH_WORK/copies-perf.txt" "$BENCH_WORK/copies-trace.json" <<'PY'
+import json, sys
+by_count = {}
+for e in json.load(open(sys.argv[2]))["trace"]:
+    if not e.get("error") and "memory" in e:
+        by_count[e["count"]] = e["memory"]["per_payload_byte"]
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 2 and int(f[1]) in by_count:
+        print(f[0], by_count[int(f[1])])
+PY
+}
+
 # bench_conduit_perf HOSTS PPN PERF_ARGS...: conduit-perf, one process per rank,
 # each talking to its own host's daemon. Prints rank 0's rows converted to the
 # common "size count time_us algbw busbw wrong" format.

@@ -8,6 +8,7 @@
 // meet through --id-file. Only the thread holding rank 0 prints; the exit status is
 // 1 when any element came out wrong, 2 for a bad command line, 3 when NCCL fails.
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
   const bool footer_ok = report == nullptr || report->Footer(p.measure_memory ? &p.memory : nullptr);
   const bool ok = footer_ok && p.failed == 0;
   report.reset();  // closes the JSON output
+  std::fflush(stdout);
+  if (o.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.hold_ms));
   DestroyComms(p.comms);
   return ok ? 0 : 1;
 }

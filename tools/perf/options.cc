@@ -12,7 +12,7 @@
 namespace conduit::perf {
 namespace {
 
-enum LongOnly { kColl = 1000, kTimeBudget, kRank, kNranks, kIdFile };
+enum LongOnly { kColl = 1000, kTimeBudget, kRank, kNranks, kIdFile, kHoldMs };
 
 // nccl-tests' letters and long names, in its order; every one takes a value.
 const option kLongOptions[] = {
@@ -53,6 +53,7 @@ const option kLongOptions[] = {
     {"rank", required_argument, nullptr, kRank},
     {"nranks", required_argument, nullptr, kNranks},
     {"id-file", required_argument, nullptr, kIdFile},
+    {"hold-ms", required_argument, nullptr, kHoldMs},
     {nullptr, 0, nullptr, 0},
 };
 // Leading ':' makes getopt report a missing value as ':' rather than '?'.
@@ -342,6 +343,7 @@ ParseResult ParseOptions(int argc, char** argv) {
       case kRank: p.Int(c, optarg, 0, 1 << 20, &o.rank); break;
       case kNranks: p.Int(c, optarg, 1, 1 << 20, &o.nranks); break;
       case kIdFile: o.id_file = optarg; break;
+      case kHoldMs: p.Int(c, optarg, 0, 600000, &o.hold_ms); break;
       case ':':
         p.Fail(std::string("option ") + (optopt ? FlagName(optopt) : std::string(argv[optind - 1])) + " needs a value");
         break;
@@ -427,6 +429,8 @@ conduit-perf's own options:
                            process P of an N-process run, each process holding -t x -g
                            ranks; process 0 publishes the unique id at PATH, the others
                            wait up to 60 s for it
+  --hold-ms N              after the results, keep the communicators N ms before
+                           destroying them (a script reads conduitd's trace meanwhile)
 )";
   return u;
 }

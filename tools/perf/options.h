@@ -70,6 +70,9 @@ struct Options {
   int rank = -1;             // --rank/--nranks: this process's index and the process count
   int nranks = 0;
   std::string id_file;
+  // --hold-ms: after the footer, keep the communicators this long before destroying them,
+  // so that a script can read the daemon's trace of the run (tools/bench/lib.sh).
+  int hold_ms = 0;
 
   // Notes nccl-tests also prints before running on (a flag it disables, a value it
   // replaces); the caller prints them to stderr.
