@@ -10,14 +10,18 @@
 namespace conduit {
 namespace {
 
-int DefaultBudget() {
+bool OneCpu() {
   cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) <= 1) return 0;
-  return kDefaultBusyPollMicros;
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) <= 1;
 }
 
 std::atomic<int>& Budget() {
-  static std::atomic<int> budget{DefaultBudget()};
+  static std::atomic<int> budget{OneCpu() ? 0 : kDefaultBusyPollMicros};
+  return budget;
+}
+
+std::atomic<int>& PeerBudget() {
+  static std::atomic<int> budget{OneCpu() ? 0 : kDefaultPeerBusyPollMicros};
   return budget;
 }
 
@@ -32,10 +36,15 @@ void SetBusyPollFromEnv() {
 
 int BusyPollMicros() { return Budget().load(std::memory_order_relaxed); }
 
-int SpinPoll(pollfd* fds, nfds_t n) {
+void SetPeerBusyPollMicros(int micros) { PeerBudget().store(std::clamp(micros, 0, kMaxBusyPollMicros)); }
+
+int PeerBusyPollMicros() { return PeerBudget().load(std::memory_order_relaxed); }
+
+int SpinPoll(pollfd* fds, nfds_t n) { return SpinPollFor(fds, n, BusyPollMicros()); }
+
+int SpinPollFor(pollfd* fds, nfds_t n, int budget) {
   int r = poll(fds, n, 0);
-  const int budget = BusyPollMicros();
-  if (r != 0 || budget == 0) return r;
+  if (r != 0 || budget <= 0) return r;
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(budget);
   do {
     sched_yield();

@@ -25,6 +25,16 @@ constexpr int kDefaultBusyPollMicros = 50;
 constexpr int kMaxBusyPollMicros = 100000;
 void SetBusyPollMicros(int micros);
 int BusyPollMicros();
+// A second budget for one kind of wait: a collective's transfer on 4 hosts and more waiting
+// for a peer daemon's bytes (conduitd --peer-busy-poll-us; the collective sets it on its
+// links, Link::SetSpinMicros). Why longer: there a step waits for the slowest of several
+// daemons, each a process among many on the host's CPUs, so the bytes often come after
+// 50 us and before 200 (measured: 1.1-1.4x faster all-reduces of 1-64 KiB on 4 hosts; on 2
+// hosts the longer budget was slower, so they keep the first: docs/benchmarks.md). It costs
+// at most one budget per step of a collective, never per idle program or RPC connection.
+constexpr int kDefaultPeerBusyPollMicros = 200;
+void SetPeerBusyPollMicros(int micros);
+int PeerBusyPollMicros();
 // For the client libraries: the budget from $CONDUIT_BUSY_POLL_US, when it is set.
 void SetBusyPollFromEnv();
 
@@ -32,6 +42,8 @@ void SetBusyPollFromEnv();
 // budget is spent. Returns what the last poll returned: > 0 ready, 0 nothing within the
 // budget (the caller then blocks as it would have), < 0 an error (errno set).
 int SpinPoll(pollfd* fds, nfds_t n);
+// The same with another budget (PeerBusyPollMicros()).
+int SpinPollFor(pollfd* fds, nfds_t n, int budget_micros);
 
 // The same for one descriptor: true once it has one of `events` (or an error or hangup).
 bool SpinUntilReady(int fd, short events);

@@ -315,6 +315,7 @@ int Main(int argc, char** argv) {
   DaemonSettings flags = ParseFlags(cli);
   SetLogLevel(flags.log_level);
   if (flags.busy_poll_us >= 0) SetBusyPollMicros(flags.busy_poll_us);
+  if (flags.peer_busy_poll_us >= 0) SetPeerBusyPollMicros(flags.peer_busy_poll_us);
   // Before the peer port and the first connection to another daemon (transport/congestion.h).
   if (Status cc = SetPeerCongestion(flags.peer_congestion); !cc.ok()) {
     CLOG_WARN("%s", cc.message().c_str());

@@ -44,6 +44,7 @@ class AgreementLink : public Link {
                   const FlowLimits& limits = {}) override;
   void Shutdown() override { inner_->Shutdown(); }
   void SetPacer(SendPacer* pacer) override { inner_->SetPacer(pacer); }
+  void SetSpinMicros(int micros) override { inner_->SetSpinMicros(micros); }
   const std::string& peer_name() const override { return inner_->peer_name(); }
 
  private:

@@ -15,6 +15,7 @@
 #include "collectives/comm_stats.h"
 #include "collectives/communicator.h"
 #include "collectives/local_stage.h"
+#include "common/busy_poll.h"
 #include "common/unique_id.h"
 #include "policy/tenant_pacer.h"
 #include "reduce/reduce.h"
@@ -118,10 +119,16 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   }
   const int priority = tenant ? tenant->policy().priority : 0;
   for (Link* l : group.links) if (l != nullptr) l->SetPacer(pacer.get());
+  // On 4 hosts and more a step waits for the slowest of several daemons: a longer spin
+  // catches its bytes without a wake-up (common/busy_poll.h, --peer-busy-poll-us). On 2
+  // hosts it measured slower than the programs' budget, which those transfers keep.
+  const int spin_micros = nhosts >= 4 ? PeerBusyPollMicros() : -1;
+  for (Link* l : group.links) if (l != nullptr) l->SetSpinMicros(spin_micros);
   if (priority > 0) fabric_->tenants().board().Enter(priority);
   Status st = RunInterHost(op, group, position, allreduce, work, algorithm);
   if (priority > 0) fabric_->tenants().board().Exit(priority);
   for (Link* l : group.links) if (l != nullptr) l->SetPacer(nullptr);
+  for (Link* l : group.links) if (l != nullptr) l->SetSpinMicros(-1);
   return st;
 }
 

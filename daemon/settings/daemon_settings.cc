@@ -215,6 +215,15 @@ std::vector<SettingSpec> MakeSpecs() {
          CONDUIT_RETURN_IF_ERROR(SetNumber(v, &s.busy_poll_us));
          return Refused(s.busy_poll_us <= kMaxBusyPollMicros, "must be at most 100000");
        }},
+      {.name = "peer-busy-poll-us",
+       .value_name = "N",
+       .default_note = std::to_string(kDefaultPeerBusyPollMicros) + "; 0 on one CPU",
+       .help = "the same for a collective's transfer of up to 256 KiB waiting for a peer daemon's bytes on 4 hosts "
+               "and more (a step waits for the slowest of several daemons; fewer hosts use --busy-poll-us); 0: never",
+       .set = [](DaemonSettings& s, const std::string& v) {
+         CONDUIT_RETURN_IF_ERROR(SetNumber(v, &s.peer_busy_poll_us));
+         return Refused(s.peer_busy_poll_us <= kMaxBusyPollMicros, "must be at most 100000");
+       }},
       {.name = "peer-congestion",
        .value_name = "NAME|host",
        .default_value = kDefaultPeerCongestion,

@@ -64,6 +64,10 @@ class Link {
   // Paces this link's sends from now on (nullptr: unpaced). The pacer must outlive its use;
   // set it only while no transfer runs on the link.
   virtual void SetPacer(SendPacer* pacer) { (void)pacer; }
+  // How long a small transfer on this link polls for the peer's bytes before it blocks
+  // (common/busy_poll.h), from now on; -1: BusyPollMicros(). Set it only while no transfer
+  // runs on the link.
+  virtual void SetSpinMicros(int micros) { (void)micros; }
   virtual const std::string& peer_name() const = 0;
   // The socket under the link, for waiting on it without reading and for handing it to the
   // process that replaces this daemon (docs/upgrade.md); -1 for a link without one.

@@ -284,7 +284,7 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
     // A small transfer's bytes often come within microseconds: spin for them before
     // blocking (common/busy_poll.h). A large one waits on the link's speed, where a wake-up
     // is a small part of the time and spinning would only take CPU from the copies.
-    int r = spin ? SpinPoll(fds, static_cast<nfds_t>(nfds)) : 0;
+    int r = spin ? SpinPollFor(fds, static_cast<nfds_t>(nfds), spin_micros_ >= 0 ? spin_micros_ : BusyPollMicros()) : 0;
     if (r == 0) r = poll(fds, static_cast<nfds_t>(nfds), timeout_ms);
     if (r == 0 && !deadline.expired()) continue;  // a pacer pause ended
     if (r == 0) {

@@ -33,6 +33,7 @@ class TcpLink : public Link {
                   const FlowLimits& limits = {}) override;
   void Shutdown() override;
   void SetPacer(SendPacer* pacer) override { pacer_ = pacer; }
+  void SetSpinMicros(int micros) override { spin_micros_ = micros; }
   const std::string& peer_name() const override { return peer_name_; }
 
   int fd() const { return fd_.get(); }
@@ -42,6 +43,7 @@ class TcpLink : public Link {
   UniqueFd fd_;
   std::string peer_name_;
   SendPacer* pacer_ = nullptr;
+  int spin_micros_ = -1;
 };
 
 }  // namespace conduit

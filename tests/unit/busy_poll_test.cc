@@ -18,14 +18,18 @@ class BusyPollTest : public ::testing::Test {
  protected:
   void SetUp() override {
     saved_ = BusyPollMicros();
+    saved_peer_ = PeerBusyPollMicros();
     int sv[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     a_.reset(sv[0]);
     b_.reset(sv[1]);
   }
-  void TearDown() override { SetBusyPollMicros(saved_); }
+  void TearDown() override {
+    SetBusyPollMicros(saved_);
+    SetPeerBusyPollMicros(saved_peer_);
+  }
 
-  int saved_ = 0;
+  int saved_ = 0, saved_peer_ = 0;
   UniqueFd a_, b_;
 };
 
@@ -66,6 +70,27 @@ TEST_F(BusyPollTest, BytesArrivingWhileSpinningAreCaught) {
   char c = 0;
   EXPECT_EQ(read(a_.get(), &c, 1), 1);
   EXPECT_EQ(c, 'x');
+}
+
+// The peer budget is its own: setting one leaves the other, and SpinPollFor spins for the
+// budget it is given.
+TEST_F(BusyPollTest, ThePeerBudgetIsSeparate) {
+  SetBusyPollMicros(30);
+  SetPeerBusyPollMicros(kMaxBusyPollMicros + 1);
+  EXPECT_EQ(PeerBusyPollMicros(), kMaxBusyPollMicros);
+  EXPECT_EQ(BusyPollMicros(), 30);
+  SetPeerBusyPollMicros(-1);
+  EXPECT_EQ(PeerBusyPollMicros(), 0);
+  EXPECT_EQ(BusyPollMicros(), 30);
+  std::thread writer([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(write(b_.get(), "x", 1), 1);
+  });
+  pollfd p{a_.get(), POLLIN, 0};
+  EXPECT_EQ(SpinPollFor(&p, 1, kMaxBusyPollMicros), 1) << "bytes within the given budget are caught";
+  writer.join();
+  pollfd q{b_.get(), POLLIN, 0};
+  EXPECT_EQ(SpinPollFor(&q, 1, 0), 0) << "budget 0: one poll, nothing ready";
 }
 
 TEST_F(BusyPollTest, HangupCountsAsReady) {
