@@ -121,7 +121,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   for (Link* l : group.links) if (l != nullptr) l->SetPacer(pacer.get());
   // On 4 hosts and more a step waits for the slowest of several daemons: a longer spin
   // catches its bytes without a wake-up (common/busy_poll.h, --peer-busy-poll-us). On 2
-  // hosts it measured slower than the programs' budget, which those transfers keep.
+  // hosts the A/Bs could not tell the budgets apart, so they keep the programs' budget.
   const int spin_micros = nhosts >= 4 ? PeerBusyPollMicros() : -1;
   for (Link* l : group.links) if (l != nullptr) l->SetSpinMicros(spin_micros);
   if (priority > 0) fabric_->tenants().board().Enter(priority);
@@ -129,6 +129,13 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   if (priority > 0) fabric_->tenants().board().Exit(priority);
   for (Link* l : group.links) if (l != nullptr) l->SetPacer(nullptr);
   for (Link* l : group.links) if (l != nullptr) l->SetSpinMicros(-1);
+  if (!st.ok() && op.kind == shimproto::kAllReduce && nhosts >= 3 && group.deadline.expired() &&
+      st.message().find("--rh-max-bytes") == std::string::npos) {
+    // Daemons whose settings choose different all-reduce algorithms wait on different links
+    // and time out: wherever the wait began, say what to check (the text travels to every
+    // rank in 252 bytes, so briefly).
+    st = Status(st.canonical(), st.message() + " (or the hosts' --allreduce-algo, --rd-max-bytes or --rh-max-bytes differ)");
+  }
   return st;
 }
 

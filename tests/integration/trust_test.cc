@@ -314,7 +314,7 @@ TEST(TrustTest, DaemonsThatWaitOnDifferentLinksNameTheAlgorithmSettingsWhenTheyT
   for (Subprocess* p : LaunchCounts(cluster, {65536, 65536, 65536, 65536})) {
     ASSERT_TRUE(p->Wait(std::chrono::seconds(60 * kSanitizerSlowdown))) << cluster.Describe();
     EXPECT_EQ(p->exit_code(), 10 + ncclRemoteError) << p->CommandLine() << "\n" << p->Output();
-    EXPECT_NE(p->Output().find("--rh-max-bytes"), std::string::npos) << p->Output();
+    EXPECT_NE(p->Output().find("--rh-max-bytes differ)"), std::string::npos) << p->Output();
     EXPECT_EQ(p->Output().find("WRONG DATA"), std::string::npos) << p->Output();
   }
   for (int h = 0; h < 4; ++h) EXPECT_TRUE(cluster.DaemonAlive(h)) << cluster.Describe();
