@@ -54,6 +54,12 @@ Status SetBool(const std::string& v, bool* out) {
 
 Status Refused(bool ok, const char* why) { return ok ? Status::Ok() : InvalidArgument("%s", why); }
 
+// A spin budget in microseconds (common/busy_poll.h).
+Status SetBusyPollBudget(const std::string& v, int* out) {
+  CONDUIT_RETURN_IF_ERROR(SetNumber(v, out));
+  return Refused(*out <= kMaxBusyPollMicros, "must be at most 100000");
+}
+
 using Kind = SettingKind;
 using Group = SettingGroup;
 
@@ -211,19 +217,13 @@ std::vector<SettingSpec> MakeSpecs() {
        .default_note = std::to_string(kDefaultBusyPollMicros) + "; 0 on one CPU",
        .help = "how long a wait on the small-call path (a program's next request, a peer daemon's bytes) polls "
                "without blocking before it sleeps: a wake-up costs more than a short collective; 0: never",
-       .set = [](DaemonSettings& s, const std::string& v) {
-         CONDUIT_RETURN_IF_ERROR(SetNumber(v, &s.busy_poll_us));
-         return Refused(s.busy_poll_us <= kMaxBusyPollMicros, "must be at most 100000");
-       }},
+       .set = [](DaemonSettings& s, const std::string& v) { return SetBusyPollBudget(v, &s.busy_poll_us); }},
       {.name = "peer-busy-poll-us",
        .value_name = "N",
        .default_note = std::to_string(kDefaultPeerBusyPollMicros) + "; 0 on one CPU",
        .help = "the same for a collective's transfer of up to 256 KiB waiting for a peer daemon's bytes on 4 hosts "
                "and more (a step waits for the slowest of several daemons; fewer hosts use --busy-poll-us); 0: never",
-       .set = [](DaemonSettings& s, const std::string& v) {
-         CONDUIT_RETURN_IF_ERROR(SetNumber(v, &s.peer_busy_poll_us));
-         return Refused(s.peer_busy_poll_us <= kMaxBusyPollMicros, "must be at most 100000");
-       }},
+       .set = [](DaemonSettings& s, const std::string& v) { return SetBusyPollBudget(v, &s.peer_busy_poll_us); }},
       {.name = "peer-congestion",
        .value_name = "NAME|host",
        .default_value = kDefaultPeerCongestion,
