@@ -29,9 +29,10 @@ int BusyPollMicros();
 // for a peer daemon's bytes (conduitd --peer-busy-poll-us; the collective sets it on its
 // links, Link::SetSpinMicros). Why longer: there a step waits for the slowest of several
 // daemons, each a process among many on the host's CPUs, so the bytes often come after
-// 50 us and before 200 (measured: 1.1-1.4x faster all-reduces of 1-64 KiB on 4 hosts; on 2
-// hosts the longer budget was slower, so they keep the first: docs/benchmarks.md). It costs
-// at most one budget per step of a collective, never per idle program or RPC connection.
+// 50 us and before 200 (measured: mostly 1.0-1.4x faster all-reduces of 1-64 KiB on 4
+// hosts; on 2 hosts the A/Bs could not tell the two apart, so they keep the first:
+// docs/benchmarks.md). It costs at most one budget per wait of a collective's step, never
+// per idle program or RPC connection.
 constexpr int kDefaultPeerBusyPollMicros = 200;
 void SetPeerBusyPollMicros(int micros);
 int PeerBusyPollMicros();
@@ -42,7 +43,7 @@ void SetBusyPollFromEnv();
 // budget is spent. Returns what the last poll returned: > 0 ready, 0 nothing within the
 // budget (the caller then blocks as it would have), < 0 an error (errno set).
 int SpinPoll(pollfd* fds, nfds_t n);
-// The same with another budget (PeerBusyPollMicros()).
+// The same with the budget given (e.g. PeerBusyPollMicros()); <= 0: one poll.
 int SpinPollFor(pollfd* fds, nfds_t n, int budget_micros);
 
 // The same for one descriptor: true once it has one of `events` (or an error or hangup).
