@@ -1,7 +1,6 @@
 #include "collectives/agreement.h"
 
 #include <cstdio>
-#include <string>
 
 #include "collectives/comm_stats.h"
 #include "reduce/reduce.h"
@@ -152,16 +151,6 @@ Status AgreementLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_lin
   if (limits.send_limit) shifted.send_limit = [&] { return limits.send_limit() + out_skip; };
   if (limits.recv_limit) shifted.recv_limit = [&] { return limits.recv_limit() + in_skip; };
   Status st = inner_->SendRecv(out2, *from.inner_, in2, deadline, checked_progress, header_free_gate, shifted);
-  if (!st.ok() && !checked && deadline.expired()) {
-    // Not even the header came: that daemon has not started this collective on this link.
-    // Besides a rank that never called it, daemons whose settings choose different
-    // all-reduce algorithms get here (the ring and halving-doubling on 4 hosts wait on
-    // different links, so neither sees the other's header): say so, briefly, since the
-    // text travels in 252 bytes (WireStatus) with the rank and daemon in front.
-    return Status(st.canonical(), "timed out: daemon " + from.peer_name() + " sent nothing of collective #" +
-                                      std::to_string(mine_->seq) + " (its ranks did not call it, or the hosts' "
-                                      "--allreduce-algo, --rd-max-bytes or --rh-max-bytes differ)");
-  }
   if (st.ok() && traffic_ != nullptr) {
     traffic_->AddSend(TotalBytes(out));
     traffic_->AddReceive(TotalBytes(in));

@@ -118,21 +118,27 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
     tenant->collectives.fetch_add(1, std::memory_order_relaxed);
   }
   const int priority = tenant ? tenant->policy().priority : 0;
-  for (Link* l : group.links) if (l != nullptr) l->SetPacer(pacer.get());
   // On 4 hosts and more a step waits for the slowest of several daemons: a longer spin
   // catches its bytes without a wake-up (common/busy_poll.h, --peer-busy-poll-us). On 2
   // hosts the A/Bs could not tell the budgets apart, so they keep the programs' budget.
   const int spin_micros = nhosts >= 4 ? PeerBusyPollMicros() : -1;
-  for (Link* l : group.links) if (l != nullptr) l->SetSpinMicros(spin_micros);
+  for (Link* l : group.links) {
+    if (l == nullptr) continue;
+    l->SetPacer(pacer.get());
+    l->SetSpinMicros(spin_micros);
+  }
   if (priority > 0) fabric_->tenants().board().Enter(priority);
   Status st = RunInterHost(op, group, position, allreduce, work, algorithm);
   if (priority > 0) fabric_->tenants().board().Exit(priority);
-  for (Link* l : group.links) if (l != nullptr) l->SetPacer(nullptr);
-  for (Link* l : group.links) if (l != nullptr) l->SetSpinMicros(-1);
-  if (!st.ok() && op.kind == shimproto::kAllReduce && nhosts >= 3 && group.deadline.expired() &&
-      st.message().find("--rh-max-bytes") == std::string::npos) {
+  for (Link* l : group.links) {
+    if (l == nullptr) continue;
+    l->SetPacer(nullptr);
+    l->SetSpinMicros(-1);
+  }
+  if (!st.ok() && op.kind == shimproto::kAllReduce && nhosts >= 3 && group.deadline.expired()) {
     // Daemons whose settings choose different all-reduce algorithms wait on different links
-    // and time out: wherever the wait began, say what to check (the text travels to every
+    // (the ring and halving-doubling on 4 hosts), so neither reads the other's header and
+    // they time out: wherever the wait began, say what to check (the text travels to every
     // rank in 252 bytes, so briefly).
     st = Status(st.canonical(), st.message() + " (or the hosts' --allreduce-algo, --rd-max-bytes or --rh-max-bytes differ)");
   }
