@@ -183,8 +183,9 @@ Status LocalObject::ReadOnlyFd(UniqueFd* out) const {
 void LocalObject::SetReady(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes > size_) bytes = size_;
-  if (bytes > ready_) ready_ = bytes;
-  cv_.notify_all();
+  if (bytes <= ready_) return;
+  ready_ = bytes;
+  if (!wants_.empty() && ready_ >= *wants_.begin()) cv_.notify_all();
 }
 
 Status LocalObject::Seal() {
@@ -238,7 +239,11 @@ void LocalObject::Fail(const Status& why) {
 Status LocalObject::WaitReady(uint64_t want, Deadline deadline, uint64_t* ready) {
   std::unique_lock<std::mutex> lock(mu_);
   if (want > size_) want = size_;
-  WaitUntil(cv_, lock, deadline, [&] { return !failed_.ok() || ready_ >= want; });
+  if (failed_.ok() && ready_ < want) {
+    auto mine = wants_.insert(want);
+    WaitUntil(cv_, lock, deadline, [&] { return !failed_.ok() || ready_ >= want; });
+    wants_.erase(mine);
+  }
   *ready = ready_;
   if (!failed_.ok()) return failed_;
   if (ready_ >= want) return Status::Ok();

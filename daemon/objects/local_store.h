@@ -126,6 +126,9 @@ class LocalObject {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t ready_ = 0;
+  // What each WaitReady in progress waits for: SetReady wakes them only once the least of
+  // these is met, so a reader waiting for the whole copy sleeps through the blocks before.
+  std::multiset<uint64_t> wants_;
   bool complete_ = false;
   std::mutex seal_mu_;
   bool sealed_ = false;    // under seal_mu_

@@ -6,9 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "objects/hash_ring.h"
@@ -150,6 +153,57 @@ TEST(LocalObject, PrepareWriteMakesExactlyTheRangesPages) {
   ASSERT_TRUE(created.Allocate(/*shared_memory=*/true).ok());
   created.PrepareWrite(0, size);
   EXPECT_EQ(ResidentPages(created.data(), 0, size), 0u) << "the daemon maps a Put read-only and never writes it";
+}
+
+// Readers waiting for different amounts of one copy each wake once theirs is there (the
+// writer wakes nobody for blocks no one waits for yet), and a failure wakes them all.
+TEST(LocalObject, EachWaiterWakesWhenItsBytesAreReady) {
+  LocalObject obj("waited", 1 << 20, CopyInfo{});
+  ASSERT_TRUE(obj.Allocate(/*shared_memory=*/true).ok());
+  std::atomic<uint64_t> small_got{0}, whole_got{0};
+  std::atomic<bool> small_done{false}, whole_done{false};
+  std::thread small([&] {
+    uint64_t r = 0;
+    EXPECT_TRUE(obj.WaitReady(64 << 10, Deadline::AfterMs(10000), &r).ok());
+    small_got = r;
+    small_done = true;
+  });
+  std::thread whole([&] {
+    uint64_t r = 0;
+    EXPECT_TRUE(obj.WaitReady(1 << 20, Deadline::AfterMs(10000), &r).ok());
+    whole_got = r;
+    whole_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both asleep in WaitReady
+  obj.SetReady(32 << 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(small_done) << "32 KiB of the 64 KiB it waits for";
+  obj.SetReady(128 << 10);
+  small.join();
+  EXPECT_EQ(small_got, 128u << 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(whole_done);
+  obj.SetReady(512 << 10);
+  obj.SetReady(256 << 10);  // ready never goes back
+  EXPECT_EQ(obj.ready(), 512u << 10);
+  obj.MarkComplete();
+  whole.join();
+  EXPECT_EQ(whole_got, 1u << 20);
+
+  LocalObject lost("lost", 1 << 20, CopyInfo{});
+  ASSERT_TRUE(lost.Allocate(/*shared_memory=*/true).ok());
+  Status why;
+  std::thread waiter([&] {
+    uint64_t r = 0;
+    why = lost.WaitReady(1 << 20, Deadline::AfterMs(10000), &r);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  lost.SetReady(4096);
+  lost.Fail(Err(objproto::kLost, "its source died"));
+  waiter.join();
+  EXPECT_EQ(why.message(), "its source died");
+  uint64_t r = 0;
+  EXPECT_FALSE(lost.WaitReady(1, Deadline::AfterMs(10), &r).ok()) << "a failed copy answers at once";
 }
 
 ino_t Inode(const LocalObject& obj) {
