@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <algorithm>
 #include <string>
 
 namespace conduit {
@@ -142,21 +143,37 @@ std::string ManyKeys(int n, bool dup) {
   return text;
 }
 
+// CPU seconds to parse an object of `n` unique keys, then the same keys with the last one
+// repeated (which must be refused). The best of `runs` measurements, so that one preemption
+// or page-fault burst does not count.
+double SecondsToParseManyKeys(int n, int runs) {
+  const std::string unique = ManyKeys(n, false);
+  const std::string repeated = ManyKeys(n, true);
+  double best = 1e9;
+  for (int r = 0; r < runs; ++r) {
+    Json v;
+    const double start = ThreadCpuSeconds();
+    EXPECT_TRUE(Json::Parse(unique, &v).ok());
+    EXPECT_EQ(v.size(), static_cast<size_t>(n) + 1);
+    Status st = Json::Parse(repeated, &v);
+    best = std::min(best, ThreadCpuSeconds() - start);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("duplicate key \"k" + std::to_string(n - 1) + "\""), std::string::npos)
+        << st.message();
+  }
+  return best;
+}
+
 // Duplicate keys are found without comparing every pair: a quadratic scan spent 9.5 s of
-// daemon CPU on 80k keys. 2 x 100k keys take tens of milliseconds (a few hundred under the
-// sanitizers); the bound is generous: the quadratic parser took 40 s.
+// daemon CPU on 80k keys. What is checked is the growth, not a fixed CPU figure (a 5 s bound
+// for 2 x 100k keys sat at its edge under TSan on a 2-core machine): ten times the keys may
+// cost at most 30 times the CPU. The parser measures 12-13 (release) and 8-15 (TSan); a
+// quadratic scan would be 100. 5k and 50k keys keep the maps inside the caches, where 100k
+// keys added cache misses that pushed the ratio to 17-19.
 TEST(JsonTest, ManyKeysParseInLinearTime) {
-  const std::string unique = ManyKeys(100000, false);
-  const std::string repeated = ManyKeys(100000, true);
-  const double start = ThreadCpuSeconds();
-  Json v;
-  ASSERT_TRUE(Json::Parse(unique, &v).ok());
-  EXPECT_EQ(v.size(), 100001u);
-  Status st = Json::Parse(repeated, &v);
-  const double seconds = ThreadCpuSeconds() - start;
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("duplicate key \"k99999\""), std::string::npos) << st.message();
-  EXPECT_LT(seconds, 5.0) << "parsing 2 x 100k keys took " << seconds << " s of CPU";
+  const double small = SecondsToParseManyKeys(5000, 3);
+  const double large = SecondsToParseManyKeys(50000, 2);
+  EXPECT_LT(large, 30 * small) << "5k keys took " << small << " s of CPU, 50k took " << large;
 }
 
 }  // namespace
