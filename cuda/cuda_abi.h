@@ -37,6 +37,30 @@ struct Uuid {
   char bytes[16];
 };
 
+// Virtual memory management (cuMemCreate and friends): allocations made apart from the
+// addresses they are mapped at, shared between processes as POSIX file descriptors.
+using CUmemGenericAllocationHandle = unsigned long long;
+struct MemLocation {  // CUmemLocation
+  int type;           // CUmemLocationType
+  int id;             // the device ordinal for kMemLocationTypeDevice
+};
+struct MemAllocationProp {  // CUmemAllocationProp
+  int type;                 // CUmemAllocationType
+  int requested_handle_types;  // CUmemAllocationHandleType bits
+  MemLocation location;
+  void* win32_handle_meta_data;
+  struct {
+    unsigned char compression_type;
+    unsigned char gpu_direct_rdma_capable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } alloc_flags;
+};
+struct MemAccessDesc {  // CUmemAccessDesc
+  MemLocation location;
+  int flags;  // CUmemAccess_flags
+};
+
 // CUresult values Conduit tells apart.
 inline constexpr CUresult kSuccess = 0;
 inline constexpr CUresult kErrorInvalidValue = 1;
@@ -69,6 +93,14 @@ inline constexpr unsigned kStreamNonBlocking = 0x1;
 inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;
 inline constexpr unsigned kMemHostAllocPortable = 0x1;
 inline constexpr unsigned kMemHostAllocDeviceMap = 0x2;
+
+// Virtual memory management: CUmemAllocationType, CUmemAllocationHandleType,
+// CUmemLocationType, CUmemAccess_flags, CUmemAllocationGranularity_flags.
+inline constexpr int kMemAllocationTypePinned = 0x1;
+inline constexpr int kMemHandleTypePosixFileDescriptor = 0x1;
+inline constexpr int kMemLocationTypeDevice = 0x1;
+inline constexpr int kMemAccessFlagsProtReadWrite = 0x3;
+inline constexpr int kMemAllocGranularityMinimum = 0x0;
 
 // CUstreamWaitValue_flags / CUstreamWriteValue_flags.
 inline constexpr unsigned kStreamWaitValueGeq = 0x0;  // until (int32_t)(*addr - value) >= 0

@@ -50,6 +50,24 @@ namespace conduit::cuda {
   X(MemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, (CUdeviceptr * dptr, void* host, unsigned flags)) \
   X(MemcpyAsync, cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
   X(MemsetD8Async, cuMemsetD8Async, (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)) \
+  X(MemAddressReserve, cuMemAddressReserve,                                                   \
+    (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)) \
+  X(MemAddressFree, cuMemAddressFree, (CUdeviceptr ptr, size_t size))                         \
+  X(MemCreate, cuMemCreate,                                                                   \
+    (CUmemGenericAllocationHandle * handle, size_t size, const MemAllocationProp* prop, unsigned long long flags)) \
+  X(MemRelease, cuMemRelease, (CUmemGenericAllocationHandle handle))                         \
+  X(MemMap, cuMemMap,                                                                         \
+    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)) \
+  X(MemUnmap, cuMemUnmap, (CUdeviceptr ptr, size_t size))                                     \
+  X(MemSetAccess, cuMemSetAccess, (CUdeviceptr ptr, size_t size, const MemAccessDesc* desc, size_t count)) \
+  X(MemExportToShareableHandle, cuMemExportToShareableHandle,                                 \
+    (void* shareable, CUmemGenericAllocationHandle handle, int handle_type, unsigned long long flags)) \
+  X(MemImportFromShareableHandle, cuMemImportFromShareableHandle,                             \
+    (CUmemGenericAllocationHandle * handle, void* os_handle, int handle_type))                 \
+  X(MemGetAllocationGranularity, cuMemGetAllocationGranularity,                               \
+    (size_t * granularity, const MemAllocationProp* prop, int option))                        \
+  X(MemRetainAllocationHandle, cuMemRetainAllocationHandle,                                   \
+    (CUmemGenericAllocationHandle * handle, void* addr))                                      \
   X(IpcGetMemHandle, cuIpcGetMemHandle, (IpcMemHandle * handle, CUdeviceptr ptr))             \
   X(IpcOpenMemHandle, cuIpcOpenMemHandle_v2, (CUdeviceptr * ptr, IpcMemHandle handle, unsigned flags)) \
   X(IpcCloseMemHandle, cuIpcCloseMemHandle, (CUdeviceptr ptr))                                \

@@ -4,14 +4,20 @@
 #include <map>
 #include <mutex>
 
+#include "common/log.h"
 #include "device_memory.h"
 
 namespace conduit {
 namespace {
 
+struct DeviceAllocation {
+  cuda::CUcontext context = nullptr;
+  size_t mapped = 0;  // a virtual-memory allocation's mapping (0: cuMemAlloc memory)
+};
+
 struct DeviceAllocations {
   std::mutex mu;
-  std::map<uintptr_t, cuda::CUcontext> by_pointer;  // what ncclMemFree may free
+  std::map<uintptr_t, DeviceAllocation> by_pointer;  // what ncclMemFree may free
 };
 
 DeviceAllocations& Allocations() {
@@ -35,6 +41,47 @@ cuda::CUcontext AllocationContext(const cuda::CudaDriver& d) {
   return primary;
 }
 
+// A virtual-memory-managed allocation of at least `size` bytes on the current context's
+// device, exportable as a POSIX file descriptor, mapped read-write for that device: what
+// NCCL's ncclMemAlloc makes, and what conduitd maps without CUDA IPC. *mapped: its size.
+Status AllocateVmm(const cuda::CudaDriver& d, size_t size, cuda::CUdeviceptr* out, size_t* mapped) {
+  cuda::CUdevice device = 0;
+  cuda::CUresult r = d.CtxGetDevice(&device);
+  if (r != cuda::kSuccess) return d.Error("cuCtxGetDevice", r);
+  cuda::MemAllocationProp prop{};
+  prop.type = cuda::kMemAllocationTypePinned;
+  prop.requested_handle_types = cuda::kMemHandleTypePosixFileDescriptor;
+  prop.location = {cuda::kMemLocationTypeDevice, device};
+  size_t granularity = 0;
+  r = d.MemGetAllocationGranularity(&granularity, &prop, cuda::kMemAllocGranularityMinimum);
+  if (r != cuda::kSuccess || granularity == 0) return d.Error("cuMemGetAllocationGranularity", r);
+  const size_t bytes = (size + granularity - 1) / granularity * granularity;
+  cuda::CUmemGenericAllocationHandle handle = 0;
+  r = d.MemCreate(&handle, bytes, &prop, 0);
+  if (r != cuda::kSuccess) return d.Error("cuMemCreate", r);
+  cuda::CUdeviceptr base = 0;
+  const char* step = "cuMemAddressReserve";
+  r = d.MemAddressReserve(&base, bytes, granularity, 0, 0);
+  if (r == cuda::kSuccess) {
+    step = "cuMemMap";
+    r = d.MemMap(base, bytes, 0, handle, 0);
+    if (r == cuda::kSuccess) {
+      cuda::MemAccessDesc access{};
+      access.location = prop.location;
+      access.flags = cuda::kMemAccessFlagsProtReadWrite;
+      step = "cuMemSetAccess";
+      r = d.MemSetAccess(base, bytes, &access, 1);
+      if (r != cuda::kSuccess) d.MemUnmap(base, bytes);
+    }
+    if (r != cuda::kSuccess) d.MemAddressFree(base, bytes);
+  }
+  d.MemRelease(handle);  // the mapping keeps the memory until ncclMemFree unmaps it
+  if (r != cuda::kSuccess) return d.Error(step, r);
+  *out = base;
+  *mapped = bytes;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status AllocateDeviceMemory(size_t size, void** ptr, bool* allocated) {
@@ -45,30 +92,48 @@ Status AllocateDeviceMemory(size_t size, void** ptr, bool* allocated) {
   if (ctx == nullptr) return Status::Ok();
   cuda::ScopedContext scope(*d, ctx);
   cuda::CUdeviceptr p = 0;
-  cuda::CUresult r = d->MemAlloc(&p, size);
-  if (r != cuda::kSuccess) return d->Error("cuMemAlloc", r);
+  DeviceAllocation made{ctx, 0};
+  // Virtual memory first, as NCCL: conduitd maps it from a file descriptor, which works
+  // where CUDA IPC does not (and needs no IPC-capable allocation). A driver or device
+  // without it gets an ordinary allocation, which conduitd maps through CUDA IPC.
+  Status vmm = AllocateVmm(*d, size, &p, &made.mapped);
+  if (!vmm.ok()) {
+    CLOG_DEBUG("ncclMemAlloc: %s; allocating with cuMemAlloc instead", vmm.message().c_str());
+    made.mapped = 0;
+    cuda::CUresult r = d->MemAlloc(&p, size);
+    if (r != cuda::kSuccess) return d->Error("cuMemAlloc", r);
+  }
   DeviceAllocations& a = Allocations();
   std::lock_guard<std::mutex> lock(a.mu);
-  a.by_pointer[static_cast<uintptr_t>(p)] = ctx;
+  a.by_pointer[static_cast<uintptr_t>(p)] = made;
   *ptr = reinterpret_cast<void*>(p);
   *allocated = true;
   return Status::Ok();
 }
 
 bool FreeDeviceMemory(void* ptr, Status* st) {
-  cuda::CUcontext ctx = nullptr;
+  DeviceAllocation made;
   {
     DeviceAllocations& a = Allocations();
     std::lock_guard<std::mutex> lock(a.mu);
     auto it = a.by_pointer.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == a.by_pointer.end()) return false;
-    ctx = it->second;
+    made = it->second;
     a.by_pointer.erase(it);
   }
   const cuda::CudaDriver* d = ProcessCuda();  // loaded: it allocated the pointer
-  cuda::ScopedContext scope(*d, ctx);
-  cuda::CUresult r = d->MemFree(reinterpret_cast<cuda::CUdeviceptr>(ptr));
-  *st = r == cuda::kSuccess ? Status::Ok() : d->Error("cuMemFree", r);
+  cuda::ScopedContext scope(*d, made.context);
+  const auto p = reinterpret_cast<cuda::CUdeviceptr>(ptr);
+  if (made.mapped == 0) {
+    cuda::CUresult r = d->MemFree(p);
+    *st = r == cuda::kSuccess ? Status::Ok() : d->Error("cuMemFree", r);
+    return true;
+  }
+  // The memory itself goes when the last mapping does (conduitd's, too, until the
+  // program's next call lets go of it).
+  cuda::CUresult r = d->MemUnmap(p, made.mapped);
+  if (r == cuda::kSuccess) r = d->MemAddressFree(p, made.mapped);
+  *st = r == cuda::kSuccess ? Status::Ok() : d->Error("cuMemUnmap", r);
   return true;
 }
 

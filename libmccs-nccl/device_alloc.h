@@ -5,9 +5,11 @@
 // CUDA kernels on them, PyTorch's NCCL allocator hooks hand it to tensors. So in a process
 // that uses CUDA (the driver is loaded and has a GPU) the shim allocates device memory in
 // the current context (device 0's primary context if none is current, as cudaGetDevice
-// defaults to 0). It is an ordinary cuMemAlloc allocation, which the daemon maps through
-// CUDA IPC like any cudaMalloc buffer (device_path.h). Processes without CUDA keep getting
-// host memory shared with the daemon (host_regions.h).
+// defaults to 0). As NCCL's, it is a virtual-memory-managed allocation (cuMemCreate,
+// exportable as a POSIX file descriptor, which the daemon maps: device_path.h); where the
+// driver will not make one, an ordinary cuMemAlloc allocation, which the daemon maps through
+// CUDA IPC like any cudaMalloc buffer. Processes without CUDA keep getting host memory
+// shared with the daemon (host_regions.h).
 #ifndef CONDUIT_LIBMCCS_NCCL_DEVICE_ALLOC_H_
 #define CONDUIT_LIBMCCS_NCCL_DEVICE_ALLOC_H_
 

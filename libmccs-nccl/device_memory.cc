@@ -24,10 +24,15 @@ Status ClassifyBuffer(const void* p, BufferInfo* out) {
   out->device = ordinal;
   out->context = context;
   out->kind = MemoryKind::kStaged;
-  if (memory_type == cuda::kMemoryTypeDevice && !is_managed && ipc_capable && buffer_id != 0) {
+  if (memory_type == cuda::kMemoryTypeDevice && !is_managed && buffer_id != 0) {
+    // Memory CUDA IPC cannot export may still be a virtual-memory-managed allocation that
+    // exports as a file descriptor; registration finds out, and stages it if not.
     out->kind = MemoryKind::kDevice;
     out->buffer_id = buffer_id;
+    out->vmm = !ipc_capable;
   }
+  // Virtual-memory mappings need not name a context; the caller's is the one to use.
+  if (out->context == nullptr) cuda->CtxGetCurrent(&out->context);
   return Status::Ok();
 }
 

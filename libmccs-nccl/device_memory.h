@@ -8,7 +8,9 @@
 //    shared with the daemon, such as virtual-memory-managed allocations; managed memory;
 //    pinned host memory). Copied with CUDA copies ordered on the caller's stream.
 //  * device: an ordinary device allocation (cudaMalloc, PyTorch's caching allocator) that
-//    the daemon maps through CUDA IPC; no copy on the program's side.
+//    the daemon maps through CUDA IPC, or a virtual-memory-managed one (cuMemCreate:
+//    PyTorch's expandable segments, ncclMemAlloc) that it maps from the POSIX file
+//    descriptor CUDA exports for it; no copy on the program's side.
 #ifndef CONDUIT_LIBMCCS_NCCL_DEVICE_MEMORY_H_
 #define CONDUIT_LIBMCCS_NCCL_DEVICE_MEMORY_H_
 
@@ -25,6 +27,7 @@ struct BufferInfo {
   MemoryKind kind = MemoryKind::kHost;
   // kDevice: the allocation holding the buffer (shareable through CUDA IPC).
   uint64_t buffer_id = 0;  // the driver's process-unique id of the allocation
+  bool vmm = false;        // kDevice: not legacy-IPC capable, shared as a file descriptor
   int device = -1;         // CUDA ordinal in this process
   cuda::CUcontext context = nullptr;
 };

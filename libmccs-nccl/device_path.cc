@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/fd_io.h"
 #include "common/log.h"
 #include "nccl_debug.h"
 #include "pending_op.h"
@@ -248,12 +249,36 @@ Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>
     if (shared && op->out_bytes > 0) {
       CONDUIT_RETURN_IF_ERROR(Register(conn, op->out, op->out_info, &shared, &op->ref.recv_id, &op->ref.recv_offset));
     }
+    // A buffer that runs past its allocation spans several virtual-memory mappings (an
+    // expandable segment's pages, each its own allocation): the daemon maps them apart,
+    // so such an op is staged.
+    // (An ordinary allocation that a buffer overruns is the program's error, which conduitd
+    // reports.)
+    if (shared &&
+        ((op->in_bytes > 0 && op->in_info.vmm && !Covers(op->ref.send_id, op->ref.send_offset, op->in_bytes)) ||
+         (op->out_bytes > 0 && op->out_info.vmm && !Covers(op->ref.recv_id, op->ref.recv_offset, op->out_bytes)))) {
+      NCCL_SHIM_INFO(kSubsysReg, "a device buffer spans more than one allocation: staging this op");
+      shared = false;
+    }
     if (!shared) {
       op->place = MemoryKind::kStaged;
       op->ref = shimproto::DeviceOpRef{};
     }
   }
   return Status::Ok();
+}
+
+void DevicePath::NoteUnexportable(uint64_t buffer_id) {
+  // Buffer ids never come back in a process, so an entry never goes stale; the set is only
+  // bounded (a program that allocates without end forgets the oldest refusals, at the cost
+  // of asking CUDA again).
+  if (unexportable_.size() >= kMaxUnexportable) unexportable_.clear();
+  unexportable_.insert(buffer_id);
+}
+
+bool DevicePath::Covers(uint64_t id, uint64_t offset, uint64_t bytes) const {
+  auto it = registered_.find(id);
+  return it != registered_.end() && offset <= it->second.size && bytes <= it->second.size - offset;
 }
 
 Status DevicePath::ReleaseBuffer(DaemonConnection& conn, uint64_t buffer_id) {
@@ -293,10 +318,34 @@ Status DevicePath::ReleaseFreedBuffers(DaemonConnection& conn) {
   return ReleaseFreed(conn);
 }
 
+namespace {
+
+// The POSIX file descriptor of the virtual-memory-managed allocation mapped at `base`
+// (cuMemRetainAllocationHandle, cuMemExportToShareableHandle). Fails for memory that is
+// not such an allocation (a memory pool's, say) or was not created exportable as one.
+Status ExportVmm(uint64_t base, UniqueFd* out) {
+  const cuda::CudaDriver& d = *ProcessCuda();
+  cuda::CUmemGenericAllocationHandle handle = 0;
+  cuda::CUresult r = d.MemRetainAllocationHandle(&handle, reinterpret_cast<void*>(base));
+  if (r != cuda::kSuccess) return d.Error("cuMemRetainAllocationHandle", r);
+  int fd = -1;
+  r = d.MemExportToShareableHandle(&fd, handle, cuda::kMemHandleTypePosixFileDescriptor, 0);
+  d.MemRelease(handle);  // the reference Retain took
+  if (r != cuda::kSuccess) return d.Error("cuMemExportToShareableHandle (POSIX file descriptor)", r);
+  *out = UniqueFd(fd);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferInfo& info, bool* shared, uint64_t* id,
                             uint64_t* offset) {
   const uint64_t addr = AsDevicePtr(p);
   auto it = registered_.find(info.buffer_id);
+  if (it == registered_.end() && unexportable_.count(info.buffer_id) != 0) {
+    *shared = false;  // CUDA refused to export it before: staged without asking again
+    return Status::Ok();
+  }
   if (it == registered_.end()) {
     const cuda::CudaDriver& d = *ProcessCuda();
     cuda::ScopedContext ctx(d, info.context);
@@ -314,26 +363,42 @@ Status DevicePath::Register(DaemonConnection& conn, const void* p, const BufferI
         ++old;
       }
     }
-    cuda::IpcMemHandle handle;
-    r = d.IpcGetMemHandle(&handle, base);
-    if (r != cuda::kSuccess) {
-      CLOG_DEBUG("%s: staging this allocation instead", d.Error("cuIpcGetMemHandle", r).message().c_str());
-      *shared = false;
-      return Status::Ok();
-    }
     shimproto::RegisterBufferRequest req{};
     req.buffer_id = info.buffer_id;
     req.size = size;
     CONDUIT_RETURN_IF_ERROR(Uuid(info.device, &req.device));
-    memcpy(req.ipc_handle, handle.reserved, sizeof(req.ipc_handle));
+    UniqueFd exported;  // a virtual-memory-managed allocation's descriptor
+    if (info.vmm) {
+      Status why = ExportVmm(base, &exported);
+      if (!why.ok()) {
+        CLOG_DEBUG("%s: staging this allocation instead", why.message().c_str());
+        NoteUnexportable(info.buffer_id);
+        *shared = false;
+        return Status::Ok();
+      }
+    } else {
+      cuda::IpcMemHandle handle;
+      r = d.IpcGetMemHandle(&handle, base);
+      if (r != cuda::kSuccess) {
+        CLOG_DEBUG("%s: staging this allocation instead", d.Error("cuIpcGetMemHandle", r).message().c_str());
+        NoteUnexportable(info.buffer_id);
+        *shared = false;
+        return Status::Ok();
+      }
+      memcpy(req.ipc_handle, handle.reserved, sizeof(req.ipc_handle));
+    }
     Frame reply;
-    Status st = conn.Call(shimproto::kRegisterBuffer, &req, sizeof(req), shimproto::kRegisterBufferReply, &reply);
+    Status st = exported.valid() ? conn.Call(shimproto::kRegisterVmmBuffer, &req, sizeof(req),
+                                             shimproto::kRegisterVmmBufferReply, &reply, exported.get())
+                                 : conn.Call(shimproto::kRegisterBuffer, &req, sizeof(req), shimproto::kRegisterBufferReply, &reply);
     if (!st.ok()) {
       if (st.code() == ncclSystemError || st.code() == ncclRemoteError) return st;
       NCCL_SHIM_INFO(kSubsysReg, "conduitd could not map a %zu-byte device allocation (%s): staging it", size, st.message().c_str());
       *shared = false;
       return Status::Ok();
     }
+    NCCL_SHIM_INFO(kSubsysReg, "conduitd mapped a %zu-byte device allocation%s", size,
+                   info.vmm ? " (virtual memory, by file descriptor)" : "");
     it = registered_.emplace(info.buffer_id, Registered{base, size, info.context}).first;
   }
   if (addr < it->second.base || addr >= it->second.base + it->second.size) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,11 @@ class DevicePath {
   // shared (the op is staged instead). Fills id and offset.
   Status Register(DaemonConnection& conn, const void* p, const BufferInfo& info, bool* shared, uint64_t* id,
                   uint64_t* offset);
+  // Whether registration `id` holds [offset, offset + bytes).
+  bool Covers(uint64_t id, uint64_t offset, uint64_t bytes) const;
+  // Remembers an allocation CUDA would not export (CUDA IPC or file descriptor), so later
+  // ops on it are staged without the driver calls and the log line each time.
+  void NoteUnexportable(uint64_t buffer_id);
   Status Uuid(int device, shimproto::DeviceUuid* out);
   // Asks the daemon, once per connection, whether it maps device buffers and which GPUs
   // it sees.
@@ -147,6 +153,8 @@ class DevicePath {
   cudaStream_t last_async_stream_ = nullptr;
   std::vector<shimproto::DeviceUuid> daemon_devices_;
   std::map<uint64_t, Registered> registered_;  // by buffer id
+  static constexpr size_t kMaxUnexportable = 4096;
+  std::set<uint64_t> unexportable_;  // buffer ids
   std::map<int, shimproto::DeviceUuid> uuids_;  // by CUDA ordinal
   cuda::CUevent ready_ = nullptr;
   cuda::CUcontext ready_context_ = nullptr;

@@ -85,6 +85,13 @@ enum MsgType : uint16_t {
   // (later groups stage). Empty request; the reply is a WireStatus.
   kDeviceDrain = 33,
   kDeviceDrainReply = 34,
+  // A virtual-memory-managed allocation (cuMemCreate: PyTorch's expandable segments,
+  // ncclMemAlloc) shared as the POSIX file descriptor cuMemExportToShareableHandle made,
+  // attached to the frame: a RegisterBufferRequest whose ipc_handle is all zero. A daemon
+  // that predates it answers "unknown request type"; the shim then stages such buffers.
+  // The reply is a WireStatus.
+  kRegisterVmmBuffer = 35,
+  kRegisterVmmBufferReply = 36,
 };
 
 // Hello: version = kVersion.
@@ -276,12 +283,13 @@ struct DeviceInfoReply {
   char reason[128];  // why not, when supported == 0
 };
 
-// Shares one device allocation (the whole of it, as cuMemGetAddressRange finds it).
+// Shares one device allocation (the whole of it, as cuMemGetAddressRange finds it; for a
+// virtual-memory mapping, the one mapping, which starts at offset 0 of its allocation).
 struct RegisterBufferRequest {
-  uint64_t buffer_id;  // the driver's process-unique id of the allocation
-  uint64_t size;       // bytes of the allocation
+  uint64_t buffer_id;  // the driver's process-unique id of the allocation (or mapping)
+  uint64_t size;       // bytes of the allocation (or mapping)
   DeviceUuid device;   // the GPU it lives on
-  uint8_t ipc_handle[kIpcHandleBytes];  // cuIpcGetMemHandle of its base
+  uint8_t ipc_handle[kIpcHandleBytes];  // cuIpcGetMemHandle of its base; zero for kRegisterVmmBuffer
 };
 
 // The program no longer uses the allocation (it was freed; its id will not come back).

@@ -2,14 +2,14 @@
 
 namespace conduit::gpu {
 
-Status IpcMemoryCache::Acquire(int pid, const shimproto::RegisterBufferRequest& request, int device,
+Status IpcMemoryCache::Acquire(int pid, const shimproto::RegisterBufferRequest& request, int fd, int device,
                                std::shared_ptr<const DeviceMapping>* out) {
   const Key key{pid, request.buffer_id};
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     if (std::shared_ptr<const DeviceMapping> live = it->second.lock()) {
-      if (live->size != request.size || live->device != device ||
+      if (live->size != request.size || live->device != device || (live->fd >= 0) != (fd >= 0) ||
           memcmp(live->handle, request.ipc_handle, sizeof(live->handle)) != 0) {
         return InvalidArgument("buffer id %llu of pid %d is registered with a different handle, size or GPU",
                                static_cast<unsigned long long>(request.buffer_id), pid);
@@ -22,7 +22,7 @@ Status IpcMemoryCache::Acquire(int pid, const shimproto::RegisterBufferRequest& 
   DeviceMapping mapping;
   {
     std::lock_guard<std::mutex> io(*io_mu_);
-    CONDUIT_RETURN_IF_ERROR(open_(request, device, &mapping));
+    CONDUIT_RETURN_IF_ERROR(open_(request, fd, device, &mapping));
   }
   mapping.device = device;
   mapping.size = request.size;

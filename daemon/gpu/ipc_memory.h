@@ -1,5 +1,6 @@
-// IpcMemoryCache: programs' device allocations mapped into the daemon (CUDA IPC), shared
-// by every session of the daemon and kept until no session uses them.
+// IpcMemoryCache: programs' device allocations mapped into the daemon (CUDA IPC, or the
+// POSIX file descriptor of a virtual-memory-managed allocation), shared by every session
+// of the daemon and kept until no session uses them.
 //
 // A program registers each allocation once per connection under the driver's buffer id,
 // which is unique within the program's life: a freed and reallocated range gets a new
@@ -29,19 +30,24 @@ struct DeviceMapping {
   uint64_t base = 0;       // CUdeviceptr of its first byte in the daemon
   uint64_t size = 0;
   uint8_t handle[shimproto::kIpcHandleBytes] = {};
+  // A virtual-memory-managed allocation: this daemon's own duplicate of the descriptor the
+  // program sent (a live upgrade hands it to the next process), closed with the mapping.
+  // -1 for a CUDA IPC mapping.
+  int fd = -1;
 };
 
 class IpcMemoryCache {
  public:
-  // Maps a registration (`device` is this daemon's ordinal). Closes what Open mapped.
-  using OpenFn = std::function<Status(const shimproto::RegisterBufferRequest&, int device, DeviceMapping*)>;
+  // Maps a registration (`device` is this daemon's ordinal; `fd` the allocation's
+  // descriptor for a virtual-memory-managed one, borrowed, else -1). Closes what Open mapped.
+  using OpenFn = std::function<Status(const shimproto::RegisterBufferRequest&, int fd, int device, DeviceMapping*)>;
   using CloseFn = std::function<void(const DeviceMapping&)>;
   IpcMemoryCache(OpenFn open, CloseFn close) : open_(std::move(open)), close_(std::move(close)) {}
 
   // The mapping of (pid, request.buffer_id), opened now or shared with earlier users. A
-  // live entry registered with a different handle or size is refused (ids are unique per
-  // program, so that program is confused or lying).
-  Status Acquire(int pid, const shimproto::RegisterBufferRequest& request, int device,
+  // live entry registered with a different handle, size or kind is refused (ids are unique
+  // per program, so that program is confused or lying). `fd`: as OpenFn's.
+  Status Acquire(int pid, const shimproto::RegisterBufferRequest& request, int fd, int device,
                  std::shared_ptr<const DeviceMapping>* out);
   // Mappings currently open (for tests and the operator).
   size_t open_count() const;

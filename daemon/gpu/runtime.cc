@@ -1,5 +1,12 @@
 #include "gpu/runtime.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/fd_io.h"
 #include "common/log.h"
 #include "cuda/nvrtc.h"
 #include "gpu/reduce_kernels.h"
@@ -15,36 +22,19 @@ Runtime::Runtime() {
   Probe();
   const cuda::CudaDriver* driver = driver_;
   memory_ = std::make_unique<IpcMemoryCache>(
-      [this](const shimproto::RegisterBufferRequest& req, int device, DeviceMapping* out) -> Status {
+      [this](const shimproto::RegisterBufferRequest& req, int fd, int device, DeviceMapping* out) -> Status {
         if (!available_) return InvalidUsage("this daemon has no GPU support: %s", reason_.c_str());
         cuda::ScopedContext ctx(*driver_, context(device));
-        cuda::IpcMemHandle handle;
-        memcpy(handle.reserved, req.ipc_handle, sizeof(handle.reserved));
-        cuda::CUdeviceptr base = 0;
-        cuda::CUresult r = driver_->IpcOpenMemHandle(&base, handle, cuda::kIpcMemLazyEnablePeerAccess);
-        if (r != cuda::kSuccess) return driver_->Error("cuIpcOpenMemHandle of a program's buffer", r);
-        // The size is the program's word; the mapping's is the driver's. Kernels and copies
-        // are bounded by the registered size, so it must not exceed what was mapped.
-        cuda::CUdeviceptr range_base = 0;
-        size_t mapped = 0;
-        r = driver_->MemGetAddressRange(&range_base, &mapped, base);
-        Status refused;
-        if (r != cuda::kSuccess) {
-          refused = driver_->Error("cuMemGetAddressRange of a program's mapped buffer", r);
-        } else if (range_base != base || req.size > mapped) {
-          refused = InvalidArgument("RegisterBuffer claims %llu bytes, but the allocation behind its IPC handle has %zu",
-                                    static_cast<unsigned long long>(req.size), mapped);
-        }
-        if (!refused.ok()) {
-          driver_->IpcCloseMemHandle(base);
-          return refused;
-        }
-        out->base = base;
-        return Status::Ok();
+        return fd >= 0 ? MapShareable(req, fd, device, out) : OpenIpc(req, out);
       },
       [this, driver](const DeviceMapping& m) {
         if (driver == nullptr) return;
         cuda::ScopedContext ctx(*driver, context(m.device));
+        if (m.fd >= 0) {
+          UnmapShareable(m.base, m.size);
+          close(m.fd);
+          return;
+        }
         cuda::CUresult r = driver->IpcCloseMemHandle(m.base);
         if (r != cuda::kSuccess) CLOG_WARN("%s", driver->Error("cuIpcCloseMemHandle", r).message().c_str());
       });
@@ -170,6 +160,81 @@ cuda::CUcontext Runtime::ContextLocked(Device& d) {
   }
   d.context = ctx;  // kept for the daemon's life, as programs may come back to this GPU
   return ctx;
+}
+
+Status Runtime::OpenIpc(const shimproto::RegisterBufferRequest& req, DeviceMapping* out) {
+  cuda::IpcMemHandle handle;
+  memcpy(handle.reserved, req.ipc_handle, sizeof(handle.reserved));
+  cuda::CUdeviceptr base = 0;
+  cuda::CUresult r = driver_->IpcOpenMemHandle(&base, handle, cuda::kIpcMemLazyEnablePeerAccess);
+  if (r != cuda::kSuccess) return driver_->Error("cuIpcOpenMemHandle of a program's buffer", r);
+  // The size is the program's word; the mapping's is the driver's. Kernels and copies
+  // are bounded by the registered size, so it must not exceed what was mapped.
+  cuda::CUdeviceptr range_base = 0;
+  size_t mapped = 0;
+  r = driver_->MemGetAddressRange(&range_base, &mapped, base);
+  Status refused;
+  if (r != cuda::kSuccess) {
+    refused = driver_->Error("cuMemGetAddressRange of a program's mapped buffer", r);
+  } else if (range_base != base || req.size > mapped) {
+    refused = InvalidArgument("RegisterBuffer claims %llu bytes, but the allocation behind its IPC handle has %zu",
+                              static_cast<unsigned long long>(req.size), mapped);
+  }
+  if (!refused.ok()) {
+    driver_->IpcCloseMemHandle(base);
+    return refused;
+  }
+  out->base = base;
+  return Status::Ok();
+}
+
+Status Runtime::MapShareable(const shimproto::RegisterBufferRequest& req, int fd, int device, DeviceMapping* out) {
+  // The program's mapping starts at offset 0 of its allocation (cuMemMap allows no other),
+  // so mapping the same size from offset 0 here shows the same bytes. cuMemMap refuses a
+  // size beyond the allocation: the program's word on the size is checked by the driver.
+  cuda::MemAllocationProp prop{};
+  prop.type = cuda::kMemAllocationTypePinned;
+  prop.location = {cuda::kMemLocationTypeDevice, devices_[device].handle};
+  size_t granularity = 0;
+  cuda::CUresult r = driver_->MemGetAllocationGranularity(&granularity, &prop, cuda::kMemAllocGranularityMinimum);
+  if (r != cuda::kSuccess) return driver_->Error("cuMemGetAllocationGranularity", r);
+  if (granularity == 0 || req.size % granularity != 0) {
+    return InvalidArgument("RegisterVmmBuffer of %llu bytes: not a multiple of the GPU's mapping granularity (%zu)",
+                           static_cast<unsigned long long>(req.size), granularity);
+  }
+  UniqueFd kept(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!kept.valid()) return Status(ncclSystemError, std::string("dup of a program's allocation descriptor: ") + strerror(errno));
+  cuda::CUmemGenericAllocationHandle handle = 0;
+  r = driver_->MemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                            cuda::kMemHandleTypePosixFileDescriptor);
+  if (r != cuda::kSuccess) return driver_->Error("cuMemImportFromShareableHandle of a program's buffer", r);
+  cuda::CUdeviceptr base = 0;
+  const char* step = "cuMemAddressReserve";
+  r = driver_->MemAddressReserve(&base, req.size, granularity, 0, 0);
+  if (r == cuda::kSuccess) {
+    step = "cuMemMap of a program's buffer (is it as large as it claims?)";
+    r = driver_->MemMap(base, req.size, 0, handle, 0);
+    if (r == cuda::kSuccess) {
+      cuda::MemAccessDesc access{};
+      access.location = prop.location;
+      access.flags = cuda::kMemAccessFlagsProtReadWrite;
+      step = "cuMemSetAccess";
+      r = driver_->MemSetAccess(base, req.size, &access, 1);
+      if (r != cuda::kSuccess) driver_->MemUnmap(base, req.size);
+    }
+    if (r != cuda::kSuccess) driver_->MemAddressFree(base, req.size);
+  }
+  driver_->MemRelease(handle);  // the mapping, if made, keeps the memory
+  if (r != cuda::kSuccess) return driver_->Error(step, r);
+  out->base = base;
+  out->fd = kept.release();
+  return Status::Ok();
+}
+
+void Runtime::UnmapShareable(uint64_t base, uint64_t size) {
+  cuda::CUresult r = driver_->MemUnmap(base, size);
+  if (r == cuda::kSuccess) r = driver_->MemAddressFree(base, size);
+  if (r != cuda::kSuccess) CLOG_WARN("%s", driver_->Error("cuMemUnmap of a program's buffer", r).message().c_str());
 }
 
 int Runtime::DeviceOfUuid(const uint8_t uuid[16]) const {

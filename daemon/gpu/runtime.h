@@ -72,6 +72,13 @@ class Runtime {
   // back. False with reason_ when they cannot; true also when no context can be had now.
   bool CheckKernels(int device, const cuda::Nvrtc& nvrtc);
   cuda::CUcontext ContextLocked(Device& d);  // context(), mu_ held
+  // The two ways a program's allocation is mapped here (the memory cache's open function,
+  // with the device's context current): its CUDA IPC handle, or the POSIX descriptor of a
+  // virtual-memory-managed allocation (imported, mapped at a new reservation, made
+  // readable and writable by `device`).
+  Status OpenIpc(const shimproto::RegisterBufferRequest& req, DeviceMapping* out);
+  Status MapShareable(const shimproto::RegisterBufferRequest& req, int fd, int device, DeviceMapping* out);
+  void UnmapShareable(uint64_t base, uint64_t size);
 
   bool available_ = false;
   std::string reason_;

@@ -152,6 +152,9 @@ void ClientSession::Run() {
       case shimproto::kRegisterBuffer:
         st = HandleRegisterBuffer(frame);
         break;
+      case shimproto::kRegisterVmmBuffer:
+        st = HandleRegisterVmmBuffer(frame);
+        break;
       case shimproto::kReleaseBuffer:
         st = HandleReleaseBuffer(frame);
         break;
@@ -381,6 +384,18 @@ Status ClientSession::HandleRegisterBuffer(const Frame& frame) {
                                                            [&](const auto& req) { return device_.Register(req); });
   if (!st.ok()) CLOG_INFO("%s: RegisterBuffer refused: %s", who_.c_str(), st.message().c_str());
   return ReplyStatus(shimproto::kRegisterBufferReply, st);
+}
+
+Status ClientSession::HandleRegisterVmmBuffer(const Frame& frame) {
+  Status st = ApplyExact<shimproto::RegisterBufferRequest>(frame, "RegisterVmmBuffer", [&](const auto& req) {
+    if (!frame.fd.valid()) return InvalidArgument("RegisterVmmBuffer arrived without the allocation's file descriptor");
+    for (uint8_t b : req.ipc_handle) {
+      if (b != 0) return InvalidArgument("RegisterVmmBuffer carries an IPC handle (it must be all zero)");
+    }
+    return device_.Register(req, frame.fd.get());
+  });
+  if (!st.ok()) CLOG_INFO("%s: RegisterVmmBuffer refused: %s", who_.c_str(), st.message().c_str());
+  return ReplyStatus(shimproto::kRegisterVmmBufferReply, st);
 }
 
 Status ClientSession::HandleReleaseBuffer(const Frame& frame) {

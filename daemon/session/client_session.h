@@ -50,6 +50,7 @@ class ClientSession {
   // A kGroupAsync group: checked and resolved now, replied to at once, run by proxy_.
   Status HandleAsyncGroup(const ParsedGroup& group);
   Status HandleRegisterBuffer(const Frame& frame);
+  Status HandleRegisterVmmBuffer(const Frame& frame);
   Status HandleReleaseBuffer(const Frame& frame);
   Status HandleAttachRegion(Frame& frame);
   Status HandleReleaseRegion(const Frame& frame);

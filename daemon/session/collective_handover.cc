@@ -237,13 +237,6 @@ Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds)
   if (proxy_.busy()) return Status(StatusCode::kAborted, who_ + " has asynchronous GPU groups under way");
   upgrade::v1::CollectiveSession s;
   s.set_hello_done(hello_done_);
-  for (const shimproto::RegisterBufferRequest& r : device_.Registrations()) {
-    upgrade::v1::DeviceBuffer* b = s.add_device_buffers();
-    b->set_id(r.buffer_id);
-    b->set_size(r.size);
-    b->set_device_uuid(r.device.bytes, sizeof(r.device.bytes));
-    b->set_ipc_handle(r.ipc_handle, sizeof(r.ipc_handle));
-  }
   if (Status error = proxy_.error(); !error.ok()) {
     s.set_async_error_result(static_cast<int32_t>(error.code()));
     s.set_async_error_message(error.message());
@@ -273,6 +266,20 @@ Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds)
     r->set_fd(static_cast<uint32_t>(fds->size()));
   });
   CONDUIT_RETURN_IF_ERROR(dup_failed);
+  // After the shared segment's descriptor, which Restore expects first.
+  for (const DeviceSession::Registration& r : device_.Registrations()) {
+    upgrade::v1::DeviceBuffer* b = s.add_device_buffers();
+    b->set_id(r.request.buffer_id);
+    b->set_size(r.request.size);
+    b->set_device_uuid(r.request.device.bytes, sizeof(r.request.device.bytes));
+    b->set_ipc_handle(r.request.ipc_handle, sizeof(r.request.ipc_handle));
+    if (r.fd >= 0) {
+      UniqueFd dup;
+      CONDUIT_RETURN_IF_ERROR(DupFd(r.fd, "a GPU allocation", &dup));
+      fds->push_back(std::move(dup));
+      b->set_fd(static_cast<uint32_t>(fds->size()));
+    }
+  }
   *state = s.SerializeAsString();
   return Status::Ok();
 }
@@ -304,7 +311,9 @@ Status ClientSession::Restore(const std::string& state, std::vector<UniqueFd> fd
     r.size = b.size();
     memcpy(r.device.bytes, b.device_uuid().data(), sizeof(r.device.bytes));
     memcpy(r.ipc_handle, b.ipc_handle().data(), sizeof(r.ipc_handle));
-    if (Status st = device_.Register(r); !st.ok()) {
+    UniqueFd fd;  // a virtual-memory-managed allocation's descriptor
+    if (b.fd() != 0) CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, b.fd(), &fd));
+    if (Status st = device_.Register(r, fd.valid() ? fd.get() : -1); !st.ok()) {
       return InvalidArgument("%s: device buffer %llu: %s", who_.c_str(), static_cast<unsigned long long>(b.id()),
                              st.message().c_str());
     }

@@ -34,7 +34,7 @@ std::vector<uint8_t> DeviceSession::InfoReply() {
   return payload;
 }
 
-Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request) {
+Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request, int fd) {
   gpu::Runtime& rt = gpu::Runtime::Get();
   if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
   if (request.buffer_id == 0 || request.size == 0) return InvalidArgument("RegisterBuffer needs a buffer id and a size");
@@ -42,27 +42,34 @@ Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request) 
   if (device < 0) return InvalidArgument("RegisterBuffer names a GPU this daemon does not see");
   auto it = buffers_.find(request.buffer_id);
   if (it != buffers_.end()) {
-    if (it->second->size == request.size && memcmp(it->second->handle, request.ipc_handle, sizeof(request.ipc_handle)) == 0) {
+    if (it->second->size == request.size && (it->second->fd >= 0) == (fd >= 0) &&
+        memcmp(it->second->handle, request.ipc_handle, sizeof(request.ipc_handle)) == 0) {
       return Status::Ok();  // the same registration again
     }
     return InvalidArgument("buffer id %llu is already registered differently on this connection (release it first)",
                            static_cast<unsigned long long>(request.buffer_id));
   }
+  if (buffers_.size() >= kMaxBuffers) {
+    return InvalidUsage("this connection has %zu device allocations registered, the most one may hold; release some "
+                        "(ncclCommDeregister) or they are staged",
+                        buffers_.size());
+  }
   std::shared_ptr<const gpu::DeviceMapping> mapping;
-  CONDUIT_RETURN_IF_ERROR(rt.memory().Acquire(pid_, request, device, &mapping));
+  CONDUIT_RETURN_IF_ERROR(rt.memory().Acquire(pid_, request, fd, device, &mapping));
   buffers_[request.buffer_id] = std::move(mapping);
   return Status::Ok();
 }
 
-std::vector<shimproto::RegisterBufferRequest> DeviceSession::Registrations() const {
+std::vector<DeviceSession::Registration> DeviceSession::Registrations() const {
   gpu::Runtime& rt = gpu::Runtime::Get();
-  std::vector<shimproto::RegisterBufferRequest> out;
+  std::vector<Registration> out;
   for (const auto& [id, mapping] : buffers_) {
-    shimproto::RegisterBufferRequest r{};
-    r.buffer_id = id;
-    r.size = mapping->size;
-    memcpy(r.device.bytes, rt.uuid(mapping->device).bytes, sizeof(r.device.bytes));
-    memcpy(r.ipc_handle, mapping->handle, sizeof(r.ipc_handle));
+    Registration r{};
+    r.request.buffer_id = id;
+    r.request.size = mapping->size;
+    memcpy(r.request.device.bytes, rt.uuid(mapping->device).bytes, sizeof(r.request.device.bytes));
+    memcpy(r.request.ipc_handle, mapping->handle, sizeof(r.request.ipc_handle));
+    r.fd = mapping->fd;
     out.push_back(r);
   }
   return out;

@@ -26,14 +26,22 @@ class DeviceSession {
   // The DeviceInfo reply: whether this daemon serves device buffers, and its GPUs.
   static std::vector<uint8_t> InfoReply();
 
-  Status Register(const shimproto::RegisterBufferRequest& request);
+  // `fd`: a virtual-memory-managed allocation's descriptor (kRegisterVmmBuffer, borrowed),
+  // or -1 for one shared by its IPC handle.
+  Status Register(const shimproto::RegisterBufferRequest& request, int fd = -1);
   Status Release(uint64_t buffer_id);
   // Whether the program's interprocess event was opened (the event-ordered path): its
   // stream may still have to wait on this process's done event, so a live upgrade waits.
   bool holds_event() const { return ready_ != nullptr; }
   // For a live upgrade: every registration as the program sent it. The new process
-  // Registers them again (mapping the program's memory anew).
-  std::vector<shimproto::RegisterBufferRequest> Registrations() const;
+  // Registers them again (mapping the program's memory anew). `fd` is this process's
+  // descriptor of a virtual-memory-managed allocation (valid while the session lives), -1
+  // for one shared by its IPC handle.
+  struct Registration {
+    shimproto::RegisterBufferRequest request;
+    int fd = -1;
+  };
+  std::vector<Registration> Registrations() const;
 
   // Resolves a device group of `rank` of a communicator of `nranks`: each kOpDevice op's buffers,
   // checked against the registered sizes, and the program's ready event (opened once and
@@ -64,6 +72,11 @@ class DeviceSession {
   // The mapping of `id` if it covers [offset, offset + bytes).
   Status Find(uint64_t id, uint64_t offset, uint64_t bytes, const char* what,
               std::shared_ptr<const gpu::DeviceMapping>* out) const;
+
+  // Every registration holds a mapping of the program's memory here (and a virtual-memory
+  // one a file descriptor): a program cannot make the daemon hold more than this many per
+  // connection. PyTorch's expandable segments map 20 MiB pages: 16384 of them are 320 GiB.
+  static constexpr size_t kMaxBuffers = 16384;
 
   const int pid_;
   std::map<uint64_t, std::shared_ptr<const gpu::DeviceMapping>> buffers_;

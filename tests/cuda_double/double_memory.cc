@@ -21,7 +21,7 @@ namespace {
 
 using conduit::cuda::IpcMemHandle;
 
-enum class Kind { kDevice, kPinned, kOpened };
+enum class Kind { kDevice, kPinned, kOpened, kMapped };
 
 struct Region {
   Kind kind = Kind::kDevice;
@@ -211,7 +211,7 @@ PointerFacts Describe(uint64_t ptr) {
   f.size = r->size;
   f.buffer_id = r->buffer_id;
   f.device = r->device;
-  f.ipc_capable = r->kind == Kind::kDevice;
+  f.ipc_capable = r->kind == Kind::kDevice;  // kMapped: shared as file descriptors instead
   f.context = r->context;
   return f;
 }
@@ -221,8 +221,17 @@ uint8_t* HostView(uint64_t ptr, size_t bytes) {
   std::lock_guard<std::mutex> lock(m.mu);
   const Region* r = Find(m, ptr);
   if (r == nullptr) return reinterpret_cast<uint8_t*>(ptr);
-  if (bytes > r->size || ptr - r->base > r->size - bytes) return nullptr;
-  return r->rw + (ptr - r->base);
+  uint8_t* view = r->rw + (ptr - r->base);
+  // Virtual-memory mappings side by side (whose views are side by side too) are one range,
+  // as on a GPU.
+  uint64_t end = r->base + r->size;
+  while (bytes > end - ptr && r->kind == Kind::kMapped) {
+    auto next = m.by_base.find(end);
+    if (next == m.by_base.end() || next->second.kind != Kind::kMapped || next->second.rw != r->rw + r->size) break;
+    r = &next->second;
+    end = r->base + r->size;
+  }
+  return bytes <= end - ptr ? view : nullptr;
 }
 
 CUresult ExportMemory(uint64_t base, IpcMemHandle* handle) {
@@ -284,6 +293,39 @@ CUresult CloseMemory(uint64_t ptr) {
   if (!Take(ptr, Kind::kOpened, &r)) return conduit::cuda::kErrorInvalidValue;
   Unmap(r);
   return conduit::cuda::kSuccess;
+}
+
+void AddMapping(uint64_t base, size_t size, uint8_t* rw, int device, CUcontext ctx) {
+  Region r;
+  r.kind = Kind::kMapped;
+  r.base = base;
+  r.size = size;
+  r.mapped = size;
+  r.rw = rw;
+  r.buffer_id = g_next_buffer_id++;
+  r.device = device;
+  r.context = ctx;
+  Memory& m = State();
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.by_base[base] = r;
+}
+
+bool RemoveMapping(uint64_t base, size_t size, uint8_t** rw) {
+  Memory& m = State();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.by_base.find(base);
+  if (it == m.by_base.end() || it->second.kind != Kind::kMapped || it->second.size != size) return false;
+  *rw = it->second.rw;
+  m.by_base.erase(it);
+  return true;
+}
+
+bool AnyRegionIn(uint64_t base, size_t size) {
+  Memory& m = State();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.by_base.lower_bound(base);
+  if (it != m.by_base.end() && it->first < base + size) return true;
+  return Find(m, base) != nullptr;
 }
 
 }  // namespace cuda_double

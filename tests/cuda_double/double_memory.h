@@ -46,6 +46,15 @@ CUresult ExportMemory(uint64_t base, conduit::cuda::IpcMemHandle* handle);
 CUresult OpenMemory(const conduit::cuda::IpcMemHandle& handle, int device, CUcontext ctx, conduit::cuda::CUdeviceptr* out);
 CUresult CloseMemory(uint64_t ptr);  // unmaps at once, queued work or not (as CUDA)
 
+// A virtual-memory mapping (double_vmm.h) made known to the pointer queries and copies:
+// [base, base + size) is device memory of `device` (not legacy-IPC capable), whose bytes
+// the double reaches at `rw`. A new buffer id per mapping, as CUDA gives.
+void AddMapping(uint64_t base, size_t size, uint8_t* rw, int device, CUcontext ctx);
+// Forgets the mapping that is exactly [base, base + size); its read-write view in *rw.
+bool RemoveMapping(uint64_t base, size_t size, uint8_t** rw);
+// Whether any region lies in [base, base + size).
+bool AnyRegionIn(uint64_t base, size_t size);
+
 // A memfd of `bytes` and the pid/inode another process needs to open it: the shared
 // state of interprocess events uses the same mechanism as memory.
 struct SharedFile {

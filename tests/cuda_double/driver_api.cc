@@ -24,6 +24,7 @@
 #include "double_kernels.h"
 #include "double_memory.h"
 #include "double_streams.h"
+#include "double_vmm.h"
 
 using namespace conduit::cuda;  // NOLINT: the ABI's types, as cuda.h would give them
 
@@ -429,6 +430,83 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstrea
     return kSuccess;
   });
   return kSuccess;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (addr != 0 || flags != 0) return kErrorInvalidValue;  // no address hints here
+  return ReserveAddresses(size, alignment, ptr);
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  return FreeAddresses(ptr, size);
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const MemAllocationProp* prop,
+                     unsigned long long flags) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (prop == nullptr || flags != 0 || prop->type != kMemAllocationTypePinned ||
+      prop->location.type != kMemLocationTypeDevice || prop->location.id < 0 || prop->location.id >= DeviceCount()) {
+    return kErrorInvalidValue;
+  }
+  return CreateAllocation(size, prop->location.id, prop->requested_handle_types, handle);
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  return ReleaseAllocation(handle);
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (offset != 0 || flags != 0) return kErrorInvalidValue;  // as CUDA: offset must be zero
+  const int device = DeviceOf(Current());
+  return MapAllocation(ptr, size, handle, device < 0 ? 0 : device, device < 0 ? ContextOf(0) : Current());
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  return UnmapAllocation(ptr, size);
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const MemAccessDesc* desc, size_t count) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (desc == nullptr || count == 0) return kErrorInvalidValue;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != kMemLocationTypeDevice || desc[i].location.id < 0 ||
+        desc[i].location.id >= DeviceCount()) {
+      return kErrorInvalidDevice;
+    }
+  }
+  return CheckMapped(ptr, size);
+}
+
+CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle, int handle_type,
+                                      unsigned long long flags) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (shareable == nullptr || flags != 0 || handle_type != kMemHandleTypePosixFileDescriptor) return kErrorInvalidValue;
+  return ExportAllocation(handle, static_cast<int*>(shareable));
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle, int handle_type) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (handle_type != kMemHandleTypePosixFileDescriptor) return kErrorInvalidValue;
+  // A POSIX descriptor travels in the pointer's bits, as cuda.h documents.
+  return ImportAllocation(static_cast<int>(reinterpret_cast<intptr_t>(os_handle)), handle);
+}
+
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const MemAllocationProp* prop, int option) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (granularity == nullptr || prop == nullptr || option < 0 || option > 1) return kErrorInvalidValue;
+  *granularity = kVmmGranularity;
+  return kSuccess;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  return RetainAllocation(reinterpret_cast<uint64_t>(addr), handle);
 }
 
 CUresult cuIpcGetMemHandle(IpcMemHandle* handle, CUdeviceptr ptr) {

@@ -134,11 +134,12 @@ TEST_F(DeviceDoubleTest, OneRankAlone) {
   EXPECT_TRUE(Passed(p)) << p.Output();
 }
 
-// A driver that will not export the allocation (cuIpcGetMemHandle fails, as for memory
-// CUDA cannot share): the shim stages the buffers through host memory on the caller's
-// stream, and every result is the same.
+// A driver that will not export the allocations (cuIpcGetMemHandle and
+// cuMemExportToShareableHandle fail, as for memory CUDA cannot share): the shim stages the
+// buffers through host memory on the caller's stream, and every result is the same.
 TEST_F(DeviceDoubleTest, BuffersCudaWillNotExportAreStaged) {
-  Subprocess& p = RunProbe({"local", "--ranks", "2"}, {"CONDUIT_CUDA_DOUBLE_FAIL=cuIpcGetMemHandle", "CONDUIT_LOG_LEVEL=debug"});
+  Subprocess& p = RunProbe({"local", "--ranks", "2"}, {"CONDUIT_CUDA_DOUBLE_FAIL=cuIpcGetMemHandle,cuMemExportToShareableHandle",
+                                                       "CONDUIT_LOG_LEVEL=debug"});
   EXPECT_TRUE(Passed(p)) << p.Output();
   EXPECT_NE(p.Output().find("staging this allocation instead"), std::string::npos) << p.Output();
 }
@@ -171,33 +172,46 @@ TEST_F(DeviceDoubleTest, WithoutStreamMemoryOperations) {
 // A daemon whose CUDA will not open the program's interprocess event (the event-ordered
 // path): it runs nothing of the group and says so; the shim sends the group again staged
 // and stages from then on, with one warning; every result is right.
-TEST(DeviceDoubleEventsTest, EventsTheDaemonCannotOpenAreStaged) {
-  CONDUIT_SKIP_UNLESS_CLUSTER();
+// What a run of `device_probe local --ranks 2` on a one-host cluster printed, whose daemon's
+// double refuses `entry` (CONDUIT_CUDA_DOUBLE_FAIL); the probe had `env` and passed.
+struct RefusedRun {
+  std::string probe;
+  std::string daemon;
+};
+void RunWithDaemonRefusing(const char* entry, std::vector<std::string> env, RefusedRun* out) {
   ClusterConfig config = DeviceDoubleTest::Config();
   config.daemon_wrapper = DaemonWithTheDouble();
-  config.daemon_wrapper.push_back("CONDUIT_CUDA_DOUBLE_FAIL=cuIpcOpenEventHandle");
+  config.daemon_wrapper.push_back(std::string("CONDUIT_CUDA_DOUBLE_FAIL=") + entry);
   Cluster cluster(config);
   CONDUIT_START_CLUSTER(cluster);
   Subprocess& p = cluster.Launch(0, "device_probe", {Cluster::BinPath("device_probe"), "local", "--ranks", "2"},
-                                 ProbeEnv({"CONDUIT_DEVICE_SYNC=events"}));
+                                 ProbeEnv(std::move(env)));
   ASSERT_TRUE(p.Wait(kProbeDeadline + std::chrono::seconds(10))) << "device_probe hung\n" << cluster.Describe();
   EXPECT_TRUE(Passed(p)) << p.Output() << cluster.Describe();
-  const std::string out = p.Output();
+  EXPECT_TRUE(cluster.DaemonAlive(0)) << cluster.Describe();
+  out->probe = p.Output();
+  out->daemon = cluster.daemon(0).Output();
+}
+
+TEST(DeviceDoubleEventsTest, EventsTheDaemonCannotOpenAreStaged) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  RefusedRun run;
+  RunWithDaemonRefusing("cuIpcOpenEventHandle", {"CONDUIT_DEVICE_SYNC=events"}, &run);
+  const std::string& out = run.probe;
   const size_t warning = out.find("conduitd: cuIpcOpenEventHandle of the program's ready event: "
                                   "CUDA_ERROR_NOT_SUPPORTED (operation not supported): CUDA will not share an event");
   EXPECT_NE(warning, std::string::npos) << out;
   EXPECT_EQ(out.find("CUDA will not share an event", out.find("CUDA will not share an event") + 1), std::string::npos)
       << "warned more than once\n" << out;
-  EXPECT_NE(cluster.daemon(0).Output().find("it stages them through host memory instead"), std::string::npos)
-      << cluster.Describe();
-  EXPECT_TRUE(cluster.DaemonAlive(0));
+  EXPECT_NE(run.daemon.find("it stages them through host memory instead"), std::string::npos) << run.daemon;
 }
 
 // A live upgrade under a program running all-reduces on its device buffers through the
 // asynchronous path: each daemon stops its sessions once their accepted groups have run
-// and its stream has drained, hands over the registrations, and the new process maps the
-// program's buffers again. The program sees no error and every result is right, through
-// two upgrades.
+// and its stream has drained, hands over the registrations (the inputs' virtual-memory
+// allocations with their file descriptors, the outputs' IPC handles), and the new process
+// maps the program's buffers again. The program sees no error and every result is right,
+// through two upgrades.
 TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   ClusterConfig config = DeviceDoubleTest::Config();
@@ -206,7 +220,8 @@ TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
   CONDUIT_START_CLUSTER(cluster);
   const std::string stop_file = cluster.dir() + "/stop-loop";
   Subprocess& p = cluster.Launch(0, "device_probe",
-                                 {Cluster::BinPath("device_probe"), "loop", "--ranks", "2", "--stop-file", stop_file},
+                                 {Cluster::BinPath("device_probe"), "loop", "--ranks", "2", "--inputs", "vmm",
+                                  "--stop-file", stop_file},
                                  ProbeEnv());
   ASSERT_TRUE(Cluster::WaitForOutput(p, "loop running", std::chrono::seconds(20 * kSanitizerSlowdown)))
       << p.Output() << cluster.Describe();
@@ -242,6 +257,28 @@ TEST_F(DeviceDoubleTest, DoneEventsTheShimCannotOpen) {
   EXPECT_EQ(out.find("CUDA will not share an event", out.find("CUDA will not share an event") + 1), std::string::npos)
       << "warned more than once\n" << out;
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// Virtual-memory-managed allocations (PyTorch's expandable segments, ncclMemAlloc) are
+// mapped in conduitd from the POSIX descriptors CUDA exports; what cannot go that way is
+// staged, and every result is right.
+TEST_F(DeviceDoubleTest, VirtualMemoryBuffersAreSharedByFileDescriptor) {
+  Subprocess& p = RunProbe({"vmm"}, {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=REG"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  const std::string out = p.Output();
+  EXPECT_NE(out.find("(virtual memory, by file descriptor)"), std::string::npos) << out;
+  EXPECT_NE(out.find("spans more than one allocation: staging this op"), std::string::npos) << out;
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// A daemon that cannot import the descriptor (cuMemImportFromShareableHandle refused):
+// the program stages those buffers, every result is right.
+TEST(DeviceDoubleImportTest, VirtualMemoryTheDaemonCannotImportIsStaged) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  RefusedRun run;
+  RunWithDaemonRefusing("cuMemImportFromShareableHandle",
+                        {"CONDUIT_CUDA_DOUBLE_FAIL=cuIpcGetMemHandle", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=REG"}, &run);
+  EXPECT_NE(run.probe.find("cuMemImportFromShareableHandle"), std::string::npos) << run.probe;
 }
 
 // ncclCommRegister and ncclCommWindowRegister map device buffers in conduitd at once.
@@ -344,6 +381,75 @@ TEST_F(DeviceDoubleTest, RegisterBufferLargerThanTheAllocationIsRefused) {
   reg.size = 65536;
   ASSERT_TRUE(c.SendFrame(kRegisterBuffer, &reg, sizeof reg));
   EXPECT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// RegisterVmmBuffer from a hostile program: no descriptor, an IPC handle where none
+// belongs, a descriptor that is no allocation, a size beyond the allocation or off the
+// granularity. Each is refused with a reason, the daemon keeps serving, and the true
+// registration is accepted on the same connection.
+TEST_F(DeviceDoubleTest, RegisterVmmBufferChecksWhatItIsGiven) {
+  void* h = dlopen(kDouble, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using namespace cuda;
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(h, "cuInit"));
+  auto create = reinterpret_cast<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*,
+                                              unsigned long long)>(dlsym(h, "cuMemCreate"));
+  auto export_fd = reinterpret_cast<CUresult (*)(void*, CUmemGenericAllocationHandle, int, unsigned long long)>(
+      dlsym(h, "cuMemExportToShareableHandle"));
+  auto uuid_of = reinterpret_cast<CUresult (*)(Uuid*, CUdevice)>(dlsym(h, "cuDeviceGetUuid_v2"));
+  ASSERT_EQ(init(0), kSuccess);
+  MemAllocationProp prop{};
+  prop.type = kMemAllocationTypePinned;
+  prop.requested_handle_types = kMemHandleTypePosixFileDescriptor;
+  prop.location = {kMemLocationTypeDevice, 0};
+  const size_t kChunk = size_t{2} << 20;
+  CUmemGenericAllocationHandle alloc = 0;
+  ASSERT_EQ(create(&alloc, kChunk, &prop, 0), kSuccess);
+  int fd = -1;
+  ASSERT_EQ(export_fd(&fd, alloc, kMemHandleTypePosixFileDescriptor, 0), kSuccess);
+  Uuid uuid;
+  ASSERT_EQ(uuid_of(&uuid, 0), kSuccess);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+
+  RawShimClient c;
+  ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
+  ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
+  RegisterBufferRequest reg{};
+  reg.buffer_id = 1;
+  reg.size = kChunk;
+  memcpy(reg.device.bytes, uuid.bytes, sizeof(reg.device.bytes));
+  struct Case {
+    const char* what;
+    uint64_t size;
+    int fd;
+    bool handle;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"no descriptor", kChunk, -1, false, "without the allocation's file descriptor"},
+      {"an IPC handle too", kChunk, fd, true, "must be all zero"},
+      {"a pipe", kChunk, pipe_fds[0], false, "cuMemImportFromShareableHandle"},
+      {"1 GiB claimed", 1ull << 30, fd, false, "cuMemMap"},
+      {"off the granularity", kChunk - 4096, fd, false, "granularity"},
+  };
+  for (const Case& k : cases) {
+    reg.ipc_handle[0] = k.handle ? 7 : 0;
+    reg.size = k.size;
+    ASSERT_TRUE(c.SendFrame(kRegisterVmmBuffer, &reg, sizeof reg, -1, kMagic, kVersion, k.fd)) << k.what;
+    EXPECT_NE(c.ReadStatus(kReplyBound), 0) << k.what;
+    EXPECT_NE(c.last_message().find(k.says), std::string::npos) << k.what << ": " << c.last_message();
+  }
+  ASSERT_TRUE(c.SendFrame(kRegisterVmmBuffer, &reg, sizeof reg - 1, -1, kMagic, kVersion, fd));
+  EXPECT_NE(c.ReadStatus(kReplyBound), 0) << "a short request";
+  reg.ipc_handle[0] = 0;
+  reg.size = kChunk;
+  ASSERT_TRUE(c.SendFrame(kRegisterVmmBuffer, &reg, sizeof reg, -1, kMagic, kVersion, fd));
+  EXPECT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
+  close(fd);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 

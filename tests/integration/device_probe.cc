@@ -22,10 +22,15 @@
 //       then conduitd is killed: the stream must be released and the error reported.
 //   device_probe register                   ncclCommRegister / ncclCommWindowRegister map
 //       device buffers in conduitd before any collective.
-//   device_probe loop [--ranks N] --stop-file F   all-reduces on the same device buffers
-//       back to back, each checked, until F exists (conduitd is replaced meanwhile).
+//   device_probe loop [--ranks N] [--inputs vmm] --stop-file F   all-reduces on the same
+//       device buffers back to back, each checked, until F exists (conduitd is replaced
+//       meanwhile); with --inputs vmm the inputs are virtual-memory-managed allocations.
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
+//   device_probe vmm                        two ranks on virtual-memory-managed buffers laid
+//       out as PyTorch's expandable segments: mapped in conduitd from file descriptors,
+//       buffers across two allocations and allocations that cannot be exported staged,
+//       ncclMemAlloc's memory of that kind, the mappings dropped once the program unmaps.
 // With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
 // conduitd has run the group); otherwise calls across hosts must return before the GPU
 // work they wait for has run.
@@ -392,14 +397,53 @@ int Local(int nranks) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// A reservation with `chunks` virtual-memory allocations of the granularity mapped back to
+// back, as PyTorch's expandable segments are; `exportable`: created for POSIX descriptors.
+struct Segment {
+  CUdeviceptr base = 0;
+  size_t chunk = 0;
+  int chunks = 0;
+};
+
+Segment MapSegment(int chunks, bool exportable) {
+  Segment seg;
+  MemAllocationProp prop{};
+  prop.type = kMemAllocationTypePinned;
+  prop.requested_handle_types = exportable ? kMemHandleTypePosixFileDescriptor : 0;
+  prop.location = {kMemLocationTypeDevice, 0};
+  CU_CHECK(g_cu.MemGetAllocationGranularity(&seg.chunk, &prop, kMemAllocGranularityMinimum));
+  seg.chunks = chunks;
+  CU_CHECK(g_cu.MemAddressReserve(&seg.base, seg.chunk * chunks, 0, 0, 0));
+  for (int i = 0; i < chunks; ++i) {
+    CUmemGenericAllocationHandle h = 0;
+    CU_CHECK(g_cu.MemCreate(&h, seg.chunk, &prop, 0));
+    CU_CHECK(g_cu.MemMap(seg.base + i * seg.chunk, seg.chunk, 0, h, 0));
+    CU_CHECK(g_cu.MemRelease(h));  // the mapping keeps it
+  }
+  MemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = kMemAccessFlagsProtReadWrite;
+  CU_CHECK(g_cu.MemSetAccess(seg.base, seg.chunk * chunks, &access, 1));
+  return seg;
+}
+
+void UnmapSegment(const Segment& seg) {
+  for (int i = 0; i < seg.chunks; ++i) CU_CHECK(g_cu.MemUnmap(seg.base + i * seg.chunk, seg.chunk));
+  CU_CHECK(g_cu.MemAddressFree(seg.base, seg.chunk * seg.chunks));
+}
+
+float* At(const Segment& seg, size_t offset) { return reinterpret_cast<float*>(seg.base + offset); }
+
 // All-reduces on the same device buffers of `nranks` local ranks, back to back (each input
 // filled by a short kernel, each result read back and checked), until `stop_file` exists:
 // conduitd may be replaced meanwhile (a live upgrade), which the program must not notice.
-int Loop(int nranks, const std::string& stop_file) {
+// With `vmm`, the inputs are virtual-memory-managed allocations (conduitd maps them from
+// file descriptors) and the outputs ordinary ones (CUDA IPC): a live upgrade moves both.
+int Loop(int nranks, const std::string& stop_file, bool vmm) {
   Ranks r = AllHere(nranks);
   std::vector<float*> send(nranks), recv(nranks);
   for (int i = 0; i < nranks; ++i) {
-    send[i] = DeviceFloats(kCount);
+    send[i] = vmm ? At(MapSegment(1, true), 0) : DeviceFloats(kCount);
     recv[i] = DeviceFloats(kCount);
   }
   long iterations = 0, wrong = 0;
@@ -606,8 +650,9 @@ int Vanish() {
 }
 
 // How many of conduitd's mappings are of the double's device memory (two per opened
-// allocation), read from /proc of the daemon that answers on $CONDUIT_SOCKET.
-int DaemonDeviceMappings() {
+// allocation; `kind` "cuda-double-vmm" for virtual-memory-managed ones), read from /proc of
+// the daemon that answers on $CONDUIT_SOCKET.
+int DaemonDeviceMappings(const char* kind = "cuda-double-device") {
   g_stage.store("DaemonDeviceMappings");
   const char* path = std::getenv("CONDUIT_SOCKET");
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -622,7 +667,7 @@ int DaemonDeviceMappings() {
   if (!ok) return -1;
   std::ifstream maps("/proc/" + std::to_string(cred.pid) + "/maps");
   int n = 0;
-  for (std::string line; std::getline(maps, line);) n += line.find("cuda-double-device") != std::string::npos;
+  for (std::string line; std::getline(maps, line);) n += line.find(kind) != std::string::npos;
   return n;
 }
 
@@ -806,6 +851,63 @@ int DaemonDies() {
   return g_failures == 0 ? 0 : 1;
 }
 
+int Vmm() {
+  Ranks r = AllHere(2);
+  const char* kVmm = "cuda-double-vmm";
+  const int before = DaemonDeviceMappings(kVmm);
+  std::vector<Segment> segs = {MapSegment(2, true), MapSegment(2, true)};
+  std::vector<float*> send(2), recv(2);
+  for (int i = 0; i < 2; ++i) {
+    send[i] = At(segs[i], 0);
+    recv[i] = At(segs[i], segs[i].chunk / 2);
+  }
+  AllReduceSum(r, send, recv, "all-reduce sum on virtual-memory buffers");
+  AllGather(r, send, recv);
+  OtherCollectives(r, send, recv);
+  const int mapped = DaemonDeviceMappings(kVmm);
+  std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before, %d after\n", before, mapped);
+  // One allocation per rank holds both buffers: two mappings each in the double.
+  Check(before >= 0 && mapped == before + 4, "conduitd maps each rank's allocation from its file descriptor");
+
+  // Buffers that start in one allocation and end in the next.
+  for (int i = 0; i < 2; ++i) {
+    send[i] = At(segs[i], segs[i].chunk - 2000);
+    recv[i] = At(segs[i], segs[i].chunk + 4096);
+  }
+  AllReduceSum(r, send, recv, "all-reduce of buffers across two allocations (staged)");
+
+  // Allocations not created exportable: staged.
+  std::vector<Segment> plain = {MapSegment(1, false), MapSegment(1, false)};
+  for (int i = 0; i < 2; ++i) {
+    send[i] = At(plain[i], 0);
+    recv[i] = At(plain[i], plain[i].chunk / 2);
+  }
+  AllReduceSum(r, send, recv, "all-reduce on allocations CUDA will not export (staged)");
+
+  // ncclMemAlloc makes such allocations too (as NCCL's).
+  void* p = nullptr;
+  NCCL_CHECK(ncclMemAlloc(&p, 4096));
+  CUmemGenericAllocationHandle h = 0;
+  const bool vmm = g_cu.MemRetainAllocationHandle(&h, p) == kSuccess;
+  if (vmm) CU_CHECK(g_cu.MemRelease(h));
+  Check(vmm, "ncclMemAlloc returns a virtual-memory-managed allocation");
+  NCCL_CHECK(ncclMemFree(p));
+
+  // Unmapped by the program: conduitd lets go at the next call (the shim's free check).
+  const int held = DaemonDeviceMappings(kVmm);
+  for (const Segment& seg : segs) UnmapSegment(seg);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  AllReduceSum(r, send, recv, "all-reduce after the segments were unmapped");
+  for (int i = 0; i < 2; ++i) CU_CHECK(g_cu.StreamSynchronize(r.streams[i]));
+  const int after = DaemonDeviceMappings(kVmm);
+  std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before the unmaps, %d after\n", held,
+              after);
+  Check(held > before && after == before, "conduitd drops its mappings of allocations the program unmapped");
+  for (const Segment& seg : plain) UnmapSegment(seg);
+  for (int i = 0; i < 2; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
+  return g_failures == 0 ? 0 : 1;
+}
+
 const char* Arg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -852,9 +954,12 @@ int main(int argc, char** argv) {
   } else if (mode == "register") {
     rc = Register();
   } else if (mode == "loop") {
-    rc = Loop(std::atoi(Arg(argc, argv, "--ranks", "2")), Arg(argc, argv, "--stop-file", "/nonexistent"));
+    rc = Loop(std::atoi(Arg(argc, argv, "--ranks", "2")), Arg(argc, argv, "--stop-file", "/nonexistent"),
+              std::strcmp(Arg(argc, argv, "--inputs", "device"), "vmm") == 0);
   } else if (mode == "daemon-dies") {
     rc = DaemonDies();
+  } else if (mode == "vmm") {
+    rc = Vmm();
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;

@@ -3,6 +3,7 @@
 // error while serving everything else; on a GPU host it must report its GPUs. Malformed
 // device requests are refused and never take the daemon down either way.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -108,6 +109,15 @@ TEST_F(DeviceProtocolTest, DeviceWorkWithoutGpuSupportIsRefusedClearly) {
   int st = client_.ReadStatus(kReplyBound);
   EXPECT_EQ(st, ncclInvalidUsage);
   EXPECT_NE(client_.last_message().find("no GPU support"), std::string::npos) << client_.last_message();
+  // A virtual-memory allocation's descriptor (here any file) meets the same answer.
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  ASSERT_TRUE(client_.SendFrame(kRegisterVmmBuffer, &reg, sizeof reg, -1, kMagic, kVersion, pipe_fds[0]));
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidUsage);
+  EXPECT_NE(client_.last_message().find("no GPU support"), std::string::npos) << client_.last_message();
   std::vector<uint8_t> group = DeviceGroup(kGroupDevice, kOpDevice);
   ASSERT_TRUE(client_.SendFrame(kGroup, group.data(), group.size()));
   st = client_.ReadStatus(kReplyBound);
@@ -130,6 +140,19 @@ TEST_F(DeviceProtocolTest, MalformedRegisterBuffer) {
   uint8_t half[sizeof(RegisterBufferRequest) / 2] = {};
   ASSERT_TRUE(client_.SendFrame(kRegisterBuffer, half, sizeof half));
   ExpectRefused(client_.ReadStatus(kReplyBound), "a short RegisterBuffer");
+}
+
+TEST_F(DeviceProtocolTest, MalformedRegisterVmmBuffer) {
+  uint8_t half[sizeof(RegisterBufferRequest) / 2] = {};
+  ASSERT_TRUE(client_.SendFrame(kRegisterVmmBuffer, half, sizeof half));
+  ExpectRefused(client_.ReadStatus(kReplyBound), "a short RegisterVmmBuffer");
+  RegisterBufferRequest reg{};
+  reg.buffer_id = 7;
+  reg.size = 4096;
+  ASSERT_TRUE(client_.SendFrame(kRegisterVmmBuffer, &reg, sizeof reg));
+  ExpectRefused(client_.ReadStatus(kReplyBound), "a RegisterVmmBuffer without a descriptor");
+  EXPECT_NE(client_.last_message().find("without the allocation's file descriptor"), std::string::npos)
+      << client_.last_message();
 }
 
 TEST_F(DeviceProtocolTest, DeviceInfoWithAPayload) {

@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <vector>
 
 #include "cuda/cuda_abi.h"
@@ -47,6 +48,11 @@ TEST(CudaAbiTest, Constants) {
   EXPECT_EQ(ours::kMemHostAllocPortable, static_cast<unsigned>(CU_MEMHOSTALLOC_PORTABLE));
   EXPECT_EQ(ours::kMemHostAllocDeviceMap, static_cast<unsigned>(CU_MEMHOSTALLOC_DEVICEMAP));
   EXPECT_EQ(ours::kStreamCaptureStatusNone, CU_STREAM_CAPTURE_STATUS_NONE);
+  EXPECT_EQ(ours::kMemAllocationTypePinned, CU_MEM_ALLOCATION_TYPE_PINNED);
+  EXPECT_EQ(ours::kMemHandleTypePosixFileDescriptor, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  EXPECT_EQ(ours::kMemLocationTypeDevice, CU_MEM_LOCATION_TYPE_DEVICE);
+  EXPECT_EQ(ours::kMemAccessFlagsProtReadWrite, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  EXPECT_EQ(ours::kMemAllocGranularityMinimum, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   EXPECT_EQ(ours::kDeviceAttributeMultiprocessorCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   EXPECT_EQ(ours::kDeviceAttributeUnifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
   EXPECT_EQ(ours::kDeviceAttributeComputeCapabilityMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -64,6 +70,16 @@ TEST(CudaAbiTest, Layouts) {
   EXPECT_EQ(sizeof(ours::CUdeviceptr), sizeof(::CUdeviceptr));
   EXPECT_EQ(sizeof(ours::CUresult), sizeof(::CUresult));
   EXPECT_EQ(sizeof(ours::CUdevice), sizeof(::CUdevice));
+  EXPECT_EQ(sizeof(ours::CUmemGenericAllocationHandle), sizeof(::CUmemGenericAllocationHandle));
+  EXPECT_EQ(sizeof(ours::MemLocation), sizeof(CUmemLocation));
+  EXPECT_EQ(offsetof(ours::MemLocation, id), offsetof(CUmemLocation, id));
+  EXPECT_EQ(sizeof(ours::MemAllocationProp), sizeof(CUmemAllocationProp));
+  EXPECT_EQ(offsetof(ours::MemAllocationProp, requested_handle_types), offsetof(CUmemAllocationProp, requestedHandleTypes));
+  EXPECT_EQ(offsetof(ours::MemAllocationProp, location), offsetof(CUmemAllocationProp, location));
+  EXPECT_EQ(offsetof(ours::MemAllocationProp, win32_handle_meta_data), offsetof(CUmemAllocationProp, win32HandleMetaData));
+  EXPECT_EQ(offsetof(ours::MemAllocationProp, alloc_flags), offsetof(CUmemAllocationProp, allocFlags));
+  EXPECT_EQ(sizeof(ours::MemAccessDesc), sizeof(CUmemAccessDesc));
+  EXPECT_EQ(offsetof(ours::MemAccessDesc, flags), offsetof(CUmemAccessDesc, flags));
 }
 
 }  // namespace
