@@ -23,8 +23,6 @@ cuda::CUdeviceptr AsDevicePtr(const void* p) { return reinterpret_cast<cuda::CUd
 constexpr size_t kSyncWordsBytes = 256;
 constexpr size_t kScalarSlots = (kSyncWordsBytes - shimproto::ScalarSlotOffset(0)) / shimproto::kScalarSlotBytes;
 
-bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
-
 // The context work on `stream` runs in: the stream's own, or for the default streams
 // (which belong to whatever context is current) the current one, else `fallback`.
 cuda::CUcontext StreamContext(const cuda::CudaDriver& d, cudaStream_t stream, cuda::CUcontext fallback) {
@@ -100,12 +98,14 @@ ncclResult_t PlaceOp(const char* call, PendingOp* op, cudaStream_t stream) {
     const bool in_ok = op->in_bytes == 0 || op->in_info.kind == MemoryKind::kDevice;
     const bool out_ok = op->out_bytes == 0 || op->out_info.kind == MemoryKind::kDevice;
     const bool one_gpu = op->in_bytes == 0 || op->out_bytes == 0 || op->in_info.device == op->out_info.device;
-    op->place = IsCollectiveKind(op->desc.kind) && in_ok && out_ok && one_gpu ? MemoryKind::kDevice : MemoryKind::kStaged;
+    // Point-to-point ops too: an asynchronous group carries them to conduitd (SendGroup
+    // stages them on the event-ordered path).
+    const bool served = shimproto::IsCollectiveKind(op->desc.kind) || op->desc.kind == shimproto::kSend || op->desc.kind == shimproto::kRecv;
+    op->place = served && in_ok && out_ok && one_gpu ? MemoryKind::kDevice : MemoryKind::kStaged;
   }
   if (op->scalar_pointer != nullptr) st = PlaceFactor(*cuda, op);
   return st.ok() ? ncclSuccess : Fail(call, st);
 }
-
 
 Status StageIn(const PendingOp& op, uint8_t* segment) {
   if (op.in_bytes == 0) return Status::Ok();
@@ -188,6 +188,7 @@ Status DevicePath::Probe(DaemonConnection& conn) {
         return SystemError("malformed DeviceInfo reply (%zu bytes)", reply.payload.size());
       }
       daemon_serves_ = head.supported != 0;
+      daemon_p2p_ = daemon_serves_ && (head.features & shimproto::kDeviceFeatureP2p) != 0;
       daemon_devices_.resize(head.ndevices);
       memcpy(daemon_devices_.data(), reply.payload.data() + sizeof(head), head.ndevices * sizeof(shimproto::DeviceUuid));
       why = FromCString(head.reason);

@@ -88,6 +88,9 @@ class DevicePath {
   Status SignalReady(cudaStream_t stream, shimproto::DeviceAsyncHeader* header);
   // After the daemon accepted the group: `stream` waits until its done word reaches `seq`.
   Status WaitDoneWord(cudaStream_t stream, uint32_t seq);
+  // Whether conduitd takes point-to-point ops on device buffers (in asynchronous groups);
+  // known once Prepare has run.
+  bool serves_p2p() const { return daemon_p2p_; }
   // Whether an asynchronous group was ever sent (ncclCommGetAsyncError then asks the daemon).
   bool async_used() const { return seq_ != 0; }
   // conduitd is gone (its connection closed) while streams may wait on its done word for
@@ -141,6 +144,7 @@ class DevicePath {
   std::chrono::steady_clock::time_point last_free_check_{};
   bool probed_ = false;
   bool daemon_serves_ = false;
+  bool daemon_p2p_ = false;  // it takes Send/Recv as device ops in asynchronous groups
   bool events_usable_ = true;
   bool async_usable_ = true;          // until a setup step fails, or CONDUIT_DEVICE_SYNC=events
   cuda::CUdeviceptr words_ = 0;       // ready word, then done word (device memory)

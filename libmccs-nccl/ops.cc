@@ -156,7 +156,18 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
     CONDUIT_RETURN_IF_ERROR(comm->device_path.Prepare(*comm->conn, list));
     if (comm->device_path.has_registrations()) WatchComm(comm);
   }
+  // conduitd moves point-to-point device buffers only in asynchronous groups, and only a
+  // daemon that says so (docs/gpu.md); elsewhere they are staged.
+  auto stage_p2p = [&] {
+    for (PendingOp* op : list) {
+      if (op->place != MemoryKind::kDevice || shimproto::IsCollectiveKind(op->desc.kind)) continue;
+      op->place = MemoryKind::kStaged;
+      op->ref = shimproto::DeviceOpRef{};
+    }
+  };
+  if (any_device && !comm->device_path.serves_p2p()) stage_p2p();
   sent->async = any_device && comm->device_path.UseAsync(*comm->conn, list);
+  if (any_device && !sent->async) stage_p2p();
   ReleaseFreedRegions(comm);
   bool any_regions = false;
   if (!any_device) {

@@ -23,12 +23,10 @@ size_t StreamMinBytes() {
   return value;
 }
 
-bool IsCollectiveKind(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
-
 }  // namespace
 
 bool CanStream(const std::vector<PendingOp*>& ops) {
-  return ops.size() == 1 && IsCollectiveKind(ops[0]->desc.kind) && ops[0]->place == MemoryKind::kHost &&
+  return ops.size() == 1 && shimproto::IsCollectiveKind(ops[0]->desc.kind) && ops[0]->place == MemoryKind::kHost &&
          !ops[0]->in_regions && ops[0]->region_bytes >= StreamMinBytes();
 }
 

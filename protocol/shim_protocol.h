@@ -179,6 +179,9 @@ enum OpKind : uint8_t {
   kRecv = 7,
 };
 
+// Collectives (every rank of the communicator takes part), as opposed to point-to-point ops.
+inline constexpr bool IsCollectiveKind(uint8_t kind) { return kind >= kAllReduce && kind <= kReduceScatter; }
+
 // ncclRedOp_t values 0..4 pass through; PreMulSum ops travel as this value with the
 // caller's scalar (one element of the op's type) in OpDesc::scalar.
 inline constexpr uint8_t kRedOpPreMulSum = 5;
@@ -279,9 +282,12 @@ struct DeviceInfoReply {
   uint32_t supported;  // 1: RegisterBuffer and device groups are served
   int32_t ndevices;
   int32_t driver_version;  // cuDriverGetVersion, 0 without a driver
-  uint32_t reserved;
+  uint32_t features;       // kDeviceFeature* bits; 0 from daemons that predate them
   char reason[128];  // why not, when supported == 0
 };
+
+// DeviceInfoReply::features: Send and Recv may be device ops in a kGroupAsync group.
+inline constexpr uint32_t kDeviceFeatureP2p = 1;
 
 // Shares one device allocation (the whole of it, as cuMemGetAddressRange finds it; for a
 // virtual-memory mapping, the one mapping, which starts at offset 0 of its allocation).

@@ -21,8 +21,6 @@ namespace {
 // ranks get the reason (a disagreement, a dead rank) rather than "connection closed".
 constexpr int kAbortReasonWaitMs = 300;
 
-bool IsCollective(uint8_t kind) { return kind >= shimproto::kAllReduce && kind <= shimproto::kReduceScatter; }
-
 }  // namespace
 
 Communicator::Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options, Fabric* fabric,
@@ -229,9 +227,7 @@ Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimpr
   const bool device = (op.flags & shimproto::kOpDevice) != 0;
   // An op in host regions was checked against its regions by the session (HostRegions).
   const bool in_regions = (op.flags & shimproto::kOpRegion) != 0;
-  if (device && !IsCollective(op.kind)) {
-    return InvalidArgument("%s on device buffers must be staged through the segment", OpKindName(op.kind));
-  }
+  // (Point-to-point ops on device buffers need an asynchronous group: RunGroup checks.)
   if (!IsValidDataType(op.dtype)) return InvalidArgument("invalid ncclDataType_t %u", op.dtype);
   if (op.redop > shimproto::kRedOpPreMulSum) return InvalidArgument("invalid reduction op %u", op.redop);
   const bool rooted = op.kind == shimproto::kBroadcast || op.kind == shimproto::kReduce ||
@@ -263,7 +259,7 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   *failed_op = -1;
   if (context.streamed) {
     // The control page must be there and untouched by op data (shim protocol, streamed groups).
-    if (ops.size() != 1 || !IsCollective(ops[0].kind)) {
+    if (ops.size() != 1 || !shimproto::IsCollectiveKind(ops[0].kind)) {
       return InvalidArgument("a streamed group must hold exactly one collective (got %zu ops)", ops.size());
     }
     if (buffer.size < kStagingControlBytes || ops[0].offset < kStagingControlBytes) {
@@ -296,18 +292,23 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
       *failed_op = static_cast<int>(i);
     }
   };
+  // Point-to-point ops on device buffers: their bytes in pinned memory (device_p2p.cc).
+  std::vector<uint8_t*> device_p2p(ops.size(), nullptr);
+  note(0, StageDeviceSends(ops, context, &device_p2p));
+  if (!first.ok()) return first;
   // Sends are posted first and receives waited on last, so every grouped pattern of
   // point-to-point ops (including cycles such as all-to-all) completes.
   std::vector<std::shared_ptr<SendTicket>> tickets;
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     if (ops[i].kind != shimproto::kSend) continue;
     std::shared_ptr<SendTicket> ticket;
-    note(i, SendP2p(rank, buffer, ops[i], &ticket));
+    const uint8_t* data = device_p2p[i] != nullptr ? device_p2p[i] : buffer.base + ops[i].offset;
+    note(i, SendP2p(rank, data, ops[i], &ticket));
     if (ticket) tickets.push_back(std::move(ticket));
   }
   bool ran_on_device = false;
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
-    if (!IsCollective(ops[i].kind)) continue;
+    if (!shimproto::IsCollectiveKind(ops[i].kind)) continue;
     const bool device = (ops[i].flags & shimproto::kOpDevice) != 0;
     const bool in_regions = (ops[i].flags & shimproto::kOpRegion) != 0;
     note(i, RunCollective(rank, buffer, ops[i], context, device ? &(*context.device_ops)[i] : nullptr,
@@ -318,11 +319,16 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     const auto& op = ops[i];
     if (op.kind != shimproto::kRecv) continue;
     size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
-    note(i, mailbox_.Receive(op.peer, rank, buffer.base + op.offset, bytes, OpDeadline()));
+    uint8_t* into = device_p2p[i] != nullptr ? device_p2p[i] : buffer.base + op.offset;
+    note(i, mailbox_.Receive(op.peer, rank, into, bytes, OpDeadline()));
   }
   for (auto& ticket : tickets) {
     Status st = mailbox_.WaitSent(ticket, OpDeadline());
     if (!st.ok() && first.ok()) first = st;
+  }
+  if (first.ok()) {
+    Status st = FinishDeviceRecvs(ops, context, device_p2p);
+    if (!st.ok()) first = st;
   }
   if (!first.ok() && first.code() != ncclInvalidUsage) Abort(first);
   if (first.ok() && ran_on_device && context.done_event != nullptr) {
@@ -333,11 +339,14 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   return first;
 }
 
-Status Communicator::SignalDeviceDone(uint64_t word, uint32_t value, std::shared_ptr<const void> mapping) {
+Status Communicator::SignalDeviceDone(uint64_t word, uint32_t value, int device, std::shared_ptr<const void> mapping) {
   gpu::Runtime& runtime = gpu::Runtime::Get();
   std::lock_guard<std::mutex> lock(mu_);
-  // device_ exists once a device collective ran, and is replaced only by ~Communicator.
-  if (!device_) return InternalError("an asynchronous device group ran no device collective");
+  // device_ exists once a device collective ran, and is replaced only by ~Communicator. A
+  // group of point-to-point ops alone has nothing queued there, nor has any group before
+  // it (each earlier done word was written after its work, on device_ if that existed):
+  // the word is written now, after the copies it waited for.
+  if (!device_) return runtime.WriteWordNow(device, word, value);
   cuda::ScopedContext ctx(runtime.driver(), device_->context());
   CONDUIT_RETURN_IF_ERROR(device_->WriteWord(word, value));
   return device_->Retain({std::move(mapping)});
@@ -353,10 +362,9 @@ void Communicator::ReleaseFinishedDeviceWork() {
   device_->ReleaseFinished();
 }
 
-Status Communicator::SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
+Status Communicator::SendP2p(int rank, const uint8_t* data, const shimproto::OpDesc& op,
                              std::shared_ptr<SendTicket>* ticket) {
   size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
-  const uint8_t* data = buffer.base + op.offset;
   int host = membership_.host_of_rank[op.peer];
   if (host == membership_.my_host) {
     *ticket = std::make_shared<SendTicket>();

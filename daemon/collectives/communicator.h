@@ -112,6 +112,10 @@ struct GroupContext {
   uint64_t ready_word = 0;
   uint32_t ready_value = 0;
   cuda::IpcEventHandle* done_event = nullptr;
+  // An asynchronous device group's point-to-point ops on device buffers go through pinned
+  // memory on this stream, the connection's own (device_p2p.cc); null elsewhere, where
+  // the shim stages them.
+  gpu::CommStream* p2p_stream = nullptr;
   // A group with host regions: per op its buffers (used by ops flagged kOpRegion).
   const std::vector<HostOpBuffers>* host_ops = nullptr;
 };
@@ -170,7 +174,9 @@ class Communicator final : private PeerChannel::Handler {
   // After an asynchronous device group's last op: writes `value` to the program's done word
   // on the communicator's stream, after the group's GPU work. `mapping` (holding the word)
   // stays open until that write has run.
-  Status SignalDeviceDone(uint64_t word, uint32_t value, std::shared_ptr<const void> mapping);
+  // `device`: the GPU of the word, for a group that ran no collective (its point-to-point
+  // ops waited for their own copies): the word is then written at once.
+  Status SignalDeviceDone(uint64_t word, uint32_t value, int device, std::shared_ptr<const void> mapping);
   // Closes the programs' device mappings that only finished GPU work still held
   // (gpu::CommStream::ReleaseFinished), unless a collective runs now (it does the same).
   void ReleaseFinishedDeviceWork();
@@ -290,8 +296,16 @@ class Communicator final : private PeerChannel::Handler {
   Status ApplyProposal(const Proposal& proposal);
   Status SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
   void SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload);
-  Status SendP2p(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op,
-                 std::shared_ptr<SendTicket>* ticket);
+  // The pinned memory of each device point-to-point op of an asynchronous group (null for
+  // the others), its sends' bytes copied there from the program's buffers, after the
+  // program's earlier work on its stream; and the receives' bytes copied from there to
+  // the program's buffers once they have arrived. Both wait for the GPU.
+  Status StageDeviceSends(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context,
+                          std::vector<uint8_t*>* host);
+  Status FinishDeviceRecvs(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context,
+                           const std::vector<uint8_t*>& host);
+  // `data`: the op's bytes (in the segment, or in pinned memory for a device op).
+  Status SendP2p(int rank, const uint8_t* data, const shimproto::OpDesc& op, std::shared_ptr<SendTicket>* ticket);
   void Abort(const Status& reason, bool tell_peers);
   // Sends kAbort with the reason on every p2p link (bounded, best effort).
   void TellPeersAborted(const Status& reason);

@@ -421,6 +421,25 @@ Status ClientSession::HandleReleaseRegion(const Frame& frame) {
                          frame, "ReleaseRegion", [&](const auto& req) { return regions_.Release(req.region_id); }));
 }
 
+namespace {
+
+bool HasDeviceP2p(const std::vector<shimproto::OpDesc>& ops) {
+  for (const shimproto::OpDesc& op : ops) {
+    if ((op.flags & shimproto::kOpDevice) && (op.kind == shimproto::kSend || op.kind == shimproto::kRecv)) return true;
+  }
+  return false;
+}
+
+// The connection's point-to-point stream on `device`, made on first use (or anew when the
+// program's stream moved to another GPU).
+Status EnsureP2pStream(int device, std::unique_ptr<gpu::CommStream>* stream) {
+  if (*stream && (*stream)->device() == device) return Status::Ok();
+  stream->reset();
+  return gpu::CommStream::Create(gpu::Runtime::Get(), device, stream);
+}
+
+}  // namespace
+
 Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
@@ -447,16 +466,21 @@ Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
   }
   if (st.ok()) last_words_ = job->words;
   if (st.ok()) {
-    st = proxy_.Push([comm = comm_, rank = rank_, buffer, job, who = who_](bool run) -> Status {
+    // proxy_ is joined before p2p_stream_ is destroyed (declared after it).
+    st = proxy_.Push([comm = comm_, rank = rank_, buffer, job, who = who_, p2p = &p2p_stream_](bool run) -> Status {
       Status result = run ? Status::Ok() : RemoteError("the program's connection closed before the group ran");
       if (run) {
         GroupContext context;
         context.device_ops = &job->device_ops;
         context.ready_word = job->words.ready;
         context.ready_value = job->words.seq;
+        if (HasDeviceP2p(job->ops)) {
+          result = EnsureP2pStream(job->words.device, p2p);
+          context.p2p_stream = p2p->get();
+        }
         int failed_op = -1;
-        result = comm->RunGroup(rank, buffer, job->ops, &failed_op, context);
-        if (result.ok()) result = comm->SignalDeviceDone(job->words.done, job->words.seq, job->words.keep);
+        if (result.ok()) result = comm->RunGroup(rank, buffer, job->ops, &failed_op, context);
+        if (result.ok()) result = comm->SignalDeviceDone(job->words.done, job->words.seq, job->words.device, job->words.keep);
         if (result.ok()) return result;
         CLOG_WARN("%s: an accepted asynchronous device group failed (the program sees it through "
                   "ncclCommGetAsyncError): %s",
@@ -468,7 +492,7 @@ Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
       // back below this group's number, leaving the program's stream waiting for good.
       gpu::Runtime& rt = gpu::Runtime::Get();
       Status w = rt.WriteWordNow(job->words.device, job->words.ready, job->words.seq);
-      if (w.ok() && !comm->SignalDeviceDone(job->words.done, job->words.seq, job->words.keep).ok()) {
+      if (w.ok() && !comm->SignalDeviceDone(job->words.done, job->words.seq, job->words.device, job->words.keep).ok()) {
         w = rt.WriteWordNow(job->words.device, job->words.done, job->words.seq);  // no stream yet: nothing queued
       }
       if (!w.ok()) CLOG_WARN("%s: cannot release a stream waiting on a failed group: %s", who.c_str(), w.message().c_str());

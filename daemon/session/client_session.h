@@ -13,6 +13,7 @@
 #include "server/program_policy.h"
 #include "server/service.h"
 #include "common/shm_segment.h"
+#include "gpu/comm_stream.h"
 #include "session/device_proxy.h"
 #include "session/device_session.h"
 #include "session/group_request.h"
@@ -79,6 +80,9 @@ class ClientSession {
   // The last accepted asynchronous group's words: when the connection closes, the ready
   // word is written for it, so conduitd's stream never waits for a program that is gone.
   DeviceSession::AsyncWords last_words_;
+  // The stream and pinned memory of this connection's point-to-point ops on device
+  // buffers (collectives/device_p2p.cc), made at the first; used by proxy_'s jobs only.
+  std::unique_ptr<gpu::CommStream> p2p_stream_;
   // Declared last: destroyed (stopped and joined) before what its jobs may still use.
   DeviceProxy proxy_;
 };

@@ -24,6 +24,7 @@ std::vector<uint8_t> DeviceSession::InfoReply() {
   head.supported = rt.available() ? 1 : 0;
   head.ndevices = rt.available() ? rt.device_count() : 0;
   head.driver_version = rt.available() ? rt.driver().version() : 0;
+  head.features = rt.available() ? shimproto::kDeviceFeatureP2p : 0;
   CopyCString(head.reason, rt.available() ? "" : rt.unavailable_reason().c_str());
   std::vector<uint8_t> payload(sizeof(head) + head.ndevices * sizeof(shimproto::DeviceUuid));
   memcpy(payload.data(), &head, sizeof(head));
@@ -194,6 +195,11 @@ Status DeviceSession::Resolve(const shimproto::DeviceGroupHeader& header, const 
   CONDUIT_RETURN_IF_ERROR(StreamDevice(header.device, &stream_device));
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].flags & shimproto::kOpScalarWord) return InvalidArgument("op %zu: kOpScalarWord outside an asynchronous group", i);
+    if ((ops[i].flags & shimproto::kOpDevice) && (ops[i].kind == shimproto::kSend || ops[i].kind == shimproto::kRecv)) {
+      return InvalidArgument("op %zu: point-to-point ops on device buffers need an asynchronous group (the shim stages "
+                             "them on the event-ordered path)",
+                             i);
+    }
   }
   CONDUIT_RETURN_IF_ERROR(ResolveBuffers(stream_device, ops, refs, rank, nranks, out));
   if (memcmp(ready_handle_, header.ready_event, sizeof(ready_handle_)) != 0 || ready_ == nullptr) {

@@ -108,6 +108,7 @@ TEST_F(DeviceDoubleTest, DaemonServesDeviceBuffers) {
   EXPECT_EQ(info.supported, 1) << FromCString(info.reason);
   EXPECT_EQ(info.ndevices, 2);
   EXPECT_EQ(info.driver_version, 13000);
+  EXPECT_EQ(info.features, kDeviceFeatureP2p);
   // Both GPUs were checked at start (kernels loaded) in contexts given back after.
   EXPECT_EQ(ContextReferences(), (std::vector<int>{0, 0}));
 }
@@ -242,7 +243,6 @@ TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
   }
   EXPECT_EQ(moved, 2u) << log;
   EXPECT_EQ(AdminCall(cluster, 0, "GET", "/v1/status").status, 200) << "the new daemon does not answer";
-  std::printf("%s", p.Output().c_str());
 }
 
 // The shim's CUDA will not open conduitd's done event (the event-ordered path): the call
@@ -256,6 +256,17 @@ TEST_F(DeviceDoubleTest, DoneEventsTheShimCannotOpen) {
   EXPECT_NE(warning, std::string::npos) << out;
   EXPECT_EQ(out.find("CUDA will not share an event", out.find("CUDA will not share an event") + 1), std::string::npos)
       << "warned more than once\n" << out;
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// Point-to-point ops on device buffers (a ring in one group, all-to-all) go through
+// conduitd asynchronously, as collectives do: the calls return before their inputs exist,
+// every result is right; on the event-ordered path they are staged, with the same results.
+TEST_F(DeviceDoubleTest, PointToPointOnDeviceBuffers) {
+  Subprocess& p = RunProbe({"p2p", "--ranks", "3"});
+  EXPECT_TRUE(Passed(p)) << p.Output();
+  Subprocess& events = RunProbe({"p2p", "--ranks", "2"}, {"CONDUIT_DEVICE_SYNC=events"});
+  EXPECT_TRUE(Passed(events)) << events.Output();
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 

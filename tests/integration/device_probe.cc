@@ -27,6 +27,9 @@
 //       meanwhile); with --inputs vmm the inputs are virtual-memory-managed allocations.
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
+//   device_probe p2p [--ranks N]            point-to-point on device buffers (N ranks here):
+//       a ring of sends and receives in one group, and ncclAlltoAll, inputs still being
+//       computed when the calls are made. (The hosts mode runs the ring across hosts.)
 //   device_probe vmm                        two ranks on virtual-memory-managed buffers laid
 //       out as PyTorch's expandable segments: mapped in conduitd from file descriptors,
 //       buffers across two allocations and allocations that cannot be exported staged,
@@ -478,6 +481,68 @@ int Loop(int nranks, const std::string& stop_file, bool vmm) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Every rank sends its input to the next rank and receives the previous one's, in one
+// group, while its input is still being computed (the pattern of pipeline parallelism).
+void Ring(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv, const std::string& where) {
+  const float b = FillSends(r, send, kCount);
+  const Clock::time_point start = Clock::now();
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < r.local(); ++i) {
+    const int me = r.base + i;
+    NCCL_CHECK(ncclSend(send[i], kCount, ncclFloat32, (me + 1) % r.nranks, r.comms[i], Nccl(r.streams[i])));
+    NCCL_CHECK(ncclRecv(recv[i], kCount, ncclFloat32, (me + r.nranks - 1) % r.nranks, r.comms[i], Nccl(r.streams[i])));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  const double call_ms = MsSince(start);
+  std::printf("device_probe: the send/recv calls %s returned after %.1f ms (inputs ready after %u ms)\n", where.c_str(),
+              call_ms, kComputeMs);
+  if (AsyncExpected()) Check(call_ms < kComputeMs / 2.0, "send/recv " + where + " returned before their inputs existed");
+  for (int i = 0; i < r.local(); ++i) {
+    const int from = (r.base + i + r.nranks - 1) % r.nranks;
+    const long wrong = FirstWrong(Read(recv[i], kCount, r.streams[i]),
+                                  [&](size_t e) { return b + static_cast<float>(from + 1) + static_cast<float>(e); });
+    Check(wrong < 0, "send/recv ring " + where + ", rank " + std::to_string(r.base + i) +
+                         (wrong < 0 ? "" : " (first wrong element " + std::to_string(wrong) + ")"));
+  }
+}
+
+// ncclAlltoAll (a group of sends and receives to every rank, itself included): block j of
+// rank i's input lands as block i of rank j's output.
+void AlltoAll(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
+  auto first = [](int rank) { return 100000.0f * static_cast<float>(rank + 1); };
+  for (int i = 0; i < r.local(); ++i) Fill(send[i], kCount * r.nranks, first(r.base + i), kComputeMs, r.streams[i]);
+  NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < r.local(); ++i) {
+    NCCL_CHECK(ncclAlltoAll(send[i], recv[i], kCount, ncclFloat32, r.comms[i], Nccl(r.streams[i])));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  for (int j = 0; j < r.local(); ++j) {
+    const int me = r.base + j;
+    const long wrong = FirstWrong(Read(recv[j], kCount * r.nranks, r.streams[j]), [&](size_t e) {
+      const size_t from = e / kCount;
+      return first(static_cast<int>(from)) + static_cast<float>(static_cast<size_t>(me) * kCount + e % kCount);
+    });
+    Check(wrong < 0, "all-to-all, rank " + std::to_string(me) +
+                         (wrong < 0 ? "" : " (first wrong element " + std::to_string(wrong) + ")"));
+  }
+}
+
+int P2p(int nranks) {
+  Ranks r = AllHere(nranks);
+  std::vector<float*> send(nranks), recv(nranks);
+  for (int i = 0; i < nranks; ++i) {
+    send[i] = DeviceFloats(kCount * nranks);
+    recv[i] = DeviceFloats(kCount * nranks);
+  }
+  Ring(r, send, recv, "on one host");
+  AlltoAll(r, send, recv);
+  // A collective after point-to-point groups on the same streams, and the ring again.
+  AllReduceSum(r, send, recv, "all-reduce after point-to-point");
+  Ring(r, send, recv, "after a collective");
+  for (int i = 0; i < nranks; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
+  return g_failures == 0 ? 0 : 1;
+}
+
 int Hosts(int nranks, int base, int local, const std::string& id_file) {
   ncclUniqueId id;
   if (base == 0) {
@@ -502,6 +567,7 @@ int Hosts(int nranks, int base, int local, const std::string& id_file) {
               call_ms, kComputeMs);
   if (AsyncExpected()) Check(call_ms < kComputeMs / 2.0, "the calls returned before the GPU work they wait for");
   AllGather(r, send, recv);
+  Ring(r, send, recv, "across hosts");
   for (int i = 0; i < local; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
   return g_failures == 0 ? 0 : 1;
 }
@@ -960,6 +1026,8 @@ int main(int argc, char** argv) {
     rc = DaemonDies();
   } else if (mode == "vmm") {
     rc = Vmm();
+  } else if (mode == "p2p") {
+    rc = P2p(std::atoi(Arg(argc, argv, "--ranks", "3")));
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;

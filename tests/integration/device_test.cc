@@ -90,6 +90,7 @@ TEST_F(DeviceProtocolTest, DeviceInfoReportsSupportOrWhyNot) {
     // A host without a usable GPU: the reason names what is missing.
     EXPECT_FALSE(reason.empty());
     EXPECT_EQ(info.ndevices, 0);
+    EXPECT_EQ(info.features, 0u);
     EXPECT_EQ(payload.size(), sizeof(info));
     std::cout << "daemon without GPU support: " << reason << "\n";
   } else {
