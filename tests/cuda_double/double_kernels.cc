@@ -7,7 +7,9 @@
 #include <string>
 
 #include "double_errors.h"
+#include "double_memory.h"
 #include "gpu/combine.h"
+#include "gpu_access.h"
 
 namespace cuda_double {
 
@@ -43,6 +45,13 @@ CUresult LaunchCombine(Stream& stream, void** params) {
     return conduit::cuda::kErrorInvalidValue;
   }
   const size_t bytes = a.count * sizeof(S);
+  // Device memory among the inputs or outputs: those accesses are the GPU's (gpu_access.h).
+  bool device_in = false, device_out = false;
+  auto is_device = [](const void* p) {
+    return Describe(reinterpret_cast<uint64_t>(p)).memory_type == conduit::cuda::kMemoryTypeDevice;
+  };
+  for (int r = 0; r < a.nin; ++r) device_in |= is_device(a.in[r]) || (a.scalar_at[r] != nullptr && is_device(a.scalar_at[r]));
+  for (int o = 0; o < a.nout; ++o) device_out |= is_device(a.out[o]);
   for (int r = 0; r < a.nin; ++r) {
     a.in[r] = HostView(reinterpret_cast<uint64_t>(a.in[r]), bytes);
     if (a.in[r] == nullptr) return kErrorIllegalAddress;
@@ -56,7 +65,8 @@ CUresult LaunchCombine(Stream& stream, void** params) {
     a.scalar_at[r] = HostView(reinterpret_cast<uint64_t>(a.scalar_at[r]), sizeof(S));
     if (a.scalar_at[r] == nullptr) return kErrorIllegalAddress;
   }
-  stream.Enqueue([a] {
+  stream.Enqueue([a, device_in, device_out] {
+    GpuAccess gpu(device_in, device_out);
     for (uint64_t i = 0; i < a.count; ++i) {
       const S v = conduit::gpu::CombineAt<E, Op>(a, i);
       for (int o = 0; o < a.nout; ++o) static_cast<S*>(a.out[o])[i] = v;
@@ -78,8 +88,10 @@ CUresult LaunchFill(Stream& stream, void** params) {
   memcpy(&delay_ms, params[4], sizeof(delay_ms));
   auto* out = reinterpret_cast<float*>(HostView(dst, count * sizeof(float)));
   if (out == nullptr) return kErrorIllegalAddress;
+  const bool device = Describe(dst).memory_type == conduit::cuda::kMemoryTypeDevice;
   stream.Enqueue([=] {
     SleepMs(delay_ms);  // a long kernel: whatever waits on this stream must wait for it
+    GpuAccess gpu(false, device);
     for (uint64_t i = 0; i < count; ++i) out[i] = first + step * static_cast<float>(i);
     return conduit::cuda::kSuccess;
   });

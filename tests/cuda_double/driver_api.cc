@@ -25,6 +25,7 @@
 #include "double_memory.h"
 #include "double_streams.h"
 #include "double_vmm.h"
+#include "gpu_access.h"
 
 using namespace conduit::cuda;  // NOLINT: the ABI's types, as cuda.h would give them
 
@@ -398,18 +399,24 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream 
   uint8_t* to = HostView(dst, bytes);
   uint8_t* from = HostView(src, bytes);
   if (to == nullptr || from == nullptr) return kErrorInvalidValue;
-  const bool pageable_src = Describe(src).memory_type == 0;
-  const bool pageable_dst = Describe(dst).memory_type == 0;
+  const unsigned src_type = Describe(src).memory_type;
+  const unsigned dst_type = Describe(dst).memory_type;
+  const bool pageable_src = src_type == 0;
+  const bool pageable_dst = dst_type == 0;
+  const bool device_dst = dst_type == kMemoryTypeDevice;
   if (pageable_src) {
     // CUDA copies pageable memory to a staging buffer before returning: the caller may
     // reuse the source at once.
     auto copy = std::make_shared<std::vector<uint8_t>>(from, from + bytes);
-    stream->Enqueue([to, copy] {
+    stream->Enqueue([to, copy, device_dst] {
+      GpuAccess gpu(false, device_dst);
       memcpy(to, copy->data(), copy->size());
       return kSuccess;
     });
   } else {
-    stream->Enqueue([to, from, bytes] {
+    const bool device_src = src_type == kMemoryTypeDevice;
+    stream->Enqueue([to, from, bytes, device_src, device_dst] {
+      GpuAccess gpu(device_src, device_dst);
       memmove(to, from, bytes);
       return kSuccess;
     });
@@ -426,6 +433,7 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstrea
   uint8_t* to = HostView(dst, n);
   if (to == nullptr || Describe(dst).memory_type == 0) return kErrorInvalidValue;
   stream->Enqueue([to, value, n] {
+    GpuAccess gpu(false, true);  // device memory (checked above)
     memset(to, value, n);
     return kSuccess;
   });

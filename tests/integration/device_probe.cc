@@ -499,10 +499,13 @@ void Ring(const Ranks& r, const std::vector<float*>& send, const std::vector<flo
   if (AsyncExpected()) Check(call_ms < kComputeMs / 2.0, "send/recv " + where + " returned before their inputs existed");
   for (int i = 0; i < r.local(); ++i) {
     const int from = (r.base + i + r.nranks - 1) % r.nranks;
-    const long wrong = FirstWrong(Read(recv[i], kCount, r.streams[i]),
-                                  [&](size_t e) { return b + static_cast<float>(from + 1) + static_cast<float>(e); });
+    auto want = [&](size_t e) { return b + static_cast<float>(from + 1) + static_cast<float>(e); };
+    const std::vector<float> got = Read(recv[i], kCount, r.streams[i]);
+    const long wrong = FirstWrong(got, want);
     Check(wrong < 0, "send/recv ring " + where + ", rank " + std::to_string(r.base + i) +
-                         (wrong < 0 ? "" : " (first wrong element " + std::to_string(wrong) + ")"));
+                         (wrong < 0 ? ""
+                                    : " (element " + std::to_string(wrong) + " is " + std::to_string(got[wrong]) +
+                                          ", not " + std::to_string(want(wrong)) + ")"));
   }
 }
 
