@@ -274,6 +274,10 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
         (context.device_ops == nullptr || context.device_ops->size() != ops.size() || context.streamed)) {
       st = InvalidArgument("a device op outside a (non-streamed) device group");
     }
+    if (st.ok() && (ops[i].flags & shimproto::kOpDevice) && !shimproto::IsCollectiveKind(ops[i].kind) &&
+        (context.p2p_stream == nullptr || context.ready_word == 0)) {
+      st = InvalidArgument("%s on device buffers needs an asynchronous device group", OpKindName(ops[i].kind));
+    }
     if (st.ok() && (ops[i].flags & shimproto::kOpRegion) &&
         (context.host_ops == nullptr || context.host_ops->size() != ops.size() || context.streamed ||
          (*context.host_ops)[i].recv == nullptr)) {
@@ -292,10 +296,10 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
       *failed_op = static_cast<int>(i);
     }
   };
-  // Point-to-point ops on device buffers: their bytes in pinned memory (device_p2p.cc).
+  // Point-to-point ops on device buffers: their bytes in pinned memory (device_p2p.cc). A
+  // failure here (the GPU's) skips the rest and aborts below, so no peer waits for good.
   std::vector<uint8_t*> device_p2p(ops.size(), nullptr);
-  note(0, StageDeviceSends(ops, context, &device_p2p));
-  if (!first.ok()) return first;
+  first = StageDeviceSends(ops, context, &device_p2p);
   // Sends are posted first and receives waited on last, so every grouped pattern of
   // point-to-point ops (including cycles such as all-to-all) completes.
   std::vector<std::shared_ptr<SendTicket>> tickets;

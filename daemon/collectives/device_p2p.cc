@@ -37,11 +37,8 @@ Status Communicator::StageDeviceSends(const std::vector<shimproto::OpDesc>& ops,
   size_t total = 0;
   for (const shimproto::OpDesc& op : ops) total += IsDeviceP2p(op) ? Aligned(OpBytes(op)) : 0;
   if (total == 0) return Status::Ok();
-  gpu::CommStream* stream = context.p2p_stream;
-  if (stream == nullptr || context.device_ops == nullptr || context.device_ops->size() != ops.size() ||
-      context.ready_word == 0) {
-    return InvalidArgument("point-to-point ops on device buffers need an asynchronous device group");
-  }
+  gpu::CommStream* stream = context.p2p_stream;  // RunGroup checked it is there
+  if (stream == nullptr) return InternalError("device point-to-point ops without their stream");
   gpu::Runtime& runtime = gpu::Runtime::Get();
   cuda::ScopedContext ctx(runtime.driver(), stream->context());
   if (!ctx.ok()) return SystemError("cannot make GPU %d's context current", stream->device());
