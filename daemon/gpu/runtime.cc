@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/detached_thread.h"
 #include "common/fd_io.h"
 #include "common/log.h"
+#include "common/thread_guard.h"
 #include "cuda/nvrtc.h"
 #include "gpu/reduce_kernels.h"
 
@@ -29,12 +31,11 @@ Runtime::Runtime() {
       },
       [this, driver](const DeviceMapping& m) {
         if (driver == nullptr) return;
-        cuda::ScopedContext ctx(*driver, context(m.device));
         if (m.fd >= 0) {
-          UnmapShareable(m.base, m.size);
-          close(m.fd);
+          UnmapLater(m.device, m.base, m.size, m.fd);
           return;
         }
+        cuda::ScopedContext ctx(*driver, context(m.device));
         cuda::CUresult r = driver->IpcCloseMemHandle(m.base);
         if (r != cuda::kSuccess) CLOG_WARN("%s", driver->Error("cuIpcCloseMemHandle", r).message().c_str());
       });
@@ -231,10 +232,41 @@ Status Runtime::MapShareable(const shimproto::RegisterBufferRequest& req, int fd
   return Status::Ok();
 }
 
-void Runtime::UnmapShareable(uint64_t base, uint64_t size) {
-  cuda::CUresult r = driver_->MemUnmap(base, size);
-  if (r == cuda::kSuccess) r = driver_->MemAddressFree(base, size);
-  if (r != cuda::kSuccess) CLOG_WARN("%s", driver_->Error("cuMemUnmap of a program's buffer", r).message().c_str());
+void Runtime::UnmapLater(int device, uint64_t base, uint64_t size, int fd) {
+  std::lock_guard<std::mutex> lock(unmap_mu_);
+  unmaps_.push_back(Unmap{device, base, size, fd});
+  unmap_cv_.notify_one();
+  if (unmapper_started_) return;
+  unmapper_started_ = true;
+  try {
+    SpawnDetached("GPU unmapper", [this] { RunGuarded("GPU unmapper", [this] { UnmapLoop(); }); });
+  } catch (const std::system_error& e) {
+    // Left for a later close to try again; the mappings stay until then.
+    unmapper_started_ = false;
+    CLOG_WARN("cannot start the thread that unmaps programs' GPU memory: %s", e.what());
+  }
+}
+
+void Runtime::UnmapLoop() {
+  std::unique_lock<std::mutex> lock(unmap_mu_);
+  for (;;) {
+    // Ends when idle, so a daemon that stops does not wait for it; the next close starts it.
+    if (!unmap_cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return !unmaps_.empty(); })) {
+      unmapper_started_ = false;
+      return;
+    }
+    const Unmap u = unmaps_.front();
+    unmaps_.pop_front();
+    lock.unlock();
+    {
+      cuda::ScopedContext ctx(*driver_, context(u.device));
+      cuda::CUresult r = driver_->MemUnmap(u.base, u.size);
+      if (r == cuda::kSuccess) r = driver_->MemAddressFree(u.base, u.size);
+      if (r != cuda::kSuccess) CLOG_WARN("%s", driver_->Error("cuMemUnmap of a program's buffer", r).message().c_str());
+      close(u.fd);
+    }
+    lock.lock();
+  }
 }
 
 int Runtime::DeviceOfUuid(const uint8_t uuid[16]) const {

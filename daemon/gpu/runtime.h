@@ -7,6 +7,8 @@
 #ifndef CONDUIT_DAEMON_GPU_RUNTIME_H_
 #define CONDUIT_DAEMON_GPU_RUNTIME_H_
 
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,7 +80,22 @@ class Runtime {
   // readable and writable by `device`).
   Status OpenIpc(const shimproto::RegisterBufferRequest& req, DeviceMapping* out);
   Status MapShareable(const shimproto::RegisterBufferRequest& req, int fd, int device, DeviceMapping* out);
-  void UnmapShareable(uint64_t base, uint64_t size);
+  // Unmaps what MapShareable mapped and closes its descriptor, on a thread of its own:
+  // cuMemUnmap is synchronous (it may wait for GPU work queued on any stream, some of which
+  // waits on programs), so it never runs on a thread that such work waits for (a
+  // collective's, the registry's sweep).
+  void UnmapLater(int device, uint64_t base, uint64_t size, int fd);
+  void UnmapLoop();
+  struct Unmap {
+    int device;
+    uint64_t base;
+    uint64_t size;
+    int fd;
+  };
+  std::mutex unmap_mu_;
+  std::condition_variable unmap_cv_;
+  std::deque<Unmap> unmaps_;
+  bool unmapper_started_ = false;
 
   bool available_ = false;
   std::string reason_;
