@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/device_info_reply.h"
 #include "common/fd_io.h"
 #include "common/log.h"
 #include "nccl_debug.h"
@@ -182,15 +183,10 @@ Status DevicePath::Probe(DaemonConnection& conn) {
     std::string why;
     if (st.ok()) {
       shimproto::DeviceInfoReply head;
-      if (reply.payload.size() < sizeof(head)) return SystemError("malformed DeviceInfo reply");
-      memcpy(&head, reply.payload.data(), sizeof(head));
-      if (head.ndevices < 0 || reply.payload.size() != sizeof(head) + head.ndevices * sizeof(shimproto::DeviceUuid)) {
-        return SystemError("malformed DeviceInfo reply (%zu bytes)", reply.payload.size());
-      }
+      const std::string_view payload(reinterpret_cast<const char*>(reply.payload.data()), reply.payload.size());
+      CONDUIT_RETURN_IF_ERROR(DecodeDeviceInfoReply(payload, &head, &daemon_devices_));
       daemon_serves_ = head.supported != 0;
       daemon_p2p_ = daemon_serves_ && (head.features & shimproto::kDeviceFeatureP2p) != 0;
-      daemon_devices_.resize(head.ndevices);
-      memcpy(daemon_devices_.data(), reply.payload.data() + sizeof(head), head.ndevices * sizeof(shimproto::DeviceUuid));
       why = FromCString(head.reason);
     } else if (st.code() == ncclInvalidArgument) {
       why = "it predates device buffers";  // "unknown request type"

@@ -150,10 +150,8 @@ void ClientSession::Run() {
         break;
       }
       case shimproto::kRegisterBuffer:
-        st = HandleRegisterBuffer(frame);
-        break;
       case shimproto::kRegisterVmmBuffer:
-        st = HandleRegisterVmmBuffer(frame);
+        st = HandleRegisterBuffer(frame);
         break;
       case shimproto::kReleaseBuffer:
         st = HandleReleaseBuffer(frame);
@@ -380,22 +378,16 @@ Status ClientSession::HandleAttach(Frame& frame) {
 }
 
 Status ClientSession::HandleRegisterBuffer(const Frame& frame) {
-  Status st = ApplyExact<shimproto::RegisterBufferRequest>(frame, "RegisterBuffer",
-                                                           [&](const auto& req) { return device_.Register(req); });
-  if (!st.ok()) CLOG_INFO("%s: RegisterBuffer refused: %s", who_.c_str(), st.message().c_str());
-  return ReplyStatus(shimproto::kRegisterBufferReply, st);
-}
-
-Status ClientSession::HandleRegisterVmmBuffer(const Frame& frame) {
-  Status st = ApplyExact<shimproto::RegisterBufferRequest>(frame, "RegisterVmmBuffer", [&](const auto& req) {
-    if (!frame.fd.valid()) return InvalidArgument("RegisterVmmBuffer arrived without the allocation's file descriptor");
-    for (uint8_t b : req.ipc_handle) {
-      if (b != 0) return InvalidArgument("RegisterVmmBuffer carries an IPC handle (it must be all zero)");
-    }
-    return device_.Register(req, frame.fd.get());
-  });
-  if (!st.ok()) CLOG_INFO("%s: RegisterVmmBuffer refused: %s", who_.c_str(), st.message().c_str());
-  return ReplyStatus(shimproto::kRegisterVmmBufferReply, st);
+  // Both kinds: RegisterBuffer (an IPC handle) and RegisterVmmBuffer (a descriptor).
+  const uint16_t type = frame.header.type;
+  shimproto::RegisterBufferRequest req;
+  Status st = ParseRegisterBuffer(type, frame.payload, frame.fd.valid(), &req);
+  if (st.ok()) st = device_.Register(req, type == shimproto::kRegisterVmmBuffer ? frame.fd.get() : -1);
+  if (!st.ok()) {
+    CLOG_INFO("%s: %s refused: %s", who_.c_str(), type == shimproto::kRegisterVmmBuffer ? "RegisterVmmBuffer" : "RegisterBuffer",
+              st.message().c_str());
+  }
+  return ReplyStatus(static_cast<uint16_t>(type + 1), st);
 }
 
 Status ClientSession::HandleReleaseBuffer(const Frame& frame) {

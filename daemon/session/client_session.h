@@ -50,8 +50,8 @@ class ClientSession {
   Status HandleGroup(const Frame& frame);
   // A kGroupAsync group: checked and resolved now, replied to at once, run by proxy_.
   Status HandleAsyncGroup(const ParsedGroup& group);
+  // RegisterBuffer and RegisterVmmBuffer.
   Status HandleRegisterBuffer(const Frame& frame);
-  Status HandleRegisterVmmBuffer(const Frame& frame);
   Status HandleReleaseBuffer(const Frame& frame);
   Status HandleAttachRegion(Frame& frame);
   Status HandleReleaseRegion(const Frame& frame);

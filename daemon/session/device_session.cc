@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/device_info_reply.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "gpu/runtime.h"
@@ -22,17 +23,12 @@ std::vector<uint8_t> DeviceSession::InfoReply() {
   shimproto::DeviceInfoReply head{};
   head.status = ToWire(Status::Ok());
   head.supported = rt.available() ? 1 : 0;
-  head.ndevices = rt.available() ? rt.device_count() : 0;
   head.driver_version = rt.available() ? rt.driver().version() : 0;
   head.features = rt.available() ? shimproto::kDeviceFeatureP2p : 0;
   CopyCString(head.reason, rt.available() ? "" : rt.unavailable_reason().c_str());
-  std::vector<uint8_t> payload(sizeof(head) + head.ndevices * sizeof(shimproto::DeviceUuid));
-  memcpy(payload.data(), &head, sizeof(head));
-  for (int d = 0; d < head.ndevices; ++d) {
-    memcpy(payload.data() + sizeof(head) + d * sizeof(shimproto::DeviceUuid), rt.uuid(d).bytes,
-           sizeof(shimproto::DeviceUuid));
-  }
-  return payload;
+  std::vector<shimproto::DeviceUuid> devices(rt.available() ? rt.device_count() : 0);
+  for (size_t d = 0; d < devices.size(); ++d) memcpy(devices[d].bytes, rt.uuid(static_cast<int>(d)).bytes, sizeof(devices[d].bytes));
+  return EncodeDeviceInfoReply(head, devices);
 }
 
 Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request, int fd) {

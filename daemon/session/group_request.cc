@@ -59,6 +59,21 @@ Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out) 
   return Status::Ok();
 }
 
+Status ParseRegisterBuffer(uint16_t type, const std::vector<uint8_t>& payload, bool has_fd,
+                           shimproto::RegisterBufferRequest* out) {
+  const bool vmm = type == shimproto::kRegisterVmmBuffer;
+  const char* name = vmm ? "RegisterVmmBuffer" : "RegisterBuffer";
+  if (!vmm && type != shimproto::kRegisterBuffer) return InvalidArgument("not a buffer registration (type %u)", type);
+  if (payload.size() != sizeof(*out)) return InvalidArgument("malformed %s (%zu bytes)", name, payload.size());
+  memcpy(out, payload.data(), sizeof(*out));
+  if (!vmm) return Status::Ok();
+  if (!has_fd) return InvalidArgument("RegisterVmmBuffer arrived without the allocation's file descriptor");
+  for (uint8_t b : out->ipc_handle) {
+    if (b != 0) return InvalidArgument("RegisterVmmBuffer carries an IPC handle (it must be all zero)");
+  }
+  return Status::Ok();
+}
+
 Status OpBufferBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, uint64_t* recv) {
   uint64_t block, all;
   if (__builtin_mul_overflow(op.count, static_cast<uint64_t>(DataTypeSize(static_cast<ncclDataType_t>(op.dtype))), &block) ||

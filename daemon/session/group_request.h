@@ -28,6 +28,13 @@ struct ParsedGroup {
 // against the communicator and segment by Communicator::ValidateOp.
 Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out);
 
+// A RegisterBuffer (kRegisterBuffer) or RegisterVmmBuffer (kRegisterVmmBuffer) request:
+// exactly one RegisterBufferRequest; a RegisterVmmBuffer must carry the allocation's
+// descriptor (`has_fd`) and an all-zero ipc_handle. What the GPU makes of it is
+// DeviceSession::Register's to check.
+Status ParseRegisterBuffer(uint16_t type, const std::vector<uint8_t>& payload, bool has_fd,
+                           shimproto::RegisterBufferRequest* out);
+
 // The bytes an op reads from its input buffer and writes to its output buffer when they
 // are the program's own (device buffers, host regions) rather than one segment layout:
 // ReduceScatter reads nranks blocks, AllGather writes them; all else one block each.

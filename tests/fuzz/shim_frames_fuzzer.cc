@@ -1,7 +1,8 @@
 // What the daemon reads from a program on its Unix socket, through its own code: frames as
 // the buffered reader takes them off a socket (headers, lengths, payloads), the Group
-// request's layout, and the ncclUniqueId a program passes back in CommInit. The first byte
-// picks the decoder, the rest is its bytes.
+// request's layout, the ncclUniqueId a program passes back in CommInit, and the
+// RegisterBuffer / RegisterVmmBuffer requests; and the DeviceInfo reply as the shim reads
+// it. The first byte picks the decoder, the rest is its bytes.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device_info_reply.h"
 #include "common/frame_stream.h"
 #include "common/unique_id.h"
 #include "fuzz_check.h"
@@ -103,14 +105,46 @@ void Frames(const uint8_t* data, size_t size) {
   }
 }
 
+// The DeviceInfo reply as the shim reads it: what is taken is exactly a head and the
+// UUIDs it announces, and writes back to the same bytes.
+void DeviceInfo(const uint8_t* data, size_t size) {
+  shimproto::DeviceInfoReply head;
+  std::vector<shimproto::DeviceUuid> devices;
+  if (!DecodeDeviceInfoReply(std::string_view(reinterpret_cast<const char*>(data), size), &head, &devices).ok()) return;
+  FUZZ_CHECK(head.ndevices >= 0 && static_cast<size_t>(head.ndevices) == devices.size() &&
+                 size == sizeof(head) + devices.size() * sizeof(shimproto::DeviceUuid),
+             "%zu bytes taken for %d devices", size, head.ndevices);
+  const std::vector<uint8_t> again = EncodeDeviceInfoReply(head, devices);
+  FUZZ_CHECK(again.size() == size && memcmp(again.data(), data, size) == 0, "the reply does not write back the same");
+}
+
+// A buffer registration: the first byte says which request (bit 0: RegisterVmmBuffer) and
+// whether a descriptor came with it (bit 1).
+void Registration(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  const uint16_t type = (data[0] & 1) ? shimproto::kRegisterVmmBuffer : shimproto::kRegisterBuffer;
+  const bool has_fd = (data[0] & 2) != 0;
+  const std::vector<uint8_t> payload(data + 1, data + size);
+  shimproto::RegisterBufferRequest req;
+  if (!ParseRegisterBuffer(type, payload, has_fd, &req).ok()) return;
+  FUZZ_CHECK(payload.size() == sizeof(req) && memcmp(&req, payload.data(), sizeof(req)) == 0, "request bytes");
+  if (type == shimproto::kRegisterVmmBuffer) {
+    bool zero = true;
+    for (uint8_t b : req.ipc_handle) zero &= b == 0;
+    FUZZ_CHECK(has_fd && zero, "a RegisterVmmBuffer taken without its descriptor (%d) or with a handle", has_fd);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  switch (data[0] % 3) {
+  switch (data[0] % 5) {
     case 0: Group(data + 1, size - 1); break;
     case 1: UniqueId(data + 1, size - 1); break;
     case 2: Frames(data + 1, size - 1); break;
+    case 3: DeviceInfo(data + 1, size - 1); break;
+    case 4: Registration(data + 1, size - 1); break;
   }
   return 0;
 }
