@@ -41,8 +41,10 @@ LocalObject::LocalObject(std::string id, uint64_t size, const CopyInfo& info)
 
 LocalObject::~LocalObject() {
   if (!fd_.valid() || data_ == nullptr) return;
-  if (spares_ != nullptr) {
-    spares_->Give(SpareMemory::Block{std::move(fd_), data_, size_});
+  // A copy programs could read goes back only once no program holds its file any more
+  // (spare_memory.h); otherwise its pages go when the last holder lets go.
+  if (spares_ != nullptr && !handed_over_.load() && (internal_ || OnlyTheDaemonHolds(fd_.get()))) {
+    spares_->Give(SpareMemory::Block{std::move(fd_), data_, size_, !internal_, owner_});
   } else {
     munmap(data_, size_);
   }
@@ -54,10 +56,12 @@ Status LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory> sp
     data_ = heap_.data();
     return Status::Ok();
   }
-  if (internal_ && spares != nullptr) {
+  // Only copies the daemon writes through its own mapping are made from spare memory and
+  // given back to it; a Put's memfd was writable in its creator's hands.
+  if (!creator_writes_ && spares != nullptr) {
     spares_ = std::move(spares);
     SpareMemory::Block spare;
-    if (spares_->Take(size_, &spare)) {  // sealed as below already, its pages made
+    if (spares_->Take(size_, internal_ ? nullptr : &owner_, &spare)) {  // sealed as below already, its pages made
       fd_ = std::move(spare.fd);
       data_ = spare.data;
       return Status::Ok();
@@ -194,6 +198,11 @@ Status LocalObject::Seal() {
   if (!fd_.valid() || internal_) return Status::Ok();
   std::lock_guard<std::mutex> lock(seal_mu_);
   if (sealed_) return Status::Ok();
+  // A spare memfd reused for a copy (spare_memory.h) has all its seals from before.
+  if (!creator_writes_ && (fcntl(fd_.get(), F_GET_SEALS) & F_SEAL_SEAL) != 0) {
+    sealed_ = true;
+    return Status::Ok();
+  }
   // A copy the daemon wrote has been F_SEAL_FUTURE_WRITE since it was made; the daemon's
   // own writable mapping stays (nobody else can write). A Put's memfd gets F_SEAL_WRITE,
   // which the kernel refuses (EBUSY) while any writable shared mapping of it exists: the
@@ -349,8 +358,7 @@ Status LocalStore::Reserve(const std::string& id, uint64_t size) {
 
 Status LocalStore::Create(const std::string& id, uint64_t size, const CopyInfo& info, ObjectRef* out) {
   const bool shared_memory = size >= inline_limit_;
-  std::shared_ptr<SpareMemory> spares = info.internal ? spares_ : nullptr;
-  return Add(id, size, info, [&](LocalObject& obj) { return obj.Allocate(shared_memory, spares); }, out);
+  return Add(id, size, info, [&](LocalObject& obj) { return obj.Allocate(shared_memory, spares_); }, out);
 }
 
 Status LocalStore::Adopt(const std::string& id, uint64_t size, const CopyInfo& info, UniqueFd memfd,

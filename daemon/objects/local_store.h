@@ -21,6 +21,7 @@
 #ifndef CONDUIT_DAEMON_OBJECTS_LOCAL_STORE_H_
 #define CONDUIT_DAEMON_OBJECTS_LOCAL_STORE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -60,9 +61,10 @@ class LocalObject {
   LocalObject(const LocalObject&) = delete;
   LocalObject& operator=(const LocalObject&) = delete;
 
-  // Backs the object with a memfd (large) or heap bytes (small). A partial result
-  // (CopyInfo::internal) given `spares` takes a spare memfd of its size from there when
-  // one exists, and gives its memfd back to it when the copy is destroyed.
+  // Backs the object with a memfd (large) or heap bytes (small). A copy the daemon writes
+  // (not a Put's) given `spares` takes a spare memfd of its size from there when one it may
+  // reuse exists, and gives its memfd back to it when the copy is destroyed, if nobody
+  // else holds it then (spare_memory.h).
   Status Allocate(bool shared_memory, std::shared_ptr<SpareMemory> spares = nullptr);
   // Backs it instead with a complete copy another daemon process made (a live upgrade,
   // docs/upgrade.md): its memfd, which must have this size and be sealed against writes
@@ -80,6 +82,9 @@ class LocalObject {
   // memory on fast links"). Only a hint: a kernel without MADV_POPULATE_WRITE (< 5.14) faults as before.
   void PrepareWrite(uint64_t offset, uint64_t len) const;
   int fd() const { return fd_.get(); }
+  // The memfd is being handed to another process as it is (a live upgrade's dup): it
+  // never goes back to the spare memory, whose check cannot see a dup of it.
+  void HandOver() { handed_over_.store(true); }
   // A new read-only descriptor of the memfd (a program can map it, but never writably).
   Status ReadOnlyFd(UniqueFd* out) const;
   bool pinned() const { return pinned_; }
@@ -121,6 +126,7 @@ class LocalObject {
   UniqueFd fd_;
   uint8_t* data_ = nullptr;
   std::shared_ptr<SpareMemory> spares_;  // where the memfd goes when the copy is destroyed
+  std::atomic<bool> handed_over_{false};
   std::vector<uint8_t> heap_;
 
   mutable std::mutex mu_;
@@ -177,8 +183,10 @@ class LocalStore {
 
   uint64_t used() const;
   uint64_t limit() const { return limit_; }
-  // Bytes held for reuse by partial results (within the limit: given up before any eviction).
+  // Bytes held for reuse by later copies (within the limit: given up before any eviction).
   uint64_t spare_bytes() const { return spares_->bytes(); }
+  // Copies made from spare memory, since start.
+  uint64_t spare_reused() const { return spares_->reused(); }
   UidQuotas& quotas() { return quotas_; }
 
  private:

@@ -19,6 +19,11 @@ void AddObjectAdmin(AdminApi* api, ObjectService* service) {
     w.Sample("conduit_objects_store_bytes", {}, static_cast<double>(m.store_bytes));
     w.Family("conduit_objects_store_limit_bytes", "gauge", "The local store's limit (--object-memory-bytes).");
     w.Sample("conduit_objects_store_limit_bytes", {}, static_cast<double>(m.store_limit));
+    w.Family("conduit_objects_spare_bytes", "gauge",
+             "Memory of deleted copies kept for the next copy of the same size (within the store's limit).");
+    w.Sample("conduit_objects_spare_bytes", {}, static_cast<double>(m.spare_bytes));
+    w.Family("conduit_objects_spare_reused_total", "counter", "Copies made from kept memory instead of new pages.");
+    w.Sample("conduit_objects_spare_reused_total", {}, static_cast<double>(m.spare_reused));
     w.Family("conduit_objects_transfers_total", "counter", "Object transfers, by kind.");
     w.Sample("conduit_objects_transfers_total", {{"kind", "served"}}, static_cast<double>(m.served));
     w.Sample("conduit_objects_transfers_total", {{"kind", "resumed"}}, static_cast<double>(m.resumed));

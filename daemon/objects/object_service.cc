@@ -591,6 +591,7 @@ Status ObjectService::ExportCopies(std::vector<HandedCopy>* out) {
     c.charged = obj->charged();
     c.owner = obj->owner();
     if (obj->has_fd()) {
+      obj->HandOver();
       if (Status dup = DupFd(obj->fd(), "an object memfd", &c.memfd); !dup.ok()) {
         return Err(objproto::kInternal, "%s", dup.message().c_str());
       }
@@ -633,6 +634,8 @@ ObjectMetrics ObjectService::Metrics() {
   m.local_copies = store_.All().size();
   m.store_bytes = store_.used();
   m.store_limit = store_.limit();
+  m.spare_bytes = store_.spare_bytes();
+  m.spare_reused = store_.spare_reused();
   m.served = stats_.served.load();
   m.resumed = stats_.resumed.load();
   m.received = stats_.received.load();

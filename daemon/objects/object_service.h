@@ -50,6 +50,7 @@ struct ObjectMetrics {
   size_t local_copies = 0;
   uint64_t store_bytes = 0;
   uint64_t store_limit = 0;
+  uint64_t spare_bytes = 0, spare_reused = 0;
   uint64_t served = 0, resumed = 0, received = 0;
 };
 

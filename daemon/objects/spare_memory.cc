@@ -1,18 +1,31 @@
 #include "objects/spare_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+
+#include <string>
 
 namespace conduit::objects {
 
 SpareMemory::~SpareMemory() { Clear(); }
 
-bool SpareMemory::Take(uint64_t size, Block* out) {
+namespace {
+
+bool SameOwner(const objproto::Owner& a, const objproto::Owner& b) {
+  return a.uid == b.uid && a.gid == b.gid && a.access == b.access;
+}
+
+}  // namespace
+
+bool SpareMemory::Take(uint64_t size, const objproto::Owner* exposed_owner, Block* out) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
-    if (it->size != size) continue;
+    if (it->size != size || it->exposed != (exposed_owner != nullptr)) continue;
+    if (exposed_owner != nullptr && !SameOwner(it->owner, *exposed_owner)) continue;
     *out = std::move(*it);
     blocks_.erase(it);
     bytes_ -= size;
+    ++reused_;
     return true;
   }
   return false;
@@ -45,10 +58,25 @@ uint64_t SpareMemory::bytes() const {
   return bytes_;
 }
 
+uint64_t SpareMemory::reused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reused_;
+}
+
 void SpareMemory::Release(Block& block) {
   if (block.data != nullptr) munmap(block.data, block.size);
   block.data = nullptr;
   block.fd.reset();
+}
+
+bool OnlyTheDaemonHolds(int memfd) {
+  // The probe is an open file of its own (read-only), which the check allows for.
+  const std::string path = "/proc/self/fd/" + std::to_string(memfd);
+  UniqueFd probe(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!probe.valid()) return false;
+  if (fcntl(probe.get(), F_SETLEASE, F_WRLCK) != 0) return false;  // EAGAIN: held elsewhere
+  (void)fcntl(probe.get(), F_SETLEASE, F_UNLCK);
+  return true;
 }
 
 }  // namespace conduit::objects

@@ -1,13 +1,25 @@
-// SpareMemory: the memfds of a reduce's partial results, kept after their copy is gone so
-// that the next partial result of the same size reuses them instead of new pages.
+// SpareMemory: the memfds of copies the daemon wrote itself (fetched copies, reduce
+// results, partial results), kept after their copy is gone so that the next copy of the
+// same size reuses them instead of new pages.
 //
-// Why only those: a fresh memfd's pages are allocated and zeroed as they are first written,
-// which on fast links costs the daemon more CPU than the copies themselves
-// (docs/benchmarks.md, "Object memory on fast links"). A partial result never leaves the
-// daemon: no program gets its descriptor (Get refuses internal ids) and a live upgrade
-// does not hand it over. So nobody can still read a reused memfd's old bytes, and a new
-// partial result's readers see only what its writer marked ready. Memfds that programs or
-// the next daemon may hold are never reused.
+// Why: a fresh memfd's pages are allocated and zeroed as they are first written, which on
+// fast links costs the daemon more CPU than the copies themselves (docs/benchmarks.md,
+// "Object memory on fast links").
+//
+// Who may see a reused memfd's old bytes decides what it may be reused for:
+//  * A reduce's partial result never leaves the daemon: no program gets its descriptor
+//    (Get refuses internal ids) and a live upgrade does not hand it over. Its memfd is
+//    reused for partial results only.
+//  * A copy programs could read ("exposed") is given back only when no open file of it is
+//    left outside the daemon (OnlyTheDaemonHolds: no descriptor, mapping or descriptor in
+//    flight), so no program sees an object's bytes change under it. It is reused only for
+//    a copy with the same owner and access (objproto::Owner): whoever could read the old
+//    bytes can read the new ones, so even pages a program kept without a file (spliced
+//    into a pipe, say) show nothing it was not allowed to read. A new copy's readers see
+//    what its writer marked ready; before that, a copying Get's mapping may show the old
+//    object's bytes instead of zeros.
+// Memfds a live upgrade handed to the next daemon, and Puts' memfds (their creator had a
+// writable descriptor), are never given back.
 #ifndef CONDUIT_DAEMON_OBJECTS_SPARE_MEMORY_H_
 #define CONDUIT_DAEMON_OBJECTS_SPARE_MEMORY_H_
 
@@ -16,6 +28,7 @@
 #include <vector>
 
 #include "common/fd_io.h"
+#include "protocol/object_protocol.h"
 
 namespace conduit::objects {
 
@@ -26,6 +39,8 @@ class SpareMemory {
     UniqueFd fd;
     uint8_t* data = nullptr;
     uint64_t size = 0;
+    bool exposed = false;     // programs could read it: reused only for `owner`'s copies
+    objproto::Owner owner{};  // with `exposed`
   };
 
   // Keeps at most `cap_bytes` in spare blocks.
@@ -34,13 +49,17 @@ class SpareMemory {
   SpareMemory(const SpareMemory&) = delete;
   SpareMemory& operator=(const SpareMemory&) = delete;
 
-  // A spare block of exactly `size` bytes, if there is one.
-  bool Take(uint64_t size, Block* out);
+  // A spare block of exactly `size` bytes, if there is one: for a partial result
+  // (`exposed_owner` null) one that never left the daemon, for a copy programs may read one
+  // whose earlier readers were `*exposed_owner`'s.
+  bool Take(uint64_t size, const objproto::Owner* exposed_owner, Block* out);
   // Keeps `block` for reuse, or unmaps and closes it when that would pass the cap.
   void Give(Block block);
   // Unmaps and closes every spare block (the store needs the memory).
   void Clear();
   uint64_t bytes() const;
+  // Blocks Take handed out, since start.
+  uint64_t reused() const;
 
  private:
   static void Release(Block& block);
@@ -49,7 +68,17 @@ class SpareMemory {
   mutable std::mutex mu_;
   std::vector<Block> blocks_;
   uint64_t bytes_ = 0;
+  uint64_t reused_ = 0;
 };
+
+// True when `memfd`'s file is open nowhere but in this process's own memfd descriptors:
+// no other process (nor this one) holds a descriptor opened through /proc, a mapping of
+// one, or one in flight over a socket. The kernel answers: a write lease is granted only
+// while no other open file of the inode exists (fcntl(2), F_SETLEASE). The memfd's own
+// open file is not counted by the lease check (memfd_create makes it without the open
+// counts), which is why programs must only ever get descriptors reopened through /proc
+// (LocalObject::ReadOnlyFd) and why a memfd handed over by dup is never given back.
+bool OnlyTheDaemonHolds(int memfd);
 
 }  // namespace conduit::objects
 

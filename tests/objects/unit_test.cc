@@ -1,6 +1,7 @@
 // Pieces of the object service that need no daemon: its statuses' codes, consistent
 // hashing, the reduce tree (shape, fill order, degree from eq. 2.1 of the Hoplite chapter)
 // and a copy's memory.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -245,6 +246,119 @@ TEST(LocalStore, PartialResultsReuseTheMemfdOfAnEarlierOne) {
   second->MarkComplete();
   EXPECT_TRUE(second->complete());
   EXPECT_EQ(second->data()[12345], 9);
+}
+
+objproto::Owner OwnerOf(uint32_t uid, uint32_t access) { return objproto::Owner{uid, uid, access, 0}; }
+
+// A copy programs could read (fetched, or a reduce's result) goes back to the spare memory
+// only once no program holds its file: not while a descriptor or a mapping of it is left,
+// nor after a live upgrade handed it over. It is reused only for a copy of the same owner
+// and access, never for a partial result, and a partial result's memfd never for it.
+TEST(LocalStore, ReadableCopiesAreReusedOnlyWhenNobodyHoldsThem) {
+  LocalStore store(64 << 20, 64 << 10);
+  const uint64_t size = 1 << 20;
+  CopyInfo mine;
+  mine.owner = OwnerOf(1000, objproto::kAccessOwner);
+  auto make = [&](const std::string& id, const CopyInfo& info, ObjectRef* out) {
+    ASSERT_TRUE(store.Create(id, size, info, out).ok()) << id;
+    ASSERT_TRUE((*out)->has_fd());
+  };
+  auto drop = [&](ObjectRef& obj) {
+    store.Remove(obj->id(), Status::Ok());
+    obj.reset();
+  };
+  auto fill = [&](ObjectRef& obj, uint8_t v) {
+    obj->PrepareWrite(0, size);
+    memset(obj->data(), v, size);
+    obj->MarkComplete();
+    ASSERT_TRUE(obj->complete());
+  };
+
+  ObjectRef held;  // a program still has a descriptor
+  make("held", mine, &held);
+  fill(held, 1);
+  UniqueFd program_fd;
+  ASSERT_TRUE(held->ReadOnlyFd(&program_fd).ok());
+  drop(held);
+  EXPECT_EQ(store.spare_bytes(), 0u) << "a program holds a descriptor";
+  program_fd.reset();
+
+  ObjectRef mapped;  // a program closed its descriptor but still maps the copy
+  make("mapped", mine, &mapped);
+  fill(mapped, 2);
+  UniqueFd fd;
+  ASSERT_TRUE(mapped->ReadOnlyFd(&fd).ok());
+  void* view = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(view, MAP_FAILED);
+  fd.reset();
+  drop(mapped);
+  EXPECT_EQ(store.spare_bytes(), 0u) << "a program maps it";
+  EXPECT_EQ(static_cast<uint8_t*>(view)[size - 1], 2) << "its view still shows its object";
+  munmap(view, size);
+
+  ObjectRef handed;  // given to the next daemon process by a live upgrade
+  make("handed", mine, &handed);
+  fill(handed, 3);
+  handed->HandOver();
+  drop(handed);
+  EXPECT_EQ(store.spare_bytes(), 0u) << "handed over";
+
+  ObjectRef released;  // mapped, unmapped, closed: nobody holds it any more
+  make("released", mine, &released);
+  fill(released, 4);
+  const ino_t ino = Inode(*released);
+  ASSERT_TRUE(released->ReadOnlyFd(&fd).ok());
+  view = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(view, MAP_FAILED);
+  munmap(view, size);
+  fd.reset();
+  drop(released);
+  EXPECT_EQ(store.spare_bytes(), size);
+
+  ObjectRef others;  // same size, another owner: new memory
+  CopyInfo theirs;
+  theirs.owner = OwnerOf(1001, objproto::kAccessOwner);
+  make("others", theirs, &others);
+  EXPECT_NE(Inode(*others), ino);
+  ObjectRef wider;  // same owner, readable by more: new memory
+  CopyInfo world = mine;
+  world.owner.access = objproto::kAccessWorld;
+  make("wider", world, &wider);
+  EXPECT_NE(Inode(*wider), ino);
+  ObjectRef partial;
+  CopyInfo internal;
+  internal.internal = true;
+  make("\x01r/1", internal, &partial);
+  EXPECT_NE(Inode(*partial), ino) << "a partial result never takes memory programs have seen";
+  ObjectRef put;  // a Put's memfd is its creator's: never from the spares
+  CopyInfo creator = mine;
+  creator.creator_writes = true;
+  creator.pinned = true;
+  make("put", creator, &put);
+  EXPECT_NE(Inode(*put), ino);
+
+  ObjectRef again;
+  make("again", mine, &again);
+  EXPECT_EQ(Inode(*again), ino) << "the same owner's next copy of this size reuses the memfd";
+  EXPECT_EQ(store.spare_bytes(), 0u);
+  EXPECT_EQ(store.spare_reused(), 1u);
+  fill(again, 5);  // writable through the daemon's mapping; sealing it again is no error
+  ASSERT_TRUE(again->ReadOnlyFd(&fd).ok());
+  view = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_EQ(static_cast<uint8_t*>(view)[0], 5);
+  EXPECT_EQ(static_cast<uint8_t*>(view)[size - 1], 5);
+  EXPECT_EQ(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0), MAP_FAILED)
+      << "still read-only for programs";
+  munmap(view, size);
+  const int seals = fcntl(again->fd(), F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW), F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW);
+  // A partial result's memfd, freed, is not taken by a readable copy either.
+  drop(partial);
+  EXPECT_EQ(store.spare_bytes(), size);
+  ObjectRef after;
+  make("after", mine, &after);
+  EXPECT_EQ(store.spare_bytes(), size) << "the partial result's memfd stays for partial results";
 }
 
 // Spare memory counts against the store's limit and goes before any copy is evicted.
