@@ -43,7 +43,9 @@ LocalObject::~LocalObject() {
   if (!fd_.valid() || data_ == nullptr) return;
   // A copy programs could read goes back only once no program holds its file any more
   // (spare_memory.h); otherwise its pages go when the last holder lets go.
-  if (spares_ != nullptr && !handed_over_.load() && (internal_ || OnlyTheDaemonHolds(fd_.get()))) {
+  UniqueFd probe;
+  if (spares_ != nullptr && !handed_over_.load() &&
+      (internal_ || (ReadOnlyFd(&probe).ok() && OnlyOpenFile(probe.get())))) {
     spares_->Give(SpareMemory::Block{std::move(fd_), data_, size_, !internal_, owner_});
   } else {
     munmap(data_, size_);

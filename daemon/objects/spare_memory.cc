@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
-#include <string>
-
 namespace conduit::objects {
 
 SpareMemory::~SpareMemory() { Clear(); }
@@ -69,13 +67,10 @@ void SpareMemory::Release(Block& block) {
   block.fd.reset();
 }
 
-bool OnlyTheDaemonHolds(int memfd) {
-  // The probe is an open file of its own (read-only), which the check allows for.
-  const std::string path = "/proc/self/fd/" + std::to_string(memfd);
-  UniqueFd probe(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!probe.valid()) return false;
-  if (fcntl(probe.get(), F_SETLEASE, F_WRLCK) != 0) return false;  // EAGAIN: held elsewhere
-  (void)fcntl(probe.get(), F_SETLEASE, F_UNLCK);
+bool OnlyOpenFile(int probe) {
+  // The lease check allows for the requester's own (read-only) open file.
+  if (fcntl(probe, F_SETLEASE, F_WRLCK) != 0) return false;  // EAGAIN: held elsewhere
+  (void)fcntl(probe, F_SETLEASE, F_UNLCK);
   return true;
 }
 

@@ -11,7 +11,7 @@
 //    (Get refuses internal ids) and a live upgrade does not hand it over. Its memfd is
 //    reused for partial results only.
 //  * A copy programs could read ("exposed") is given back only when no open file of it is
-//    left outside the daemon (OnlyTheDaemonHolds: no descriptor, mapping or descriptor in
+//    left outside the daemon (OnlyOpenFile: no descriptor, mapping or descriptor in
 //    flight), so no program sees an object's bytes change under it. It is reused only for
 //    a copy with the same owner and access (objproto::Owner): whoever could read the old
 //    bytes can read the new ones, so even pages a program kept without a file (spliced
@@ -71,14 +71,15 @@ class SpareMemory {
   uint64_t reused_ = 0;
 };
 
-// True when `memfd`'s file is open nowhere but in this process's own memfd descriptors:
-// no other process (nor this one) holds a descriptor opened through /proc, a mapping of
-// one, or one in flight over a socket. The kernel answers: a write lease is granted only
-// while no other open file of the inode exists (fcntl(2), F_SETLEASE). The memfd's own
+// `probe` is a read-only descriptor of a memfd that the caller has just reopened through
+// /proc (LocalObject::ReadOnlyFd). True when the memfd's file is open nowhere else: no
+// other process (nor this one) holds a descriptor opened through /proc, a mapping of one,
+// or one in flight over a socket. The kernel answers: a write lease is granted only while
+// no open file of the inode but the probe exists (fcntl(2), F_SETLEASE). The memfd's own
 // open file is not counted by the lease check (memfd_create makes it without the open
 // counts), which is why programs must only ever get descriptors reopened through /proc
-// (LocalObject::ReadOnlyFd) and why a memfd handed over by dup is never given back.
-bool OnlyTheDaemonHolds(int memfd);
+// and why a memfd handed over by dup is never given back.
+bool OnlyOpenFile(int probe);
 
 }  // namespace conduit::objects
 
