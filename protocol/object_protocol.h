@@ -1,4 +1,5 @@
-// The object-store protocol, version 3 (documented in docs/object-protocol.md).
+// The object-store protocol, version 3 with programs and 4 between daemons (documented in
+// docs/object-protocol.md).
 //
 // Message types 0x0200..0x02ff (service 2 in server/service.h), in both of Conduit's
 // framings: 0x0201..0x027f between a program (libhoplite) and its host's conduitd on the
@@ -17,10 +18,14 @@ namespace conduit::objproto {
 // Version 2: DirEvent carries a small object's bytes; Publish may reserve an id (kPubReserve).
 // Version 3: objects have an owner (uid, gid, read access) that travels with them (Put,
 // Reduce, Publish, AcquireReply, DirEvent); DirDelete carries who asks; codes 11 and 12.
+// Version 4 (between daemons only; programs still speak 3): DirStoreCopy, a shard hands a
+// small object's bytes to the daemons that will be asked for it.
 inline constexpr uint32_t kVersion = 3;
 // Between daemons the versions are negotiated (PeerHello): the ones this release speaks.
 inline constexpr uint32_t kOldestPeerVersion = 3;
-inline constexpr uint32_t kNewestPeerVersion = kVersion;
+inline constexpr uint32_t kNewestPeerVersion = 4;
+// The first peer version whose daemons take DirStoreCopy.
+inline constexpr uint32_t kStoreCopyPeerVersion = 4;
 // Objects smaller than this travel inline with directory messages (Hoplite's small-object
 // fast path) and never use shared memory.
 inline constexpr uint64_t kInlineLimit = 64 * 1024;
@@ -205,6 +210,7 @@ enum PeerType : uint16_t {
   kDropCopy = 0x0295,       // DropCopy, one-way (owner -> holder)
   kGoingAway = 0x0297,      // GoingAway: this daemon's process is being replaced (live upgrade)
   kGoingAwayReply = 0x0298, // Status
+  kDirStoreCopy = 0x0299,   // StoreCopy + size bytes, one-way (shard -> daemon; version 4)
   kFetch = 0x02a1,          // Fetch (data connection)
   kFetchReply = 0x02a2,     // FetchReply, then size - offset raw bytes
   kNodeStart = 0x02b1,      // NodeStart + nchildren ChildInfo (coordinator -> node host)
@@ -328,6 +334,16 @@ struct DropCopy {
   uint32_t reserved;
 };
 
+// A shard lists the receiving daemon as a complete location of a small object and hands it
+// the bytes, so that its programs' Gets are answered there without asking the shard; the
+// receiver keeps them as a cached copy (evictable, charged to nobody) or withdraws the
+// location (DirUnpublish) when it cannot.
+struct StoreCopy {
+  Id id;
+  uint64_t size;  // the bytes following the struct: exactly this many, < kInlineLimit
+  Owner owner;
+};
+
 // A daemon whose process a live upgrade replaces tells the others before it exits: for
 // grace_ms they keep its copies' locations (the new process holds the same copies behind
 // the same address) instead of dropping them, and declaring objects lost, when its
@@ -426,6 +442,7 @@ static_assert(sizeof(DirEvent) == 176 && kWireStruct<DirEvent>);
 static_assert(sizeof(DeleteRequest) == 72 && kWireStruct<DeleteRequest>);
 static_assert(sizeof(CountReply) == 264 && kWireStruct<CountReply>);
 static_assert(sizeof(DropCopy) == 72 && kWireStruct<DropCopy>);
+static_assert(sizeof(StoreCopy) == 88 && kWireStruct<StoreCopy>);
 static_assert(sizeof(Fetch) == 80 && kWireStruct<Fetch>);
 static_assert(sizeof(FetchReply) == 264 && kWireStruct<FetchReply>);
 static_assert(sizeof(ReduceKey) == 72 && kWireStruct<ReduceKey>);

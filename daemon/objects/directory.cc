@@ -20,6 +20,10 @@ constexpr int kSweepEveryMs = 50;
 // a silent daemon takes to be called dead (2 s) costs the readers of a truly lost object
 // no more than that.
 constexpr auto kLostConfirm = std::chrono::milliseconds(2000);
+// Small objects are handed to every daemon (DirStoreCopy) only in a store of at most this
+// many daemons: each Put then costs one small message per daemon, which a larger cluster
+// would pay for objects most daemons never read.
+constexpr size_t kMaxStoreCopyDaemons = 64;
 
 void RunAll(std::vector<std::function<void()>>& actions) {
   for (auto& a : actions) a();
@@ -56,7 +60,27 @@ Status ObjectLost(const std::string& id) {
   return Err(objproto::kLost, "object %s is lost: every complete copy died", Printable(id).c_str());
 }
 
-DirectoryShard::DirectoryShard(Peers* peers) : peers_(peers) {}
+DirectoryShard::DirectoryShard(Peers* peers, uint64_t store_copy_bytes)
+    : peers_(peers), store_copy_bytes_(store_copy_bytes) {}
+
+std::vector<std::string> DirectoryShard::StoreCopyTargets(const objproto::Publish& p, const std::string& where) const {
+  // A Put's new small object: not a Reduce's result (measured: its readers are already
+  // waiting at the shard when it appears, and the copies only cost CPU), not re-published
+  // soft state (its holders have it already), not a partial copy.
+  const uint32_t wanted = objproto::kPubCreate | objproto::kPubComplete | objproto::kPubOrigin;
+  if ((p.flags & wanted) != wanted || (p.flags & (objproto::kPubRepublish | objproto::kPubReserve)) ||
+      p.size > store_copy_bytes_ || p.size >= objproto::kInlineLimit || p.inline_bytes != p.size ||
+      p.owner.access < objproto::kAccessOwner || p.owner.access > objproto::kAccessWorld) {
+    return {};  // (a Put's owner always has its access resolved; a receiver refuses one without)
+  }
+  std::vector<std::string> live = peers_->Live();
+  if (live.size() > kMaxStoreCopyDaemons) return {};
+  std::vector<std::string> out;
+  for (std::string& addr : live) {
+    if (addr != where && peers_->VersionOf(addr) >= objproto::kStoreCopyPeerVersion) out.push_back(std::move(addr));
+  }
+  return out;
+}
 
 void DirectoryShard::Register() {
   using namespace std::placeholders;
@@ -90,6 +114,7 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
     answer(NotItsOwn(from, "published a copy on", where));
     return;
   }
+  const std::vector<std::string> store_copy_to = StoreCopyTargets(p, where);
   Actions actions;
   Status st;
   {
@@ -97,7 +122,11 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
     Entry& e = entries_[id];
     bool known = !e.locs.empty() || e.has_inline;
     const bool create = p.flags & objproto::kPubCreate;
-    if (create && (!e.reserved_by.empty() || (known && !(e.locs.size() == 1 && e.locs.count(where))))) {
+    // A create the shard has already taken (its answer was lost, the creator asks again)
+    // finds only the creator's copy and the copies handed out for it.
+    bool others = false;
+    for (const auto& [addr, loc] : e.locs) others = others || (addr != where && !loc.handed);
+    if (create && (!e.reserved_by.empty() || (known && (others || e.locs.count(where) == 0)))) {
       st = Err(objproto::kExists, "object %s already exists%s (objects are immutable; Delete it first)",
                Printable(id).c_str(), e.reserved_by.empty() ? "" : " as the target of a running Reduce");
     } else if (p.flags & objproto::kPubReserve) {
@@ -137,10 +166,30 @@ void DirectoryShard::OnPublish(const std::string& from, const Bytes& body, const
       }
       if (!was_complete) Notify(id, e, where, loc.complete, &actions);
       ServeWaiters(id, e, &actions);
+      if (e.has_inline) HandOutCopies(id, e, store_copy_to, &actions);
     }
   }
   answer(st);
   RunAll(actions);
+}
+
+void DirectoryShard::HandOutCopies(const std::string& id, Entry& e, const std::vector<std::string>& to,
+                                   Actions* out) {
+  objproto::StoreCopy c{};
+  c.id = IdToWire(id);
+  c.size = e.size;
+  c.owner = e.owner;
+  // Listed before the bytes leave, under the entry's lock: a Delete from now on sends its
+  // DropCopy after them on the same connection, so no daemon keeps a deleted object.
+  for (const std::string& addr : to) {
+    if (e.locs.count(addr) != 0) continue;
+    Loc& loc = e.locs[addr];
+    loc.complete = true;
+    loc.handed = true;
+    out->push_back([this, addr, b = Encode(c, e.inline_data.data(), e.inline_data.size())]() mutable {
+      peers_->Send(addr, objproto::kDirStoreCopy, std::move(b));
+    });
+  }
 }
 
 void DirectoryShard::OnUnpublish(const std::string& from, const Bytes& body) {
@@ -452,8 +501,10 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
       it->second.owner = objproto::Owner{};
     }
   }
-  reply(objproto::kDirDeleteReply, Encode(ToObjectWire(st)));
+  // The holders' DropCopy leave before the answer: a program told of the Delete then finds
+  // them gone, or on their way, wherever it asks next.
   RunAll(actions);
+  reply(objproto::kDirDeleteReply, Encode(ToObjectWire(st)));
 }
 
 void DirectoryShard::OnCount(const Bytes& body, const ReplyFn& reply) {
@@ -573,7 +624,7 @@ std::string DirectoryShard::StateJson() {
       first = false;
       out += "{\"at\":\"" + addr + "\",\"complete\":" + (loc.complete ? "true" : "false") +
              ",\"origin\":" + (loc.origin ? "true" : "false") + ",\"sending_to\":\"" + loc.busy_with +
-             "\",\"fetching_from\":\"" + loc.upstream + "\"}";
+             "\",\"fetching_from\":\"" + loc.upstream + "\",\"handed\":" + (loc.handed ? "true" : "false") + "}";
     }
     out += "],\"owner\":" + std::to_string(e.owner.uid) + ",\"access\":\"" + AccessName(e.owner.access) + "\"}";
   }

@@ -9,6 +9,10 @@
 //    location fetching from it: receiver-driven broadcast trees grow from this.
 //    With no free location the request waits (bounded by its timeout).
 //  * Subscribe (asynchronous location query): pushes an event for every location.
+//  * A Put's new small object (up to --object-store-copy-bytes) is handed
+//    to every other live daemon (DirStoreCopy), each listed as a complete location: their
+//    programs' Gets are then answered where they ask, without a round trip here, and a
+//    Delete reaches those copies as it reaches every other (DropCopy).
 //  * Publish / Unpublish / Release / Delete / Count. A Reduce coordinator reserves its target
 //    id before the size is known (a create fails with kExists meanwhile).
 // Each entry keeps the object's owner (access.h) from its creating Publish and hands it out
@@ -41,7 +45,9 @@ Status ObjectLost(const std::string& id);
 
 class DirectoryShard {
  public:
-  explicit DirectoryShard(Peers* peers);
+  // Put's objects of at most `store_copy_bytes` (--object-store-copy-bytes; 0: none) are
+  // handed to every live daemon when they are created (DirStoreCopy).
+  DirectoryShard(Peers* peers, uint64_t store_copy_bytes);
   // Registers the directory's message handlers with `peers` (before Peers::Start).
   void Register();
   // Drops dead daemons' locations and the entries this daemon no longer owns.
@@ -54,6 +60,7 @@ class DirectoryShard {
     bool origin = false;
     std::string busy_with;  // receiver this location is sending to
     std::string upstream;   // sender this (partial) location is fetching from
+    bool handed = false;    // the shard handed this daemon the bytes (DirStoreCopy)
   };
   struct Waiter {
     objproto::Acquire req;
@@ -103,6 +110,11 @@ class DirectoryShard {
   void SweepLoop();
 
   bool Owned(const std::string& id) const;
+  // The daemons a Publish's small object is handed to (none unless it is a Put's new
+  // object of at most store_copy_bytes_): every live one but `where` that speaks version 4.
+  std::vector<std::string> StoreCopyTargets(const objproto::Publish& p, const std::string& where) const;
+  // Lists each of `to` as a complete location of e and sends it the bytes.
+  void HandOutCopies(const std::string& id, Entry& e, const std::vector<std::string>& to, Actions* out);
   // Hands a free location to a waiting receiver; false when none fits.
   bool TryServe(const std::string& id, Entry& e, const Waiter& w, Actions* out);
   void ServeWaiters(const std::string& id, Entry& e, Actions* out);
@@ -116,6 +128,7 @@ class DirectoryShard {
   void FreeBusy(Entry& e, const std::string& receiver);
 
   Peers* peers_;
+  const uint64_t store_copy_bytes_;
   std::mutex mu_;
   std::map<std::string, Entry> entries_;
 };

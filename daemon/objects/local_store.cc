@@ -37,7 +37,8 @@ LocalObject::LocalObject(std::string id, uint64_t size, const CopyInfo& info)
       internal_(info.internal),
       creator_writes_(info.creator_writes),
       owner_(info.owner),
-      charged_(info.charge) {}
+      charged_(info.charge),
+      from_shard_(info.from_shard) {}
 
 LocalObject::~LocalObject() {
   if (!fd_.valid() || data_ == nullptr) return;
@@ -318,23 +319,29 @@ std::string LocalStore::EvictionCandidateLocked(const std::vector<std::string>& 
   return victim;
 }
 
-Status LocalStore::Reserve(const std::string& id, uint64_t size) {
+Status LocalStore::Reserve(const std::string& id, uint64_t size, bool from_shard) {
   std::vector<std::string> refused;  // evictable by the rules but the only copy
   for (;;) {
     std::string victim;
+    bool victim_from_shard = false;
     uint64_t pinned_bytes = 0;
     bool clear_spares = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (objects_.count(id) != 0) return Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
+      if (from_shard && from_shard_used_ + size > limit_ / 16) {
+        return Err(objproto::kOutOfMemory, "copies handed over by directory shards fill their 16th of the store");
+      }
       const uint64_t spare = spares_->bytes();
       if (size <= limit_ && used_ + spare + size <= limit_) {
         used_ += size;
+        if (from_shard) from_shard_used_ += size;
         return Status::Ok();
       }
       // Spare memory goes before any copy is evicted (unmapped outside the store's lock).
-      clear_spares = spare > 0 && size <= limit_ && used_ + size <= limit_;
-      if (!clear_spares) victim = EvictionCandidateLocked(refused, &pinned_bytes);
+      clear_spares = !from_shard && spare > 0 && size <= limit_ && used_ + size <= limit_;
+      if (!clear_spares && !from_shard) victim = EvictionCandidateLocked(refused, &pinned_bytes);
+      if (!victim.empty()) victim_from_shard = objects_[victim]->from_shard();
       if (!clear_spares && victim.empty()) {
         return Err(objproto::kOutOfMemory,
                    "object store full: %s needs %llu bytes, %llu of %llu bytes in use (%llu pinned by Put/Reduce, "
@@ -348,7 +355,8 @@ Status LocalStore::Reserve(const std::string& id, uint64_t size) {
       spares_->Clear();
       continue;
     }
-    if (!has_other_ || !has_other_(victim)) {
+    // A copy from a shard is never the only one: the shard holds the bytes.
+    if (!victim_from_shard && (!has_other_ || !has_other_(victim))) {
       refused.push_back(victim);
       continue;
     }
@@ -373,7 +381,7 @@ Status LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& inf
                           const std::function<Status(LocalObject&)>& back, ObjectRef* out) {
   // The quota first: a uid over it costs nothing, not even an eviction.
   if (info.charge) CONDUIT_RETURN_IF_ERROR(quotas_.Charge(info.owner.uid, size, id));
-  Status st = Reserve(id, size);
+  Status st = Reserve(id, size, info.from_shard);
   if (!st.ok()) {
     if (info.charge) quotas_.Release(info.owner.uid, size);
     return st;
@@ -384,6 +392,7 @@ Status LocalStore::Add(const std::string& id, uint64_t size, const CopyInfo& inf
   if (st.ok() && objects_.count(id) != 0) st = Err(objproto::kExists, "object %s already has a copy here", Printable(id).c_str());
   if (!st.ok()) {
     used_ -= size;
+    if (info.from_shard) from_shard_used_ -= size;
     if (info.charge) quotas_.Release(info.owner.uid, size);
     return st;
   }
@@ -429,6 +438,7 @@ void LocalStore::Remove(const std::string& id, const Status& why, const LocalObj
     objects_.erase(it);
     unlisted_.erase(id);
     used_ -= obj->size();
+    if (obj->from_shard()) from_shard_used_ -= obj->size();
   }
   if (obj->charged()) quotas_.Release(obj->owner().uid, obj->size());
   obj->Fail(why);

@@ -52,6 +52,12 @@ struct CopyInfo {
   // does not see it, so no Get, Wait or Delete here takes another user's claim on an id for
   // the object.
   bool unlisted = false;
+  // A small object's copy that its directory shard handed over (DirStoreCopy). Made only if
+  // it fits as the store is, within a 16th of the store for all such copies (nothing is
+  // evicted for it: it is made on a connection's reader thread, which must not wait for the
+  // directory as an eviction does). Evicted without asking the directory: the shard holds
+  // the object's bytes.
+  bool from_shard = false;
 };
 
 class LocalObject {
@@ -91,6 +97,7 @@ class LocalObject {
   bool internal() const { return internal_; }
   const objproto::Owner& owner() const { return owner_; }
   bool charged() const { return charged_; }
+  bool from_shard() const { return from_shard_; }
 
   // A Put's memfd: F_SEAL_WRITE (no write through any descriptor or mapping, ever),
   // SHRINK, GROW and SEAL; fails, changing nothing, while anyone still maps it writable
@@ -123,6 +130,7 @@ class LocalObject {
   const bool creator_writes_;
   const objproto::Owner owner_;
   const bool charged_;
+  const bool from_shard_;
   UniqueFd fd_;
   uint8_t* data_ = nullptr;
   std::shared_ptr<SpareMemory> spares_;  // where the memfd goes when the copy is destroyed
@@ -190,7 +198,8 @@ class LocalStore {
   UidQuotas& quotas() { return quotas_; }
 
  private:
-  Status Reserve(const std::string& id, uint64_t size);
+  // Memory for a new copy, evicting for it unless it comes from a shard (CopyInfo).
+  Status Reserve(const std::string& id, uint64_t size, bool from_shard);
   // The least recently used copy that may be evicted (complete, unused, neither pinned nor
   // internal, not in `refused`), or "" (mu_ held); adds the pinned and internal bytes seen.
   // Find's lookup (mu_ held).
@@ -209,6 +218,7 @@ class LocalStore {
   std::condition_variable created_;
   std::map<std::string, ObjectRef> objects_;
   std::set<std::string> unlisted_;  // ids of copies created unlisted and not listed yet
+  uint64_t from_shard_used_ = 0;    // bytes of CopyInfo::from_shard copies (within used_)
   uint64_t used_ = 0;
   uint64_t clock_ = 0;
   // At most an eighth of the limit, counted against it.

@@ -78,4 +78,10 @@ bool DecodeReduce(const Bytes& body, objproto::ReduceRequest* req, std::string* 
          ParseIds<objproto::ReduceRequest>(body, req->nsources, sources);
 }
 
+bool DecodeStoreCopy(const Bytes& body, objproto::StoreCopy* head, std::string* id) {
+  return Decode(body, head) && ProgramId(head->id, id) && head->size < objproto::kInlineLimit &&
+         TailSize<objproto::StoreCopy>(body) == head->size && head->owner.access >= objproto::kAccessOwner &&
+         head->owner.access <= objproto::kAccessWorld;
+}
+
 }  // namespace conduit::objects

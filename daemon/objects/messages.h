@@ -91,6 +91,11 @@ bool DecodeWait(const Bytes& body, objproto::WaitRequest* req, std::vector<std::
 bool DecodeReduce(const Bytes& body, objproto::ReduceRequest* req, std::string* target,
                   std::vector<std::string>* sources);
 
+// A daemon's message (directory.cc -> object_service.cc): a program id, a known access
+// (kAccessOwner..kAccessWorld), a size under kInlineLimit and exactly that many bytes after
+// the struct (Tail). False when malformed.
+bool DecodeStoreCopy(const Bytes& body, objproto::StoreCopy* head, std::string* id);
+
 }  // namespace conduit::objects
 
 #endif  // CONDUIT_DAEMON_OBJECTS_MESSAGES_H_

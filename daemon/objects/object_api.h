@@ -29,6 +29,9 @@ struct ObjectOptions {
   std::vector<std::string> peers;   // --object-peers (may include self)
   uint64_t memory_bytes = 8ull << 30;
   size_t block_bytes = 256 << 10;   // pipelining granularity (measured: docs/benchmarks.md)
+  // Objects Put of at most this many bytes are handed to every daemon, whose Gets then need
+  // no directory round trip (--object-store-copy-bytes; 0: none; docs/object-protocol.md).
+  uint64_t store_copy_bytes = 4096;
   int timeout_ms = 300000;          // bound on any wait for another daemon
   double bandwidth_Bps = 0;         // reduce-degree model overrides (0: measure)
   double latency_us = 0;

@@ -32,7 +32,7 @@ ObjectService::ObjectService(ObjectOptions options, const ProgramPolicy* policy)
     : options_(std::move(options)),
       policy_(policy),
       peers_(options_.self, options_.peers, options_.security),
-      shard_(&peers_),
+      shard_(&peers_, options_.store_copy_bytes),
       dir_(&peers_),
       store_(options_.memory_bytes, objproto::kInlineLimit,
              options_.quota_bytes > 0 ? options_.quota_bytes : options_.memory_bytes / 2, options_.quota_objects),
@@ -47,6 +47,9 @@ void ObjectService::Start() {
   shard_.Register();
   reducer_->Register();
   peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnDropCopy(b); });
+  peers_.Handle(objproto::kDirStoreCopy, [this](const std::string& from, const Bytes& b, const ReplyFn&) {
+    OnStoreCopy(from, b);
+  });
   peers_.Handle(objproto::kGoingAway, [this](const std::string& from, const Bytes& b, const ReplyFn& reply) {
     objproto::GoingAway g{};
     Status st = Status::Ok();
@@ -145,7 +148,9 @@ Status ObjectService::CreateForPut(const std::string& id, uint64_t size, const u
   info.charge = !caller.is_operator;
   info.unlisted = true;  // until the directory accepts the id as this caller's new object
   ObjectRef obj;
-  CONDUIT_RETURN_IF_ERROR(store_.Create(id, size, info, &obj));
+  Status made = store_.Create(id, size, info, &obj);
+  if (ObjectCodeOf(made) == objproto::kExists && DropStaleCopy(id)) made = store_.Create(id, size, info, &obj);
+  CONDUIT_RETURN_IF_ERROR(made);
   Bytes inline_bytes;
   uint32_t flags = objproto::kPubCreate | objproto::kPubOrigin;
   if (size < objproto::kInlineLimit) {
@@ -163,6 +168,18 @@ Status ObjectService::CreateForPut(const std::string& id, uint64_t size, const u
   NotePublished(id);
   *out = std::move(obj);
   return Status::Ok();
+}
+
+bool ObjectService::DropStaleCopy(const std::string& id) {
+  // A cached copy of a deleted object stays until its DropCopy arrives, which may be after a
+  // program here, told of the Delete, Puts the id anew. The directory decides: with no
+  // complete copy listed, the object is gone and the copy here is stale.
+  ObjectRef cached = store_.Find(id);
+  if (cached == nullptr || cached->pinned() || cached->internal() || !cached->complete()) return false;
+  uint32_t complete = 0;
+  if (!dir_.CountComplete(id, Deadline::AfterMs(options_.timeout_ms), &complete).ok() || complete != 0) return false;
+  store_.Remove(id, Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str()), cached.get());
+  return true;
 }
 
 Status ObjectService::FinishPut(const ObjectRef& obj) {
@@ -418,6 +435,47 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   store_.Remove(id, why);
   std::lock_guard<std::mutex> lock(fetch_mu_);
   published_to_.erase(id);
+}
+
+void ObjectService::OnStoreCopy(const std::string& from, const Bytes& body) {
+  objproto::StoreCopy c{};
+  std::string id;
+  if (!DecodeStoreCopy(body, &c, &id)) {
+    CLOG_WARN("objects: daemon %s sent a malformed StoreCopy (%zu bytes); dropped", from.c_str(), body.size());
+    return;
+  }
+  Status st;
+  if (peers_.Owner(id) != from) {
+    // Only the shard of the id (as this daemon sees the ring) lists copies of it; a ring
+    // that is changing re-publishes whatever is kept.
+    st = Err(objproto::kRetry, "daemon %s does not own the directory shard of %s here", from.c_str(),
+             Printable(id).c_str());
+  } else if (store_.FindForProgram(id) != nullptr) {
+    return;  // a copy is here already, and listed
+  } else if (store_.Find(id) != nullptr) {
+    // Another program's Put of the id here, which the shard will refuse.
+    st = Err(objproto::kExists, "a Put of %s is being made here", Printable(id).c_str());
+  } else {
+    CopyInfo info;  // a cached copy: evictable, charged to nobody
+    info.owner = c.owner;
+    info.from_shard = true;
+    ObjectRef obj;
+    st = store_.Create(id, c.size, info, &obj);
+    if (st.ok()) {
+      if (c.size > 0) memcpy(obj->data(), Tail<objproto::StoreCopy>(body), c.size);
+      obj->MarkComplete();
+      std::lock_guard<std::mutex> lock(fetch_mu_);
+      published_to_[id] = from;
+      return;
+    }
+  }
+  // Not kept: the shard must not list this daemon as a holder.
+  CLOG_DEBUG("objects: not keeping the copy of %s that %s handed over: %s", Printable(id).c_str(), from.c_str(),
+             st.message().c_str());
+  objproto::Location l{};
+  l.id = c.id;
+  l.where = AddrToWire(peers_.self());
+  peers_.Send(from, objproto::kDirUnpublish, Encode(l));
 }
 
 void ObjectService::EndWait(WaitState& s, Status why) {

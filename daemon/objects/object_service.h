@@ -138,6 +138,12 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   void FetchLoop(ObjectRef obj, std::string sender);
   void OnMembershipChange();
   void OnDropCopy(const Bytes& body);
+  // A Put found a copy of its id here: true when it was a cached copy of an object the
+  // directory no longer lists (deleted; its DropCopy still on the way), now removed.
+  bool DropStaleCopy(const std::string& id);
+  // A shard handed this daemon a small object's bytes (DirStoreCopy): kept as a cached copy
+  // when it fits, else the location it listed is withdrawn.
+  void OnStoreCopy(const std::string& from, const Bytes& body);
   // Re-registers local copies whose shard moved (on its own thread: a new owner may not
   // see the new ring yet and asks us to retry).
   void RepublishLoop();

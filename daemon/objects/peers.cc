@@ -66,6 +66,7 @@ struct Peers::Channel {
   int wfd = -1;         // the descriptor writers use; -1 once it is about to be closed
   Conn* wconn = nullptr;  // the connection writers use (with wfd, under write_mu)
   bool up = false;
+  uint32_t version = 0;  // the object protocol version negotiated on the live connection
   uint32_t next_tag = 1;
   std::map<uint32_t, std::shared_ptr<Pending>> pending;
   bool ping_outstanding = false;
@@ -129,6 +130,14 @@ bool Peers::IsLive(const std::string& addr) const {
   if (ch == nullptr) return false;
   std::lock_guard<std::mutex> lock(ch->mu);
   return ch->up;
+}
+
+uint32_t Peers::VersionOf(const std::string& addr) const {
+  if (addr == self_) return kPeerVersions.newest;
+  Channel* ch = Find(addr);
+  if (ch == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(ch->mu);
+  return ch->up ? ch->version : 0;
 }
 
 void Peers::NoteReplacing(const std::string& addr, int grace_ms) {
@@ -225,6 +234,7 @@ void Peers::ConnectLoop(Channel* ch) {
           std::lock_guard<std::mutex> lock(ch->mu);
           ch->fd = conn.fd();
           ch->up = true;
+          ch->version = version;
           ch->ping_outstanding = false;
         }
         {

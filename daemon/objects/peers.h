@@ -69,6 +69,9 @@ class Peers {
   const std::vector<std::string>& all() const { return all_; }
   std::vector<std::string> Live() const;
   bool IsLive(const std::string& addr) const;
+  // The object protocol version this daemon's connection to `addr` negotiated (the newest
+  // for itself), 0 while it is down: what `addr` understands of what this daemon sends.
+  uint32_t VersionOf(const std::string& addr) const;
   // `addr` said (GoingAway) that its process is being replaced: until `grace_ms` from now
   // its locations are kept when its connections end (the next process holds the same
   // copies at the same address). A change of membership is announced when the grace ends.

@@ -304,6 +304,13 @@ std::vector<SettingSpec> MakeSpecs() {
        .default_value = "262144",
        .help = "pipelining block of transfers (at least 4096)",
        .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.objects.block_bytes); }},
+      {.name = "object-store-copy-bytes",
+       .group = Group::kObjects,
+       .value_name = "N",
+       .default_value = "4096",
+       .help = "objects Put of up to N bytes are copied to every daemon (of at most 64), whose Gets then ask no shard; "
+               "0: none (below 65536)",
+       .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.objects.store_copy_bytes); }},
       {.name = "object-bandwidth-bps",
        .group = Group::kObjects,
        .value_name = "N",
@@ -557,6 +564,9 @@ Status FinishDaemonSettings(DaemonSettings& s) {
   if (s.comm.timeout_ms <= 0) return InvalidArgument("timeout-ms must be positive");
   if (s.comm.chunk_bytes == 0) return InvalidArgument("chunk-bytes must be positive");
   if (s.objects.block_bytes < 4096) return InvalidArgument("object-block-bytes must be at least 4096");
+  if (s.objects.store_copy_bytes >= objproto::kInlineLimit) {
+    return InvalidArgument("object-store-copy-bytes must be below 65536 (larger objects do not travel inline)");
+  }
   if (s.insecure_peers && !s.cluster_key.empty()) {
     return InvalidArgument("insecure-peers and cluster-key exclude each other");
   }

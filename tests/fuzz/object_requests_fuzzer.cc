@@ -1,8 +1,9 @@
 // A program's requests to the object store (libhoplite -> conduitd, docs/object-protocol.md),
 // decoded by the functions ProgramSession uses (objects/messages.h): Hello, Put (with its
-// inline bytes), Get, Release/Delete, Wait and Reduce (with their id lists). The first byte
-// picks the request; the rest is its body. Decoded ids are valid and printable, and counts
-// within the protocol's limits.
+// inline bytes), Get, Release/Delete, Wait and Reduce (with their id lists); and, of the
+// daemons' messages, the addresses in their structs and a shard's StoreCopy. The first byte
+// picks the message; the rest is its body. Decoded ids are valid and printable, counts and
+// sizes within the protocol's limits.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,7 +36,7 @@ void CheckIds(const std::vector<std::string>& ids, uint32_t n) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const Bytes body(data + 1, data + size);
-  switch (data[0] % 7) {
+  switch (data[0] % 8) {
     case 0: {
       objproto::HelloRequest req;
       std::string exe;
@@ -91,6 +92,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string text = AddrFromWire(addr);
       FUZZ_CHECK(text.size() <= sizeof(addr.text), "address of %zu bytes", text.size());
       FUZZ_CHECK(AddrFromWire(AddrToWire(text)) == text.substr(0, sizeof(addr.text) - 1), "address round trip");
+      break;
+    }
+    case 7: {
+      // A shard's copy of a small object for this daemon to keep: exactly `size` bytes
+      // follow, a program's id, an owner whose access is known.
+      objproto::StoreCopy c;
+      std::string id;
+      if (!DecodeStoreCopy(body, &c, &id)) break;
+      CheckId(id);
+      FUZZ_CHECK(id[0] != '\x01', "a reduce's internal id accepted");
+      FUZZ_CHECK(c.size < objproto::kInlineLimit && body.size() == sizeof(c) + c.size, "%llu bytes in a %zu-byte body",
+                 static_cast<unsigned long long>(c.size), body.size());
+      FUZZ_CHECK(c.owner.access >= objproto::kAccessOwner && c.owner.access <= objproto::kAccessWorld, "access %u",
+                 c.owner.access);
       break;
     }
   }

@@ -80,6 +80,7 @@ const Probe kProbes[] = {
     {objproto::kDirDelete, "DirDelete"},
     {objproto::kDirCount, "DirCount"},
     {objproto::kDropCopy, "DropCopy"},
+    {objproto::kDirStoreCopy, "DirStoreCopy"},
     {objproto::kFetch, "Fetch"},
     {objproto::kNodeStart, "NodeStart"},
     {objproto::kNodeChild, "NodeChild"},

@@ -60,9 +60,10 @@ TEST_F(ObjectsBasic, ConnectionsBetweenTheDaemonsAreSealed) {
   }
 }
 
+// Above --object-store-copy-bytes (4096 by default) and below 64 KiB.
 TEST_F(ObjectsBasic, SmallObjectsAreServedInlineByTheDirectory) {
   auto c0 = oc_->Connect(0);
-  auto data = Pattern(1000, 3);
+  auto data = Pattern(8000, 3);
   ASSERT_TRUE(c0->Put("small-inline", data.data(), data.size()).ok());
   // Exactly one daemon owns the entry, and it holds the bytes.
   int owners = 0;
@@ -81,7 +82,69 @@ TEST_F(ObjectsBasic, SmallObjectsAreServedInlineByTheDirectory) {
   EXPECT_EQ(got, data);
   // Served from the directory: host 2 needed no transfer and keeps no copy.
   std::string s2 = oc_->State(2);
-  EXPECT_EQ(s2.find("\"id\":\"small-inline\",\"size\":1000,\"ready\""), std::string::npos) << s2;
+  EXPECT_EQ(s2.find("\"id\":\"small-inline\",\"size\":8000,\"ready\""), std::string::npos) << s2;
+}
+
+// The directory entry of `id` in whichever daemon's state holds it (its shard's), or "".
+std::string DirectoryEntry(ObjectCluster& oc, const std::string& id, int hosts) {
+  for (int h = 0; h < hosts; ++h) {
+    std::string s = oc.State(h);
+    size_t at = s.find("\"id\":\"" + id + "\",\"size\":", s.find("\"directory\""));
+    if (at != std::string::npos) return s.substr(at, s.find("\"owner\":", at) - at);
+  }
+  return "";
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Up to --object-store-copy-bytes the shard hands a new object to every other daemon, which
+// keeps a cached copy and answers its programs' Gets itself. A Delete reaches those copies,
+// and the next object under the same id is what every host reads, at once.
+TEST_F(ObjectsBasic, SmallObjectsAreCopiedToEveryDaemonAndDeletedEverywhere) {
+  auto c0 = oc_->Connect(0);
+  auto first = Pattern(1000, 5);
+  ASSERT_TRUE(c0->Put("handed", first.data(), first.size()).ok());
+  const std::string copy = "\"id\":\"handed\",\"size\":1000,\"ready\":1000,\"complete\":true,\"pinned\":false";
+  for (int h = 1; h < 3; ++h) {
+    EXPECT_TRUE(WaitFor([&] { return oc_->State(h).find(copy) != std::string::npos; }, 5000))
+        << "host " << h << ": " << oc_->State(h);
+  }
+  // Listed by the shard: the creator's copy and the two handed out.
+  std::string entry = DirectoryEntry(*oc_, "handed", 3);
+  EXPECT_EQ(Count(entry, "\"complete\":true"), 3u) << entry;
+  EXPECT_EQ(Count(entry, "\"handed\":true"), 2u) << entry;
+  for (int h = 0; h < 3; ++h) {
+    auto c = oc_->Connect(h);
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(c->Get("handed", &got, 5000).ok()) << "host " << h;
+    EXPECT_EQ(got, first) << "host " << h;
+  }
+  ASSERT_TRUE(c0->Delete("handed").ok());
+  for (int h = 0; h < 3; ++h) {
+    EXPECT_TRUE(WaitFor([&] { return oc_->State(h).find("\"id\":\"handed\",") == std::string::npos; }, 5000))
+        << "host " << h << " still lists it: " << oc_->State(h);
+  }
+  // Put anew from another host right after a Delete (its DropCopies may still be on their
+  // way): every host reads the new bytes.
+  ASSERT_TRUE(c0->Put("handed-2", first.data(), first.size()).ok());
+  ASSERT_TRUE(WaitFor([&] { return oc_->State(1).find("\"id\":\"handed-2\",\"size\":1000,\"ready\":1000") !=
+                                   std::string::npos; }, 5000));
+  ASSERT_TRUE(c0->Delete("handed-2").ok());
+  auto c1 = oc_->Connect(1);
+  auto second = Pattern(1000, 6);
+  hoplite::Status st = c1->Put("handed-2", second.data(), second.size());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (int h = 0; h < 3; ++h) {
+    auto c = oc_->Connect(h);
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(c->Get("handed-2", &got, 5000).ok()) << "host " << h;
+    EXPECT_EQ(got, second) << "host " << h << " read the deleted object's bytes";
+  }
+  ASSERT_TRUE(c1->Delete("handed-2").ok());
 }
 
 TEST_F(ObjectsBasic, ReadOnlyGetMapsTheStoreWithoutWriteAccess) {

@@ -146,7 +146,7 @@ long long JsonNumber(const std::string& json, const std::string& key) {
 TEST(DirectoryShard, TakesADaemonsWordOnlyForItsOwnCopies) {
   static DirectoryShard* shard = nullptr;
   static Pair* p = new Pair([](Peers* receiver, const PeerSecurity*) {
-    shard = new DirectoryShard(receiver);  // leaked, like the Peers it serves on
+    shard = new DirectoryShard(receiver, /*store_copy_bytes=*/0);  // leaked, like the Peers it serves on
     shard->Register();
   });
   const std::string sender_addr = p->sender->self();

@@ -381,5 +381,44 @@ TEST(LocalStore, SpareMemoryIsGivenUpWhenTheStoreNeedsIt) {
   EXPECT_EQ(store.used(), 15u << 20);
 }
 
+// Copies a shard hands over (DirStoreCopy) take at most a 16th of the store, never evict
+// anything to fit, and are evicted without asking the directory (the shard has the bytes).
+TEST(LocalStore, CopiesFromShardsStayInTheirShareAndAreEvictedWithoutAsking) {
+  LocalStore store(64 << 10, 64 << 10);  // every copy on the heap; 4 KiB for shards' copies
+  std::vector<std::string> asked, evicted;
+  store.SetEvictionHooks([&](const std::string& id) { asked.push_back(id); return true; },
+                         [&](const std::string& id) { evicted.push_back(id); });
+  CopyInfo from_shard;
+  from_shard.from_shard = true;
+  ObjectRef a, b, c;
+  ASSERT_TRUE(store.Create("a", 2048, from_shard, &a).ok());
+  ASSERT_TRUE(store.Create("b", 2048, from_shard, &b).ok());
+  Status full = store.Create("c", 1, from_shard, &c);
+  EXPECT_EQ(ObjectCodeOf(full), objproto::kOutOfMemory) << full.message();
+  a->MarkComplete();
+  b->MarkComplete();
+  a.reset();
+  b.reset();
+  // A cached copy fills the rest; a shard's copy does not evict it, even with room in its share.
+  CopyInfo cached;
+  ObjectRef big;
+  store.Remove("b", Status::Ok());
+  ASSERT_TRUE(store.Create("cached", (62 << 10) - 2048 + 1, cached, &big).ok());  // 2047 bytes left
+  big->MarkComplete();
+  big.reset();
+  full = store.Create("c", 4096 - 2048, from_shard, &c);
+  EXPECT_EQ(ObjectCodeOf(full), objproto::kOutOfMemory) << full.message();
+  EXPECT_TRUE(evicted.empty());
+  // Room for a program's copy: the shard's copy ("a", least recently used) goes first,
+  // without a question to the directory; then the cached copy, after one.
+  ObjectRef mine;
+  ASSERT_TRUE(store.Create("mine", 4096, cached, &mine).ok());
+  EXPECT_EQ(evicted, std::vector<std::string>({"a", "cached"}));
+  EXPECT_EQ(asked, std::vector<std::string>({"cached"}));
+  // The share is free again.
+  store.Remove("mine", Status::Ok());
+  EXPECT_TRUE(store.Create("c", 4096, from_shard, &c).ok());
+}
+
 }  // namespace
 }  // namespace conduit::objects

@@ -195,6 +195,7 @@ TEST_F(DaemonSettingsTest, BadCommandLinesAreRefusedWithWhatIsWrong) {
       {{"--insecure-peers", "--cluster-key", "/k"}, "insecure-peers and cluster-key exclude each other"},
       {{"--encrypt-peers"}, "encrypt-peers needs cluster-key"},
       {{"--object-block-bytes", "100"}, "object-block-bytes must be at least 4096"},
+      {{"--object-store-copy-bytes", "65536"}, "object-store-copy-bytes must be below 65536"},
       {{"--take-over-fd=2"}, "bad --take-over-fd"},
   };
   for (const Case& c : cases) {

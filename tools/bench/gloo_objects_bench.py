@@ -2,8 +2,8 @@
 """Gloo (PyTorch CPU) baseline for the object-store benchmark (objects_bench.sh).
 
 broadcast / gather / reduce / all_reduce of float32 tensors from/to rank 0, timed like
-hoplite-bench: per size a warmup (<= 64 MiB), then 10 / 3 / 1 runs (<= 1 MiB / <= 64 MiB /
-larger), each after a barrier until the slowest rank finishes; rank 0 prints
+hoplite-bench: per size a warmup (<= 64 MiB), then 50 / 10 / 3 / 1 runs (<= 64 KiB / <= 1 MiB /
+<= 64 MiB / larger), each after a barrier until the slowest rank finishes; rank 0 prints
 "op hosts size_bytes iters median_ms min_ms".
 """
 import argparse
@@ -33,7 +33,7 @@ def main():
         count = (size + 3) // 4
         x = torch.ones(count, dtype=torch.float32)
         gather_list = [torch.empty(count, dtype=torch.float32) for _ in range(a.world)] if a.rank == 0 else None
-        iters = 10 if size <= 1 << 20 else 3 if size <= 64 << 20 else 1
+        iters = 50 if size <= 64 << 10 else 10 if size <= 1 << 20 else 3 if size <= 64 << 20 else 1
         warm = 1 if size <= 64 << 20 else 0
         times = []
         for it in range(warm + iters):

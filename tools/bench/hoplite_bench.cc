@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
     b.buf.assign(floats * 4, 0);
     std::vector<float> ones(floats, 1.0f);
     memcpy(b.buf.data(), ones.data(), floats * 4);
-    int n = iters > 0 ? iters : size <= (1u << 20) ? 10 : size <= (64u << 20) ? 3 : 1;
+    int n = iters > 0 ? iters : size <= (64u << 10) ? 50 : size <= (1u << 20) ? 10 : size <= (64u << 20) ? 3 : 1;
     int warm = size <= (64u << 20) ? 1 : 0;
     std::vector<double> t;
     for (int i = 0; i < warm + n; ++i) {

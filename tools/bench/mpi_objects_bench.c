@@ -1,7 +1,7 @@
 /* OpenMPI baseline for the object-store benchmark (objects_bench.sh): MPI_Bcast,
  * MPI_Gather, MPI_Reduce and MPI_Allreduce of float32 data, root 0, with the same timing
- * rules as hoplite-bench: per size a warmup (sizes <= 64 MiB), then 10 / 3 / 1 timed runs
- * (<= 1 MiB / <= 64 MiB / larger), each started after a barrier and lasting until the
+ * rules as hoplite-bench: per size a warmup (sizes <= 64 MiB), then 50 / 10 / 3 / 1 timed runs
+ * (<= 64 KiB / <= 1 MiB / <= 64 MiB / larger), each started after a barrier and lasting until the
  * slowest rank finished; the median is printed.
  *
  * usage: mpi_objects_bench OP SIZES      (OP: bcast|gather|reduce|allreduce, SIZES: 1K,1M,...)
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 3);
     for (int i = 0; i < count; ++i) send[i] = 1.0f;
     memset(recv, 0, recv_bytes);
-    int iters = bytes <= (1u << 20) ? 10 : bytes <= (64u << 20) ? 3 : 1;
+    int iters = bytes <= (64u << 10) ? 50 : bytes <= (1u << 20) ? 10 : bytes <= (64u << 20) ? 3 : 1;
     int warm = bytes <= (64u << 20) ? 1 : 0;
     double t[16];
     for (int it = 0; it < warm + iters; ++it) {

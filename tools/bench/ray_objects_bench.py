@@ -7,7 +7,7 @@ custom resource "h<i>". One actor per node plays that host's program:
   gather:    every actor puts; actor 0 gets every other object.
   reduce:    every actor puts; actor 0 gets all and sums them (Ray has no reduce).
   allreduce: reduce as above, actor 0 puts the sum, the other actors get it.
-Timing as hoplite-bench (warmup <= 64 MiB, 10/3/1 runs, median); the clock runs from the
+Timing as hoplite-bench (warmup <= 64 MiB, 50/10/3/1 runs, median); the clock runs from the
 driver's first call to the last completion (one actor call round trip included).
 Prints "op hosts size_bytes iters median_ms min_ms".
 """
@@ -58,7 +58,7 @@ def main():
     ray.get([h.ready.remote() for h in hosts])
     for tok in a.sizes.split(","):
         size = parse_bytes(tok)
-        iters = 10 if size <= 1 << 20 else 3 if size <= 64 << 20 else 1
+        iters = 50 if size <= 64 << 10 else 10 if size <= 1 << 20 else 3 if size <= 64 << 20 else 1
         warm = 1 if size <= 64 << 20 else 0
         times = []
         for it in range(warm + iters):
