@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "cuda/vmm_map.h"
 #include "device_memory.h"
 
 namespace conduit {
@@ -60,23 +61,9 @@ Status AllocateVmm(const cuda::CudaDriver& d, size_t size, cuda::CUdeviceptr* ou
   r = d.MemCreate(&handle, bytes, &prop, 0);
   if (r != cuda::kSuccess) return d.Error("cuMemCreate", r);
   cuda::CUdeviceptr base = 0;
-  const char* step = "cuMemAddressReserve";
-  r = d.MemAddressReserve(&base, bytes, granularity, 0, 0);
-  if (r == cuda::kSuccess) {
-    step = "cuMemMap";
-    r = d.MemMap(base, bytes, 0, handle, 0);
-    if (r == cuda::kSuccess) {
-      cuda::MemAccessDesc access{};
-      access.location = prop.location;
-      access.flags = cuda::kMemAccessFlagsProtReadWrite;
-      step = "cuMemSetAccess";
-      r = d.MemSetAccess(base, bytes, &access, 1);
-      if (r != cuda::kSuccess) d.MemUnmap(base, bytes);
-    }
-    if (r != cuda::kSuccess) d.MemAddressFree(base, bytes);
-  }
+  Status st = cuda::MapReadWrite(d, handle, bytes, granularity, prop.location, "cuMemMap", &base);
   d.MemRelease(handle);  // the mapping keeps the memory until ncclMemFree unmaps it
-  if (r != cuda::kSuccess) return d.Error(step, r);
+  CONDUIT_RETURN_IF_ERROR(st);
   *out = base;
   *mapped = bytes;
   return Status::Ok();
@@ -131,8 +118,7 @@ bool FreeDeviceMemory(void* ptr, Status* st) {
   }
   // The memory itself goes when the last mapping does (conduitd's, too, until the
   // program's next call lets go of it).
-  cuda::CUresult r = d->MemUnmap(p, made.mapped);
-  if (r == cuda::kSuccess) r = d->MemAddressFree(p, made.mapped);
+  cuda::CUresult r = cuda::Unmap(*d, p, made.mapped);
   *st = r == cuda::kSuccess ? Status::Ok() : d->Error("cuMemUnmap", r);
   return true;
 }

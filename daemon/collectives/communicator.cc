@@ -23,6 +23,10 @@ constexpr int kAbortReasonWaitMs = 300;
 
 }  // namespace
 
+size_t OpPayloadBytes(const shimproto::OpDesc& op) {
+  return op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+}
+
 Communicator::Communicator(uint64_t key, int nranks, std::string my_addr, CommOptions options, Fabric* fabric,
                            std::string exe, CommSecret secret)
     : key_(key),
@@ -322,7 +326,7 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     const auto& op = ops[i];
     if (op.kind != shimproto::kRecv) continue;
-    size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+    size_t bytes = OpPayloadBytes(op);
     uint8_t* into = device_p2p[i] != nullptr ? device_p2p[i] : buffer.base + op.offset;
     note(i, mailbox_.Receive(op.peer, rank, into, bytes, OpDeadline()));
   }
@@ -368,7 +372,7 @@ void Communicator::ReleaseFinishedDeviceWork() {
 
 Status Communicator::SendP2p(int rank, const uint8_t* data, const shimproto::OpDesc& op,
                              std::shared_ptr<SendTicket>* ticket) {
-  size_t bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+  size_t bytes = OpPayloadBytes(op);
   int host = membership_.host_of_rank[op.peer];
   if (host == membership_.my_host) {
     *ticket = std::make_shared<SendTicket>();
@@ -405,7 +409,7 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, ui
   record.redop = op.redop;
   record.root = op.peer;
   record.count = op.count;
-  record.bytes = op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype));
+  record.bytes = OpPayloadBytes(op);
   const bool blocks = op.kind == shimproto::kAllGather || op.kind == shimproto::kReduceScatter;
   record.payload_bytes = record.bytes * (blocks ? static_cast<uint64_t>(nranks_) : 1u) * batch.size();
   record.start_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(

@@ -50,6 +50,9 @@ class CommStream;
 
 class PeerSecurity;
 
+// The bytes of one rank's buffer an op names: its count of its data type.
+size_t OpPayloadBytes(const shimproto::OpDesc& op);
+
 struct CommOptions {
   // Authenticates every connection to other daemons (rendezvous, links); must be set for
   // a communicator that spans hosts. Not owned.

@@ -15,7 +15,6 @@
 #include "collectives/communicator.h"
 #include "gpu/comm_stream.h"
 #include "gpu/runtime.h"
-#include "reduce/reduce.h"
 
 namespace conduit {
 namespace {
@@ -23,8 +22,6 @@ namespace {
 bool IsDeviceP2p(const shimproto::OpDesc& op) {
   return (op.flags & shimproto::kOpDevice) && (op.kind == shimproto::kSend || op.kind == shimproto::kRecv);
 }
-
-size_t OpBytes(const shimproto::OpDesc& op) { return op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype)); }
 
 // Each op's place in the pinned memory, aligned as CUDA copies like.
 constexpr size_t kAlign = 256;
@@ -35,7 +32,7 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 Status Communicator::StageDeviceSends(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context,
                                       std::vector<uint8_t*>* host) {
   size_t total = 0;
-  for (const shimproto::OpDesc& op : ops) total += IsDeviceP2p(op) ? Aligned(OpBytes(op)) : 0;
+  for (const shimproto::OpDesc& op : ops) total += IsDeviceP2p(op) ? Aligned(OpPayloadBytes(op)) : 0;
   if (total == 0) return Status::Ok();
   gpu::CommStream* stream = context.p2p_stream;  // RunGroup checked it is there
   if (stream == nullptr) return InternalError("device point-to-point ops without their stream");
@@ -51,11 +48,11 @@ Status Communicator::StageDeviceSends(const std::vector<shimproto::OpDesc>& ops,
     if (!IsDeviceP2p(ops[i])) continue;
     (*host)[i] = pinned + at;
     const DeviceOpBuffers& b = (*context.device_ops)[i];
-    if (ops[i].kind == shimproto::kSend && OpBytes(ops[i]) > 0) {
+    if (ops[i].kind == shimproto::kSend && OpPayloadBytes(ops[i]) > 0) {
       const gpu::DeviceBuf to{reinterpret_cast<uint64_t>(pinned + at), -1};
-      CONDUIT_RETURN_IF_ERROR(stream->Copy(to, gpu::DeviceBuf{b.send, b.send_device}, OpBytes(ops[i])));
+      CONDUIT_RETURN_IF_ERROR(stream->Copy(to, gpu::DeviceBuf{b.send, b.send_device}, OpPayloadBytes(ops[i])));
     }
-    at += Aligned(OpBytes(ops[i]));
+    at += Aligned(OpPayloadBytes(ops[i]));
   }
   // Even with receives alone: the program's earlier work on those buffers is done before
   // FinishDeviceRecvs writes them.
@@ -65,17 +62,17 @@ Status Communicator::StageDeviceSends(const std::vector<shimproto::OpDesc>& ops,
 Status Communicator::FinishDeviceRecvs(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context,
                                        const std::vector<uint8_t*>& host) {
   bool any = false;
-  for (size_t i = 0; i < ops.size(); ++i) any |= IsDeviceP2p(ops[i]) && ops[i].kind == shimproto::kRecv && OpBytes(ops[i]) > 0;
+  for (size_t i = 0; i < ops.size(); ++i) any |= IsDeviceP2p(ops[i]) && ops[i].kind == shimproto::kRecv && OpPayloadBytes(ops[i]) > 0;
   if (!any) return Status::Ok();
   gpu::CommStream* stream = context.p2p_stream;  // StageDeviceSends checked it
   gpu::Runtime& runtime = gpu::Runtime::Get();
   cuda::ScopedContext ctx(runtime.driver(), stream->context());
   if (!ctx.ok()) return SystemError("cannot make GPU %d's context current", stream->device());
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (!IsDeviceP2p(ops[i]) || ops[i].kind != shimproto::kRecv || OpBytes(ops[i]) == 0) continue;
+    if (!IsDeviceP2p(ops[i]) || ops[i].kind != shimproto::kRecv || OpPayloadBytes(ops[i]) == 0) continue;
     const DeviceOpBuffers& b = (*context.device_ops)[i];
     const gpu::DeviceBuf from{reinterpret_cast<uint64_t>(host[i]), -1};
-    CONDUIT_RETURN_IF_ERROR(stream->Copy(gpu::DeviceBuf{b.recv, b.recv_device}, from, OpBytes(ops[i])));
+    CONDUIT_RETURN_IF_ERROR(stream->Copy(gpu::DeviceBuf{b.recv, b.recv_device}, from, OpPayloadBytes(ops[i])));
   }
   return stream->Drain(OpDeadline(), [this] { return failure(); });
 }

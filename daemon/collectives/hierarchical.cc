@@ -94,7 +94,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   peerproto::CollectiveHeader mine = DescribeCollective(op, running_seq_, config.epoch);
   const peerproto::CollectiveAlgorithm allreduce =
       op.kind == shimproto::kAllReduce && nhosts > 1
-          ? ChooseAllReduce(op.count * DataTypeSize(static_cast<ncclDataType_t>(op.dtype)), nhosts, config.allreduce_algo)
+          ? ChooseAllReduce(OpPayloadBytes(op), nhosts, config.allreduce_algo)
           : peerproto::kAlgorithmNotSaid;
   mine.algorithm = allreduce;
   std::vector<std::unique_ptr<AgreementLink>> agreed(nhosts);

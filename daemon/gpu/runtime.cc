@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/thread_guard.h"
 #include "cuda/nvrtc.h"
+#include "cuda/vmm_map.h"
 #include "gpu/reduce_kernels.h"
 
 namespace conduit::gpu {
@@ -210,23 +211,10 @@ Status Runtime::MapShareable(const shimproto::RegisterBufferRequest& req, int fd
                                             cuda::kMemHandleTypePosixFileDescriptor);
   if (r != cuda::kSuccess) return driver_->Error("cuMemImportFromShareableHandle of a program's buffer", r);
   cuda::CUdeviceptr base = 0;
-  const char* step = "cuMemAddressReserve";
-  r = driver_->MemAddressReserve(&base, req.size, granularity, 0, 0);
-  if (r == cuda::kSuccess) {
-    step = "cuMemMap of a program's buffer (is it as large as it claims?)";
-    r = driver_->MemMap(base, req.size, 0, handle, 0);
-    if (r == cuda::kSuccess) {
-      cuda::MemAccessDesc access{};
-      access.location = prop.location;
-      access.flags = cuda::kMemAccessFlagsProtReadWrite;
-      step = "cuMemSetAccess";
-      r = driver_->MemSetAccess(base, req.size, &access, 1);
-      if (r != cuda::kSuccess) driver_->MemUnmap(base, req.size);
-    }
-    if (r != cuda::kSuccess) driver_->MemAddressFree(base, req.size);
-  }
+  Status mapped = cuda::MapReadWrite(*driver_, handle, req.size, granularity, prop.location,
+                                     "cuMemMap of a program's buffer (is it as large as it claims?)", &base);
   driver_->MemRelease(handle);  // the mapping, if made, keeps the memory
-  if (r != cuda::kSuccess) return driver_->Error(step, r);
+  CONDUIT_RETURN_IF_ERROR(mapped);
   out->base = base;
   out->fd = kept.release();
   return Status::Ok();
@@ -260,8 +248,7 @@ void Runtime::UnmapLoop() {
     lock.unlock();
     {
       cuda::ScopedContext ctx(*driver_, context(u.device));
-      cuda::CUresult r = driver_->MemUnmap(u.base, u.size);
-      if (r == cuda::kSuccess) r = driver_->MemAddressFree(u.base, u.size);
+      cuda::CUresult r = cuda::Unmap(*driver_, u.base, u.size);
       if (r != cuda::kSuccess) CLOG_WARN("%s", driver_->Error("cuMemUnmap of a program's buffer", r).message().c_str());
       close(u.fd);
     }

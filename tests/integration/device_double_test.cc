@@ -353,29 +353,48 @@ TEST_F(DeviceDoubleTest, AbortWithDeviceWorkInFlight) {
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 
+// The test double loaded into this process (as a program would load the driver), cuInit
+// done, and the UUID of its device 0 in *uuid: what a test needs to forge a program's
+// registrations by hand. Null (with a gtest failure) when that fails.
+template <typename F>
+F Sym(void* handle, const char* name) {
+  return reinterpret_cast<F>(dlsym(handle, name));
+}
+
+void* LoadDoubleHere(cuda::Uuid* uuid) {
+  void* h = dlopen(kDouble, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    ADD_FAILURE() << dlerror();
+    return nullptr;
+  }
+  auto init = Sym<cuda::CUresult (*)(unsigned)>(h, "cuInit");
+  auto uuid_of = Sym<cuda::CUresult (*)(cuda::Uuid*, cuda::CUdevice)>(h, "cuDeviceGetUuid_v2");
+  if (init == nullptr || uuid_of == nullptr || init(0) != cuda::kSuccess || uuid_of(uuid, 0) != cuda::kSuccess) {
+    ADD_FAILURE() << "the test double's cuInit or cuDeviceGetUuid_v2 failed";
+    return nullptr;
+  }
+  return h;
+}
+
 // A program that claims its allocation is larger than it is must not get the daemon to
 // read or write past the end of the mapping (on a GPU: a fault in the daemon's context,
 // which would end GPU work for every program on the host).
 TEST_F(DeviceDoubleTest, RegisterBufferLargerThanTheAllocationIsRefused) {
-  void* h = dlopen(kDouble, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
   using namespace cuda;
-  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(h, "cuInit"));
-  auto retain = reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(dlsym(h, "cuDevicePrimaryCtxRetain"));
-  auto set = reinterpret_cast<CUresult (*)(CUcontext)>(dlsym(h, "cuCtxSetCurrent"));
-  auto alloc = reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(dlsym(h, "cuMemAlloc_v2"));
-  auto get_handle = reinterpret_cast<CUresult (*)(IpcMemHandle*, CUdeviceptr)>(dlsym(h, "cuIpcGetMemHandle"));
-  auto uuid_of = reinterpret_cast<CUresult (*)(Uuid*, CUdevice)>(dlsym(h, "cuDeviceGetUuid_v2"));
+  Uuid uuid;
+  void* h = LoadDoubleHere(&uuid);
+  ASSERT_NE(h, nullptr);
+  auto retain = Sym<CUresult (*)(CUcontext*, CUdevice)>(h, "cuDevicePrimaryCtxRetain");
+  auto set = Sym<CUresult (*)(CUcontext)>(h, "cuCtxSetCurrent");
+  auto alloc = Sym<CUresult (*)(CUdeviceptr*, size_t)>(h, "cuMemAlloc_v2");
+  auto get_handle = Sym<CUresult (*)(IpcMemHandle*, CUdeviceptr)>(h, "cuIpcGetMemHandle");
   CUcontext ctx = nullptr;
-  ASSERT_EQ(init(0), kSuccess);
   ASSERT_EQ(retain(&ctx, 0), kSuccess);
   ASSERT_EQ(set(ctx), kSuccess);
   CUdeviceptr p = 0;
   ASSERT_EQ(alloc(&p, 65536), kSuccess);
   IpcMemHandle handle;
   ASSERT_EQ(get_handle(&handle, p), kSuccess);
-  Uuid uuid;
-  ASSERT_EQ(uuid_of(&uuid, 0), kSuccess);
 
   RawShimClient c;
   ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
@@ -400,16 +419,14 @@ TEST_F(DeviceDoubleTest, RegisterBufferLargerThanTheAllocationIsRefused) {
 // granularity. Each is refused with a reason, the daemon keeps serving, and the true
 // registration is accepted on the same connection.
 TEST_F(DeviceDoubleTest, RegisterVmmBufferChecksWhatItIsGiven) {
-  void* h = dlopen(kDouble, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
   using namespace cuda;
-  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(h, "cuInit"));
-  auto create = reinterpret_cast<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*,
-                                              unsigned long long)>(dlsym(h, "cuMemCreate"));
-  auto export_fd = reinterpret_cast<CUresult (*)(void*, CUmemGenericAllocationHandle, int, unsigned long long)>(
-      dlsym(h, "cuMemExportToShareableHandle"));
-  auto uuid_of = reinterpret_cast<CUresult (*)(Uuid*, CUdevice)>(dlsym(h, "cuDeviceGetUuid_v2"));
-  ASSERT_EQ(init(0), kSuccess);
+  Uuid uuid;
+  void* h = LoadDoubleHere(&uuid);
+  ASSERT_NE(h, nullptr);
+  auto create = Sym<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*, unsigned long long)>(
+      h, "cuMemCreate");
+  auto export_fd =
+      Sym<CUresult (*)(void*, CUmemGenericAllocationHandle, int, unsigned long long)>(h, "cuMemExportToShareableHandle");
   MemAllocationProp prop{};
   prop.type = kMemAllocationTypePinned;
   prop.requested_handle_types = kMemHandleTypePosixFileDescriptor;
@@ -419,8 +436,6 @@ TEST_F(DeviceDoubleTest, RegisterVmmBufferChecksWhatItIsGiven) {
   ASSERT_EQ(create(&alloc, kChunk, &prop, 0), kSuccess);
   int fd = -1;
   ASSERT_EQ(export_fd(&fd, alloc, kMemHandleTypePosixFileDescriptor, 0), kSuccess);
-  Uuid uuid;
-  ASSERT_EQ(uuid_of(&uuid, 0), kSuccess);
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
 
