@@ -252,6 +252,29 @@ write("upgrade_handover", "new-refused", b"\x00" + upgrade_frame(2, STATUS_REFUS
 write("upgrade_handover", "new-listener-then-state",
       b"\x00" + upgrade_frame(3, struct.pack("<II", 1, 0)) + upgrade_frame(8, struct.pack("<II", 1, 0)) +
       upgrade_frame(4, daemon_state(2, [(b"big", 1 << 20, 1, b"")])))
+# collective_session: a CollectiveSession (protocol/upgrade_state.proto); descriptors 1-3
+# are sealed 64 KiB memfds, 4 an unsealed one, 5 a socket, 6 a pipe.
+def device_buffer(buffer_id, size, fd=0, uuid=bytes(range(16)), handle=bytes(64)):
+    return key(1, 0) + varint(buffer_id) + key(2, 0) + varint(size) + ldelim(3, uuid) + ldelim(4, handle) + (
+        key(5, 0) + varint(fd) if fd else b"")
+
+
+def host_region(region_id, size, fd):
+    return key(1, 0) + varint(region_id) + key(2, 0) + varint(size) + key(3, 0) + varint(fd)
+
+
+write("collective_session", "hello-only", key(1, 0) + varint(1))
+write("collective_session", "segment", key(1, 0) + varint(1) + key(4, 0) + varint(65536))
+write("collective_session", "segment-regions",
+      key(1, 0) + varint(1) + key(4, 0) + varint(65536) + ldelim(5, host_region(7, 65536, 2)) +
+      ldelim(5, host_region(8, 4096, 3)))
+write("collective_session", "unsealed-region", key(4, 0) + varint(65536) + ldelim(5, host_region(7, 65536, 4)))
+write("collective_session", "device-buffers",
+      key(1, 0) + varint(1) + ldelim(6, device_buffer(1, 1 << 20)) + ldelim(6, device_buffer(2, 2 << 20, fd=5)))
+write("collective_session", "async-error", key(1, 0) + varint(1) + key(7, 0) + varint(6) + ldelim(8, b"rank 1 died"))
+write("collective_session", "communicator", key(1, 0) + varint(1) + key(2, 0) + varint(0x1234) + key(3, 0) + varint(1))
+
+
 HELLO = struct.pack("<II56s", 1, 2, b"conduitd 0.1.0")
 write("upgrade_handover", "old-hello-ready", b"\x01" + upgrade_frame(1, HELLO) + upgrade_frame(5))
 write("upgrade_handover", "old-hello-failed", b"\x01" + upgrade_frame(1, HELLO) + upgrade_frame(6, STATUS_REFUSED))
