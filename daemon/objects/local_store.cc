@@ -338,9 +338,10 @@ Status LocalStore::Reserve(const std::string& id, uint64_t size, bool from_shard
         if (from_shard) from_shard_used_ += size;
         return Status::Ok();
       }
+      if (from_shard) return Err(objproto::kOutOfMemory, "no room for a copy handed over by a shard without evicting");
       // Spare memory goes before any copy is evicted (unmapped outside the store's lock).
-      clear_spares = !from_shard && spare > 0 && size <= limit_ && used_ + size <= limit_;
-      if (!clear_spares && !from_shard) victim = EvictionCandidateLocked(refused, &pinned_bytes);
+      clear_spares = spare > 0 && size <= limit_ && used_ + size <= limit_;
+      if (!clear_spares) victim = EvictionCandidateLocked(refused, &pinned_bytes);
       if (!victim.empty()) victim_from_shard = objects_[victim]->from_shard();
       if (!clear_spares && victim.empty()) {
         return Err(objproto::kOutOfMemory,
