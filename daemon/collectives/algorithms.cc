@@ -18,7 +18,7 @@ size_t RangesBytes(const std::vector<ByteRange>& ranges) {
   return n;
 }
 
-std::vector<ConstSpan> AsConst(uint8_t* buf, const std::vector<ByteRange>& ranges) {
+std::vector<ConstSpan> AsConst(const uint8_t* buf, const std::vector<ByteRange>& ranges) {
   std::vector<ConstSpan> spans;
   for (const auto& r : ranges) spans.push_back({buf + r.offset, r.len});
   return spans;
@@ -45,6 +45,15 @@ void VisitLinear(const std::vector<ByteRange>& ranges, size_t pos, size_t len, F
       len -= take;
     }
     start += r.len;
+  }
+}
+
+// dst = a op b, where a may be dst itself (this host's contribution already there).
+void ReduceOnto(uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t count, ncclDataType_t type, ncclRedOp_t op) {
+  if (a == dst) {
+    ReduceInto(dst, b, count, type, op);
+  } else {
+    Reduce2(dst, a, b, count, type, op);
   }
 }
 
@@ -113,7 +122,9 @@ class RingPass {
     // The first segment sent is this host's own (me-1 for a reduce-scatter, me for an
     // all-gather); every later one is a received one, forwarded.
     const auto& first = segments[Mod(g.me - (rs_steps > 0 ? 1 : 0), n)];
-    out_ = AsConst(buf, first);
+    // A reduce-scatter's first segment is this host's contribution alone: sent from where
+    // it lives. (Its place in buf is written by the all-gather.)
+    out_ = AsConst(rs_steps > 0 && g.input != nullptr ? g.input : buf, first);
     first_bytes_ = RangesBytes(first);
     for (size_t i = 0; i + 1 < steps_.size(); ++i) {
       for (const ConstSpan& span : AsConst(buf, *steps_[i].ranges)) out_.push_back(span);
@@ -197,7 +208,9 @@ class RingPass {
       uint8_t* dst = buf_ + offset;
       if (g_.ensure) st = g_.ensure(dst, len);
       if (!st.ok()) return;
-      ReduceInto(dst, src + (linear - step.done), len / elem_, type_, op_);
+      // Each segment is reduced here once: this host's contribution folds in now.
+      const uint8_t* mine = g_.input != nullptr ? g_.input + offset : dst;
+      ReduceOnto(dst, mine, src + (linear - step.done), len / elem_, type_, op_);
       CountReduce(g_.traffic, len);
       if (step.final && g_.finalize) g_.finalize(dst, len);
     });
@@ -287,9 +300,10 @@ struct Fold {
 };
 
 // `staging` takes the whole buffer on an odd host of a pair. A host that sat out has the
-// result in buf when this returns.
-Status FoldIn(const HostGroup& g, uint8_t* buf, uint8_t* staging, size_t count, ncclDataType_t type, ncclRedOp_t op,
-              Fold* f) {
+// result in buf when this returns. `*mine`: where this host's data is (HostGroup::input or
+// buf); buf once the host has reduced into it.
+Status FoldIn(const HostGroup& g, uint8_t* buf, const uint8_t** mine, uint8_t* staging, size_t count,
+              ncclDataType_t type, ncclRedOp_t op, Fold* f) {
   const size_t bytes = count * DataTypeSize(type);
   if (g.me >= 2 * f->extra) {
     f->vrank = g.me - f->extra;
@@ -297,12 +311,13 @@ Status FoldIn(const HostGroup& g, uint8_t* buf, uint8_t* staging, size_t count, 
   }
   if (g.me % 2 == 0) {
     Link& partner = *g.links[g.me + 1];
-    CONDUIT_RETURN_IF_ERROR(partner.Send({{buf, bytes}}, g.deadline));
+    CONDUIT_RETURN_IF_ERROR(partner.Send({{*mine, bytes}}, g.deadline));
     return partner.Recv({{buf, bytes}}, g.deadline);
   }
   CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv({{staging, bytes}}, g.deadline));
-  ReduceInto(buf, staging, count, type, op);
+  ReduceOnto(buf, *mine, staging, count, type, op);
   CountReduce(g.traffic, bytes);
+  *mine = buf;
   f->vrank = g.me / 2;
   return Status::Ok();
 }
@@ -322,13 +337,15 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   std::unique_ptr<uint8_t[]> own;
   uint8_t* staging = Staging(g, bytes, &own);
   Fold fold(g.nhosts);
-  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, staging, count, type, op, &fold));
+  const uint8_t* mine = g.input != nullptr ? g.input : buf;
+  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, &mine, staging, count, type, op, &fold));
   if (fold.vrank < 0) return Status::Ok();
   for (int mask = 1; mask < fold.pow2; mask <<= 1) {
     Link& partner = *g.links[fold.RealHost(fold.vrank ^ mask)];
-    CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{buf, bytes}}, partner, {{staging, bytes}}, g.deadline));
-    ReduceInto(buf, staging, count, type, op);  // commutative ops: same bits on both sides
+    CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{mine, bytes}}, partner, {{staging, bytes}}, g.deadline));
+    ReduceOnto(buf, mine, staging, count, type, op);  // commutative ops: same bits on both sides
     CountReduce(g.traffic, bytes);
+    mine = buf;
   }
   return FoldOut(g, fold, buf, bytes);
 }
@@ -344,7 +361,8 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
   // The most received at once: the whole buffer from a folded host, else the other half
   // of the buffer at the first halving step.
   uint8_t* staging = Staging(g, fold.extra > 0 ? bytes : (count - count / 2) * elem, &own);
-  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, staging, count, type, op, &fold));
+  const uint8_t* mine = g.input != nullptr ? g.input : buf;
+  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, &mine, staging, count, type, op, &fold));
   if (fold.vrank < 0) return Status::Ok();
   const int pow2 = fold.pow2, vrank = fold.vrank;
   // Block b of pow2 (whole elements) starts at byte at(b).
@@ -360,10 +378,13 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
     const int keep_lo = keep_lower ? lo : mid, keep_hi = keep_lower ? mid : hi;
     const int give_lo = keep_lower ? mid : lo, give_hi = keep_lower ? hi : mid;
     const size_t keep_bytes = at(keep_hi) - at(keep_lo);
-    CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{buf + at(give_lo), at(give_hi) - at(give_lo)}}, partner,
+    CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{mine + at(give_lo), at(give_hi) - at(give_lo)}}, partner,
                                              {{staging, keep_bytes}}, g.deadline));
-    ReduceInto(buf + at(keep_lo), staging, keep_bytes / elem, type, op);
+    ReduceOnto(buf + at(keep_lo), mine + at(keep_lo), staging, keep_bytes / elem, type, op);
     CountReduce(g.traffic, keep_bytes);
+    // What later steps send and reduce lies within the kept half, in buf from now on (the
+    // given half of buf is written by the all-gather).
+    mine = buf;
     lo = keep_lo;
     hi = keep_hi;
   }

@@ -73,15 +73,20 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
     ranks.push_back(rank);
   }
   LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_);
+  // One rank's out-of-place all-reduce in its own buffers: the algorithms read its input
+  // where it is (one copy per byte fewer). Alone on one host no algorithm runs, so the
+  // stage's copy stays.
+  const uint8_t* input = membership_.host_addrs.size() > 1 ? stage.TakeInputApart() : nullptr;
   CONDUIT_RETURN_IF_ERROR(CrossHosts(
       op, config, stage.work(),
       [&stage](const void* p, size_t n) { return stage.EnsureAt(static_cast<const uint8_t*>(p), n); },
-      [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); }, algorithm));
+      [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); }, algorithm, input));
   return stage.Finish();
 }
 
 Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& config, uint8_t* work, SendGate ensure,
-                                std::function<void(const uint8_t*, size_t)> finalize, const char** algorithm) {
+                                std::function<void(const uint8_t*, size_t)> finalize, const char** algorithm,
+                                const uint8_t* input) {
   const int nhosts = static_cast<int>(membership_.host_addrs.size());
   const int me = membership_.my_host;
   // The algorithms see hosts in ring order: position p is host config.ring[p].
@@ -109,6 +114,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   group.finalize = std::move(finalize);
   group.scratch = &scratch_;
   group.traffic = &traffic_;
+  group.input = input;
 
   // Tenant policy: pace this host's sends (cap, yield) and tell lower priorities we are busy.
   std::shared_ptr<TenantState> tenant = nhosts > 1 ? CurrentTenant() : nullptr;

@@ -195,7 +195,7 @@ Status LocalStage::CombineChunk(size_t k) {
       }
       CountReduce(traffic_, n * elem_);
     }
-    if (!seeded) CopyLocal(acc, own, r.end - r.begin);
+    if (!seeded && !input_apart_) CopyLocal(acc, own, r.end - r.begin);
   } else if (kind_ == shimproto::kAllGather) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       Range x = Intersect(r, InputOf(i));
@@ -319,6 +319,17 @@ Status LocalStage::Finish() {
 void LocalStage::CopyLocal(uint8_t* dst, const uint8_t* src, size_t n) {
   memcpy(dst, src, n);
   if (traffic_ != nullptr) traffic_->AddLocalCopy(n);
+}
+
+const uint8_t* LocalStage::TakeInputApart() {
+  if (kind_ != shimproto::kAllReduce || ranks_.size() != 1 || !ranks_[0].in_regions() ||
+      ranks_[0].control != nullptr || ranks_[0].op.redop == shimproto::kRedOpPreMulSum) {
+    return nullptr;
+  }
+  const uint8_t* input = InputAt(0, 0);
+  if (input == work_) return nullptr;  // in place: nothing to save
+  input_apart_ = true;
+  return input;
 }
 
 Status LocalStage::EnsureAt(const uint8_t* p, size_t len) {

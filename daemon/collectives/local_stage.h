@@ -59,6 +59,13 @@ class LocalStage {
   size_t work_bytes() const { return work_bytes_; }
 
   Status Ensure(size_t offset, size_t len);
+  // For an all-reduce whose algorithm folds this host's contribution in where it lives
+  // (HostGroup::input) and writes every byte of the work buffer itself: the contribution,
+  // and Ensure copies nothing into the work buffer from now on. Only one rank on this host,
+  // in host regions, out of place, and not streamed qualifies; otherwise nullptr and
+  // nothing changes. The caller must run such an algorithm (2 hosts or more) after a
+  // non-null answer.
+  const uint8_t* TakeInputApart();
   void Finalize(size_t offset, size_t len);
   // Ensures and finalizes everything; then the shims have their whole output.
   Status Finish();
@@ -104,6 +111,7 @@ class LocalStage {
   std::vector<bool> combined_;
   std::vector<Range> outputs_;  // union of the local ranks' outputs, sorted, disjoint
   bool defer_finalize_ = false;
+  bool input_apart_ = false;  // TakeInputApart: the algorithm reads the input where it is
   std::map<size_t, size_t> finalized_;  // disjoint [begin, end) ranges already final
   // Per streamed rank: output bytes not yet final in each done-bit chunk of its segment.
   std::vector<std::map<size_t, size_t>> pending_;

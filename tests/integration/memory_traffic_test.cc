@@ -47,15 +47,15 @@ struct Seen {
 Traffic Expected(const Seen& c) {
   const uint64_t S = c.s, L = c.local, R = c.nranks;
   Traffic t;
-  // In host regions (out of place here) the shims copy nothing; the daemon copies each
-  // input that is not already in the work buffer (the first local rank's output), except
-  // where it folds another local rank in at the same time (Reduce2).
+  // In host regions (out of place here) the shims copy nothing, and no input is copied
+  // into the work buffer (the first local rank's output): with two local ranks the first
+  // one's is folded in with the second's (Reduce2), alone the algorithm reads it where it
+  // is (HostGroup::input) and folds it in as it reduces.
   if (c.regions && c.op == "AllReduce") {
     Seen staged = c;
     staged.regions = false;
     t = Expected(staged);
     t.program_copies = 0;
-    if (L == 1) t.local_copies += S;
     return t;
   }
   if (c.regions && c.op == "Broadcast") {

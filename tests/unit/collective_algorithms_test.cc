@@ -34,6 +34,7 @@ struct HostCase {
   std::vector<uint8_t> ensured, finalized;
   std::string violation;          // the first broken hook promise, if any
   Status status;
+  bool input_apart = false;       // HostGroup::input: the algorithm reads `input` itself
 
   void Init(size_t bytes) {
     input.assign(bytes, 0);
@@ -52,7 +53,7 @@ struct HostCase {
     for (size_t i = at; i < at + len; ++i) {
       if (ensured[i]) continue;
       ensured[i] = 1;
-      if (has_input[i]) buf[i] = input[i];
+      if (has_input[i] && !input_apart) buf[i] = input[i];
     }
     return Status::Ok();
   }
@@ -98,6 +99,9 @@ struct RunOptions {
   size_t chunk_bytes = 512 * 1024;
   bool scratch = true;            // a kept Scratch, as communicators have; else fresh memory
   bool all_finalized = false;     // every checked byte must have been finalized
+  // The contribution stays in HostCase::input (HostGroup::input) and nothing copies it into
+  // buf: a byte of buf the algorithm never wrote keeps kGarbage and fails the check.
+  bool input_apart = false;
   int64_t deadline_ms = 10000;
 };
 
@@ -126,6 +130,8 @@ void RunOnMesh(const LocalMesh& mesh, std::vector<HostCase>& hosts, const Algori
       group.ensure = [&host](const void* p, size_t len) { return host.Ensure(p, len); };
       group.finalize = [&host](const uint8_t* p, size_t len) { host.Finalize(p, len); };
       group.scratch = options.scratch ? &scratch : nullptr;
+      host.input_apart = options.input_apart;
+      if (options.input_apart) group.input = host.input.data();
       host.status = algorithm(group, host.buf.data());
       // Then the caller ensures whatever the algorithm never read (LocalStage::Finish):
       // bytes it wrote without asking first would be overwritten here, as they would be there.
@@ -223,6 +229,47 @@ TEST(CollectiveAlgorithmsTest, AllReduceOnOneToSixteenHostsAndOddSizes) {
           return HalvingDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
         }, {.chunk_bytes = chunk, .scratch = chunk != 100});
       }
+    }
+  }
+}
+
+// One rank's out-of-place all-reduce in its own buffers (LocalStage::TakeInputApart): each
+// algorithm reads the contribution where it is, and must write every byte of buf itself,
+// the results only.
+TEST(CollectiveAlgorithmsTest, AllReduceReadsAnInputApartAndWritesEveryByte) {
+  for (int n : {2, 3, 4, 5, 7, 8}) {
+    auto mesh = Mesh(n);
+    for (size_t count : {1, 3, 17, 1001, 70000}) {
+      for (size_t chunk : {100, 512 * 1024}) {
+        SCOPED_TRACE("hosts " + std::to_string(n) + " count " + std::to_string(count) + " chunk " +
+                     std::to_string(chunk));
+        const RunOptions apart{.chunk_bytes = chunk, .input_apart = true};
+        auto ring = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+        RunOnMesh(*mesh, ring, [count](const HostGroup& g, uint8_t* buf) {
+          return RingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+        }, apart);
+        auto rd = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+        RunOnMesh(*mesh, rd, [count](const HostGroup& g, uint8_t* buf) {
+          return RecursiveDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+        }, apart);
+        auto rh = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+        RunOnMesh(*mesh, rh, [count](const HostGroup& g, uint8_t* buf) {
+          return HalvingDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+        }, apart);
+      }
+    }
+  }
+  for (ncclRedOp_t op : {ncclProd, ncclMax, ncclMin}) {
+    for (ncclDataType_t type : {ncclInt8, ncclFloat16, ncclFloat64}) {
+      SCOPED_TRACE("type " + std::string(DataTypeName(type)) + " op " + std::to_string(op));
+      auto mesh = Mesh(4);
+      auto ring = ReductionCase(4, 257, type, op, Everyone);
+      RunOnMesh(*mesh, ring, [&](const HostGroup& g, uint8_t* buf) { return RingAllReduce(g, buf, 257, type, op); },
+                {.chunk_bytes = 60, .input_apart = true});
+      auto rh = ReductionCase(4, 257, type, op, Everyone);
+      RunOnMesh(*mesh, rh, [&](const HostGroup& g, uint8_t* buf) {
+        return HalvingDoublingAllReduce(g, buf, 257, type, op);
+      }, {.input_apart = true});
     }
   }
 }

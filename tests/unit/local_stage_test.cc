@@ -293,6 +293,45 @@ TEST(LocalStageTest, HostRegionsAloneCopyTheInputOnlyWhenOutOfPlace) {
   }
 }
 
+// TakeInputApart: only one rank's out-of-place all-reduce in its own buffers qualifies;
+// then the stage copies nothing and leaves every byte of the work buffer to the algorithm.
+TEST(LocalStageTest, InputApartOnlyForOneRanksOutOfPlaceAllReduceInRegions) {
+  const size_t n = 100000;
+  std::vector<float> in(n, 3.0f), out(n, -1.0f);
+  auto op = Op(shimproto::kAllReduce, n);
+  MemoryTraffic traffic;
+  LocalStage apart({RegionRank(0, op, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure, &traffic);
+  EXPECT_EQ(apart.TakeInputApart(), reinterpret_cast<const uint8_t*>(in.data()));
+  ASSERT_TRUE(apart.Ensure(0, 4 * n).ok());
+  ASSERT_TRUE(apart.Finish().ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], -1.0f) << i;  // untouched: the algorithm's to write
+  EXPECT_EQ(traffic.Snapshot().local_copies, 0u);
+
+  // In place; two local ranks; streamed; another collective; PreMulSum: nothing changes.
+  LocalStage in_place({RegionRank(0, op, out.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(in_place.TakeInputApart(), nullptr);
+  std::vector<float> in1(n, 1.0f), out1(n);
+  LocalStage two({RegionRank(0, op, in.data(), out.data()), RegionRank(1, op, in1.data(), out1.data())}, 4,
+                 Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(two.TakeInputApart(), nullptr);
+  StageRank streamed = RegionRank(0, op, in.data(), out.data());
+  FakeRank f;
+  streamed.control = f.control();
+  f.control()->input_complete.store(1);
+  LocalStage with_control({streamed}, 2, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(with_control.TakeInputApart(), nullptr);
+  auto bop = Op(shimproto::kBroadcast, n);
+  LocalStage broadcast({RegionRank(0, bop, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(broadcast.TakeInputApart(), nullptr);
+  auto pop = Op(shimproto::kAllReduce, n, shimproto::kRedOpPreMulSum);
+  LocalStage premul({RegionRank(0, pop, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(premul.TakeInputApart(), nullptr);
+  // Refused: the stage still copies the input into the work buffer.
+  std::fill(out.begin(), out.end(), -1.0f);
+  ASSERT_TRUE(broadcast.Finish().ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 3.0f) << i;
+}
+
 TEST(LocalStageTest, HostRegionsAllGatherAndBroadcast) {
   const size_t block = 50000;  // floats per rank; 4 ranks, 2 of them here (ranks 1 and 2)
   std::vector<float> send1(block, 1.0f), recv1(4 * block, 0.0f), recv2(4 * block, 0.0f);
