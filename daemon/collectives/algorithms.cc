@@ -48,15 +48,6 @@ void VisitLinear(const std::vector<ByteRange>& ranges, size_t pos, size_t len, F
   }
 }
 
-// dst = a op b, where a may be dst itself (this host's contribution already there).
-void ReduceOnto(uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t count, ncclDataType_t type, ncclRedOp_t op) {
-  if (a == dst) {
-    ReduceInto(dst, b, count, type, op);
-  } else {
-    Reduce2(dst, a, b, count, type, op);
-  }
-}
-
 // `bytes` of staging for one call: the group's scratch, or a buffer owned by `own`.
 uint8_t* Staging(const HostGroup& g, size_t bytes, std::unique_ptr<uint8_t[]>* own) {
   if (g.scratch != nullptr) return g.scratch->Get(bytes, own);
@@ -208,9 +199,10 @@ class RingPass {
       uint8_t* dst = buf_ + offset;
       if (g_.ensure) st = g_.ensure(dst, len);
       if (!st.ok()) return;
-      // Each segment is reduced here once: this host's contribution folds in now.
+      // Each segment is reduced here once: this host's contribution folds in now (Reduce2
+      // works in place when it is already in buf).
       const uint8_t* mine = g_.input != nullptr ? g_.input + offset : dst;
-      ReduceOnto(dst, mine, src + (linear - step.done), len / elem_, type_, op_);
+      Reduce2(dst, mine, src + (linear - step.done), len / elem_, type_, op_);
       CountReduce(g_.traffic, len);
       if (step.final && g_.finalize) g_.finalize(dst, len);
     });
@@ -315,7 +307,7 @@ Status FoldIn(const HostGroup& g, uint8_t* buf, const uint8_t** mine, uint8_t* s
     return partner.Recv({{buf, bytes}}, g.deadline);
   }
   CONDUIT_RETURN_IF_ERROR(g.links[g.me - 1]->Recv({{staging, bytes}}, g.deadline));
-  ReduceOnto(buf, *mine, staging, count, type, op);
+  Reduce2(buf, *mine, staging, count, type, op);
   CountReduce(g.traffic, bytes);
   *mine = buf;
   f->vrank = g.me / 2;
@@ -343,7 +335,7 @@ Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count
   for (int mask = 1; mask < fold.pow2; mask <<= 1) {
     Link& partner = *g.links[fold.RealHost(fold.vrank ^ mask)];
     CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{mine, bytes}}, partner, {{staging, bytes}}, g.deadline));
-    ReduceOnto(buf, mine, staging, count, type, op);  // commutative ops: same bits on both sides
+    Reduce2(buf, mine, staging, count, type, op);  // commutative ops: same bits on both sides
     CountReduce(g.traffic, bytes);
     mine = buf;
   }
@@ -380,7 +372,7 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
     const size_t keep_bytes = at(keep_hi) - at(keep_lo);
     CONDUIT_RETURN_IF_ERROR(partner.SendRecv({{mine + at(give_lo), at(give_hi) - at(give_lo)}}, partner,
                                              {{staging, keep_bytes}}, g.deadline));
-    ReduceOnto(buf + at(keep_lo), mine + at(keep_lo), staging, keep_bytes / elem, type, op);
+    Reduce2(buf + at(keep_lo), mine + at(keep_lo), staging, keep_bytes / elem, type, op);
     CountReduce(g.traffic, keep_bytes);
     // What later steps send and reduce lies within the kept half, in buf from now on (the
     // given half of buf is written by the all-gather).
