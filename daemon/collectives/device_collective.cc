@@ -66,6 +66,20 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
   const std::vector<uint64_t>* scale = premul ? &scalars : nullptr;
   const std::vector<uint64_t>* scale_at = premul && any_scalar_at ? &scalar_at : nullptr;
 
+  // Every kernel and copy goes through these two, which count what it writes (memory_traffic.h):
+  // a DeviceBuf on device -1 is the pinned staging memory.
+  auto combine = [&](uint64_t count, const std::vector<DeviceBuf>& in, const std::vector<uint64_t>* by, int div,
+                     const std::vector<DeviceBuf>& out, const std::vector<uint64_t>* by_at = nullptr) -> Status {
+    CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, count, in, by, div, out, deadline, by_at));
+    for (const DeviceBuf& o : out) traffic_.AddDeviceWrite(in[0].device < 0, o.device < 0, count * elem);
+    return Status::Ok();
+  };
+  auto copy = [&](DeviceBuf dst, DeviceBuf src, size_t bytes) -> Status {
+    CONDUIT_RETURN_IF_ERROR(cs.Copy(dst, src, bytes));
+    traffic_.AddDeviceWrite(src.device < 0, dst.device < 0, bytes);
+    return Status::Ok();
+  };
+
   // Several hosts: this host's contribution in pinned memory, the network, the result back.
   uint8_t* work = nullptr;
   DeviceBuf pinned;
@@ -82,68 +96,66 @@ Status Communicator::ExecuteOnDevice(const std::vector<CollRequest*>& batch, con
   switch (op.kind) {
     case shimproto::kAllReduce:
       if (one_host) {
-        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, recvs, deadline, scale_at));
+        CONDUIT_RETURN_IF_ERROR(combine(op.count, sends, scale, divisor, recvs, scale_at));
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block));
-      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline, scale_at));
+      CONDUIT_RETURN_IF_ERROR(combine(op.count, sends, scale, 0, {pinned}, scale_at));
       CONDUIT_RETURN_IF_ERROR(cross());
-      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {pinned}, nullptr, divisor, recvs, deadline));
+      CONDUIT_RETURN_IF_ERROR(combine(op.count, {pinned}, nullptr, divisor, recvs));
       break;
     case shimproto::kReduce:
       if (one_host) {
-        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, divisor, {recvs[root]}, deadline, scale_at));
+        CONDUIT_RETURN_IF_ERROR(combine(op.count, sends, scale, divisor, {recvs[root]}, scale_at));
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block));
-      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, sends, scale, 0, {pinned}, deadline, scale_at));
+      CONDUIT_RETURN_IF_ERROR(combine(op.count, sends, scale, 0, {pinned}, scale_at));
       CONDUIT_RETURN_IF_ERROR(cross());
-      if (root >= 0) {
-        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {pinned}, nullptr, divisor, {recvs[root]}, deadline));
-      }
+      if (root >= 0) CONDUIT_RETURN_IF_ERROR(combine(op.count, {pinned}, nullptr, divisor, {recvs[root]}));
       break;
     case shimproto::kReduceScatter:
       if (one_host) {
         for (size_t j = 0; j < batch.size(); ++j) {
           std::vector<DeviceBuf> blocks;
           for (const DeviceBuf& s : sends) blocks.push_back(At(s, static_cast<size_t>(batch[j]->rank) * block));
-          CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, blocks, scale, divisor, {recvs[j]}, deadline, scale_at));
+          CONDUIT_RETURN_IF_ERROR(combine(op.count, blocks, scale, divisor, {recvs[j]}, scale_at));
         }
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block * nranks_));
-      CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count * nranks_, sends, scale, 0, {pinned}, deadline, scale_at));
+      CONDUIT_RETURN_IF_ERROR(combine(op.count * nranks_, sends, scale, 0, {pinned}, scale_at));
       CONDUIT_RETURN_IF_ERROR(cross());
       for (size_t j = 0; j < batch.size(); ++j) {
         DeviceBuf mine = At(pinned, static_cast<size_t>(batch[j]->rank) * block);
-        CONDUIT_RETURN_IF_ERROR(cs.Combine(type, kernel_op, op.count, {mine}, nullptr, divisor, {recvs[j]}, deadline));
+        CONDUIT_RETURN_IF_ERROR(combine(op.count, {mine}, nullptr, divisor, {recvs[j]}));
       }
       break;
     case shimproto::kAllGather:
       if (one_host) {
         for (const DeviceBuf& dst : recvs) {
           for (size_t i = 0; i < batch.size(); ++i) {
-            CONDUIT_RETURN_IF_ERROR(cs.Copy(At(dst, static_cast<size_t>(batch[i]->rank) * block), sends[i], block));
+            CONDUIT_RETURN_IF_ERROR(copy(At(dst, static_cast<size_t>(batch[i]->rank) * block), sends[i], block));
           }
         }
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block * nranks_));
       for (size_t i = 0; i < batch.size(); ++i) {
-        CONDUIT_RETURN_IF_ERROR(cs.Copy(At(pinned, static_cast<size_t>(batch[i]->rank) * block), sends[i], block));
+        CONDUIT_RETURN_IF_ERROR(copy(At(pinned, static_cast<size_t>(batch[i]->rank) * block), sends[i], block));
       }
       CONDUIT_RETURN_IF_ERROR(cross());
-      for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(cs.Copy(dst, pinned, block * nranks_));
+      for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(copy(dst, pinned, block * nranks_));
       break;
     case shimproto::kBroadcast:
       if (one_host) {
-        for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(cs.Copy(dst, sends[root], block));
+        for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(copy(dst, sends[root], block));
         break;
       }
       CONDUIT_RETURN_IF_ERROR(stage(block));
-      if (root >= 0) CONDUIT_RETURN_IF_ERROR(cs.Copy(pinned, sends[root], block));
+      if (root >= 0) CONDUIT_RETURN_IF_ERROR(copy(pinned, sends[root], block));
       CONDUIT_RETURN_IF_ERROR(cross());
-      for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(cs.Copy(dst, pinned, block));
+      for (const DeviceBuf& dst : recvs) CONDUIT_RETURN_IF_ERROR(copy(dst, pinned, block));
       break;
     default:
       return InternalError("op kind %u is not a collective", op.kind);

@@ -118,6 +118,9 @@ Json TrafficJson(const TrafficCounts& t, uint64_t payload) {
   m["reduce_writes"] = t.reduce_writes;
   m["socket_sends"] = t.socket_sends;
   m["socket_receives"] = t.socket_receives;
+  m["device_writes"] = t.device_writes;
+  m["device_to_host"] = t.device_to_host;
+  m["host_to_device"] = t.host_to_device;
   m["per_payload_byte"] = payload > 0 ? Json(static_cast<double>(t.total()) / static_cast<double>(payload)) : Json();
   return m;
 }
@@ -170,7 +173,10 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
       const TrafficCounts t = c->stats().traffic_of(k);
       const std::pair<const char*, uint64_t> by[] = {{"program_copy", t.program_copies}, {"local_copy", t.local_copies},
                                                      {"reduce", t.reduce_writes}, {"socket_send", t.socket_sends},
-                                                     {"socket_receive", t.socket_receives}};
+                                                     {"socket_receive", t.socket_receives},
+                                                     {"device_write", t.device_writes},
+                                                     {"device_to_host", t.device_to_host},
+                                                     {"host_to_device", t.host_to_device}};
       for (const auto& [name, value] : by) {
         w.Sample("conduit_collective_memory_bytes_total",
                  {{"comm", CommKeyShort(c->key())}, {"op", OpKindName(k)}, {"by", name}}, static_cast<double>(value));

@@ -31,12 +31,15 @@ void SetTraffic(const TrafficCounts& t, Message* out) {
   out->set_reduce_writes(t.reduce_writes);
   out->set_socket_sends(t.socket_sends);
   out->set_socket_receives(t.socket_receives);
+  out->set_device_writes(t.device_writes);
+  out->set_device_to_host(t.device_to_host);
+  out->set_host_to_device(t.host_to_device);
 }
 
 template <typename Message>
 TrafficCounts TrafficOf(const Message& in) {
   return TrafficCounts{in.program_copies(), in.local_copies(), in.reduce_writes(), in.socket_sends(),
-                       in.socket_receives()};
+                       in.socket_receives(), in.device_writes(), in.device_to_host(), in.host_to_device()};
 }
 
 void EncodeTrace(const std::vector<CollRecord>& trace, upgrade::v1::Communicator* out) {

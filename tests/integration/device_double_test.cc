@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "admin_call.h"
@@ -62,6 +65,91 @@ std::vector<std::string> ProbeEnv(std::vector<std::string> extra = {}) {
 }
 
 bool Passed(Subprocess& p) { return p.exit_code() == 0 && p.Output().find("device_probe: all passed") != std::string::npos; }
+
+// What the GPU writes for one collective on device buffers (docs/design.md "Copies per
+// payload byte", device buffers), as host `host`'s daemon traced it. `s`: one rank's
+// buffer (a block for AllGather and ReduceScatter), L ranks here of R, on `hosts` hosts.
+struct DeviceWrites {
+  uint64_t device_writes = 0, device_to_host = 0, host_to_device = 0;
+  bool operator==(const DeviceWrites& o) const {
+    return device_writes == o.device_writes && device_to_host == o.device_to_host && host_to_device == o.host_to_device;
+  }
+  std::string Text() const {
+    return "device " + std::to_string(device_writes) + ", to host " + std::to_string(device_to_host) +
+           ", to device " + std::to_string(host_to_device);
+  }
+};
+
+DeviceWrites ExpectedDeviceWrites(const std::string& op, uint64_t s, uint64_t L, uint64_t R, int hosts, bool root_here) {
+  DeviceWrites w;
+  if (hosts == 1) {  // kernels and copies from the inputs straight into the outputs
+    w.device_writes = op == "Reduce" ? s : op == "AllGather" ? L * R * s : L * s;
+    return w;
+  }
+  // This host's part into pinned memory once, the result from it into every output.
+  if (op == "AllReduce") {
+    w.device_to_host = s;
+    w.host_to_device = L * s;
+  } else if (op == "Reduce") {
+    w.device_to_host = s;
+    w.host_to_device = root_here ? s : 0;
+  } else if (op == "ReduceScatter") {
+    w.device_to_host = R * s;
+    w.host_to_device = L * s;
+  } else if (op == "AllGather") {
+    w.device_to_host = L * s;
+    w.host_to_device = L * R * s;
+  } else if (op == "Broadcast") {
+    w.device_to_host = root_here ? s : 0;
+    w.host_to_device = L * s;
+  }
+  return w;
+}
+
+uint64_t Count(const Json& memory, const char* name) {
+  const Json& v = Field(memory, name);
+  return v.is_number() ? static_cast<uint64_t>(v.as_int()) : UINT64_MAX;
+}
+
+// Checks every collective in host `host`'s trace of its one communicator against the table;
+// returns the ops seen.
+std::set<std::string> CheckDeviceTrace(const Cluster& cluster, int host, int hosts) {
+  std::set<std::string> seen;
+  // Communicators of programs that just exited may take a moment to go.
+  AdminAnswer comms;
+  for (int tries = 0; tries < 50; ++tries) {
+    comms = AdminCall(cluster, host, "GET", "/v1/communicators");
+    if (Field(comms.body, "communicators").size() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const Json& list = Field(comms.body, "communicators");
+  EXPECT_TRUE(list.is_array() && list.size() == 1) << comms.text;
+  if (!list.is_array() || list.size() != 1) return seen;
+  const Json& comm = list.items()[0];
+  const std::string key = Field(comm, "key").as_string();
+  const uint64_t R = static_cast<uint64_t>(Field(comm, "nranks").as_int());
+  std::vector<int64_t> local = Ints(&Field(comm, "local_ranks"));
+  AdminAnswer trace = AdminCall(cluster, host, "GET", "/v1/communicators/" + key + "/trace?limit=1000");
+  EXPECT_EQ(trace.status, 200) << trace.text;
+  for (const Json& e : Field(trace.body, "trace").items()) {
+    const std::string op = Field(e, "op").as_string();
+    const uint64_t s = static_cast<uint64_t>(Field(e, "bytes").as_int());
+    const bool root_here = std::count(local.begin(), local.end(), Field(e, "root").as_int()) > 0;
+    const Json& memory = Field(e, "memory");
+    const DeviceWrites got{Count(memory, "device_writes"), Count(memory, "device_to_host"),
+                           Count(memory, "host_to_device")};
+    const DeviceWrites want = ExpectedDeviceWrites(op, s, local.size(), R, hosts, root_here);
+    EXPECT_EQ(got, want) << op << " of " << s << " bytes on host " << host << " (" << local.size() << " of " << R
+                         << " ranks here): measured " << got.Text() << "; the table says " << want.Text();
+    // No host-memory copies of the programs' buffers: only the network staging's own.
+    EXPECT_EQ(Count(memory, "program_copies"), 0u) << op;
+    EXPECT_EQ(Count(memory, "local_copies"), 0u) << op;
+    seen.insert(op);
+  }
+  return seen;
+}
+
+const std::set<std::string> kEveryCollective = {"AllReduce", "Reduce", "ReduceScatter", "AllGather", "Broadcast"};
 
 class DeviceDoubleTest : public ClusterSuiteTest<DeviceDoubleTest> {
  public:
@@ -128,6 +216,19 @@ TEST_F(DeviceDoubleTest, CollectivesOnDeviceBuffers) {
 // program used (a context costs GPU memory, and takes an EXCLUSIVE_PROCESS GPU).
 TEST_F(DeviceDoubleTest, ContextsOnlyOnGpusInUse) {
   EXPECT_EQ(ContextReferences(), (std::vector<int>{1, 0}));
+}
+
+// Two ranks on one host, every collective: what the GPU writes matches the table.
+TEST_F(DeviceDoubleTest, DeviceWritesMatchTheTable) {
+  const std::string id_file = cluster_->NewIdFile();
+  Subprocess& p = cluster_->Launch(0, "device_probe",
+                                   {Cluster::BinPath("device_probe"), "hosts", "--nranks", "2", "--base", "0", "--ranks",
+                                    "2", "--id-file", id_file, "--linger-ms", std::to_string(3000 * kSanitizerSlowdown)},
+                                   ProbeEnv());
+  ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster_->Describe();
+  EXPECT_EQ(CheckDeviceTrace(*cluster_, 0, 1), kEveryCollective);
+  Finish(p);
+  EXPECT_TRUE(Passed(p)) << p.Output();
 }
 
 TEST_F(DeviceDoubleTest, OneRankAlone) {
@@ -494,15 +595,26 @@ class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
   }
 
  protected:
-  // Two ranks per host; every probe passes. Returns their output.
-  std::string RunAcrossHosts(std::vector<std::string> env) {
+  // Two ranks per host; every probe passes. Returns their output. With `while_lingering`
+  // the probes keep their communicators until it has run (once both reached that point).
+  std::string RunAcrossHosts(std::vector<std::string> env, const std::function<void()>& while_lingering = nullptr) {
     const std::string id_file = cluster_->NewIdFile();
     std::vector<Subprocess*> ranks;
     for (int host = 0; host < 2; ++host) {
-      ranks.push_back(&cluster_->Launch(host, "device_probe",
-                                        {Cluster::BinPath("device_probe"), "hosts", "--nranks", "4", "--base",
-                                         std::to_string(2 * host), "--ranks", "2", "--id-file", id_file},
-                                        ProbeEnv(env)));
+      std::vector<std::string> args{Cluster::BinPath("device_probe"), "hosts", "--nranks", "4", "--base",
+                                    std::to_string(2 * host), "--ranks", "2", "--id-file", id_file};
+      if (while_lingering) {
+        args.insert(args.end(), {"--linger-ms", std::to_string(3000 * kSanitizerSlowdown)});
+      }
+      ranks.push_back(&cluster_->Launch(host, "device_probe", args, ProbeEnv(env)));
+    }
+    if (while_lingering) {
+      bool lingering = true;
+      for (Subprocess* p : ranks) {
+        lingering = lingering && Cluster::WaitForOutput(*p, "lingering", kProbeDeadline);
+        EXPECT_TRUE(lingering) << p->Output() << cluster_->Describe();
+      }
+      if (lingering) while_lingering();
     }
     std::string out;
     for (Subprocess* p : ranks) {
@@ -523,6 +635,13 @@ class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
 TEST_F(DeviceDoubleHostsTest, CollectivesAcrossHosts) {
   const std::string out = RunAcrossHosts({});
   EXPECT_NE(out.find("ok: the calls returned before the GPU work they wait for"), std::string::npos) << out;
+}
+
+// Every collective's staging through pinned memory on both hosts matches the table.
+TEST_F(DeviceDoubleHostsTest, StagingWritesMatchTheTable) {
+  RunAcrossHosts({}, [this] {
+    for (int host = 0; host < 2; ++host) EXPECT_EQ(CheckDeviceTrace(*cluster_, host, 2), kEveryCollective);
+  });
 }
 
 TEST_F(DeviceDoubleHostsTest, EventOrderedPathAcrossHosts) { RunAcrossHosts({"CONDUIT_DEVICE_SYNC=events"}); }

@@ -8,9 +8,10 @@
 //   device_probe local [--ranks N]          N ranks in this process (default 3) on GPU 0:
 //       every collective; ncclMemAlloc buffers; ordering across streams through events;
 //       free and re-allocation at the same address.
-//   device_probe hosts --nranks T --base B --ranks N --id-file F
-//       ranks B..B+N-1 of T (the process holding rank 0 writes the id): all-reduce and
-//       all-gather of device buffers across hosts.
+//   device_probe hosts --nranks T --base B --ranks N --id-file F [--linger-ms M]
+//       ranks B..B+N-1 of T (the process holding rank 0 writes the id): every collective
+//       and a send/recv ring on device buffers across hosts; then, with M, prints
+//       "lingering" and keeps the communicators M ms (for conduitd's trace).
 //   device_probe abort                      rank 0 of 2 waits in an all-reduce on device
 //       buffers (rank 1 never calls); ncclCommAbort on another thread must end it promptly.
 //   device_probe async-error                rank 0's all-reduce is accepted, then rank 1 is
@@ -262,45 +263,49 @@ void AllGather(const Ranks& r, const std::vector<float*>& send, const std::vecto
   }
 }
 
-// Every other collective, one process holding all ranks.
+// Every other collective, on this process's ranks (all of them, or those of one host).
 void OtherCollectives(const Ranks& r, const std::vector<float*>& send, const std::vector<float*>& recv) {
   const int n = r.nranks;
+  auto rank = [&](int i) { return std::to_string(r.base + i); };
   // Average.
   float b = FillSends(r, send, kCount);
   NCCL_CHECK(ncclGroupStart());
-  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ncclAvg, r.comms[i], Nccl(r.streams[i])));
+  for (int i = 0; i < r.local(); ++i) NCCL_CHECK(ncclAllReduce(send[i], recv[i], kCount, ncclFloat32, ncclAvg, r.comms[i], Nccl(r.streams[i])));
   NCCL_CHECK(ncclGroupEnd());
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < r.local(); ++i) {
     Check(FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) { return b + RankSum(n) / n + e; }) < 0,
-          "all-reduce avg rank " + std::to_string(i));
+          "all-reduce avg rank " + rank(i));
   }
   // Reduce-scatter: send holds n * c elements, rank g gets sum over h of send_h[g*c + e].
   const size_t c = kCount / n;
   b = FillSends(r, send, c * n);
   NCCL_CHECK(ncclGroupStart());
-  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclReduceScatter(send[i], recv[i], c, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
+  for (int i = 0; i < r.local(); ++i) NCCL_CHECK(ncclReduceScatter(send[i], recv[i], c, ncclFloat32, ncclSum, r.comms[i], Nccl(r.streams[i])));
   NCCL_CHECK(ncclGroupEnd());
-  for (int i = 0; i < n; ++i) {
-    Check(FirstWrong(Read(recv[i], c, r.streams[i]), [&](size_t e) { return n * b + RankSum(n) + n * static_cast<float>(i * c + e); }) < 0,
-          "reduce-scatter rank " + std::to_string(i));
+  for (int i = 0; i < r.local(); ++i) {
+    const float g = static_cast<float>(r.base + i);
+    Check(FirstWrong(Read(recv[i], c, r.streams[i]), [&](size_t e) { return n * b + RankSum(n) + n * (g * c + e); }) < 0,
+          "reduce-scatter rank " + rank(i));
   }
   // Broadcast from the last rank and reduce to rank 0.
   const int root = n - 1;
   b = FillSends(r, send, kCount);
   NCCL_CHECK(ncclGroupStart());
-  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclBroadcast(send[i], recv[i], kCount, ncclFloat32, root, r.comms[i], Nccl(r.streams[i])));
+  for (int i = 0; i < r.local(); ++i) NCCL_CHECK(ncclBroadcast(send[i], recv[i], kCount, ncclFloat32, root, r.comms[i], Nccl(r.streams[i])));
   NCCL_CHECK(ncclGroupEnd());
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < r.local(); ++i) {
     Check(FirstWrong(Read(recv[i], kCount, r.streams[i]), [&](size_t e) { return b + static_cast<float>(root + 1) + e; }) < 0,
-          "broadcast from rank " + std::to_string(root) + ", rank " + std::to_string(i));
+          "broadcast from rank " + std::to_string(root) + ", rank " + rank(i));
   }
   b = FillSends(r, send, kCount);
   NCCL_CHECK(ncclGroupStart());
-  for (int i = 0; i < n; ++i) NCCL_CHECK(ncclReduce(send[i], recv[i], kCount, ncclFloat32, ncclSum, 0, r.comms[i], Nccl(r.streams[i])));
+  for (int i = 0; i < r.local(); ++i) NCCL_CHECK(ncclReduce(send[i], recv[i], kCount, ncclFloat32, ncclSum, 0, r.comms[i], Nccl(r.streams[i])));
   NCCL_CHECK(ncclGroupEnd());
-  Check(FirstWrong(Read(recv[0], kCount, r.streams[0]),
-                   [&](size_t e) { return n * b + RankSum(n) + n * static_cast<float>(e); }) < 0,
-        "reduce to rank 0");
+  if (r.base == 0) {
+    Check(FirstWrong(Read(recv[0], kCount, r.streams[0]),
+                     [&](size_t e) { return n * b + RankSum(n) + n * static_cast<float>(e); }) < 0,
+          "reduce to rank 0");
+  }
 }
 
 // PreMulSum with each rank's factor in device memory (ncclScalarDevice), written by a kernel
@@ -546,7 +551,7 @@ int P2p(int nranks) {
   return g_failures == 0 ? 0 : 1;
 }
 
-int Hosts(int nranks, int base, int local, const std::string& id_file) {
+int Hosts(int nranks, int base, int local, const std::string& id_file, int linger_ms) {
   ncclUniqueId id;
   if (base == 0) {
     NCCL_CHECK(ncclGetUniqueId(&id));
@@ -570,7 +575,13 @@ int Hosts(int nranks, int base, int local, const std::string& id_file) {
               call_ms, kComputeMs);
   if (AsyncExpected()) Check(call_ms < kComputeMs / 2.0, "the calls returned before the GPU work they wait for");
   AllGather(r, send, recv);
+  OtherCollectives(r, send, recv);
   Ring(r, send, recv, "across hosts");
+  if (linger_ms > 0) {  // the communicators stay, so a test can read conduitd's trace of them
+    std::printf("device_probe: lingering %d ms\n", linger_ms);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
+  }
   for (int i = 0; i < local; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
   return g_failures == 0 ? 0 : 1;
 }
@@ -1012,7 +1023,8 @@ int main(int argc, char** argv) {
     rc = Local(std::atoi(Arg(argc, argv, "--ranks", "3")));
   } else if (mode == "hosts") {
     rc = Hosts(std::atoi(Arg(argc, argv, "--nranks", "2")), std::atoi(Arg(argc, argv, "--base", "0")),
-               std::atoi(Arg(argc, argv, "--ranks", "1")), Arg(argc, argv, "--id-file", ""));
+               std::atoi(Arg(argc, argv, "--ranks", "1")), Arg(argc, argv, "--id-file", ""),
+               std::atoi(Arg(argc, argv, "--linger-ms", "0")));
   } else if (mode == "abort") {
     rc = Abort();
   } else if (mode == "async-error") {
