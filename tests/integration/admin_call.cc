@@ -54,6 +54,11 @@ const Json& Field(const Json& body, std::string_view key) {
   return member != nullptr ? *member : kNull;
 }
 
+uint64_t Counter(const Json& body, std::string_view key) {
+  const Json& v = Field(body, key);
+  return v.is_number() ? static_cast<uint64_t>(v.as_int()) : UINT64_MAX;
+}
+
 std::vector<int64_t> Ints(const Json* array) {
   std::vector<int64_t> out;
   if (array == nullptr || !array->is_array()) return out;

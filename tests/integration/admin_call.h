@@ -4,6 +4,7 @@
 #define CONDUIT_TESTS_INTEGRATION_ADMIN_CALL_H_
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,10 @@ struct AdminAnswer {
 // `body`'s member `key`, or a null value when the body is no object or lacks it, so a test
 // whose daemon answered something else fails an expectation instead of crashing.
 const Json& Field(const Json& body, std::string_view key);
+
+// `body`'s member `key` as a counter (the admin API's byte and call counts), or UINT64_MAX
+// when it is missing or no number, which no expected count equals.
+uint64_t Counter(const Json& body, std::string_view key);
 
 AdminAnswer AdminCall(const Cluster& cluster, int host, const std::string& method, const std::string& target,
                       const std::string& body = "");

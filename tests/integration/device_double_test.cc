@@ -64,6 +64,19 @@ std::vector<std::string> ProbeEnv(std::vector<std::string> extra = {}) {
   return extra;
 }
 
+// How long a probe that lingers keeps its communicator after its collectives, so that the
+// test can read the daemon's trace of them before the communicator goes.
+constexpr std::chrono::milliseconds kLinger{3000 * kSanitizerSlowdown};
+
+// `device_probe hosts`: two ranks of an `nranks`-rank communicator, global ranks from
+// `base`, rendezvous through `id_file`; with `linger`, it waits kLinger before it ends.
+std::vector<std::string> HostsProbeArgs(int nranks, int base, const std::string& id_file, bool linger) {
+  std::vector<std::string> args{Cluster::BinPath("device_probe"), "hosts", "--nranks", std::to_string(nranks),
+                                "--base", std::to_string(base), "--ranks", "2", "--id-file", id_file};
+  if (linger) args.insert(args.end(), {"--linger-ms", std::to_string(kLinger.count())});
+  return args;
+}
+
 bool Passed(Subprocess& p) { return p.exit_code() == 0 && p.Output().find("device_probe: all passed") != std::string::npos; }
 
 // What the GPU writes for one collective on device buffers (docs/design.md "Copies per
@@ -106,11 +119,6 @@ DeviceWrites ExpectedDeviceWrites(const std::string& op, uint64_t s, uint64_t L,
   return w;
 }
 
-uint64_t Count(const Json& memory, const char* name) {
-  const Json& v = Field(memory, name);
-  return v.is_number() ? static_cast<uint64_t>(v.as_int()) : UINT64_MAX;
-}
-
 // Checks every collective in host `host`'s trace of its one communicator against the table;
 // returns the ops seen.
 std::set<std::string> CheckDeviceTrace(const Cluster& cluster, int host, int hosts) {
@@ -136,14 +144,14 @@ std::set<std::string> CheckDeviceTrace(const Cluster& cluster, int host, int hos
     const uint64_t s = static_cast<uint64_t>(Field(e, "bytes").as_int());
     const bool root_here = std::count(local.begin(), local.end(), Field(e, "root").as_int()) > 0;
     const Json& memory = Field(e, "memory");
-    const DeviceWrites got{Count(memory, "device_writes"), Count(memory, "device_to_host"),
-                           Count(memory, "host_to_device")};
+    const DeviceWrites got{Counter(memory, "device_writes"), Counter(memory, "device_to_host"),
+                           Counter(memory, "host_to_device")};
     const DeviceWrites want = ExpectedDeviceWrites(op, s, local.size(), R, hosts, root_here);
     EXPECT_EQ(got, want) << op << " of " << s << " bytes on host " << host << " (" << local.size() << " of " << R
                          << " ranks here): measured " << got.Text() << "; the table says " << want.Text();
     // No host-memory copies of the programs' buffers: only the network staging's own.
-    EXPECT_EQ(Count(memory, "program_copies"), 0u) << op;
-    EXPECT_EQ(Count(memory, "local_copies"), 0u) << op;
+    EXPECT_EQ(Counter(memory, "program_copies"), 0u) << op;
+    EXPECT_EQ(Counter(memory, "local_copies"), 0u) << op;
     seen.insert(op);
   }
   return seen;
@@ -221,10 +229,7 @@ TEST_F(DeviceDoubleTest, ContextsOnlyOnGpusInUse) {
 // Two ranks on one host, every collective: what the GPU writes matches the table.
 TEST_F(DeviceDoubleTest, DeviceWritesMatchTheTable) {
   const std::string id_file = cluster_->NewIdFile();
-  Subprocess& p = cluster_->Launch(0, "device_probe",
-                                   {Cluster::BinPath("device_probe"), "hosts", "--nranks", "2", "--base", "0", "--ranks",
-                                    "2", "--id-file", id_file, "--linger-ms", std::to_string(3000 * kSanitizerSlowdown)},
-                                   ProbeEnv());
+  Subprocess& p = cluster_->Launch(0, "device_probe", HostsProbeArgs(2, 0, id_file, true), ProbeEnv());
   ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster_->Describe();
   EXPECT_EQ(CheckDeviceTrace(*cluster_, 0, 1), kEveryCollective);
   Finish(p);
@@ -601,12 +606,9 @@ class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
     const std::string id_file = cluster_->NewIdFile();
     std::vector<Subprocess*> ranks;
     for (int host = 0; host < 2; ++host) {
-      std::vector<std::string> args{Cluster::BinPath("device_probe"), "hosts", "--nranks", "4", "--base",
-                                    std::to_string(2 * host), "--ranks", "2", "--id-file", id_file};
-      if (while_lingering) {
-        args.insert(args.end(), {"--linger-ms", std::to_string(3000 * kSanitizerSlowdown)});
-      }
-      ranks.push_back(&cluster_->Launch(host, "device_probe", args, ProbeEnv(env)));
+      ranks.push_back(&cluster_->Launch(host, "device_probe",
+                                        HostsProbeArgs(4, 2 * host, id_file, while_lingering != nullptr),
+                                        ProbeEnv(env)));
     }
     if (while_lingering) {
       bool lingering = true;

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <string>
 
+#include "admin_call.h"
 #include "coll_run.h"
 #include "common/json.h"
 #include "conduitctl_run.h"
@@ -113,11 +114,6 @@ Traffic Expected(const Seen& c) {
   return t;
 }
 
-uint64_t Field(const Json& memory, const char* name) {
-  const Json* v = memory.find(name);
-  return v != nullptr && v->is_number() ? static_cast<uint64_t>(v->as_int()) : UINT64_MAX;
-}
-
 // Ranks per host, and whether the buffers come from ncclMemAlloc (host regions).
 class MemoryTrafficTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
@@ -174,8 +170,8 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
     c.regions = mem_alloc && (c.op == "AllReduce" || c.op == "Broadcast" || c.op == "AllGather");
     const Json* memory = e.find("memory");
     ASSERT_NE(memory, nullptr) << trace.out;
-    Traffic got{Field(*memory, "program_copies"), Field(*memory, "local_copies"), Field(*memory, "reduce_writes"),
-                Field(*memory, "socket_sends"), Field(*memory, "socket_receives")};
+    Traffic got{Counter(*memory, "program_copies"), Counter(*memory, "local_copies"), Counter(*memory, "reduce_writes"),
+                Counter(*memory, "socket_sends"), Counter(*memory, "socket_receives")};
     Traffic want = Expected(c);
     EXPECT_EQ(got, want) << c.op << " (" << c.algorithm << ", " << c.s << " bytes, root " << c.root
                          << ", ranks here " << per_host << (mem_alloc ? ", ncclMemAlloc" : "") << "): measured " << got.Text() << "; the table says "
