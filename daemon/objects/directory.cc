@@ -617,6 +617,7 @@ std::string DirectoryShard::StateJson() {
     if (shown > 1) out += ",";
     out += "{\"id\":\"" + Printable(id) + "\",\"size\":" + std::to_string(e.size) +
            ",\"inline\":" + (e.has_inline ? "true" : "false") + ",\"reserved_by\":\"" + e.reserved_by + "\"" + ",\"waiters\":" + std::to_string(e.waiters.size()) +
+           ",\"subscribers\":" + std::to_string(e.subs.size()) +
            ",\"locations\":[";
     bool first = true;
     for (auto& [addr, loc] : e.locs) {

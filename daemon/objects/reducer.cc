@@ -74,6 +74,28 @@ Status Reducer::Run(const std::string& target, const std::vector<std::string>& s
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[j->key] = j;
   }
+  // Small sources this daemon holds complete (its own programs' Puts, and the copies every
+  // shard hands out: docs/object-protocol.md, DirStoreCopy) arrive at once, as a Get here
+  // would find them: no subscription, so no round trip to their shards.
+  std::vector<ObjectRef> held(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ObjectRef local = host_->store().FindForProgram(sources[i]);
+    if (local != nullptr && local->size() < objproto::kInlineLimit && local->complete() && local->failure().ok()) {
+      held[i] = std::move(local);
+    }
+  }
+  bool reduced_here = false;
+  {
+    std::lock_guard<std::mutex> lock(j->mu);
+    for (size_t i = 0; i < sources.size() && !j->done; ++i) {
+      const ObjectRef& h = held[i];
+      if (h != nullptr) {
+        OnArrival(*j, static_cast<int>(i), host_->peers().self(), h->size(), h->owner(),
+                  Bytes(h->data(), h->data() + h->size()));
+      }
+    }
+    reduced_here = j->done;
+  }
   // The target's reservation and the subscriptions (asynchronous location queries) travel
   // at the same time, in one write per daemon.
   DirectoryClient::PendingPublish reservation;
@@ -82,6 +104,7 @@ Status Reducer::Run(const std::string& target, const std::vector<std::string>& s
     Peers::Cork cork(&host_->peers());
     reservation = host_->directory().PublishBegin(target, 0, objproto::kPubCreate | objproto::kPubReserve, {}, owner);
     for (size_t i = 0; i < sources.size(); ++i) {
+      if (held[i] != nullptr || reduced_here) continue;
       subs.push_back(host_->directory().Subscribe(
           sources[i], [this, j, i](const objproto::DirEvent& ev, const Bytes& inline_data) {
             std::string where = AddrFromWire(ev.where);

@@ -85,16 +85,6 @@ TEST_F(ObjectsBasic, SmallObjectsAreServedInlineByTheDirectory) {
   EXPECT_EQ(s2.find("\"id\":\"small-inline\",\"size\":8000,\"ready\""), std::string::npos) << s2;
 }
 
-// The directory entry of `id` in whichever daemon's state holds it (its shard's), or "".
-std::string DirectoryEntry(ObjectCluster& oc, const std::string& id, int hosts) {
-  for (int h = 0; h < hosts; ++h) {
-    std::string s = oc.State(h);
-    size_t at = s.find("\"id\":\"" + id + "\",\"size\":", s.find("\"directory\""));
-    if (at != std::string::npos) return s.substr(at, s.find("\"owner\":", at) - at);
-  }
-  return "";
-}
-
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -114,7 +104,7 @@ TEST_F(ObjectsBasic, SmallObjectsAreCopiedToEveryDaemonAndDeletedEverywhere) {
         << "host " << h << ": " << oc_->State(h);
   }
   // Listed by the shard: the creator's copy and the two handed out.
-  std::string entry = DirectoryEntry(*oc_, "handed", 3);
+  std::string entry = oc_->DirectoryEntry("handed");
   EXPECT_EQ(Count(entry, "\"complete\":true"), 3u) << entry;
   EXPECT_EQ(Count(entry, "\"handed\":true"), 2u) << entry;
   for (int h = 0; h < 3; ++h) {

@@ -102,6 +102,15 @@ bool ObjectCluster::WaitLive(int host, int live, int timeout_ms) {
   return false;
 }
 
+std::string ObjectCluster::DirectoryEntry(const std::string& id) {
+  for (int h = 0; h < hosts(); ++h) {
+    std::string s = State(h);
+    size_t at = s.find("\"id\":\"" + id + "\",\"size\":", s.find("\"directory\""));
+    if (at != std::string::npos) return s.substr(at, s.find("\"owner\":", at) - at);
+  }
+  return "";
+}
+
 long long ObjectCluster::ReadyOf(int host, const std::string& id) {
   // Local copies are listed as {"id":..,"size":..,"ready":..}; directory entries have no "ready".
   std::string s = State(host);

@@ -44,6 +44,9 @@ class ObjectCluster {
   bool WaitLive(int host, int live, int timeout_ms = 15000);
   bool RestartDaemon(int host, std::string* error);
   long long Counter(int host, const std::string& key) { return JsonNumber(State(host), key); }
+  // The directory entry of `id` in whichever daemon's state holds it (its shard's), up to
+  // its owner, or "".
+  std::string DirectoryEntry(const std::string& id);
   // How many bytes of `id` host's daemon has (-1: no copy there).
   long long ReadyOf(int host, const std::string& id);
   // The first integer after "key": in the running Reduce into `target` on `host` (-1: none).

@@ -181,6 +181,42 @@ TEST_F(ObjectsReduce, SmallObjectsUseTheFirstToArrive) {
   }
 }
 
+// Small sources the coordinator's daemon holds complete (every shard hands objects of up to
+// --object-store-copy-bytes to every daemon) arrive at once: the Reduce subscribes only to
+// the sources it does not hold, here the one not Put yet.
+TEST_F(ObjectsReduce, SmallSourcesHeldHereNeedNoSubscription) {
+  const DataType t = DataType::kFloat32;
+  const size_t count = 1000;  // 4000 bytes: handed out
+  std::vector<std::string> ids = {"held-0", "held-1", "held-2", "held-3"};
+  auto put = [&](int s) {
+    auto d = Source(t, s, count);
+    ASSERT_TRUE(oc_->Connect(1 + s)->Put(ids[s], d.data(), d.size()).ok());
+  };
+  for (int s = 0; s < 3; ++s) put(s);
+  for (int s = 0; s < 3; ++s) {
+    const std::string copy = "\"id\":\"" + ids[s] + "\",\"size\":4000,\"ready\":4000,\"complete\":true";
+    ASSERT_TRUE(WaitFor([&] { return oc_->State(0).find(copy) != std::string::npos; }, 5000))
+        << ids[s] << " was not handed to host 0: " << oc_->State(0);
+  }
+  std::vector<size_t> used;
+  hoplite::Status st;
+  std::thread reducer([&] { st = oc_->Connect(0)->Reduce("held-sum", ids, 4, ReduceOp::kSum, t, 20000, &used); });
+  EXPECT_TRUE(WaitFor([&] { return oc_->DirectoryEntry("held-3").find("\"subscribers\":1,") != std::string::npos; }, 5000))
+      << "the missing source: " << oc_->DirectoryEntry("held-3");
+  for (int s = 0; s < 3; ++s) {
+    std::string entry = oc_->DirectoryEntry(ids[s]);
+    EXPECT_NE(entry.find("\"subscribers\":0,"), std::string::npos) << "a source held at host 0: " << entry;
+  }
+  put(3);
+  reducer.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(used.size(), 4u);
+  EXPECT_EQ(used[3], 3u) << "the held sources arrive first";
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(oc_->Connect(2)->Get("held-sum", &got, 5000).ok());
+  EXPECT_EQ(got, Expected(t, ReduceOp::kSum, {0, 1, 2, 3}, count));
+}
+
 TEST_F(ObjectsReduce, StragglersAndSourcesStillBeingWritten) {
   const DataType t = DataType::kFloat32;
   const size_t count = (8u << 20) / 4;
