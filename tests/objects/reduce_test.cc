@@ -194,8 +194,8 @@ TEST_F(ObjectsReduce, SmallSourcesHeldHereNeedNoSubscription) {
   };
   for (int s = 0; s < 3; ++s) put(s);
   for (int s = 0; s < 3; ++s) {
-    const std::string copy = "\"id\":\"" + ids[s] + "\",\"size\":4000,\"ready\":4000,\"complete\":true";
-    ASSERT_TRUE(WaitFor([&] { return oc_->State(0).find(copy) != std::string::npos; }, 5000))
+    // A copy's last bytes become ready only as it completes.
+    ASSERT_TRUE(WaitFor([&] { return oc_->ReadyOf(0, ids[s]) == 4000; }, 5000))
         << ids[s] << " was not handed to host 0: " << oc_->State(0);
   }
   std::vector<size_t> used;
