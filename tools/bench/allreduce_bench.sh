@@ -16,6 +16,10 @@
 # or build/bin/conduit-perf is missing. --mem-alloc: ours allocates its buffers with
 # ncclMemAlloc (conduit-perf -R 1, as nccl-tests -R), which Conduit's host path shares with
 # the daemon (no staging copies); the baselines use their own buffers as always.
+# "all-links time" (us): the bytes that must cross links between hosts (2(n-1)/n of the
+# buffer per host for an all-reduce, (n-1)/n for the others), at the rate iperf3 measures
+# with every host sending to the next at once. On one machine the namespaces share its
+# CPUs, so that is about the best any algorithm does there (lib.sh, bench_iperf_ring).
 # "ours B/B": the bytes host 0's conduitd counted written to memory per payload byte
 # (programs' staging copies, local copies, reductions, socket sends and receives;
 # docs/design.md), from one untimed call per size after the timed run.
@@ -107,6 +111,8 @@ run_hosts() {
   bench_cluster_up "$H" "$rate"
   bench_iperf >"$res/$H.link"
   bench_log "iperf3 h0->h1: $(cat "$res/$H.link") Gbit/s"
+  bench_iperf_ring "$H" >"$res/$H.ring"
+  bench_log "iperf3, every host to the next at once: $(cat "$res/$H.ring") Gbit/s in all"
   if ((BIDIR)); then
     bench_iperf --bidir >"$res/$H.link-bidir"
     bench_log "iperf3 --bidir (min direction): $(cat "$res/$H.link-bidir") Gbit/s"

@@ -2,7 +2,8 @@
 """Side-by-side markdown table from the result files allreduce_bench.sh collects.
 
 Each RESULTS/<hosts>.<impl> file holds lines "size count time_us algbw busbw wrong"
-(impl: ours, gloo, mpi); RESULTS/<hosts>.link holds iperf3 Gbit/s; RESULTS/<hosts>.copies
+(impl: ours, gloo, mpi); RESULTS/<hosts>.link holds iperf3 Gbit/s over one link,
+RESULTS/<hosts>.ring the Gbit/s of every host sending to the next at once; RESULTS/<hosts>.copies
 lines "size ratio": bytes host 0's conduitd counted written to memory per payload byte
 (docs/design.md, "Copies per payload byte"). A missing file or size shows as "-" so a
 skipped or failed implementation is visible.
@@ -44,6 +45,16 @@ def cell(row):
     return f"{t:.0f} / {bw:.3f}{flag}"
 
 
+def bytes_across_hosts(coll, size, hosts):
+    """What must cross some link between hosts, in all, whatever the algorithm: every host
+    must receive the (n-1)/n of an all-gather's output it lacks, send the (n-1)/n of a
+    reduce-scatter's input others own, receive a broadcast once (all but the root), and an
+    all-reduce is both (2(n-1)/n per host)."""
+    per_host = {"allreduce": 2.0 * (hosts - 1) / hosts, "broadcast": 1.0 * (hosts - 1) / hosts}.get(
+        coll, (hosts - 1) / hosts)
+    return per_host * hosts * size
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
@@ -60,6 +71,7 @@ def main():
         base = os.path.join(a.results, h)
         link = float(open(base + ".link").read()) if os.path.exists(base + ".link") else 0.0
         link_gbs = link / 8  # iperf3 Gbit/s -> GB/s, the unit of busbw
+        ring = float(open(base + ".ring").read()) if os.path.exists(base + ".ring") else 0.0
         bidir = ""
         if os.path.exists(base + ".link-bidir"):
             bidir = f", bidirectional {float(open(base + '.link-bidir').read()):.3f} Gbit/s per direction"
@@ -73,12 +85,15 @@ def main():
                 p = line.split()
                 if len(p) == 2:
                     copies[int(p[0])] = float(p[1])
-        lines.append(f"### {h} hosts: iperf3 link {link:.3f} Gbit/s = {link_gbs:.4f} GB/s{bidir}")
+        ring_note = f"; all links at once {ring:.3f} Gbit/s in all" if ring > 0 else ""
+        lines.append(f"### {h} hosts: iperf3 link {link:.3f} Gbit/s = {link_gbs:.4f} GB/s{bidir}{ring_note}")
         if not res["ours"]:
             lines.append("(ours: no results; conduitd/conduit-perf missing or failed)")
         lines.append("")
-        lines.append("| size | ours | gloo | mpi | ours/best peer | ours/link | ours B/B |")
-        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
+        # "all-links time": the bytes that must cross links, at the rate all links carry
+        # at once (on one machine the namespaces share its CPUs): about the best any algorithm does.
+        lines.append("| size | ours | gloo | mpi | ours/best peer | ours/link | all-links time | ours B/B |")
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for size in sorted(set().union(*[r.keys() for r in res.values()])):
             o, g, m = (res[k].get(size) for k in ("ours", "gloo", "mpi"))
             peers = [r[1] for r in (g, m) if r is not None]
@@ -86,7 +101,9 @@ def main():
             ratio = f"{o[1] / max(peers):.2f}" if o and peers and max(peers) > 0 else "-"
             vs_link = f"{o[1] / link_gbs:.2f}" if o and link_gbs > 0 else "-"
             per_byte = f"{copies[size]:.2f}" if size in copies else "-"
-            lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} | {per_byte} |")
+            bound = f"{bytes_across_hosts(a.coll, size, int(h)) / (ring * 1e9 / 8) * 1e6:.0f}" if ring > 0 else "-"
+            lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} | {bound} | "
+                         f"{per_byte} |")
         lines.append("")
     text = "\n".join(lines)
     print(text)

@@ -72,6 +72,37 @@ if "sum_received_bidir_reverse" in e:
 print("%.3f" % (min(rates) / 1e9))' <<<"$json"
 }
 
+# bench_iperf_ring HOSTS: every host sends to the next (h0->h1, ..., h(n-1)->h0) at the same
+# time for 5 s; prints the sum of what arrived, in Gbit/s. On separate machines that is n
+# links' worth. Namespaces on one machine share its CPUs, and every byte a veth carries costs
+# CPU on both sides, so this sum is about the most the machine moves between hosts at once:
+# a collective that must move B bytes between hosts takes about B / this rate at best,
+# whatever its algorithm (docs/benchmarks.md, "What all the links carry at once").
+bench_iperf_ring() {
+  local n=$1 i to failed=0 servers=() clients=() results=()
+  for ((i = 0; i < n; i++)); do
+    to=$(((i + 1) % n))
+    ip netns exec "$(bench_ns "$to")" iperf3 -s -1 -B "$(bench_ip "$to")" -p $((5301 + i)) \
+      >"$BENCH_WORK/iperf-ring-server$i.log" 2>&1 &
+    servers+=($!)
+  done
+  sleep 0.5
+  for ((i = 0; i < n; i++)); do
+    to=$(((i + 1) % n))
+    results+=("$BENCH_WORK/iperf-ring$i.json")
+    ip netns exec "$(bench_ns "$i")" iperf3 -c "$(bench_ip "$to")" -p $((5301 + i)) -t 5 -J \
+      >"${results[i]}" 2>>"$BENCH_WORK/iperf-client.log" &
+    clients+=($!)
+  done
+  for i in "${clients[@]}"; do wait "$i" || failed=1; done
+  for i in "${servers[@]}"; do wait "$i" || true; done
+  ((failed == 0)) || bench_die "iperf3 (ring) failed (see $BENCH_WORK/iperf-*.log)"
+  "$BENCH_PY" -c '
+import json, sys
+print("%.3f" % (sum(json.load(open(p))["end"]["sum_received"]["bits_per_second"] for p in sys.argv[1:]) / 1e9))' \
+    "${results[@]}"
+}
+
 # bench_iperf_has_bidir: whether this iperf3 knows --bidir (3.7+).
 bench_iperf_has_bidir() { iperf3 --help 2>&1 | grep -q -- --bidir; }
 

@@ -12,7 +12,10 @@
 # above --max-gather are skipped for gather ((n-1) x size through one link), and
 # "--max-large-hosts H:SIZE" caps the sizes on H hosts (memory: every host's copy lives on
 # this one machine). Lower bounds from the iperf3 rate B: bcast S/B, gather (n-1)S/B,
-# reduce S/B, allreduce 2(n-1)/n S/B. Ray is installed into $RAY_VENV (default
+# reduce S/B, allreduce 2(n-1)/n S/B. "All-links time": the bytes that must cross some link
+# (bcast, gather and reduce (n-1)S, allreduce 2(n-1)S) at the rate R iperf3 measures with
+# every host sending to the next at once; on one machine the hosts share its CPUs, so that
+# is about the best any system does there. Ray is installed into $RAY_VENV (default
 # /var/tmp/conduit-ray-venv) on first use with `pip install ray`. --shmem-thp sets the host's
 # /sys/kernel/mm/transparent_hugepage/shmem_enabled for the run (restored afterwards; the
 # table says which was in force): conduitd asks for huge pages for large copies, which
@@ -119,6 +122,8 @@ for H in $HOSTS_LIST; do
   bench_cluster_up "$H" "$RATE"
   bench_iperf >"$RES/$H.link"
   bench_log "iperf3 h0->h1: $(cat "$RES/$H.link") Gbit/s"
+  bench_iperf_ring "$H" >"$RES/$H.ring"
+  bench_log "iperf3, every host to the next at once: $(cat "$RES/$H.ring") Gbit/s in all"
   peers=""
   for ((i = 0; i < H; i++)); do peers+="${peers:+,}$(bench_ip "$i"):7650"; done
   sockets=""

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Side-by-side table of objects_bench.sh results (markdown), with lower bounds.
 
-Reads RESULTS/<hosts>.link (iperf3 Gbit/s) and RESULTS/<hosts>.<system> lines
+Reads RESULTS/<hosts>.link (iperf3 Gbit/s, one link), RESULTS/<hosts>.ring (iperf3 Gbit/s,
+every host sending to the next at once) and RESULTS/<hosts>.<system> lines
 "op hosts size_bytes iters median_ms min_ms"."""
 import argparse
 import os
@@ -22,6 +23,15 @@ def lower_bound_ms(op, hosts, size, gbit):
     return factor * size / bps * 1e3
 
 
+def all_links_bound_ms(op, hosts, size, gbit):
+    """The bytes that must cross some link, at the rate all links carry at once: every host
+    but the source (bcast) or the destination (gather, reduce) sends or receives the object
+    once; an allreduce is a reduce and a broadcast."""
+    bps = gbit * 1e9 / 8
+    factor = {"bcast": hosts - 1.0, "gather": hosts - 1.0, "reduce": hosts - 1.0, "allreduce": 2.0 * (hosts - 1)}[op]
+    return factor * size / bps * 1e3
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
@@ -38,6 +48,8 @@ def main():
     for hosts in a.hosts.split():
         link = os.path.join(a.results, "%s.link" % hosts)
         gbit = float(open(link).read().strip()) if os.path.exists(link) else 0.0
+        ring = os.path.join(a.results, "%s.ring" % hosts)
+        ring_gbit = float(open(ring).read().strip()) if os.path.exists(ring) else 0.0
         data = {}
         for s in systems:
             path = os.path.join(a.results, "%s.%s" % (hosts, s))
@@ -48,21 +60,25 @@ def main():
                 if len(f) == 6:
                     data[(s, f[0], int(f[2]))] = float(f[4])
         thp = ", shared memory huge pages: %s" % a.shmem_thp if a.shmem_thp else ""
-        lines.append("### %s hosts, links shaped to %s (iperf3: %.3f Gbit/s%s)\n" % (hosts, a.rate, gbit, thp))
-        head = ["op", "size", "lower bound"] + [NAMES.get(s, s) for s in systems] + ["ours / bound", "ours / best peer"]
+        lines.append("### %s hosts, links shaped to %s (iperf3: %.3f Gbit/s, all links at once %.3f in all%s)\n" %
+                     (hosts, a.rate, gbit, ring_gbit, thp))
+        head = (["op", "size", "lower bound", "all-links time"] + [NAMES.get(s, s) for s in systems] +
+                ["ours / bound", "ours / all-links time", "ours / best peer"])
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + " --- |" * len(head))
         for op in a.ops.split():
             sizes = sorted({k[2] for k in data if k[1] == op})
             for size in sizes:
                 lb = lower_bound_ms(op, int(hosts), size, gbit) if gbit else 0
-                row = [op, human(size), "%.2f ms" % lb]
+                alb = all_links_bound_ms(op, int(hosts), size, ring_gbit) if ring_gbit else 0
+                row = [op, human(size), "%.2f ms" % lb, "%.2f ms" % alb if alb else "n/a"]
                 for s in systems:
                     v = data.get((s, op, size))
                     row.append("%.2f ms" % v if v is not None else "n/a")
                 ours = data.get(("hoplite", op, size))
                 best = min([data[(p, op, size)] for p in peers if (p, op, size) in data], default=None)
                 row.append("%.2fx" % (ours / lb) if ours and lb else "n/a")
+                row.append("%.2fx" % (ours / alb) if ours and alb else "n/a")
                 row.append("%.2fx" % (ours / best) if ours and best else "n/a")
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
