@@ -101,8 +101,8 @@ def main():
             ratio = f"{o[1] / max(peers):.2f}" if o and peers and max(peers) > 0 else "-"
             vs_link = f"{o[1] / link_gbs:.2f}" if o and link_gbs > 0 else "-"
             per_byte = f"{copies[size]:.2f}" if size in copies else "-"
-            bound = f"{bytes_across_hosts(a.coll, size, int(h)) / (ring * 1e9 / 8) * 1e6:.0f}" if ring > 0 else "-"
-            lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} | {bound} | "
+            all_links = f"{bytes_across_hosts(a.coll, size, int(h)) / (ring * 1e9 / 8) * 1e6:.0f}" if ring > 0 else "-"
+            lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} | {all_links} | "
                          f"{per_byte} |")
         lines.append("")
     text = "\n".join(lines)

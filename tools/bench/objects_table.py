@@ -23,7 +23,7 @@ def lower_bound_ms(op, hosts, size, gbit):
     return factor * size / bps * 1e3
 
 
-def all_links_bound_ms(op, hosts, size, gbit):
+def all_links_time_ms(op, hosts, size, gbit):
     """The bytes that must cross some link, at the rate all links carry at once: every host
     but the source (bcast) or the destination (gather, reduce) sends or receives the object
     once; an allreduce is a reduce and a broadcast."""
@@ -70,7 +70,7 @@ def main():
             sizes = sorted({k[2] for k in data if k[1] == op})
             for size in sizes:
                 lb = lower_bound_ms(op, int(hosts), size, gbit) if gbit else 0
-                alb = all_links_bound_ms(op, int(hosts), size, ring_gbit) if ring_gbit else 0
+                alb = all_links_time_ms(op, int(hosts), size, ring_gbit) if ring_gbit else 0
                 row = [op, human(size), "%.2f ms" % lb, "%.2f ms" % alb if alb else "n/a"]
                 for s in systems:
                     v = data.get((s, op, size))
