@@ -50,9 +50,12 @@ def bytes_across_hosts(coll, size, hosts):
     must receive the (n-1)/n of an all-gather's output it lacks, send the (n-1)/n of a
     reduce-scatter's input others own, receive a broadcast once (all but the root), and an
     all-reduce is both (2(n-1)/n per host)."""
-    per_host = {"allreduce": 2.0 * (hosts - 1) / hosts, "broadcast": 1.0 * (hosts - 1) / hosts}.get(
-        coll, (hosts - 1) / hosts)
-    return per_host * hosts * size
+    return (2 if coll == "allreduce" else 1) * (hosts - 1) * size
+
+
+def read_gbit(path):
+    """A rate file's Gbit/s, 0 when the run did not measure it."""
+    return float(open(path).read()) if os.path.exists(path) else 0.0
 
 
 def main():
@@ -69,12 +72,12 @@ def main():
     lines = [f"## {a.title}: time (us) / busbw (GB/s), {a.ppn} rank(s) per host, {a.rate}", ""]
     for h in a.hosts.split():
         base = os.path.join(a.results, h)
-        link = float(open(base + ".link").read()) if os.path.exists(base + ".link") else 0.0
+        link = read_gbit(base + ".link")
         link_gbs = link / 8  # iperf3 Gbit/s -> GB/s, the unit of busbw
-        ring = float(open(base + ".ring").read()) if os.path.exists(base + ".ring") else 0.0
+        ring = read_gbit(base + ".ring")
         bidir = ""
         if os.path.exists(base + ".link-bidir"):
-            bidir = f", bidirectional {float(open(base + '.link-bidir').read()):.3f} Gbit/s per direction"
+            bidir = f", bidirectional {read_gbit(base + '.link-bidir'):.3f} Gbit/s per direction"
         nranks = int(h) * int(a.ppn)
         # nccl-tests' bus bandwidth factors
         factor = {"allreduce": 2 * (nranks - 1) / nranks, "broadcast": 1.0}.get(a.coll, (nranks - 1) / nranks)

@@ -17,19 +17,26 @@ def human(n):
     return "%d B" % n
 
 
+def transfer_ms(nbytes, gbit):
+    """How long nbytes take at gbit Gbit/s."""
+    return nbytes / (gbit * 1e9 / 8) * 1e3
+
+
+def read_gbit(path):
+    """A rate file's Gbit/s, 0 when the run did not measure it."""
+    return float(open(path).read().strip()) if os.path.exists(path) else 0.0
+
+
 def lower_bound_ms(op, hosts, size, gbit):
-    bps = gbit * 1e9 / 8
     factor = {"bcast": 1.0, "gather": hosts - 1.0, "reduce": 1.0, "allreduce": 2.0 * (hosts - 1) / hosts}[op]
-    return factor * size / bps * 1e3
+    return transfer_ms(factor * size, gbit)
 
 
 def all_links_time_ms(op, hosts, size, gbit):
     """The bytes that must cross some link, at the rate all links carry at once: every host
     but the source (bcast) or the destination (gather, reduce) sends or receives the object
     once; an allreduce is a reduce and a broadcast."""
-    bps = gbit * 1e9 / 8
-    factor = {"bcast": hosts - 1.0, "gather": hosts - 1.0, "reduce": hosts - 1.0, "allreduce": 2.0 * (hosts - 1)}[op]
-    return factor * size / bps * 1e3
+    return transfer_ms((2 if op == "allreduce" else 1) * (hosts - 1) * size, gbit)
 
 
 def main():
@@ -46,10 +53,8 @@ def main():
     peers = [s for s in systems if s != "hoplite"]
     lines = []
     for hosts in a.hosts.split():
-        link = os.path.join(a.results, "%s.link" % hosts)
-        gbit = float(open(link).read().strip()) if os.path.exists(link) else 0.0
-        ring = os.path.join(a.results, "%s.ring" % hosts)
-        ring_gbit = float(open(ring).read().strip()) if os.path.exists(ring) else 0.0
+        gbit = read_gbit(os.path.join(a.results, "%s.link" % hosts))
+        ring_gbit = read_gbit(os.path.join(a.results, "%s.ring" % hosts))
         data = {}
         for s in systems:
             path = os.path.join(a.results, "%s.%s" % (hosts, s))
@@ -70,15 +75,15 @@ def main():
             sizes = sorted({k[2] for k in data if k[1] == op})
             for size in sizes:
                 lb = lower_bound_ms(op, int(hosts), size, gbit) if gbit else 0
-                alb = all_links_time_ms(op, int(hosts), size, ring_gbit) if ring_gbit else 0
-                row = [op, human(size), "%.2f ms" % lb, "%.2f ms" % alb if alb else "n/a"]
+                all_links = all_links_time_ms(op, int(hosts), size, ring_gbit) if ring_gbit else 0
+                row = [op, human(size), "%.2f ms" % lb, "%.2f ms" % all_links if all_links else "n/a"]
                 for s in systems:
                     v = data.get((s, op, size))
                     row.append("%.2f ms" % v if v is not None else "n/a")
                 ours = data.get(("hoplite", op, size))
                 best = min([data[(p, op, size)] for p in peers if (p, op, size) in data], default=None)
                 row.append("%.2fx" % (ours / lb) if ours and lb else "n/a")
-                row.append("%.2fx" % (ours / alb) if ours and alb else "n/a")
+                row.append("%.2fx" % (ours / all_links) if ours and all_links else "n/a")
                 row.append("%.2fx" % (ours / best) if ours and best else "n/a")
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
