@@ -67,6 +67,7 @@ Status LocalObject::Allocate(bool shared_memory, std::shared_ptr<SpareMemory> sp
     if (spares_->Take(size_, internal_ ? nullptr : &owner_, &spare)) {  // sealed as below already, its pages made
       fd_ = std::move(spare.fd);
       data_ = spare.data;
+      pages_made_ = true;
       return Status::Ok();
     }
   }
@@ -171,7 +172,7 @@ void LogSharedMemoryHugePages() {
 }
 
 void LocalObject::PrepareWrite(uint64_t offset, uint64_t len) const {
-  if (!fd_.valid() || creator_writes_ || offset >= size_) return;
+  if (!fd_.valid() || creator_writes_ || pages_made_ || offset >= size_) return;
   len = std::min(len, size_ - offset);
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + offset) & ~(page - 1);

@@ -86,6 +86,7 @@ class LocalObject {
   // Before the daemon writes [offset, offset + len) of a copy it fills: the pages are made
   // in one call instead of one fault per 4 KiB (measured: docs/benchmarks.md, "Object
   // memory on fast links"). Only a hint: a kernel without MADV_POPULATE_WRITE (< 5.14) faults as before.
+  // Nothing for a reused spare block: its pages and the daemon's mapping of them exist.
   void PrepareWrite(uint64_t offset, uint64_t len) const;
   int fd() const { return fd_.get(); }
   // The memfd is being handed to another process as it is (a live upgrade's dup): it
@@ -133,6 +134,7 @@ class LocalObject {
   const bool from_shard_;
   UniqueFd fd_;
   uint8_t* data_ = nullptr;
+  bool pages_made_ = false;  // a spare block's pages, already mapped writable here
   std::shared_ptr<SpareMemory> spares_;  // where the memfd goes when the copy is destroyed
   std::atomic<bool> handed_over_{false};
   std::vector<uint8_t> heap_;
