@@ -7,6 +7,8 @@ every host sending to the next at once) and RESULTS/<hosts>.<system> lines
 import argparse
 import os
 
+from bench_table import read_gbit
+
 NAMES = {"hoplite": "Conduit (libhoplite)", "mpi": "OpenMPI", "gloo": "Gloo", "ray": "Ray"}
 
 
@@ -20,11 +22,6 @@ def human(n):
 def transfer_ms(nbytes, gbit):
     """How long nbytes take at gbit Gbit/s."""
     return nbytes / (gbit * 1e9 / 8) * 1e3
-
-
-def read_gbit(path):
-    """A rate file's Gbit/s, 0 when the run did not measure it."""
-    return float(open(path).read().strip()) if os.path.exists(path) else 0.0
 
 
 def lower_bound_ms(op, hosts, size, gbit):
