@@ -3,8 +3,9 @@
 
 broadcast / gather / reduce / all_reduce of float32 tensors from/to rank 0, timed like
 hoplite-bench: per size a warmup (<= 64 MiB), then 50 / 10 / 3 / 1 runs (<= 64 KiB / <= 1 MiB /
-<= 64 MiB / larger), each after a barrier until the slowest rank finishes; rank 0 prints
-"op hosts size_bytes iters median_ms min_ms".
+<= 64 MiB / larger), each after --gap-ms idle (15x that from 64 MiB, as hoplite-bench) and a
+barrier, until the slowest rank finishes; rank 0 prints "op hosts size_bytes iters median_ms
+min_ms".
 """
 import argparse
 import time
@@ -25,6 +26,7 @@ def main():
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--op", required=True)
     ap.add_argument("--sizes", required=True)
+    ap.add_argument("--gap-ms", type=int, default=20)
     a = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=a.init, rank=a.rank, world_size=a.world)
@@ -35,9 +37,11 @@ def main():
         gather_list = [torch.empty(count, dtype=torch.float32) for _ in range(a.world)] if a.rank == 0 else None
         iters = 50 if size <= 64 << 10 else 10 if size <= 1 << 20 else 3 if size <= 64 << 20 else 1
         warm = 1 if size <= 64 << 20 else 0
+        gap = max(0, a.gap_ms) * (15 if size >= 64 << 20 else 1) / 1e3
         times = []
         for it in range(warm + iters):
             y = x.clone() if a.op in ("reduce", "allreduce") else x
+            time.sleep(gap)
             dist.barrier()
             t0 = time.perf_counter()
             if a.op == "bcast":

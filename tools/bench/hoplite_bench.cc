@@ -1,7 +1,7 @@
 // hoplite-bench: times libhoplite collectives the way the Hoplite chapter measures them.
 //
 //   hoplite-bench --sockets S0,S1,... --op bcast|gather|reduce|allreduce --sizes 1K,1M,...
-//                 [--iters N] [--prefix ID] [--verbose 1 (every run's time on stderr)]
+//                 [--iters N] [--prefix ID] [--gap-ms G] [--verbose 1 (every run's time on stderr)]
 // One "program" per host: host i's calls go to the daemon behind socket Si (each thread
 // its own client). All namespaces share this machine's clock, so one process can time a
 // collective across hosts. Inputs are Put (and complete) before the clock starts, and the
@@ -10,6 +10,9 @@
 //   gather:    every host Puts; host 0 Gets (read-only) every other object at once.
 //   reduce:    every host Puts; host 0 Reduces all (float32 sum) and Gets the result.
 //   allreduce: every host Puts; host 0 Reduces, the others Get the result; until the last.
+// Before every run the hosts are idle for G ms (default 20; 15 G from 64 MiB, time for the
+// last run's copies to be freed): the OpenMPI, Gloo and Ray drivers of objects_bench.sh take
+// the same --gap-ms, so that every system starts each run from the same idle state.
 // Prints "op hosts size_bytes iters median_ms min_ms" per size.
 #include <algorithm>
 #include <atomic>
@@ -60,6 +63,7 @@ size_t ParseSize(const std::string& s) {
 struct Bench {
   std::vector<std::string> sockets;
   std::string op, prefix = "hb";
+  int gap_ms = 20;
   std::vector<uint8_t> buf;  // the input every host Puts (float32 ones, so sums are exact)
 
   std::unique_ptr<hoplite::Client> Connect(int h) {
@@ -146,7 +150,7 @@ struct Bench {
     if (op == "reduce" || op == "allreduce") to_delete.push_back(target);
     workers.clear();
     for (const auto& id : to_delete) (void)clients[0]->Delete(id);
-    std::this_thread::sleep_for(std::chrono::milliseconds(size >= (64u << 20) ? 300 : 20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(size >= (64u << 20) ? 15 * gap_ms : gap_ms));
     return ms;
   }
 };
@@ -155,7 +159,7 @@ struct Bench {
 
 constexpr char kUsage[] =
     "usage: hoplite-bench --sockets S0,S1,... --op bcast|gather|reduce|allreduce --sizes 1K,1M\n"
-    "                     [--iters N] [--prefix P] [--verbose 1]\n"
+    "                     [--iters N] [--prefix P] [--gap-ms G] [--verbose 1]\n"
     "one libhoplite collective per size across the daemons at the given sockets (one per host,\n"
     "host 0 the root); tools/bench/objects_bench.sh runs it\n";
 
@@ -172,6 +176,7 @@ int main(int argc, char** argv) {
     else if (a == "--sizes") for (auto& s : Split(v)) sizes.push_back(ParseSize(s));
     else if (a == "--iters") iters = atoi(v.c_str());
     else if (a == "--prefix") b.prefix = v;
+    else if (a == "--gap-ms") b.gap_ms = std::max(0, atoi(v.c_str()));
     else if (a == "--verbose") verbose = v == "1";
     else {
       fprintf(stderr, "hoplite-bench: unknown flag %s\n", a.c_str());

@@ -1,15 +1,18 @@
 /* OpenMPI baseline for the object-store benchmark (objects_bench.sh): MPI_Bcast,
  * MPI_Gather, MPI_Reduce and MPI_Allreduce of float32 data, root 0, with the same timing
  * rules as hoplite-bench: per size a warmup (sizes <= 64 MiB), then 50 / 10 / 3 / 1 timed runs
- * (<= 64 KiB / <= 1 MiB / <= 64 MiB / larger), each started after a barrier and lasting until the
- * slowest rank finished; the median is printed.
+ * (<= 64 KiB / <= 1 MiB / <= 64 MiB / larger), each started after GAP_MS idle (15 GAP_MS from
+ * 64 MiB, as hoplite-bench --gap-ms) and a barrier, and lasting until the slowest rank finished;
+ * the median is printed.
  *
- * usage: mpi_objects_bench OP SIZES      (OP: bcast|gather|reduce|allreduce, SIZES: 1K,1M,...)
+ * usage: mpi_objects_bench OP SIZES [GAP_MS]   (OP: bcast|gather|reduce|allreduce, SIZES: 1K,1M,...,
+ *                                              GAP_MS default 20)
  * Rank 0 prints "op hosts size_bytes iters median_ms min_ms". */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static size_t parse_bytes(const char *s) {
   char *end;
@@ -33,11 +36,13 @@ int main(int argc, char **argv) {
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  if (argc != 3) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_objects_bench bcast|gather|reduce|allreduce 1K,1M,...\n");
+  if (argc != 3 && argc != 4) {
+    if (rank == 0) fprintf(stderr, "usage: mpi_objects_bench bcast|gather|reduce|allreduce 1K,1M,... [GAP_MS]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const char *op = argv[1];
+  int gap_ms = 20;
+  if (argc == 4) gap_ms = atoi(argv[3]) > 0 ? atoi(argv[3]) : 0;
   char *sizes = strdup(argv[2]);
   for (char *tok = strtok(sizes, ","); tok != NULL; tok = strtok(NULL, ",")) {
     size_t bytes = parse_bytes(tok);
@@ -52,7 +57,10 @@ int main(int argc, char **argv) {
     int warm = bytes <= (64u << 20) ? 1 : 0;
     double *t = malloc((size_t)iters * sizeof(double));
     if (!t) MPI_Abort(MPI_COMM_WORLD, 3);
+    const long gap_us = 1000L * gap_ms * (bytes >= (64u << 20) ? 15 : 1);
     for (int it = 0; it < warm + iters; ++it) {
+      struct timespec idle = {gap_us / 1000000, (gap_us % 1000000) * 1000};
+      nanosleep(&idle, NULL);
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
       if (strcmp(op, "bcast") == 0) {

@@ -6,7 +6,7 @@
 #                         [--ops "bcast gather reduce allreduce"] [--systems "hoplite mpi gloo ray"]
 #                         [--max-gather 256M] [--max-large-hosts 8:256M] [--block 262144]
 #                         [--prefix obn] [--subnet 10.86.0] [--out FILE] [--keep-work]
-#                         [--shmem-thp never|advise|...]
+#                         [--shmem-thp never|advise|...] [--gap-ms 20]
 # For each host count: fresh namespaces with every link shaped to --rate, iperf3 for the
 # real link rate, then every (op, system) one after another (never concurrently). Sizes
 # above --max-gather are skipped for gather ((n-1) x size through one link), and
@@ -19,11 +19,15 @@
 # /var/tmp/conduit-ray-venv) on first use with `pip install ray`. --shmem-thp sets the host's
 # /sys/kernel/mm/transparent_hugepage/shmem_enabled for the run (restored afterwards; the
 # table says which was in force): conduitd asks for huge pages for large copies, which
-# only `advise` (or a wider mode) grants (docs/configuration.md).
+# only `advise` (or a wider mode) grants (docs/configuration.md). --gap-ms G: every system's
+# hosts are idle G ms before each timed run (15 G from 64 MiB, for the last run's memory to be
+# freed), default 20: on a VM a CPU that was idle for milliseconds runs its first tens of
+# microseconds far slower (docs/benchmarks.md, "Idle before each run"), so a system timed back
+# to back would be measured warm and the others cold.
 set -euo pipefail
 
 HOSTS_LIST="4 8" RATE=1gbit SIZES=1K,64K,1M,16M,64M,256M,1G OPS="bcast gather reduce allreduce"
-SYSTEMS="hoplite mpi gloo ray" MAX_GATHER=256M MAX_LARGE="8:256M" BLOCK=262144 OUT= KEEP=0 SHMEM_THP=
+SYSTEMS="hoplite mpi gloo ray" MAX_GATHER=256M MAX_LARGE="8:256M" BLOCK=262144 OUT= KEEP=0 SHMEM_THP= GAP_MS=20
 export BENCH_PREFIX=${BENCH_PREFIX:-obn} BENCH_SUBNET=${BENCH_SUBNET:-10.86.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -40,7 +44,8 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
     --shmem-thp) SHMEM_THP=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --gap-ms) GAP_MS=$2; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "objects_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -137,15 +142,15 @@ for H in $HOSTS_LIST; do
         for op in $OPS; do
           bench_log "hoplite $op"
           "$BENCH_BUILD/bin/hoplite-bench" --sockets "$sockets" --op "$op" --sizes "$(sizes_for "$op" "$H")" \
-            >>"$RES/$H.hoplite" 2>>"$BENCH_WORK/hoplite.log" || bench_log "hoplite $op failed (see $BENCH_WORK/hoplite.log)"
+            --gap-ms "$GAP_MS" >>"$RES/$H.hoplite" 2>>"$BENCH_WORK/hoplite.log" || bench_log "hoplite $op failed (see $BENCH_WORK/hoplite.log)"
         done
         bench_conduit_stop ;;
       mpi)
         for op in $OPS; do
           bench_log "openmpi $op"
           # mpirun's launch over netns-rsh occasionally fails to route; one retry.
-          bench_mpi_run "$H" 1 "$MPI_BIN" "$op" "$(sizes_for "$op" "$H")" >"$BENCH_WORK/mpi.out" ||
-            bench_mpi_run "$H" 1 "$MPI_BIN" "$op" "$(sizes_for "$op" "$H")" >"$BENCH_WORK/mpi.out" ||
+          bench_mpi_run "$H" 1 "$MPI_BIN" "$op" "$(sizes_for "$op" "$H")" "$GAP_MS" >"$BENCH_WORK/mpi.out" ||
+            bench_mpi_run "$H" 1 "$MPI_BIN" "$op" "$(sizes_for "$op" "$H")" "$GAP_MS" >"$BENCH_WORK/mpi.out" ||
             bench_log "mpirun $op failed (log: $BENCH_WORK/mpi.log)"
           grep "^$op " "$BENCH_WORK/mpi.out" >>"$RES/$H.mpi" || true
         done ;;
@@ -153,6 +158,7 @@ for H in $HOSTS_LIST; do
         for op in $OPS; do
           bench_log "gloo $op"
           bench_gloo_run "$H" 1 "$BENCH_DIR/gloo_objects_bench.py" --op "$op" --sizes "$(sizes_for "$op" "$H")" \
+            --gap-ms "$GAP_MS" \
             >>"$RES/$H.gloo" || bench_log "gloo $op failed (logs in $BENCH_WORK)"
         done ;;
       ray)
@@ -160,7 +166,7 @@ for H in $HOSTS_LIST; do
           for op in $OPS; do
             bench_log "ray $op"
             ip netns exec "$(bench_ns 0)" timeout 1800 "$RAY_VENV/bin/python" "$BENCH_DIR/ray_objects_bench.py" \
-              --address "$(bench_ip 0):6379" --hosts "$H" --op "$op" --sizes "$(sizes_for "$op" "$H")" \
+              --address "$(bench_ip 0):6379" --hosts "$H" --op "$op" --sizes "$(sizes_for "$op" "$H")" --gap-ms "$GAP_MS" \
               >>"$RES/$H.ray" 2>>"$BENCH_WORK/ray-driver.log" || bench_log "ray $op failed (see $BENCH_WORK/ray-driver.log)"
           done
         else
@@ -174,4 +180,4 @@ for H in $HOSTS_LIST; do
 done
 
 "$BENCH_PY" "$BENCH_DIR/objects_table.py" --results "$RES" --hosts "$HOSTS_LIST" --ops "$OPS" \
-  --systems "$SYSTEMS" --rate "$RATE" --shmem-thp "$THP_NOW" ${OUT:+--out "$OUT"}
+  --systems "$SYSTEMS" --rate "$RATE" --shmem-thp "$THP_NOW" --gap-ms "$GAP_MS" ${OUT:+--out "$OUT"}

@@ -44,6 +44,7 @@ def main():
     ap.add_argument("--systems", required=True)
     ap.add_argument("--rate", required=True)
     ap.add_argument("--shmem-thp", default="", help="transparent_hugepage/shmem_enabled during the run")
+    ap.add_argument("--gap-ms", type=int, help="idle time before each run, the same for every system")
     ap.add_argument("--out")
     a = ap.parse_args()
     systems = a.systems.split()
@@ -62,6 +63,8 @@ def main():
                 if len(f) == 6:
                     data[(s, f[0], int(f[2]))] = float(f[4])
         thp = ", shared memory huge pages: %s" % a.shmem_thp if a.shmem_thp else ""
+        if a.gap_ms is not None:
+            thp += ", %d ms idle before each run" % a.gap_ms
         lines.append("### %s hosts, links shaped to %s (iperf3: %.3f Gbit/s, all links at once %.3f in all%s)\n" %
                      (hosts, a.rate, gbit, ring_gbit, thp))
         head = (["op", "size", "lower bound", "all-links time"] + [NAMES.get(s, s) for s in systems] +

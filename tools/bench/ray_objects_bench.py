@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--hosts", type=int, required=True)
     ap.add_argument("--op", required=True)
     ap.add_argument("--sizes", required=True)
+    ap.add_argument("--gap-ms", type=int, default=20)
     a = ap.parse_args()
     ray.init(address=a.address, logging_level="ERROR", log_to_driver=False)
     hosts = [Host.options(resources={"h%d" % i: 1}).remote() for i in range(a.hosts)]
@@ -79,7 +80,7 @@ def main():
             if it >= warm:
                 times.append((time.perf_counter() - t0) * 1e3)
             del boxes
-            time.sleep(0.3 if size >= 64 << 20 else 0.02)
+            time.sleep(max(0, a.gap_ms) * (15 if size >= 64 << 20 else 1) / 1e3)
         times.sort()
         print("%s %d %d %d %.3f %.3f" % (a.op, a.hosts, size, iters, times[len(times) // 2], times[0]), flush=True)
 
