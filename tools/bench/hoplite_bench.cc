@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     else if (a == "--sizes") for (auto& s : Split(v)) sizes.push_back(ParseSize(s));
     else if (a == "--iters") iters = atoi(v.c_str());
     else if (a == "--prefix") b.prefix = v;
-    else if (a == "--gap-ms") b.gap_ms = std::max(0, atoi(v.c_str()));
+    else if (a == "--gap-ms") b.gap_ms = std::clamp(atoi(v.c_str()), 0, 60000);
     else if (a == "--verbose") verbose = v == "1";
     else {
       fprintf(stderr, "hoplite-bench: unknown flag %s\n", a.c_str());
