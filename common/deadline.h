@@ -13,6 +13,7 @@ class Deadline {
 
   static Deadline AfterMs(int64_t ms) { return Deadline(Clock::now() + std::chrono::milliseconds(ms)); }
   static Deadline Never() { return Deadline(Clock::time_point::max()); }
+  static Deadline Earlier(Deadline a, Deadline b) { return a.when_ <= b.when_ ? a : b; }
 
   bool expired() const { return Clock::now() >= when_; }
   bool is_never() const { return when_ == Clock::time_point::max(); }

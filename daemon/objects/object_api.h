@@ -70,8 +70,12 @@ class ObjectApi {
   virtual Status FinishPut(const ObjectRef& obj) = 0;
   virtual void AbortPut(const ObjectRef& obj, const std::string& why) = 0;
   // A local copy of `id` (partial copies grow as the fetch goes on), joining the broadcast;
-  // kPermissionDenied (and no local copy made) when `caller` may not read it.
-  virtual Status Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) = 0;
+  // kPermissionDenied (and no local copy made) when `caller` may not read it. With
+  // `fill_here` (a caller that waits for the whole copy anyway), a copy this call makes is
+  // fetched on the calling thread before it returns, until `deadline` at most; what is
+  // left then goes on in a thread of its own, as every fetch does without `fill_here`.
+  virtual Status Locate(const std::string& id, const Caller& caller, Deadline deadline, bool fill_here,
+                        Located* out) = 0;
   // Deletes every copy if `caller` owns the object or is an operator.
   virtual Status Delete(const std::string& id, const Caller& caller, Deadline deadline) = 0;
   // Indices of the first `num_ready` objects with a complete copy somewhere, in order;

@@ -231,9 +231,10 @@ void ObjectService::AbortPut(const ObjectRef& obj, const std::string& why) {
   dir_.Unpublish(obj->id());
 }
 
-Status ObjectService::Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
+Status ObjectService::Locate(const std::string& id, const Caller& caller, Deadline deadline, bool fill_here,
+                             Located* out) {
   for (;;) {
-    Status st = LocateOnce(id, caller, deadline, out);
+    Status st = LocateOnce(id, caller, deadline, fill_here, out);
     if (st.ok()) {
       // A copy already here, or another request's result, is checked here; a copy made for
       // this request was checked before it was made.
@@ -250,7 +251,8 @@ Status ObjectService::Locate(const std::string& id, const Caller& caller, Deadli
   }
 }
 
-Status ObjectService::LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out) {
+Status ObjectService::LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, bool fill_here,
+                                 Located* out) {
   std::shared_ptr<PendingFetch> mine;
   {
     std::unique_lock<std::mutex> lock(fetch_mu_);
@@ -284,6 +286,7 @@ Status ObjectService::LocateOnce(const std::string& id, const Caller& caller, De
   AcquireResult r;
   Status st = dir_.Acquire(id, "", "", deadline, &r);
   Located result;
+  bool fetch_here = false;
   if (st.ok() && r.sender != peers_.self() && !MayRead(caller, r.owner)) {
     // No copy is made for a caller who may not read it; the sender handed out is freed.
     if (!r.is_inline) dir_.Release(id, r.sender, false);
@@ -304,7 +307,9 @@ Status ObjectService::LocateOnce(const std::string& id, const Caller& caller, De
       dir_.Release(id, r.sender, false);
     } else {
       NotePublished(id);
-      if (!StartDetached("object fetch", [this, obj = result.obj, sender = r.sender] { FetchLoop(obj, sender); })) {
+      if (fill_here) {
+        fetch_here = true;  // below, once the requests waiting on this one know the copy
+      } else if (!FetchInBackground(result.obj, r.sender, 0, Status::Ok())) {
         // Nothing will fill the copy: it goes (unpublished), the sender is freed, the caller may retry.
         st = Err(objproto::kUnavailable, "daemon %s cannot start a thread to fetch %s now", peers_.self().c_str(),
                  Printable(id).c_str());
@@ -323,13 +328,22 @@ Status ObjectService::LocateOnce(const std::string& id, const Caller& caller, De
     fetch_cv_.notify_all();
   }
   if (!st.ok()) return st;
+  if (fetch_here) FetchLoop(result.obj, r.sender, 0, deadline, Status::Ok());
   *out = std::move(result);
   return Status::Ok();
 }
 
-void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
+bool ObjectService::FetchInBackground(const ObjectRef& obj, const std::string& sender, uint64_t offset,
+                                      Status resume_after) {
+  return StartDetached("object fetch", [this, obj, sender, offset, resume_after] {
+    FetchLoop(obj, sender, offset, Deadline::Never(), resume_after);
+  });
+}
+
+void ObjectService::FetchLoop(ObjectRef obj, std::string sender, uint64_t offset, Deadline stop_by,
+                              Status resume_after) {
   const std::string& id = obj->id();
-  uint64_t offset = 0;
+  const bool whole = offset == 0;  // a continuation's time is not the transfer's
   auto started = std::chrono::steady_clock::now();
   // Resuming is bounded: after a failure, copies that keep failing without delivering a
   // byte for the daemon's timeout (a location whose daemon answers but lost the object) end
@@ -338,17 +352,33 @@ void ObjectService::FetchLoop(ObjectRef obj, std::string sender) {
   uint64_t progress_offset = 0;
   std::optional<std::chrono::steady_clock::time_point> no_progress_since;
   for (;;) {
-    Status st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
-                             options_.timeout_ms);
+    bool stopped = false;
+    Status st = resume_after;
+    resume_after = Status::Ok();
+    if (st.ok()) {
+      st = FetchInto(&pool_, sender, obj.get(), &offset, PipelineBlock(options_.block_bytes, obj->size()),
+                     options_.timeout_ms, stop_by, &stopped);
+    }
     if (st.ok() && obj->failure().ok()) {
       obj->MarkComplete();
       dir_.Release(id, sender, true);
       stats_.received += 1;
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      stats_.NoteTransfer(obj->size(), secs);
+      if (whole) stats_.NoteTransfer(obj->size(), secs);
       return;
     }
     if (!obj->failure().ok()) {  // deleted or lost meanwhile
+      dir_.Release(id, sender, false);
+      return;
+    }
+    if (!stop_by.is_never()) {
+      // A caller's thread: it does not wait for a resume. The copy is finished in the
+      // background, from the same sender when the caller's time ran out (the directory still
+      // lists it as this copy's upstream), else by resuming as below.
+      if (FetchInBackground(obj, sender, offset, stopped ? Status::Ok() : st)) return;
+      Status why = Err(objproto::kUnavailable, "daemon %s cannot start a thread to go on fetching %s",
+                          peers_.self().c_str(), Printable(id).c_str());
+      store_.Remove(id, why, obj.get());
       dir_.Release(id, sender, false);
       return;
     }

@@ -85,7 +85,8 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
                          uint32_t access, ObjectRef* out) override;
   Status FinishPut(const ObjectRef& obj) override;
   void AbortPut(const ObjectRef& obj, const std::string& why) override;
-  Status Locate(const std::string& id, const Caller& caller, Deadline deadline, Located* out) override;
+  Status Locate(const std::string& id, const Caller& caller, Deadline deadline, bool fill_here,
+                Located* out) override;
   Status Delete(const std::string& id, const Caller& caller, Deadline deadline) override;
   Status Wait(const std::vector<std::string>& ids, size_t num_ready, const Caller& caller, Deadline deadline,
                  std::vector<uint32_t>* ready) override;
@@ -134,8 +135,15 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   // Ends `s` with `why` unless it has ended already.
   static void EndWait(WaitState& s, Status why);
   // One attempt of Locate; kRetry: the directory's answer was stale, ask again.
-  Status LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, Located* out);
-  void FetchLoop(ObjectRef obj, std::string sender);
+  Status LocateOnce(const std::string& id, const Caller& caller, Deadline deadline, bool fill_here, Located* out);
+  // Fills `obj` from `sender` from byte `offset` on, resuming from other copies when a
+  // transfer breaks (`resume_after` not ok: it broke with that before this call, resume
+  // first). With a `stop_by` (a caller's thread, Locate's fill_here), the loop hands the rest
+  // to a new thread when that passes or the transfer breaks: only the background resumes.
+  void FetchLoop(ObjectRef obj, std::string sender, uint64_t offset, Deadline stop_by, Status resume_after);
+  // Starts FetchLoop(obj, sender, offset, Never, resume_after) in a thread of its own; false
+  // (nothing started) when no thread can be started now.
+  bool FetchInBackground(const ObjectRef& obj, const std::string& sender, uint64_t offset, Status resume_after);
   void OnMembershipChange();
   void OnDropCopy(const Bytes& body);
   // A Put found a copy of its id here: true when it was a cached copy of an object the

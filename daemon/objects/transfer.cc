@@ -51,7 +51,8 @@ void DataPool::Return(const std::string& addr, Conn conn) {
 
 FetchStream::~FetchStream() = default;
 
-Status FetchStream::Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms) {
+Status FetchStream::Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms,
+                         Deadline stop_by) {
   sender_ = sender;
   timeout_ms_ = timeout_ms;
   // A pooled connection may have been closed by the sender meanwhile: one retry on a new one.
@@ -67,19 +68,16 @@ Status FetchStream::Open(const std::string& sender, const std::string& id, uint6
     f.id = IdToWire(id);
     f.offset = offset;
     f.timeout_ms = static_cast<uint32_t>(timeout_ms);
-    Status st = WriteFrame(conn_, peerproto::kMagic, peerproto::kVersion, objproto::kFetch, 0, &f, sizeof(f),
-                           Deadline::AfterMs(timeout_ms));
+    const Deadline by = Deadline::Earlier(Deadline::AfterMs(timeout_ms), stop_by);
+    Status st = WriteFrame(conn_, peerproto::kMagic, peerproto::kVersion, objproto::kFetch, 0, &f, sizeof(f), by);
     Frame reply;
-    if (st.ok()) {
-      st = ReadFrame(conn_, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &reply,
-                     Deadline::AfterMs(timeout_ms));
-    }
+    if (st.ok()) st = ReadFrame(conn_, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, &reply, by);
     if (!st.ok()) {
       {
         std::lock_guard<std::mutex> lock(fd_mu_);
         conn_ = Conn();
       }
-      if (attempt == 0) continue;
+      if (attempt == 0 && !stop_by.expired()) continue;
       return Err(objproto::kUnavailable, "fetch of %s from %s: %s", Printable(id).c_str(), sender.c_str(),
                  st.message().c_str());
     }
@@ -102,9 +100,9 @@ Status FetchStream::Open(const std::string& sender, const std::string& id, uint6
   return Err(objproto::kUnavailable, "fetch of %s from %s failed", Printable(id).c_str(), sender.c_str());
 }
 
-Status FetchStream::Read(uint8_t* dst, size_t len) {
+Status FetchStream::Read(uint8_t* dst, size_t len, Deadline stop_by) {
   if (!conn_.valid() || broken_) return Err(objproto::kUnavailable, "fetch stream from %s is closed", sender_.c_str());
-  Status st = conn_.ReadFull(dst, len, Deadline::AfterMs(timeout_ms_));
+  Status st = conn_.ReadFull(dst, len, Deadline::Earlier(Deadline::AfterMs(timeout_ms_), stop_by));
   if (!st.ok()) {
     broken_ = true;  // the descriptor stays owned until Finish or destruction (Abort may race)
     return Err(objproto::kUnavailable, "transfer from daemon %s broke: %s", sender_.c_str(), st.message().c_str());
@@ -144,9 +142,14 @@ size_t PipelineBlock(size_t block_bytes, uint64_t size) {
 }
 
 Status FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
-                    int timeout_ms) {
+                    int timeout_ms, Deadline stop_by, bool* stopped) {
+  *stopped = false;
   FetchStream stream(pool);
-  CONDUIT_RETURN_IF_ERROR(stream.Open(sender, obj->id(), *offset, timeout_ms));
+  Status st = stream.Open(sender, obj->id(), *offset, timeout_ms, stop_by);
+  if (!st.ok()) {
+    *stopped = stop_by.expired();
+    return st;
+  }
   if (stream.size() != obj->size()) {
     return Err(objproto::kInternal, "daemon %s has %s with %llu bytes, expected %llu", sender.c_str(),
                Printable(obj->id()).c_str(), static_cast<unsigned long long>(stream.size()),
@@ -155,7 +158,11 @@ Status FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, ui
   while (*offset < obj->size()) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(block, obj->size() - *offset));
     obj->PrepareWrite(*offset, n);
-    CONDUIT_RETURN_IF_ERROR(stream.Read(obj->data() + *offset, n));
+    st = stream.Read(obj->data() + *offset, n, stop_by);
+    if (!st.ok()) {
+      *stopped = stop_by.expired();
+      return st;
+    }
     *offset += n;
     // The last bytes become readable with MarkComplete (the caller's): a reader that has
     // them all must find the copy complete (eviction, for one, skips incomplete copies).

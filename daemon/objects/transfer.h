@@ -48,10 +48,13 @@ class FetchStream {
   explicit FetchStream(DataPool* pool) : pool_(pool) {}
   ~FetchStream();
 
-  Status Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms);
+  // `stop_by` ends the wait early (see FetchInto); Never: only the timeout does.
+  Status Open(const std::string& sender, const std::string& id, uint64_t offset, int timeout_ms,
+              Deadline stop_by = Deadline::Never());
   uint64_t size() const { return size_; }
-  // Reads exactly len bytes (each byte may wait up to timeout_ms for the sender).
-  Status Read(uint8_t* dst, size_t len);
+  // Reads exactly len bytes (each byte may wait up to timeout_ms for the sender, and not
+  // past `stop_by`).
+  Status Read(uint8_t* dst, size_t len, Deadline stop_by = Deadline::Never());
   // Aborts a Read in progress from another thread (reduce cancellation).
   void Abort();
   // After the last byte: the connection goes back to the pool.
@@ -77,9 +80,11 @@ size_t PipelineBlock(size_t block_bytes, uint64_t size);
 
 // Fetches [*offset, obj.size) of obj's id from `sender` into obj, advancing *offset and the
 // object's ready mark every `block` bytes but the last (the caller marks the copy complete,
-// which makes them readable). On failure *offset says where to resume.
+// which makes them readable). On failure *offset says where to resume. When `stop_by`
+// passes first, the transfer stops there with *stopped set (the connection is dropped:
+// the block in progress is fetched again by whoever resumes from *offset).
 Status FetchInto(DataPool* pool, const std::string& sender, LocalObject* obj, uint64_t* offset, size_t block,
-                    int timeout_ms);
+                    int timeout_ms, Deadline stop_by, bool* stopped);
 
 // Counters of transfers, for the object state (tests check the broadcast tree's shape), and
 // the link bandwidth they showed (eq. 2.1's B for the reduce degree).

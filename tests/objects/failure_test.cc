@@ -103,6 +103,33 @@ TEST_F(ObjectsFailure, CreatorDyingMidPutFailsReceiversAndFreesTheId) {
   EXPECT_EQ(Fnv(got), Fnv(again));
 }
 
+TEST_F(ObjectsFailure, AReadOnlyGetThatTimesOutLeavesItsCopyFillingInTheBackground) {
+  // A read-only Get fetches on its session's own thread (Locate's fill_here): when its
+  // deadline passes mid-transfer it must answer then, and the copy must still be finished
+  // by a thread of the daemon's, from where the Get's thread stopped.
+  StartCluster();
+  const size_t size = 8u << 20;
+  auto data = Pattern(size, 44);
+  RawPutter origin;
+  std::string error;
+  ASSERT_TRUE(origin.Begin(oc_->cluster().Socket(0), "slow", size, &error)) << error;
+  ASSERT_TRUE(origin.Write(data, 0, size / 8));
+  auto c1 = oc_->Connect(1);
+  std::shared_ptr<const hoplite::ObjectView> view;
+  const auto asked = std::chrono::steady_clock::now();
+  hoplite::Status st = c1->GetReadOnly("slow", &view, 3000);
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(st.code(), Code::kTimeout) << st.ToString();
+  EXPECT_LT(waited, std::chrono::seconds(8)) << "the Get ends at its deadline";
+  EXPECT_GE(oc_->ReadyOf(1, "slow"), static_cast<long long>(size / 8)) << oc_->State(1);
+  ASSERT_TRUE(origin.Write(data, size / 8, size));
+  ASSERT_TRUE(origin.Finish(&error)) << error;
+  EXPECT_TRUE(WaitReady(1, "slow", size)) << "the copy was finished in the background: " << oc_->State(1);
+  ASSERT_TRUE(c1->GetReadOnly("slow", &view, 10000).ok());
+  EXPECT_EQ(Fnv(view->data(), view->size()), Fnv(data));
+  EXPECT_GE(oc_->Counter(0, "resumed"), 1) << "the background fetch went on from its offset, not from byte 0";
+}
+
 TEST_F(ObjectsFailure, ObjectsWithASurvivingCopyAreNeverLost) {
   StartCluster();
   // Several objects, so some directory shards live on the daemon that dies.
