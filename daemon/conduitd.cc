@@ -35,6 +35,7 @@
 #include "objects/object_admin.h"
 #include "objects/object_service.h"
 #include "policy/fabric.h"
+#include "reduce/reduce.h"
 #include "rpc/rpc_admin.h"
 #include "rpc/rpc_service.h"
 #include "security/cluster_key.h"
@@ -322,6 +323,9 @@ int Main(int argc, char** argv) {
   } else if (!PeerCongestion().empty()) {
     CLOG_INFO("connections to other daemons use TCP congestion control %s (--peer-congestion)", PeerCongestion().c_str());
   }
+  // Which compilation of the host reduction loops this CPU runs (reduce/reduce.h).
+  CLOG_INFO("reductions on host memory use the %s loops%s", ReduceIsaName(ActiveReduceIsa()),
+            getenv("CONDUIT_REDUCE_ISA") != nullptr ? " (CONDUIT_REDUCE_ISA)" : "");
   signal(SIGPIPE, SIG_IGN);
   // The object store keeps one memfd per large object.
   rlimit nofile{};

@@ -1,6 +1,6 @@
 // What the reduction headers need from the standard library, in a form that also
 // compiles under NVRTC (which has no standard headers): the fixed-width integer types,
-// CONDUIT_HD (inline host function here, inline device function in CUDA code) and a
+// CONDUIT_HD (always-inlined host function here, inline device function in CUDA code) and a
 // constexpr bit cast.
 #ifndef CONDUIT_DAEMON_REDUCE_PORTABLE_TYPES_H_
 #define CONDUIT_DAEMON_REDUCE_PORTABLE_TYPES_H_
@@ -22,7 +22,10 @@ typedef unsigned long uint64_t;
 #if defined(__CUDACC__)
 #define CONDUIT_HD __host__ __device__ __forceinline__
 #else
-#define CONDUIT_HD inline
+// Always inlined on the host: reduce/kernel_loops.inc is compiled once per instruction
+// set, and an out-of-line copy (one per translation unit, merged by the linker) compiled
+// for AVX-512 could otherwise be what the baseline loops call.
+#define CONDUIT_HD inline __attribute__((always_inline))
 #endif
 
 namespace conduit {

@@ -1,196 +1,120 @@
 #include "reduce/reduce.h"
 
-#include <algorithm>
+#if defined(CONDUIT_REDUCE_X86_KERNELS)
+#include <cpuid.h>
+#endif
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
-#include "reduce/element_ops.h"
+#include "reduce/kernel_table.h"
 
-// Everything below is templated on an element "encoding" (how a stored element is
-// widened for arithmetic and narrowed back) and an operator (both in element_ops.h,
-// // shared with the GPU kernels), and instantiated once per (type, op) behind a switch.
-// The inner loops are plain restrict-qualified loops over typed pointers so the
-// compiler vectorizes them; keep them free of calls that are not inlined and of
-// data-dependent branches.
+// The loops themselves are in kernel_loops.inc, compiled once per instruction set;
+// this file picks the fastest set the CPU supports, once, and dispatches to it.
 
 namespace conduit {
 namespace {
 
-using reduce_internal::Bf16;
-using reduce_internal::CombineElement;
-using reduce_internal::DivideElement;
-using reduce_internal::E4M3Format;
-using reduce_internal::E5M2Format;
-using reduce_internal::HalfFormat;
-using reduce_internal::MaxOp;
-using reduce_internal::MinOp;
-using reduce_internal::NarrowFloat;
-using reduce_internal::Native;
-using reduce_internal::Num;
-using reduce_internal::ProdOp;
-using reduce_internal::ScaleElement;
-using reduce_internal::SumOp;
+using reduce_internal::CombineFn;
+using reduce_internal::Kernels;
 
-// ---- Loops ----
-
-template <typename E, typename Op>
-void Combine3(typename E::Storage* __restrict out, const typename E::Storage* __restrict a,
-              const typename E::Storage* __restrict b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = CombineElement<E, Op>(a[i], b[i]);
-}
-
-// acc is the left operand when kAccOnLeft, else the right one; the order matters
-// only for which NaN or which signed zero survives, but keeping it makes Reduce2
-// give the same bits whether or not out aliases an input.
-template <typename E, typename Op, bool kAccOnLeft>
-void CombineInto(typename E::Storage* __restrict acc, const typename E::Storage* __restrict in,
-                 size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    acc[i] = kAccOnLeft ? CombineElement<E, Op>(acc[i], in[i]) : CombineElement<E, Op>(in[i], acc[i]);
+const Kernels* TableFor(ReduceIsa isa) {
+  switch (isa) {
+    case ReduceIsa::kBaseline: return reduce_internal::kKernelsBaseline;
+#if defined(CONDUIT_REDUCE_X86_KERNELS)
+    case ReduceIsa::kAvx2: return reduce_internal::kKernelsAvx2;
+    case ReduceIsa::kAvx512: return reduce_internal::kKernelsAvx512;
+#endif
+    default: return nullptr;
   }
 }
 
-// out == a == b: no restrict is possible. Rare (x op x), so unoptimized is fine.
-template <typename E, typename Op>
-void CombineSelf(typename E::Storage* buf, size_t n) {
-  for (size_t i = 0; i < n; ++i) buf[i] = CombineElement<E, Op>(buf[i], buf[i]);
-}
-
-template <typename E>
-void ScaleLoop(typename E::Storage* __restrict buf, size_t n, typename E::Compute s) {
-  for (size_t i = 0; i < n; ++i) buf[i] = ScaleElement<E>(buf[i], s);
-}
-
-template <typename E>
-void DivideLoop(typename E::Storage* __restrict buf, size_t n, int divisor) {
-  for (size_t i = 0; i < n; ++i) buf[i] = DivideElement<E>(buf[i], divisor);
-}
-
-// ---- Alignment ----
-
-// The typed loops need element-aligned pointers (misaligned access is UB and the
-// vectorizer may assume alignment). Chunks and user buffers are almost always
-// aligned; for the rare misaligned call, elements are bounced through this much
-// aligned stack space at a time.
-constexpr size_t kBounceBytes = 4096;
-
-template <typename S>
-inline bool IsAligned(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % alignof(S) == 0;
-}
-
-template <typename E, typename Op>
-void Combine(void* out, const void* a, const void* b, size_t n) {
-  using S = typename E::Storage;
-  if (IsAligned<S>(out) && IsAligned<S>(a) && IsAligned<S>(b)) {
-    S* o = static_cast<S*>(out);
-    const S* x = static_cast<const S*>(a);
-    const S* y = static_cast<const S*>(b);
-    if (o == x && o == y) {
-      CombineSelf<E, Op>(o, n);
-    } else if (o == x) {
-      CombineInto<E, Op, true>(o, y, n);
-    } else if (o == y) {
-      CombineInto<E, Op, false>(o, x, n);
-    } else {
-      Combine3<E, Op>(o, x, y, n);
-    }
-    return;
-  }
-  // Both inputs of a chunk are copied out before its result is written back, so
-  // out may still alias a or b.
-  constexpr size_t kChunk = kBounceBytes / sizeof(S);
-  alignas(64) S ta[kChunk];
-  alignas(64) S tb[kChunk];
-  for (size_t done = 0; done < n;) {
-    const size_t m = std::min(kChunk, n - done);
-    std::memcpy(ta, static_cast<const char*>(a) + done * sizeof(S), m * sizeof(S));
-    std::memcpy(tb, static_cast<const char*>(b) + done * sizeof(S), m * sizeof(S));
-    CombineInto<E, Op, true>(ta, tb, m);
-    std::memcpy(static_cast<char*>(out) + done * sizeof(S), ta, m * sizeof(S));
-    done += m;
-  }
-}
-
-// Runs `loop(typed_buf, m)` over buf, directly when aligned, else through a bounce
-// buffer.
-template <typename S, typename Loop>
-void InPlace(void* buf, size_t n, Loop loop) {
-  if (IsAligned<S>(buf)) {
-    loop(static_cast<S*>(buf), n);
-    return;
-  }
-  constexpr size_t kChunk = kBounceBytes / sizeof(S);
-  alignas(64) S tmp[kChunk];
-  for (size_t done = 0; done < n;) {
-    const size_t m = std::min(kChunk, n - done);
-    char* p = static_cast<char*>(buf) + done * sizeof(S);
-    std::memcpy(tmp, p, m * sizeof(S));
-    loop(tmp, m);
-    std::memcpy(p, tmp, m * sizeof(S));
-    done += m;
-  }
-}
-
-template <typename E>
-void Scale(void* buf, size_t n, const void* scalar) {
-  using S = typename E::Storage;
-  S raw;
-  std::memcpy(&raw, scalar, sizeof(S));
-  const typename E::Compute s = E::Load(raw);
-  InPlace<S>(buf, n, [s](S* p, size_t m) { ScaleLoop<E>(p, m, s); });
-}
-
-template <typename E>
-void Divide(void* buf, size_t n, int divisor) {
-  using S = typename E::Storage;
-  // ncclAvg divides by the rank count, which is positive. An integer division by
-  // zero would be UB and a negative divisor is meaningless for the unsigned types,
-  // so integer buffers are left alone then; floats follow IEEE.
-  if (Num<typename E::Compute>::kInteger && divisor <= 0) return;
-  InPlace<S>(buf, n, [divisor](S* p, size_t m) { DivideLoop<E>(p, m, divisor); });
-}
-
-// ---- Dispatch ----
-
-using CombineFn = void (*)(void*, const void*, const void*, size_t);
-using ScaleFn = void (*)(void*, size_t, const void*);
-using DivideFn = void (*)(void*, size_t, int);
-
-struct Kernels {
-  CombineFn combine[4];  // Indexed by ncclSum, ncclProd, ncclMax, ncclMin.
-  ScaleFn scale;
-  DivideFn divide;
+#if defined(CONDUIT_REDUCE_X86_KERNELS)
+// What CPUID and XCR0 say, read directly: compilers disagree on which feature names
+// __builtin_cpu_supports knows (clang 14 has no "f16c").
+struct X86Features {
+  bool avx2_f16c = false;
+  bool avx512 = false;  // F, BW, DQ and VL
 };
 
-template <typename E>
-constexpr Kernels MakeKernels() {
-  return Kernels{{&Combine<E, SumOp>, &Combine<E, ProdOp>, &Combine<E, MaxOp>, &Combine<E, MinOp>},
-                 &Scale<E>,
-                 &Divide<E>};
+X86Features ReadX86Features() {
+  X86Features f;
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return f;
+  const bool osxsave = ecx & (1u << 27), avx = ecx & (1u << 28), f16c = ecx & (1u << 29);
+  if (!osxsave || !avx) return f;
+  // The vector registers count only where the kernel saves them across switches (XCR0).
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool ymm_saved = (xcr0_lo & 0x6u) == 0x6u;
+  const bool zmm_saved = (xcr0_lo & 0xe6u) == 0xe6u;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return f;
+  const bool avx2 = ebx & (1u << 5);
+  const bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 17)) && (ebx & (1u << 30)) && (ebx & (1u << 31));
+  f.avx2_f16c = ymm_saved && avx2 && f16c;
+  f.avx512 = f.avx2_f16c && zmm_saved && avx512;
+  return f;
+}
+#endif
+
+bool CpuRuns(ReduceIsa isa) {
+#if defined(CONDUIT_REDUCE_X86_KERNELS)
+  static const X86Features features = ReadX86Features();
+  switch (isa) {
+    case ReduceIsa::kBaseline: return true;
+    case ReduceIsa::kAvx2: return features.avx2_f16c;
+    case ReduceIsa::kAvx512: return features.avx512;
+  }
+  return false;
+#else
+  return isa == ReduceIsa::kBaseline;
+#endif
 }
 
-// Indexed by ncclDataType_t.
-constexpr Kernels kKernels[ncclNumTypes] = {
-    MakeKernels<Native<int8_t>>(),
-    MakeKernels<Native<uint8_t>>(),
-    MakeKernels<Native<int32_t>>(),
-    MakeKernels<Native<uint32_t>>(),
-    MakeKernels<Native<int64_t>>(),
-    MakeKernels<Native<uint64_t>>(),
-    MakeKernels<NarrowFloat<HalfFormat, uint16_t>>(),
-    MakeKernels<Native<float>>(),
-    MakeKernels<Native<double>>(),
-    MakeKernels<Bf16>(),
-    MakeKernels<NarrowFloat<E4M3Format, uint8_t>>(),
-    MakeKernels<NarrowFloat<E5M2Format, uint8_t>>(),
+// The best the CPU runs, or a lower one named by CONDUIT_REDUCE_ISA (A/B runs, and a
+// way around a CPU that misreports). A name that is unknown or not runnable here is
+// ignored, with one line on stderr, since nothing else could be logged this early.
+ReduceIsa ChooseIsa() {
+  ReduceIsa best = ReduceIsa::kBaseline;
+  for (ReduceIsa isa : {ReduceIsa::kAvx2, ReduceIsa::kAvx512}) {
+    if (ReduceIsaAvailable(isa)) best = isa;
+  }
+  const char* want = getenv("CONDUIT_REDUCE_ISA");
+  if (want == nullptr || *want == '\0') return best;
+  for (ReduceIsa isa : {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512}) {
+    if (strcmp(want, ReduceIsaName(isa)) == 0 && ReduceIsaAvailable(isa)) return isa;
+  }
+  fprintf(stderr, "conduit: CONDUIT_REDUCE_ISA=%s is not one this CPU runs (baseline, avx2, avx512); using %s\n",
+          want, ReduceIsaName(best));
+  return best;
+}
+
+struct Active {
+  std::atomic<const Kernels*> table;
+  std::atomic<int> isa;
 };
+
+Active& ActiveKernels() {
+  static Active* active = [] {
+    const ReduceIsa isa = ChooseIsa();
+    auto* a = new Active;
+    a->table.store(TableFor(isa));
+    a->isa.store(static_cast<int>(isa));
+    return a;
+  }();
+  return *active;
+}
+
+const Kernels* Table() { return ActiveKernels().table.load(std::memory_order_relaxed); }
 
 // ncclAvg accumulates like ncclSum; the caller divides once at the end.
 CombineFn FindCombine(ncclDataType_t type, ncclRedOp_t op) {
   if (!IsValidDataType(type)) return nullptr;
   const int index = op == ncclAvg ? static_cast<int>(ncclSum) : static_cast<int>(op);
   if (index < 0 || index > static_cast<int>(ncclMin)) return nullptr;
-  return kKernels[type].combine[index];
+  return Table()[type].combine[index];
 }
 
 }  // namespace
@@ -238,6 +162,27 @@ const char* DataTypeName(ncclDataType_t type) {
 
 bool IsValidDataType(int type) { return type >= 0 && type < ncclNumTypes; }
 
+const char* ReduceIsaName(ReduceIsa isa) {
+  switch (isa) {
+    case ReduceIsa::kBaseline: return "baseline";
+    case ReduceIsa::kAvx2: return "avx2";
+    case ReduceIsa::kAvx512: return "avx512";
+  }
+  return "invalid";
+}
+
+bool ReduceIsaAvailable(ReduceIsa isa) { return TableFor(isa) != nullptr && CpuRuns(isa); }
+
+ReduceIsa ActiveReduceIsa() { return static_cast<ReduceIsa>(ActiveKernels().isa.load(std::memory_order_relaxed)); }
+
+bool SetReduceIsa(ReduceIsa isa) {
+  if (!ReduceIsaAvailable(isa)) return false;
+  Active& active = ActiveKernels();
+  active.table.store(TableFor(isa), std::memory_order_relaxed);
+  active.isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return true;
+}
+
 // Invalid types or ops are ignored rather than fatal: the daemon validates every
 // request up front (IsValidDataType), and a bad value here must not take it down.
 void ReduceInto(void* acc, const void* in, size_t count, ncclDataType_t type, ncclRedOp_t op) {
@@ -253,12 +198,12 @@ void Reduce2(void* out, const void* a, const void* b, size_t count, ncclDataType
 
 void ScaleInPlace(void* buf, size_t count, ncclDataType_t type, const void* scalar) {
   if (count == 0 || !IsValidDataType(type)) return;
-  kKernels[type].scale(buf, count, scalar);
+  Table()[type].scale(buf, count, scalar);
 }
 
 void DivideInPlace(void* buf, size_t count, ncclDataType_t type, int divisor) {
   if (count == 0 || !IsValidDataType(type)) return;
-  kKernels[type].divide(buf, count, divisor);
+  Table()[type].divide(buf, count, divisor);
 }
 
 }  // namespace conduit

@@ -34,6 +34,22 @@ void ScaleInPlace(void* buf, size_t count, ncclDataType_t type, const void* scal
 // buf[i] = buf[i] / divisor (ncclAvg). Integers divide with truncation toward zero.
 void DivideInPlace(void* buf, size_t count, ncclDataType_t type, int divisor);
 
+// The instruction sets the host loops are built for. On x86-64 the loops are compiled
+// three times and the best set the CPU supports is used: the narrow floats (float16,
+// bfloat16, fp8) convert to float and back in vector registers several times faster with
+// wider ones (docs/design.md, "Reduction kernels"). Every set gives the same results.
+// Elsewhere only kBaseline exists.
+enum class ReduceIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+const char* ReduceIsaName(ReduceIsa isa);  // "baseline", "avx2", "avx512"
+// Built into this binary and run by this CPU and OS.
+bool ReduceIsaAvailable(ReduceIsa isa);
+// The set in use: the best available, or the one CONDUIT_REDUCE_ISA names (baseline,
+// avx2, avx512) if this CPU runs it.
+ReduceIsa ActiveReduceIsa();
+// Switches the set in use for the whole process (tests and benchmarks compare the sets
+// with it); false, changing nothing, if `isa` is not available.
+bool SetReduceIsa(ReduceIsa isa);
+
 // Conversions used by the kernels and by tests that build references.
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);

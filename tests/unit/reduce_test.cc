@@ -1,6 +1,7 @@
 // Tests for reduce: every type x op against an independent reference, the
 // narrow-float conversions against a brute-force nearest-value search, and the
-// aliasing / alignment / length edge cases of the kernels.
+// aliasing / alignment / length edge cases of the kernels, each on every instruction
+// set the loops are built for that this CPU runs (the others are skipped).
 #include "reduce/reduce.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -393,15 +396,34 @@ std::vector<char> Reference(ncclDataType_t t, ncclRedOp_t op, const std::vector<
 
 // ---- Reduction tests: every type x op x length ----
 
+constexpr ReduceIsa kIsas[] = {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512};
+
+// Runs a test on one instruction set's loops, then puts back the one the process chose.
+template <typename Param>
+class OnIsa : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    const ReduceIsa isa = this->GetParam().isa;
+    if (!SetReduceIsa(isa)) {
+      GTEST_SKIP() << "this CPU does not run the " << ReduceIsaName(isa) << " loops";
+    }
+  }
+  void TearDown() override { SetReduceIsa(chosen_); }
+
+ private:
+  const ReduceIsa chosen_ = ActiveReduceIsa();
+};
+
 struct Case {
   ncclDataType_t type;
   ncclRedOp_t op;
+  ReduceIsa isa;
 };
 
-class ReduceTest : public ::testing::TestWithParam<Case> {};
+using ReduceTest = OnIsa<Case>;
 
 TEST_P(ReduceTest, MatchesReference) {
-  const auto [t, op] = GetParam();
+  const auto [t, op, isa] = GetParam();
   std::mt19937_64 rng(1000 * t + op);
   for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}}) {
     const std::string len = "n=" + std::to_string(n);
@@ -446,7 +468,7 @@ TEST_P(ReduceTest, MatchesReference) {
 }
 
 TEST_P(ReduceTest, SelfReduce) {
-  const auto [t, op] = GetParam();
+  const auto [t, op, isa] = GetParam();
   std::mt19937_64 rng(77 + t);
   const size_t n = 33;
   const std::vector<char> a = RandomBuffer(t, n, rng);
@@ -458,9 +480,11 @@ TEST_P(ReduceTest, SelfReduce) {
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
-  for (int t = 0; t < ncclNumTypes; ++t) {
-    for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin}) {
-      cases.push_back({static_cast<ncclDataType_t>(t), op});
+  for (ReduceIsa isa : kIsas) {
+    for (int t = 0; t < ncclNumTypes; ++t) {
+      for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin}) {
+        cases.push_back({static_cast<ncclDataType_t>(t), op, isa});
+      }
     }
   }
   return cases;
@@ -468,7 +492,7 @@ std::vector<Case> AllCases() {
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   static const char* const kOps[] = {"sum", "prod", "max", "min"};
-  return std::string(DataTypeName(info.param.type)) + "_" + kOps[info.param.op];
+  return std::string(ReduceIsaName(info.param.isa)) + "_" + DataTypeName(info.param.type) + "_" + kOps[info.param.op];
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceTest, ::testing::ValuesIn(AllCases()), CaseName);
@@ -560,10 +584,15 @@ TEST(Reduce, AvgAccumulatesLikeSum) {
 
 // ---- Scale and Divide ----
 
-class ScaleDivideTest : public ::testing::TestWithParam<ncclDataType_t> {};
+struct TypeCase {
+  ncclDataType_t type;
+  ReduceIsa isa;
+};
+
+using ScaleDivideTest = OnIsa<TypeCase>;
 
 TEST_P(ScaleDivideTest, Scale) {
-  const ncclDataType_t t = GetParam();
+  const ncclDataType_t t = GetParam().type;
   std::mt19937_64 rng(500 + t);
   for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}}) {
     const std::vector<char> a = RandomBuffer(t, n, rng);
@@ -587,7 +616,7 @@ TEST_P(ScaleDivideTest, Scale) {
 }
 
 TEST_P(ScaleDivideTest, Divide) {
-  const ncclDataType_t t = GetParam();
+  const ncclDataType_t t = GetParam().type;
   std::mt19937_64 rng(900 + t);
   for (int divisor : {1, 3, 8}) {
     for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}}) {
@@ -644,15 +673,81 @@ TEST(ScaleDivide, HandPicked) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, ScaleDivideTest,
                          ::testing::ValuesIn([] {
-                           std::vector<ncclDataType_t> types;
-                           for (int t = 0; t < ncclNumTypes; ++t) {
-                             types.push_back(static_cast<ncclDataType_t>(t));
+                           std::vector<TypeCase> cases;
+                           for (ReduceIsa isa : kIsas) {
+                             for (int t = 0; t < ncclNumTypes; ++t) {
+                               cases.push_back({static_cast<ncclDataType_t>(t), isa});
+                             }
                            }
-                           return types;
+                           return cases;
                          }()),
-                         [](const ::testing::TestParamInfo<ncclDataType_t>& info) {
-                           return std::string(DataTypeName(info.param));
+                         [](const ::testing::TestParamInfo<TypeCase>& info) {
+                           return std::string(ReduceIsaName(info.param.isa)) + "_" + DataTypeName(info.param.type);
                          });
+
+// ---- Instruction sets ----
+
+TEST(Isa, BaselineAlwaysRunsAndTheChoiceIsTheBestAvailable) {
+  EXPECT_TRUE(ReduceIsaAvailable(ReduceIsa::kBaseline));
+  ReduceIsa best = ReduceIsa::kBaseline;
+  for (ReduceIsa isa : kIsas) {
+    if (ReduceIsaAvailable(isa)) best = isa;
+  }
+  // The test runs without CONDUIT_REDUCE_ISA (tools/run-tests does not set it).
+  if (getenv("CONDUIT_REDUCE_ISA") == nullptr) {
+    EXPECT_EQ(ActiveReduceIsa(), best);
+  }
+  EXPECT_FALSE(SetReduceIsa(static_cast<ReduceIsa>(7)));
+  EXPECT_STREQ(ReduceIsaName(static_cast<ReduceIsa>(7)), "invalid");
+  const ReduceIsa before = ActiveReduceIsa();
+  EXPECT_TRUE(SetReduceIsa(ReduceIsa::kBaseline));
+  EXPECT_EQ(ActiveReduceIsa(), ReduceIsa::kBaseline);
+  EXPECT_TRUE(SetReduceIsa(before));
+  std::printf("reduce loops this CPU runs:");
+  for (ReduceIsa isa : kIsas) {
+    if (ReduceIsaAvailable(isa)) std::printf(" %s", ReduceIsaName(isa));
+  }
+  std::printf("\n");
+}
+
+// Long buffers (vector main loops, not only the tails the reference cases above reach
+// at n = 4097) give the baseline's results on every other set, for every type and op.
+TEST(Isa, EverySetGivesTheBaselineResultsOnLongBuffers) {
+  const ReduceIsa before = ActiveReduceIsa();
+  const size_t n = 100003;
+  for (int ti = 0; ti < ncclNumTypes; ++ti) {
+    const auto t = static_cast<ncclDataType_t>(ti);
+    std::mt19937_64 rng(4242 + ti);
+    const std::vector<char> a = RandomBuffer(t, n, rng);
+    const std::vector<char> b = RandomBuffer(t, n, rng);
+    std::vector<char> scalar = RandomBuffer(t, 1, rng);
+    if (!IsIntType(t)) StoreRaw(t, scalar.data(), 0, FloatRaw(t, 0.375));
+    auto run = [&](ReduceIsa isa, ncclRedOp_t op, std::vector<char>* out, std::vector<char>* scaled,
+                   std::vector<char>* divided) {
+      EXPECT_TRUE(SetReduceIsa(isa));
+      out->assign(a.size(), 0);
+      Reduce2(out->data(), a.data(), b.data(), n, t, op);
+      *scaled = a;
+      ScaleInPlace(scaled->data(), n, t, scalar.data());
+      *divided = a;
+      DivideInPlace(divided->data(), n, t, 3);
+    };
+    for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin}) {
+      std::vector<char> want, want_scaled, want_divided;
+      run(ReduceIsa::kBaseline, op, &want, &want_scaled, &want_divided);
+      for (ReduceIsa isa : {ReduceIsa::kAvx2, ReduceIsa::kAvx512}) {
+        if (!ReduceIsaAvailable(isa)) continue;
+        std::vector<char> got, got_scaled, got_divided;
+        run(isa, op, &got, &got_scaled, &got_divided);
+        const std::string what = std::string(ReduceIsaName(isa)) + " against baseline:";
+        ExpectElementsMatch(t, op, got.data(), want.data(), n, what + " Reduce2");
+        ExpectElementsMatch(t, ncclProd, got_scaled.data(), want_scaled.data(), n, what + " Scale");
+        ExpectElementsMatch(t, ncclSum, got_divided.data(), want_divided.data(), n, what + " Divide");
+      }
+    }
+  }
+  SetReduceIsa(before);
+}
 
 }  // namespace
 }  // namespace conduit

@@ -5,7 +5,7 @@
 # usage: allreduce_bench.sh [--coll allreduce] [--modes "shaped fast loaded"] [--ppn "1 2 4"]
 #                           [--hosts "2 4"] [-b 1K] [-e 256M] [-f 4] [--rate 1gbit] [--load N]
 #                           [-n 20] [-w 5] [-T 2] [--bidir] [--prefix cbn] [--subnet 10.79.0]
-#                           [--mem-alloc] [--out FILE] [--keep-work]
+#                           [--mem-alloc] [--dtype float] [--out FILE] [--keep-work]
 # Modes: shaped (links shaped to --rate), fast (links left fast: 40gbit is above what a veth
 # carries), loaded (fast, with N busy processes running through all three implementations,
 # default half the cores: the same CPU load for each). For each mode, ranks per host and
@@ -20,13 +20,16 @@
 # buffer per host for an all-reduce, (n-1)/n for the others), at the rate iperf3 measures
 # with every host sending to the next at once. On one machine the namespaces share its
 # CPUs, so that is about the best any algorithm does there (lib.sh, bench_iperf_ring).
+# --dtype float|half|bfloat16: the element type (float32 by default). MPI has no 16-bit
+# float type, so OpenMPI runs only for float; Gloo runs what its torch supports (Debian
+# 12's torch 1.13 has no bfloat16 in Gloo: its column stays empty, with a log line).
 # "ours B/B": the bytes host 0's conduitd counted written to memory per payload byte
 # (programs' staging copies, local copies, reductions, socket sends and receives;
 # docs/design.md), from one untimed call per size after the timed run.
 set -euo pipefail
 
 COLL=allreduce MODES="shaped fast loaded" HOSTS_LIST="2 4" PPN_LIST="1 2 4" LOAD=$(( ($(nproc) + 1) / 2 )) MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
-BIDIR=0 OUT= KEEP=0 MEM_ALLOC=0
+BIDIR=0 OUT= KEEP=0 MEM_ALLOC=0 DTYPE=float
 export BENCH_PREFIX=${BENCH_PREFIX:-cbn} BENCH_SUBNET=${BENCH_SUBNET:-10.79.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -48,16 +51,23 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
     --mem-alloc) MEM_ALLOC=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --dtype) DTYPE=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "allreduce_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
 
+case "$DTYPE" in
+  float) GLOO_DTYPE=float32 ;;
+  half) GLOO_DTYPE=float16 ;;
+  bfloat16) GLOO_DTYPE=bfloat16 ;;
+  *) echo "allreduce_bench.sh: --dtype must be float, half or bfloat16" >&2; exit 2 ;;
+esac
 case "$COLL" in
-  allreduce) PERF_COLL=all_reduce TITLE="allreduce (float sum)" ;;
-  allgather) PERF_COLL=all_gather TITLE="allgather (float)" ;;
-  reducescatter) PERF_COLL=reduce_scatter TITLE="reducescatter (float sum)" ;;
-  broadcast) PERF_COLL=broadcast TITLE="broadcast (float, root 0)" ;;
+  allreduce) PERF_COLL=all_reduce TITLE="allreduce ($DTYPE sum)" ;;
+  allgather) PERF_COLL=all_gather TITLE="allgather ($DTYPE)" ;;
+  reducescatter) PERF_COLL=reduce_scatter TITLE="reducescatter ($DTYPE sum)" ;;
+  broadcast) PERF_COLL=broadcast TITLE="broadcast ($DTYPE, root 0)" ;;
   *) echo "allreduce_bench.sh: --coll must be allreduce, allgather, reducescatter or broadcast" >&2; exit 2 ;;
 esac
 
@@ -91,11 +101,11 @@ cleanup() {
 trap cleanup EXIT
 
 SIZE_ARGS=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -T "$BUDGET")
-GLOO_ARGS=(--coll "$COLL" "${SIZE_ARGS[@]}")
+GLOO_ARGS=(--coll "$COLL" --dtype "$GLOO_DTYPE" "${SIZE_ARGS[@]}")
 MPI_ARGS=(-c "$COLL" "${SIZE_ARGS[@]}")
 # conduit-perf takes nccl-tests' flags: -T there is a timeout, so the budget is
 # --time-budget; -a 3 reports the slowest rank's time, as the two baselines do.
-PERF_ARGS=(--coll "$PERF_COLL" -d float -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
+PERF_ARGS=(--coll "$PERF_COLL" -d "$DTYPE" -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
 if ((MEM_ALLOC)); then PERF_ARGS+=(-R 1); TITLE="$TITLE, ours on ncclMemAlloc buffers"; fi
 MPI_BIN=$(bench_mpi_build "$BENCH_DIR/mpi_allreduce_bench.c")
 if bench_conduit_available; then HAVE_OURS=1; else
@@ -130,9 +140,13 @@ run_hosts() {
   bench_log "gloo"
   bench_gloo_run "$H" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${GLOO_ARGS[@]}" >"$res/$H.gloo" ||
     bench_log "gloo run failed (logs in $BENCH_WORK)"
-  bench_log "openmpi"
-  bench_mpi_run "$H" "$PPN" "$MPI_BIN" "${MPI_ARGS[@]}" >"$res/$H.mpi" ||
-    bench_log "mpirun failed (log: $BENCH_WORK/mpi.log)"
+  if [[ $DTYPE == float ]]; then
+    bench_log "openmpi"
+    bench_mpi_run "$H" "$PPN" "$MPI_BIN" "${MPI_ARGS[@]}" >"$res/$H.mpi" ||
+      bench_log "mpirun failed (log: $BENCH_WORK/mpi.log)"
+  else
+    bench_log "openmpi: skipped (MPI has no $DTYPE type)"
+  fi
   load_stop || true
   bench_cluster_down
 }

@@ -5,9 +5,11 @@
 #
 # usage: conduit_ab.sh --a "SPEC" --b "SPEC" [--hosts 2] [--ppn 1] [--rounds 3]
 #                      [--rate 40gbit] [--coll all_reduce] [-b 1K] [-e 32M] [-f 8] [-n 200]
-#                      [-w 5] [-T 1] [--perf "ARGS"] [--out FILE]
-# SPEC: conduitd flags, and environment for the programs as NAME=VALUE words, e.g.
+#                      [-w 5] [-T 1] [--dtype float] [--perf "ARGS"] [--out FILE]
+# SPEC: conduitd flags, and environment for that variant's daemons and programs as
+# NAME=VALUE words, e.g.
 #   --a "--busy-poll-us 0 CONDUIT_BUSY_POLL_US=0" --b ""
+#   --a "CONDUIT_REDUCE_ISA=baseline" --b "" --dtype half
 # The word BENCH_BUILD=DIR runs that variant's daemons and programs from another build
 # (a before/after of two commits): --a "BENCH_BUILD=/tmp/base/build" --b "".
 # --rate: links shaped to it (40gbit: left fast, as allreduce_bench.sh's "fast" mode).
@@ -15,6 +17,7 @@
 set -euo pipefail
 
 A= B= HOSTS=2 PPN=1 ROUNDS=3 RATE=40gbit COLL=all_reduce MIN=1K MAX=32M FACTOR=8 ITERS=200 WARMUP=5 BUDGET=1 OUT= PERF_ARGS=
+DTYPE=float
 export BENCH_PREFIX=${BENCH_PREFIX:-cab} BENCH_SUBNET=${BENCH_SUBNET:-10.77.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -33,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     -T) BUDGET=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --perf) PERF_ARGS=$2; shift 2 ;;
+    --dtype) DTYPE=$2; shift 2 ;;
     -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "conduit_ab.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
@@ -45,19 +49,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_conduit_available || bench_die "build/bin/conduitd or conduit-perf missing (cmake --build build)"
 trap 'bench_conduit_stop; bench_cluster_down; rm -rf "$BENCH_WORK"' EXIT
 
-# run_variant SPEC RESULT_FILE: daemons with SPEC's flags, conduit-perf with its environment.
+# run_variant SPEC RESULT_FILE: daemons with SPEC's flags, daemons and conduit-perf with
+# its environment.
 run_variant() {
-  local flags=() envs=() word
+  local flags=() word
   local BENCH_BUILD=$BENCH_BUILD  # lib.sh reads it at each start: a variant's own build
   for word in $1; do
     if [[ $word == BENCH_BUILD=* ]]; then BENCH_BUILD=${word#BENCH_BUILD=}
-    elif [[ $word =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$word"); else flags+=("$word"); fi
+    # Exported while this function runs: this variant's daemons and programs see it.
+    elif [[ $word =~ ^[A-Z_][A-Z0-9_]*= ]]; then local -x "$word"; else flags+=("$word"); fi
   done
   bench_conduit_start "$HOSTS" "${flags[@]}"
-  # A subshell: the environment reaches this variant's programs only.
-  ( ((${#envs[@]} == 0)) || export "${envs[@]}"
-    bench_conduit_perf "$HOSTS" "$PPN" --coll "$COLL" -d float -o sum -a 3 -b "$MIN" -e "$MAX" -f "$FACTOR" \
-      -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" $PERF_ARGS ) >"$2" ||
+  bench_conduit_perf "$HOSTS" "$PPN" --coll "$COLL" -d "$DTYPE" -o sum -a 3 -b "$MIN" -e "$MAX" -f "$FACTOR" \
+    -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" $PERF_ARGS >"$2" ||
     bench_log "conduit-perf failed with '$1' (logs in $BENCH_WORK)"
   bench_conduit_stop
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch.distributed (gloo) collective baseline with conduit-perf's timing rules.
 
-Float32 (sum where it reduces); --coll allreduce (default), allgather, reducescatter or
+Float32 (or --dtype float16/bfloat16; sum where it reduces); --coll allreduce (default), allgather, reducescatter or
 broadcast (root 0). Sizes follow nccl-tests: the whole buffer (an all-gather's output, a
 reduce-scatter's input; each rank's share is size / ranks). Per size a warmup that probes
 speed, a timed loop capped by a time budget (agreed with MAX so all ranks run the same
@@ -38,7 +38,11 @@ def main():
     ap.add_argument("-w", type=int, default=5)
     ap.add_argument("-T", type=float, default=2.0)
     ap.add_argument("--coll", default="allreduce", choices=["allreduce", "allgather", "reducescatter", "broadcast"])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     a = ap.parse_args()
+    global DTYPE
+    DTYPE = getattr(torch, a.dtype)
+    esize = torch.tensor([], dtype=DTYPE).element_size()
 
     # Two cores shared by every rank of every "host": one intra-op thread each
     # keeps ranks from fighting over cores during reductions.
@@ -48,7 +52,7 @@ def main():
     names = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
              "broadcast": "broadcast"}
     if a.rank == 0:
-        print(f"# size_bytes count time_us algbw_GBs busbw_GBs wrong (gloo {names[a.coll]} float32, {n} ranks)",
+        print(f"# size_bytes count time_us algbw_GBs busbw_GBs wrong (gloo {names[a.coll]} {a.dtype}, {n} ranks)",
               flush=True)
     # nccl-tests' bus bandwidth factors.
     busbw_factor = {"allreduce": 2 * (n - 1) / n, "allgather": (n - 1) / n, "reducescatter": (n - 1) / n,
@@ -61,9 +65,15 @@ def main():
         return
     size, max_bytes = parse_bytes(a.b), parse_bytes(a.e)
     while size <= max_bytes:
-        count = size // 4 // n * n  # whole elements, divisible among the ranks
+        count = size // esize // n * n  # whole elements, divisible among the ranks
         if count > 0:
-            op = Collective(a.coll, count, a.rank, n)
+            try:
+                op = Collective(a.coll, count, a.rank, n)
+                op.run()
+            except RuntimeError as e:  # e.g. a dtype this torch's gloo lacks, on every rank alike
+                if a.rank == 0:
+                    print(f"# gloo cannot run {a.coll} on {a.dtype} here: {e}", flush=True)
+                break
             iters = a.n
             if a.w > 0:
                 t0 = time.perf_counter()
@@ -84,8 +94,8 @@ def main():
             wrong = torch.tensor([op.check()], dtype=torch.int64)
             dist.all_reduce(wrong)
             if a.rank == 0:
-                algbw = count * 4 / t / 1e9
-                print(f"{count * 4} {count} {t * 1e6:.1f} {algbw:.4f} {algbw * busbw_factor:.4f} {wrong.item()}",
+                algbw = count * esize / t / 1e9
+                print(f"{count * esize} {count} {t * 1e6:.1f} {algbw:.4f} {algbw * busbw_factor:.4f} {wrong.item()}",
                       flush=True)
         size = max(size + 1, int(size * a.f))
     dist.destroy_process_group()
@@ -100,13 +110,16 @@ def gloo_has_reduce_scatter(n):
         return False
 
 
+DTYPE = torch.float32  # --dtype
+
+
 def contribution(rank, idx):
     """Rank `rank`'s values at indices idx: small integers, so sums are exact."""
-    return (1 + (rank * 3 + idx) % 5).to(torch.float32)
+    return (1 + (rank * 3 + idx) % 5).to(DTYPE)
 
 
 class Collective:
-    """One collective on `count` float32 elements (the whole buffer), timed by run()."""
+    """One collective on `count` DTYPE elements (the whole buffer), timed by run()."""
 
     def __init__(self, coll, count, rank, n):
         self.coll, self.count, self.rank, self.n = coll, count, rank, n
@@ -116,14 +129,14 @@ class Collective:
             self.buf = self.base.clone()
         elif coll == "allgather":
             self.inp = contribution(rank, torch.arange(share))
-            self.out = torch.zeros(count, dtype=torch.float32)
+            self.out = torch.zeros(count, dtype=DTYPE)
             self.parts = list(self.out.chunk(n))  # views into one buffer, as nccl-tests lays it out
         elif coll == "reducescatter":
             self.inp = contribution(rank, torch.arange(count))
-            self.out = torch.zeros(share, dtype=torch.float32)
+            self.out = torch.zeros(share, dtype=DTYPE)
         else:
             self.base = contribution(0, torch.arange(count))
-            self.buf = self.base.clone() if rank == 0 else torch.zeros(count, dtype=torch.float32)
+            self.buf = self.base.clone() if rank == 0 else torch.zeros(count, dtype=DTYPE)
 
     def run(self):
         if self.coll == "allreduce":
