@@ -499,7 +499,8 @@ int Main(int argc, char** argv) {
   }
 
   static AdminApi admin;
-  AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket, started}, &router,
+  AddDaemonRoutes(&admin, DaemonInfo{kDaemonVersion, my_addr, flags.socket_path, flags.admin_socket,
+                                       ReduceIsaName(ActiveReduceIsa()), started}, &router,
                   &policy);
   AddCollectiveAdmin(&admin, &registry);
   rpc::AddRpcAdmin(&admin, &rpc);

@@ -59,6 +59,7 @@ void AddDaemonRoutes(AdminApi* api, DaemonInfo info, const ServiceRouter* router
     body["peer_addr"] = info.peer_addr;
     body["program_socket"] = info.program_socket;
     body["admin_socket"] = info.admin_socket;
+    body["reduce_loops"] = info.reduce_loops;
     std::map<std::string, int> per_service;
     for (const auto& p : router->Programs()) ++per_service[p.service];
     Json programs = Json::Object();

@@ -17,6 +17,7 @@ struct DaemonInfo {
   std::string peer_addr;       // as other daemons reach this one
   std::string program_socket;
   std::string admin_socket;
+  std::string reduce_loops;    // the host reduction loops in use (reduce/reduce.h: "avx512", ...)
   // When the process started (process_start_time_seconds); conduitd takes it first thing.
   std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
 };

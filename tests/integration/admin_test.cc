@@ -155,6 +155,10 @@ TEST(AdminTest, ObservesRunningCollectives) {
   CtlResult status = Ctl(cluster, 0, {"status"});
   ASSERT_EQ(status.rc, 0) << status.out;
   EXPECT_NE(status.out.find("\"daemon_version\": \"conduitd"), std::string::npos) << status.out;
+  EXPECT_TRUE(status.out.find("\"reduce_loops\": \"baseline\"") != std::string::npos ||
+              status.out.find("\"reduce_loops\": \"avx2\"") != std::string::npos ||
+              status.out.find("\"reduce_loops\": \"avx512\"") != std::string::npos)
+      << status.out;
   EXPECT_NE(status.out.find("\"collectives\": 2"), std::string::npos) << "two rank connections:\n" << status.out;
 
   CtlResult programs = Ctl(cluster, 1, {"programs"});
