@@ -22,7 +22,7 @@ struct Kernels {
 };
 
 // Indexed by ncclDataType_t. The baseline table runs on every CPU of the target
-// architecture; the x86-64 ones only where __builtin_cpu_supports says so.
+// architecture; the x86-64 ones only where CPUID and XCR0 say so (reduce.cc).
 extern const Kernels kKernelsBaseline[ncclNumTypes];
 #if defined(CONDUIT_REDUCE_X86_KERNELS)
 extern const Kernels kKernelsAvx2[ncclNumTypes];    // AVX2 + F16C

@@ -37,7 +37,7 @@ void DivideInPlace(void* buf, size_t count, ncclDataType_t type, int divisor);
 // The instruction sets the host loops are built for. On x86-64 the loops are compiled
 // three times and the best set the CPU supports is used: the narrow floats (float16,
 // bfloat16, fp8) convert to float and back in vector registers several times faster with
-// wider ones (docs/design.md, "Reduction kernels"). Every set gives the same results.
+// wider ones (docs/design.md, "Reduction loops on host memory"). Every set gives the same results.
 // Elsewhere only kBaseline exists.
 enum class ReduceIsa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
 const char* ReduceIsaName(ReduceIsa isa);  // "baseline", "avx2", "avx512"
