@@ -141,8 +141,8 @@ class Collective:
     def run(self):
         if self.coll == "allreduce":
             # In place, like torch programs use it; values grow (5 * n^iters at most): finite
-            # in float32 for our n and iters, infinity after a few calls in float16, which
-            # the sums take the same time over. check() starts again from the inputs.
+            # in float32 for our n and iters; in float16 they reach infinity after a few
+            # calls. check() starts again from the inputs.
             dist.all_reduce(self.buf)
         elif self.coll == "allgather":
             dist.all_gather(self.parts, self.inp)
