@@ -91,23 +91,13 @@ ReduceIsa ChooseIsa() {
   return best;
 }
 
-struct Active {
-  std::atomic<const Kernels*> table;
-  std::atomic<int> isa;
-};
-
-Active& ActiveKernels() {
-  static Active* active = [] {
-    const ReduceIsa isa = ChooseIsa();
-    auto* a = new Active;
-    a->table.store(TableFor(isa));
-    a->isa.store(static_cast<int>(isa));
-    return a;
-  }();
-  return *active;
+// The table in use; the set it belongs to is derived from it (ActiveReduceIsa).
+std::atomic<const Kernels*>& ActiveTable() {
+  static std::atomic<const Kernels*> table{TableFor(ChooseIsa())};
+  return table;
 }
 
-const Kernels* Table() { return ActiveKernels().table.load(std::memory_order_relaxed); }
+const Kernels* Table() { return ActiveTable().load(std::memory_order_relaxed); }
 
 // ncclAvg accumulates like ncclSum; the caller divides once at the end.
 CombineFn FindCombine(ncclDataType_t type, ncclRedOp_t op) {
@@ -173,13 +163,17 @@ const char* ReduceIsaName(ReduceIsa isa) {
 
 bool ReduceIsaAvailable(ReduceIsa isa) { return TableFor(isa) != nullptr && CpuRuns(isa); }
 
-ReduceIsa ActiveReduceIsa() { return static_cast<ReduceIsa>(ActiveKernels().isa.load(std::memory_order_relaxed)); }
+ReduceIsa ActiveReduceIsa() {
+  const Kernels* table = Table();
+  for (ReduceIsa isa : {ReduceIsa::kAvx2, ReduceIsa::kAvx512}) {
+    if (table == TableFor(isa)) return isa;
+  }
+  return ReduceIsa::kBaseline;
+}
 
 bool SetReduceIsa(ReduceIsa isa) {
   if (!ReduceIsaAvailable(isa)) return false;
-  Active& active = ActiveKernels();
-  active.table.store(TableFor(isa), std::memory_order_relaxed);
-  active.isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+  ActiveTable().store(TableFor(isa), std::memory_order_relaxed);
   return true;
 }
 
