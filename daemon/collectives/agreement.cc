@@ -150,6 +150,9 @@ Status AgreementLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_lin
   FlowLimits shifted;
   if (limits.send_limit) shifted.send_limit = [&] { return limits.send_limit() + out_skip; };
   if (limits.recv_limit) shifted.recv_limit = [&] { return limits.recv_limit() + in_skip; };
+  if (limits.sent) {
+    shifted.sent = [&](size_t sent) { return sent > out_skip ? limits.sent(sent - out_skip) : Status::Ok(); };
+  }
   Status st = inner_->SendRecv(out2, *from.inner_, in2, deadline, checked_progress, header_free_gate, shifted);
   if (st.ok() && traffic_ != nullptr) {
     traffic_->AddSend(TotalBytes(out));

@@ -21,8 +21,9 @@
 
 namespace conduit {
 
-// Receive staging that outlives one collective (the ring's chunk slots, recursive
-// doubling's copy of the buffer, the chain's two chunks). Fresh memory costs a page fault
+// Receive staging that outlives one collective (the chunk slots of the ring and of
+// recursive doubling's and halving's exchanges, a folded host's whole buffer, the chain's
+// two chunks). Fresh memory costs a page fault
 // and a kernel zeroing per page on first touch, on the receiving thread: CPU taken from
 // the network on a host whose cores the programs share. Buffers up to kKeepBytes are kept
 // for the next call (freed with the communicator); larger ones are freed after use.
@@ -103,11 +104,12 @@ bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes);
 
 // The largest all-reduce `auto` runs by recursive halving and doubling (on 4 hosts and
 // more, above recursive doubling's range): the operator's --rh-max-bytes when given (every
-// daemon must be given the same), else kDefaultHalvingDoublingMaxBytes on a communicator
-// whose daemons all speak collective protocol 4 or newer, where every one of them chooses
-// it, and 0 on one that speaks 3, where a daemon of an earlier release would run the ring
-// (docs/daemon-protocol.md, "Collective message versions").
-inline constexpr size_t kDefaultHalvingDoublingMaxBytes = 1 << 20;
+// daemon must be given the same), else what the communicator's collective protocol says,
+// which every one of its daemons chooses alike: kDefaultHalvingDoublingMaxBytes from
+// version 5, kHalvingDoublingMaxBytesAt4 at 4, and 0 at 3, where a daemon of an earlier
+// release would run the ring (docs/daemon-protocol.md, "Collective message versions").
+inline constexpr size_t kDefaultHalvingDoublingMaxBytes = 2 << 20;
+inline constexpr size_t kHalvingDoublingMaxBytesAt4 = 1 << 20;
 size_t HalvingDoublingMaxBytes(const std::optional<size_t>& configured, uint32_t protocol_version);
 
 // Pipelined chain from `root` through the other hosts in ring order.

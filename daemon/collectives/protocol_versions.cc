@@ -1,11 +1,12 @@
 // Versions: 3, the messages of protocol/peer_protocol.h as daemons spoke them before
 // negotiation; 4, the same messages with halving-doubling all-reduces by default on 4 hosts
-// and more (peerproto::kCollectiveVersionHalvingDoublingByDefault). A release that changes
+// and more up to 1 MiB (peerproto::kCollectiveVersionHalvingDoublingByDefault); 5, the same
+// up to 2 MiB (kCollectiveVersionHalvingDoublingTo2MiB). A release that changes
 // a collective message or a choice all daemons must make alike adds a version here and keeps
 // the older ones for as long as rolling upgrades from them are supported (docs/upgrade.md).
 //
-// CMake sets CONDUIT_COLLECTIVE_NEWEST_VERSION for conduitd_protocol_3, this daemon as the
-// release before 4 spoke: the tests roll a cluster from it to this release.
+// CMake sets CONDUIT_COLLECTIVE_NEWEST_VERSION for conduitd_protocol_3 and _4, this daemon
+// as the releases before 4 and 5 spoke: the tests roll a cluster from each to this release.
 #include "collectives/protocol_versions.h"
 
 #include "protocol/peer_protocol.h"
@@ -14,7 +15,7 @@
 #define CONDUIT_COLLECTIVE_OLDEST_VERSION 3
 #endif
 #ifndef CONDUIT_COLLECTIVE_NEWEST_VERSION
-#define CONDUIT_COLLECTIVE_NEWEST_VERSION 4
+#define CONDUIT_COLLECTIVE_NEWEST_VERSION 5
 #endif
 
 namespace conduit {

@@ -195,8 +195,8 @@ std::vector<SettingSpec> MakeSpecs() {
        .value_name = "N|auto",
        .default_value = "auto",
        .help = "all-reduce on 4 hosts and more: the largest size recursive halving and doubling is used "
-               "for above --rd-max-bytes (the ring above it; 0: never; auto: 1 MiB where every daemon of "
-               "the communicator speaks collective protocol 4, else 0)",
+               "for above --rd-max-bytes (the ring above it; 0: never; auto: 2 MiB where every daemon of "
+               "the communicator speaks collective protocol 5, 1 MiB where 4, else 0)",
        .set = [](DaemonSettings& s, const std::string& v) {
          if (v == "auto") {
            s.comm.rh_max_bytes.reset();

@@ -44,6 +44,9 @@ using SendGate = std::function<Status(const void* data, size_t len)>;
 struct FlowLimits {
   std::function<size_t()> send_limit;
   std::function<size_t()> recv_limit;
+  // Called after output bytes were handed to the network, with the total handed so far:
+  // from then on the caller may overwrite them (a reduction in place into what it sends).
+  std::function<Status(size_t sent)> sent;
 };
 
 class Link {

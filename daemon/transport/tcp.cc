@@ -313,6 +313,7 @@ Status TcpLink::SendRecv(const std::vector<ConstSpan>& out, Link& from_link, con
       bool ok = SendSome(fd_.get(), send, peer_name_, gate, cap, &sent, &status);
       if (pacer_ != nullptr) pacer_->Sent(cap, sent);
       if (!ok) return status;
+      if (sent > 0 && limits.sent) CONDUIT_RETURN_IF_ERROR(limits.sent(send.moved));
     }
   }
 }

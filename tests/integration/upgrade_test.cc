@@ -420,78 +420,98 @@ size_t CommsSpeaking(Cluster& cluster, int host, int version) {
   return n;
 }
 
-// A rolling upgrade from the release before collective protocol 4 (conduitd_protocol_3:
-// speaks 3, runs 33 KiB-1 MiB all-reduces on 4 hosts by the ring) to this one (3-4, where
-// `auto` runs them by halving-doubling): each communicator's rendezvous chooses the newest
-// version all its daemons and its root speak, so a job runs on mixed hosts throughout (a
-// daemon of this release in a communicator of 3 must choose the ring as the old one does, or
-// the 256 KiB all-reduce fails its agreement check), and moves to 4 only where every daemon
-// speaks it. The root may be either kind (NCCL_COMM_ID names host 3's daemon).
-TEST(UpgradeTest, RollingUpgradeNegotiatesTheCollectiveProtocol) {
-  CONDUIT_SKIP_UNLESS_CLUSTER();
+// A rolling upgrade from a release that speaks collective protocols 3..`old_newest`
+// (`old_binary`) to this one (3-5), with all-reduces of `sizes` floats, of which the
+// largest runs by a different algorithm at the old release's newest version than at 5:
+// each communicator's rendezvous chooses the newest version all its daemons and its root
+// speak, so a job runs on mixed hosts throughout (a daemon of this release in a
+// communicator of an older version must choose as the old one does, or that all-reduce
+// fails its agreement check), and moves to 5 only where every daemon speaks it. The root may
+// be either kind (NCCL_COMM_ID names host 3's daemon).
+void RollingUpgrade(const std::string& old_binary, int old_newest, const std::string& sizes) {
+  constexpr int kNewest = 5;
   ClusterConfig config = UpgradeCluster();
   config.hosts = 4;
-  config.daemon_binary = Cluster::ToolPath("conduitd_protocol_3");
+  config.daemon_binary = Cluster::ToolPath(old_binary);
   Cluster cluster(config);
   CONDUIT_START_CLUSTER(cluster);
   const std::string previous = R"({"binary": ")" + config.daemon_binary + R"("})";
   const std::string current = R"({"binary": ")" + Cluster::ConduitdPath() + R"("})";
-  // 1 and 4097 floats: recursive doubling; 65536 (256 KiB): the ring at 3, halving-doubling at 4.
   const CollLaunch job = Ranks(1, {"--colls", "allreduce,broadcast,sendrecv", "--types", "float", "--ops", "sum",
-                                   "--sizes", "1,4097,65536", "--iters", "2"});
+                                   "--sizes", sizes, "--iters", "2"});
   const auto timeout = std::chrono::seconds(120 * kSanitizerSlowdown);
   auto run = [&](const CollLaunch& launch) { return WaitCollCheck(cluster, LaunchCollCheck(cluster, launch), timeout); };
   constexpr int kHosts = 4;
   // counts[h][v - 3]: communicators host h formed speaking v, so far.
   auto counts = [&] {
-    std::vector<std::array<size_t, 2>> c;
-    for (int h = 0; h < kHosts; ++h) c.push_back({CommsSpeaking(cluster, h, 3), CommsSpeaking(cluster, h, 4)});
+    std::vector<std::array<size_t, kNewest - 2>> c(kHosts);
+    for (int h = 0; h < kHosts; ++h) {
+      for (int v = 3; v <= kNewest; ++v) c[h][v - 3] = CommsSpeaking(cluster, h, v);
+    }
     return c;
   };
-  auto formed = [&](const std::vector<std::array<size_t, 2>>& before, std::vector<int> hosts, int version) {
+  auto formed = [&](const std::vector<std::array<size_t, kNewest - 2>>& before, std::vector<int> hosts,
+                    int version) {
     const auto now = counts();
     for (int h = 0; h < kHosts; ++h) {
       const bool member = std::find(hosts.begin(), hosts.end(), h) != hosts.end();
-      EXPECT_EQ(now[h][version - 3], before[h][version - 3] + (member ? 1 : 0)) << "host " << h << ", version " << version;
-      EXPECT_EQ(now[h][4 - version], before[h][4 - version]) << "host " << h << " formed one at the other version";
+      for (int v = 3; v <= kNewest; ++v) {
+        EXPECT_EQ(now[h][v - 3], before[h][v - 3] + (member && v == version ? 1 : 0))
+            << "host " << h << ", version " << v << " (expected one at " << version << ")";
+      }
     }
   };
   const std::vector<int> all = {0, 1, 2, 3};
 
   auto before = counts();
   ASSERT_EQ(run(job), "") << "every host on the previous release";
-  formed(before, all, 3);
+  formed(before, all, old_newest);
 
   AdminAnswer a = Upgrade(cluster, 0, current);
   ASSERT_EQ(a.status, 200) << a.text;
   before = counts();
-  ASSERT_EQ(run(job), "") << "root speaks 3-4, members 3";
-  formed(before, all, 3);
+  ASSERT_EQ(run(job), "") << "root speaks 3-5, members up to " << old_newest;
+  formed(before, all, old_newest);
 
   for (int h : {1, 2}) {
     a = Upgrade(cluster, h, current);
     ASSERT_EQ(a.status, 200) << "host " << h << ": " << a.text;
   }
   before = counts();
-  ASSERT_EQ(run(job), "") << "hosts 0-2 speak 3-4, host 3 only 3";
-  formed(before, all, 3);
+  ASSERT_EQ(run(job), "") << "hosts 0-2 speak 3-5, host 3 up to " << old_newest;
+  formed(before, all, old_newest);
   CollLaunch rooted_at_3 = CollLaunch(job).OnHosts(3);
   rooted_at_3.env = {"NCCL_COMM_ID=" + cluster.Ip(3) + ":29500"};
   before = counts();
-  ASSERT_EQ(run(rooted_at_3), "") << "members 3-4, root (not a member) 3";
-  formed(before, {0, 1, 2}, 3);
+  ASSERT_EQ(run(rooted_at_3), "") << "members 3-5, root (not a member) up to " << old_newest;
+  formed(before, {0, 1, 2}, old_newest);
 
   a = Upgrade(cluster, 3, current);
   ASSERT_EQ(a.status, 200) << a.text;
   before = counts();
   ASSERT_EQ(run(job), "") << "every host on this release";
-  formed(before, all, 4);
-  // Host 3 goes back to the previous release: communicators with it speak 3 again.
+  formed(before, all, kNewest);
+  // Host 3 goes back to the previous release: communicators with it speak its version again.
   a = Upgrade(cluster, 3, previous);
   ASSERT_EQ(a.status, 200) << a.text;
   before = counts();
   ASSERT_EQ(run(job), "") << "host 3 back on the previous release";
-  formed(before, all, 3);
+  formed(before, all, old_newest);
+}
+
+// From the release before protocol 4 (conduitd_protocol_3: 3 only, the ring for 33 KiB-2 MiB
+// on 4 hosts): 1 and 4097 floats run by recursive doubling, 65536 (256 KiB) by the ring at 3
+// and by halving-doubling at 4 and 5.
+TEST(UpgradeTest, RollingUpgradeNegotiatesTheCollectiveProtocol) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  RollingUpgrade("conduitd_protocol_3", 3, "1,4097,65536");
+}
+
+// From the release before protocol 5 (conduitd_protocol_4: halving-doubling up to 1 MiB):
+// 393216 floats (1.5 MiB) run by the ring at 4 and by halving-doubling at 5.
+TEST(UpgradeTest, RollingUpgradeFromProtocol4MovesHalvingDoublingsLimit) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  RollingUpgrade("conduitd_protocol_4", 4, "1,393216");
 }
 
 // A number host's one communicator reports (GET /v1/communicators), or -1.

@@ -29,19 +29,21 @@ TEST(AlgorithmChoiceTest, FoldingHostsMakeRecursiveDoublingCostly) {
   EXPECT_FALSE(RecursiveDoublingIsFaster(4096, 3, kLatencyBytes));
 }
 
-// Halving-doubling by default only where every daemon of the communicator speaks protocol 4:
-// a daemon of an earlier release (3) runs the ring there, and the hosts must agree.
-TEST(AlgorithmChoiceTest, HalvingDoublingByDefaultOnlyFromProtocol4) {
+// Halving-doubling by default only where every daemon of the communicator speaks protocol 4,
+// up to 1 MiB there and up to 2 MiB where every one speaks 5: a daemon of an earlier release
+// runs the ring above its own limit, and the hosts must agree.
+TEST(AlgorithmChoiceTest, HalvingDoublingsDefaultRangeFollowsTheProtocol) {
   EXPECT_EQ(HalvingDoublingMaxBytes(std::nullopt, 3), 0u);
-  EXPECT_EQ(HalvingDoublingMaxBytes(std::nullopt, 4), kDefaultHalvingDoublingMaxBytes);
-  EXPECT_EQ(HalvingDoublingMaxBytes(std::nullopt, 5), kDefaultHalvingDoublingMaxBytes);
-  EXPECT_EQ(kDefaultHalvingDoublingMaxBytes, 1u << 20);
+  EXPECT_EQ(HalvingDoublingMaxBytes(std::nullopt, 4), 1u << 20);
+  EXPECT_EQ(HalvingDoublingMaxBytes(std::nullopt, 5), 2u << 20);
+  EXPECT_EQ(HalvingDoublingMaxBytes(std::nullopt, 6), 2u << 20);
 }
 
 TEST(AlgorithmChoiceTest, TheOperatorsHalvingDoublingLimitHoldsAtEveryVersion) {
   EXPECT_EQ(HalvingDoublingMaxBytes(0, 4), 0u);
   EXPECT_EQ(HalvingDoublingMaxBytes(8u << 20, 3), 8u << 20);
   EXPECT_EQ(HalvingDoublingMaxBytes(4096, 4), 4096u);
+  EXPECT_EQ(HalvingDoublingMaxBytes(512, 5), 512u);
 }
 
 }  // namespace

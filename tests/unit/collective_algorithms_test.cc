@@ -313,6 +313,28 @@ TEST(CollectiveAlgorithmsTest, LargeRingAllReduceCyclesItsStagingSlots) {
   }
 }
 
+// Recursive doubling and halving-doubling reduce what they receive through a few staging
+// slots (ExchangeReducing): exchanges much larger than the slots and than the socket
+// buffers, so both sides are held back by their slots while the other still sends, and in
+// place a slot is reduced into bytes the exchange is still sending only once they left.
+TEST(CollectiveAlgorithmsTest, LargeExchangesCycleTheirStagingSlots) {
+  for (int n : {2, 3, 4}) {
+    auto mesh = Mesh(n);
+    const size_t count = (4u << 20) + 5;  // 16 MiB and a bit per host: 256 chunks of 64 KiB
+    for (bool apart : {false, true}) {
+      SCOPED_TRACE("hosts " + std::to_string(n) + (apart ? " input apart" : " in place"));
+      auto rd = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+      RunOnMesh(*mesh, rd, [count](const HostGroup& g, uint8_t* buf) {
+        return RecursiveDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+      }, {.chunk_bytes = 64 * 1024, .input_apart = apart});
+      auto rh = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
+      RunOnMesh(*mesh, rh, [count](const HostGroup& g, uint8_t* buf) {
+        return HalvingDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
+      }, {.chunk_bytes = 64 * 1024, .input_apart = apart});
+    }
+  }
+}
+
 // Ranks are dealt to hosts round robin, as the daemon's segments follow rank order: a host
 // owns several separate blocks, or none when there are fewer ranks than hosts.
 HostSegments DealtSegments(int nhosts, int nranks, size_t block) {
