@@ -38,9 +38,9 @@ inline constexpr uint32_t kCollectiveVersionBeforeNegotiation = 3;
 // the ring runs by recursive halving and doubling up to 1 MiB unless the operator set
 // --rh-max-bytes (daemons of 3 never chose it by default).
 inline constexpr uint32_t kCollectiveVersionHalvingDoublingByDefault = 4;
-// Version 5 has version 4's messages; halving-doubling's default range grows to 2 MiB (from
-// 2 MiB to 1 MiB, daemons of 4 run the ring), since its exchanges reduce as their bytes
-// arrive (docs/benchmarks.md, "Halving-doubling up to 2 MiB").
+// Version 5 has version 4's messages; halving-doubling's default range grows to 2 MiB
+// (above 1 MiB, daemons of 4 run the ring), measured faster there once its exchanges
+// reduced their bytes as they arrive (docs/benchmarks.md, "Halving-doubling up to 2 MiB").
 inline constexpr uint32_t kCollectiveVersionHalvingDoublingTo2MiB = 5;
 inline constexpr uint32_t kMaxPayload = 1u << 22;  // Membership of up to ~65K ranks
 // The largest communicator a rendezvous accepts (its Membership fits in kMaxPayload).

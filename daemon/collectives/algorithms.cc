@@ -419,7 +419,8 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
   const size_t chunk = ExchangeChunk(g, (count - count / 2) * elem, elem);
   std::unique_ptr<uint8_t[]> own;
   // FoldIn stages a whole buffer on the odd host of a pair.
-  uint8_t* staging = Staging(g, fold.extra > 0 ? bytes : std::min((count - count / 2) * elem, kExchangeSlots * chunk), &own);
+  const size_t slots_bytes = std::min((count - count / 2) * elem, kExchangeSlots * chunk);
+  uint8_t* staging = Staging(g, fold.extra > 0 ? bytes : slots_bytes, &own);
   const uint8_t* mine = g.input != nullptr ? g.input : buf;
   CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, &mine, staging, count, type, op, &fold));
   if (fold.vrank < 0) return Status::Ok();

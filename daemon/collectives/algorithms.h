@@ -23,9 +23,9 @@ namespace conduit {
 
 // Receive staging that outlives one collective (the chunk slots of the ring and of
 // recursive doubling's and halving's exchanges, a folded host's whole buffer, the chain's
-// two chunks). Fresh memory costs a page fault
-// and a kernel zeroing per page on first touch, on the receiving thread: CPU taken from
-// the network on a host whose cores the programs share. Buffers up to kKeepBytes are kept
+// two chunks). Fresh memory costs a page fault and a kernel zeroing per page on first
+// touch, on the receiving thread: CPU taken from the network on a host whose cores the
+// programs share. Buffers up to kKeepBytes are kept
 // for the next call (freed with the communicator); larger ones are freed after use.
 class Scratch {
  public:
