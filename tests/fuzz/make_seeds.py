@@ -319,6 +319,10 @@ kind_totals = (key(1, 0) + varint(7) + key(2, 0) + varint(4096) + packed(3, [1] 
 write("collectives_handover", "with-totals",
       communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(21, 0) + varint(7) + key(23, 0) + varint(1) +
                    ldelim(24, b"") + ldelim(24, kind_totals)))
+# A communicator handed over at collective protocol 5 (this release's newest), and one at a
+# version this daemon does not speak (refused at restore).
+write("collectives_handover", "protocol-5", communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(25, 0) + varint(5)))
+write("collectives_handover", "protocol-9", communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(25, 0) + varint(9)))
 write("collectives_handover", "two-communicators",
       communicator([ME, PEER], [0, 1], [(1, 1, 2)]) +
       communicator([PEER, ME], [0, 1], [(0, 3, 4)], secret=bytes(range(1, 33))))
