@@ -542,6 +542,10 @@ int P2p(int nranks) {
     send[i] = DeviceFloats(kCount * nranks);
     recv[i] = DeviceFloats(kCount * nranks);
   }
+  // The first call on new buffers maps them in conduitd, a round trip per allocation: with
+  // six of them under ThreadSanitizer on a loaded CI machine that alone passed the bound
+  // Ring checks (35-40 ms idle against 75). Mapping is not what Ring times.
+  AllReduceSum(r, send, recv, "first all-reduce sum, mapping the buffers");
   Ring(r, send, recv, "on one host");
   AlltoAll(r, send, recv);
   // A collective after point-to-point groups on the same streams, and the ring again.
