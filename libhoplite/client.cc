@@ -196,6 +196,10 @@ class DaemonClient : public Client {
   Status State(std::string* json) override;
 
  private:
+  // Sends a Get with `flags` and reads its reply (with c_->mu held): `*r` and, in `*f`, the
+  // object's bytes inline or its descriptor.
+  Status AskGet(const std::string& id, uint32_t flags, int timeout_ms, Frame* f, op::GetReply* r);
+
   std::shared_ptr<Connection> c_;
 };
 
@@ -253,22 +257,27 @@ Status DaemonClient::Put(const std::string& id, const void* data, size_t size, A
   return FromWire(ws);
 }
 
+Status DaemonClient::AskGet(const std::string& id, uint32_t flags, int timeout_ms, Frame* f, op::GetReply* r) {
+  op::GetRequest req{};
+  req.id = IdToWire(id);
+  req.timeout_ms = static_cast<uint32_t>(std::max(timeout_ms, 0));
+  req.flags = flags;
+  conduit::Status w = c_->Send(op::kGet, Body(req), timeout_ms);
+  if (!w.ok()) return Wrap(w, "sending Get");
+  Status st = c_->Read(op::kGetReply, f, timeout_ms, "waiting for Get", /*accept_fd=*/true);
+  if (!st.ok()) return st;
+  if (f->payload.size() < sizeof(*r)) return Status(Code::kInternal, "short Get reply");
+  memcpy(r, f->payload.data(), sizeof(*r));
+  return FromWire(r->status);
+}
+
 Status DaemonClient::Get(const std::string& id, const std::function<void*(size_t)>& alloc, int timeout_ms) {
   Status st = CheckId(id);
   if (!st.ok()) return st;
   std::lock_guard<std::mutex> lock(c_->mu);
-  op::GetRequest req{};
-  req.id = IdToWire(id);
-  req.timeout_ms = static_cast<uint32_t>(std::max(timeout_ms, 0));
-  conduit::Status w = c_->Send(op::kGet, Body(req), timeout_ms);
-  if (!w.ok()) return Wrap(w, "sending Get");
   Frame f;
-  st = c_->Read(op::kGetReply, &f, timeout_ms, "waiting for Get", /*accept_fd=*/true);
-  if (!st.ok()) return st;
   op::GetReply r{};
-  if (f.payload.size() < sizeof(r)) return Status(Code::kInternal, "short Get reply");
-  memcpy(&r, f.payload.data(), sizeof(r));
-  st = FromWire(r.status);
+  st = AskGet(id, 0, timeout_ms, &f, &r);
   if (!st.ok()) return st;
   uint8_t* dst = static_cast<uint8_t*>(alloc(r.size));
   if (dst == nullptr && r.size > 0) return Status(Code::kInvalid, "Get: no buffer for the object");
@@ -309,19 +318,9 @@ Status DaemonClient::GetReadOnly(const std::string& id, std::shared_ptr<const Ob
   Status st = CheckId(id);
   if (!st.ok()) return st;
   std::lock_guard<std::mutex> lock(c_->mu);
-  op::GetRequest req{};
-  req.id = IdToWire(id);
-  req.timeout_ms = static_cast<uint32_t>(std::max(timeout_ms, 0));
-  req.flags = op::kGetReadOnly;
-  conduit::Status w = c_->Send(op::kGet, Body(req), timeout_ms);
-  if (!w.ok()) return Wrap(w, "sending Get");
   Frame f;
-  st = c_->Read(op::kGetReply, &f, timeout_ms, "waiting for Get", /*accept_fd=*/true);
-  if (!st.ok()) return st;
   op::GetReply r{};
-  if (f.payload.size() < sizeof(r)) return Status(Code::kInternal, "short Get reply");
-  memcpy(&r, f.payload.data(), sizeof(r));
-  st = FromWire(r.status);
+  st = AskGet(id, op::kGetReadOnly, timeout_ms, &f, &r);
   if (!st.ok()) return st;
   if (!f.fd.valid()) {
     if (f.payload.size() != sizeof(r) + r.size) return Status(Code::kInternal, "Get reply size mismatch");

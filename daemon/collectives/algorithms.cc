@@ -383,29 +383,49 @@ Status ExchangeReducing(const HostGroup& g, Link& partner, ConstSpan out, uint8_
   return Status::Ok();
 }
 
+// What recursive doubling and halving-doubling set up alike before their exchanges: the
+// fold of the hosts beyond a power of two (run by Start), the staging slots sized for the
+// largest exchange (a whole buffer on the odd host of a pair, which FoldIn stages), and
+// where this host's data is.
+struct Exchanges {
+  explicit Exchanges(int nhosts) : fold(nhosts) {}
+
+  // `largest`: the most bytes one exchange receives. After it returns OK, a host that sat
+  // out (fold.vrank < 0) has the result in buf.
+  Status Start(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type, ncclRedOp_t op, size_t largest) {
+    const size_t elem = DataTypeSize(type);
+    const size_t bytes = count * elem;
+    if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
+    chunk = ExchangeChunk(g, largest, elem);
+    staging = Staging(g, fold.extra > 0 ? bytes : std::min(largest, kExchangeSlots * chunk), &own);
+    mine = g.input != nullptr ? g.input : buf;
+    return FoldIn(g, buf, &mine, staging, count, type, op, &fold);
+  }
+
+  Fold fold;
+  size_t chunk = 0;
+  uint8_t* staging = nullptr;
+  std::unique_ptr<uint8_t[]> own;
+  const uint8_t* mine = nullptr;  // this host's data: HostGroup::input or buf, buf once reduced into
+};
+
 }  // namespace
 
 Status RecursiveDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type,
                                   ncclRedOp_t op) {
   if (g.nhosts == 1) return Status::Ok();
-  const size_t elem = DataTypeSize(type);
-  const size_t bytes = count * elem;
-  if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
-  Fold fold(g.nhosts);
-  const size_t chunk = ExchangeChunk(g, bytes, elem);
-  std::unique_ptr<uint8_t[]> own;
-  // FoldIn stages a whole buffer on the odd host of a pair.
-  uint8_t* staging = Staging(g, fold.extra > 0 ? bytes : std::min(bytes, kExchangeSlots * chunk), &own);
-  const uint8_t* mine = g.input != nullptr ? g.input : buf;
-  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, &mine, staging, count, type, op, &fold));
-  if (fold.vrank < 0) return Status::Ok();
-  for (int mask = 1; mask < fold.pow2; mask <<= 1) {
-    Link& partner = *g.links[fold.RealHost(fold.vrank ^ mask)];
+  const size_t bytes = count * DataTypeSize(type);
+  Exchanges x(g.nhosts);
+  CONDUIT_RETURN_IF_ERROR(x.Start(g, buf, count, type, op, bytes));
+  if (x.fold.vrank < 0) return Status::Ok();
+  for (int mask = 1; mask < x.fold.pow2; mask <<= 1) {
+    Link& partner = *g.links[x.fold.RealHost(x.fold.vrank ^ mask)];
     // Commutative ops: the same bits on both sides.
-    CONDUIT_RETURN_IF_ERROR(ExchangeReducing(g, partner, {mine, bytes}, buf, mine, bytes, staging, chunk, type, op));
-    mine = buf;
+    CONDUIT_RETURN_IF_ERROR(
+        ExchangeReducing(g, partner, {x.mine, bytes}, buf, x.mine, bytes, x.staging, x.chunk, type, op));
+    x.mine = buf;
   }
-  return FoldOut(g, fold, buf, bytes);
+  return FoldOut(g, x.fold, buf, bytes);
 }
 
 Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, ncclDataType_t type,
@@ -413,17 +433,12 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
   if (g.nhosts == 1) return Status::Ok();
   const size_t elem = DataTypeSize(type);
   const size_t bytes = count * elem;
-  if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf, bytes));
-  Fold fold(g.nhosts);
+  Exchanges x(g.nhosts);
   // The most received at once: the other half of the buffer at the first halving step.
-  const size_t chunk = ExchangeChunk(g, (count - count / 2) * elem, elem);
-  std::unique_ptr<uint8_t[]> own;
-  // FoldIn stages a whole buffer on the odd host of a pair.
-  const size_t slots_bytes = std::min((count - count / 2) * elem, kExchangeSlots * chunk);
-  uint8_t* staging = Staging(g, fold.extra > 0 ? bytes : slots_bytes, &own);
-  const uint8_t* mine = g.input != nullptr ? g.input : buf;
-  CONDUIT_RETURN_IF_ERROR(FoldIn(g, buf, &mine, staging, count, type, op, &fold));
-  if (fold.vrank < 0) return Status::Ok();
+  CONDUIT_RETURN_IF_ERROR(x.Start(g, buf, count, type, op, (count - count / 2) * elem));
+  if (x.fold.vrank < 0) return Status::Ok();
+  const Fold& fold = x.fold;
+  const uint8_t* mine = x.mine;
   const int pow2 = fold.pow2, vrank = fold.vrank;
   // Block b of pow2 (whole elements) starts at byte at(b).
   auto at = [&](int b) { return count * static_cast<size_t>(b) / static_cast<size_t>(pow2) * elem; };
@@ -439,8 +454,8 @@ Status HalvingDoublingAllReduce(const HostGroup& g, uint8_t* buf, size_t count, 
     const int give_lo = keep_lower ? mid : lo, give_hi = keep_lower ? hi : mid;
     const size_t keep_bytes = at(keep_hi) - at(keep_lo);
     CONDUIT_RETURN_IF_ERROR(ExchangeReducing(g, partner, {mine + at(give_lo), at(give_hi) - at(give_lo)},
-                                             buf + at(keep_lo), mine + at(keep_lo), keep_bytes, staging, chunk,
-                                             type, op));
+                                             buf + at(keep_lo), mine + at(keep_lo), keep_bytes, x.staging,
+                                             x.chunk, type, op));
     // What later steps send and reduce lies within the kept half, in buf from now on (the
     // given half of buf is written by the all-gather).
     mine = buf;
