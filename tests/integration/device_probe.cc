@@ -542,9 +542,9 @@ int P2p(int nranks) {
     send[i] = DeviceFloats(kCount * nranks);
     recv[i] = DeviceFloats(kCount * nranks);
   }
-  // The first call on new buffers maps them in conduitd, a round trip per allocation: with
-  // six of them under ThreadSanitizer on a loaded CI machine that alone passed the bound
-  // Ring checks (35-40 ms idle against 75). Mapping is not what Ring times.
+  // The first call on new buffers maps them in conduitd, a round trip per allocation: six
+  // of them under ThreadSanitizer took 33-41 ms of the 75 ms Ring allows (beside two busy
+  // loops on a 2-core machine), and passed it on CI. Mapping is not what Ring times.
   AllReduceSum(r, send, recv, "first all-reduce sum, mapping the buffers");
   Ring(r, send, recv, "on one host");
   AlltoAll(r, send, recv);
