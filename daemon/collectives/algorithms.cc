@@ -507,7 +507,7 @@ Status ChainBroadcast(const HostGroup& g, int root, uint8_t* buf, size_t bytes) 
   // Middle of the chain: one transfer each way, bytes passed on as they arrive, in whole
   // chunks (and the rest at the end). Forwarding chunk k while chunk k+1 arrived, as pairs
   // of transfers that both had to end before the next pair began, waited at every chunk for
-  // the slower of the two: 1.08-1.22x slower from 8 MiB on 3-4 hosts (docs/benchmarks.md).
+  // the slower of the two: 1.08-1.22x slower from 8 MiB on 4 hosts (docs/benchmarks.md).
   // The size of the pieces mattered less than the rounds' spread: every arrival passed on
   // at once was 0.93-1.11x as fast as the old code, and 64 KiB pieces 1.00-1.09x as fast
   // as 512 KiB ones.
