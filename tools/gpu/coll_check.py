@@ -11,7 +11,8 @@ combine kernel folds in rank order, rounding each step to the stored type, like 
 path); AVG and PREMUL_SUM (the factor a float, or a tensor on the GPU: NCCL's ncclScalarDevice)
 are checked to 2·n units in the last place of the dtype relative to the sum of the scaled
 inputs' magnitudes (PREMUL_SUM not on bfloat16, below). Also all_gather,
-reduce_scatter and broadcast. Prints one line per failing case and a summary; exit 1 on
+reduce_scatter, broadcast, a send/recv ring, all_to_all_single with unequal splits, and
+all-reduces whose inputs a matrix multiplication is still computing. Prints one line per failing case and a summary; exit 1 on
 any mismatch.
 """
 import os
@@ -127,6 +128,51 @@ def worker(args):
                 failures += 1
                 if rank == 0:
                     print("FAIL %s count %d" % (what, n), flush=True)
+    # Point-to-point on device buffers: a ring of sends and receives in one group, and
+    # all-to-all with equal and unequal splits (conduitd carries them through its own stream).
+    for n in (1, 1000, (1 << 20) + 3):
+        case += 1
+        xs = [pattern(torch, torch.float32, r, case, n, dev) for r in range(world)]
+        got = torch.empty(n, device=dev)
+        ring = [dist.P2POp(dist.isend, xs[rank], (rank + 1) % world),
+                dist.P2POp(dist.irecv, got, (rank - 1) % world)]
+        for req in dist.batch_isend_irecv(ring):
+            req.wait()
+        ok_ring = torch.equal(got, xs[(rank - 1) % world])
+        splits = [(n + r + s) % 7 + (n if r == s else 0) for s in range(world) for r in range(world)]
+        # splits[s * world + r]: what rank s sends rank r.
+        ins = [pattern(torch, torch.float32, s, case, sum(splits[s * world:(s + 1) * world]), dev) for s in range(world)]
+        send = [splits[rank * world + r] for r in range(world)]
+        recv = [splits[s * world + rank] for s in range(world)]
+        out = torch.empty(sum(recv), device=dev)
+        dist.all_to_all_single(out, ins[rank], output_split_sizes=recv, input_split_sizes=send)
+        want = torch.cat([ins[s][sum(splits[s * world:s * world + rank]):][:splits[s * world + rank]]
+                          for s in range(world)])
+        ok_a2a = torch.equal(out, want)
+        cases += 2
+        for what, ok in (("send/recv ring", ok_ring), ("all_to_all_single", ok_a2a)):
+            if not ok:
+                failures += 1
+                if rank == 0:
+                    print("FAIL %s count %d" % (what, n), flush=True)
+    # Asynchronous enqueue against compute: each input is a fresh tensor that a matrix
+    # multiplication (a few ms) is still computing when the all-reduce is called, and the
+    # result feeds the next multiplication before anything waits. Checked once at the end.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.full((4096, 4096), 1.0 / 4096, device=dev)  # a @ v == v for v constant by column
+    v = torch.full((4096, 1024), float(rank + 1), device=dev)
+    vals = [float(r + 1) for r in range(world)]
+    for _ in range(10):
+        x = (a @ v) * 2 + rank
+        dist.all_reduce(x)
+        v = x / world
+        s = sum(2 * vals[r] + r for r in range(world))
+        vals = [s / world] * world
+    cases += 1
+    if not bool(((v - vals[0]).abs() <= 1e-4 * vals[0]).all()):
+        failures += 1
+        if rank == 0:
+            print("FAIL all_reduce behind matmul: got %s want %s" % (v[0, :3].tolist(), vals[0]), flush=True)
     total = torch.tensor([failures], device=dev)
     dist.all_reduce(total)
     if rank == 0:
