@@ -44,11 +44,14 @@ Runtime::Runtime() {
     CLOG_INFO("GPU support on: %d device(s), CUDA driver %d", device_count(), driver_->version());
     for (int i = 0; i < device_count(); ++i) {
       if (devices_[i].mps == 1) continue;
-      // Measured on an H200 (docs/gpu.md): without MPS every collective waits for the GPU
-      // to switch from the program's context to ours and back, ~280 us at any size.
-      CLOG_WARN("GPU %d: %s: every collective on its buffers waits for the GPU to switch between the programs' "
-                "contexts and this daemon's (an 8-byte all-reduce took ~280 us on an H200, ~18 us under MPS); start the MPS "
-                "control daemon (nvidia-cuda-mps-control -d) before conduitd and the programs (docs/gpu.md)",
+      // Measured on an H200 (docs/gpu.md, "MPS"): without MPS the GPU time-slices the
+      // contexts of the programs and of this daemon. One program's asynchronous collectives
+      // hardly notice (8 B: ~16 us either way), but programs sharing a GPU do, and the
+      // event-ordered path pays two context switches per collective.
+      CLOG_WARN("GPU %d: %s: the GPU time-slices the contexts of the programs sharing it and this daemon's (on an H200 "
+                "DDP of 2 ranks sharing a GPU ran 3.3x slower per step than under MPS, 4 ranks 6.2x; an event-ordered "
+                "collective took ~280 us against ~20 us); start the MPS control daemon (nvidia-cuda-mps-control -d) "
+                "before conduitd and the programs (docs/gpu.md)",
                 i, devices_[i].mps == 0 ? "MPS is off" : "the driver cannot say whether MPS is on");
     }
   } else {
