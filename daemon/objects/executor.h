@@ -24,6 +24,8 @@ class Executor {
     queue_.push_back(std::move(fn));
     cv_.notify_one();
   }
+  // True on the executor's own thread (a closure it runs).
+  bool OnThread() const { return running_ == this; }
   void Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
@@ -33,6 +35,7 @@ class Executor {
 
  private:
   void Loop() {
+    running_ = this;
     for (;;) {
       std::function<void()> fn;
       {
@@ -51,6 +54,7 @@ class Executor {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stopped_ = false;
+  static inline thread_local const Executor* running_ = nullptr;
 };
 
 }  // namespace conduit::objects

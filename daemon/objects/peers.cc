@@ -384,7 +384,15 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
   }
   if (to == self_) {
     RememberLocal(p);
-    Dispatch(type, self_, body, [p](uint16_t t, Bytes b) { p->Finish(Status::Ok(), t, std::move(b)); });
+    auto answer = [p](uint16_t t, Bytes b) { p->Finish(Status::Ok(), t, std::move(b)); };
+    // Messages to itself are in order, as on a connection: behind one-way messages still
+    // queued (Send), on the executor. On the executor itself (whose queue holds only what
+    // was posted while it runs this closure) and otherwise: at once, on this thread.
+    if (self_sends_queued_.load(std::memory_order_acquire) > 0 && !executor_.OnThread()) {
+      executor_.Post([this, type, body = std::move(body), answer] { Dispatch(type, self_, body, answer); });
+    } else {
+      Dispatch(type, self_, body, answer);
+    }
     return o;
   }
   Channel* ch = Find(to);
@@ -487,7 +495,12 @@ void Peers::FailCalls(const Status& why) {
 
 void Peers::Send(const std::string& to, uint16_t type, Bytes body) {
   if (to == self_) {
+    self_sends_queued_.fetch_add(1, std::memory_order_acq_rel);
     executor_.Post([this, type, body = std::move(body)] {
+      struct Dispatched {  // also when the handler throws (the executor survives that)
+        std::atomic<int>* queued;
+        ~Dispatched() { queued->fetch_sub(1, std::memory_order_acq_rel); }
+      } dispatched{&self_sends_queued_};
       Dispatch(type, self_, body, [this](uint16_t t, Bytes b) {
         if (push_) push_(t, b);
       });

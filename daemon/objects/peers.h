@@ -183,6 +183,10 @@ class Peers {
   std::vector<std::weak_ptr<Pending>> local_calls_;
   size_t prune_local_at_ = 64;
   Executor executor_;
+  // One-way messages to this daemon itself that the executor has not dispatched yet. A call
+  // to itself made meanwhile is queued behind them, so it cannot overtake them (an abandoned
+  // Put's Unpublish must not land after the next Put's Publish of the same id).
+  std::atomic<int> self_sends_queued_{0};
 };
 
 }  // namespace conduit::objects

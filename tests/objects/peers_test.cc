@@ -134,6 +134,48 @@ TEST(PeersCork, HoldsMessagesUntilItEndsThenSendsThemInOrder) {
   EXPECT_EQ(p->WaitFor(4).back(), "four");
 }
 
+// A daemon's messages to itself keep their order as on a connection: a call does not
+// overtake a one-way message sent before it (the executor dispatches those; calls used to
+// run at once on the caller's thread, so an abandoned Put's Unpublish could land after the
+// next Put's Publish of the same id and withdraw the new copy).
+constexpr uint16_t kWhere = 0x7f05;  // answered with kEchoReply; notes the thread it ran on
+
+TEST(PeersToItself, ACallDoesNotOvertakeOneWayMessagesSentBeforeIt) {
+  static std::thread::id ran_on;
+  static Pair* p = new Pair([](Peers* receiver, const PeerSecurity*) {
+    receiver->Handle(kWhere, [](const std::string&, const Bytes& body, const ReplyFn& answer) {
+      ran_on = std::this_thread::get_id();
+      answer(kEchoReply, body);
+    });
+  });
+  Peers* self = p->receiver;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  // Holds the executor, as a busy one would, until the call has been begun.
+  self->Defer([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return release; });
+  });
+  self->Send(p->receiver_addr, kNote, B("sent first"));
+  Peers::Outstanding call = self->Begin(p->receiver_addr, kEcho, B("called second"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  Bytes reply;
+  Status st = self->Await(call, kEchoReply, &reply, Deadline::AfterMs(10000));
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(S(reply), "called second");
+  EXPECT_EQ(p->WaitFor(2), (std::vector<std::string>{"sent first", "called second"}));
+
+  // With nothing queued a call to itself runs at once, on the caller's thread.
+  st = self->Call(p->receiver_addr, kWhere, B("x"), kEchoReply, &reply, Deadline::AfterMs(10000));
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
 // The first integer after "key": in json (-1 if absent).
 long long JsonNumber(const std::string& json, const std::string& key) {
   const std::string quoted = "\"" + key + "\":";
