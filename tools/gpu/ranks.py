@@ -18,16 +18,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+def rank_env(rank, world, port, shim="", **extra):
+    """The environment of one rank: torch.distributed's variables, the preload, `extra`."""
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1", **extra)
+    if shim:
+        env["LD_PRELOAD"] = os.path.abspath(shim)
+    return env
+
+
 def run_ranks(name, world, script, args, shim="", timeout=180):
     """Runs `world` ranks of `script` with `args`; 0 when every rank exits 0 in time."""
     port = free_port()
     procs = []
     for rank in range(world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
-        if shim:
-            env["LD_PRELOAD"] = os.path.abspath(shim)
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(script)] + list(args), env=env))
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(script)] + list(args),
+                                      env=rank_env(rank, world, port, shim)))
     deadline = time.time() + timeout
     codes = []
     for p in procs:

@@ -17,7 +17,7 @@ import sys
 import time
 from datetime import timedelta
 
-from ranks import free_port, job_arguments
+from ranks import free_port, job_arguments, rank_env
 
 TIMEOUT_S = 5
 LIMIT_S = 45
@@ -52,13 +52,9 @@ def main():
     port = free_port()
     procs = []
     for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), PYTHONUNBUFFERED="1",
-                   # No flight-recorder dump, and 2 s instead of 60 between the watchdog's report
-                   # and its teardown (it sleeps 4x this setting first).
-                   TORCH_NCCL_DUMP_ON_TIMEOUT="0", TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC="500")
-        if args.shim:
-            env["LD_PRELOAD"] = os.path.abspath(args.shim)
+        # No flight-recorder dump, and 2 s instead of 60 between the watchdog's report and its
+        # teardown (it sleeps 4x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC first).
+        env = rank_env(rank, 2, port, args.shim, TORCH_NCCL_DUMP_ON_TIMEOUT="0", TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC="500")
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     start = time.time()
