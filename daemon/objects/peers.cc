@@ -20,6 +20,9 @@
 namespace conduit::objects {
 namespace {
 
+// Set on a thread serving another daemon's requests (ServeIncoming), for Begin.
+thread_local bool t_serving_peer = false;
+
 constexpr int kPingEveryMs = 250;
 constexpr int kSilenceMs = 2000;       // a peer silent this long is dead
 constexpr int kReconnectMs = 200;
@@ -386,9 +389,11 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
     RememberLocal(p);
     auto answer = [p](uint16_t t, Bytes b) { p->Finish(Status::Ok(), t, std::move(b)); };
     // Messages to itself are in order, as on a connection: behind one-way messages still
-    // queued (Send), on the executor. On the executor itself (whose queue holds only what
-    // was posted while it runs this closure) and otherwise: at once, on this thread.
-    if (self_sends_queued_.load(std::memory_order_acquire) > 0 && !executor_.OnThread()) {
+    // queued (Send), on the executor. Otherwise at once, on this thread; also on the
+    // executor itself (whose queue holds only what was posted while it runs this closure)
+    // and on a thread serving another daemon's requests, which must never wait for the
+    // executor: the executor may be waiting for that daemon, which may be waiting for it.
+    if (self_sends_queued_.load(std::memory_order_acquire) > 0 && !executor_.OnThread() && !t_serving_peer) {
       executor_.Post([this, type, body = std::move(body), answer] { Dispatch(type, self_, body, answer); });
     } else {
       Dispatch(type, self_, body, answer);
@@ -606,6 +611,11 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
     return;
   }
   if (peer_up_) executor_.Post([this, from] { peer_up_(from); });
+  struct ServingPeer {  // for Begin: this thread's calls to this daemon itself run inline
+    bool was = t_serving_peer;
+    ServingPeer() { t_serving_peer = true; }
+    ~ServingPeer() { t_serving_peer = was; }
+  } serving;
   for (;;) {
     Frame f;
     st = ReadMsg(sock, &f, Deadline::AfterMs(kSilenceMs));
