@@ -503,17 +503,17 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceTest, ::testing::ValuesIn(AllCase
 // time by other means than the conversions below.)
 using Fp8Test = OnIsa<Case>;
 
-float Fp8Value(ncclDataType_t t, uint8_t c) { return t == ncclFloat8e4m3 ? Fp8E4M3ToFloat(c) : Fp8E5M2ToFloat(c); }
-uint8_t Fp8Code(ncclDataType_t t, float f) { return t == ncclFloat8e4m3 ? FloatToFp8E4M3(f) : FloatToFp8E5M2(f); }
-
 TEST_P(Fp8Test, EveryPairEveryScaleEveryDivisorBitForBit) {
   const auto [t, op, isa] = GetParam();
+  const Format& f = *NarrowFormat(t);
+  auto value = [&f](uint8_t code) { return ApiDecode(f, code); };
+  auto code_of = [&f](float x) { return static_cast<uint8_t>(ApiEncode(f, x)); };
   const size_t n = 256 * 256 + 5;  // and a tail the blocks do not fill
   std::vector<uint8_t> a(n), b(n), out(n), want(n);
   for (size_t i = 0; i < n; ++i) {
     a[i] = static_cast<uint8_t>(i);
     b[i] = static_cast<uint8_t>(i >> 8);
-    const float x = Fp8Value(t, a[i]), y = Fp8Value(t, b[i]);
+    const float x = value(a[i]), y = value(b[i]);
     float r = 0;
     switch (op) {
       case ncclSum: r = x + y; break;
@@ -521,15 +521,15 @@ TEST_P(Fp8Test, EveryPairEveryScaleEveryDivisorBitForBit) {
       case ncclMax: r = (x > y || x != x) ? x : y; break;
       default: r = (x < y || x != x) ? x : y; break;
     }
-    want[i] = Fp8Code(t, r);
+    want[i] = code_of(r);
   }
   Reduce2(out.data(), a.data(), b.data(), n, t, op);
   size_t wrong = 0;
   for (size_t i = 0; i < n; ++i) {
     // Which of two NaNs an addition or multiplication passes on is the compiler's choice
     // of operand order, here and in the loops: only that it is a NaN is checked then.
-    const bool both_nan = std::isnan(Fp8Value(t, a[i])) && std::isnan(Fp8Value(t, b[i]));
-    if (both_nan && (op == ncclSum || op == ncclProd) && std::isnan(Fp8Value(t, out[i]))) continue;
+    const bool both_nan = IsNanCode(f, a[i]) && IsNanCode(f, b[i]);
+    if (both_nan && (op == ncclSum || op == ncclProd) && IsNanCode(f, out[i])) continue;
     if (out[i] != want[i] && ++wrong <= 5) {
       ADD_FAILURE() << DataTypeName(t) << " " << int(a[i]) << " op " << int(b[i]) << ": got " << int(out[i])
                     << " want " << int(want[i]);
@@ -542,14 +542,14 @@ TEST_P(Fp8Test, EveryPairEveryScaleEveryDivisorBitForBit) {
     std::vector<uint8_t> buf(a.begin(), a.begin() + 256 + 3);
     ScaleInPlace(buf.data(), buf.size(), t, &s);
     for (size_t i = 0; i < buf.size(); ++i) {
-      EXPECT_EQ(buf[i], Fp8Code(t, Fp8Value(t, a[i]) * Fp8Value(t, s))) << "scale " << int(a[i]) << " by " << int(s);
+      EXPECT_EQ(buf[i], code_of(value(a[i]) * value(s))) << "scale " << int(a[i]) << " by " << int(s);
     }
   }
   for (int d : {1, 3, 8}) {
     std::vector<uint8_t> buf(a.begin(), a.begin() + 256 + 3);
     DivideInPlace(buf.data(), buf.size(), t, d);
     for (size_t i = 0; i < buf.size(); ++i) {
-      EXPECT_EQ(buf[i], Fp8Code(t, Fp8Value(t, a[i]) / static_cast<float>(d))) << "divide " << int(a[i]) << " by " << d;
+      EXPECT_EQ(buf[i], code_of(value(a[i]) / static_cast<float>(d))) << "divide " << int(a[i]) << " by " << d;
     }
   }
 }
