@@ -59,6 +59,16 @@ def worker(args):
     failures = 0
     cases = 0
     case = 0
+
+    def tally(n, *results):
+        """Counts (what, ok) results of count n, reporting the failed ones."""
+        nonlocal cases, failures
+        cases += len(results)
+        for what, ok in results:
+            if not ok:
+                failures += 1
+                if rank == 0:
+                    print("FAIL %s count %d" % (what, n), flush=True)
     for dtype in dtypes:
         for name, op in ops:
             if name in ("avg", "premul", "premul_tensor") and not dtype.is_floating_point:
@@ -122,12 +132,7 @@ def worker(args):
         b = x.clone()
         dist.broadcast(b, src=world - 1)
         ok_b = torch.equal(b, xs[world - 1])
-        cases += 3
-        for what, ok in (("all_gather", ok_g), ("reduce_scatter", ok_rs), ("broadcast", ok_b)):
-            if not ok:
-                failures += 1
-                if rank == 0:
-                    print("FAIL %s count %d" % (what, n), flush=True)
+        tally(n, ("all_gather", ok_g), ("reduce_scatter", ok_rs), ("broadcast", ok_b))
     # Point-to-point on device buffers: a ring of sends and receives in one group, and
     # all-to-all with equal and unequal splits (conduitd carries them through its own stream).
     for n in (1, 1000, (1 << 20) + 3):
@@ -149,12 +154,7 @@ def worker(args):
         want = torch.cat([ins[s][sum(splits[s * world:s * world + rank]):][:splits[s * world + rank]]
                           for s in range(world)])
         ok_a2a = torch.equal(out, want)
-        cases += 2
-        for what, ok in (("send/recv ring", ok_ring), ("all_to_all_single", ok_a2a)):
-            if not ok:
-                failures += 1
-                if rank == 0:
-                    print("FAIL %s count %d" % (what, n), flush=True)
+        tally(n, ("send/recv ring", ok_ring), ("all_to_all_single", ok_a2a))
     # Asynchronous enqueue against compute: each input is a fresh tensor that a matrix
     # multiplication (a few ms) is still computing when the all-reduce is called, and the
     # result feeds the next multiplication before anything waits. Checked once at the end.
