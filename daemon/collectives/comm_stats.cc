@@ -73,6 +73,8 @@ CommStats::Totals CommStats::SaveTotals() const {
   t.ops = ops();
   t.bytes = bytes();
   t.errors = errors();
+  t.device_p2p_direct = device_p2p_bytes(true);
+  t.device_p2p_through_host = device_p2p_bytes(false);
   for (int k = 0; k < kKinds; ++k) {
     Totals::Kind& out = t.kinds[k];
     out.ops = ops_of(static_cast<uint8_t>(k));
@@ -89,6 +91,8 @@ void CommStats::AddTotals(const Totals& t) {
   ops_.fetch_add(t.ops, std::memory_order_relaxed);
   bytes_.fetch_add(t.bytes, std::memory_order_relaxed);
   errors_.fetch_add(t.errors, std::memory_order_relaxed);
+  AddDeviceP2p(true, t.device_p2p_direct);
+  AddDeviceP2p(false, t.device_p2p_through_host);
   std::lock_guard<std::mutex> lock(mu_);
   for (int k = 0; k < kKinds; ++k) {
     const Totals::Kind& in = t.kinds[k];

@@ -65,6 +65,16 @@ class CommStats {
   // The newest `max` records, oldest first.
   std::vector<CollRecord> Trace(size_t max) const;
 
+  // Bytes that point-to-point receives here took from or into device buffers, by path:
+  // straight from a local sender's GPU buffer by a GPU copy (direct), or through host
+  // memory (pinned staging, the network, a segment).
+  void AddDeviceP2p(bool direct, uint64_t bytes) {
+    (direct ? device_p2p_direct_ : device_p2p_through_host_).fetch_add(bytes, std::memory_order_relaxed);
+  }
+  uint64_t device_p2p_bytes(bool direct) const {
+    return (direct ? device_p2p_direct_ : device_p2p_through_host_).load(std::memory_order_relaxed);
+  }
+
   // A live upgrade: the trace the previous process recorded, older than anything recorded
   // here (at most kTraceCapacity kept, the newest).
   void RestoreTrace(std::vector<CollRecord> records);
@@ -83,6 +93,8 @@ class CommStats {
     uint64_t bytes = 0;
     uint64_t errors = 0;
     std::array<Kind, kKinds> kinds{};
+    uint64_t device_p2p_direct = 0;
+    uint64_t device_p2p_through_host = 0;
   };
   Totals SaveTotals() const;
   void AddTotals(const Totals& totals);
@@ -91,6 +103,8 @@ class CommStats {
   std::atomic<uint64_t> ops_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> device_p2p_direct_{0};
+  std::atomic<uint64_t> device_p2p_through_host_{0};
   std::array<std::atomic<uint64_t>, kKinds> kind_ops_{};
   std::array<std::atomic<uint64_t>, kKinds> kind_bytes_{};
   std::array<LatencyHistogram, kKinds> latency_;

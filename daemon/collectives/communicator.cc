@@ -300,9 +300,10 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
       *failed_op = static_cast<int>(i);
     }
   };
-  // Point-to-point ops on device buffers: their bytes in pinned memory (device_p2p.cc). A
-  // failure here (the GPU's) skips the rest and aborts below, so no peer waits for good.
-  std::vector<uint8_t*> device_p2p(ops.size(), nullptr);
+  // Point-to-point ops on device buffers: their bytes in pinned memory, or device to
+  // device within this host (device_p2p.cc). A failure here (the GPU's) skips the rest and
+  // aborts below, so no peer waits for good.
+  DeviceP2p device_p2p(ops.size());
   first = StageDeviceSends(ops, context, &device_p2p);
   // Sends are posted first and receives waited on last, so every grouped pattern of
   // point-to-point ops (including cycles such as all-to-all) completes.
@@ -310,8 +311,12 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     if (ops[i].kind != shimproto::kSend) continue;
     std::shared_ptr<SendTicket> ticket;
-    const uint8_t* data = device_p2p[i] != nullptr ? device_p2p[i] : buffer.base + ops[i].offset;
-    note(i, SendP2p(rank, data, ops[i], &ticket));
+    if (device_p2p.direct[i]) {
+      note(i, SendDeviceDirect(rank, ops[i], (*context.device_ops)[i], &ticket));
+    } else {
+      const uint8_t* data = device_p2p.host[i] != nullptr ? device_p2p.host[i] : buffer.base + ops[i].offset;
+      note(i, SendP2p(rank, data, ops[i], &ticket));
+    }
     if (ticket) tickets.push_back(std::move(ticket));
   }
   bool ran_on_device = false;
@@ -327,8 +332,14 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     const auto& op = ops[i];
     if (op.kind != shimproto::kRecv) continue;
     size_t bytes = OpPayloadBytes(op);
-    uint8_t* into = device_p2p[i] != nullptr ? device_p2p[i] : buffer.base + op.offset;
-    note(i, mailbox_.Receive(op.peer, rank, into, bytes, OpDeadline()));
+    uint8_t* into = device_p2p.host[i] != nullptr ? device_p2p.host[i] : buffer.base + op.offset;
+    note(i, mailbox_.Take(op.peer, rank, into, bytes, OpDeadline(), &device_p2p.taken[i]));
+  }
+  // Every taken device send is copied and completed with the copy's outcome before this
+  // rank waits for its own sends: their receivers may be waiting in the same place.
+  {
+    Status st = CopyTakenDeviceSends(ops, context, buffer, &device_p2p);
+    if (!st.ok() && first.ok()) first = st;
   }
   for (auto& ticket : tickets) {
     Status st = mailbox_.WaitSent(ticket, OpDeadline());

@@ -67,6 +67,9 @@ struct CommOptions {
   size_t rd_max_bytes = 64 * 1024;
   size_t rd_latency_bytes = 4096;
   std::optional<size_t> rh_max_bytes;
+  // Point-to-point on device buffers between ranks of this daemon: the receiver's GPU
+  // copies from the sender's buffer (false: both through pinned host memory).
+  bool device_p2p_direct = true;
   // The collective message versions this daemon speaks (protocol/peer_protocol.h): a root
   // chooses a communicator's version from its members' and its own.
   VersionRange protocol_versions{peerproto::kCollectiveVersionBeforeNegotiation,
@@ -300,14 +303,36 @@ class Communicator final : private PeerChannel::Handler {
   Status ApplyProposal(const Proposal& proposal);
   Status SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
   void SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload);
-  // The pinned memory of each device point-to-point op of an asynchronous group (null for
-  // the others), its sends' bytes copied there from the program's buffers, after the
-  // program's earlier work on its stream; and the receives' bytes copied from there to
-  // the program's buffers once they have arrived. Both wait for the GPU.
-  Status StageDeviceSends(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context,
-                          std::vector<uint8_t*>* host);
+  // A group's point-to-point ops on device buffers (device_p2p.cc), per op: where its
+  // bytes are in pinned memory (null for the others), whether a send goes to its receiver
+  // device to device (a rank of this daemon, device_p2p_direct), and a receive's match
+  // when that was such a send.
+  struct DeviceP2p {
+    explicit DeviceP2p(size_t n) : host(n, nullptr), direct(n, false), taken(n) {}
+    std::vector<uint8_t*> host;
+    std::vector<bool> direct;
+    std::vector<TakenMessage> taken;
+  };
+  // After the program's earlier work on its stream: the sends' bytes copied from the
+  // program's buffers to pinned memory, except direct ones. Waits for the GPU.
+  Status StageDeviceSends(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context, DeviceP2p* p2p);
+  // Copies every receive matched to a local device send (Mailbox::Take) from the sender's
+  // buffer: device to device for a device receive, into the segment for another, and
+  // completes each sender's ticket, also when it fails. Before this rank waits for its own
+  // sends: their receivers may be doing the same.
+  Status CopyTakenDeviceSends(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context,
+                              const RankBuffer& buffer, DeviceP2p* p2p);
+  // The receives' bytes copied from pinned memory to the program's buffers once they have
+  // arrived. Waits for the GPU.
   Status FinishDeviceRecvs(const std::vector<shimproto::OpDesc>& ops, const GroupContext& context,
-                           const std::vector<uint8_t*>& host);
+                           const DeviceP2p& p2p);
+  // Whether device send `i` goes to its receiver device to device: a rank here, and no
+  // receive of the group writes its bytes.
+  bool GoesDirect(const std::vector<shimproto::OpDesc>& ops, const std::vector<DeviceOpBuffers>& buffers,
+                  size_t i) const;
+  // Posts a send device to device to a rank here (DeviceP2p::direct).
+  Status SendDeviceDirect(int rank, const shimproto::OpDesc& op, const DeviceOpBuffers& b,
+                          std::shared_ptr<SendTicket>* ticket);
   // `data`: the op's bytes (in the segment, or in pinned memory for a device op).
   Status SendP2p(int rank, const uint8_t* data, const shimproto::OpDesc& op, std::shared_ptr<SendTicket>* ticket);
   void Abort(const Status& reason, bool tell_peers);

@@ -11,19 +11,35 @@ void Mailbox::PostLocal(int src, int dst, const uint8_t* data, size_t len, std::
     ticket->status = failed_;
     return;
   }
-  queues_[{src, dst}].push_back(Message{data, len, {}, std::move(ticket)});
+  queues_[{src, dst}].push_back(Message{data, len, {}, std::move(ticket), nullptr});
+  cv_.notify_all();
+}
+
+void Mailbox::PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSource> source, size_t len,
+                              std::shared_ptr<SendTicket> ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failed_.ok()) {
+    ticket->done = true;
+    ticket->status = failed_;
+    return;
+  }
+  queues_[{src, dst}].push_back(Message{nullptr, len, {}, std::move(ticket), std::move(source)});
   cv_.notify_all();
 }
 
 void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  Message m{nullptr, bytes.size(), std::move(bytes), nullptr};
+  Message m{nullptr, bytes.size(), std::move(bytes), nullptr, nullptr};
   m.data = m.owned.data();
   queues_[{src, dst}].push_back(std::move(m));
   cv_.notify_all();
 }
 
 Status Mailbox::Receive(int src, int dst, uint8_t* out, size_t len, Deadline deadline) {
+  return Take(src, dst, out, len, deadline, nullptr);
+}
+
+Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken) {
   std::unique_lock<std::mutex> lock(mu_);
   auto& queue = queues_[{src, dst}];
   for (;;) {
@@ -39,6 +55,13 @@ Status Mailbox::Receive(int src, int dst, uint8_t* out, size_t len, Deadline dea
   Status st;
   if (m.len != len) {
     st = InvalidUsage("rank %d sent %zu bytes but rank %d posted a receive of %zu bytes", src, m.len, dst, len);
+  } else if (m.device) {
+    if (taken != nullptr) {
+      taken->device = std::move(m.device);
+      taken->ticket = std::move(m.ticket);
+      return Status::Ok();  // the caller copies, then completes the ticket
+    }
+    st = InternalError("rank %d's send of device memory reached a receive that cannot take it", src);
   } else if (len > 0) {
     // Outside the lock: the sender's segment stays mapped until its ticket is done, because
     // WaitSent does not return while a taken ticket is being copied.
@@ -54,12 +77,20 @@ Status Mailbox::Receive(int src, int dst, uint8_t* out, size_t len, Deadline dea
   return st;
 }
 
+void Mailbox::Complete(const std::shared_ptr<SendTicket>& ticket, const Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ticket->done = true;
+  ticket->status = status;
+  cv_.notify_all();
+}
+
 Status Mailbox::WaitSent(const std::shared_ptr<SendTicket>& ticket, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (ticket->done) return ticket->status;
     if (ticket->taken) {
-      // A receiver is copying out of the sender's buffer: a memcpy, which ends.
+      // A receiver is copying out of the sender's buffer: a memcpy, which ends, or a GPU
+      // copy, whose taker waits for it within its own deadline and then completes it.
       cv_.wait(lock);
       continue;
     }

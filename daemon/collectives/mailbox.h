@@ -2,7 +2,9 @@
 //
 // Messages are matched in order per (source rank, destination rank), as NCCL orders them.
 // A local sender's message points into its shared segment and the sender waits until a
-// receiver has copied it; a message that arrived from another daemon owns its bytes.
+// receiver has copied it; a message that arrived from another daemon owns its bytes. A
+// local send of device memory may instead name the sender's GPU buffer (DeviceSource):
+// the receiver takes it and copies it with the GPU, then completes the sender's ticket.
 //
 // The sender's program may reuse or unmap its segment as soon as its send returns, so a
 // local message never outlives its send: a send that fails or times out withdraws its
@@ -33,6 +35,22 @@ struct SendTicket {
   Status status;
 };
 
+// A local send of device memory, read where it is by the receiver's GPU copy: the sender's
+// buffer as mapped in this daemon, whose bytes are final (the sender's stream reached the
+// group before it was posted), and the mappings that keep it there while a copy may read it.
+struct DeviceSource {
+  uint64_t ptr = 0;
+  int device = -1;
+  std::vector<std::shared_ptr<const void>> keep;
+};
+
+// What Take matched: host bytes already copied (device == nullptr), or a device message
+// whose copy is the taker's, to be reported with Complete(ticket, status).
+struct TakenMessage {
+  std::shared_ptr<const DeviceSource> device;
+  std::shared_ptr<SendTicket> ticket;
+};
+
 // A message from another daemon that waits for its receive (handed over in a live upgrade).
 struct ArrivedMessage {
   int src = 0;
@@ -44,10 +62,20 @@ class Mailbox {
  public:
   // A local rank's message; `ticket` is signalled when a receiver consumed it.
   void PostLocal(int src, int dst, const uint8_t* data, size_t len, std::shared_ptr<SendTicket> ticket);
+  // A local rank's send of `len` bytes of device memory (DeviceSource).
+  void PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSource> source, size_t len,
+                       std::shared_ptr<SendTicket> ticket);
   // A message that arrived from another daemon.
   void PostRemote(int src, int dst, std::vector<uint8_t> bytes);
-  // Copies the next message from src to dst into `out`; its length must equal `len`.
+  // Copies the next message from src to dst into `out`; its length must equal `len`. A
+  // device message fails here (a receive that can take one uses Take).
   Status Receive(int src, int dst, uint8_t* out, size_t len, Deadline deadline);
+  // The same, except that a device message of the right length is handed to the caller in
+  // *taken with its ticket taken: the sender waits until the caller's Complete, which
+  // must follow on every path (the sender's mapping stays valid until then).
+  Status Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken);
+  // Ends a taken device message's send with `status`.
+  void Complete(const std::shared_ptr<SendTicket>& ticket, const Status& status);
   // Waits for a local send to be consumed. When it returns the message is gone from the
   // mailbox whatever the outcome: on a failure or timeout it is withdrawn unread.
   Status WaitSent(const std::shared_ptr<SendTicket>& ticket, Deadline deadline);
@@ -64,6 +92,7 @@ class Mailbox {
     size_t len;
     std::vector<uint8_t> owned;
     std::shared_ptr<SendTicket> ticket;
+    std::shared_ptr<const DeviceSource> device;  // a local device send: data is null
   };
 
   // Removes the queued message of `ticket`, if it is still queued. Under mu_.

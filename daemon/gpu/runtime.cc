@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "common/detached_thread.h"
 #include "common/fd_io.h"
@@ -303,6 +306,36 @@ Status Runtime::WriteWordNow(int device, uint64_t word, uint32_t value) {
   // waits for nothing, so this is one write's time.
   if (r == cuda::kSuccess) r = driver_->StreamSynchronize(d.signals);
   return r == cuda::kSuccess ? Status::Ok() : driver_->Error("cuStreamWriteValue32 (releasing a failed group)", r);
+}
+
+Status Runtime::CopyNow(int device, uint64_t dst, uint64_t src, size_t bytes, Deadline deadline) {
+  if (!available_) return InvalidUsage("this daemon has no GPU support: %s", reason_.c_str());
+  if (device < 0 || device >= device_count()) return InternalError("no GPU %d", device);
+  cuda::CUcontext context = nullptr;
+  cuda::CUstream stream = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device& d = devices_[device];
+    context = ContextLocked(d);
+    cuda::ScopedContext ctx(*driver_, context);
+    if (d.copies == nullptr) {
+      cuda::CUresult r = driver_->StreamCreate(&d.copies, cuda::kStreamNonBlocking);
+      if (r != cuda::kSuccess) return driver_->Error("cuStreamCreate (copies)", r);
+    }
+    stream = d.copies;
+  }
+  // Outside mu_: the wait is bounded by the caller's deadline, not one write's time. Other
+  // threads may queue copies on the same stream; waiting for theirs too only costs time.
+  cuda::ScopedContext ctx(*driver_, context);
+  cuda::CUresult r = driver_->MemcpyAsync(dst, src, bytes, stream);
+  if (r != cuda::kSuccess) return driver_->Error("cuMemcpyAsync (a device send into host memory)", r);
+  for (long pause_us = 10;; pause_us = std::min(pause_us * 2, 1000L)) {
+    r = driver_->StreamQuery(stream);
+    if (r == cuda::kSuccess) return Status::Ok();
+    if (r != cuda::kErrorNotReady) return driver_->Error("a copy of a device send into host memory (cuStreamQuery)", r);
+    if (deadline.expired()) return RemoteError("timed out copying a device send into host memory (the GPU hangs)");
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
 }
 
 bool Runtime::EnablePeerAccess(int device, int peer) {

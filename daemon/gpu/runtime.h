@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/deadline.h"
 #include "common/status.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/nvrtc.h"
@@ -48,6 +49,10 @@ class Runtime {
   // `device` that waits for nothing, and waits for that write: how a failed group still
   // releases the streams that wait on its words.
   Status WriteWordNow(int device, uint64_t word, uint32_t value);
+  // Copies `bytes` from `src` to `dst` (device or host memory mapped here) on a stream of
+  // `device` that waits for nothing, and waits for the copy until `deadline`: a receive
+  // into host memory of a send that names device memory (collectives/device_p2p.cc).
+  Status CopyNow(int device, uint64_t dst, uint64_t src, size_t bytes, Deadline deadline);
   // Lets kernels on `device` read and write memory of `peer`; false when the hardware
   // cannot (the caller then bounces through host memory).
   bool EnablePeerAccess(int device, int peer);
@@ -65,6 +70,7 @@ class Runtime {
     cuda::CUcontext context = nullptr;  // retained on first use (context())
     cuda::CUmodule module = nullptr;  // combine kernels, loaded on first use
     cuda::CUstream signals = nullptr;  // WriteWordNow's, created on first use
+    cuda::CUstream copies = nullptr;  // CopyNow's, created on first use
     std::map<std::string, cuda::CUfunction> kernels;
   };
 

@@ -89,6 +89,10 @@ Json Describe(const Communicator& comm) {
   c["collectives"] = s.ops();
   c["bytes"] = s.bytes();
   c["errors"] = s.errors();
+  Json p2p = Json::Object();
+  p2p["direct_bytes"] = s.device_p2p_bytes(true);
+  p2p["through_host_bytes"] = s.device_p2p_bytes(false);
+  c["device_p2p"] = std::move(p2p);
   c["next_seq"] = comm.collective_seq();
   Status failure = comm.failure();
   c["failure"] = failure.ok() ? Json() : Json(failure.message());
@@ -187,6 +191,15 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
   for (auto& c : comms) {
     w.Sample("conduit_collective_errors_total", {{"comm", CommKeyShort(c->key())}},
              static_cast<double>(c->stats().errors()));
+  }
+  w.Family("conduit_device_p2p_bytes_total", "counter",
+           "Bytes point-to-point receives on this daemon took from or into device buffers, per communicator and "
+           "path: direct (a GPU copy from a local sender's buffer) or through_host (pinned memory, the network).");
+  for (auto& c : comms) {
+    for (bool direct : {true, false}) {
+      w.Sample("conduit_device_p2p_bytes_total", {{"comm", CommKeyShort(c->key())}, {"path", direct ? "direct" : "through_host"}},
+               static_cast<double>(c->stats().device_p2p_bytes(direct)));
+    }
   }
   w.Family("conduit_comm_config_epoch", "gauge", "Configuration epoch each communicator runs with (0: as created).");
   for (auto& c : comms) {

@@ -155,6 +155,8 @@ void Encode(HandedComm& in, upgrade::v1::Communicator* out, std::vector<UniqueFd
   out->set_ops(in.stats.ops);
   out->set_bytes(in.stats.bytes);
   out->set_errors(in.stats.errors);
+  out->set_device_p2p_direct_bytes(in.stats.device_p2p_direct);
+  out->set_device_p2p_through_host_bytes(in.stats.device_p2p_through_host);
   for (const CommStats::Totals::Kind& k : in.stats.kinds) {
     upgrade::v1::CommKindTotals* o = out->add_kinds();
     o->set_ops(k.ops);
@@ -171,6 +173,8 @@ Status DecodeTotals(const upgrade::v1::Communicator& in, CommStats::Totals* out)
   out->ops = in.ops();
   out->bytes = in.bytes();
   out->errors = in.errors();
+  out->device_p2p_direct = in.device_p2p_direct_bytes();
+  out->device_p2p_through_host = in.device_p2p_through_host_bytes();
   for (int i = 0; i < in.kinds_size(); ++i) {
     const upgrade::v1::CommKindTotals& k = in.kinds(i);
     CommStats::Totals::Kind& o = out->kinds[i];

@@ -212,6 +212,15 @@ std::vector<SettingSpec> MakeSpecs() {
        .default_value = "524288",
        .help = "pipelining chunk of ring collectives between hosts",
        .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.chunk_bytes); }},
+      {.name = "device-p2p",
+       .value_name = "direct|host",
+       .default_value = "direct",
+       .help = "point-to-point on device buffers between ranks of this daemon: the receiver's GPU copies from "
+               "the sender's buffer (direct), or both go through pinned host memory (host), as between hosts",
+       .set = [](DaemonSettings& s, const std::string& v) {
+         s.comm.device_p2p_direct = v == "direct";
+         return Refused(v == "direct" || v == "host", "must be direct or host");
+       }},
       {.name = "busy-poll-us",
        .value_name = "N",
        .default_note = std::to_string(kDefaultBusyPollMicros) + "; 0 on one CPU",

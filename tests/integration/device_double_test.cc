@@ -159,6 +159,23 @@ std::set<std::string> CheckDeviceTrace(const Cluster& cluster, int host, int hos
 
 const std::set<std::string> kEveryCollective = {"AllReduce", "Reduce", "ReduceScatter", "AllGather", "Broadcast"};
 
+// One send or receive of the probes' rings and all-to-all blocks: device_probe's kCount floats.
+constexpr uint64_t kProbeBlockBytes = 1001 * sizeof(float);
+
+// What host `host`'s daemon counted of its one communicator's point-to-point bytes on
+// device buffers, by path ("device_p2p" in GET /v1/communicators).
+struct P2pBytes {
+  uint64_t direct = 0, through_host = 0;
+};
+P2pBytes DeviceP2pBytes(const Cluster& cluster, int host) {
+  AdminAnswer comms = AdminCall(cluster, host, "GET", "/v1/communicators");
+  const Json& list = Field(comms.body, "communicators");
+  EXPECT_TRUE(list.is_array() && list.size() == 1) << comms.text;
+  if (!list.is_array() || list.size() != 1) return {};
+  const Json& p2p = Field(list.items()[0], "device_p2p");
+  return {Counter(p2p, "direct_bytes"), Counter(p2p, "through_host_bytes")};
+}
+
 class DeviceDoubleTest : public ClusterSuiteTest<DeviceDoubleTest> {
  public:
   static ClusterConfig Config() {
@@ -368,10 +385,49 @@ TEST_F(DeviceDoubleTest, DoneEventsTheShimCannotOpen) {
 // Point-to-point ops on device buffers (a ring in one group, all-to-all) go through
 // conduitd asynchronously, as collectives do: the calls return before their inputs exist,
 // every result is right; on the event-ordered path they are staged, with the same results.
+// Between ranks of one daemon the bytes go device to device (the receiver's GPU copies
+// from the sender's buffer), except a ring whose ranks receive into the buffer they send
+// from, which goes through host memory.
 TEST_F(DeviceDoubleTest, PointToPointOnDeviceBuffers) {
-  Subprocess& p = RunProbe({"p2p", "--ranks", "3"});
+  const uint64_t n = 3;
+  Subprocess& p = cluster_->Launch(
+      0, "device_probe",
+      {Cluster::BinPath("device_probe"), "p2p", "--ranks", std::to_string(n), "--linger-ms", std::to_string(kLinger.count())},
+      ProbeEnv());
+  ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster_->Describe();
+  const P2pBytes bytes = DeviceP2pBytes(*cluster_, 0);
+  // The ring twice (a block into every rank), the all-to-all (a block from every rank into
+  // every rank); the ring in place.
+  EXPECT_EQ(bytes.direct, (2 * n + n * n) * kProbeBlockBytes);
+  EXPECT_EQ(bytes.through_host, n * kProbeBlockBytes);
+  Finish(p);
   EXPECT_TRUE(Passed(p)) << p.Output();
   Subprocess& events = RunProbe({"p2p", "--ranks", "2"}, {"CONDUIT_DEVICE_SYNC=events"});
+  EXPECT_TRUE(Passed(events)) << events.Output();
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// Two programs on one host, one on the asynchronous path and one on the event-ordered
+// path (which stages its buffers, so conduitd sees host memory), in one communicator of 4
+// ranks: the ring meets every pairing. 0->1: device to device; 1->2: a device send into a
+// staged receive (the sender's GPU copies it out); 2->3: staged on both sides; 3->0: a
+// staged send into a device receive, through pinned memory. Every result is right.
+TEST_F(DeviceDoubleTest, PointToPointBetweenAsynchronousAndEventOrderedPrograms) {
+  const std::string id_file = cluster_->NewIdFile();
+  Subprocess& async = cluster_->Launch(0, "device_probe", HostsProbeArgs(4, 0, id_file, true), ProbeEnv());
+  Subprocess& events =
+      cluster_->Launch(0, "device_probe", HostsProbeArgs(4, 2, id_file, true), ProbeEnv({"CONDUIT_DEVICE_SYNC=events"}));
+  const bool lingering = Cluster::WaitForOutput(async, "lingering", kProbeDeadline) &&
+                         Cluster::WaitForOutput(events, "lingering", kProbeDeadline);
+  EXPECT_TRUE(lingering) << async.Output() << events.Output() << cluster_->Describe();
+  if (lingering) {
+    const P2pBytes bytes = DeviceP2pBytes(*cluster_, 0);
+    EXPECT_EQ(bytes.direct, kProbeBlockBytes);            // into rank 1
+    EXPECT_EQ(bytes.through_host, 2 * kProbeBlockBytes);  // into ranks 2 and 0
+  }
+  Finish(async);
+  Finish(events);
+  EXPECT_TRUE(Passed(async)) << async.Output();
   EXPECT_TRUE(Passed(events)) << events.Output();
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }

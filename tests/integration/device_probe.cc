@@ -28,9 +28,10 @@
 //       meanwhile); with --inputs vmm the inputs are virtual-memory-managed allocations.
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
-//   device_probe p2p [--ranks N]            point-to-point on device buffers (N ranks here):
-//       a ring of sends and receives in one group, and ncclAlltoAll, inputs still being
-//       computed when the calls are made. (The hosts mode runs the ring across hosts.)
+//   device_probe p2p [--ranks N] [--linger-ms M]   point-to-point on device buffers (N ranks
+//       here): a ring of sends and receives in one group, and ncclAlltoAll, inputs still
+//       being computed when the calls are made; then, as hosts does, it may linger. (The
+//       hosts mode runs the ring across hosts.)
 //   device_probe vmm                        two ranks on virtual-memory-managed buffers laid
 //       out as PyTorch's expandable segments: mapped in conduitd from file descriptors,
 //       buffers across two allocations and allocations that cannot be exported staged,
@@ -535,7 +536,15 @@ void AlltoAll(const Ranks& r, const std::vector<float*>& send, const std::vector
   }
 }
 
-int P2p(int nranks) {
+// Keeps the communicators `linger_ms` (a test reads conduitd's view of them meanwhile).
+void Linger(int linger_ms) {
+  if (linger_ms <= 0) return;
+  std::printf("device_probe: lingering %d ms\n", linger_ms);
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
+}
+
+int P2p(int nranks, int linger_ms) {
   Ranks r = AllHere(nranks);
   std::vector<float*> send(nranks), recv(nranks);
   for (int i = 0; i < nranks; ++i) {
@@ -551,6 +560,10 @@ int P2p(int nranks) {
   // A collective after point-to-point groups on the same streams, and the ring again.
   AllReduceSum(r, send, recv, "all-reduce after point-to-point");
   Ring(r, send, recv, "after a collective");
+  // The ring in place: each rank receives into the buffer it sends from, so conduitd takes
+  // it through host memory (a receive must not overwrite bytes a peer has yet to read).
+  Ring(r, send, send, "in place");
+  Linger(linger_ms);
   for (int i = 0; i < nranks; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
   return g_failures == 0 ? 0 : 1;
 }
@@ -584,11 +597,7 @@ int Hosts(int nranks, int base, int local, const std::string& id_file, int linge
   AllGather(r, send, recv);
   OtherCollectives(r, send, recv);
   Ring(r, send, recv, "across hosts");
-  if (linger_ms > 0) {  // the communicators stay, so a test can read conduitd's trace of them
-    std::printf("device_probe: lingering %d ms\n", linger_ms);
-    std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
-  }
+  Linger(linger_ms);  // the communicators stay, so a test can read conduitd's trace of them
   for (int i = 0; i < local; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
   return g_failures == 0 ? 0 : 1;
 }
@@ -1054,7 +1063,7 @@ int main(int argc, char** argv) {
   } else if (mode == "vmm") {
     rc = Vmm();
   } else if (mode == "p2p") {
-    rc = P2p(std::atoi(Arg(argc, argv, "--ranks", "3")));
+    rc = P2p(std::atoi(Arg(argc, argv, "--ranks", "3")), std::atoi(Arg(argc, argv, "--linger-ms", "0")));
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;

@@ -122,5 +122,65 @@ TEST(Mailbox, ASenderGivingUpWaitsOutACopyUnderWay) {
   printf("%d delivered, %d withdrawn\n", delivered, withdrawn);
 }
 
+// A local send of device memory (DeviceSource) is handed to the receive that can take it:
+// the sender waits past its own deadline while the taker copies, and hears the taker's
+// outcome; the mapping the message holds lives as long as the message.
+TEST(Mailbox, ATakenDeviceSendEndsWithItsTakersOutcome) {
+  for (bool copied : {true, false}) {
+    Mailbox box;
+    auto mapping = std::make_shared<int>(7);
+    auto source = std::make_shared<DeviceSource>();
+    source->ptr = 0x1000;
+    source->device = 0;
+    source->keep.push_back(mapping);
+    auto ticket = std::make_shared<SendTicket>();
+    box.PostLocalDevice(0, 1, source, 256, ticket);
+    source.reset();
+    TakenMessage taken;
+    ASSERT_TRUE(box.Take(0, 1, nullptr, 256, Deadline::AfterMs(1000), &taken).ok());
+    ASSERT_TRUE(taken.device);
+    EXPECT_EQ(taken.device->ptr, 0x1000u);
+    EXPECT_EQ(taken.device->keep.size(), 1u);
+    Status sent;
+    std::thread sender([&] { sent = box.WaitSent(ticket, Deadline::AfterMs(1)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the taker's copy, past the sender's deadline
+    box.Complete(taken.ticket, copied ? Status::Ok() : RemoteError("the copy failed"));
+    sender.join();
+    EXPECT_EQ(sent.ok(), copied) << sent.message();
+    taken = TakenMessage{};
+    EXPECT_EQ(mapping.use_count(), 1) << "the message let go of the sender's mapping";
+  }
+}
+
+// A receive that cannot take device memory (Receive) fails both sides with a clear error,
+// and so does a length mismatch; an untaken device send times out and is withdrawn.
+TEST(Mailbox, DeviceSendsReachOnlyReceivesThatTakeThem) {
+  Mailbox box;
+  auto source = std::make_shared<DeviceSource>();
+  auto ticket = std::make_shared<SendTicket>();
+  box.PostLocalDevice(0, 1, source, 64, ticket);
+  std::vector<uint8_t> out(64);
+  Status st = box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("device memory"), std::string::npos) << st.message();
+  EXPECT_FALSE(box.WaitSent(ticket, Deadline::AfterMs(1000)).ok());
+
+  auto mismatch = std::make_shared<SendTicket>();
+  box.PostLocalDevice(0, 1, source, 64, mismatch);
+  TakenMessage taken;
+  st = box.Take(0, 1, out.data(), 32, Deadline::AfterMs(1000), &taken);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("sent 64 bytes"), std::string::npos) << st.message();
+  EXPECT_FALSE(taken.device);
+  EXPECT_FALSE(box.WaitSent(mismatch, Deadline::AfterMs(1000)).ok());
+
+  auto unread = std::make_shared<SendTicket>();
+  box.PostLocalDevice(0, 1, source, 64, unread);
+  st = box.WaitSent(unread, Deadline::AfterMs(10));
+  EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.message();
+  EXPECT_EQ(source.use_count(), 1) << "the withdrawn message still holds the source";
+  EXPECT_FALSE(box.Take(0, 1, out.data(), 64, Deadline::AfterMs(10), &taken).ok()) << "nothing left to take";
+}
+
 }  // namespace
 }  // namespace conduit
