@@ -2,7 +2,10 @@
 
 Each rank is `python3 SCRIPT ARGS...` with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
 MASTER_PORT set (a free local port), and LD_PRELOAD=shim when one is given: a preload must
-be in the environment a process starts with. Shared by the scripts of tools/gpu/.
+be in the environment a process starts with. With CONDUIT_SOCKETS (a comma list of conduitd
+sockets, one daemon per "host"), the ranks are split between them in order, each rank's
+CONDUIT_SOCKET its share's: daemons on one machine standing for hosts (tools/gpu-check,
+step 7). Shared by the scripts of tools/gpu/.
 """
 import argparse
 import os
@@ -24,6 +27,9 @@ def rank_env(rank, world, port, shim="", **extra):
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1", **extra)
     if shim:
         env["LD_PRELOAD"] = os.path.abspath(shim)
+    sockets = [s for s in os.environ.get("CONDUIT_SOCKETS", "").split(",") if s]
+    if sockets:
+        env["CONDUIT_SOCKET"] = sockets[rank * len(sockets) // world]
     return env
 
 
