@@ -368,6 +368,31 @@ TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
   EXPECT_EQ(AdminCall(cluster, 0, "GET", "/v1/status").status, 200) << "the new daemon does not answer";
 }
 
+// The point-to-point counts of a communicator (device to device, through host memory) go
+// on in the daemon that takes over in a live upgrade rather than starting again at 0.
+TEST(DeviceDoubleUpgradeTest, PointToPointCountsMoveToTheNewDaemon) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = DeviceDoubleTest::Config();
+  config.daemon_wrapper = DaemonWithTheDouble();
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  Subprocess& p = cluster.Launch(
+      0, "device_probe",
+      {Cluster::BinPath("device_probe"), "p2p", "--ranks", "2", "--linger-ms", std::to_string(kLinger.count())},
+      ProbeEnv());
+  ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster.Describe();
+  const P2pBytes before = DeviceP2pBytes(cluster, 0);
+  EXPECT_GT(before.direct, 0u);
+  EXPECT_GT(before.through_host, 0u);
+  AdminAnswer a = AdminCall(cluster, 0, "POST", "/v1/upgrade", "{}");
+  ASSERT_EQ(a.status, 200) << a.text << "\n" << cluster.Describe();
+  const P2pBytes after = DeviceP2pBytes(cluster, 0);
+  EXPECT_EQ(after.direct, before.direct);
+  EXPECT_EQ(after.through_host, before.through_host);
+  ASSERT_TRUE(p.Wait(kProbeDeadline)) << "device_probe hung\n" << cluster.Describe();
+  EXPECT_TRUE(Passed(p)) << p.Output() << cluster.Describe();
+}
+
 // The shim's CUDA will not open conduitd's done event (the event-ordered path): the call
 // that meets it waits on the host until conduitd's work has run (DeviceDrain) and later
 // calls stage, with one warning; every result is right.
