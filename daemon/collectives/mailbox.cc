@@ -35,10 +35,6 @@ void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
   cv_.notify_all();
 }
 
-Status Mailbox::Receive(int src, int dst, uint8_t* out, size_t len, Deadline deadline) {
-  return Take(src, dst, out, len, deadline, nullptr);
-}
-
 Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken) {
   std::unique_lock<std::mutex> lock(mu_);
   auto& queue = queues_[{src, dst}];

@@ -68,11 +68,10 @@ class Mailbox {
   // A message that arrived from another daemon.
   void PostRemote(int src, int dst, std::vector<uint8_t> bytes);
   // Copies the next message from src to dst into `out`; its length must equal `len`. A
-  // device message fails here (a receive that can take one uses Take).
-  Status Receive(int src, int dst, uint8_t* out, size_t len, Deadline deadline);
-  // The same, except that a device message of the right length is handed to the caller in
-  // *taken with its ticket taken: the sender waits until the caller's Complete, which
-  // must follow on every path (the sender's mapping stays valid until then).
+  // device message of the right length is handed to the caller in *taken with its ticket
+  // taken: the sender waits until the caller's Complete, which must follow on every path
+  // (the sender's mapping stays valid until then). With `taken` null (a receiver that
+  // cannot take device memory) a device message fails.
   Status Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken);
   // Ends a taken device message's send with `status`.
   void Complete(const std::shared_ptr<SendTicket>& ticket, const Status& status);

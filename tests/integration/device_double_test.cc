@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -330,18 +331,28 @@ TEST(DeviceDoubleEventsTest, EventsTheDaemonCannotOpenAreStaged) {
   EXPECT_NE(run.daemon.find("it stages them through host memory instead"), std::string::npos) << run.daemon;
 }
 
+// A live upgrade replaces the daemon, so each of these tests gets a cluster of its own,
+// started fresh, instead of the suite's shared one.
+class DeviceDoubleUpgradeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CONDUIT_SKIP_UNLESS_CLUSTER();
+    ClusterConfig config = DeviceDoubleTest::Config();
+    config.daemon_wrapper = DaemonWithTheDouble();
+    cluster_ = std::make_unique<Cluster>(config);
+    CONDUIT_START_CLUSTER(*cluster_);
+  }
+  std::unique_ptr<Cluster> cluster_;
+};
+
 // A live upgrade under a program running all-reduces on its device buffers through the
 // asynchronous path: each daemon stops its sessions once their accepted groups have run
 // and its stream has drained, hands over the registrations (the inputs' virtual-memory
 // allocations with their file descriptors, the outputs' IPC handles), and the new process
 // maps the program's buffers again. The program sees no error and every result is right,
 // through two upgrades.
-TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
-  CONDUIT_SKIP_UNLESS_CLUSTER();
-  ClusterConfig config = DeviceDoubleTest::Config();
-  config.daemon_wrapper = DaemonWithTheDouble();
-  Cluster cluster(config);
-  CONDUIT_START_CLUSTER(cluster);
+TEST_F(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
+  Cluster& cluster = *cluster_;
   const std::string stop_file = cluster.dir() + "/stop-loop";
   Subprocess& p = cluster.Launch(0, "device_probe",
                                  {Cluster::BinPath("device_probe"), "loop", "--ranks", "2", "--inputs", "vmm",
@@ -370,12 +381,8 @@ TEST(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
 
 // The point-to-point counts of a communicator (device to device, through host memory) go
 // on in the daemon that takes over in a live upgrade rather than starting again at 0.
-TEST(DeviceDoubleUpgradeTest, PointToPointCountsMoveToTheNewDaemon) {
-  CONDUIT_SKIP_UNLESS_CLUSTER();
-  ClusterConfig config = DeviceDoubleTest::Config();
-  config.daemon_wrapper = DaemonWithTheDouble();
-  Cluster cluster(config);
-  CONDUIT_START_CLUSTER(cluster);
+TEST_F(DeviceDoubleUpgradeTest, PointToPointCountsMoveToTheNewDaemon) {
+  Cluster& cluster = *cluster_;
   Subprocess& p = cluster.Launch(
       0, "device_probe",
       {Cluster::BinPath("device_probe"), "p2p", "--ranks", "2", "--linger-ms", std::to_string(kLinger.count())},

@@ -52,7 +52,7 @@ TEST(Mailbox, ASendThatTimesOutIsWithdrawnAndTheNextOneIsDeliveredInstead) {
   auto next = std::make_shared<SendTicket>();
   box.PostLocal(0, 1, second.data(), 4096, next);
   std::vector<uint8_t> out(4096, 0);
-  ASSERT_TRUE(box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(box.Take(0, 1, out.data(), out.size(), Deadline::AfterMs(1000), nullptr).ok());
   EXPECT_EQ(out[0], 0x55);
   EXPECT_EQ(out[4095], 0x55);
   EXPECT_TRUE(box.WaitSent(next, Deadline::AfterMs(1000)).ok());
@@ -69,8 +69,8 @@ TEST(Mailbox, AFailedMailboxDropsLocalSendsAndDeliversNothing) {
   EXPECT_EQ(st.message(), "rank 3 exited");
   sent.Unmap();
   std::vector<uint8_t> out(4096, 0);
-  EXPECT_EQ(box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000)).message(), "rank 3 exited");
-  EXPECT_EQ(box.Receive(2, 1, out.data(), 16, Deadline::AfterMs(1000)).message(), "rank 3 exited");
+  EXPECT_EQ(box.Take(0, 1, out.data(), out.size(), Deadline::AfterMs(1000), nullptr).message(), "rank 3 exited");
+  EXPECT_EQ(box.Take(2, 1, out.data(), 16, Deadline::AfterMs(1000), nullptr).message(), "rank 3 exited");
   EXPECT_EQ(out[0], 0);
   // A send posted after the failure hears it at once.
   auto late = std::make_shared<SendTicket>();
@@ -83,10 +83,10 @@ TEST(Mailbox, ALengthMismatchFailsBothSidesAndLeavesNothingQueued) {
   std::vector<uint8_t> in(64, 7), out(32, 0);
   auto ticket = std::make_shared<SendTicket>();
   box.PostLocal(0, 1, in.data(), in.size(), ticket);
-  Status recv = box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000));
+  Status recv = box.Take(0, 1, out.data(), out.size(), Deadline::AfterMs(1000), nullptr);
   EXPECT_EQ(recv.code(), ncclInvalidUsage) << recv.message();
   EXPECT_EQ(box.WaitSent(ticket, Deadline::AfterMs(1000)).code(), ncclInvalidUsage);
-  EXPECT_FALSE(box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(10)).ok()) << "nothing is left queued";
+  EXPECT_FALSE(box.Take(0, 1, out.data(), out.size(), Deadline::AfterMs(10), nullptr).ok()) << "nothing is left queued";
 }
 
 // The sender gives up (deadline 0-1 ms) while a receiver may be copying: whichever wins,
@@ -105,7 +105,7 @@ TEST(Mailbox, ASenderGivingUpWaitsOutACopyUnderWay) {
     // The receiver comes 0-750 us late, so both outcomes happen.
     std::thread receiver([&] {
       std::this_thread::sleep_for(std::chrono::microseconds(250 * (round % 4)));
-      received = box.Receive(0, 1, out.data(), kBytes, Deadline::AfterMs(1));
+      received = box.Take(0, 1, out.data(), kBytes, Deadline::AfterMs(1), nullptr);
     });
     Status st = box.WaitSent(ticket, Deadline::AfterMs(round % 3 == 0 ? 0 : 1));
     sent.Unmap();
@@ -152,15 +152,16 @@ TEST(Mailbox, ATakenDeviceSendEndsWithItsTakersOutcome) {
   }
 }
 
-// A receive that cannot take device memory (Receive) fails both sides with a clear error,
-// and so does a length mismatch; an untaken device send times out and is withdrawn.
+// A receive that cannot take device memory (Take with no TakenMessage) fails both sides
+// with a clear error, and so does a length mismatch; an untaken device send times out and
+// is withdrawn.
 TEST(Mailbox, DeviceSendsReachOnlyReceivesThatTakeThem) {
   Mailbox box;
   auto source = std::make_shared<DeviceSource>();
   auto ticket = std::make_shared<SendTicket>();
   box.PostLocalDevice(0, 1, source, 64, ticket);
   std::vector<uint8_t> out(64);
-  Status st = box.Receive(0, 1, out.data(), out.size(), Deadline::AfterMs(1000));
+  Status st = box.Take(0, 1, out.data(), out.size(), Deadline::AfterMs(1000), nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("device memory"), std::string::npos) << st.message();
   EXPECT_FALSE(box.WaitSent(ticket, Deadline::AfterMs(1000)).ok());
