@@ -192,7 +192,7 @@ Status Communicator::FromHandover(HandedComm in, std::string my_addr, CommOption
           CollLink{std::make_unique<TcpLink>(std::move(l.collective), peer), l.path, l.local_ip, l.epoch, nullptr};
       c.handed_p2p_[l.host] = std::make_unique<TcpLink>(std::move(l.p2p), peer);
     }
-    for (ArrivedMessage& m : in.messages) c.mailbox_.PostRemote(m.src, m.dst, std::move(m.bytes));
+    for (ArrivedMessage& m : in.messages) c.mailbox_.RestoreArrived(std::move(m));
   }
   *out = std::move(comm);
   return Status::Ok();

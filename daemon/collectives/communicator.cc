@@ -208,6 +208,19 @@ void Communicator::Abort(const Status& reason, bool tell_peers) {
   mailbox_.Fail(reason);
 }
 
+Status Communicator::AbortWithFirstReason(const Status& st, std::unique_lock<std::mutex>& lock) {
+  // A peer that found the failure (a host calling a different collective, a rank that
+  // died, a receiver out of room) says why in an abort notice, which may trail the closed
+  // link we saw.
+  if (st.code() != ncclInvalidUsage) {
+    cv_.wait_for(lock, std::chrono::milliseconds(kAbortReasonWaitMs), [this] { return !failed_.ok(); });
+  }
+  lock.unlock();
+  Abort(st);
+  lock.lock();
+  return failed_;  // the first reason, ours or a peer's
+}
+
 void Communicator::Leave(int rank, bool graceful) {
   if (!graceful) {
     Abort(RemoteError("rank %d exited or disconnected from daemon %s without destroying the communicator", rank,
@@ -349,7 +362,10 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     Status st = FinishDeviceRecvs(ops, context, device_p2p);
     if (!st.ok()) first = st;
   }
-  if (!first.ok() && first.code() != ncclInvalidUsage) Abort(first);
+  if (!first.ok() && first.code() != ncclInvalidUsage) {
+    std::unique_lock<std::mutex> lock(mu_);
+    first = AbortWithFirstReason(first, lock);
+  }
   if (first.ok() && ran_on_device && context.done_event != nullptr) {
     // device_ exists (the collective that created it ran) and is replaced only by ~Communicator.
     std::lock_guard<std::mutex> lock(mu_);
@@ -393,8 +409,10 @@ Status Communicator::SendP2p(int rank, const uint8_t* data, const shimproto::OpD
   return p2p_.SendMessage(host, rank, op.peer, data, bytes, OpDeadline());
 }
 
-void Communicator::OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) {
-  mailbox_.PostRemote(src, dst, std::move(bytes));
+Status Communicator::OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) {
+  // Half the timeout: a sender blocked behind this wait times out after the whole of it,
+  // so the abort that says why (sent to every peer) comes from here first.
+  return mailbox_.PostRemote(src, dst, std::move(bytes), Deadline::AfterMs(options_.timeout_ms / 2));
 }
 
 void Communicator::OnPeerAborted(const Status& why) { Abort(why, /*tell_peers=*/false); }
@@ -478,17 +496,7 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
                          e.what());
       }
       lock.lock();
-      if (!st.ok()) {
-        // A peer that found the failure (a host calling a different collective, a rank that
-        // died) says why in an abort notice, which may trail the closed link we saw.
-        if (st.code() != ncclInvalidUsage) {
-          cv_.wait_for(lock, std::chrono::milliseconds(kAbortReasonWaitMs), [this] { return !failed_.ok(); });
-        }
-        lock.unlock();
-        Abort(st);
-        lock.lock();
-        st = failed_;  // the first reason, ours or a peer's
-      }
+      if (!st.ok()) st = AbortWithFirstReason(st, lock);
       queue_.Finish();
       for (CollRequest* r : batch) {
         r->done = true;

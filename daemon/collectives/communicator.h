@@ -70,6 +70,9 @@ struct CommOptions {
   // Point-to-point on device buffers between ranks of this daemon: the receiver's GPU
   // copies from the sender's buffer (false: both through pinned host memory).
   bool device_p2p_direct = true;
+  // The bytes of point-to-point messages from other hosts that may wait for their receives
+  // here (Mailbox): over it, the links they come on wait.
+  uint64_t p2p_queue_bytes = uint64_t{1} << 30;
   // The collective message versions this daemon speaks (protocol/peer_protocol.h): a root
   // chooses a communicator's version from its members' and its own.
   VersionRange protocol_versions{peerproto::kCollectiveVersionBeforeNegotiation,
@@ -209,6 +212,10 @@ class Communicator final : private PeerChannel::Handler {
   }
   const CommOptions& options() const { return options_; }
   const CommStats& stats() const { return stats_; }
+  // Point-to-point bytes from other hosts waiting here for their receives (Mailbox): now,
+  // and the most at once.
+  uint64_t p2p_waiting_bytes() const { return mailbox_.remote_bytes(); }
+  uint64_t p2p_waiting_peak_bytes() const { return mailbox_.remote_peak_bytes(); }
   // Collectives launched so far (the next one's sequence number).
   uint64_t collective_seq() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -336,11 +343,15 @@ class Communicator final : private PeerChannel::Handler {
   // `data`: the op's bytes (in the segment, or in pinned memory for a device op).
   Status SendP2p(int rank, const uint8_t* data, const shimproto::OpDesc& op, std::shared_ptr<SendTicket>* ticket);
   void Abort(const Status& reason, bool tell_peers);
+  // Aborts after `st` failed an operation, but first gives a peer's abort notice a moment
+  // to arrive (unless `st` is the caller's misuse); returns the reason that won. `lock`
+  // holds mu_, on entry and on return.
+  Status AbortWithFirstReason(const Status& st, std::unique_lock<std::mutex>& lock);
   // Sends kAbort with the reason on every p2p link (bounded, best effort).
   void TellPeersAborted(const Status& reason);
 
   // PeerChannel::Handler: what the p2p channel's readers deliver.
-  void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
+  Status OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
   // A reconfiguration message from a peer daemon (reconfig.cc).
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override;
   void OnPeerAborted(const Status& why) override;
@@ -385,7 +396,7 @@ class Communicator final : private PeerChannel::Handler {
   bool handover_pending_ = false;
   std::atomic<bool> closing_{false};
 
-  Mailbox mailbox_;
+  Mailbox mailbox_{options_.p2p_queue_bytes};
   CommStats stats_;
   uint64_t coll_seq_ = 0;  // collectives launched; advanced under mu_ when a batch starts
 

@@ -1,5 +1,6 @@
 #include "collectives/mailbox.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace conduit {
@@ -27,12 +28,48 @@ void Mailbox::PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSour
   cv_.notify_all();
 }
 
-void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
+Status Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes, Deadline deadline) {
+  const uint64_t cost = bytes.size() + kRemoteEntryBytes;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (!failed_.ok()) return failed_;
+    if (remote_bytes_ == 0 || remote_bytes_ + cost <= remote_cap_) break;
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && failed_.ok() && remote_bytes_ != 0 &&
+        remote_bytes_ + cost > remote_cap_) {
+      return Status(StatusCode::kResourceExhausted,
+                    "rank " + std::to_string(src) + " sent rank " + std::to_string(dst) + " " +
+                        std::to_string(bytes.size()) + " bytes, but " + std::to_string(remote_bytes_) +
+                        " bytes from other hosts already wait unreceived here (at most " +
+                        std::to_string(remote_cap_) + ", conduitd --p2p-queue-bytes) and no receive made room " +
+                        "in time: a rank sends more than its peer receives");
+    }
+  }
+  QueueRemote(src, dst, std::move(bytes));
+  return Status::Ok();
+}
+
+void Mailbox::RestoreArrived(ArrivedMessage message) {
   std::lock_guard<std::mutex> lock(mu_);
+  QueueRemote(message.src, message.dst, std::move(message.bytes));
+}
+
+void Mailbox::QueueRemote(int src, int dst, std::vector<uint8_t> bytes) {
+  remote_bytes_ += bytes.size() + kRemoteEntryBytes;
+  remote_peak_ = std::max(remote_peak_, remote_bytes_);
   Message m{nullptr, bytes.size(), std::move(bytes), nullptr, nullptr};
   m.data = m.owned.data();
   queues_[{src, dst}].push_back(std::move(m));
   cv_.notify_all();
+}
+
+uint64_t Mailbox::remote_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return remote_bytes_;
+}
+
+uint64_t Mailbox::remote_peak_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return remote_peak_;
 }
 
 Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken) {
@@ -64,6 +101,10 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
     lock.unlock();
     memcpy(out, m.data, len);
     lock.lock();
+  }
+  if (!m.ticket) {  // from another daemon (local sends all have tickets): its room is free
+    remote_bytes_ -= m.len + kRemoteEntryBytes;
+    cv_.notify_all();
   }
   if (m.ticket) {
     m.ticket->done = true;

@@ -10,6 +10,13 @@
 // local message never outlives its send: a send that fails or times out withdraws its
 // message (waiting out a copy already under way), and a failed mailbox drops every local
 // message and delivers nothing more.
+//
+// A message from another daemon was sent as soon as it was written (its sender does not
+// wait for the receive), so what arrived and waits here is capped: a program that sends
+// and never receives, or another host that floods, would otherwise grow the daemon without
+// bound. Over the cap, PostRemote waits for receives to make room; the link it reads from
+// waits with it, and TCP makes the sender wait in turn, as NCCL's sends wait for their
+// receives.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 #define CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 
@@ -60,13 +67,31 @@ struct ArrivedMessage {
 
 class Mailbox {
  public:
+  // What a message from another daemon counts against the cap beyond its bytes: its queue
+  // entry, so that empty messages cannot pile up uncounted.
+  static constexpr uint64_t kRemoteEntryBytes = 64;
+
+  // `remote_cap`: the bytes of messages from other daemons that may wait unreceived (with
+  // kRemoteEntryBytes each). One message larger than the cap still comes in when nothing
+  // else waits.
+  explicit Mailbox(uint64_t remote_cap = uint64_t{1} << 30) : remote_cap_(remote_cap) {}
+
   // A local rank's message; `ticket` is signalled when a receiver consumed it.
   void PostLocal(int src, int dst, const uint8_t* data, size_t len, std::shared_ptr<SendTicket> ticket);
   // A local rank's send of `len` bytes of device memory (DeviceSource).
   void PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSource> source, size_t len,
                        std::shared_ptr<SendTicket> ticket);
-  // A message that arrived from another daemon.
-  void PostRemote(int src, int dst, std::vector<uint8_t> bytes);
+  // A message that arrived from another daemon. Waits until it fits under the cap (or
+  // nothing else waits); fails when the mailbox failed or the deadline passed first, and
+  // then the message is dropped.
+  Status PostRemote(int src, int dst, std::vector<uint8_t> bytes, Deadline deadline);
+  // Puts back a message handed over in a live upgrade, whatever the cap (it was under the
+  // old daemon's).
+  void RestoreArrived(ArrivedMessage message);
+  // The bytes of messages from other daemons that wait here (kRemoteEntryBytes each
+  // included), and the most that ever did at once.
+  uint64_t remote_bytes() const;
+  uint64_t remote_peak_bytes() const;
   // Copies the next message from src to dst into `out`; its length must equal `len`. A
   // device message of the right length is handed to the caller in *taken with its ticket
   // taken: the sender waits until the caller's Complete, which must follow on every path
@@ -96,10 +121,15 @@ class Mailbox {
 
   // Removes the queued message of `ticket`, if it is still queued. Under mu_.
   void Withdraw(const std::shared_ptr<SendTicket>& ticket);
+  // Queues a message from another daemon. Under mu_.
+  void QueueRemote(int src, int dst, std::vector<uint8_t> bytes);
 
-  std::mutex mu_;
+  const uint64_t remote_cap_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<int, int>, std::deque<Message>> queues_;
+  uint64_t remote_bytes_ = 0;  // of the queued messages from other daemons
+  uint64_t remote_peak_ = 0;
   Status failed_;
 };
 

@@ -253,7 +253,7 @@ Status PeerChannel::Read(int host, Link* link) {
       bytes.resize(at + piece);
       CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data() + at, piece}}, rest));
     }
-    handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes));
+    CONDUIT_RETURN_IF_ERROR(handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes)));
   }
 }
 

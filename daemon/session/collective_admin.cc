@@ -93,6 +93,10 @@ Json Describe(const Communicator& comm) {
   p2p["direct_bytes"] = s.device_p2p_bytes(true);
   p2p["through_host_bytes"] = s.device_p2p_bytes(false);
   c["device_p2p"] = std::move(p2p);
+  Json waiting = Json::Object();
+  waiting["bytes"] = comm.p2p_waiting_bytes();
+  waiting["peak_bytes"] = comm.p2p_waiting_peak_bytes();
+  c["p2p_waiting"] = std::move(waiting);
   c["next_seq"] = comm.collective_seq();
   Status failure = comm.failure();
   c["failure"] = failure.ok() ? Json() : Json(failure.message());
@@ -108,6 +112,7 @@ Json Describe(const Communicator& comm) {
     options["rh_max_bytes"] = rh.has_value() ? Json(*rh) : Json();
   }
   options["chunk_bytes"] = comm.options().chunk_bytes;
+  options["p2p_queue_bytes"] = comm.options().p2p_queue_bytes;
   options["timeout_ms"] = comm.options().timeout_ms;
   c["options"] = std::move(options);
   return c;
@@ -200,6 +205,12 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
       w.Sample("conduit_device_p2p_bytes_total", {{"comm", CommKeyShort(c->key())}, {"path", direct ? "direct" : "through_host"}},
                static_cast<double>(c->stats().device_p2p_bytes(direct)));
     }
+  }
+  w.Family("conduit_p2p_waiting_bytes", "gauge",
+           "Bytes of point-to-point sends from other hosts waiting here for their receives, per communicator "
+           "(at most conduitd --p2p-queue-bytes, but for one larger message).");
+  for (auto& c : comms) {
+    w.Sample("conduit_p2p_waiting_bytes", {{"comm", CommKeyShort(c->key())}}, static_cast<double>(c->p2p_waiting_bytes()));
   }
   w.Family("conduit_comm_config_epoch", "gauge", "Configuration epoch each communicator runs with (0: as created).");
   for (auto& c : comms) {

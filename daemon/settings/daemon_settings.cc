@@ -221,6 +221,13 @@ std::vector<SettingSpec> MakeSpecs() {
          s.comm.device_p2p_direct = v == "direct";
          return Refused(v == "direct" || v == "host", "must be direct or host");
        }},
+      {.name = "p2p-queue-bytes",
+       .value_name = "N",
+       .default_value = std::to_string(uint64_t{1} << 30),
+       .help = "point-to-point: how many bytes sent from other hosts may wait here for their receives, per "
+               "communicator; over it the sending ranks wait (as NCCL's sends wait for receives), and fail "
+               "when no receive makes room within half of --timeout-ms",
+       .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.p2p_queue_bytes); }},
       {.name = "busy-poll-us",
        .value_name = "N",
        .default_note = std::to_string(kDefaultBusyPollMicros) + "; 0 on one CPU",

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "coll_dtype.h"
 #include "coll_nccl_util.h"
@@ -20,7 +21,7 @@ bool IsRooted(const std::string& coll) {
   return coll == "broadcast" || coll == "reduce" || coll == "gather" || coll == "scatter";
 }
 // NCCL defines no in-place form for all-to-all exchanges.
-bool HasInPlace(const std::string& coll) { return coll != "alltoall" && coll != "sendrecv"; }
+bool HasInPlace(const std::string& coll) { return coll != "alltoall" && coll != "sendrecv" && coll != "backlog"; }
 
 ncclRedOp_t BuiltinOp(Op op) {
   switch (op) {
@@ -207,6 +208,7 @@ void CaseRunner::RunColl(const std::string& coll, ncclDataType_t type, Op op, si
     SendRecvRing(p, desc + " ring", count);
     if (!result_.aborted) SendRecvAllPairs(p, desc + " all-pairs", count);
   }
+  if (coll == "backlog") Backlog(p, desc, count);
   if (IsRooted(coll)) {
     for (int root : Roots()) {
       if (result_.aborted) break;
@@ -301,6 +303,32 @@ void CaseRunner::SendRecvAllPairs(const Pattern& p, const std::string& d, size_t
   ncclResult_t e = ncclGroupEnd();
   if (!Call(d + ": ncclSend/ncclRecv", first_err) || !Call(d + ": ncclGroupEnd", e)) return;
   Check(d, p, recv.data(), n * nranks_, [&](size_t i) { return p.Copy(static_cast<int>(i / n), rank_ * n + i % n); });
+}
+
+// Sends that run ahead of their receives: rank 0's sends to the last rank all return
+// before that rank receives any (the daemons keep them, up to their cap), then it takes
+// them in order and checks each.
+void CaseRunner::Backlog(const Pattern& p, const std::string& d, size_t n) {
+  const int last = nranks_ - 1, k = opt_.messages;
+  ncclDataType_t dt = p.type().type;
+  if (rank_ == 0 && last != 0) {
+    Buffer send = Alloc(p, n);
+    for (int i = 0; i < k; ++i) {
+      p.Fill(send.data(), 0, static_cast<size_t>(i) * n, n);
+      if (!Call(d + ": ncclSend " + std::to_string(i), ncclSend(send.data(), n, dt, last, comm_, NoStream()))) return;
+    }
+    ++result_.passed;
+  } else if (rank_ == last && last != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(opt_.hold_ms));
+    Buffer recv = Alloc(p, n);
+    for (int i = 0; i < k; ++i) {
+      const std::string what = d + " message " + std::to_string(i);
+      if (!Call(what + ": ncclRecv", ncclRecv(recv.data(), n, dt, 0, comm_, NoStream()))) return;
+      Check(what, p, recv.data(), n, [&](size_t e) { return p.Copy(0, static_cast<size_t>(i) * n + e); });
+    }
+  } else {
+    ++result_.passed;
+  }
 }
 
 void CaseRunner::Gather(const Pattern& p, const std::string& d, int root, size_t n, bool inplace) {

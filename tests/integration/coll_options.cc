@@ -11,15 +11,17 @@ namespace {
 
 const char kUsage[] =
     "usage: coll_check --rank R --nranks N --id-file PATH [--threads T]\n"
-    "  [--colls allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall,gather,scatter,split]\n"
+    "  [--colls allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall,gather,scatter,split,backlog]\n"
     "  [--types all|float,int8,...] [--ops all|sum,prod,max,min,avg,premulsum]\n"
     "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S [--stop-file F]]\n"
     "  [--seed S] [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
-    "  [--mem-alloc] [--verbose]\n"
-    "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n";
+    "  [--mem-alloc] [--messages K] [--verbose]\n"
+    "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n"
+    "backlog (not in the default list): rank 0 sends the last rank K messages (--messages, 8), one\n"
+    "  ncclSend each; the last rank receives them only after --hold-ms\n";
 
 const char* const kAllColls[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-                                 "sendrecv",  "alltoall",  "gather", "scatter",   "split"};
+                                 "sendrecv",  "alltoall",  "gather", "scatter",   "split", "backlog"};
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -150,6 +152,8 @@ bool ParseOptions(int argc, char** argv, Options* opt) {
       opt->linger_ms = std::atoi(v.c_str());
     } else if (a == "--max-seconds") {
       opt->max_seconds = std::atoi(v.c_str());
+    } else if (a == "--messages") {
+      opt->messages = std::atoi(v.c_str());
     } else if (a == "--error-count") {
       opt->error_count = std::strtoull(v.c_str(), nullptr, 10);
     } else {

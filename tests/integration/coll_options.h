@@ -41,7 +41,8 @@ struct Options {
   std::string stop_file;  // with seconds: also stop once this file exists (a test says when)
   uint64_t seed = 1;
   bool expect_error = false;
-  int hold_ms = 0;
+  int hold_ms = 0;  // --expect-error: between calls; backlog: before the receives
+  int messages = 8;  // backlog: how many
   int linger_ms = 0;  // after the checks, keep the communicator this long (its trace stays readable)
   int max_seconds = 120;  // --expect-error gives up (exit 3) after this long without an error
   size_t error_count = 1024;  // --expect-error's allreduce, in floats (>= 256K: streamed copies)

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "admin_call.h"
 #include "coll_run.h"
 #include "integration_env.h"
 
@@ -61,6 +62,62 @@ void ExpectErrorInTime(Cluster& cluster, Subprocess& p, std::chrono::steady_cloc
   bool named = false;
   for (const std::string& a : accepted) named = named || out.find("got " + a) != std::string::npos;
   EXPECT_TRUE(named) << p.CommandLine() << ": error is none of the accepted results\n" << out;
+}
+
+// Sends to another host that run ahead of their receives wait in the receiving daemon only
+// up to --p2p-queue-bytes: here 1.5 MiB, and rank 0 sends rank 1 eight messages of 1 MiB
+// that rank 1 receives only after 1.5 s. Over the cap the link waits (and the sender with
+// it) instead of the daemon growing: every message arrives right, and the most the daemon
+// kept at once is one message.
+TEST(FailureTest, SendsAheadOfTheirReceivesWaitUnderTheCap) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  constexpr uint64_t kCap = 3 << 19, kMessage = 1 << 20;
+  ClusterConfig config = FailureCluster();
+  config.timeout_ms = 20000;  // the sender waits 1.5 s and more (sanitizers): well within
+  config.daemon_args = {"--p2p-queue-bytes", std::to_string(kCap)};
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "1MiB",
+                                                   "--messages", "8", "--hold-ms", "1500", "--linger-ms", "3000", "--verbose"}));
+  ASSERT_TRUE(Cluster::WaitForOutput(*procs[1], "lingering", std::chrono::seconds(60 * kSanitizerSlowdown)))
+      << procs[1]->Output() << cluster.Describe();
+  AdminAnswer comms = AdminCall(cluster, 1, "GET", "/v1/communicators");
+  const Json& list = Field(comms.body, "communicators");
+  ASSERT_TRUE(list.is_array() && list.size() == 1) << comms.text;
+  const Json& comm = list.items()[0];
+  EXPECT_EQ(Counter(Field(comm, "options"), "p2p_queue_bytes"), kCap) << comms.text;
+  const Json& waiting = Field(comm, "p2p_waiting");
+  EXPECT_EQ(Counter(waiting, "bytes"), 0u) << comms.text;
+  EXPECT_EQ(Counter(waiting, "peak_bytes"), kMessage + 64) << "more than one message waited: " << comms.text;
+  std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(60));
+  EXPECT_TRUE(failure.empty()) << failure;
+  EXPECT_NE(procs[1]->Output().find("ok rank 1: backlog type=int8 count=1048576 out-of-place message 7"),
+            std::string::npos)
+      << procs[1]->Output();
+}
+
+// A rank that sends to another host which never receives: once the cap is full and no
+// receive makes room within half the timeout, the communicator fails on both hosts with
+// the reason, in bounded time, and the daemons serve the next program.
+TEST(FailureTest, SendsNobodyReceivesFailWithTheReason) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = FailureCluster();
+  config.daemon_args = {"--p2p-queue-bytes", std::to_string(1 << 20)};
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  const auto started = std::chrono::steady_clock::now();
+  auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "1MiB",
+                                                   "--messages", "64", "--hold-ms", "15000"}));
+  for (Subprocess* p : procs) {
+    ASSERT_TRUE(p->Wait(std::chrono::seconds(60 * kSanitizerSlowdown))) << "rank hung\n" << cluster.Describe();
+    EXPECT_EQ(p->exit_code(), 1) << p->Output();
+    EXPECT_NE(p->Output().find("--p2p-queue-bytes"), std::string::npos) << p->Output();
+  }
+  // The sender failed well before the receiver's 15 s hold ended.
+  const auto sender_took = std::chrono::duration_cast<std::chrono::milliseconds>(procs[0]->exit_time() - started);
+  EXPECT_LT(sender_took.count(), kErrorBound.count() + 5000) << procs[0]->Output();
+  EXPECT_TRUE(cluster.DaemonAlive(0) && cluster.DaemonAlive(1)) << cluster.Describe();
+  ExpectHealthyRun(cluster);
 }
 
 TEST(FailureTest, KilledRankFailsThePeersAndDaemonsRecover) {

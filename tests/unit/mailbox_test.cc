@@ -63,7 +63,7 @@ TEST(Mailbox, AFailedMailboxDropsLocalSendsAndDeliversNothing) {
   Pages sent(4096, 0x11);
   auto ticket = std::make_shared<SendTicket>();
   box.PostLocal(0, 1, sent.data(), 4096, ticket);
-  box.PostRemote(2, 1, std::vector<uint8_t>(16, 0x22));
+  ASSERT_TRUE(box.PostRemote(2, 1, std::vector<uint8_t>(16, 0x22), Deadline::AfterMs(1000)).ok());
   box.Fail(RemoteError("rank 3 exited"));
   Status st = box.WaitSent(ticket, Deadline::AfterMs(1000));
   EXPECT_EQ(st.message(), "rank 3 exited");
@@ -181,6 +181,57 @@ TEST(Mailbox, DeviceSendsReachOnlyReceivesThatTakeThem) {
   EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.message();
   EXPECT_EQ(source.use_count(), 1) << "the withdrawn message still holds the source";
   EXPECT_FALSE(box.Take(0, 1, out.data(), 64, Deadline::AfterMs(10), &taken).ok()) << "nothing left to take";
+}
+
+// Messages from other daemons wait under a cap: over it PostRemote waits until a receive
+// frees room (so the link it reads from waits too), fails with a clear error when none
+// does in time, and ends when the mailbox fails. One message larger than the cap still
+// comes in when nothing else waits, and RestoreArrived (a live upgrade) ignores the cap.
+TEST(Mailbox, MessagesFromOtherDaemonsWaitUnderACap) {
+  constexpr uint64_t kEntry = Mailbox::kRemoteEntryBytes;
+  Mailbox box(3000 + 2 * kEntry);
+  ASSERT_TRUE(box.PostRemote(5, 0, std::vector<uint8_t>(1000, 1), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(box.PostRemote(5, 0, std::vector<uint8_t>(2000, 2), Deadline::AfterMs(1000)).ok());
+  EXPECT_EQ(box.remote_bytes(), 3000 + 2 * kEntry);
+
+  // Full: an empty message waits too (its entry counts), and fails when no room comes.
+  Status st = box.PostRemote(5, 0, {}, Deadline::AfterMs(50));
+  EXPECT_TRUE(IsResourceExhausted(st)) << st.message();
+  EXPECT_NE(st.message().find("rank 5 sent rank 0 0 bytes"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--p2p-queue-bytes"), std::string::npos) << st.message();
+  EXPECT_EQ(box.remote_bytes(), 3000 + 2 * kEntry) << "the refused message is not kept";
+
+  // A receive makes room for a waiting message.
+  Status posted;
+  std::thread sender([&] { posted = box.PostRemote(5, 0, std::vector<uint8_t>(500, 3), Deadline::AfterMs(5000)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<uint8_t> out(2000);
+  ASSERT_TRUE(box.Take(5, 0, out.data(), 1000, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(out[0], 1);
+  sender.join();
+  EXPECT_TRUE(posted.ok()) << posted.message();
+  EXPECT_EQ(box.remote_bytes(), 2500 + 2 * kEntry);
+  ASSERT_TRUE(box.Take(5, 0, out.data(), 2000, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(out[1999], 2);
+  // A receive of the wrong length drops the message, and frees its room all the same.
+  EXPECT_FALSE(box.Take(5, 0, out.data(), 7, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(box.remote_bytes(), 0u);
+
+  // Nothing waits: a message over the cap comes in; behind it even a small one waits.
+  ASSERT_TRUE(box.PostRemote(5, 0, std::vector<uint8_t>(10000, 4), Deadline::AfterMs(1000)).ok());
+  EXPECT_FALSE(box.PostRemote(5, 0, std::vector<uint8_t>(1, 5), Deadline::AfterMs(20)).ok());
+  // A live upgrade's messages come in whatever the cap.
+  box.RestoreArrived(ArrivedMessage{6, 0, std::vector<uint8_t>(100, 6)});
+  EXPECT_EQ(box.remote_bytes(), 10100 + 2 * kEntry);
+
+  // A failure ends a wait at once, with the failure's reason.
+  std::thread blocked([&] { posted = box.PostRemote(5, 0, std::vector<uint8_t>(1, 7), Deadline::AfterMs(10000)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto failed_at = std::chrono::steady_clock::now();
+  box.Fail(RemoteError("rank 2 exited"));
+  blocked.join();
+  EXPECT_EQ(posted.message(), "rank 2 exited");
+  EXPECT_LT(std::chrono::steady_clock::now() - failed_at, std::chrono::seconds(5));
 }
 
 }  // namespace

@@ -26,8 +26,9 @@ namespace {
 // Records what a reader hands over.
 class Recorder : public PeerChannel::Handler {
  public:
-  void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
+  Status OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
     Add("msg " + std::to_string(src) + "->" + std::to_string(dst) + " " + std::string(bytes.begin(), bytes.end()));
+    return refuse_messages_;
   }
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override {
     Add("control " + std::to_string(host) + " " + std::to_string(type) + " " + std::string(payload.begin(), payload.end()));
@@ -35,6 +36,9 @@ class Recorder : public PeerChannel::Handler {
   }
   void OnPeerAborted(const Status& why) override { Add("aborted " + why.message()); }
   void OnLinkFailed(int host, const Status& why) override { Add("failed " + std::to_string(host) + " " + why.message()); }
+
+  // What OnP2pMessage answers (set before the message comes).
+  Status refuse_messages_;
 
   // Waits until `n` events arrived (at most `ms`) and returns them.
   std::vector<std::string> Wait(size_t n, int ms = 5000) {
@@ -129,6 +133,19 @@ TEST(PeerChannelTest, BadFramesAndLostLinksFailTheLink) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].rfind("failed 0 ", 0), 0u) << got[0];
   }
+}
+
+// A message the communicator cannot keep (its mailbox is over the cap past the deadline)
+// ends the link with that reason; nothing after it is read.
+TEST(PeerChannelTest, AMessageTheHandlerRefusesFailsTheLink) {
+  Pair p;
+  p.heard1.refuse_messages_ = Status(StatusCode::kResourceExhausted, "no room");
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "one", 3, Deadline::AfterMs(2000)).ok());
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "two", 3, Deadline::AfterMs(2000)).ok());
+  std::vector<std::string> got = p.heard1.Wait(3, 500);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], "msg 0->1 one");
+  EXPECT_EQ(got[1], "failed 0 no room");
 }
 
 TEST(PeerChannelTest, APauseLeavesTheNextFrameInTheKernel) {
