@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -321,7 +322,8 @@ void CaseRunner::Backlog(const Pattern& p, const std::string& d, size_t n) {
   } else if (rank_ == last && last != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(opt_.hold_ms));
     Buffer recv = Alloc(p, n);
-    for (int i = 0; i < k; ++i) {
+    const int receives = opt_.receives < 0 ? k : std::min(k, opt_.receives);
+    for (int i = 0; i < receives; ++i) {
       const std::string what = d + " message " + std::to_string(i);
       if (!Call(what + ": ncclRecv", ncclRecv(recv.data(), n, dt, 0, comm_, NoStream()))) return;
       Check(what, p, recv.data(), n, [&](size_t e) { return p.Copy(0, static_cast<size_t>(i) * n + e); });

@@ -120,6 +120,29 @@ TEST(FailureTest, SendsNobodyReceivesFailWithTheReason) {
   ExpectHealthyRun(cluster);
 }
 
+// The receiving program destroys its communicator with sends still coming: its daemon's
+// reader, waiting for room that no receive will make, lets go at once, so the destroy
+// takes no part of the timeout; the sender fails.
+TEST(FailureTest, DestroyWithSendsStillComingEndsAtOnce) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ClusterConfig config = FailureCluster();
+  config.timeout_ms = 60000;  // a reader would wait 30 s for room
+  config.daemon_args = {"--p2p-queue-bytes", std::to_string(1 << 20)};
+  Cluster cluster(config);
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "1MiB",
+                                                   "--messages", "64", "--receives", "0", "--hold-ms", "1000"}));
+  const auto started = std::chrono::steady_clock::now();
+  for (Subprocess* p : procs) {
+    ASSERT_TRUE(p->Wait(std::chrono::seconds(90))) << "rank hung\n" << cluster.Describe();
+  }
+  EXPECT_EQ(procs[1]->exit_code(), 0) << procs[1]->Output();
+  EXPECT_EQ(procs[0]->exit_code(), 1) << procs[0]->Output();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(procs[1]->exit_time() - started);
+  EXPECT_LT(took.count(), 15000 * kSanitizerSlowdown) << procs[1]->Output();
+  EXPECT_TRUE(cluster.DaemonAlive(0) && cluster.DaemonAlive(1)) << cluster.Describe();
+}
+
 TEST(FailureTest, KilledRankFailsThePeersAndDaemonsRecover) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   Cluster cluster(FailureCluster());
