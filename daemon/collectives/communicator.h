@@ -70,8 +70,8 @@ struct CommOptions {
   // Point-to-point on device buffers between ranks of this daemon: the receiver's GPU
   // copies from the sender's buffer (false: both through pinned host memory).
   bool device_p2p_direct = true;
-  // The bytes of point-to-point messages from other hosts that may wait for their receives
-  // here (Mailbox): over it, the links they come on wait.
+  // The bytes of point-to-point messages from other hosts that may wait here for receives
+  // not yet posted (Mailbox): over it, the links they come on wait.
   uint64_t p2p_queue_bytes = uint64_t{1} << 30;
   // The collective message versions this daemon speaks (protocol/peer_protocol.h): a root
   // chooses a communicator's version from its members' and its own.
@@ -351,7 +351,8 @@ class Communicator final : private PeerChannel::Handler {
   void TellPeersAborted(const Status& reason);
 
   // PeerChannel::Handler: what the p2p channel's readers deliver.
-  Status OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
+  Status ReserveP2p(int src, int dst, uint64_t bytes) override;
+  void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
   // A reconfiguration message from a peer daemon (reconfig.cc).
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override;
   void OnPeerAborted(const Status& why) override;

@@ -28,38 +28,63 @@ void Mailbox::PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSour
   cv_.notify_all();
 }
 
-Status Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes, Deadline deadline) {
-  const uint64_t cost = bytes.size() + kRemoteEntryBytes;
+Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline) {
+  const uint64_t cost = len + kRemoteEntryBytes;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (!failed_.ok()) return failed_;
-    if (remote_bytes_ == 0 || remote_bytes_ + cost <= remote_cap_) break;
-    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && failed_.ok() && remote_bytes_ != 0 &&
-        remote_bytes_ + cost > remote_cap_) {
+    if (remote_bytes_ + cost <= remote_cap_ || Expected(src, dst, len)) break;
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && failed_.ok() &&
+        remote_bytes_ + cost > remote_cap_ && !Expected(src, dst, len)) {
       return Status(StatusCode::kResourceExhausted,
-                    "rank " + std::to_string(src) + " sent rank " + std::to_string(dst) + " " +
-                        std::to_string(bytes.size()) + " bytes, but " + std::to_string(remote_bytes_) +
-                        " bytes from other hosts already wait unreceived here (at most " +
-                        std::to_string(remote_cap_) + ", conduitd --p2p-queue-bytes) and no receive made room " +
-                        "in time: a rank sends more than its peer receives");
+                    "rank " + std::to_string(src) + " sent rank " + std::to_string(dst) + " " + std::to_string(len) +
+                        " bytes that no posted receive took in time, and with the " + std::to_string(remote_bytes_) +
+                        " bytes from other hosts already waiting here they are over the " +
+                        std::to_string(remote_cap_) + " this daemon keeps (conduitd --p2p-queue-bytes): a rank sends "
+                        "more than its peer receives");
     }
   }
-  QueueRemote(src, dst, std::move(bytes));
+  remote_bytes_ += cost;
+  remote_peak_ = std::max(remote_peak_, remote_bytes_);
   return Status::Ok();
 }
 
-void Mailbox::RestoreArrived(ArrivedMessage message) {
+void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  QueueRemote(message.src, message.dst, std::move(message.bytes));
-}
-
-void Mailbox::QueueRemote(int src, int dst, std::vector<uint8_t> bytes) {
-  remote_bytes_ += bytes.size() + kRemoteEntryBytes;
-  remote_peak_ = std::max(remote_peak_, remote_bytes_);
   Message m{nullptr, bytes.size(), std::move(bytes), nullptr, nullptr};
   m.data = m.owned.data();
   queues_[{src, dst}].push_back(std::move(m));
   cv_.notify_all();
+}
+
+bool Mailbox::Expected(int src, int dst, size_t len) {
+  auto e = expected_.find({src, dst});
+  if (e == expected_.end()) return false;
+  auto q = queues_.find({src, dst});
+  const size_t queued = q == queues_.end() ? 0 : q->second.size();
+  return queued < e->second.size() && e->second[queued] == len;
+}
+
+void Mailbox::Expect(int src, int dst, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  expected_[{src, dst}].push_back(len);
+  cv_.notify_all();  // a reader may be waiting for this receive
+}
+
+void Mailbox::ForgetExpected(int dst) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = expected_.begin(); it != expected_.end();) {
+    it = it->first.second == dst ? expected_.erase(it) : std::next(it);
+  }
+}
+
+void Mailbox::RestoreArrived(ArrivedMessage message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    remote_bytes_ += message.bytes.size() + kRemoteEntryBytes;
+    remote_peak_ = std::max(remote_peak_, remote_bytes_);
+  }
+  PostRemote(message.src, message.dst, std::move(message.bytes));
 }
 
 uint64_t Mailbox::remote_bytes() const {
@@ -84,6 +109,9 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
   }
   Message m = std::move(queue.front());
   queue.pop_front();
+  if (auto e = expected_.find({src, dst}); e != expected_.end() && !e->second.empty()) {
+    e->second.pop_front();  // this receive's expectation, matched
+  }
   if (m.ticket) m.ticket->taken = true;  // its sender now waits for this copy, however it ends
   Status st;
   if (m.len != len) {

@@ -14,9 +14,12 @@
 // A message from another daemon was sent as soon as it was written (its sender does not
 // wait for the receive), so what arrived and waits here is capped: a program that sends
 // and never receives, or another host that floods, would otherwise grow the daemon without
-// bound. Over the cap, PostRemote waits for receives to make room; the link it reads from
-// waits with it, and TCP makes the sender wait in turn, as NCCL's sends wait for their
-// receives.
+// bound. Its reader reserves room from the message's header, before it reads the bytes
+// (ReserveRemote): a message comes in when it fits under the cap, or whatever its size
+// when a receive of exactly its length is posted for it (Expect: a rank's group registers
+// its receives before it runs, so an exchange of any size among ranks that all receive
+// goes through). Otherwise the reader waits for room or for that receive, the link waits
+// with it, and TCP makes the sender wait in turn, as NCCL's sends wait for their receives.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 #define CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 
@@ -71,9 +74,8 @@ class Mailbox {
   // entry, so that empty messages cannot pile up uncounted.
   static constexpr uint64_t kRemoteEntryBytes = 64;
 
-  // `remote_cap`: the bytes of messages from other daemons that may wait unreceived (with
-  // kRemoteEntryBytes each). One message larger than the cap still comes in when nothing
-  // else waits.
+  // `remote_cap`: the bytes of messages from other daemons that may wait here (with
+  // kRemoteEntryBytes each) beyond those a posted receive expects.
   explicit Mailbox(uint64_t remote_cap = uint64_t{1} << 30) : remote_cap_(remote_cap) {}
 
   // A local rank's message; `ticket` is signalled when a receiver consumed it.
@@ -81,10 +83,20 @@ class Mailbox {
   // A local rank's send of `len` bytes of device memory (DeviceSource).
   void PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSource> source, size_t len,
                        std::shared_ptr<SendTicket> ticket);
-  // A message that arrived from another daemon. Waits until it fits under the cap (or
-  // nothing else waits); fails when the mailbox failed or the deadline passed first, and
-  // then the message is dropped.
-  Status PostRemote(int src, int dst, std::vector<uint8_t> bytes, Deadline deadline);
+  // Room for the next message from src to dst, of `len` bytes, from another daemon: waits
+  // until it fits under the cap or a receive of that length is posted for it; fails (with
+  // the reason to abort on) when the mailbox failed or the deadline passed first. One
+  // reader per source host, which posts (PostRemote) each message it reserved before it
+  // reserves the next; a reservation whose bytes never come is ended by the link's
+  // failure, which fails the mailbox.
+  Status ReserveRemote(int src, int dst, size_t len, Deadline deadline);
+  // The reserved message, arrived.
+  void PostRemote(int src, int dst, std::vector<uint8_t> bytes);
+  // Rank dst will receive `len` bytes from src, after the receives it registered before:
+  // such a message comes in whatever the cap. Take consumes the expectation it matches;
+  // ForgetExpected(dst) drops those left when dst's group ends.
+  void Expect(int src, int dst, size_t len);
+  void ForgetExpected(int dst);
   // Puts back a message handed over in a live upgrade, whatever the cap (it was under the
   // old daemon's).
   void RestoreArrived(ArrivedMessage message);
@@ -121,15 +133,18 @@ class Mailbox {
 
   // Removes the queued message of `ticket`, if it is still queued. Under mu_.
   void Withdraw(const std::shared_ptr<SendTicket>& ticket);
-  // Queues a message from another daemon. Under mu_.
-  void QueueRemote(int src, int dst, std::vector<uint8_t> bytes);
+  // Whether the next message from src to dst, of `len` bytes, matches a posted receive.
+  // Under mu_.
+  bool Expected(int src, int dst, size_t len);
 
   const uint64_t remote_cap_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<int, int>, std::deque<Message>> queues_;
-  uint64_t remote_bytes_ = 0;  // of the queued messages from other daemons
+  uint64_t remote_bytes_ = 0;  // of the queued and reserved messages from other daemons
   uint64_t remote_peak_ = 0;
+  // Per (src, dst): the lengths of the receives posted and not yet matched, in order.
+  std::map<std::pair<int, int>, std::deque<size_t>> expected_;
   Status failed_;
 };
 

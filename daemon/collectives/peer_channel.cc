@@ -246,6 +246,7 @@ Status PeerChannel::Read(int host, Link* link) {
     if (Status bad = CheckP2pData(head, host_of_rank_, host, my_host_, kMaxP2pBytes); !bad.ok()) {
       return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
     }
+    CONDUIT_RETURN_IF_ERROR(handler_->ReserveP2p(head.src_rank, head.dst_rank, head.bytes));
     std::vector<uint8_t> bytes;
     while (bytes.size() < head.bytes) {
       const size_t at = bytes.size();
@@ -253,7 +254,7 @@ Status PeerChannel::Read(int host, Link* link) {
       bytes.resize(at + piece);
       CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data() + at, piece}}, rest));
     }
-    CONDUIT_RETURN_IF_ERROR(handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes)));
+    handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes));
   }
 }
 

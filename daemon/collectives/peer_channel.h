@@ -32,9 +32,12 @@ class PeerChannel {
   // What the readers hand the communicator, from their own threads.
   class Handler {
    public:
-    // A point-to-point message from rank `src` for local rank `dst`. May wait (for room
-    // to keep it) and the link's reading waits with it; an error ends the link.
-    virtual Status OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) = 0;
+    // A point-to-point message from rank `src` for local rank `dst` of `bytes` bytes comes
+    // next: room for it, before they are read. May wait, and the link's reading waits with
+    // it; an error ends the link.
+    virtual Status ReserveP2p(int src, int dst, uint64_t bytes) = 0;
+    // That message, read whole.
+    virtual void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) = 0;
     // A reconfiguration message (peerproto::kReconfig*); an error ends the link.
     virtual Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) = 0;
     // The peer aborted the communicator; `why` is its reason.

@@ -208,7 +208,7 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
   }
   w.Family("conduit_p2p_waiting_bytes", "gauge",
            "Bytes of point-to-point sends from other hosts waiting here for their receives, per communicator "
-           "(at most conduitd --p2p-queue-bytes, but for one larger message).");
+           "(at most conduitd --p2p-queue-bytes beyond what posted receives take).");
   for (auto& c : comms) {
     w.Sample("conduit_p2p_waiting_bytes", {{"comm", CommKeyShort(c->key())}}, static_cast<double>(c->p2p_waiting_bytes()));
   }

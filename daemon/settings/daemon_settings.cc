@@ -224,9 +224,10 @@ std::vector<SettingSpec> MakeSpecs() {
       {.name = "p2p-queue-bytes",
        .value_name = "N",
        .default_value = std::to_string(uint64_t{1} << 30),
-       .help = "point-to-point: how many bytes sent from other hosts may wait here for their receives, per "
-               "communicator; over it the sending ranks wait (as NCCL's sends wait for receives), and fail "
-               "when no receive makes room within half of --timeout-ms",
+       .help = "point-to-point: how many bytes sent from other hosts may wait here for receives not yet posted, "
+               "per communicator (a message whose receive is posted comes in regardless); over it the sending "
+               "ranks wait (as NCCL's sends wait for receives), and fail when none makes room within half of "
+               "--timeout-ms",
        .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.p2p_queue_bytes); }},
       {.name = "busy-poll-us",
        .value_name = "N",

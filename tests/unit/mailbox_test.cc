@@ -63,7 +63,8 @@ TEST(Mailbox, AFailedMailboxDropsLocalSendsAndDeliversNothing) {
   Pages sent(4096, 0x11);
   auto ticket = std::make_shared<SendTicket>();
   box.PostLocal(0, 1, sent.data(), 4096, ticket);
-  ASSERT_TRUE(box.PostRemote(2, 1, std::vector<uint8_t>(16, 0x22), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(box.ReserveRemote(2, 1, 16, Deadline::AfterMs(1000)).ok());
+  box.PostRemote(2, 1, std::vector<uint8_t>(16, 0x22));
   box.Fail(RemoteError("rank 3 exited"));
   Status st = box.WaitSent(ticket, Deadline::AfterMs(1000));
   EXPECT_EQ(st.message(), "rank 3 exited");
@@ -183,55 +184,100 @@ TEST(Mailbox, DeviceSendsReachOnlyReceivesThatTakeThem) {
   EXPECT_FALSE(box.Take(0, 1, out.data(), 64, Deadline::AfterMs(10), &taken).ok()) << "nothing left to take";
 }
 
-// Messages from other daemons wait under a cap: over it PostRemote waits until a receive
-// frees room (so the link it reads from waits too), fails with a clear error when none
-// does in time, and ends when the mailbox fails. One message larger than the cap still
-// comes in when nothing else waits, and RestoreArrived (a live upgrade) ignores the cap.
+// What a point-to-point reader does with each message: room first, then the bytes.
+Status Arrive(Mailbox& box, int src, int dst, std::vector<uint8_t> bytes, Deadline deadline) {
+  CONDUIT_RETURN_IF_ERROR(box.ReserveRemote(src, dst, bytes.size(), deadline));
+  box.PostRemote(src, dst, std::move(bytes));
+  return Status::Ok();
+}
+
+// Messages from other daemons wait under a cap: over it a reservation waits until a
+// receive frees room (so the link it reads from waits too), fails with a clear error when
+// none does in time, and ends when the mailbox fails.
 TEST(Mailbox, MessagesFromOtherDaemonsWaitUnderACap) {
   constexpr uint64_t kEntry = Mailbox::kRemoteEntryBytes;
   Mailbox box(3000 + 2 * kEntry);
-  ASSERT_TRUE(box.PostRemote(5, 0, std::vector<uint8_t>(1000, 1), Deadline::AfterMs(1000)).ok());
-  ASSERT_TRUE(box.PostRemote(5, 0, std::vector<uint8_t>(2000, 2), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(Arrive(box, 5, 0, std::vector<uint8_t>(1000, 1), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(Arrive(box, 5, 0, std::vector<uint8_t>(2000, 2), Deadline::AfterMs(1000)).ok());
   EXPECT_EQ(box.remote_bytes(), 3000 + 2 * kEntry);
 
   // Full: an empty message waits too (its entry counts), and fails when no room comes.
-  Status st = box.PostRemote(5, 0, {}, Deadline::AfterMs(50));
+  Status st = box.ReserveRemote(5, 0, 0, Deadline::AfterMs(50));
   EXPECT_TRUE(IsResourceExhausted(st)) << st.message();
   EXPECT_NE(st.message().find("rank 5 sent rank 0 0 bytes"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("--p2p-queue-bytes"), std::string::npos) << st.message();
-  EXPECT_EQ(box.remote_bytes(), 3000 + 2 * kEntry) << "the refused message is not kept";
+  EXPECT_EQ(box.remote_bytes(), 3000 + 2 * kEntry) << "the refused message is not counted";
 
   // A receive makes room for a waiting message.
-  Status posted;
-  std::thread sender([&] { posted = box.PostRemote(5, 0, std::vector<uint8_t>(500, 3), Deadline::AfterMs(5000)); });
+  Status arrived;
+  std::thread reader([&] { arrived = Arrive(box, 5, 0, std::vector<uint8_t>(500, 3), Deadline::AfterMs(5000)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::vector<uint8_t> out(2000);
   ASSERT_TRUE(box.Take(5, 0, out.data(), 1000, Deadline::AfterMs(1000), nullptr).ok());
   EXPECT_EQ(out[0], 1);
-  sender.join();
-  EXPECT_TRUE(posted.ok()) << posted.message();
+  reader.join();
+  EXPECT_TRUE(arrived.ok()) << arrived.message();
   EXPECT_EQ(box.remote_bytes(), 2500 + 2 * kEntry);
+  EXPECT_EQ(box.remote_peak_bytes(), 3000 + 2 * kEntry);
   ASSERT_TRUE(box.Take(5, 0, out.data(), 2000, Deadline::AfterMs(1000), nullptr).ok());
   EXPECT_EQ(out[1999], 2);
   // A receive of the wrong length drops the message, and frees its room all the same.
   EXPECT_FALSE(box.Take(5, 0, out.data(), 7, Deadline::AfterMs(1000), nullptr).ok());
   EXPECT_EQ(box.remote_bytes(), 0u);
 
-  // Nothing waits: a message over the cap comes in; behind it even a small one waits.
-  ASSERT_TRUE(box.PostRemote(5, 0, std::vector<uint8_t>(10000, 4), Deadline::AfterMs(1000)).ok());
-  EXPECT_FALSE(box.PostRemote(5, 0, std::vector<uint8_t>(1, 5), Deadline::AfterMs(20)).ok());
-  // A live upgrade's messages come in whatever the cap.
-  box.RestoreArrived(ArrivedMessage{6, 0, std::vector<uint8_t>(100, 6)});
-  EXPECT_EQ(box.remote_bytes(), 10100 + 2 * kEntry);
-
   // A failure ends a wait at once, with the failure's reason.
-  std::thread blocked([&] { posted = box.PostRemote(5, 0, std::vector<uint8_t>(1, 7), Deadline::AfterMs(10000)); });
+  std::thread blocked([&] { arrived = box.ReserveRemote(5, 0, 1 << 20, Deadline::AfterMs(10000)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto failed_at = std::chrono::steady_clock::now();
   box.Fail(RemoteError("rank 2 exited"));
   blocked.join();
-  EXPECT_EQ(posted.message(), "rank 2 exited");
+  EXPECT_EQ(arrived.message(), "rank 2 exited");
   EXPECT_LT(std::chrono::steady_clock::now() - failed_at, std::chrono::seconds(5));
+}
+
+// A message larger than the cap comes in only once a receive of its length is posted for
+// it (Expect), in the order the receives were posted; then it comes in whatever else
+// waits. Take consumes the expectation it matches, ForgetExpected drops the rest, and a
+// live upgrade's messages (RestoreArrived) come in whatever the cap.
+TEST(Mailbox, PostedReceivesLetTheirMessagesPastTheCap) {
+  constexpr uint64_t kEntry = Mailbox::kRemoteEntryBytes;
+  Mailbox box(1000);
+  EXPECT_FALSE(box.ReserveRemote(5, 0, 10000, Deadline::AfterMs(20)).ok()) << "nothing posted: over the cap";
+  box.Expect(5, 0, 10000);
+  box.Expect(5, 0, 20000);
+  box.Expect(6, 0, 30000);
+  EXPECT_FALSE(box.ReserveRemote(5, 0, 20000, Deadline::AfterMs(20)).ok()) << "not the next posted length";
+  EXPECT_FALSE(box.ReserveRemote(5, 1, 10000, Deadline::AfterMs(20)).ok()) << "posted for another rank";
+  ASSERT_TRUE(Arrive(box, 5, 0, std::vector<uint8_t>(10000, 1), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(Arrive(box, 5, 0, std::vector<uint8_t>(20000, 2), Deadline::AfterMs(1000)).ok());
+  EXPECT_FALSE(box.ReserveRemote(5, 0, 20000, Deadline::AfterMs(20)).ok()) << "both posted receives are matched";
+  ASSERT_TRUE(Arrive(box, 6, 0, std::vector<uint8_t>(30000, 3), Deadline::AfterMs(1000)).ok());
+  EXPECT_EQ(box.remote_bytes(), 60000 + 3 * kEntry);
+
+  // A reader waiting for its receive goes on once it is posted.
+  Status arrived;
+  std::thread reader([&] { arrived = Arrive(box, 7, 0, std::vector<uint8_t>(40000, 4), Deadline::AfterMs(5000)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  box.Expect(7, 0, 40000);
+  reader.join();
+  EXPECT_TRUE(arrived.ok()) << arrived.message();
+
+  std::vector<uint8_t> out(40000);
+  ASSERT_TRUE(box.Take(5, 0, out.data(), 10000, Deadline::AfterMs(1000), nullptr).ok());
+  ASSERT_TRUE(box.Take(5, 0, out.data(), 20000, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(out[19999], 2);
+  box.Expect(5, 0, 50000);
+  box.ForgetExpected(0);  // the group ended without this receive
+  EXPECT_FALSE(box.ReserveRemote(5, 0, 50000, Deadline::AfterMs(20)).ok());
+  ASSERT_TRUE(box.Take(6, 0, out.data(), 30000, Deadline::AfterMs(1000), nullptr).ok());
+  ASSERT_TRUE(box.Take(7, 0, out.data(), 40000, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(out[39999], 4);
+  EXPECT_EQ(box.remote_bytes(), 0u);
+
+  box.RestoreArrived(ArrivedMessage{6, 0, std::vector<uint8_t>(5000, 6)});
+  EXPECT_EQ(box.remote_bytes(), 5000 + kEntry);
+  ASSERT_TRUE(box.Take(6, 0, out.data(), 5000, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(out[4999], 6);
 }
 
 }  // namespace

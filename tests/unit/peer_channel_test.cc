@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -26,9 +27,12 @@ namespace {
 // Records what a reader hands over.
 class Recorder : public PeerChannel::Handler {
  public:
-  Status OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
-    Add("msg " + std::to_string(src) + "->" + std::to_string(dst) + " " + std::string(bytes.begin(), bytes.end()));
+  Status ReserveP2p(int /*src*/, int /*dst*/, uint64_t bytes) override {
+    if (refuse_messages_.ok()) reserved_ += bytes;
     return refuse_messages_;
+  }
+  void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
+    Add("msg " + std::to_string(src) + "->" + std::to_string(dst) + " " + std::string(bytes.begin(), bytes.end()));
   }
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override {
     Add("control " + std::to_string(host) + " " + std::to_string(type) + " " + std::string(payload.begin(), payload.end()));
@@ -37,8 +41,9 @@ class Recorder : public PeerChannel::Handler {
   void OnPeerAborted(const Status& why) override { Add("aborted " + why.message()); }
   void OnLinkFailed(int host, const Status& why) override { Add("failed " + std::to_string(host) + " " + why.message()); }
 
-  // What OnP2pMessage answers (set before the message comes).
+  // What ReserveP2p answers (set before the message comes), and what it granted.
   Status refuse_messages_;
+  std::atomic<uint64_t> reserved_{0};
 
   // Waits until `n` events arrived (at most `ms`) and returns them.
   std::vector<std::string> Wait(size_t n, int ms = 5000) {
@@ -135,16 +140,19 @@ TEST(PeerChannelTest, BadFramesAndLostLinksFailTheLink) {
   }
 }
 
-// A message the communicator cannot keep (its mailbox is over the cap past the deadline)
-// ends the link with that reason; nothing after it is read.
-TEST(PeerChannelTest, AMessageTheHandlerRefusesFailsTheLink) {
+// Room for a message is asked for from its header, before its bytes are read; a message
+// the communicator has no room for (its mailbox over the cap past the deadline) ends the
+// link with that reason, and neither it nor anything after it is read.
+TEST(PeerChannelTest, RoomIsReservedBeforeTheBytesAndARefusalFailsTheLink) {
   Pair p;
-  p.heard1.refuse_messages_ = Status(StatusCode::kResourceExhausted, "no room");
   ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "one", 3, Deadline::AfterMs(2000)).ok());
+  EXPECT_EQ(p.heard1.Wait(1).at(0), "msg 0->1 one");
+  EXPECT_EQ(p.heard1.reserved_.load(), 3u);
+  p.heard1.refuse_messages_ = Status(StatusCode::kResourceExhausted, "no room");
   ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "two", 3, Deadline::AfterMs(2000)).ok());
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "three", 5, Deadline::AfterMs(2000)).ok());
   std::vector<std::string> got = p.heard1.Wait(3, 500);
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0], "msg 0->1 one");
   EXPECT_EQ(got[1], "failed 0 no room");
 }
 
