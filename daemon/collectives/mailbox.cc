@@ -31,11 +31,11 @@ void Mailbox::PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSour
 Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline) {
   const uint64_t cost = len + kRemoteEntryBytes;
   std::unique_lock<std::mutex> lock(mu_);
+  auto admitted = [&] { return remote_bytes_ + cost <= remote_cap_ || Expected(src, dst, len); };
   for (;;) {
     if (!failed_.ok()) return failed_;
-    if (remote_bytes_ + cost <= remote_cap_ || Expected(src, dst, len)) break;
-    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && failed_.ok() &&
-        remote_bytes_ + cost > remote_cap_ && !Expected(src, dst, len)) {
+    if (admitted()) break;
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && failed_.ok() && !admitted()) {
       return Status(StatusCode::kResourceExhausted,
                     "rank " + std::to_string(src) + " sent rank " + std::to_string(dst) + " " + std::to_string(len) +
                         " bytes that no posted receive took in time, and with the " + std::to_string(remote_bytes_) +

@@ -97,8 +97,8 @@ TEST(FailureTest, SendsAheadOfTheirReceivesWaitUnderTheCap) {
 }
 
 // Grouped exchanges larger than the cap complete: with 2 ranks per host every rank sends
-// 8 MiB to each rank of the other host and receives as much from each in one group (ring
-// and all-pairs, then all-to-all), with the cap at 1 MiB. The messages of one link come in
+// 2 MiB to each rank of the other host and receives as much from each in one group (ring
+// and all-pairs, then all-to-all), with the cap at 256 KiB. The messages of one link come in
 // any order of the two senders, so a daemon that let in only what fits would hold one for
 // a rank that waits for another behind it; the groups' posted receives let them all in
 // (with that taken out, the ranks fail after half the timeout).
@@ -106,11 +106,11 @@ TEST(FailureTest, GroupedExchangesLargerThanTheCapComplete) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   ClusterConfig config = FailureCluster();
   config.timeout_ms = 20000;
-  config.daemon_args = {"--p2p-queue-bytes", std::to_string(1 << 20)};
+  config.daemon_args = {"--p2p-queue-bytes", std::to_string(1 << 18)};
   Cluster cluster(config);
   CONDUIT_START_CLUSTER(cluster);
   auto procs = LaunchCollCheck(cluster, Ranks(2, {"--colls", "sendrecv,alltoall", "--types", "int8", "--sizes",
-                                                   "8MiB"}));
+                                                   "2MiB"}));
   std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120));
   EXPECT_TRUE(failure.empty()) << failure;
 }
