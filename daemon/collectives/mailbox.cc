@@ -35,7 +35,10 @@ Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline) {
   for (;;) {
     if (!failed_.ok()) return failed_;
     if (admitted()) break;
-    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && failed_.ok() && !admitted()) {
+    ++reserving_;
+    const bool timed_out = cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout;
+    --reserving_;
+    if (timed_out && failed_.ok() && !admitted()) {
       return Status(StatusCode::kResourceExhausted,
                     "rank " + std::to_string(src) + " sent rank " + std::to_string(dst) + " " + std::to_string(len) +
                         " bytes that no posted receive took in time, and with the " + std::to_string(remote_bytes_) +
@@ -68,7 +71,7 @@ bool Mailbox::Expected(int src, int dst, size_t len) {
 void Mailbox::Expect(int src, int dst, size_t len) {
   std::lock_guard<std::mutex> lock(mu_);
   expected_[{src, dst}].push_back(len);
-  cv_.notify_all();  // a reader may be waiting for this receive
+  if (reserving_ > 0) cv_.notify_all();  // a reader may be waiting for this receive
 }
 
 void Mailbox::ForgetExpected(int dst) {
@@ -132,7 +135,7 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
   }
   if (!m.ticket) {  // from another daemon (local sends all have tickets): its room is free
     remote_bytes_ -= m.len + kRemoteEntryBytes;
-    cv_.notify_all();
+    if (reserving_ > 0) cv_.notify_all();
   }
   if (m.ticket) {
     m.ticket->done = true;

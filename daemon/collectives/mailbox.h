@@ -143,6 +143,9 @@ class Mailbox {
   std::map<std::pair<int, int>, std::deque<Message>> queues_;
   uint64_t remote_bytes_ = 0;  // of the queued and reserved messages from other daemons
   uint64_t remote_peak_ = 0;
+  // Readers waiting for room: only then do receives and Expect wake the waiters (a wake-up
+  // of every rank waiting for a message costs more than the small receive that caused it).
+  int reserving_ = 0;
   // Per (src, dst): the lengths of the receives posted and not yet matched, in order.
   std::map<std::pair<int, int>, std::deque<size_t>> expected_;
   Status failed_;
