@@ -83,7 +83,7 @@ struct Pair {
 
 TEST(PeerChannelTest, MessagesAndControlArriveInOrder) {
   Pair p;
-  const std::string big(5 << 20, 'x');  // more than one receive piece
+  const std::string big(5 << 20, 'x');  // more than a socket buffer
   ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "hello", 5, Deadline::AfterMs(2000)).ok());
   ASSERT_TRUE(p.ch0.SendControl(1, peerproto::kReconfigSeq, {'a', 'b'}, Deadline::AfterMs(2000)).ok());
   ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, big.data(), big.size(), Deadline::AfterMs(5000)).ok());
