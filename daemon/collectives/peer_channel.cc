@@ -19,6 +19,7 @@ namespace {
 // Bounds one point-to-point message from a peer daemon. Memory is taken as the bytes
 // arrive, in pieces of at least this size, doubling.
 constexpr uint64_t kMaxP2pBytes = 64ull << 30;
+constexpr size_t kP2pPieceBytes = 4u << 20;
 // How long an abort notice, or a goodbye, may take to leave for each peer.
 constexpr int kAbortNoticeMs = 200;
 constexpr int kGoodbyeMs = 1000;
@@ -246,11 +247,19 @@ Status PeerChannel::Read(int host, Link* link) {
       return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
     }
     CONDUIT_RETURN_IF_ERROR(handler_->ReserveP2p(head.src_rank, head.dst_rank, head.bytes));
-    // The room is counted now (under the cap, or a receive of this length is posted), so
-    // the message's memory is taken whole; its sender waited while we did, so the bytes
-    // get a whole timeout from here.
-    std::vector<uint8_t> bytes(head.bytes);
-    CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data(), bytes.size()}}, Deadline::AfterMs(timeout_ms_)));
+    // The room is counted now (under the cap, or a receive of this length is posted): the
+    // message's address space is taken whole, but its pages only piece by piece as the
+    // bytes arrive, so an announced length costs what arrived. Its sender waited while we
+    // did, so the bytes get a whole timeout from here.
+    const Deadline payload = Deadline::AfterMs(timeout_ms_);
+    std::vector<uint8_t> bytes;
+    bytes.reserve(head.bytes);
+    while (bytes.size() < head.bytes) {
+      const size_t at = bytes.size();
+      const size_t piece = static_cast<size_t>(std::min<uint64_t>(head.bytes - at, kP2pPieceBytes));
+      bytes.resize(at + piece);
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data() + at, piece}}, payload));
+    }
     handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes));
   }
 }
