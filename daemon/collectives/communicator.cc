@@ -48,7 +48,7 @@ Communicator::~Communicator() {
     closing_ = true;
     cv_.notify_all();  // a reader thread applying a reconfiguration stops waiting
   }
-  // A reader waiting for room for a message no receive will take now (Mailbox::PostRemote)
+  // A reader waiting for room for a message no receive will take now (Mailbox::ReserveRemote)
   // stops waiting, so Close below joins it at once.
   mailbox_.Fail(Status(StatusCode::kAborted, "the communicator is being destroyed"));
   // Tell peers this is a clean exit so they do not abort communicators that are done.

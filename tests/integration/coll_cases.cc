@@ -306,9 +306,9 @@ void CaseRunner::SendRecvAllPairs(const Pattern& p, const std::string& d, size_t
   Check(d, p, recv.data(), n * nranks_, [&](size_t i) { return p.Copy(static_cast<int>(i / n), rank_ * n + i % n); });
 }
 
-// Sends that run ahead of their receives: rank 0's sends to the last rank all return
-// before that rank receives any (the daemons keep them, up to their cap), then it takes
-// them in order and checks each.
+// Sends that run ahead of their receives: rank 0 sends the last rank K messages while that
+// rank waits (its daemon keeps them up to --p2p-queue-bytes, and further sends wait), then
+// it receives them in order (or the first J) and checks each.
 void CaseRunner::Backlog(const Pattern& p, const std::string& d, size_t n) {
   const int last = nranks_ - 1, k = opt_.messages;
   ncclDataType_t dt = p.type().type;
