@@ -60,7 +60,7 @@ void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
   cv_.notify_all();
 }
 
-bool Mailbox::Expected(int src, int dst, size_t len) {
+bool Mailbox::Expected(int src, int dst, size_t len) const {
   auto e = expected_.find({src, dst});
   if (e == expected_.end()) return false;
   auto q = queues_.find({src, dst});
@@ -133,14 +133,13 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
     memcpy(out, m.data, len);
     lock.lock();
   }
-  if (!m.ticket) {  // from another daemon (local sends all have tickets): its room is free
-    remote_bytes_ -= m.len + kRemoteEntryBytes;
-    if (reserving_ > 0) cv_.notify_all();
-  }
   if (m.ticket) {
     m.ticket->done = true;
     m.ticket->status = st;
     cv_.notify_all();
+  } else {  // from another daemon (local sends all have tickets): its room is free
+    remote_bytes_ -= m.len + kRemoteEntryBytes;
+    if (reserving_ > 0) cv_.notify_all();
   }
   return st;
 }

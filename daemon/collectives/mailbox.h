@@ -135,7 +135,7 @@ class Mailbox {
   void Withdraw(const std::shared_ptr<SendTicket>& ticket);
   // Whether the next message from src to dst, of `len` bytes, matches a posted receive.
   // Under mu_.
-  bool Expected(int src, int dst, size_t len);
+  bool Expected(int src, int dst, size_t len) const;
 
   const uint64_t remote_cap_;
   mutable std::mutex mu_;

@@ -26,6 +26,15 @@ ClusterConfig FailureCluster() {
   return c;
 }
 
+// The failure cluster with daemons that keep at most `cap` bytes of point-to-point sends
+// waiting for receives not yet posted, and the given timeout.
+ClusterConfig CappedCluster(uint64_t cap, int timeout_ms = kDaemonTimeoutMs) {
+  ClusterConfig c = FailureCluster();
+  c.timeout_ms = timeout_ms;
+  c.daemon_args = {"--p2p-queue-bytes", std::to_string(cap)};
+  return c;
+}
+
 const CollLaunch kLooping = Ranks(2, {"--expect-error", "--hold-ms", "20", "--max-seconds", "90"});
 
 // A full, healthy run proving the daemons still serve new communicators.
@@ -72,10 +81,8 @@ void ExpectErrorInTime(Cluster& cluster, Subprocess& p, std::chrono::steady_cloc
 TEST(FailureTest, SendsAheadOfTheirReceivesWaitUnderTheCap) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   constexpr uint64_t kCap = 3 << 19, kMessage = 1 << 20;
-  ClusterConfig config = FailureCluster();
-  config.timeout_ms = 20000;  // the sender waits 1.5 s and more (sanitizers): well within
-  config.daemon_args = {"--p2p-queue-bytes", std::to_string(kCap)};
-  Cluster cluster(config);
+  // The sender waits 1.5 s and more (sanitizers): well within the timeout.
+  Cluster cluster(CappedCluster(kCap, 20000));
   CONDUIT_START_CLUSTER(cluster);
   auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "1MiB",
                                                    "--messages", "8", "--hold-ms", "1500", "--linger-ms", "3000", "--verbose"}));
@@ -104,10 +111,7 @@ TEST(FailureTest, SendsAheadOfTheirReceivesWaitUnderTheCap) {
 // (with that taken out, the ranks fail after half the timeout).
 TEST(FailureTest, GroupedExchangesLargerThanTheCapComplete) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
-  ClusterConfig config = FailureCluster();
-  config.timeout_ms = 20000;
-  config.daemon_args = {"--p2p-queue-bytes", std::to_string(1 << 18)};
-  Cluster cluster(config);
+  Cluster cluster(CappedCluster(1 << 18, 20000));
   CONDUIT_START_CLUSTER(cluster);
   auto procs = LaunchCollCheck(cluster, Ranks(2, {"--colls", "sendrecv,alltoall", "--types", "int8", "--sizes",
                                                    "2MiB"}));
@@ -121,9 +125,7 @@ TEST(FailureTest, GroupedExchangesLargerThanTheCapComplete) {
 // daemons serve the next program.
 TEST(FailureTest, SendsNobodyReceivesFailWithTheReason) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
-  ClusterConfig config = FailureCluster();
-  config.daemon_args = {"--p2p-queue-bytes", std::to_string(1 << 20)};
-  Cluster cluster(config);
+  Cluster cluster(CappedCluster(1 << 20));
   CONDUIT_START_CLUSTER(cluster);
   const auto started = std::chrono::steady_clock::now();
   auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "1MiB",
@@ -145,10 +147,7 @@ TEST(FailureTest, SendsNobodyReceivesFailWithTheReason) {
 // takes no part of the timeout; the sender fails.
 TEST(FailureTest, DestroyWithSendsStillComingEndsAtOnce) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
-  ClusterConfig config = FailureCluster();
-  config.timeout_ms = 60000;  // a reader would wait 30 s for room
-  config.daemon_args = {"--p2p-queue-bytes", std::to_string(1 << 20)};
-  Cluster cluster(config);
+  Cluster cluster(CappedCluster(1 << 20, 60000));  // a reader would wait 30 s for room
   CONDUIT_START_CLUSTER(cluster);
   auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "1MiB",
                                                    "--messages", "64", "--receives", "0", "--hold-ms", "1000"}));
