@@ -311,10 +311,12 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   CONDUIT_RETURN_IF_ERROR(failure());
   // This group's receives from other hosts, registered before anything runs: their
   // messages come in whatever --p2p-queue-bytes holds already (Mailbox::Expect), so every
-  // exchange whose ranks all receive completes, however large.
+  // exchange whose ranks all receive completes, however large. Those into the segment are
+  // read straight there (device receives are staged: their buffer comes later).
   for (const shimproto::OpDesc& op : ops) {
     if (op.kind == shimproto::kRecv && membership_.host_of_rank[op.peer] != membership_.my_host) {
-      mailbox_.Expect(op.peer, rank, OpPayloadBytes(op));
+      const bool device = (op.flags & shimproto::kOpDevice) != 0;
+      mailbox_.Expect(op.peer, rank, OpPayloadBytes(op), device ? nullptr : buffer.base + op.offset);
     }
   }
   struct Forget {
@@ -425,15 +427,17 @@ Status Communicator::SendP2p(int rank, const uint8_t* data, const shimproto::OpD
   return p2p_.SendMessage(host, rank, op.peer, data, bytes, OpDeadline());
 }
 
-Status Communicator::ReserveP2p(int src, int dst, uint64_t bytes) {
+Status Communicator::ReserveP2p(int src, int dst, uint64_t bytes, uint8_t** into) {
   // Half the timeout: a sender blocked behind this wait times out after the whole of it,
   // so the abort that says why (sent to every peer) comes from here first.
-  return mailbox_.ReserveRemote(src, dst, bytes, Deadline::AfterMs(options_.timeout_ms / 2));
+  return mailbox_.ReserveRemote(src, dst, bytes, Deadline::AfterMs(options_.timeout_ms / 2), into);
 }
 
 void Communicator::OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) {
   mailbox_.PostRemote(src, dst, std::move(bytes));
 }
+
+void Communicator::OnP2pFilled(int src, int dst, bool whole) { mailbox_.FilledRemote(src, dst, whole); }
 
 void Communicator::OnPeerAborted(const Status& why) { Abort(why, /*tell_peers=*/false); }
 

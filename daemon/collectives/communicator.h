@@ -351,8 +351,9 @@ class Communicator final : private PeerChannel::Handler {
   void TellPeersAborted(const Status& reason);
 
   // PeerChannel::Handler: what the p2p channel's readers deliver.
-  Status ReserveP2p(int src, int dst, uint64_t bytes) override;
+  Status ReserveP2p(int src, int dst, uint64_t bytes, uint8_t** into) override;
   void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
+  void OnP2pFilled(int src, int dst, bool whole) override;
   // A reconfiguration message from a peer daemon (reconfig.cc).
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override;
   void OnPeerAborted(const Status& why) override;

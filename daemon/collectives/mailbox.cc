@@ -28,10 +28,11 @@ void Mailbox::PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSour
   cv_.notify_all();
 }
 
-Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline) {
+Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline, uint8_t** into) {
   const uint64_t cost = len + kRemoteEntryBytes;
+  *into = nullptr;
   std::unique_lock<std::mutex> lock(mu_);
-  auto admitted = [&] { return remote_bytes_ + cost <= remote_cap_ || Expected(src, dst, len); };
+  auto admitted = [&] { return remote_bytes_ + cost <= remote_cap_ || Expected(src, dst, len) != nullptr; };
   for (;;) {
     if (!failed_.ok()) return failed_;
     if (admitted()) break;
@@ -47,35 +48,81 @@ Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline) {
                         "more than its peer receives");
     }
   }
-  remote_bytes_ += cost;
+  if (const Posted* posted = Expected(src, dst, len); posted != nullptr && posted->into != nullptr && len > 0) {
+    // Its place in the queue now, so that what comes after it from src lines up behind.
+    Message m{posted->into, len, {}, nullptr, nullptr, kRemoteEntryBytes, Fill::kFilling};
+    *into = posted->into;
+    queues_[{src, dst}].push_back(std::move(m));
+    remote_bytes_ += kRemoteEntryBytes;
+  } else {
+    remote_bytes_ += cost;
+  }
   remote_peak_ = std::max(remote_peak_, remote_bytes_);
   return Status::Ok();
 }
 
 void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  Message m{nullptr, bytes.size(), std::move(bytes), nullptr, nullptr};
+  const size_t len = bytes.size();
+  Message m{nullptr, len, std::move(bytes), nullptr, nullptr, len + kRemoteEntryBytes, Fill::kNone};
   m.data = m.owned.data();
   queues_[{src, dst}].push_back(std::move(m));
   cv_.notify_all();
 }
 
-bool Mailbox::Expected(int src, int dst, size_t len) const {
-  auto e = expected_.find({src, dst});
-  if (e == expected_.end()) return false;
-  auto q = queues_.find({src, dst});
-  const size_t queued = q == queues_.end() ? 0 : q->second.size();
-  return queued < e->second.size() && e->second[queued] == len;
+void Mailbox::FilledRemote(int src, int dst, bool whole) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& queue = queues_[{src, dst}];
+  // The one being filled: the reader reserves the next message from src only after this.
+  for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
+    if (it->fill != Fill::kFilling) continue;
+    it->fill = whole ? Fill::kFilled : Fill::kBroken;
+    if (!whole) it->data = nullptr;
+    break;
+  }
+  cv_.notify_all();
 }
 
-void Mailbox::Expect(int src, int dst, size_t len) {
+const Mailbox::Posted* Mailbox::Expected(int src, int dst, size_t len) const {
+  auto e = expected_.find({src, dst});
+  if (e == expected_.end()) return nullptr;
+  auto q = queues_.find({src, dst});
+  const size_t queued = q == queues_.end() ? 0 : q->second.size();
+  return queued < e->second.size() && e->second[queued].len == len ? &e->second[queued] : nullptr;
+}
+
+void Mailbox::Expect(int src, int dst, size_t len, uint8_t* into) {
   std::lock_guard<std::mutex> lock(mu_);
-  expected_[{src, dst}].push_back(len);
+  expected_[{src, dst}].push_back(Posted{len, into});
   if (reserving_ > 0) cv_.notify_all();  // a reader may be waiting for this receive
 }
 
 void Mailbox::ForgetExpected(int dst) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // dst's buffers are about to go: no reader may still write them, and what was read into
+  // them for a receive that did not take it (its group failed first) moves here.
+  auto filling = [&] {
+    for (const auto& [pair, queue] : queues_) {
+      if (pair.second != dst) continue;
+      for (const Message& m : queue) {
+        if (m.fill == Fill::kFilling) return true;
+      }
+    }
+    return false;
+  };
+  cv_.wait(lock, [&] { return !filling(); });
+  for (auto& [pair, queue] : queues_) {
+    if (pair.second != dst) continue;
+    for (Message& m : queue) {
+      if (m.fill != Fill::kFilled) continue;
+      m.owned.assign(m.data, m.data + m.len);
+      m.data = m.owned.data();
+      m.fill = Fill::kNone;
+      m.counted += m.len;
+      remote_bytes_ += m.len;
+      remote_peak_ = std::max(remote_peak_, remote_bytes_);
+    }
+  }
   for (auto it = expected_.begin(); it != expected_.end();) {
     it = it->first.second == dst ? expected_.erase(it) : std::next(it);
   }
@@ -103,11 +150,14 @@ uint64_t Mailbox::remote_peak_bytes() const {
 Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken) {
   std::unique_lock<std::mutex> lock(mu_);
   auto& queue = queues_[{src, dst}];
+  // The next message, whole (one read into its receive's buffer may still be coming in).
+  auto ready = [&] { return !queue.empty() && queue.front().fill != Fill::kFilling; };
   for (;;) {
     if (!failed_.ok()) return failed_;
-    if (!queue.empty()) break;
-    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && queue.empty()) {
-      return RemoteError("timed out waiting for rank %d to send to rank %d", src, dst);
+    if (ready()) break;
+    if (cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout && !ready()) {
+      return queue.empty() ? RemoteError("timed out waiting for rank %d to send to rank %d", src, dst)
+                           : RemoteError("timed out while rank %d's message to rank %d came in", src, dst);
     }
   }
   Message m = std::move(queue.front());
@@ -117,7 +167,9 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
   }
   if (m.ticket) m.ticket->taken = true;  // its sender now waits for this copy, however it ends
   Status st;
-  if (m.len != len) {
+  if (m.fill == Fill::kBroken) {
+    st = RemoteError("the link from rank %d's daemon failed while its message to rank %d came in", src, dst);
+  } else if (m.len != len) {
     st = InvalidUsage("rank %d sent %zu bytes but rank %d posted a receive of %zu bytes", src, m.len, dst, len);
   } else if (m.device) {
     if (taken != nullptr) {
@@ -126,7 +178,7 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
       return Status::Ok();  // the caller copies, then completes the ticket
     }
     st = InternalError("rank %d's send of device memory reached a receive that cannot take it", src);
-  } else if (len > 0) {
+  } else if (len > 0 && m.data != out) {  // (a message read into this receive's buffer is there)
     // Outside the lock: the sender's segment stays mapped until its ticket is done, because
     // WaitSent does not return while a taken ticket is being copied.
     lock.unlock();
@@ -138,7 +190,7 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
     m.ticket->status = st;
     cv_.notify_all();
   } else {  // from another daemon (local sends all have tickets): its room is free
-    remote_bytes_ -= m.len + kRemoteEntryBytes;
+    remote_bytes_ -= m.counted;
     if (reserving_ > 0) cv_.notify_all();
   }
   return st;
@@ -207,6 +259,10 @@ Status Mailbox::ExportArrived(std::vector<ArrivedMessage>* out) {
     for (const Message& m : queue) {
       if (m.ticket) return Status(StatusCode::kAborted, "a local send from rank " + std::to_string(pair.first) +
                                                             " to rank " + std::to_string(pair.second) + " waits");
+      if (m.fill != Fill::kNone) {
+        return Status(StatusCode::kAborted, "a message from rank " + std::to_string(pair.first) + " to rank " +
+                                                std::to_string(pair.second) + " is read into its receive");
+      }
       out->push_back(ArrivedMessage{pair.first, pair.second, m.owned});
     }
   }

@@ -20,6 +20,12 @@
 // its receives before it runs, so an exchange of any size among ranks that all receive
 // goes through). Otherwise the reader waits for room or for that receive, the link waits
 // with it, and TCP makes the sender wait in turn, as NCCL's sends wait for their receives.
+//
+// A message whose posted receive named its buffer (Expect with `into`) is read straight
+// into that buffer: no memory of the daemon's and no copy when the receive takes it. The
+// buffer is the receiving rank's segment, mapped while its group runs, so the group's end
+// (ForgetExpected) waits for a fill under way and moves a filled message nobody took into
+// the daemon's own memory, where a later receive finds it as any other.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 #define CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 
@@ -88,14 +94,22 @@ class Mailbox {
   // the reason to abort on) when the mailbox failed or the deadline passed first. One
   // reader per source host, which posts (PostRemote) each message it reserved before it
   // reserves the next; a reservation whose bytes never come is ended by the link's
-  // failure, which fails the mailbox.
-  Status ReserveRemote(int src, int dst, size_t len, Deadline deadline);
+  // failure, which fails the mailbox. When the posted receive named its buffer, *into is
+  // set to it: the reader writes the bytes there and ends with FilledRemote instead of
+  // PostRemote (*into is null otherwise).
+  Status ReserveRemote(int src, int dst, size_t len, Deadline deadline, uint8_t** into);
   // The reserved message, arrived.
   void PostRemote(int src, int dst, std::vector<uint8_t> bytes);
+  // The reserved message read into its receive's buffer: whole, or cut off (the link
+  // failed; its receive fails).
+  void FilledRemote(int src, int dst, bool whole);
   // Rank dst will receive `len` bytes from src, after the receives it registered before:
-  // such a message comes in whatever the cap. Take consumes the expectation it matches;
-  // ForgetExpected(dst) drops those left when dst's group ends.
-  void Expect(int src, int dst, size_t len);
+  // such a message comes in whatever the cap. `into` (or null): the receive's buffer,
+  // valid until ForgetExpected(dst); its message is read straight into it. Take consumes
+  // the expectation it matches; ForgetExpected(dst) drops those left when dst's group
+  // ends, after waiting for the fills of dst's buffers under way (bounded by their link's
+  // deadline) and moving filled messages not taken into the daemon's memory.
+  void Expect(int src, int dst, size_t len, uint8_t* into = nullptr);
   void ForgetExpected(int dst);
   // Puts back a message handed over in a live upgrade, whatever the cap (it was under the
   // old daemon's).
@@ -123,19 +137,28 @@ class Mailbox {
   Status ExportArrived(std::vector<ArrivedMessage>* out);
 
  private:
+  // A message from another daemon read into its receive's buffer (data): kFilling while
+  // the reader writes it, then kFilled, or kBroken (data null) when its link failed.
+  enum class Fill { kNone, kFilling, kFilled, kBroken };
   struct Message {
     const uint8_t* data;
     size_t len;
     std::vector<uint8_t> owned;
     std::shared_ptr<SendTicket> ticket;
     std::shared_ptr<const DeviceSource> device;  // a local device send: data is null
+    uint64_t counted = 0;                        // from another daemon: its part of remote_bytes_
+    Fill fill = Fill::kNone;
+  };
+  struct Posted {
+    size_t len;
+    uint8_t* into;
   };
 
   // Removes the queued message of `ticket`, if it is still queued. Under mu_.
   void Withdraw(const std::shared_ptr<SendTicket>& ticket);
-  // Whether the next message from src to dst, of `len` bytes, matches a posted receive.
-  // Under mu_.
-  bool Expected(int src, int dst, size_t len) const;
+  // The posted receive the next message from src to dst, of `len` bytes, matches, or
+  // null. Under mu_.
+  const Posted* Expected(int src, int dst, size_t len) const;
 
   const uint64_t remote_cap_;
   mutable std::mutex mu_;
@@ -146,8 +169,8 @@ class Mailbox {
   // Readers waiting for room: only then do receives and Expect wake the waiters (a wake-up
   // of every rank waiting for a message costs more than the small receive that caused it).
   int reserving_ = 0;
-  // Per (src, dst): the lengths of the receives posted and not yet matched, in order.
-  std::map<std::pair<int, int>, std::deque<size_t>> expected_;
+  // Per (src, dst): the receives posted and not yet matched, in order.
+  std::map<std::pair<int, int>, std::deque<Posted>> expected_;
   Status failed_;
 };
 

@@ -246,12 +246,26 @@ Status PeerChannel::Read(int host, Link* link) {
     if (Status bad = CheckP2pData(head, host_of_rank_, host, my_host_, kMaxP2pBytes); !bad.ok()) {
       return RemoteError("daemon %s: %s", link->peer_name().c_str(), bad.message().c_str());
     }
-    CONDUIT_RETURN_IF_ERROR(handler_->ReserveP2p(head.src_rank, head.dst_rank, head.bytes));
+    uint8_t* into = nullptr;
+    CONDUIT_RETURN_IF_ERROR(handler_->ReserveP2p(head.src_rank, head.dst_rank, head.bytes, &into));
+    // Its sender waited while we did, so the bytes get a whole timeout from here.
+    const Deadline payload = Deadline::AfterMs(timeout_ms_);
+    if (into != nullptr) {
+      // Straight into the receive's buffer, which stays mapped until we report (the
+      // receiving group's end waits for it).
+      struct Report {
+        Handler* handler;
+        const peerproto::P2pData& head;
+        bool whole = false;
+        ~Report() { handler->OnP2pFilled(head.src_rank, head.dst_rank, whole); }
+      } report{handler_, head};
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{into, static_cast<size_t>(head.bytes)}}, payload));
+      report.whole = true;
+      continue;
+    }
     // The room is counted now (under the cap, or a receive of this length is posted): the
     // message's address space is taken whole, but its pages only piece by piece as the
-    // bytes arrive, so an announced length costs what arrived. Its sender waited while we
-    // did, so the bytes get a whole timeout from here.
-    const Deadline payload = Deadline::AfterMs(timeout_ms_);
+    // bytes arrive, so an announced length costs what arrived.
     std::vector<uint8_t> bytes;
     bytes.reserve(head.bytes);
     while (bytes.size() < head.bytes) {

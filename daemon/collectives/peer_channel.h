@@ -34,10 +34,14 @@ class PeerChannel {
    public:
     // A point-to-point message from rank `src` for local rank `dst` of `bytes` bytes comes
     // next: room for it, before they are read. May wait, and the link's reading waits with
-    // it; an error ends the link.
-    virtual Status ReserveP2p(int src, int dst, uint64_t bytes) = 0;
-    // That message, read whole.
+    // it; an error ends the link. `*into`, when set, is where the bytes go (a posted
+    // receive's buffer): the reader writes them there and reports with OnP2pFilled.
+    virtual Status ReserveP2p(int src, int dst, uint64_t bytes, uint8_t** into) = 0;
+    // That message, read whole (into memory of the reader's own).
     virtual void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) = 0;
+    // That message, read into `*into` whole, or cut off by the link's failure: always
+    // called once `*into` was given, before the reader reads anything else.
+    virtual void OnP2pFilled(int src, int dst, bool whole) = 0;
     // A reconfiguration message (peerproto::kReconfig*); an error ends the link.
     virtual Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) = 0;
     // The peer aborted the communicator; `why` is its reason.

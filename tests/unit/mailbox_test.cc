@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -38,6 +39,26 @@ class Pages {
   uint8_t* data_ = nullptr;
 };
 
+// What a point-to-point reader does with each message: room first, then the bytes, into
+// the receive's buffer when the mailbox names one.
+Status Arrive(Mailbox& box, int src, int dst, std::vector<uint8_t> bytes, Deadline deadline) {
+  uint8_t* into = nullptr;
+  CONDUIT_RETURN_IF_ERROR(box.ReserveRemote(src, dst, bytes.size(), deadline, &into));
+  if (into != nullptr) {
+    memcpy(into, bytes.data(), bytes.size());
+    box.FilledRemote(src, dst, true);
+  } else {
+    box.PostRemote(src, dst, std::move(bytes));
+  }
+  return Status::Ok();
+}
+
+// Room for a message whose bytes never come (the reservation alone).
+Status Reserve(Mailbox& box, int src, int dst, size_t len, Deadline deadline) {
+  uint8_t* into = nullptr;
+  return box.ReserveRemote(src, dst, len, deadline, &into);
+}
+
 TEST(Mailbox, ASendThatTimesOutIsWithdrawnAndTheNextOneIsDeliveredInstead) {
   Mailbox box;
   Pages first(4096, 0xAA);
@@ -63,8 +84,7 @@ TEST(Mailbox, AFailedMailboxDropsLocalSendsAndDeliversNothing) {
   Pages sent(4096, 0x11);
   auto ticket = std::make_shared<SendTicket>();
   box.PostLocal(0, 1, sent.data(), 4096, ticket);
-  ASSERT_TRUE(box.ReserveRemote(2, 1, 16, Deadline::AfterMs(1000)).ok());
-  box.PostRemote(2, 1, std::vector<uint8_t>(16, 0x22));
+  ASSERT_TRUE(Arrive(box, 2, 1, std::vector<uint8_t>(16, 0x22), Deadline::AfterMs(1000)).ok());
   box.Fail(RemoteError("rank 3 exited"));
   Status st = box.WaitSent(ticket, Deadline::AfterMs(1000));
   EXPECT_EQ(st.message(), "rank 3 exited");
@@ -184,13 +204,6 @@ TEST(Mailbox, DeviceSendsReachOnlyReceivesThatTakeThem) {
   EXPECT_FALSE(box.Take(0, 1, out.data(), 64, Deadline::AfterMs(10), &taken).ok()) << "nothing left to take";
 }
 
-// What a point-to-point reader does with each message: room first, then the bytes.
-Status Arrive(Mailbox& box, int src, int dst, std::vector<uint8_t> bytes, Deadline deadline) {
-  CONDUIT_RETURN_IF_ERROR(box.ReserveRemote(src, dst, bytes.size(), deadline));
-  box.PostRemote(src, dst, std::move(bytes));
-  return Status::Ok();
-}
-
 // Messages from other daemons wait under a cap: over it a reservation waits until a
 // receive frees room (so the link it reads from waits too), fails with a clear error when
 // none does in time, and ends when the mailbox fails.
@@ -202,7 +215,7 @@ TEST(Mailbox, MessagesFromOtherDaemonsWaitUnderACap) {
   EXPECT_EQ(box.remote_bytes(), 3000 + 2 * kEntry);
 
   // Full: an empty message waits too (its entry counts), and fails when no room comes.
-  Status st = box.ReserveRemote(5, 0, 0, Deadline::AfterMs(50));
+  Status st = Reserve(box, 5, 0, 0, Deadline::AfterMs(50));
   EXPECT_TRUE(IsResourceExhausted(st)) << st.message();
   EXPECT_NE(st.message().find("rank 5 sent rank 0 0 bytes"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("--p2p-queue-bytes"), std::string::npos) << st.message();
@@ -226,7 +239,7 @@ TEST(Mailbox, MessagesFromOtherDaemonsWaitUnderACap) {
   EXPECT_EQ(box.remote_bytes(), 0u);
 
   // A failure ends a wait at once, with the failure's reason.
-  std::thread blocked([&] { arrived = box.ReserveRemote(5, 0, 1 << 20, Deadline::AfterMs(10000)); });
+  std::thread blocked([&] { arrived = Reserve(box, 5, 0, 1 << 20, Deadline::AfterMs(10000)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto failed_at = std::chrono::steady_clock::now();
   box.Fail(RemoteError("rank 2 exited"));
@@ -242,15 +255,15 @@ TEST(Mailbox, MessagesFromOtherDaemonsWaitUnderACap) {
 TEST(Mailbox, PostedReceivesLetTheirMessagesPastTheCap) {
   constexpr uint64_t kEntry = Mailbox::kRemoteEntryBytes;
   Mailbox box(1000);
-  EXPECT_FALSE(box.ReserveRemote(5, 0, 10000, Deadline::AfterMs(20)).ok()) << "nothing posted: over the cap";
+  EXPECT_FALSE(Reserve(box, 5, 0, 10000, Deadline::AfterMs(20)).ok()) << "nothing posted: over the cap";
   box.Expect(5, 0, 10000);
   box.Expect(5, 0, 20000);
   box.Expect(6, 0, 30000);
-  EXPECT_FALSE(box.ReserveRemote(5, 0, 20000, Deadline::AfterMs(20)).ok()) << "not the next posted length";
-  EXPECT_FALSE(box.ReserveRemote(5, 1, 10000, Deadline::AfterMs(20)).ok()) << "posted for another rank";
+  EXPECT_FALSE(Reserve(box, 5, 0, 20000, Deadline::AfterMs(20)).ok()) << "not the next posted length";
+  EXPECT_FALSE(Reserve(box, 5, 1, 10000, Deadline::AfterMs(20)).ok()) << "posted for another rank";
   ASSERT_TRUE(Arrive(box, 5, 0, std::vector<uint8_t>(10000, 1), Deadline::AfterMs(1000)).ok());
   ASSERT_TRUE(Arrive(box, 5, 0, std::vector<uint8_t>(20000, 2), Deadline::AfterMs(1000)).ok());
-  EXPECT_FALSE(box.ReserveRemote(5, 0, 20000, Deadline::AfterMs(20)).ok()) << "both posted receives are matched";
+  EXPECT_FALSE(Reserve(box, 5, 0, 20000, Deadline::AfterMs(20)).ok()) << "both posted receives are matched";
   ASSERT_TRUE(Arrive(box, 6, 0, std::vector<uint8_t>(30000, 3), Deadline::AfterMs(1000)).ok());
   EXPECT_EQ(box.remote_bytes(), 60000 + 3 * kEntry);
 
@@ -268,7 +281,7 @@ TEST(Mailbox, PostedReceivesLetTheirMessagesPastTheCap) {
   EXPECT_EQ(out[19999], 2);
   box.Expect(5, 0, 50000);
   box.ForgetExpected(0);  // the group ended without this receive
-  EXPECT_FALSE(box.ReserveRemote(5, 0, 50000, Deadline::AfterMs(20)).ok());
+  EXPECT_FALSE(Reserve(box, 5, 0, 50000, Deadline::AfterMs(20)).ok());
   ASSERT_TRUE(box.Take(6, 0, out.data(), 30000, Deadline::AfterMs(1000), nullptr).ok());
   ASSERT_TRUE(box.Take(7, 0, out.data(), 40000, Deadline::AfterMs(1000), nullptr).ok());
   EXPECT_EQ(out[39999], 4);
@@ -278,6 +291,77 @@ TEST(Mailbox, PostedReceivesLetTheirMessagesPastTheCap) {
   EXPECT_EQ(box.remote_bytes(), 5000 + kEntry);
   ASSERT_TRUE(box.Take(6, 0, out.data(), 5000, Deadline::AfterMs(1000), nullptr).ok());
   EXPECT_EQ(out[4999], 6);
+}
+
+// A message whose posted receive named its buffer (Expect with `into`) is read straight
+// into that buffer, in the receives' order, and costs the cap its entry only; the receive
+// waits until it is whole and copies nothing. A fill cut off by its link fails the
+// receive. The group's end (ForgetExpected) waits for a fill under way, since the buffer
+// goes with the group, and moves a filled message nobody took into the daemon's memory,
+// where the next receive gets it.
+TEST(Mailbox, MessagesForPostedBuffersAreReadStraightIntoThem) {
+  constexpr uint64_t kEntry = Mailbox::kRemoteEntryBytes;
+  Mailbox box(1000);
+  ASSERT_TRUE(Arrive(box, 5, 0, std::vector<uint8_t>(100, 1), Deadline::AfterMs(1000)).ok());  // before the group
+  std::vector<uint8_t> first(100), second(20000), third(300);
+  box.Expect(5, 0, 100, first.data());
+  box.Expect(5, 0, 20000, second.data());
+  box.Expect(5, 0, 300, third.data());
+  uint8_t* into = nullptr;
+  ASSERT_TRUE(box.ReserveRemote(5, 0, 20000, Deadline::AfterMs(1000), &into).ok());
+  ASSERT_EQ(into, second.data()) << "the second message is for the second receive";
+  EXPECT_EQ(box.remote_bytes(), 100 + 2 * kEntry) << "bytes in a receive's buffer are not the daemon's";
+  memset(into, 2, 10000);  // half of it came
+  ASSERT_TRUE(box.Take(5, 0, first.data(), 100, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(first[99], 1);
+  std::thread rest([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    memset(into + 10000, 2, 10000);
+    box.FilledRemote(5, 0, true);
+  });
+  const auto asked = std::chrono::steady_clock::now();
+  ASSERT_TRUE(box.Take(5, 0, second.data(), 20000, Deadline::AfterMs(2000), nullptr).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(90)) << "taken before it was whole";
+  EXPECT_EQ(second[19999], 2);
+  rest.join();
+
+  // The third comes into its buffer, the group ends before taking it (say an earlier
+  // receive failed): the group's end waits for the fill, then keeps the message.
+  ASSERT_TRUE(box.ReserveRemote(5, 0, 300, Deadline::AfterMs(1000), &into).ok());
+  ASSERT_EQ(into, third.data());
+  std::atomic<bool> filled{false};
+  std::thread reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    memset(into, 3, 300);
+    filled = true;
+    box.FilledRemote(5, 0, true);
+  });
+  box.ForgetExpected(0);
+  EXPECT_TRUE(filled.load()) << "the group ended while its buffer was still being written";
+  reader.join();
+  EXPECT_EQ(box.remote_bytes(), 300 + kEntry) << "kept in the daemon's memory now";
+  memset(third.data(), 0, third.size());  // the program reuses its buffer
+  std::vector<uint8_t> later(300);
+  ASSERT_TRUE(box.Take(5, 0, later.data(), 300, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(later[0], 3);
+  EXPECT_EQ(later[299], 3);
+  EXPECT_EQ(box.remote_bytes(), 0u);
+
+  // A fill cut off by its link fails its receive.
+  box.Expect(6, 0, 400, later.data());
+  ASSERT_TRUE(box.ReserveRemote(6, 0, 300, Deadline::AfterMs(1000), &into).ok());  // not the posted length
+  EXPECT_EQ(into, nullptr);
+  box.PostRemote(6, 0, std::vector<uint8_t>(300, 4));
+  EXPECT_FALSE(box.Take(6, 0, later.data(), 400, Deadline::AfterMs(1000), nullptr).ok());
+  box.ForgetExpected(0);
+  box.Expect(6, 0, 400, later.data());
+  ASSERT_TRUE(box.ReserveRemote(6, 0, 400, Deadline::AfterMs(1000), &into).ok());
+  ASSERT_EQ(into, later.data());
+  box.FilledRemote(6, 0, false);
+  Status st = box.Take(6, 0, later.data(), 400, Deadline::AfterMs(1000), nullptr);
+  EXPECT_NE(st.message().find("failed while its message to rank 0 came in"), std::string::npos) << st.message();
+  box.ForgetExpected(0);
+  EXPECT_EQ(box.remote_bytes(), 0u);
 }
 
 }  // namespace

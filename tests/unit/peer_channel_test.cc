@@ -27,12 +27,17 @@ namespace {
 // Records what a reader hands over.
 class Recorder : public PeerChannel::Handler {
  public:
-  Status ReserveP2p(int /*src*/, int /*dst*/, uint64_t bytes) override {
+  Status ReserveP2p(int /*src*/, int /*dst*/, uint64_t bytes, uint8_t** into) override {
     if (refuse_messages_.ok()) reserved_ += bytes;
+    if (refuse_messages_.ok() && bytes == direct_.size()) *into = direct_.data();
     return refuse_messages_;
   }
   void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
     Add("msg " + std::to_string(src) + "->" + std::to_string(dst) + " " + std::string(bytes.begin(), bytes.end()));
+  }
+  void OnP2pFilled(int src, int dst, bool whole) override {
+    Add("filled " + std::to_string(src) + "->" + std::to_string(dst) + (whole ? " " : " cut off ") +
+        std::string(direct_.begin(), direct_.end()));
   }
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override {
     Add("control " + std::to_string(host) + " " + std::to_string(type) + " " + std::string(payload.begin(), payload.end()));
@@ -44,6 +49,8 @@ class Recorder : public PeerChannel::Handler {
   // What ReserveP2p answers (set before the message comes), and what it granted.
   Status refuse_messages_;
   std::atomic<uint64_t> reserved_{0};
+  // A posted receive's buffer: a message of its length is read into it (empty: none).
+  std::vector<uint8_t> direct_;
 
   // Waits until `n` events arrived (at most `ms`) and returns them.
   std::vector<std::string> Wait(size_t n, int ms = 5000) {
@@ -154,6 +161,32 @@ TEST(PeerChannelTest, RoomIsReservedBeforeTheBytesAndARefusalFailsTheLink) {
   std::vector<std::string> got = p.heard1.Wait(3, 500);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1], "failed 0 no room");
+}
+
+// A message whose receive named its buffer is read straight into it and reported as
+// filled; one cut off by the link's end is reported as such before the link's failure,
+// so the receive waiting on that buffer learns it will not be whole.
+TEST(PeerChannelTest, MessagesForANamedBufferAreReadIntoItAndACutOffOneIsReported) {
+  Pair p;
+  p.heard1.direct_.assign(5, '.');
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "hello", 5, Deadline::AfterMs(2000)).ok());
+  ASSERT_TRUE(p.ch0.SendMessage(1, 0, 1, "other", 5 - 1, Deadline::AfterMs(2000)).ok());
+  std::vector<std::string> got = p.heard1.Wait(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], "filled 0->1 hello");
+  EXPECT_EQ(got[1], "msg 0->1 othe") << "a message of another length is read into memory of the reader's";
+
+  Pair q;
+  q.heard1.direct_.assign(5, '.');
+  peerproto::P2pData head{0, 1, 5};
+  FrameHeader h{peerproto::kMagic, peerproto::kVersion, peerproto::kP2pData, sizeof(head), 0};
+  ASSERT_TRUE(q.raw01->Send({{&h, sizeof(h)}, {&head, sizeof(head)}, {"hel", 3}}, Deadline::AfterMs(2000)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  q.ch0.Close();
+  got = q.heard1.Wait(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], "filled 0->1 cut off hel..");
+  EXPECT_EQ(got[1].rfind("failed 0 ", 0), 0u) << got[1];
 }
 
 TEST(PeerChannelTest, APauseLeavesTheNextFrameInTheKernel) {
