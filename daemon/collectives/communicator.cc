@@ -311,13 +311,16 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   CONDUIT_RETURN_IF_ERROR(failure());
   // This group's receives from other hosts, registered before anything runs: their
   // messages come in whatever --p2p-queue-bytes holds already (Mailbox::Expect), so every
-  // exchange whose ranks all receive completes, however large. Those into the segment are
-  // read straight there (device receives are staged: their buffer comes later).
+  // exchange whose ranks all receive completes, however large. Their messages are read
+  // straight into their buffers: the segment, or for device receives the pinned memory
+  // they are staged in, named once it is set up below.
+  auto remote_recv = [&](const shimproto::OpDesc& op) {
+    return op.kind == shimproto::kRecv && membership_.host_of_rank[op.peer] != membership_.my_host;
+  };
   for (const shimproto::OpDesc& op : ops) {
-    if (op.kind == shimproto::kRecv && membership_.host_of_rank[op.peer] != membership_.my_host) {
-      const bool device = (op.flags & shimproto::kOpDevice) != 0;
-      mailbox_.Expect(op.peer, rank, OpPayloadBytes(op), device ? nullptr : buffer.base + op.offset);
-    }
+    if (!remote_recv(op)) continue;
+    const bool device = (op.flags & shimproto::kOpDevice) != 0;
+    mailbox_.Expect(op.peer, rank, OpPayloadBytes(op), device ? nullptr : buffer.base + op.offset);
   }
   struct Forget {
     Mailbox& mailbox;
@@ -336,6 +339,12 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   // aborts below, so no peer waits for good.
   DeviceP2p device_p2p(ops.size());
   first = StageDeviceSends(ops, context, &device_p2p);
+  std::map<int, size_t> nth_from;  // per peer: its receives so far, the mailbox's order
+  for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
+    if (!remote_recv(ops[i])) continue;
+    const size_t nth = nth_from[ops[i].peer]++;
+    if (device_p2p.host[i] != nullptr) mailbox_.NameReceiveBuffer(ops[i].peer, rank, nth, device_p2p.host[i]);
+  }
   // Sends are posted first and receives waited on last, so every grouped pattern of
   // point-to-point ops (including cycles such as all-to-all) completes.
   std::vector<std::shared_ptr<SendTicket>> tickets;

@@ -97,6 +97,12 @@ void Mailbox::Expect(int src, int dst, size_t len, uint8_t* into) {
   if (reserving_ > 0) cv_.notify_all();  // a reader may be waiting for this receive
 }
 
+void Mailbox::NameReceiveBuffer(int src, int dst, size_t index, uint8_t* into) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto e = expected_.find({src, dst});
+  if (e != expected_.end() && index < e->second.size()) e->second[index].into = into;
+}
+
 void Mailbox::ForgetExpected(int dst) {
   std::unique_lock<std::mutex> lock(mu_);
   // dst's buffers are about to go: no reader may still write them, and what was read into

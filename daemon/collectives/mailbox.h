@@ -110,6 +110,10 @@ class Mailbox {
   // ends, after waiting for the fills of dst's buffers under way (bounded by their link's
   // deadline) and moving filled messages not taken into the daemon's memory.
   void Expect(int src, int dst, size_t len, uint8_t* into = nullptr);
+  // Names the buffer of the `index`th receive dst expects from src (counted from the
+  // first not yet taken), for a receive whose buffer is known only after its Expect (a
+  // device receive's pinned staging). A message already on its way is not moved.
+  void NameReceiveBuffer(int src, int dst, size_t index, uint8_t* into);
   void ForgetExpected(int dst);
   // Puts back a message handed over in a live upgrade, whatever the cap (it was under the
   // old daemon's).

@@ -298,7 +298,7 @@ TEST(Mailbox, PostedReceivesLetTheirMessagesPastTheCap) {
 // waits until it is whole and copies nothing. A fill cut off by its link fails the
 // receive. The group's end (ForgetExpected) waits for a fill under way, since the buffer
 // goes with the group, and moves a filled message nobody took into the daemon's memory,
-// where the next receive gets it.
+// where the next receive gets it. A buffer may also be named after its receive was posted.
 TEST(Mailbox, MessagesForPostedBuffersAreReadStraightIntoThem) {
   constexpr uint64_t kEntry = Mailbox::kRemoteEntryBytes;
   Mailbox box(1000);
@@ -362,6 +362,24 @@ TEST(Mailbox, MessagesForPostedBuffersAreReadStraightIntoThem) {
   EXPECT_NE(st.message().find("failed while its message to rank 0 came in"), std::string::npos) << st.message();
   box.ForgetExpected(0);
   EXPECT_EQ(box.remote_bytes(), 0u);
+
+  // A buffer named after its receive was posted (a device receive's staging).
+  std::vector<uint8_t> staged(64);
+  box.Expect(7, 0, 64);
+  box.Expect(7, 0, 64);
+  box.NameReceiveBuffer(7, 0, 1, staged.data());
+  ASSERT_TRUE(box.ReserveRemote(7, 0, 64, Deadline::AfterMs(1000), &into).ok());
+  EXPECT_EQ(into, nullptr) << "the first receive named no buffer";
+  box.PostRemote(7, 0, std::vector<uint8_t>(64, 7));
+  ASSERT_TRUE(box.ReserveRemote(7, 0, 64, Deadline::AfterMs(1000), &into).ok());
+  EXPECT_EQ(into, staged.data());
+  memset(into, 8, 64);
+  box.FilledRemote(7, 0, true);
+  ASSERT_TRUE(box.Take(7, 0, later.data(), 64, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(later[0], 7);
+  ASSERT_TRUE(box.Take(7, 0, staged.data(), 64, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(staged[63], 8);
+  box.ForgetExpected(0);
 }
 
 }  // namespace
