@@ -313,6 +313,7 @@ void CaseRunner::Backlog(const Pattern& p, const std::string& d, size_t n) {
   const int last = nranks_ - 1, k = opt_.messages;
   ncclDataType_t dt = p.type().type;
   if (rank_ == 0 && last != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(opt_.send_hold_ms));
     Buffer send = Alloc(p, n);
     for (int i = 0; i < k; ++i) {
       p.Fill(send.data(), 0, static_cast<size_t>(i) * n, n);

@@ -15,10 +15,11 @@ const char kUsage[] =
     "  [--types all|float,int8,...] [--ops all|sum,prod,max,min,avg,premulsum]\n"
     "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S [--stop-file F]]\n"
     "  [--seed S] [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
-    "  [--mem-alloc] [--messages K [--receives J]] [--verbose]\n"
+    "  [--mem-alloc] [--messages K [--receives J] [--send-hold-ms MS]] [--verbose]\n"
     "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n"
     "backlog (not in the default list): rank 0 sends the last rank K messages (--messages, 8), one\n"
-    "  ncclSend each; the last rank receives them (or the first J) only after --hold-ms\n";
+    "  ncclSend each, after --send-hold-ms; the last rank receives them (or the first J) only\n"
+    "  after --hold-ms\n";
 
 const char* const kAllColls[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
                                  "sendrecv",  "alltoall",  "gather", "scatter",   "split", "backlog"};
@@ -154,6 +155,8 @@ bool ParseOptions(int argc, char** argv, Options* opt) {
       opt->max_seconds = std::atoi(v.c_str());
     } else if (a == "--messages") {
       opt->messages = std::atoi(v.c_str());
+    } else if (a == "--send-hold-ms") {
+      opt->send_hold_ms = std::atoi(v.c_str());
     } else if (a == "--receives") {
       opt->receives = std::atoi(v.c_str());
     } else if (a == "--error-count") {

@@ -103,6 +103,32 @@ TEST(FailureTest, SendsAheadOfTheirReceivesWaitUnderTheCap) {
       << procs[1]->Output();
 }
 
+// A message whose receive is posted before it arrives is read straight into the
+// receiving program's segment: it takes no memory of the daemon's (only its entry counts
+// in p2p_waiting), even when it is larger than the cap, and arrives intact.
+TEST(FailureTest, AMessageForAPostedReceiveTakesNoDaemonMemory) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  constexpr uint64_t kCap = 1 << 19;
+  Cluster cluster(CappedCluster(kCap, 20000));
+  CONDUIT_START_CLUSTER(cluster);
+  auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "4MiB",
+                                                   "--messages", "1", "--send-hold-ms", "1000", "--linger-ms", "3000",
+                                                   "--verbose"}));
+  ASSERT_TRUE(Cluster::WaitForOutput(*procs[1], "lingering", std::chrono::seconds(60 * kSanitizerSlowdown)))
+      << procs[1]->Output() << cluster.Describe();
+  AdminAnswer comms = AdminCall(cluster, 1, "GET", "/v1/communicators");
+  const Json& list = Field(comms.body, "communicators");
+  ASSERT_TRUE(list.is_array() && list.size() == 1) << comms.text;
+  const Json& waiting = Field(list.items()[0], "p2p_waiting");
+  EXPECT_EQ(Counter(waiting, "bytes"), 0u) << comms.text;
+  EXPECT_EQ(Counter(waiting, "peak_bytes"), 64u) << "the message was kept in the daemon: " << comms.text;
+  std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(60));
+  EXPECT_TRUE(failure.empty()) << failure;
+  EXPECT_NE(procs[1]->Output().find("ok rank 1: backlog type=int8 count=4194304 out-of-place message 0"),
+            std::string::npos)
+      << procs[1]->Output();
+}
+
 // Grouped exchanges larger than the cap complete: with 2 ranks per host every rank sends
 // 2 MiB to each rank of the other host and receives as much from each in one group (ring
 // and all-pairs, then all-to-all), with the cap at 256 KiB. The messages of one link come in
