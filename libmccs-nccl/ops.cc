@@ -131,20 +131,70 @@ bool AttachRegion(ncclComm* comm, const RegionSpan& span) {
   return true;
 }
 
+bool IsP2p(const PendingOp& op) { return op.desc.kind == shimproto::kSend || op.desc.kind == shimproto::kRecv; }
+
 // Places `op` in the program's own buffers when the daemon can run it there: a host
-// AllReduce (not PreMulSum), AllGather or Broadcast whose buffers lie in ncclMemAlloc'd
-// regions (daemon/session/host_regions.h says why only these).
+// AllReduce (not PreMulSum), AllGather, Broadcast, Send or Recv whose buffers lie in
+// ncclMemAlloc'd regions (daemon/session/host_regions.h says why only these); Send and
+// Recv only with a daemon that says it serves them so.
 void PlaceInRegions(ncclComm* comm, PendingOp* op) {
-  if (!RegionsEnabled() || op->place != MemoryKind::kHost || op->out_bytes == 0 ||
-      !shimproto::ServedInRegions(op->desc.kind, op->desc.redop)) {
+  if (!RegionsEnabled() || op->place != MemoryKind::kHost ||
+      !shimproto::ServedInRegions(op->desc.kind, op->desc.redop) ||
+      (IsP2p(*op) ? !comm->p2p_in_regions : op->out_bytes == 0)) {
     return;
   }
   RegionSpan in, out;
   if (op->in_bytes > 0 && !FindRegion(op->in, op->in_bytes, &in)) return;
-  if (!FindRegion(op->out, op->out_bytes, &out)) return;
-  if ((in.id != 0 && !AttachRegion(comm, in)) || !AttachRegion(comm, out)) return;
+  if (op->out_bytes > 0 && !FindRegion(op->out, op->out_bytes, &out)) return;
+  if ((in.id != 0 && !AttachRegion(comm, in)) || (out.id != 0 && !AttachRegion(comm, out))) return;
   op->in_regions = true;
   op->region_ref = shimproto::RegionOpRef{in.id, in.offset, out.id, out.offset};
+}
+
+// Sends and receives in regions are read and written where they are while the group
+// runs, not copied at its start and end: if one shares bytes with another op of its group,
+// where one of them writes, what it sends or leaves would depend on the daemon's order.
+// Such a group's sends and receives are staged instead. (Overlapping ranges are found in
+// sorted order; a run of overlapping ranges with a write, two ops and a Send or Recv
+// among them counts, which may stage a group that would have been safe.)
+void StageP2pSharingBytes(std::vector<PendingOp*>& list) {
+  struct Range {
+    uintptr_t begin, end;
+    size_t op;
+    bool writes;
+  };
+  std::vector<Range> ranges;
+  bool any_p2p = false;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const PendingOp* op = list[i];
+    if (!op->in_regions) continue;
+    any_p2p |= IsP2p(*op);
+    const auto in = reinterpret_cast<uintptr_t>(op->in), out = reinterpret_cast<uintptr_t>(op->out);
+    if (op->in_bytes > 0) ranges.push_back({in, in + op->in_bytes, i, false});
+    if (op->out_bytes > 0) ranges.push_back({out, out + op->out_bytes, i, true});
+  }
+  if (!any_p2p) return;
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  bool shared = false;
+  for (size_t at = 0; at < ranges.size() && !shared;) {
+    size_t next = at + 1;
+    uintptr_t end = ranges[at].end;
+    bool writes = ranges[at].writes, p2p = IsP2p(*list[ranges[at].op]), two_ops = false;
+    for (; next < ranges.size() && ranges[next].begin < end; ++next) {
+      end = std::max(end, ranges[next].end);
+      writes |= ranges[next].writes;
+      p2p |= IsP2p(*list[ranges[next].op]);
+      two_ops |= ranges[next].op != ranges[at].op;
+    }
+    shared = writes && p2p && two_ops;
+    at = next;
+  }
+  if (!shared) return;
+  for (PendingOp* op : list) {
+    if (!IsP2p(*op)) continue;
+    op->in_regions = false;
+    op->region_ref = shimproto::RegionOpRef{};
+  }
 }
 
 // Lays out one communicator's ops and sends its Group request (device_path.h for what
@@ -171,10 +221,9 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   ReleaseFreedRegions(comm);
   bool any_regions = false;
   if (!any_device) {
-    for (PendingOp* op : list) {
-      PlaceInRegions(comm, op);
-      any_regions |= op->in_regions;
-    }
+    for (PendingOp* op : list) PlaceInRegions(comm, op);
+    StageP2pSharingBytes(list);
+    for (const PendingOp* op : list) any_regions |= op->in_regions;
   }
   size_t total = 0;
   const PendingOp* first_device = nullptr;
@@ -283,6 +332,11 @@ Status ResendStaged(ncclComm* comm, std::vector<PendingOp*>& list, const Status&
 // the daemon's work).
 Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Sent& sent, const Frame& reply,
                    std::optional<OutputPump>& pump) {
+  shimproto::GroupReply head;
+  if (reply.payload.size() >= sizeof(head)) {
+    memcpy(&head, reply.payload.data(), sizeof(head));
+    if (head.flags & shimproto::kReplyP2pInRegions) comm->p2p_in_regions = true;
+  }
   if (pump) {
     pump->CopyRest();
     return Status::Ok();

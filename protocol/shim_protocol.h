@@ -214,15 +214,16 @@ inline constexpr uint64_t kSyncWordBytes = 4;
 inline constexpr uint64_t kScalarSlotBytes = 8;
 inline constexpr uint64_t ScalarSlotOffset(uint64_t op_index) { return 2 * kSyncWordBytes + kScalarSlotBytes * op_index; }
 // Data in the program's own buffers, in attached host regions (RegionOpRef), not the
-// segment: AllReduce, AllGather and Broadcast without PreMulSum only.
+// segment: AllReduce, AllGather and Broadcast without PreMulSum, Send and Recv only.
 inline constexpr uint8_t kOpRegion = 2;
-// The ops kOpRegion may carry: the daemon runs them in one buffer per host holding the whole
-// result (a rank's recvbuff) and never writes an input, so not Reduce, ReduceScatter,
-// point-to-point or PreMulSum (which scales inputs in place). The shim's choice and the
-// daemon's check.
+// The ops kOpRegion may carry: the daemon runs the collectives in one buffer per host
+// holding the whole result (a rank's recvbuff) and never writes an input, so not Reduce,
+// ReduceScatter or PreMulSum (which scales inputs in place); a Send is read where it is
+// and a Recv written there. The daemon's check; the shim sends Send and Recv in regions
+// only to a daemon whose group replies carry kReplyP2pInRegions.
 inline bool ServedInRegions(uint8_t kind, uint8_t redop) {
   if (kind == kAllReduce) return redop != kRedOpPreMulSum;
-  return kind == kAllGather || kind == kBroadcast;
+  return kind == kAllGather || kind == kBroadcast || kind == kSend || kind == kRecv;
 }
 
 // GroupRequest::flags.
@@ -263,6 +264,9 @@ struct GroupReply {
 // (cuIpcOpenEventHandle), so nothing of the group ran. The shim sends the group again with
 // its device buffers staged, and stages from then on (docs/gpu.md).
 inline constexpr uint32_t kReplyEventUnusable = 1;
+// kReplyP2pInRegions: on every group reply of a daemon that serves Send and Recv in host
+// regions (kOpRegion); the shim puts them there once it has seen it on a connection.
+inline constexpr uint32_t kReplyP2pInRegions = 2;
 
 struct CommDestroyReply {
   WireStatus status;

@@ -300,7 +300,8 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     }
     if (st.ok() && (ops[i].flags & shimproto::kOpRegion) &&
         (context.host_ops == nullptr || context.host_ops->size() != ops.size() || context.streamed ||
-         (*context.host_ops)[i].recv == nullptr)) {
+         ((*context.host_ops)[i].recv == nullptr) != (ops[i].kind == shimproto::kSend) ||
+         ((*context.host_ops)[i].send == nullptr && ops[i].kind == shimproto::kSend))) {
       st = InvalidArgument("an op in host regions outside a (non-streamed) group with host regions");
     }
     if (!st.ok()) {
@@ -309,18 +310,28 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     }
   }
   CONDUIT_RETURN_IF_ERROR(failure());
+  // Where each point-to-point op's bytes are on the host when not in the segment: the
+  // program's own buffer (host regions) or, set up below, pinned memory (device buffers).
+  DeviceP2p device_p2p(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!(ops[i].flags & shimproto::kOpRegion) || shimproto::IsCollectiveKind(ops[i].kind)) continue;
+    const HostOpBuffers& b = (*context.host_ops)[i];
+    // (A send's bytes are only read: SendP2p and the mailbox take them as const.)
+    device_p2p.host[i] = ops[i].kind == shimproto::kSend ? const_cast<uint8_t*>(b.send) : b.recv;
+  }
   // This group's receives from other hosts, registered before anything runs: their
   // messages come in whatever --p2p-queue-bytes holds already (Mailbox::Expect), so every
   // exchange whose ranks all receive completes, however large. Their messages are read
-  // straight into their buffers: the segment, or for device receives the pinned memory
-  // they are staged in, named once it is set up below.
+  // straight into their buffers: the segment, the program's region, or for device
+  // receives the pinned memory they are staged in, named once it is set up below.
   auto remote_recv = [&](const shimproto::OpDesc& op) {
     return op.kind == shimproto::kRecv && membership_.host_of_rank[op.peer] != membership_.my_host;
   };
-  for (const shimproto::OpDesc& op : ops) {
-    if (!remote_recv(op)) continue;
-    const bool device = (op.flags & shimproto::kOpDevice) != 0;
-    mailbox_.Expect(op.peer, rank, OpPayloadBytes(op), device ? nullptr : buffer.base + op.offset);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!remote_recv(ops[i])) continue;
+    const bool device = (ops[i].flags & shimproto::kOpDevice) != 0;
+    uint8_t* into = device_p2p.host[i] != nullptr ? device_p2p.host[i] : buffer.base + ops[i].offset;
+    mailbox_.Expect(ops[i].peer, rank, OpPayloadBytes(ops[i]), device ? nullptr : into);
   }
   struct Forget {
     Mailbox& mailbox;
@@ -337,13 +348,14 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
   // Point-to-point ops on device buffers: their bytes in pinned memory, or device to
   // device within this host (device_p2p.cc). A failure here (the GPU's) skips the rest and
   // aborts below, so no peer waits for good.
-  DeviceP2p device_p2p(ops.size());
   first = StageDeviceSends(ops, context, &device_p2p);
   std::map<int, size_t> nth_from;  // per peer: its receives so far, the mailbox's order
   for (size_t i = 0; i < ops.size() && first.ok(); ++i) {
     if (!remote_recv(ops[i])) continue;
     const size_t nth = nth_from[ops[i].peer]++;
-    if (device_p2p.host[i] != nullptr) mailbox_.NameReceiveBuffer(ops[i].peer, rank, nth, device_p2p.host[i]);
+    if ((ops[i].flags & shimproto::kOpDevice) && device_p2p.host[i] != nullptr) {
+      mailbox_.NameReceiveBuffer(ops[i].peer, rank, nth, device_p2p.host[i]);
+    }
   }
   // Sends are posted first and receives waited on last, so every grouped pattern of
   // point-to-point ops (including cycles such as all-to-all) completes.

@@ -310,10 +310,10 @@ class Communicator final : private PeerChannel::Handler {
   Status ApplyProposal(const Proposal& proposal);
   Status SendControl(int host, uint16_t type, const std::vector<uint8_t>& payload);
   void SendControlToAll(uint16_t type, const std::vector<uint8_t>& payload);
-  // A group's point-to-point ops on device buffers (device_p2p.cc), per op: where its
-  // bytes are in pinned memory (null for the others), whether a send goes to its receiver
-  // device to device (a rank of this daemon, device_p2p_direct), and a receive's match
-  // when that was such a send.
+  // A group's point-to-point ops (device buffers: device_p2p.cc), per op: where its bytes
+  // are when not in the segment, in pinned memory or the program's host region (null for
+  // the others), whether a send goes to its receiver device to device (a rank of this
+  // daemon, device_p2p_direct), and a receive's match when that was such a send.
   struct DeviceP2p {
     explicit DeviceP2p(size_t n) : host(n, nullptr), direct(n, false), taken(n) {}
     std::vector<uint8_t*> host;

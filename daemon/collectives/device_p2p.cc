@@ -137,10 +137,11 @@ Status Communicator::CopyTakenDeviceSends(const std::vector<shimproto::OpDesc>& 
   for (size_t i = 0; i < ops.size() && st.ok(); ++i) {
     const DeviceSource* source = p2p->taken[i].device.get();
     if (source == nullptr || IsDeviceP2p(ops[i])) continue;
-    // A receive into the segment (a program staging it) of a device send: copied out by
-    // the sender's GPU.
-    st = runtime.CopyNow(source->device, reinterpret_cast<uint64_t>(buffer.base + ops[i].offset), source->ptr,
-                         OpPayloadBytes(ops[i]), deadline);
+    // A receive into host memory (the segment of a program staging it, or its region) of
+    // a device send: copied out by the sender's GPU.
+    uint8_t* into = p2p->host[i] != nullptr ? p2p->host[i] : buffer.base + ops[i].offset;
+    st = runtime.CopyNow(source->device, reinterpret_cast<uint64_t>(into), source->ptr, OpPayloadBytes(ops[i]),
+                         deadline);
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     TakenMessage& taken = p2p->taken[i];

@@ -80,6 +80,18 @@ TEST_F(TwoHostTest, NcclMemAllocBuffers) {
   RunOn(*cluster_, Ranks(1, args));
 }
 
+// Sends and receives in ncclMemAlloc'd buffers are read and written where they are; a
+// group whose receive overwrites the bytes it sends is staged instead, so each rank still
+// sends what its buffer held (ranks on the same host and on the other).
+TEST_F(TwoHostTest, SendAndReceiveInOneNcclMemAllocBuffer) {
+  auto procs = LaunchCollCheck(*cluster_, Ranks(2, {"--colls", "replace", "--types", "int8,float", "--sizes",
+                                                    "7,65539,1MiB", "--iters", "3", "--mem-alloc", "--verbose"}));
+  ASSERT_EQ(WaitCollCheck(*cluster_, procs, kRunTimeout), "");
+  for (Subprocess* p : procs) {
+    EXPECT_NE(p->Output().find("replace type=float count=262144"), std::string::npos) << p->Output();
+  }
+}
+
 TEST_F(TwoHostTest, TwoThreadsPerHost) { RunOn(*cluster_, Ranks(2, kLayoutSmall).AsThreads()); }
 
 TEST_F(TwoHostTest, NonBlockingInit) {

@@ -22,7 +22,9 @@ bool IsRooted(const std::string& coll) {
   return coll == "broadcast" || coll == "reduce" || coll == "gather" || coll == "scatter";
 }
 // NCCL defines no in-place form for all-to-all exchanges.
-bool HasInPlace(const std::string& coll) { return coll != "alltoall" && coll != "sendrecv" && coll != "backlog"; }
+bool HasInPlace(const std::string& coll) {
+  return coll != "alltoall" && coll != "sendrecv" && coll != "backlog" && coll != "replace";
+}
 
 ncclRedOp_t BuiltinOp(Op op) {
   switch (op) {
@@ -210,6 +212,7 @@ void CaseRunner::RunColl(const std::string& coll, ncclDataType_t type, Op op, si
     if (!result_.aborted) SendRecvAllPairs(p, desc + " all-pairs", count);
   }
   if (coll == "backlog") Backlog(p, desc, count);
+  if (coll == "replace") SendRecvReplace(p, desc, count);
   if (IsRooted(coll)) {
     for (int root : Roots()) {
       if (result_.aborted) break;
@@ -304,6 +307,22 @@ void CaseRunner::SendRecvAllPairs(const Pattern& p, const std::string& d, size_t
   ncclResult_t e = ncclGroupEnd();
   if (!Call(d + ": ncclSend/ncclRecv", first_err) || !Call(d + ": ncclGroupEnd", e)) return;
   Check(d, p, recv.data(), n * nranks_, [&](size_t i) { return p.Copy(static_cast<int>(i / n), rank_ * n + i % n); });
+}
+
+// A ring whose ranks send and receive in one buffer (as MPI_Sendrecv_replace): what a
+// rank sends is what its buffer held when the group began, whatever order the daemon
+// reads and writes it in.
+void CaseRunner::SendRecvReplace(const Pattern& p, const std::string& d, size_t n) {
+  Buffer buf = Alloc(p, n);
+  p.Fill(buf.data(), rank_, 0, n);
+  int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+  ncclDataType_t dt = p.type().type;
+  if (!Call(d + ": ncclGroupStart", ncclGroupStart())) return;
+  ncclResult_t s = ncclSend(buf.data(), n, dt, next, comm_, NoStream());
+  ncclResult_t r = ncclRecv(buf.data(), n, dt, prev, comm_, NoStream());
+  ncclResult_t e = ncclGroupEnd();
+  if (!Call(d + ": ncclSend", s) || !Call(d + ": ncclRecv", r) || !Call(d + ": ncclGroupEnd", e)) return;
+  Check(d, p, buf.data(), n, [&](size_t i) { return p.Copy(prev, i); });
 }
 
 // Sends that run ahead of their receives: rank 0 sends the last rank K messages while that

@@ -62,6 +62,7 @@ class CaseRunner {
   void SendRecvRing(const Pattern& p, const std::string& d, size_t n);
   void SendRecvAllPairs(const Pattern& p, const std::string& d, size_t n);
   void Backlog(const Pattern& p, const std::string& d, size_t n);
+  void SendRecvReplace(const Pattern& p, const std::string& d, size_t n);
   void Gather(const Pattern& p, const std::string& d, int root, size_t n, bool inplace);
   void Scatter(const Pattern& p, const std::string& d, int root, size_t n, bool inplace);
   void Split();

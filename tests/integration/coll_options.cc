@@ -11,7 +11,8 @@ namespace {
 
 const char kUsage[] =
     "usage: coll_check --rank R --nranks N --id-file PATH [--threads T]\n"
-    "  [--colls allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall,gather,scatter,split,backlog]\n"
+    "  [--colls allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall,gather,scatter,split,backlog,\n"
+    "           replace]\n"
     "  [--types all|float,int8,...] [--ops all|sum,prod,max,min,avg,premulsum]\n"
     "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S [--stop-file F]]\n"
     "  [--seed S] [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
@@ -19,10 +20,12 @@ const char kUsage[] =
     "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n"
     "backlog (not in the default list): rank 0 sends the last rank K messages (--messages, 8), one\n"
     "  ncclSend each, after --send-hold-ms; the last rank receives them (or the first J) only\n"
-    "  after --hold-ms\n";
+    "  after --hold-ms\n"
+    "replace (not in the default list): a ring of sends and receives in one group, each rank's\n"
+    "  receive into the very buffer it sends from (the result: its neighbour's data)\n";
 
 const char* const kAllColls[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-                                 "sendrecv",  "alltoall",  "gather", "scatter",   "split", "backlog"};
+                                 "sendrecv",  "alltoall",  "gather", "scatter",   "split", "backlog", "replace"};
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
