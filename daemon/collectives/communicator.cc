@@ -21,6 +21,12 @@ namespace {
 // ranks get the reason (a disagreement, a dead rank) rather than "connection closed".
 constexpr int kAbortReasonWaitMs = 300;
 
+// An op in host regions has the buffers its kind uses (the session resolved them): a Send
+// its input alone, every other op its output.
+bool RegionBuffersFit(const shimproto::OpDesc& op, const HostOpBuffers& b) {
+  return op.kind == shimproto::kSend ? b.send != nullptr && b.recv == nullptr : b.recv != nullptr;
+}
+
 }  // namespace
 
 size_t OpPayloadBytes(const shimproto::OpDesc& op) {
@@ -300,8 +306,7 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     }
     if (st.ok() && (ops[i].flags & shimproto::kOpRegion) &&
         (context.host_ops == nullptr || context.host_ops->size() != ops.size() || context.streamed ||
-         ((*context.host_ops)[i].recv == nullptr) != (ops[i].kind == shimproto::kSend) ||
-         ((*context.host_ops)[i].send == nullptr && ops[i].kind == shimproto::kSend))) {
+         !RegionBuffersFit(ops[i], (*context.host_ops)[i]))) {
       st = InvalidArgument("an op in host regions outside a (non-streamed) group with host regions");
     }
     if (!st.ok()) {
