@@ -328,15 +328,19 @@ Status ResendStaged(ncclComm* comm, std::vector<PendingOp*>& list, const Status&
   return SendGroup(comm, list, sent);
 }
 
+// Whether the daemon serves Send and Recv in host regions, as its latest group reply says
+// (a live upgrade may have replaced it with one that does not).
+void NoteWhatTheDaemonServes(ncclComm* comm, const Frame& reply) {
+  shimproto::GroupReply head;
+  if (reply.payload.size() < sizeof(head)) return;
+  memcpy(&head, reply.payload.data(), sizeof(head));
+  comm->p2p_in_regions = (head.flags & shimproto::kReplyP2pInRegions) != 0;
+}
+
 // After a successful reply: results to the program's buffers (or its stream ordered after
 // the daemon's work).
 Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Sent& sent, const Frame& reply,
                    std::optional<OutputPump>& pump) {
-  shimproto::GroupReply head;
-  if (reply.payload.size() >= sizeof(head)) {
-    memcpy(&head, reply.payload.data(), sizeof(head));
-    if (head.flags & shimproto::kReplyP2pInRegions) comm->p2p_in_regions = true;
-  }
   if (pump) {
     pump->CopyRest();
     return Status::Ok();
@@ -428,6 +432,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     }
     Frame reply;
     Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline);
+    NoteWhatTheDaemonServes(comm, reply);
     if (!st.ok() && EventRefused(sent[comm], reply)) {
       refused.emplace_back(comm, st);
       continue;
@@ -448,6 +453,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     Frame reply;
     std::optional<OutputPump> no_pump;  // staged groups are never streamed
     Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline);
+    NoteWhatTheDaemonServes(comm, reply);
     if (st.ok()) st = FinishGroup(comm, by_comm[comm], sent[comm], reply, no_pump);
     if (!st.ok()) failed(comm, st);
   }

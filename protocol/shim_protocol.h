@@ -265,7 +265,8 @@ struct GroupReply {
 // its device buffers staged, and stages from then on (docs/gpu.md).
 inline constexpr uint32_t kReplyEventUnusable = 1;
 // kReplyP2pInRegions: on every group reply of a daemon that serves Send and Recv in host
-// regions (kOpRegion); the shim puts them there once it has seen it on a connection.
+// regions (kOpRegion); the shim puts them there while the latest reply on the connection
+// carried it.
 inline constexpr uint32_t kReplyP2pInRegions = 2;
 
 struct CommDestroyReply {
