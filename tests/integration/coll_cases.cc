@@ -208,11 +208,11 @@ void CaseRunner::RunColl(const std::string& coll, ncclDataType_t type, Op op, si
   if (coll == "allgather") AllGather(p, desc, count, inplace);
   if (coll == "alltoall") AllToAll(p, desc, count);
   if (coll == "sendrecv") {
-    SendRecvRing(p, desc + " ring", count);
+    SendRecvRing(p, desc + " ring", count, /*one_buffer=*/false);
     if (!result_.aborted) SendRecvAllPairs(p, desc + " all-pairs", count);
   }
   if (coll == "backlog") Backlog(p, desc, count);
-  if (coll == "replace") SendRecvReplace(p, desc, count);
+  if (coll == "replace") SendRecvRing(p, desc, count, /*one_buffer=*/true);
   if (IsRooted(coll)) {
     for (int root : Roots()) {
       if (result_.aborted) break;
@@ -279,17 +279,21 @@ void CaseRunner::AllToAll(const Pattern& p, const std::string& d, size_t n) {
   Check(d, p, recv.data(), n * nranks_, [&](size_t i) { return p.Copy(static_cast<int>(i / n), rank_ * n + i % n); });
 }
 
-void CaseRunner::SendRecvRing(const Pattern& p, const std::string& d, size_t n) {
-  Buffer send = Alloc(p, n), recv = Alloc(p, n);
+// With `one_buffer` each rank receives into the very buffer it sends from (as
+// MPI_Sendrecv_replace): what a rank sends is what its buffer held when the group began,
+// whatever order the daemon reads and writes it in.
+void CaseRunner::SendRecvRing(const Pattern& p, const std::string& d, size_t n, bool one_buffer) {
+  Buffer send = Alloc(p, n), recv = Alloc(p, one_buffer ? 0 : n);
+  unsigned char* into = one_buffer ? send.data() : recv.data();
   p.Fill(send.data(), rank_, 0, n);
   int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
   ncclDataType_t dt = p.type().type;
   if (!Call(d + ": ncclGroupStart", ncclGroupStart())) return;
   ncclResult_t s = ncclSend(send.data(), n, dt, next, comm_, NoStream());
-  ncclResult_t r = ncclRecv(recv.data(), n, dt, prev, comm_, NoStream());
+  ncclResult_t r = ncclRecv(into, n, dt, prev, comm_, NoStream());
   ncclResult_t e = ncclGroupEnd();
   if (!Call(d + ": ncclSend", s) || !Call(d + ": ncclRecv", r) || !Call(d + ": ncclGroupEnd", e)) return;
-  Check(d, p, recv.data(), n, [&](size_t i) { return p.Copy(prev, i); });
+  Check(d, p, into, n, [&](size_t i) { return p.Copy(prev, i); });
 }
 
 void CaseRunner::SendRecvAllPairs(const Pattern& p, const std::string& d, size_t n) {
@@ -307,22 +311,6 @@ void CaseRunner::SendRecvAllPairs(const Pattern& p, const std::string& d, size_t
   ncclResult_t e = ncclGroupEnd();
   if (!Call(d + ": ncclSend/ncclRecv", first_err) || !Call(d + ": ncclGroupEnd", e)) return;
   Check(d, p, recv.data(), n * nranks_, [&](size_t i) { return p.Copy(static_cast<int>(i / n), rank_ * n + i % n); });
-}
-
-// A ring whose ranks send and receive in one buffer (as MPI_Sendrecv_replace): what a
-// rank sends is what its buffer held when the group began, whatever order the daemon
-// reads and writes it in.
-void CaseRunner::SendRecvReplace(const Pattern& p, const std::string& d, size_t n) {
-  Buffer buf = Alloc(p, n);
-  p.Fill(buf.data(), rank_, 0, n);
-  int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
-  ncclDataType_t dt = p.type().type;
-  if (!Call(d + ": ncclGroupStart", ncclGroupStart())) return;
-  ncclResult_t s = ncclSend(buf.data(), n, dt, next, comm_, NoStream());
-  ncclResult_t r = ncclRecv(buf.data(), n, dt, prev, comm_, NoStream());
-  ncclResult_t e = ncclGroupEnd();
-  if (!Call(d + ": ncclSend", s) || !Call(d + ": ncclRecv", r) || !Call(d + ": ncclGroupEnd", e)) return;
-  Check(d, p, buf.data(), n, [&](size_t i) { return p.Copy(prev, i); });
 }
 
 // Sends that run ahead of their receives: rank 0 sends the last rank K messages while that

@@ -59,10 +59,9 @@ class CaseRunner {
   void AllGather(const Pattern& p, const std::string& d, size_t n, bool inplace);
   void ReduceScatter(const Pattern& p, const std::string& d, ncclRedOp_t op, size_t n, bool inplace);
   void AllToAll(const Pattern& p, const std::string& d, size_t n);
-  void SendRecvRing(const Pattern& p, const std::string& d, size_t n);
+  void SendRecvRing(const Pattern& p, const std::string& d, size_t n, bool one_buffer);
   void SendRecvAllPairs(const Pattern& p, const std::string& d, size_t n);
   void Backlog(const Pattern& p, const std::string& d, size_t n);
-  void SendRecvReplace(const Pattern& p, const std::string& d, size_t n);
   void Gather(const Pattern& p, const std::string& d, int root, size_t n, bool inplace);
   void Scatter(const Pattern& p, const std::string& d, int root, size_t n, bool inplace);
   void Split();
