@@ -463,6 +463,8 @@ void Communicator::OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) {
   mailbox_.PostRemote(src, dst, std::move(bytes));
 }
 
+uint8_t* Communicator::RetargetP2p(int src, int dst) { return mailbox_.RetargetRemote(src, dst); }
+
 void Communicator::OnP2pFilled(int src, int dst, bool whole) { mailbox_.FilledRemote(src, dst, whole); }
 
 void Communicator::OnPeerAborted(const Status& why) { Abort(why, /*tell_peers=*/false); }

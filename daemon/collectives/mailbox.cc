@@ -55,30 +55,58 @@ Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline, u
     queues_[{src, dst}].push_back(std::move(m));
     remote_bytes_ += kRemoteEntryBytes;
   } else {
+    queues_[{src, dst}].push_back(Message{nullptr, len, {}, nullptr, nullptr, cost, Fill::kReading});
     remote_bytes_ += cost;
   }
   remote_peak_ = std::max(remote_peak_, remote_bytes_);
   return Status::Ok();
 }
 
+Mailbox::Message* Mailbox::BeingRead(int src, int dst) {
+  // The reader reserves the next message from src only after this one ended: it is last.
+  auto q = queues_.find({src, dst});
+  if (q == queues_.end() || q->second.empty()) return nullptr;
+  Message& m = q->second.back();
+  return m.fill == Fill::kReading || m.fill == Fill::kFilling ? &m : nullptr;
+}
+
 void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t len = bytes.size();
-  Message m{nullptr, len, std::move(bytes), nullptr, nullptr, len + kRemoteEntryBytes, Fill::kNone};
-  m.data = m.owned.data();
-  queues_[{src, dst}].push_back(std::move(m));
+  Message* m = BeingRead(src, dst);
+  if (m == nullptr || m->fill != Fill::kReading || m->len != len) {  // not reserved (a live upgrade's)
+    queues_[{src, dst}].push_back(Message{nullptr, len, {}, nullptr, nullptr, len + kRemoteEntryBytes, Fill::kNone});
+    m = &queues_[{src, dst}].back();
+  }
+  m->owned = std::move(bytes);
+  m->data = m->owned.data();
+  m->fill = Fill::kNone;
   cv_.notify_all();
+}
+
+uint8_t* Mailbox::RetargetRemote(int src, int dst) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Message* m = BeingRead(src, dst);
+  if (m == nullptr || m->fill != Fill::kReading || m->len == 0) return nullptr;
+  auto e = expected_.find({src, dst});
+  const size_t index = queues_[{src, dst}].size() - 1;
+  if (e == expected_.end() || index >= e->second.size() || e->second[index].len != m->len ||
+      e->second[index].into == nullptr) {
+    return nullptr;
+  }
+  m->data = e->second[index].into;
+  m->fill = Fill::kFilling;
+  remote_bytes_ -= m->counted - kRemoteEntryBytes;  // its bytes go to the receive's buffer
+  m->counted = kRemoteEntryBytes;
+  if (reserving_ > 0) cv_.notify_all();
+  return e->second[index].into;
 }
 
 void Mailbox::FilledRemote(int src, int dst, bool whole) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& queue = queues_[{src, dst}];
-  // The one being filled: the reader reserves the next message from src only after this.
-  for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
-    if (it->fill != Fill::kFilling) continue;
-    it->fill = whole ? Fill::kFilled : Fill::kBroken;
-    if (!whole) it->data = nullptr;
-    break;
+  if (Message* m = BeingRead(src, dst); m != nullptr) {
+    m->fill = whole && m->fill == Fill::kFilling ? Fill::kFilled : Fill::kBroken;
+    if (m->fill == Fill::kBroken) m->data = nullptr;
   }
   cv_.notify_all();
 }
@@ -157,7 +185,9 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
   std::unique_lock<std::mutex> lock(mu_);
   auto& queue = queues_[{src, dst}];
   // The next message, whole (one read into its receive's buffer may still be coming in).
-  auto ready = [&] { return !queue.empty() && queue.front().fill != Fill::kFilling; };
+  auto ready = [&] {
+    return !queue.empty() && queue.front().fill != Fill::kReading && queue.front().fill != Fill::kFilling;
+  };
   for (;;) {
     if (!failed_.ok()) return failed_;
     if (ready()) break;

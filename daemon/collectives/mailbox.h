@@ -100,8 +100,13 @@ class Mailbox {
   Status ReserveRemote(int src, int dst, size_t len, Deadline deadline, uint8_t** into);
   // The reserved message, arrived.
   void PostRemote(int src, int dst, std::vector<uint8_t> bytes);
+  // The reserved message, being read into the reader's own memory: the buffer of a
+  // receive posted for it since, if one was (null otherwise). The reader then copies what
+  // it read so far there, reads the rest there too and ends with FilledRemote.
+  uint8_t* RetargetRemote(int src, int dst);
   // The reserved message read into its receive's buffer: whole, or cut off (the link
-  // failed; its receive fails).
+  // failed; its receive fails). Also ends a message read into the reader's memory that
+  // was cut off.
   void FilledRemote(int src, int dst, bool whole);
   // Rank dst will receive `len` bytes from src, after the receives it registered before:
   // such a message comes in whatever the cap. `into` (or null): the receive's buffer,
@@ -141,9 +146,11 @@ class Mailbox {
   Status ExportArrived(std::vector<ArrivedMessage>* out);
 
  private:
-  // A message from another daemon read into its receive's buffer (data): kFilling while
-  // the reader writes it, then kFilled, or kBroken (data null) when its link failed.
-  enum class Fill { kNone, kFilling, kFilled, kBroken };
+  // A message from another daemon holds its place in the queue from its reservation:
+  // kReading while its reader reads it into memory of its own (PostRemote makes it kNone),
+  // or, read into its receive's buffer (data), kFilling while the reader writes it, then
+  // kFilled; kBroken (data null) when its link failed first.
+  enum class Fill { kNone, kReading, kFilling, kFilled, kBroken };
   struct Message {
     const uint8_t* data;
     size_t len;
@@ -160,6 +167,9 @@ class Mailbox {
 
   // Removes the queued message of `ticket`, if it is still queued. Under mu_.
   void Withdraw(const std::shared_ptr<SendTicket>& ticket);
+  // The message from src to dst its reader is reading (kReading or kFilling), or null.
+  // Under mu_.
+  Message* BeingRead(int src, int dst);
   // The posted receive the next message from src to dst, of `len` bytes, matches, or
   // null. Under mu_.
   const Posted* Expected(int src, int dst, size_t len) const;

@@ -16,10 +16,11 @@
 namespace conduit {
 namespace {
 
-// Bounds one point-to-point message from a peer daemon. Memory is taken as the bytes
-// arrive, in pieces of at least this size, doubling.
+// Bounds one point-to-point message from a peer daemon. A message is read in pieces of
+// this size: memory is touched as the bytes arrive, and a receive posted while it comes
+// takes over the rest at the next piece.
 constexpr uint64_t kMaxP2pBytes = 64ull << 30;
-constexpr size_t kP2pPieceBytes = 4u << 20;
+constexpr size_t kP2pPieceBytes = 1u << 20;
 // How long an abort notice, or a goodbye, may take to leave for each peer.
 constexpr int kAbortNoticeMs = 200;
 constexpr int kGoodbyeMs = 1000;
@@ -248,33 +249,41 @@ Status PeerChannel::Read(int host, Link* link) {
     }
     uint8_t* into = nullptr;
     CONDUIT_RETURN_IF_ERROR(handler_->ReserveP2p(head.src_rank, head.dst_rank, head.bytes, &into));
+    // However the message ends, the communicator hears of it before the next one.
+    struct Report {
+      Handler* handler;
+      const peerproto::P2pData& head;
+      bool reported = false;
+      ~Report() {
+        if (!reported) handler->OnP2pFilled(head.src_rank, head.dst_rank, false);
+      }
+    } report{handler_, head};
     // Its sender waited while we did, so the bytes get a whole timeout from here.
     const Deadline payload = Deadline::AfterMs(timeout_ms_);
-    if (into != nullptr) {
-      // Straight into the receive's buffer, which stays mapped until we report (the
-      // receiving group's end waits for it).
-      struct Report {
-        Handler* handler;
-        const peerproto::P2pData& head;
-        bool whole = false;
-        ~Report() { handler->OnP2pFilled(head.src_rank, head.dst_rank, whole); }
-      } report{handler_, head};
-      CONDUIT_RETURN_IF_ERROR(link->Recv({{into, static_cast<size_t>(head.bytes)}}, payload));
-      report.whole = true;
-      continue;
-    }
-    // The room is counted now (under the cap, or a receive of this length is posted): the
-    // message's address space is taken whole, but its pages only piece by piece as the
-    // bytes arrive, so an announced length costs what arrived.
+    // Into a posted receive's buffer, which stays mapped until we report (the receiving
+    // group's end waits for it), or else into memory of ours: the room is counted (under
+    // the cap, or a receive of this length is posted), so the address space is taken
+    // whole, but pages only piece by piece as the bytes arrive: an announced length costs
+    // what arrived. Between pieces, a receive posted since takes over the rest.
     std::vector<uint8_t> bytes;
-    bytes.reserve(head.bytes);
-    while (bytes.size() < head.bytes) {
-      const size_t at = bytes.size();
+    if (into == nullptr) bytes.reserve(head.bytes);
+    for (uint64_t at = 0; at < head.bytes;) {
+      if (into == nullptr && at > 0 && (into = handler_->RetargetP2p(head.src_rank, head.dst_rank)) != nullptr) {
+        memcpy(into, bytes.data(), at);
+        bytes = std::vector<uint8_t>();
+      }
       const size_t piece = static_cast<size_t>(std::min<uint64_t>(head.bytes - at, kP2pPieceBytes));
-      bytes.resize(at + piece);
-      CONDUIT_RETURN_IF_ERROR(link->Recv({{bytes.data() + at, piece}}, payload));
+      if (into == nullptr) bytes.resize(at + piece);
+      uint8_t* to = into != nullptr ? into + at : bytes.data() + at;
+      CONDUIT_RETURN_IF_ERROR(link->Recv({{to, piece}}, payload));
+      at += piece;
     }
-    handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes));
+    if (into != nullptr) {
+      handler_->OnP2pFilled(head.src_rank, head.dst_rank, true);
+    } else {
+      handler_->OnP2pMessage(head.src_rank, head.dst_rank, std::move(bytes));
+    }
+    report.reported = true;
   }
 }
 

@@ -298,7 +298,8 @@ TEST(Mailbox, PostedReceivesLetTheirMessagesPastTheCap) {
 // waits until it is whole and copies nothing. A fill cut off by its link fails the
 // receive. The group's end (ForgetExpected) waits for a fill under way, since the buffer
 // goes with the group, and moves a filled message nobody took into the daemon's memory,
-// where the next receive gets it. A buffer may also be named after its receive was posted.
+// where the next receive gets it. A buffer may also be named after its receive was posted,
+// and a receive posted while its message comes in takes over the rest of it.
 TEST(Mailbox, MessagesForPostedBuffersAreReadStraightIntoThem) {
   constexpr uint64_t kEntry = Mailbox::kRemoteEntryBytes;
   Mailbox box(1000);
@@ -380,6 +381,29 @@ TEST(Mailbox, MessagesForPostedBuffersAreReadStraightIntoThem) {
   ASSERT_TRUE(box.Take(7, 0, staged.data(), 64, Deadline::AfterMs(1000), nullptr).ok());
   EXPECT_EQ(staged[63], 8);
   box.ForgetExpected(0);
+
+  // A receive posted while its message is read into the reader's memory takes over the
+  // rest (the reader copies what came before); the message then costs its entry only.
+  std::vector<uint8_t> late(900);
+  ASSERT_TRUE(box.ReserveRemote(8, 0, 900, Deadline::AfterMs(900), &into).ok());
+  EXPECT_EQ(into, nullptr);
+  EXPECT_EQ(box.RetargetRemote(8, 0), nullptr) << "no receive posted yet";
+  EXPECT_EQ(box.remote_bytes(), 900 + kEntry);
+  box.Expect(8, 0, 900, late.data());
+  uint8_t* retarget = box.RetargetRemote(8, 0);
+  ASSERT_EQ(retarget, late.data());
+  EXPECT_EQ(box.remote_bytes(), kEntry);
+  memset(retarget, 9, 900);
+  box.FilledRemote(8, 0, true);
+  ASSERT_TRUE(box.Take(8, 0, late.data(), 900, Deadline::AfterMs(900), nullptr).ok());
+  EXPECT_EQ(late[899], 9);
+  box.ForgetExpected(0);
+  EXPECT_EQ(box.remote_bytes(), 0u);
+  // One cut off while read into the reader's memory fails its receive.
+  ASSERT_TRUE(box.ReserveRemote(8, 0, 10, Deadline::AfterMs(1000), &into).ok());
+  box.FilledRemote(8, 0, false);
+  EXPECT_FALSE(box.Take(8, 0, late.data(), 10, Deadline::AfterMs(1000), nullptr).ok());
+  EXPECT_EQ(box.remote_bytes(), 0u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +36,7 @@ class Recorder : public PeerChannel::Handler {
   void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
     Add("msg " + std::to_string(src) + "->" + std::to_string(dst) + " " + std::string(bytes.begin(), bytes.end()));
   }
+  uint8_t* RetargetP2p(int /*src*/, int /*dst*/) override { return retarget_.empty() ? nullptr : retarget_.data(); }
   void OnP2pFilled(int src, int dst, bool whole) override {
     Add("filled " + std::to_string(src) + "->" + std::to_string(dst) + (whole ? " " : " cut off ") +
         std::string(direct_.begin(), direct_.end()));
@@ -51,6 +53,8 @@ class Recorder : public PeerChannel::Handler {
   std::atomic<uint64_t> reserved_{0};
   // A posted receive's buffer: a message of its length is read into it (empty: none).
   std::vector<uint8_t> direct_;
+  // A receive's buffer posted while a message is read (RetargetP2p; empty: none).
+  std::vector<uint8_t> retarget_;
 
   // Waits until `n` events arrived (at most `ms`) and returns them.
   std::vector<std::string> Wait(size_t n, int ms = 5000) {
@@ -164,8 +168,9 @@ TEST(PeerChannelTest, RoomIsReservedBeforeTheBytesAndARefusalFailsTheLink) {
 }
 
 // A message whose receive named its buffer is read straight into it and reported as
-// filled; one cut off by the link's end is reported as such before the link's failure,
-// so the receive waiting on that buffer learns it will not be whole.
+// filled, and so is the rest of one whose receive is posted while it comes in; one cut off
+// by the link's end is reported as such before the link's failure, so the receive waiting
+// on that buffer learns it will not be whole.
 TEST(PeerChannelTest, MessagesForANamedBufferAreReadIntoItAndACutOffOneIsReported) {
   Pair p;
   p.heard1.direct_.assign(5, '.');
@@ -175,6 +180,18 @@ TEST(PeerChannelTest, MessagesForANamedBufferAreReadIntoItAndACutOffOneIsReporte
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0], "filled 0->1 hello");
   EXPECT_EQ(got[1], "msg 0->1 othe") << "a message of another length is read into memory of the reader's";
+
+  // A message longer than a piece, whose receive is posted after it began: the rest goes
+  // into the receive's buffer, with what came before copied there.
+  Pair r;
+  std::string big(3 << 20, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  r.heard1.retarget_.assign(big.size(), '.');
+  ASSERT_TRUE(r.ch0.SendMessage(1, 0, 1, big.data(), big.size(), Deadline::AfterMs(5000)).ok());
+  got = r.heard1.Wait(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].rfind("filled 0->1 ", 0), 0u) << got[0].substr(0, 40);
+  EXPECT_TRUE(std::equal(big.begin(), big.end(), r.heard1.retarget_.begin())) << "the bytes are not all there";
 
   Pair q;
   q.heard1.direct_.assign(5, '.');
