@@ -22,8 +22,10 @@
 // with it, and TCP makes the sender wait in turn, as NCCL's sends wait for their receives.
 //
 // A message whose posted receive named its buffer (Expect with `into`) is read straight
-// into that buffer: no memory of the daemon's and no copy when the receive takes it. The
-// buffer is the receiving rank's segment, mapped while its group runs, so the group's end
+// into that buffer: no memory of the daemon's and no copy when the receive takes it. A
+// receive posted while its message comes in takes over the rest of it (RetargetRemote;
+// the reader copies what came before). The buffer is the receiving rank's segment (or
+// region, or pinned staging), mapped while its group runs, so the group's end
 // (ForgetExpected) waits for a fill under way and moves a filled message nobody took into
 // the daemon's own memory, where a later receive finds it as any other.
 #ifndef CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
