@@ -30,19 +30,21 @@ struct Session {
 
   // `group`: its ProgramPark group; `before_reply` runs in each request (a collective
   // waiting for the other local ranks).
-  // `background`: the session's background work test (ProgramPark::Member::SetBackgroundWork).
+  // `background`: the session's background work test (ProgramPark::Member::SetBackgroundWork);
+  // `idle`: its idle test (ProgramPark::Member::SetIdle).
   Session(ProgramPark* park, int work_ms, int id, uint64_t group = 0, std::function<void()> before_reply = nullptr,
-          std::function<bool()> background = nullptr) {
+          std::function<bool()> background = nullptr, std::function<bool()> idle = nullptr) {
     int sv[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     program = sv[0];
     daemon = sv[1];
-    thread = std::thread([this, park, work_ms, id, group, before_reply, background] {
+    thread = std::thread([this, park, work_ms, id, group, before_reply, background, idle] {
       ProgramPark::Member member(park, daemon, [id](std::string* state, std::vector<UniqueFd>*) {
         *state = "session " + std::to_string(id);
         return Status::Ok();
       });
       if (background) member.SetBackgroundWork(background);
+      if (idle) member.SetIdle(idle);
       member.SetGroup(group);
       for (;;) {
         if (!member.AwaitRequest().ok()) return;
@@ -188,15 +190,25 @@ TEST(ProgramParkTest, AGroupStopsTogetherOnceNoneIsInARequest) {
 }
 
 // Asynchronous device groups: A's accepted group runs on (its background work) until B's
-// next request arrives. During the park A reads nothing more (its work does not wait for
-// its own next request), B serves its request (A's work needs it), and both stop once the
+// next request has been served. During the park A reads nothing more (its work does not wait
+// for its own next request), B serves its request (A's work needs it), and both stop once the
 // work has ended, A's next request unread.
+// A's work ends only once B is out of its request: B's idle test runs under the park's lock
+// only when no session of the group is in a request (ProgramPark::MayPark), and it is what
+// ends A's work. Ended any earlier, while B is still in its request, A would rightly serve its
+// next request (B's request might need it) and the test would race with B's reply.
 TEST(ProgramParkTest, BackgroundWorkHoldsTheGroupAndItsSessionReadsNoMore) {
   ProgramPark park(ServiceId::kCollectives);
   constexpr uint64_t kGroup = 9;
   std::atomic<bool> a_working{true};
   Session a(&park, 0, 0, kGroup, nullptr, [&a_working] { return a_working.load(); });
-  Session b(&park, 0, 1, kGroup, [&a_working] { a_working.store(false); });
+  std::atomic<bool> b_served{false};
+  Session b(
+      &park, 0, 1, kGroup, [&b_served] { b_served.store(true); }, nullptr,
+      [&] {
+        if (b_served.load()) a_working.store(false);
+        return true;
+      });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both waiting for requests, in their group
   park.Begin();
   a.Send(1);
@@ -206,6 +218,7 @@ TEST(ProgramParkTest, BackgroundWorkHoldsTheGroupAndItsSessionReadsNoMore) {
   b.Send(3);
   EXPECT_EQ(b.Reply(2000), 4) << "B did not serve the request A's work waits for";
   EXPECT_TRUE(WaitParked(park, 2, 2000));
+  EXPECT_FALSE(a_working.load());
   EXPECT_EQ(a.Unread(), 1);
   EXPECT_EQ(a.served.load(), 0);
   park.Resume();
