@@ -80,6 +80,16 @@ struct Session {
   }
 };
 
+// Waits until the session has read its request (so it is in it): a sleep would race with a
+// slow scheduler.
+void WaitRead(const Session& s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s.Unread() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(s.Unread(), 0) << "the session never read its request";
+}
+
 bool WaitParked(const ProgramPark& park, size_t n, int ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (park.parked() < n) {
@@ -125,7 +135,7 @@ TEST(ProgramParkTest, ASessionInARequestFinishesItFirst) {
   ProgramPark park(ServiceId::kObjects);
   Session slow(&park, 300, 0);
   slow.Send(5);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // it is working on it
+  WaitRead(slow);  // it is working on it
   park.Begin();
   EXPECT_FALSE(WaitParked(park, 1, 100)) << "parked in the middle of a request";
   EXPECT_EQ(slow.Reply(2000), 6);
@@ -171,7 +181,7 @@ TEST(ProgramParkTest, AGroupStopsTogetherOnceNoneIsInARequest) {
   });
   Session other(&park, 0, 2);  // not in the group: stops at once
   a.Send(1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // A waits for B
+  WaitRead(a);  // A waits for B
   park.Begin();
   ASSERT_TRUE(WaitParked(park, 1, 2000));  // `other`
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
