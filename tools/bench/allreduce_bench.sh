@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Allreduce (or --coll allgather|reducescatter|broadcast): Conduit vs Gloo vs OpenMPI on the
+# Allreduce (or --coll allgather|reducescatter|broadcast|alltoall): Conduit vs Gloo vs OpenMPI on the
 # same namespaces. Sizes as nccl-tests counts them: the whole buffer.
 #
 # usage: allreduce_bench.sh [--coll allreduce] [--modes "shaped fast loaded"] [--ppn "1 2 4"]
@@ -17,7 +17,8 @@
 # ncclMemAlloc (conduit-perf -R 1, as nccl-tests -R), which Conduit's host path shares with
 # the daemon (no staging copies); the baselines use their own buffers as always.
 # "all-links time" (us): the bytes that must cross links between hosts (2(n-1)/n of the
-# buffer per host for an all-reduce, (n-1)/n for the others), at the rate iperf3 measures
+# buffer per host for an all-reduce, (n-1)/n for the others, (n-1)/n of each rank's buffer for an
+# all-to-all), at the rate iperf3 measures
 # with every host sending to the next at once. On one machine the namespaces share its
 # CPUs, so that is about the best any algorithm does there (lib.sh, bench_iperf_ring).
 # --dtype float|half|bfloat16: the element type (float32 by default). MPI has no 16-bit
@@ -68,7 +69,8 @@ case "$COLL" in
   allgather) PERF_COLL=all_gather TITLE="allgather ($DTYPE)" ;;
   reducescatter) PERF_COLL=reduce_scatter TITLE="reducescatter ($DTYPE sum)" ;;
   broadcast) PERF_COLL=broadcast TITLE="broadcast ($DTYPE, root 0)" ;;
-  *) echo "allreduce_bench.sh: --coll must be allreduce, allgather, reducescatter or broadcast" >&2; exit 2 ;;
+  alltoall) PERF_COLL=alltoall TITLE="alltoall ($DTYPE)" ;;
+  *) echo "allreduce_bench.sh: --coll must be allreduce, allgather, reducescatter, broadcast or alltoall" >&2; exit 2 ;;
 esac
 
 BENCH_WORK=$(mktemp -d /tmp/conduit-bench.XXXXXX)

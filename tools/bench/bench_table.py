@@ -45,11 +45,14 @@ def cell(row):
     return f"{t:.0f} / {bw:.3f}{flag}"
 
 
-def bytes_across_hosts(coll, size, hosts):
+def bytes_across_hosts(coll, size, hosts, ppn):
     """What must cross some link between hosts, in all, whatever the algorithm: every host
     must receive the (n-1)/n of an all-gather's output it lacks, send the (n-1)/n of a
     reduce-scatter's input others own, receive a broadcast once (all but the root), and an
-    all-reduce is both (2(n-1)/n per host)."""
+    all-reduce is both (2(n-1)/n per host). An all-to-all's ranks each send the (n-1)/n of
+    their buffer meant for other hosts' ranks."""
+    if coll == "alltoall":
+        return ppn * (hosts - 1) * size
     return (2 if coll == "allreduce" else 1) * (hosts - 1) * size
 
 
@@ -104,7 +107,7 @@ def main():
             ratio = f"{o[1] / max(peers):.2f}" if o and peers and max(peers) > 0 else "-"
             vs_link = f"{o[1] / link_gbs:.2f}" if o and link_gbs > 0 else "-"
             per_byte = f"{copies[size]:.2f}" if size in copies else "-"
-            all_links = f"{bytes_across_hosts(a.coll, size, int(h)) / (ring * 1e9 / 8) * 1e6:.0f}" if ring > 0 else "-"
+            all_links = f"{bytes_across_hosts(a.coll, size, int(h), int(a.ppn)) / (ring * 1e9 / 8) * 1e6:.0f}" if ring > 0 else "-"
             lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} | {all_links} | "
                          f"{per_byte} |")
         lines.append("")

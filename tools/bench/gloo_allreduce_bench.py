@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """torch.distributed (gloo) collective baseline with conduit-perf's timing rules.
 
-Float32 (or --dtype float16/bfloat16; sum where it reduces); --coll allreduce (default), allgather, reducescatter or
-broadcast (root 0). Sizes follow nccl-tests: the whole buffer (an all-gather's output, a
-reduce-scatter's input; each rank's share is size / ranks). Per size a warmup that probes
+Float32 (or --dtype float16/bfloat16; sum where it reduces); --coll allreduce (default), allgather, reducescatter,
+broadcast (root 0) or alltoall. Sizes follow nccl-tests: the whole buffer (an all-gather's output, a
+reduce-scatter's input, an all-to-all's send buffer; each rank's share is size / ranks). Per size a warmup that probes
 speed, a timed loop capped by a time budget (agreed with MAX so all ranks run the same
 loop), and the average time of the slowest rank. Rank 0 prints "size_bytes count time_us
 algbw_GBs busbw_GBs wrong".
@@ -37,7 +37,7 @@ def main():
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("-w", type=int, default=5)
     ap.add_argument("-T", type=float, default=2.0)
-    ap.add_argument("--coll", default="allreduce", choices=["allreduce", "allgather", "reducescatter", "broadcast"])
+    ap.add_argument("--coll", default="allreduce", choices=["allreduce", "allgather", "reducescatter", "broadcast", "alltoall"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     a = ap.parse_args()
     global DTYPE
@@ -50,13 +50,13 @@ def main():
     dist.init_process_group("gloo", init_method=a.init, rank=a.rank, world_size=a.world)
     n = a.world
     names = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-             "broadcast": "broadcast"}
+             "broadcast": "broadcast", "alltoall": "all_to_all_single"}
     if a.rank == 0:
         print(f"# size_bytes count time_us algbw_GBs busbw_GBs wrong (gloo {names[a.coll]} {a.dtype}, {n} ranks)",
               flush=True)
     # nccl-tests' bus bandwidth factors.
     busbw_factor = {"allreduce": 2 * (n - 1) / n, "allgather": (n - 1) / n, "reducescatter": (n - 1) / n,
-                    "broadcast": 1.0}[a.coll]
+                    "broadcast": 1.0, "alltoall": (n - 1) / n}[a.coll]
 
     if a.coll == "reducescatter" and not gloo_has_reduce_scatter(n):
         if a.rank == 0:
@@ -134,6 +134,9 @@ class Collective:
         elif coll == "reducescatter":
             self.inp = contribution(rank, torch.arange(count))
             self.out = torch.zeros(share, dtype=DTYPE)
+        elif coll == "alltoall":
+            self.inp = contribution(rank, torch.arange(count))  # block k goes to rank k
+            self.out = torch.zeros(count, dtype=DTYPE)
         else:
             self.base = contribution(0, torch.arange(count))
             self.buf = self.base.clone() if rank == 0 else torch.zeros(count, dtype=DTYPE)
@@ -148,6 +151,8 @@ class Collective:
             dist.all_gather(self.parts, self.inp)
         elif self.coll == "reducescatter":
             dist.reduce_scatter(self.out, list(self.inp.chunk(self.n)))
+        elif self.coll == "alltoall":
+            dist.all_to_all_single(self.out, self.inp)
         else:
             dist.broadcast(self.buf, 0)
 
@@ -168,6 +173,13 @@ class Collective:
             self.run()
             idx = torch.arange(self.rank * share, (self.rank + 1) * share)
             want = sum(contribution(r, idx) for r in range(n))
+            return int((self.out != want).sum().item())
+        if self.coll == "alltoall":
+            self.out.zero_()
+            self.run()
+            # Block r came from rank r: the block of its send buffer meant for this rank.
+            idx = torch.arange(self.rank * share, (self.rank + 1) * share)
+            want = torch.cat([contribution(r, idx) for r in range(n)])
             return int((self.out != want).sum().item())
         if self.rank != 0:
             self.buf.zero_()

@@ -1,7 +1,8 @@
 /* OpenMPI collective baseline with the same timing rules as conduit-perf: float (sum where
- * it reduces), -c allreduce (default), allgather, reducescatter (MPI_Reduce_scatter_block)
- * or broadcast (root 0); sizes as nccl-tests counts them, the whole buffer (each rank's
- * share of an all-gather or reduce-scatter is size / ranks). Per size a warmup that also
+ * it reduces), -c allreduce (default), allgather, reducescatter (MPI_Reduce_scatter_block),
+ * broadcast (root 0) or alltoall; sizes as nccl-tests counts them, the whole buffer (each
+ * rank's share of an all-gather or reduce-scatter is size / ranks; an all-to-all sends
+ * size / ranks to each rank). Per size a warmup that also
  * probes speed, a timed loop capped by a time budget (iteration count agreed with MPI_MAX so
  * every rank runs the same loop), and the average time of the slowest rank.
  *
@@ -31,7 +32,7 @@ static double agree_max(double v) {
   return out;
 }
 
-enum Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
+enum Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
 
 /* Rank r's contribution at element i: small integers, so sums are exact in any order. */
 static float contribution(int r, long i) { return (float)(1 + (r * 3 + i) % 5); }
@@ -44,6 +45,7 @@ static void run(enum Coll c, float *send, float *recv, int count, int nranks) {
     case kAllGather: MPI_Allgather(send, share, MPI_FLOAT, recv, share, MPI_FLOAT, MPI_COMM_WORLD); break;
     case kReduceScatter: MPI_Reduce_scatter_block(send, recv, share, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
     case kBroadcast: MPI_Bcast(recv, count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case kAllToAll: MPI_Alltoall(send, share, MPI_FLOAT, recv, share, MPI_FLOAT, MPI_COMM_WORLD); break;
   }
 }
 
@@ -66,7 +68,10 @@ static long check(enum Coll c, const float *recv, int count, int rank, int nrank
   for (int j = 0; j < n; ++j) {
     long i = c == kReduceScatter ? (long)rank * share + j : j;
     float want = 0;
-    if (c == kAllReduce || c == kReduceScatter) {
+    if (c == kAllToAll) {
+      /* Block r came from rank r: the block of its send buffer meant for this rank. */
+      want = contribution(j / share, (long)rank * share + j % share);
+    } else if (c == kAllReduce || c == kReduceScatter) {
       for (int r = 0; r < nranks; ++r) want += contribution(r, i);
     } else if (c == kAllGather) {
       want = contribution((int)(i / share), i);
@@ -83,7 +88,7 @@ int main(int argc, char **argv) {
   double factor = 4, budget = 2.0;
   int iters = 20, warmup = 5, opt;
   enum Coll coll = kAllReduce;
-  const char *names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Bcast"};
+  const char *names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall"};
   MPI_Init(&argc, &argv);
   while ((opt = getopt(argc, argv, "c:b:e:f:n:w:T:")) != -1) {
     switch (opt) {
@@ -92,6 +97,7 @@ int main(int argc, char **argv) {
         else if (strcmp(optarg, "allgather") == 0) coll = kAllGather;
         else if (strcmp(optarg, "reducescatter") == 0) coll = kReduceScatter;
         else if (strcmp(optarg, "broadcast") == 0) coll = kBroadcast;
+        else if (strcmp(optarg, "alltoall") == 0) coll = kAllToAll;
         else MPI_Abort(MPI_COMM_WORLD, 2);
         break;
       case 'b': min_bytes = parse_bytes(optarg); break;
