@@ -1,9 +1,36 @@
 #include "collectives/mailbox.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
+#include "common/busy_poll.h"
+
 namespace conduit {
+namespace {
+
+// Waits for `done` (checked under `lock`) by spinning within the busy-poll budget
+// (common/busy_poll.h), looking again whenever `events` moves, before the caller blocks on
+// the condition variable: a blocked waiter costs a wake-up. Measured on all-to-alls
+// (docs/benchmarks.md, "Point-to-point between hosts").
+template <typename Done>
+void SpinUntil(const std::atomic<uint64_t>& events, std::unique_lock<std::mutex>& lock, Done done) {
+  const int budget = BusyPollMicros();
+  if (budget <= 0 || done()) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(budget);
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    const uint64_t seen = events.load(std::memory_order_acquire);
+    lock.unlock();
+    while (events.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
+      sched_yield();
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace
 
 void Mailbox::PostLocal(int src, int dst, const uint8_t* data, size_t len, std::shared_ptr<SendTicket> ticket) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -13,7 +40,7 @@ void Mailbox::PostLocal(int src, int dst, const uint8_t* data, size_t len, std::
     return;
   }
   queues_[{src, dst}].push_back(Message{data, len, {}, std::move(ticket), nullptr});
-  cv_.notify_all();
+  Wake();
 }
 
 void Mailbox::PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSource> source, size_t len,
@@ -25,7 +52,7 @@ void Mailbox::PostLocalDevice(int src, int dst, std::shared_ptr<const DeviceSour
     return;
   }
   queues_[{src, dst}].push_back(Message{nullptr, len, {}, std::move(ticket), std::move(source)});
-  cv_.notify_all();
+  Wake();
 }
 
 Status Mailbox::ReserveRemote(int src, int dst, size_t len, Deadline deadline, uint8_t** into) {
@@ -81,7 +108,7 @@ void Mailbox::PostRemote(int src, int dst, std::vector<uint8_t> bytes) {
   m->owned = std::move(bytes);
   m->data = m->owned.data();
   m->fill = Fill::kNone;
-  cv_.notify_all();
+  Wake();
 }
 
 uint8_t* Mailbox::RetargetRemote(int src, int dst) {
@@ -108,7 +135,7 @@ void Mailbox::FilledRemote(int src, int dst, bool whole) {
     m->fill = whole && m->fill == Fill::kFilling ? Fill::kFilled : Fill::kBroken;
     if (m->fill == Fill::kBroken) m->data = nullptr;
   }
-  cv_.notify_all();
+  Wake();
 }
 
 const Mailbox::Posted* Mailbox::Expected(int src, int dst, size_t len) const {
@@ -188,6 +215,9 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
   auto ready = [&] {
     return !queue.empty() && queue.front().fill != Fill::kReading && queue.front().fill != Fill::kFilling;
   };
+  // Spinning first: otherwise the thread that brings the message (a link's reader, a local
+  // sender) wakes this one, a wake-up on the small-call path.
+  SpinUntil(events_, lock, [&] { return ready() || !failed_.ok(); });
   for (;;) {
     if (!failed_.ok()) return failed_;
     if (ready()) break;
@@ -224,7 +254,7 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
   if (m.ticket) {
     m.ticket->done = true;
     m.ticket->status = st;
-    cv_.notify_all();
+    Wake();
   } else {  // from another daemon (local sends all have tickets): its room is free
     remote_bytes_ -= m.counted;
     if (reserving_ > 0) cv_.notify_all();
@@ -236,7 +266,7 @@ void Mailbox::Complete(const std::shared_ptr<SendTicket>& ticket, const Status& 
   std::lock_guard<std::mutex> lock(mu_);
   ticket->done = true;
   ticket->status = status;
-  cv_.notify_all();
+  Wake();
 }
 
 Status Mailbox::WaitSent(const std::shared_ptr<SendTicket>& ticket, Deadline deadline) {
@@ -286,7 +316,7 @@ void Mailbox::Fail(const Status& status) {
       it = queue.erase(it);
     }
   }
-  cv_.notify_all();
+  Wake();
 }
 
 Status Mailbox::ExportArrived(std::vector<ArrivedMessage>* out) {

@@ -31,6 +31,7 @@
 #ifndef CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 #define CONDUIT_DAEMON_COLLECTIVES_MAILBOX_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -176,9 +177,16 @@ class Mailbox {
   // null. Under mu_.
   const Posted* Expected(int src, int dst, size_t len) const;
 
+  // Wakes the waiters (under mu_), and a Take spinning for its message.
+  void Wake() {
+    events_.fetch_add(1, std::memory_order_release);
+    cv_.notify_all();
+  }
+
   const uint64_t remote_cap_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::atomic<uint64_t> events_{0};  // Wake()s so far, for a Take spinning outside mu_
   std::map<std::pair<int, int>, std::deque<Message>> queues_;
   uint64_t remote_bytes_ = 0;  // of the queued and reserved messages from other daemons
   uint64_t remote_peak_ = 0;

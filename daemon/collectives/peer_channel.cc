@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "collectives/peer_messages.h"
+#include "common/busy_poll.h"
 #include "common/frame.h"
 #include "common/thread_guard.h"
 #include "protocol/peer_protocol.h"
@@ -206,8 +207,13 @@ Status PeerChannel::AwaitFrame(Link* link) {
       }
       if (closed_) return Status::Ok();  // the Recv fails on the shut link
     }
+    // Spinning first, within the busy-poll budget (common/busy_poll.h): messages come in
+    // bursts (a group's sends), and a reader that blocks is woken by the kernel for each
+    // one, a wake-up on the small-call path. At most one budget per frame, and none on an
+    // idle link after that.
     pollfd fds[2] = {{fd, POLLIN, 0}, {pause_wake_.get(), POLLIN, 0}};
-    const int n = poll(fds, 2, -1);
+    int n = SpinPoll(fds, 2);
+    if (n == 0) n = poll(fds, 2, -1);
     if (n < 0 && errno != EINTR) return SystemError("poll of a point-to-point link: %s", strerror(errno));
     if (n <= 0 || fds[1].revents != 0) continue;  // a pause began: stop before reading
     if (fds[0].revents != 0) return Status::Ok();
