@@ -7,7 +7,8 @@
 // collective crosses several: program -> daemon -> peer daemon -> daemon -> program.
 // OpenMPI and NCCL avoid it by spinning. Here the waits that sit on that path (a shim
 // waiting for its reply, a daemon session waiting for the next request, a collective
-// waiting for a peer daemon's bytes) first poll without blocking for a bounded budget,
+// waiting for a peer daemon's bytes, a point-to-point link's reader waiting for the next
+// frame and a receive for its message) first poll without blocking for a bounded budget,
 // yielding the CPU between tries so that a thread that has work on this core runs instead;
 // only then do they block. The budget bounds the CPU a wait can burn (once per wait), and
 // on a machine with one usable CPU there is nothing to win: spinning is off there.

@@ -14,6 +14,7 @@
 #include "protocol/staging_control.h"
 #include "reduce/reduce.h"
 #include "shim_log.h"
+#include "self_p2p.h"
 #include "streaming.h"
 
 namespace conduit {
@@ -382,6 +383,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   std::vector<ncclComm*> sent_to;
   std::map<ncclComm*, Sent> sent;
   std::map<ncclComm*, std::optional<InputFeeder>> feeders;  // streamed communicators' inputs
+  std::vector<SelfCopy> self_copies;
   for (auto& [comm, list] : by_comm) {
     ncclResult_t init = WaitInit(comm);
     if (init != ncclSuccess) {
@@ -389,6 +391,13 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       break;
     }
     locks.emplace_back(comm->op_mu);
+    // Sends to this rank and receives from it are copied here, while the daemon runs the
+    // rest (self_p2p.h); a communicator with an error hears it from the daemon instead.
+    if (comm->async_error.load() == ncclSuccess) {
+      std::vector<SelfCopy> self = TakeSelfCopies(comm->rank, &list);
+      self_copies.insert(self_copies.end(), self.begin(), self.end());
+      if (list.empty()) continue;
+    }
     Status st = SendGroup(comm, list, &sent[comm]);
     if (!st.ok()) {
       if (st.code() == ncclSystemError || st.code() == ncclRemoteError) comm->async_error = st.code();
@@ -407,6 +416,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   if (sent_to.size() > 1) {
     for (auto& [comm, feeder] : feeders) feeder->CopyAll();
   }
+  RunSelfCopies(self_copies);
   // Every request that went out gets its reply read, even after a failure elsewhere, so
   // no connection is left with an unread reply.
   // One bound for the whole group, pumps and replies together: the documented 3 x timeout
