@@ -383,7 +383,8 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   std::vector<ncclComm*> sent_to;
   std::map<ncclComm*, Sent> sent;
   std::map<ncclComm*, std::optional<InputFeeder>> feeders;  // streamed communicators' inputs
-  std::vector<SelfCopy> self_copies;
+  std::vector<SelfCopy> self_copies;                      // own sends, run while the daemons work
+  std::map<ncclComm*, std::vector<SelfCopy>> after_reply;  // own sends, run after the reply
   for (auto& [comm, list] : by_comm) {
     ncclResult_t init = WaitInit(comm);
     if (init != ncclSuccess) {
@@ -391,12 +392,13 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       break;
     }
     locks.emplace_back(comm->op_mu);
-    // Sends to this rank and receives from it are copied here, while the daemon runs the
-    // rest (self_p2p.h); a communicator with an error hears it from the daemon instead.
-    if (comm->async_error.load() == ncclSuccess) {
-      std::vector<SelfCopy> self = TakeSelfCopies(comm->rank, &list);
-      self_copies.insert(self_copies.end(), self.begin(), self.end());
-      if (list.empty()) continue;
+    // Sends to this rank and receives from it are copied here (self_p2p.h); a communicator
+    // with an error hears it from the daemon instead.
+    std::vector<SelfCopy> self;
+    if (comm->async_error.load() == ncclSuccess) self = TakeSelfCopies(comm->rank, &list);
+    if (list.empty()) {
+      RunSelfCopies(self);
+      continue;
     }
     Status st = SendGroup(comm, list, &sent[comm]);
     if (!st.ok()) {
@@ -409,6 +411,14 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       feeders[comm].emplace(comm->staging.data(), comm->staging.size(), *list[0]);
       feeders[comm]->Serve();
     }
+    // While the daemon runs the rest, when it works on copies the shim took before the
+    // request (staged inputs): a streamed input or one in host regions is read later, and
+    // could meet an own receive's bytes, so those groups' own copies wait for the reply.
+    const bool reads_later = sent[comm].streamed || std::any_of(list.begin(), list.end(), [](const PendingOp* op) {
+                               return op->in_regions;
+                             });
+    auto& to = reads_later ? after_reply[comm] : self_copies;
+    to.insert(to.end(), self.begin(), self.end());
     sent_to.push_back(comm);
   }
   // The pumps below serve one communicator at a time, and other programs' daemons may
@@ -448,6 +458,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       continue;
     }
     if (st.ok()) st = FinishGroup(comm, list, sent[comm], reply, pump);
+    if (st.ok()) RunSelfCopies(after_reply[comm]);
     if (!st.ok()) failed(comm, st);
   }
   std::vector<ncclComm*> resent;
@@ -465,6 +476,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline);
     NoteWhatTheDaemonServes(comm, reply);
     if (st.ok()) st = FinishGroup(comm, by_comm[comm], sent[comm], reply, no_pump);
+    if (st.ok()) RunSelfCopies(after_reply[comm]);
     if (!st.ok()) failed(comm, st);
   }
   return result;

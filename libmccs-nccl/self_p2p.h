@@ -6,8 +6,11 @@
 // place in the segment, and the shim copies that out: three copies of every byte where one
 // does, and on two hosts the own block is half an all-to-all. So the shim matches them as
 // the daemon would (the k-th Send to itself with its k-th Recv from itself, in the group's
-// order) and copies each send buffer into its receive buffer while the daemon runs the
-// rest of the group; a group of only these sends no request at all.
+// order) and copies each send buffer into its receive buffer itself: while the daemon runs
+// the rest of the group when that works on inputs the shim staged before the request, else
+// (a streamed group, ops in host regions: the daemon reads their inputs as it goes) once the
+// reply has come, as a staged group's outputs are written. A group of only these sends no
+// request at all.
 //
 // Only ops on host memory (MemoryKind::kHost): device buffers go to the daemon as before.
 // When the group's own sends and receives do not pair up (different counts, or a pair of
