@@ -43,13 +43,13 @@ int PeerBusyPollMicros() { return PeerBudget().load(std::memory_order_relaxed); 
 int SpinPoll(pollfd* fds, nfds_t n) { return SpinPollFor(fds, n, BusyPollMicros()); }
 
 int SpinPollFor(pollfd* fds, nfds_t n, int budget) {
-  int r = poll(fds, n, 0);
-  if (r != 0 || budget <= 0) return r;
+  if (budget <= 0) return poll(fds, n, 0);
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(budget);
-  do {
-    sched_yield();
+  int r = 0;
+  SpinUntilTrue(until, [&] {
     r = poll(fds, n, 0);
-  } while (r == 0 && std::chrono::steady_clock::now() < until);
+    return r != 0;
+  });
   return r;
 }
 

@@ -16,6 +16,9 @@
 #define CONDUIT_DAEMON_COMMON_BUSY_POLL_H_
 
 #include <poll.h>
+#include <sched.h>
+
+#include <chrono>
 
 namespace conduit {
 
@@ -49,6 +52,17 @@ int SpinPollFor(pollfd* fds, nfds_t n, int budget_micros);
 
 // The same for one descriptor: true once it has one of `events` (or an error or hangup).
 bool SpinUntilReady(int fd, short events);
+
+// The loop under all of these: calls ready() repeatedly, yielding in between, until it is
+// true (returns true) or `until` has passed (returns false). ready() is called at least once.
+template <typename Ready>
+bool SpinUntilTrue(std::chrono::steady_clock::time_point until, Ready ready) {
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    sched_yield();
+  }
+  return true;
+}
 
 }  // namespace conduit
 

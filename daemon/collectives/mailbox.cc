@@ -1,7 +1,5 @@
 #include "collectives/mailbox.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -12,20 +10,19 @@ namespace conduit {
 namespace {
 
 // Waits for `done` (checked under `lock`) by spinning within the busy-poll budget
-// (common/busy_poll.h), looking again whenever `events` moves, before the caller blocks on
-// the condition variable: a blocked waiter costs a wake-up. Measured on all-to-alls
-// (docs/benchmarks.md, "Point-to-point between hosts").
+// (common/busy_poll.h), outside the lock, looking again whenever `events` moves, before the
+// caller blocks on the condition variable: a blocked waiter costs a wake-up. Measured on
+// all-to-alls (docs/benchmarks.md, "Point-to-point between hosts").
 template <typename Done>
 void SpinUntil(const std::atomic<uint64_t>& events, std::unique_lock<std::mutex>& lock, Done done) {
   const int budget = BusyPollMicros();
   if (budget <= 0 || done()) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(budget);
-  while (!done() && std::chrono::steady_clock::now() < until) {
+  bool moved = true;
+  while (moved && !done()) {
     const uint64_t seen = events.load(std::memory_order_acquire);
     lock.unlock();
-    while (events.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
-      sched_yield();
-    }
+    moved = SpinUntilTrue(until, [&] { return events.load(std::memory_order_acquire) != seen; });
     lock.lock();
   }
 }
@@ -115,18 +112,15 @@ uint8_t* Mailbox::RetargetRemote(int src, int dst) {
   std::lock_guard<std::mutex> lock(mu_);
   Message* m = BeingRead(src, dst);
   if (m == nullptr || m->fill != Fill::kReading || m->len == 0) return nullptr;
-  auto e = expected_.find({src, dst});
-  const size_t index = queues_[{src, dst}].size() - 1;
-  if (e == expected_.end() || index >= e->second.size() || e->second[index].len != m->len ||
-      e->second[index].into == nullptr) {
-    return nullptr;
-  }
-  m->data = e->second[index].into;
+  // It is the last queued message from src to dst: the receive at its place matches it.
+  const Posted* posted = PostedAt(src, dst, queues_[{src, dst}].size() - 1, m->len);
+  if (posted == nullptr || posted->into == nullptr) return nullptr;
+  m->data = posted->into;
   m->fill = Fill::kFilling;
   remote_bytes_ -= m->counted - kRemoteEntryBytes;  // its bytes go to the receive's buffer
   m->counted = kRemoteEntryBytes;
   if (reserving_ > 0) cv_.notify_all();
-  return e->second[index].into;
+  return posted->into;
 }
 
 void Mailbox::FilledRemote(int src, int dst, bool whole) {
@@ -138,12 +132,15 @@ void Mailbox::FilledRemote(int src, int dst, bool whole) {
   Wake();
 }
 
-const Mailbox::Posted* Mailbox::Expected(int src, int dst, size_t len) const {
+const Mailbox::Posted* Mailbox::PostedAt(int src, int dst, size_t index, size_t len) const {
   auto e = expected_.find({src, dst});
-  if (e == expected_.end()) return nullptr;
+  if (e == expected_.end() || index >= e->second.size() || e->second[index].len != len) return nullptr;
+  return &e->second[index];
+}
+
+const Mailbox::Posted* Mailbox::Expected(int src, int dst, size_t len) const {
   auto q = queues_.find({src, dst});
-  const size_t queued = q == queues_.end() ? 0 : q->second.size();
-  return queued < e->second.size() && e->second[queued].len == len ? &e->second[queued] : nullptr;
+  return PostedAt(src, dst, q == queues_.end() ? 0 : q->second.size(), len);
 }
 
 void Mailbox::Expect(int src, int dst, size_t len, uint8_t* into) {

@@ -173,6 +173,10 @@ class Mailbox {
   // The message from src to dst its reader is reading (kReading or kFilling), or null.
   // Under mu_.
   Message* BeingRead(int src, int dst);
+  // The receive from src to dst at `index` among those posted and not yet matched (the
+  // queue's order: message i is taken by receive i), if it is of `len` bytes; else null.
+  // Under mu_.
+  const Posted* PostedAt(int src, int dst, size_t index, size_t len) const;
   // The posted receive the next message from src to dst, of `len` bytes, matches, or
   // null. Under mu_.
   const Posted* Expected(int src, int dst, size_t len) const;
