@@ -76,8 +76,10 @@ struct ncclComm {
   // Host regions attached on this connection, and those it refused (under op_mu).
   std::set<uint64_t> attached_regions, refused_regions;
   uint64_t region_frees_seen = 0;  // RegionFrees() when freed regions were last released
-  // The daemon serves Send and Recv in host regions (its group replies say so; under op_mu).
+  // The daemon serves Send and Recv, and Reduce and ReduceScatter, in host regions (its
+  // group replies say so; under op_mu).
   bool p2p_in_regions = false;
+  bool reduce_in_regions = false;
   uint64_t split_generation = 0;
   uint64_t shrink_generation = 0;
   std::mutex redop_mu;

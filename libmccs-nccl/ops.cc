@@ -134,14 +134,16 @@ bool AttachRegion(ncclComm* comm, const RegionSpan& span) {
 
 bool IsP2p(const PendingOp& op) { return op.desc.kind == shimproto::kSend || op.desc.kind == shimproto::kRecv; }
 
-// Places `op` in the program's own buffers when the daemon can run it there: a host
-// AllReduce (not PreMulSum), AllGather, Broadcast, Send or Recv whose buffers lie in
-// ncclMemAlloc'd regions (daemon/session/host_regions.h says why only these); Send and
-// Recv only with a daemon that says it serves them so.
+// Places `op` in the program's own buffers when the daemon can run it there: a host op
+// but PreMulSum whose buffers lie in ncclMemAlloc'd regions (shimproto::ServedInRegions);
+// Send and Recv, Reduce and ReduceScatter only with a daemon that says it serves them so.
 void PlaceInRegions(ncclComm* comm, PendingOp* op) {
-  if (!RegionsEnabled() || op->place != MemoryKind::kHost ||
-      !shimproto::ServedInRegions(op->desc.kind, op->desc.redop) ||
-      (IsP2p(*op) ? !comm->p2p_in_regions : op->out_bytes == 0)) {
+  const uint8_t kind = op->desc.kind;
+  const bool served = IsP2p(*op) ? comm->p2p_in_regions
+                      : kind == shimproto::kReduce || kind == shimproto::kReduceScatter ? comm->reduce_in_regions
+                                                                                       : true;
+  if (!RegionsEnabled() || op->place != MemoryKind::kHost || !shimproto::ServedInRegions(kind, op->desc.redop) ||
+      !served || op->region_bytes == 0) {
     return;
   }
   RegionSpan in, out;
@@ -329,13 +331,15 @@ Status ResendStaged(ncclComm* comm, std::vector<PendingOp*>& list, const Status&
   return SendGroup(comm, list, sent);
 }
 
-// Whether the daemon serves Send and Recv in host regions, as its latest group reply says
-// (a live upgrade may have replaced it with one that does not).
+// Whether the daemon serves Send and Recv, and Reduce and ReduceScatter, in host regions,
+// as its latest group reply says (a live upgrade may have replaced it with one that does
+// not).
 void NoteWhatTheDaemonServes(ncclComm* comm, const Frame& reply) {
   shimproto::GroupReply head;
   if (reply.payload.size() < sizeof(head)) return;
   memcpy(&head, reply.payload.data(), sizeof(head));
   comm->p2p_in_regions = (head.flags & shimproto::kReplyP2pInRegions) != 0;
+  comm->reduce_in_regions = (head.flags & shimproto::kReplyReduceInRegions) != 0;
 }
 
 // After a successful reply: results to the program's buffers (or its stream ordered after

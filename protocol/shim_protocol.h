@@ -214,16 +214,25 @@ inline constexpr uint64_t kSyncWordBytes = 4;
 inline constexpr uint64_t kScalarSlotBytes = 8;
 inline constexpr uint64_t ScalarSlotOffset(uint64_t op_index) { return 2 * kSyncWordBytes + kScalarSlotBytes * op_index; }
 // Data in the program's own buffers, in attached host regions (RegionOpRef), not the
-// segment: AllReduce, AllGather and Broadcast without PreMulSum, Send and Recv only.
+// segment: every collective but PreMulSum, Send and Recv.
 inline constexpr uint8_t kOpRegion = 2;
-// The ops kOpRegion may carry: the daemon runs the collectives in one buffer per host
-// holding the whole result (a rank's recvbuff) and never writes an input, so not Reduce,
-// ReduceScatter or PreMulSum (which scales inputs in place); a Send is read where it is
-// and a Recv written there. The daemon's check; the shim sends Send and Recv in regions
-// only to a daemon whose group replies carry kReplyP2pInRegions.
+// The ops kOpRegion may carry: the daemon never writes an input, so not PreMulSum (which
+// scales inputs in place); a Send is read where it is and a Recv written there. The
+// daemon's check; the shim sends Send and Recv in regions only to a daemon whose group
+// replies carry kReplyP2pInRegions, and Reduce and ReduceScatter only to one whose replies
+// carry kReplyReduceInRegions.
 inline bool ServedInRegions(uint8_t kind, uint8_t redop) {
-  if (kind == kAllReduce) return redop != kRedOpPreMulSum;
+  if (kind == kAllReduce || kind == kReduce || kind == kReduceScatter) return redop != kRedOpPreMulSum;
   return kind == kAllGather || kind == kBroadcast || kind == kSend || kind == kRecv;
+}
+// Whether `rank` names an input for `op` (all but a broadcast's non-roots and a receive)
+// and an output (all but a reduce's non-roots and a send), where buffers are the
+// program's own (device buffers, host regions).
+inline bool OpNeedsSend(const OpDesc& op, int rank) {
+  return op.kind != kRecv && (op.kind != kBroadcast || op.peer == rank);
+}
+inline bool OpNeedsRecv(const OpDesc& op, int rank) {
+  return op.kind != kSend && (op.kind != kReduce || op.peer == rank);
 }
 
 // GroupRequest::flags.
@@ -268,6 +277,8 @@ inline constexpr uint32_t kReplyEventUnusable = 1;
 // regions (kOpRegion); the shim puts them there while the latest reply on the connection
 // carried it.
 inline constexpr uint32_t kReplyP2pInRegions = 2;
+// kReplyReduceInRegions: likewise for Reduce and ReduceScatter (daemons from 2026-12-05).
+inline constexpr uint32_t kReplyReduceInRegions = 4;
 
 struct CommDestroyReply {
   WireStatus status;

@@ -534,7 +534,10 @@ Status ChainReduce(const HostGroup& g, int root, uint8_t* buf, size_t count, ncc
   const int pos = Mod(g.me - root, n);
   Link* to = pos == 0 ? nullptr : g.links[Mod(g.me - 1, n)];
   Link* from = pos == n - 1 ? nullptr : g.links[Mod(g.me + 1, n)];
-  if (from == nullptr) return to->Send({{buf, bytes}}, g.deadline, g.ensure);
+  // This host's contribution: where it lives apart (HostGroup::input), folded in as the
+  // partial results pass, else in buf.
+  const uint8_t* mine = g.input != nullptr ? g.input : buf;
+  if (from == nullptr) return to->Send({{mine, bytes}}, g.deadline, g.ensure);
   const size_t chunk = std::max<size_t>(g.chunk_bytes - g.chunk_bytes % elem, elem);
   std::unique_ptr<uint8_t[]> own;
   uint8_t* staging = Staging(g, std::min(chunk, bytes) * 2, &own);
@@ -546,7 +549,7 @@ Status ChainReduce(const HostGroup& g, int root, uint8_t* buf, size_t count, ncc
   int slot = 0;
   for (;;) {
     if (g.ensure) CONDUIT_RETURN_IF_ERROR(g.ensure(buf + k_begin, k_end - k_begin));
-    ReduceInto(buf + k_begin, slots[slot], (k_end - k_begin) / elem, type, op);
+    Reduce2(buf + k_begin, mine + k_begin, slots[slot], (k_end - k_begin) / elem, type, op);
     CountReduce(g.traffic, k_end - k_begin);
     if (to == nullptr && g.finalize) g.finalize(buf + k_begin, k_end - k_begin);  // the root's result
     if (k_end == bytes) break;

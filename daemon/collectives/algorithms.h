@@ -57,12 +57,14 @@ struct HostGroup {
   Scratch* scratch = nullptr;
   // Counts the bytes reductions write (the links count what they move); may be null.
   MemoryTraffic* traffic = nullptr;
-  // This host's contribution to an all-reduce when it lives apart from buf (one rank's
-  // out-of-place all-reduce in its own ncclMemAlloc buffers). The all-reduce algorithms
-  // then send it from here and fold it in as they reduce (buf = input op received), and on
-  // 2 hosts or more they write every byte of buf, so nobody copies the input into buf
-  // first: one memory write per payload byte fewer (docs/design.md, "Copies per payload
-  // byte"). nullptr: buf holds the contribution (after `ensure`).
+  // This host's contribution to a reduction when it lives apart from buf (one rank's
+  // out-of-place all-reduce, reduce or reduce-scatter in its own ncclMemAlloc buffers).
+  // The reducing algorithms then send it from here and fold it in as they reduce (buf =
+  // input op received), and on 2 hosts or more they write every byte of buf that they
+  // send from buf or finalize (an all-reduce: all of buf; a reduce-scatter: this host's
+  // segments; a reduce: the root's result), so nobody copies the input into buf first: one
+  // memory write per payload byte fewer (docs/design.md, "Copies per payload byte").
+  // nullptr: buf holds the contribution (after `ensure`).
   const uint8_t* input = nullptr;
 };
 

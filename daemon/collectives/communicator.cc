@@ -21,10 +21,10 @@ namespace {
 // ranks get the reason (a disagreement, a dead rank) rather than "connection closed".
 constexpr int kAbortReasonWaitMs = 300;
 
-// An op in host regions has the buffers its kind uses (the session resolved them): a Send
-// its input alone, every other op its output.
-bool RegionBuffersFit(const shimproto::OpDesc& op, const HostOpBuffers& b) {
-  return op.kind == shimproto::kSend ? b.send != nullptr && b.recv == nullptr : b.recv != nullptr;
+// An op in host regions has the buffers its kind uses for `rank`, and no others (the
+// session resolved them): a Send its input alone, a Reduce's non-root its input alone.
+bool RegionBuffersFit(const shimproto::OpDesc& op, int rank, const HostOpBuffers& b) {
+  return (b.send != nullptr) == shimproto::OpNeedsSend(op, rank) && (b.recv != nullptr) == shimproto::OpNeedsRecv(op, rank);
 }
 
 }  // namespace
@@ -306,7 +306,7 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     }
     if (st.ok() && (ops[i].flags & shimproto::kOpRegion) &&
         (context.host_ops == nullptr || context.host_ops->size() != ops.size() || context.streamed ||
-         !RegionBuffersFit(ops[i], (*context.host_ops)[i]))) {
+         !RegionBuffersFit(ops[i], rank, (*context.host_ops)[i]))) {
       st = InvalidArgument("an op in host regions outside a (non-streamed) group with host regions");
     }
     if (!st.ok()) {

@@ -416,6 +416,9 @@ class Communicator final : private PeerChannel::Handler {
   std::shared_ptr<TenantState> tenant_;
   std::unique_ptr<gpu::CommStream> device_;  // created by the first device collective
   Scratch scratch_;                           // the inter-host algorithms' receive staging
+  // The work buffer of a reduction in host regions whose host holds no output as large as
+  // it (ReduceScatter; Reduce away from the root): LocalStage's.
+  Scratch work_scratch_;
   MemoryTraffic traffic_;                     // the running collective's copies (memory_traffic.h)
 };
 

@@ -67,13 +67,14 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
   for (const CollRequest* r : batch) {
     StageRank rank{r->rank, r->buffer.base, r->buffer.size, r->op, r->control, r->session_fd};
     if (r->host != nullptr) {
+      rank.regions = true;
       rank.input = r->host->send;
       rank.output = r->host->recv;
     }
     ranks.push_back(rank);
   }
-  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_);
-  // One rank's out-of-place all-reduce in its own buffers: the algorithms read its input
+  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_, &work_scratch_);
+  // One rank's out-of-place reduction in its own buffers: the algorithms read its input
   // where it is (one copy per byte fewer). Alone on one host no algorithm runs, so the
   // stage's copy stays.
   const uint8_t* input = membership_.host_addrs.size() > 1 ? stage.TakeInputApart() : nullptr;

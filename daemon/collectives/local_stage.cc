@@ -32,7 +32,7 @@ ncclRedOp_t CombineOp(uint8_t redop) {
 }  // namespace
 
 LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
-                       MemoryTraffic* traffic)
+                       MemoryTraffic* traffic, Scratch* work_scratch)
     : ranks_(std::move(ranks)),
       nranks_(nranks),
       deadline_(deadline),
@@ -45,12 +45,22 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
       block_(ranks_[0].op.count * elem_) {
   const bool per_rank_blocks = kind_ == shimproto::kAllGather || kind_ == shimproto::kReduceScatter;
   work_bytes_ = per_rank_blocks ? block_ * static_cast<size_t>(nranks_) : block_;
-  if (kind_ == shimproto::kBroadcast) {
+  // A broadcast's data starts at its root and a reduce's result ends there: its region (or
+  // output) as the work buffer spares a copy on the root's host.
+  if (kind_ == shimproto::kBroadcast || kind_ == shimproto::kReduce) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       if (ranks_[i].rank == ranks_[i].op.peer) work_index_ = i;
     }
   }
-  work_ = OutputAt(work_index_, 0);
+  const Range work_out = OutputOf(work_index_);
+  if (!ranks_[work_index_].in_regions() || (work_out.begin == 0 && work_out.end == work_bytes_)) {
+    work_ = OutputAt(work_index_, 0);
+  } else if (work_scratch != nullptr) {
+    work_ = work_scratch->Get(work_bytes_, &own_work_);
+  } else {
+    own_work_.reset(new uint8_t[std::max<size_t>(work_bytes_, 1)]);
+    work_ = own_work_.get();
+  }
   chunk_ = std::max(kCombineChunkBytes - kCombineChunkBytes % elem_, elem_);
   combined_.assign((work_bytes_ + chunk_ - 1) / chunk_, false);
 
@@ -179,7 +189,10 @@ Status LocalStage::CombineChunk(size_t k) {
     // (Reduce2), or, alone on this host, a copy does.
     const uint8_t* own = InputAt(work_index_, r.begin);
     bool seeded = own == acc;
-    for (size_t i = 0; i < ranks_.size(); ++i) {
+    // The work rank first: its input must be in place (streamed) and scaled (PreMulSum)
+    // before anything is folded into it.
+    for (size_t step = 0; step < ranks_.size(); ++step) {
+      const size_t i = step == 0 ? work_index_ : step <= work_index_ ? step - 1 : step;
       CONDUIT_RETURN_IF_ERROR(WaitInput(i, r));
       if (ranks_[i].op.redop == shimproto::kRedOpPreMulSum) {
         // Only staged inputs (HostRegions refuses PreMulSum): the segment is ours to scale.
@@ -322,7 +335,7 @@ void LocalStage::CopyLocal(uint8_t* dst, const uint8_t* src, size_t n) {
 }
 
 const uint8_t* LocalStage::TakeInputApart() {
-  if (kind_ != shimproto::kAllReduce || ranks_.size() != 1 || !ranks_[0].in_regions() ||
+  if (!IsReduction(kind_) || ranks_.size() != 1 || !ranks_[0].in_regions() ||
       ranks_[0].control != nullptr || ranks_[0].op.redop == shimproto::kRedOpPreMulSum) {
     return nullptr;
   }

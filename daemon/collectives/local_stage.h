@@ -1,9 +1,10 @@
 // LocalStage: one collective as this host's ranks see it.
 //
 // The inter-host algorithms work on one buffer per host (the "work" buffer: the first local
-// rank's region, or the root's for a broadcast; for an op in host regions, that rank's own
-// output buffer). LocalStage stands between that buffer and
-// the local ranks' segments, a chunk at a time:
+// rank's region, or the root's for a broadcast or a reduce; for an op in host regions, that
+// rank's own output buffer, or daemon memory where no output holds the whole buffer: a
+// ReduceScatter's, a Reduce's away from its root). LocalStage stands between that buffer
+// and the local ranks' segments, a chunk at a time:
 //  * Ensure(range): the range holds this host's contribution: it waits for streamed input
 //    (the shim may still be copying it in), scales PreMulSum inputs, and folds the other
 //    local ranks' data into the work buffer (reductions) or copies their blocks in (gather);
@@ -19,8 +20,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
+#include "collectives/algorithms.h"
 #include "collectives/memory_traffic.h"
 #include "common/deadline.h"
 #include "common/status.h"
@@ -40,10 +43,12 @@ struct StageRank {
   int session_fd = -1;                // the program's connection, to notice it dying
   // An op in host regions: the program's own buffers replace the segment. `input` holds
   // the rank's input bytes (InputOf) from their start, `output` its output (OutputOf);
-  // they may be the same bytes. Never written: `input`.
+  // they may be the same bytes, and either is null where the rank has none (a broadcast's
+  // non-root input, a reduce's non-root output). Never written: `input`.
+  bool regions = false;
   const uint8_t* input = nullptr;
   uint8_t* output = nullptr;
-  bool in_regions() const { return output != nullptr; }
+  bool in_regions() const { return regions; }
 };
 
 class LocalStage {
@@ -51,20 +56,22 @@ class LocalStage {
   // `ranks`: this host's ranks in local order (ranks[0] leads). `failed` reports a
   // communicator abort, so waits end promptly. `traffic` (may be null) counts the copies
   // and reductions done here, and the shims' copies in and out that the op implies.
+  // `work_scratch` (may be null: fresh memory) holds the work buffer when it cannot be a
+  // rank's output.
   LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
-             MemoryTraffic* traffic = nullptr);
+             MemoryTraffic* traffic = nullptr, Scratch* work_scratch = nullptr);
 
   // The buffer the inter-host algorithm runs on, and its length.
   uint8_t* work() const { return work_; }
   size_t work_bytes() const { return work_bytes_; }
 
   Status Ensure(size_t offset, size_t len);
-  // For an all-reduce whose algorithm folds this host's contribution in where it lives
-  // (HostGroup::input) and writes every byte of the work buffer itself: the contribution,
-  // and Ensure copies nothing into the work buffer from now on. Only one rank on this host,
-  // in host regions, out of place, and not streamed qualifies; otherwise nullptr and
-  // nothing changes. The caller must run such an algorithm (2 hosts or more) after a
-  // non-null answer.
+  // For a reduction (AllReduce, Reduce, ReduceScatter) whose algorithm folds this host's
+  // contribution in where it lives (HostGroup::input) and writes every byte of the work
+  // buffer it reads or finalizes itself: the contribution, and Ensure copies nothing into
+  // the work buffer from now on. Only one rank on this host, in host regions, out of place,
+  // and not streamed qualifies; otherwise nullptr and nothing changes. The caller must run
+  // such an algorithm (2 hosts or more) after a non-null answer.
   const uint8_t* TakeInputApart();
   void Finalize(size_t offset, size_t len);
   // Ensures and finalizes everything; then the shims have their whole output.
@@ -106,6 +113,7 @@ class LocalStage {
   const size_t block_;  // bytes of one rank's block (AllGather, ReduceScatter)
   size_t work_index_ = 0;  // which local rank's region is the work buffer
   uint8_t* work_ = nullptr;
+  std::unique_ptr<uint8_t[]> own_work_;  // the work buffer when neither an output nor scratch holds it
   size_t work_bytes_ = 0;
   size_t chunk_ = 0;
   std::vector<bool> combined_;

@@ -140,8 +140,8 @@ Status DeviceSession::ResolveBuffers(int stream_device, const std::vector<shimpr
     // A buffer the collective needs from this rank must be there, so no kernel or copy
     // ever sees address 0: only a broadcast's non-root input and a reduce's non-root output
     // may be missing.
-    const bool needs_send = OpNeedsSend(ops[i], rank);
-    const bool needs_recv = OpNeedsRecv(ops[i], rank);
+    const bool needs_send = shimproto::OpNeedsSend(ops[i], rank);
+    const bool needs_recv = shimproto::OpNeedsRecv(ops[i], rank);
     if ((needs_send && b.send == 0) || (needs_recv && b.recv == 0)) {
       return InvalidArgument("device op %zu (%s) lacks its %s buffer", i, OpKindName(ops[i].kind),
                              needs_send && b.send == 0 ? "input" : "output");

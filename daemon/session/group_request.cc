@@ -85,11 +85,4 @@ Status OpBufferBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, ui
   return Status::Ok();
 }
 
-bool OpNeedsSend(const shimproto::OpDesc& op, int rank) {
-  return op.kind != shimproto::kRecv && (op.kind != shimproto::kBroadcast || op.peer == rank);
-}
-bool OpNeedsRecv(const shimproto::OpDesc& op, int rank) {
-  return op.kind != shimproto::kSend && (op.kind != shimproto::kReduce || op.peer == rank);
-}
-
 }  // namespace conduit

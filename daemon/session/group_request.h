@@ -39,10 +39,6 @@ Status ParseRegisterBuffer(uint16_t type, const std::vector<uint8_t>& payload, b
 // are the program's own (device buffers, host regions) rather than one segment layout:
 // ReduceScatter reads nranks blocks, AllGather writes them; all else one block each.
 Status OpBufferBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, uint64_t* recv);
-// Whether `rank` must name an input (all but a broadcast's non-roots and a receive) and an
-// output (all but a reduce's non-roots and a send) for `op`.
-bool OpNeedsSend(const shimproto::OpDesc& op, int rank);
-bool OpNeedsRecv(const shimproto::OpDesc& op, int rank);
 
 }  // namespace conduit
 

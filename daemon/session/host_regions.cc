@@ -64,25 +64,25 @@ Status HostRegions::Resolve(const std::vector<shimproto::OpDesc>& ops, const std
       continue;
     }
     if (!shimproto::ServedInRegions(op.kind, op.redop)) {
-      return InvalidArgument("op %zu: op kind %u with reduction %u is not served on host regions (AllReduce but "
-                             "PreMulSum, AllGather, Broadcast, Send, Recv)", i, op.kind, op.redop);
+      return InvalidArgument("op %zu: op kind %u with reduction %u is not served on host regions (every "
+                             "collective but PreMulSum, Send, Recv)", i, op.kind, op.redop);
     }
     if (!IsValidDataType(op.dtype)) return InvalidArgument("op %zu: invalid ncclDataType_t %u", i, op.dtype);
     uint64_t send_bytes = 0, recv_bytes = 0;
     CONDUIT_RETURN_IF_ERROR(OpBufferBytes(op, nranks, &send_bytes, &recv_bytes));
     HostOpBuffers& b = (*out)[i];
     uint8_t* p = nullptr;
-    if (OpNeedsSend(op, rank)) {
+    if (shimproto::OpNeedsSend(op, rank)) {
       CONDUIT_RETURN_IF_ERROR(Find(ref.send_id, ref.send_offset, send_bytes, "input", &p));
       b.send = p;
     } else if (ref.send_id != 0) {
       return InvalidArgument("op %zu: a receive or a broadcast's non-root names an input", i);
     }
-    if (OpNeedsRecv(op, rank)) {
+    if (shimproto::OpNeedsRecv(op, rank)) {
       CONDUIT_RETURN_IF_ERROR(Find(ref.recv_id, ref.recv_offset, recv_bytes, "output", &p));
       b.recv = p;
     } else if (ref.recv_id != 0) {
-      return InvalidArgument("op %zu: a send names an output", i);
+      return InvalidArgument("op %zu: a send or a reduce's non-root names an output", i);
     }
   }
   *failed_op = -1;

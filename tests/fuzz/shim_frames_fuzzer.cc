@@ -68,10 +68,10 @@ void Group(const uint8_t* data, size_t size) {
     }
     uint64_t send = 0, recv = 0;
     FUZZ_CHECK(OpBufferBytes(g.ops[i], nranks, &send, &recv).ok(), "op %zu's size was accepted", i);
-    FUZZ_CHECK(OpNeedsRecv(g.ops[i], rank) ? out[i].recv != nullptr && regions->Holds(out[i].recv, recv)
+    FUZZ_CHECK(shimproto::OpNeedsRecv(g.ops[i], rank) ? out[i].recv != nullptr && regions->Holds(out[i].recv, recv)
                                            : out[i].recv == nullptr,
                "op %zu's output outside its region, or a send given one", i);
-    FUZZ_CHECK(OpNeedsSend(g.ops[i], rank) ? out[i].send != nullptr && regions->Holds(out[i].send, send)
+    FUZZ_CHECK(shimproto::OpNeedsSend(g.ops[i], rank) ? out[i].send != nullptr && regions->Holds(out[i].send, send)
                                            : out[i].send == nullptr,
                "op %zu's input outside its region, or a receive given one", i);
   }

@@ -319,9 +319,14 @@ TEST_F(MalformedTest, HostRegionOpsOutsideTheirRegionsOrNotServedThere) {
   EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{9, 0, 3, 0}), 0) << "a region never attached";
   EXPECT_GT(send(AllReduceFloat(n, 0), RegionOpRef{0, 0, 3, 0}), 0) << "no input";
   EXPECT_GT(send(AllReduceFloat(UINT64_MAX / 2, 0), RegionOpRef{3, 0, 3, 0}), 0) << "count overflow";
-  OpDesc reduce = AllReduceFloat(n, 0);
+  OpDesc reduce = AllReduceFloat(n, 0);  // rank 0, the root, of one
   reduce.kind = kReduce;
-  EXPECT_GT(send(reduce, RegionOpRef{3, 0, 3, 0}), 0) << "Reduce in regions";
+  EXPECT_EQ(send(reduce, RegionOpRef{3, 0, 3, 0}), 0) << "Reduce in regions, in place: " << client_.last_message();
+  EXPECT_GT(send(reduce, RegionOpRef{3, 0, 0, 0}), 0) << "the root's Reduce without its output";
+  OpDesc scatter = AllReduceFloat(n, 0);
+  scatter.kind = kReduceScatter;
+  EXPECT_EQ(send(scatter, RegionOpRef{3, 0, 3, kRegionBytes / 2}), 0) << "ReduceScatter in regions: " << client_.last_message();
+  EXPECT_GT(send(scatter, RegionOpRef{3, kRegionBytes / 2 + 4, 3, 0}), 0) << "ReduceScatter input past the end";
   OpDesc premul = AllReduceFloat(n, 0);
   premul.redop = kRedOpPreMulSum;
   EXPECT_GT(send(premul, RegionOpRef{3, 0, 3, 0}), 0) << "PreMulSum in regions";

@@ -368,6 +368,42 @@ TEST(CollectiveAlgorithmsTest, ReduceScatterLeavesEachHostItsOwnBlocks) {
   }
 }
 
+// One rank's out-of-place reduce-scatter or reduce in its own buffers
+// (LocalStage::TakeInputApart): the contribution is read where it is, and every byte the
+// host keeps or finalizes (its segments; the root's result) is written by the algorithm.
+TEST(CollectiveAlgorithmsTest, ReduceScatterAndReduceReadAnInputApart) {
+  for (int n : {2, 3, 4, 5, 8}) {
+    auto mesh = Mesh(n);
+    for (int nranks : {n, 2 * n + 1}) {
+      for (size_t chunk : {44, 512 * 1024}) {
+        const size_t block_count = 37;
+        const size_t block = block_count * sizeof(int32_t);
+        SCOPED_TRACE("hosts " + std::to_string(n) + " ranks " + std::to_string(nranks) + " chunk " +
+                     std::to_string(chunk));
+        const HostSegments segments = DealtSegments(n, nranks, block);
+        auto hosts = ReductionCase(n, block_count * nranks, ncclInt32, ncclSum, Everyone);
+        for (int h = 0; h < n; ++h) {
+          std::fill(hosts[h].check.begin(), hosts[h].check.end(), 0);
+          for (const ByteRange& r : segments[h]) std::fill_n(hosts[h].check.begin() + r.offset, r.len, 1);
+        }
+        RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
+          return RingReduceScatter(g, buf, segments, ncclInt32, ncclSum);
+        }, {.chunk_bytes = chunk, .all_finalized = true, .input_apart = true});
+      }
+    }
+    for (int root : {0, n - 1, n / 2}) {
+      for (size_t count : {1, 999, 25001}) {
+        SCOPED_TRACE("hosts " + std::to_string(n) + " root " + std::to_string(root) + " count " +
+                     std::to_string(count));
+        auto hosts = ReductionCase(n, count, ncclInt32, ncclMax, [root](int h) { return h == root; });
+        RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
+          return ChainReduce(g, root, buf, count, ncclInt32, ncclMax);
+        }, {.chunk_bytes = 4000, .all_finalized = true, .input_apart = true});
+      }
+    }
+  }
+}
+
 TEST(CollectiveAlgorithmsTest, AllGatherGivesEveryHostEveryBlock) {
   for (int n : {2, 3, 5, 8}) {
     auto mesh = Mesh(n);

@@ -181,6 +181,30 @@ TEST(LocalStageTest, ReduceScatterMarksOnlyEachRanksBlock) {
   }
 }
 
+// A reduce's result ends in its root's region, whichever local rank the root is: no copy.
+TEST(LocalStageTest, ReduceRootNeedNotLead) {
+  const size_t n = 5000;
+  FakeRank a, b;
+  for (size_t i = 0; i < n; ++i) a.data()[i] = 1.0f, b.data()[i] = 2.0f;
+  auto op = Op(shimproto::kReduce, n, ncclSum, /*root=*/5);
+  MemoryTraffic traffic;
+  LocalStage stage({Rank(a, 4, op, false), Rank(b, 5, op, false)}, 8, Deadline::AfterMs(5000), NoFailure, &traffic);
+  EXPECT_EQ(stage.work(), reinterpret_cast<uint8_t*>(b.data()));
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(b.data()[i], 3.0f);
+  EXPECT_EQ(traffic.Snapshot().local_copies, 0u);
+  EXPECT_EQ(traffic.Snapshot().reduce_writes, 4 * n);
+
+  // PreMulSum: the root's input is scaled before the others are folded into it.
+  for (size_t i = 0; i < n; ++i) a.data()[i] = 1.0f, b.data()[i] = 2.0f;
+  auto pop = Op(shimproto::kReduce, n, shimproto::kRedOpPreMulSum, /*root=*/5);
+  const float factor = 3.0f;
+  memcpy(pop.scalar, &factor, sizeof factor);
+  LocalStage scaled({Rank(a, 4, pop, false), Rank(b, 5, pop, false)}, 8, Deadline::AfterMs(5000), NoFailure);
+  ASSERT_TRUE(scaled.Finish().ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(b.data()[i], 9.0f) << i;
+}
+
 TEST(LocalStageTest, BroadcastRootNeedNotLead) {
   const size_t n = 5000;
   FakeRank a, b;
@@ -237,6 +261,7 @@ TEST(LocalStageTest, CountsEachCopyOnce) {
 // for a shim.
 StageRank RegionRank(int rank, const shimproto::OpDesc& op, const float* input, float* output) {
   StageRank r{rank, nullptr, 0, op, nullptr, -1};
+  r.regions = true;
   r.op.flags = shimproto::kOpRegion;
   r.op.offset = 0;
   r.input = reinterpret_cast<const uint8_t*>(input);
@@ -323,6 +348,17 @@ TEST(LocalStageTest, InputApartOnlyForOneRanksOutOfPlaceAllReduceInRegions) {
   auto bop = Op(shimproto::kBroadcast, n);
   LocalStage broadcast({RegionRank(0, bop, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
   EXPECT_EQ(broadcast.TakeInputApart(), nullptr);
+  // A reduce's root in place keeps its input where the result goes; away from the root, and
+  // for a reduce-scatter, the input is apart from the (daemon's) work buffer.
+  auto rop = Op(shimproto::kReduce, n, ncclSum, /*root=*/0);
+  LocalStage reduce_root({RegionRank(0, rop, out.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(reduce_root.TakeInputApart(), nullptr);
+  LocalStage reduce_other({RegionRank(1, rop, in.data(), nullptr)}, 2, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(reduce_other.TakeInputApart(), reinterpret_cast<const uint8_t*>(in.data()));
+  auto sop = Op(shimproto::kReduceScatter, n / 2);
+  LocalStage scatter({RegionRank(0, sop, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
+  EXPECT_EQ(scatter.TakeInputApart(), reinterpret_cast<const uint8_t*>(in.data()));
+  ASSERT_TRUE(scatter.Finish().ok());  // (the algorithm never ran: nothing is checked but that it ends)
   auto pop = Op(shimproto::kAllReduce, n, shimproto::kRedOpPreMulSum);
   LocalStage premul({RegionRank(0, pop, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
   EXPECT_EQ(premul.TakeInputApart(), nullptr);
@@ -359,6 +395,64 @@ TEST(LocalStageTest, HostRegionsAllGatherAndBroadcast) {
   EXPECT_EQ(b.work(), reinterpret_cast<uint8_t*>(root_out.data()));
   ASSERT_TRUE(b.Finish().ok());
   for (size_t i = 0; i < block; ++i) ASSERT_TRUE(root_out[i] == 7.0f && other[i] == 7.0f) << i;
+}
+
+// A reduce-scatter in regions: no rank's output holds every block, so the work buffer is
+// the daemon's (scratch); inputs are folded into it and never written, and each rank's
+// block is copied out to it, in place or not.
+TEST(LocalStageTest, HostRegionsReduceScatterWorksInDaemonMemory) {
+  const size_t block = 70000;  // floats per rank; 4 ranks, 2 of them here (ranks 1 and 3)
+  const uint64_t B = 4 * block;
+  std::vector<float> in1(4 * block), out1(block, -1.0f), inout3(4 * block);
+  for (size_t i = 0; i < 4 * block; ++i) in1[i] = 1.0f + static_cast<float>(i % 3), inout3[i] = 2.0f;
+  const std::vector<float> in1_before = in1;
+  auto op = Op(shimproto::kReduceScatter, block);
+  Scratch scratch;
+  MemoryTraffic traffic;
+  LocalStage stage({RegionRank(1, op, in1.data(), out1.data()), RegionRank(3, op, inout3.data(), inout3.data() + 3 * block)},
+                   4, Deadline::AfterMs(5000), NoFailure, &traffic, &scratch);
+  EXPECT_EQ(stage.TakeInputApart(), nullptr);  // two local ranks: they are folded together
+  const uint8_t* work = stage.work();
+  EXPECT_NE(work, reinterpret_cast<uint8_t*>(out1.data()));
+  EXPECT_NE(work, reinterpret_cast<uint8_t*>(inout3.data()));
+  ASSERT_TRUE(stage.Ensure(B, 2 * B).ok());
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < block; ++i) {
+    ASSERT_EQ(out1[i], 3.0f + static_cast<float>((block + i) % 3)) << i;
+    ASSERT_EQ(inout3[3 * block + i], 3.0f + static_cast<float>((3 * block + i) % 3)) << i;
+  }
+  EXPECT_EQ(in1, in1_before);
+  TrafficCounts t = traffic.Snapshot();
+  EXPECT_EQ(t.program_copies, 0u);
+  EXPECT_EQ(t.reduce_writes, 4 * B);  // one pass over every block (Reduce2)
+  EXPECT_EQ(t.local_copies, 2 * B);   // each rank's own block out
+}
+
+// A reduce in regions: the root's output is the work buffer on its host; a host without
+// the root works in daemon memory, and a non-root rank names no output at all.
+TEST(LocalStageTest, HostRegionsReduceAtAndAwayFromTheRoot) {
+  const size_t n = 90000;
+  std::vector<float> in4(n, 1.0f), in5(n, 2.0f), out5(n, -1.0f);
+  auto op = Op(shimproto::kReduce, n, ncclMax, /*root=*/5);
+  MemoryTraffic traffic;
+  LocalStage root({RegionRank(4, op, in4.data(), nullptr), RegionRank(5, op, in5.data(), out5.data())}, 8,
+                  Deadline::AfterMs(5000), NoFailure, &traffic);
+  EXPECT_EQ(root.work(), reinterpret_cast<uint8_t*>(out5.data()));
+  ASSERT_TRUE(root.Finish().ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out5[i], 2.0f) << i;
+  EXPECT_EQ(traffic.Snapshot().local_copies, 0u);
+  EXPECT_EQ(traffic.Snapshot().program_copies, 0u);
+
+  std::vector<float> in0(n, 3.0f), in1(n, 4.0f);
+  const std::vector<float> in0_before = in0, in1_before = in1;
+  LocalStage away({RegionRank(0, op, in0.data(), nullptr), RegionRank(1, op, in1.data(), nullptr)}, 8,
+                  Deadline::AfterMs(5000), NoFailure);
+  ASSERT_NE(away.work(), nullptr);
+  ASSERT_TRUE(away.Finish().ok());
+  const auto* w = reinterpret_cast<const float*>(away.work());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i], 4.0f) << i;  // what the chain sends on
+  EXPECT_EQ(in0, in0_before);
+  EXPECT_EQ(in1, in1_before);
 }
 
 }  // namespace
