@@ -196,15 +196,18 @@ class RingPass {
     Status st;
     VisitLinear(*step.ranges, step.done, take, [&](size_t linear, size_t offset, size_t len) {
       if (!st.ok()) return;
-      uint8_t* dst = buf_ + offset;
-      if (g_.ensure) st = g_.ensure(dst, len);
+      uint8_t* const at = buf_ + offset;
+      if (g_.ensure) st = g_.ensure(at, len);
       if (!st.ok()) return;
       // Each segment is reduced here once: this host's contribution folds in now (Reduce2
-      // works in place when it is already in buf).
-      const uint8_t* mine = g_.input != nullptr ? g_.input + offset : dst;
+      // works in place when it is already in buf). A final result may go straight to its
+      // owner's output instead of through buf.
+      const uint8_t* mine = g_.input != nullptr ? g_.input + offset : at;
+      uint8_t* dst = step.final && g_.final_place ? g_.final_place(offset, len) : nullptr;
+      if (dst == nullptr) dst = at;
       Reduce2(dst, mine, src + (linear - step.done), len / elem_, type_, op_);
       CountReduce(g_.traffic, len);
-      if (step.final && g_.finalize) g_.finalize(dst, len);
+      if (step.final && g_.finalize) g_.finalize(at, len);
     });
     return st;
   }

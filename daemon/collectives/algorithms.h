@@ -66,6 +66,11 @@ struct HostGroup {
   // memory write per payload byte fewer (docs/design.md, "Copies per payload byte").
   // nullptr: buf holds the contribution (after `ensure`).
   const uint8_t* input = nullptr;
+  // Where a reduce-scatter's final results for buf's bytes [offset, offset + len) go when
+  // not into buf (one rank's reduce-scatter in its own buffers: its output), or nullptr.
+  // The ring then reduces its last step straight there and finalizes buf's range as
+  // usual, though buf's bytes were not written: the hook's owner knows.
+  std::function<uint8_t*(size_t offset, size_t len)> final_place;
 };
 
 // A byte range [offset, offset + len) of the working buffer.

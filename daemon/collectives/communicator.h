@@ -283,11 +283,13 @@ class Communicator final : private PeerChannel::Handler {
   // hosts through pinned host memory.
   Status ExecuteOnDevice(const std::vector<CollRequest*>& batch, const CommConfig& config, const char** algorithm);
   // The inter-host part of a collective on this host's combined data at `work`, with the
-  // configuration's ring and the tenant policy's pacing. ensure/finalize/input: HostGroup's.
+  // configuration's ring and the tenant policy's pacing. ensure/finalize/input/final_place:
+  // HostGroup's.
   Status CrossHosts(const shimproto::OpDesc& op, const CommConfig& config, uint8_t* work,
                     SendGate ensure,
                     std::function<void(const uint8_t*, size_t)> finalize, const char** algorithm,
-                    const uint8_t* input = nullptr);
+                    const uint8_t* input = nullptr,
+                    std::function<uint8_t*(size_t, size_t)> final_place = nullptr);
   // The inter-host part of Execute; `position[host]` is the host's ring position.
   // `allreduce`: the all-reduce algorithm ChooseAllReduce picked (for an all-reduce).
   Status RunInterHost(const shimproto::OpDesc& op, const HostGroup& group, const std::vector<int>& position,

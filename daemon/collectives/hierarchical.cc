@@ -78,16 +78,21 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
   // where it is (one copy per byte fewer). Alone on one host no algorithm runs, so the
   // stage's copy stays.
   const uint8_t* input = membership_.host_addrs.size() > 1 ? stage.TakeInputApart() : nullptr;
+  // A lone rank's reduce-scatter so read also ends in its output without a copy.
+  std::function<uint8_t*(size_t, size_t)> final_place;
+  if (input != nullptr && op.kind == shimproto::kReduceScatter) {
+    final_place = [&stage](size_t offset, size_t n) { return stage.FinalPlace(offset, n); };
+  }
   CONDUIT_RETURN_IF_ERROR(CrossHosts(
       op, config, stage.work(),
       [&stage](const void* p, size_t n) { return stage.EnsureAt(static_cast<const uint8_t*>(p), n); },
-      [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); }, algorithm, input));
+      [&stage](const uint8_t* p, size_t n) { stage.FinalizeAt(p, n); }, algorithm, input, std::move(final_place)));
   return stage.Finish();
 }
 
 Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& config, uint8_t* work, SendGate ensure,
                                 std::function<void(const uint8_t*, size_t)> finalize, const char** algorithm,
-                                const uint8_t* input) {
+                                const uint8_t* input, std::function<uint8_t*(size_t, size_t)> final_place) {
   const int nhosts = static_cast<int>(membership_.host_addrs.size());
   const int me = membership_.my_host;
   // The algorithms see hosts in ring order: position p is host config.ring[p].
@@ -116,6 +121,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   group.scratch = &scratch_;
   group.traffic = &traffic_;
   group.input = input;
+  group.final_place = std::move(final_place);
 
   // Tenant policy: pace this host's sends (cap, yield) and tell lower priorities we are busy.
   std::shared_ptr<TenantState> tenant = nhosts > 1 ? CurrentTenant() : nullptr;

@@ -283,7 +283,7 @@ void LocalStage::Finalize(size_t offset, size_t len) {
       Range x = Intersect(f, OutputOf(i));
       if (x.empty()) continue;
       uint8_t* out = OutputAt(i, x.begin);
-      if (out != work_ + x.begin) CopyLocal(out, work_ + x.begin, x.end - x.begin);
+      if (out != work_ + x.begin && !output_apart_) CopyLocal(out, work_ + x.begin, x.end - x.begin);
       if (ranks_[i].control != nullptr && MarkDone(i, x)) woke[i] = true;
     }
   }
@@ -320,7 +320,7 @@ Status LocalStage::Finish() {
   if (defer_finalize_) {
     // Each byte of this host's outputs divided exactly once, after every contribution.
     for (Range u : outputs_) {
-      DivideInPlace(work_ + u.begin, (u.end - u.begin) / elem_, type_, nranks_);
+      DivideInPlace(output_apart_ ? OutputAt(0, u.begin) : work_ + u.begin, (u.end - u.begin) / elem_, type_, nranks_);
       CountReduce(traffic_, u.end - u.begin);
     }
     defer_finalize_ = false;
@@ -343,6 +343,14 @@ const uint8_t* LocalStage::TakeInputApart() {
   if (input == work_) return nullptr;  // in place: nothing to save
   input_apart_ = true;
   return input;
+}
+
+uint8_t* LocalStage::FinalPlace(size_t offset, size_t len) {
+  if (!input_apart_ || kind_ != shimproto::kReduceScatter) return nullptr;
+  const Range out = OutputOf(0);
+  if (offset < out.begin || offset > out.end || len > out.end - offset) return nullptr;
+  output_apart_ = true;
+  return OutputAt(0, offset);
 }
 
 Status LocalStage::EnsureAt(const uint8_t* p, size_t len) {

@@ -73,6 +73,12 @@ class LocalStage {
   // and not streamed qualifies; otherwise nullptr and nothing changes. The caller must run
   // such an algorithm (2 hosts or more) after a non-null answer.
   const uint8_t* TakeInputApart();
+  // After TakeInputApart granted a reduce-scatter: where the final results for the work
+  // buffer's [offset, offset + len) go, the rank's own output (HostGroup::final_place), so
+  // they are not copied there from the work buffer; nullptr for bytes outside it, and
+  // always before or without the grant. The algorithm must then write every byte of the
+  // output there.
+  uint8_t* FinalPlace(size_t offset, size_t len);
   void Finalize(size_t offset, size_t len);
   // Ensures and finalizes everything; then the shims have their whole output.
   Status Finish();
@@ -120,6 +126,7 @@ class LocalStage {
   std::vector<Range> outputs_;  // union of the local ranks' outputs, sorted, disjoint
   bool defer_finalize_ = false;
   bool input_apart_ = false;  // TakeInputApart: the algorithm reads the input where it is
+  bool output_apart_ = false;  // FinalPlace: the algorithm writes the output where it is
   std::map<size_t, size_t> finalized_;  // disjoint [begin, end) ranges already final
   // Per streamed rank: output bytes not yet final in each done-bit chunk of its segment.
   std::vector<std::map<size_t, size_t>> pending_;

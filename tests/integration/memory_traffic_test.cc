@@ -74,13 +74,15 @@ Traffic Expected(const Seen& c) {
     return t;
   }
   // A reduce-scatter's work buffer is daemon memory (no output holds every block): the
-  // inputs are folded into it as for a reduce, and every local rank's block is copied out.
+  // inputs are folded into it as for a reduce, and every local rank's block is copied out;
+  // alone on its host, the rank's input is read where it is and its block reduced straight
+  // into its output, so nothing is copied.
   if (c.regions && c.op == "ReduceScatter") {
     Seen staged = c;
     staged.regions = false;
     t = Expected(staged);
     t.program_copies = 0;
-    t.local_copies = L * S;
+    t.local_copies = L == 1 ? 0 : L * S;
     return t;
   }
   if (c.regions && c.op == "AllGather") {

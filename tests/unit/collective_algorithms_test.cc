@@ -31,10 +31,13 @@ struct HostCase {
   std::vector<uint8_t> expected;  // the buffer afterwards, where `check` is set
   std::vector<uint8_t> check;
   std::vector<uint8_t> buf;       // the working buffer the algorithm runs on
+  std::vector<uint8_t> out;       // HostGroup::final_place's target (output_apart), laid out as buf
   std::vector<uint8_t> ensured, finalized;
   std::string violation;          // the first broken hook promise, if any
   Status status;
   bool input_apart = false;       // HostGroup::input: the algorithm reads `input` itself
+  bool output_apart = false;      // HostGroup::final_place: final results go to `out`, not buf
+  const std::vector<uint8_t>& result() const { return output_apart ? out : buf; }
 
   void Init(size_t bytes) {
     input.assign(bytes, 0);
@@ -42,6 +45,7 @@ struct HostCase {
     expected.assign(bytes, 0);
     check.assign(bytes, 0);
     buf.assign(bytes, kGarbage);
+    out.assign(bytes, kGarbage);
     ensured.assign(bytes, 0);
     finalized.assign(bytes, 0);
   }
@@ -69,7 +73,7 @@ struct HostCase {
         Violate("finalize of byte " + std::to_string(i) + ", which is not a result of this host");
         return;
       }
-      if (buf[i] != expected[i]) {
+      if (result()[i] != expected[i]) {
         Violate("byte " + std::to_string(i) + " finalized before it held its result");
         return;
       }
@@ -102,6 +106,9 @@ struct RunOptions {
   // The contribution stays in HostCase::input (HostGroup::input) and nothing copies it into
   // buf: a byte of buf the algorithm never wrote keeps kGarbage and fails the check.
   bool input_apart = false;
+  // Final results through HostGroup::final_place into HostCase::out; buf keeps kGarbage
+  // there.
+  bool output_apart = false;
   int64_t deadline_ms = 10000;
 };
 
@@ -132,6 +139,10 @@ void RunOnMesh(const LocalMesh& mesh, std::vector<HostCase>& hosts, const Algori
       group.scratch = options.scratch ? &scratch : nullptr;
       host.input_apart = options.input_apart;
       if (options.input_apart) group.input = host.input.data();
+      host.output_apart = options.output_apart;
+      if (options.output_apart) {
+        group.final_place = [&host](size_t offset, size_t) { return host.out.data() + offset; };
+      }
       host.status = algorithm(group, host.buf.data());
       // Then the caller ensures whatever the algorithm never read (LocalStage::Finish):
       // bytes it wrote without asking first would be overwritten here, as they would be there.
@@ -145,7 +156,7 @@ void RunOnMesh(const LocalMesh& mesh, std::vector<HostCase>& hosts, const Algori
     ASSERT_EQ(host.violation, "") << "host " << h;
     for (size_t i = 0; i < host.buf.size(); ++i) {
       if (!host.check[i]) continue;
-      ASSERT_EQ(host.buf[i], host.expected[i]) << "host " << h << " byte " << i;
+      ASSERT_EQ(host.result()[i], host.expected[i]) << "host " << h << " byte " << i;
       if (options.all_finalized) {
         ASSERT_TRUE(host.finalized[i]) << "host " << h << " byte " << i << " never finalized";
       }
@@ -389,6 +400,12 @@ TEST(CollectiveAlgorithmsTest, ReduceScatterAndReduceReadAnInputApart) {
         RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
           return RingReduceScatter(g, buf, segments, ncclInt32, ncclSum);
         }, {.chunk_bytes = chunk, .all_finalized = true, .input_apart = true});
+        // The last step reduced straight into the output: buf's results are never written.
+        auto direct = ReductionCase(n, block_count * nranks, ncclInt32, ncclSum, Everyone);
+        for (int h = 0; h < n; ++h) direct[h].check = hosts[h].check;
+        RunOnMesh(*mesh, direct, [&](const HostGroup& g, uint8_t* buf) {
+          return RingReduceScatter(g, buf, segments, ncclInt32, ncclSum);
+        }, {.chunk_bytes = chunk, .all_finalized = true, .input_apart = true, .output_apart = true});
       }
     }
     for (int root : {0, n - 1, n / 2}) {

@@ -358,6 +358,10 @@ TEST(LocalStageTest, InputApartOnlyForOneRanksOutOfPlaceAllReduceInRegions) {
   auto sop = Op(shimproto::kReduceScatter, n / 2);
   LocalStage scatter({RegionRank(0, sop, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
   EXPECT_EQ(scatter.TakeInputApart(), reinterpret_cast<const uint8_t*>(in.data()));
+  EXPECT_EQ(scatter.FinalPlace(0, 4 * n), nullptr);  // rank 0's block is the first n/2 floats
+  EXPECT_EQ(scatter.FinalPlace(4 * (n / 2), 4), nullptr);
+  EXPECT_EQ(scatter.FinalPlace(4, 8), reinterpret_cast<uint8_t*>(out.data()) + 4);
+  EXPECT_EQ(reduce_other.FinalPlace(0, 4), nullptr);  // a reduce's result is not a rank's here
   ASSERT_TRUE(scatter.Finish().ok());  // (the algorithm never ran: nothing is checked but that it ends)
   auto pop = Op(shimproto::kAllReduce, n, shimproto::kRedOpPreMulSum);
   LocalStage premul({RegionRank(0, pop, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure);
@@ -453,6 +457,28 @@ TEST(LocalStageTest, HostRegionsReduceAtAndAwayFromTheRoot) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i], 4.0f) << i;  // what the chain sends on
   EXPECT_EQ(in0, in0_before);
   EXPECT_EQ(in1, in1_before);
+}
+
+// A lone rank's reduce-scatter whose algorithm writes the results into its output
+// (FinalPlace): nothing is copied out of the work buffer, and Avg divides the output.
+TEST(LocalStageTest, ReduceScatterResultsWrittenInTheOutputAreNotCopied) {
+  const size_t block = 1000;  // floats; 2 ranks, rank 1 here
+  std::vector<float> in(2 * block, 1.0f), out(block, 0.0f);
+  for (uint8_t redop : {static_cast<uint8_t>(ncclSum), static_cast<uint8_t>(ncclAvg)}) {
+    auto op = Op(shimproto::kReduceScatter, block, redop);
+    MemoryTraffic traffic;
+    LocalStage stage({RegionRank(1, op, in.data(), out.data())}, 2, Deadline::AfterMs(5000), NoFailure, &traffic);
+    EXPECT_EQ(stage.FinalPlace(4 * block, 4 * block), nullptr) << "not before TakeInputApart";
+    ASSERT_EQ(stage.TakeInputApart(), reinterpret_cast<const uint8_t*>(in.data()));
+    uint8_t* place = stage.FinalPlace(4 * block, 4 * block);
+    ASSERT_EQ(place, reinterpret_cast<uint8_t*>(out.data()));
+    // What the ring's last step does: the sum over both hosts into the output, then finalize.
+    for (size_t i = 0; i < block; ++i) out[i] = 2.0f;
+    stage.FinalizeAt(stage.work() + 4 * block, 4 * block);
+    ASSERT_TRUE(stage.Finish().ok());
+    for (size_t i = 0; i < block; ++i) ASSERT_EQ(out[i], redop == ncclAvg ? 1.0f : 2.0f) << i;
+    EXPECT_EQ(traffic.Snapshot().local_copies, 0u);
+  }
 }
 
 }  // namespace
