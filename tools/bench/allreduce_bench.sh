@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Allreduce (or --coll allgather|reducescatter|broadcast|alltoall): Conduit vs Gloo vs OpenMPI on the
+# Allreduce (or --coll allgather|reducescatter|broadcast|reduce|alltoall): Conduit vs Gloo vs OpenMPI on the
 # same namespaces. Sizes as nccl-tests counts them: the whole buffer.
 #
 # usage: allreduce_bench.sh [--coll allreduce] [--modes "shaped fast loaded"] [--ppn "1 2 4"]
@@ -69,8 +69,9 @@ case "$COLL" in
   allgather) PERF_COLL=all_gather TITLE="allgather ($DTYPE)" ;;
   reducescatter) PERF_COLL=reduce_scatter TITLE="reducescatter ($DTYPE sum)" ;;
   broadcast) PERF_COLL=broadcast TITLE="broadcast ($DTYPE, root 0)" ;;
+  reduce) PERF_COLL=reduce TITLE="reduce ($DTYPE sum, root 0)" ;;
   alltoall) PERF_COLL=alltoall TITLE="alltoall ($DTYPE)" ;;
-  *) echo "allreduce_bench.sh: --coll must be allreduce, allgather, reducescatter, broadcast or alltoall" >&2; exit 2 ;;
+  *) echo "allreduce_bench.sh: --coll must be allreduce, allgather, reducescatter, broadcast, reduce or alltoall" >&2; exit 2 ;;
 esac
 
 BENCH_WORK=$(mktemp -d /tmp/conduit-bench.XXXXXX)

@@ -83,7 +83,8 @@ def main():
             bidir = f", bidirectional {read_gbit(base + '.link-bidir'):.3f} Gbit/s per direction"
         nranks = int(h) * int(a.ppn)
         # nccl-tests' bus bandwidth factors
-        factor = {"allreduce": 2 * (nranks - 1) / nranks, "broadcast": 1.0}.get(a.coll, (nranks - 1) / nranks)
+        factor = {"allreduce": 2 * (nranks - 1) / nranks, "broadcast": 1.0, "reduce": 1.0}.get(a.coll,
+                                                                                          (nranks - 1) / nranks)
         res = {k: load(f"{base}.{k}", factor) for k in ("ours", "gloo", "mpi")}
         copies = {}
         if os.path.exists(base + ".copies"):
@@ -97,7 +98,9 @@ def main():
             lines.append("(ours: no results; conduitd/conduit-perf missing or failed)")
         lines.append("")
         # "all-links time": the bytes that must cross links, at the rate all links carry
-        # at once (on one machine the namespaces share its CPUs): about the best any algorithm does.
+        # at once (on one machine the namespaces share its CPUs): about the best any algorithm
+        # does; for a broadcast or a reduce at least the time of the whole buffer over one
+        # link (the root's), whichever is longer.
         lines.append("| size | ours | gloo | mpi | ours/best peer | ours/link | all-links time | ours B/B |")
         lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for size in sorted(set().union(*[r.keys() for r in res.values()])):
@@ -107,7 +110,10 @@ def main():
             ratio = f"{o[1] / max(peers):.2f}" if o and peers and max(peers) > 0 else "-"
             vs_link = f"{o[1] / link_gbs:.2f}" if o and link_gbs > 0 else "-"
             per_byte = f"{copies[size]:.2f}" if size in copies else "-"
-            all_links = f"{bytes_across_hosts(a.coll, size, int(h), int(a.ppn)) / (ring * 1e9 / 8) * 1e6:.0f}" if ring > 0 else "-"
+            bound_s = bytes_across_hosts(a.coll, size, int(h), int(a.ppn)) / (ring * 1e9 / 8) if ring > 0 else 0
+            if a.coll in ("broadcast", "reduce") and link > 0:
+                bound_s = max(bound_s, size / (link * 1e9 / 8))
+            all_links = f"{bound_s * 1e6:.0f}" if ring > 0 else "-"
             lines.append(f"| {human(size)} | {cell(o)} | {cell(g)} | {cell(m)} | {ratio} | {vs_link} | {all_links} | "
                          f"{per_byte} |")
         lines.append("")

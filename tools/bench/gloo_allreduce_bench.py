@@ -2,7 +2,7 @@
 """torch.distributed (gloo) collective baseline with conduit-perf's timing rules.
 
 Float32 (or --dtype float16/bfloat16; sum where it reduces); --coll allreduce (default), allgather, reducescatter,
-broadcast (root 0) or alltoall. Sizes follow nccl-tests: the whole buffer (an all-gather's output, a
+broadcast (root 0), reduce (root 0) or alltoall. Sizes follow nccl-tests: the whole buffer (an all-gather's output, a
 reduce-scatter's input, an all-to-all's send buffer; each rank's share is size / ranks). Per size a warmup that probes
 speed, a timed loop capped by a time budget (agreed with MAX so all ranks run the same
 loop), and the average time of the slowest rank. Rank 0 prints "size_bytes count time_us
@@ -37,7 +37,8 @@ def main():
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("-w", type=int, default=5)
     ap.add_argument("-T", type=float, default=2.0)
-    ap.add_argument("--coll", default="allreduce", choices=["allreduce", "allgather", "reducescatter", "broadcast", "alltoall"])
+    ap.add_argument("--coll", default="allreduce",
+                    choices=["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     a = ap.parse_args()
     global DTYPE
@@ -50,13 +51,13 @@ def main():
     dist.init_process_group("gloo", init_method=a.init, rank=a.rank, world_size=a.world)
     n = a.world
     names = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-             "broadcast": "broadcast", "alltoall": "all_to_all_single"}
+             "broadcast": "broadcast", "reduce": "reduce", "alltoall": "all_to_all_single"}
     if a.rank == 0:
         print(f"# size_bytes count time_us algbw_GBs busbw_GBs wrong (gloo {names[a.coll]} {a.dtype}, {n} ranks)",
               flush=True)
     # nccl-tests' bus bandwidth factors.
     busbw_factor = {"allreduce": 2 * (n - 1) / n, "allgather": (n - 1) / n, "reducescatter": (n - 1) / n,
-                    "broadcast": 1.0, "alltoall": (n - 1) / n}[a.coll]
+                    "broadcast": 1.0, "reduce": 1.0, "alltoall": (n - 1) / n}[a.coll]
 
     if a.coll == "reducescatter" and not gloo_has_reduce_scatter(n):
         if a.rank == 0:
@@ -124,7 +125,7 @@ class Collective:
     def __init__(self, coll, count, rank, n):
         self.coll, self.count, self.rank, self.n = coll, count, rank, n
         share = count // n
-        if coll == "allreduce":
+        if coll in ("allreduce", "reduce"):
             self.base = contribution(rank, torch.arange(count))
             self.buf = self.base.clone()
         elif coll == "allgather":
@@ -153,15 +154,20 @@ class Collective:
             dist.reduce_scatter(self.out, list(self.inp.chunk(self.n)))
         elif self.coll == "alltoall":
             dist.all_to_all_single(self.out, self.inp)
+        elif self.coll == "reduce":
+            # In place, root 0, as torch programs call it (only the root's result is defined).
+            dist.reduce(self.buf, 0)
         else:
             dist.broadcast(self.buf, 0)
 
     def check(self):
         """Runs once more from fresh inputs; returns the number of wrong elements."""
         n, count, share = self.n, self.count, self.count // self.n
-        if self.coll == "allreduce":
+        if self.coll in ("allreduce", "reduce"):
             self.buf.copy_(self.base)
             self.run()
+            if self.coll == "reduce" and self.rank != 0:
+                return 0
             want = sum(contribution(r, torch.arange(count)) for r in range(n))
             return int((self.buf != want).sum().item())
         if self.coll == "allgather":

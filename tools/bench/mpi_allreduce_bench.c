@@ -1,6 +1,6 @@
 /* OpenMPI collective baseline with the same timing rules as conduit-perf: float (sum where
  * it reduces), -c allreduce (default), allgather, reducescatter (MPI_Reduce_scatter_block),
- * broadcast (root 0) or alltoall; sizes as nccl-tests counts them, the whole buffer (each
+ * broadcast (root 0), reduce (root 0) or alltoall; sizes as nccl-tests counts them, the whole buffer (each
  * rank's share of an all-gather or reduce-scatter is size / ranks; an all-to-all sends
  * size / ranks to each rank). Per size a warmup that also
  * probes speed, a timed loop capped by a time budget (iteration count agreed with MPI_MAX so
@@ -32,7 +32,7 @@ static double agree_max(double v) {
   return out;
 }
 
-enum Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
+enum Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll, kReduce };
 
 /* Rank r's contribution at element i: small integers, so sums are exact in any order. */
 static float contribution(int r, long i) { return (float)(1 + (r * 3 + i) % 5); }
@@ -46,6 +46,7 @@ static void run(enum Coll c, float *send, float *recv, int count, int nranks) {
     case kReduceScatter: MPI_Reduce_scatter_block(send, recv, share, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
     case kBroadcast: MPI_Bcast(recv, count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
     case kAllToAll: MPI_Alltoall(send, share, MPI_FLOAT, recv, share, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case kReduce: MPI_Reduce(send, recv, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
   }
 }
 
@@ -61,9 +62,9 @@ static void fill(enum Coll c, float *send, float *recv, int count, int rank, int
   for (int i = 0; i < count; ++i) recv[i] = (c == kBroadcast && rank == 0) ? contribution(0, i) : 0.0f;
 }
 
-/* Wrong elements of the last run. */
+/* Wrong elements of the last run (a reduce's root only holds a result). */
 static long check(enum Coll c, const float *recv, int count, int rank, int nranks) {
-  int share = count / nranks, n = c == kReduceScatter ? share : count;
+  int share = count / nranks, n = c == kReduceScatter ? share : c == kReduce && rank != 0 ? 0 : count;
   long wrong = 0;
   for (int j = 0; j < n; ++j) {
     long i = c == kReduceScatter ? (long)rank * share + j : j;
@@ -71,7 +72,7 @@ static long check(enum Coll c, const float *recv, int count, int rank, int nrank
     if (c == kAllToAll) {
       /* Block r came from rank r: the block of its send buffer meant for this rank. */
       want = contribution(j / share, (long)rank * share + j % share);
-    } else if (c == kAllReduce || c == kReduceScatter) {
+    } else if (c == kAllReduce || c == kReduceScatter || c == kReduce) {
       for (int r = 0; r < nranks; ++r) want += contribution(r, i);
     } else if (c == kAllGather) {
       want = contribution((int)(i / share), i);
@@ -88,7 +89,8 @@ int main(int argc, char **argv) {
   double factor = 4, budget = 2.0;
   int iters = 20, warmup = 5, opt;
   enum Coll coll = kAllReduce;
-  const char *names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall"};
+  const char *names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall",
+                         "MPI_Reduce"};
   MPI_Init(&argc, &argv);
   while ((opt = getopt(argc, argv, "c:b:e:f:n:w:T:")) != -1) {
     switch (opt) {
@@ -98,6 +100,7 @@ int main(int argc, char **argv) {
         else if (strcmp(optarg, "reducescatter") == 0) coll = kReduceScatter;
         else if (strcmp(optarg, "broadcast") == 0) coll = kBroadcast;
         else if (strcmp(optarg, "alltoall") == 0) coll = kAllToAll;
+        else if (strcmp(optarg, "reduce") == 0) coll = kReduce;
         else MPI_Abort(MPI_COMM_WORLD, 2);
         break;
       case 'b': min_bytes = parse_bytes(optarg); break;
@@ -117,7 +120,7 @@ int main(int argc, char **argv) {
   if (rank == 0) printf("# size_bytes count time_us algbw_GBs busbw_GBs wrong (%s float, %d ranks)\n", names[coll], nranks);
   /* nccl-tests' bus bandwidth factors. */
   const double busbw = coll == kAllReduce ? 2.0 * (nranks - 1) / nranks
-                       : coll == kBroadcast ? 1.0 : (double)(nranks - 1) / nranks;
+                       : coll == kBroadcast || coll == kReduce ? 1.0 : (double)(nranks - 1) / nranks;
 
   for (size_t bytes = min_bytes; bytes <= max_bytes;) {
     int count = (int)(bytes / sizeof(float) / nranks * nranks);
