@@ -146,6 +146,10 @@ void PlaceInRegions(ncclComm* comm, PendingOp* op) {
       !served || op->region_bytes == 0) {
     return;
   }
+  if ((kind == shimproto::kReduce || kind == shimproto::kReduceScatter) &&
+      op->in_bytes > shimproto::kMaxReduceInRegionsBytes) {
+    return;
+  }
   RegionSpan in, out;
   if (op->in_bytes > 0 && !FindRegion(op->in, op->in_bytes, &in)) return;
   if (op->out_bytes > 0 && !FindRegion(op->out, op->out_bytes, &out)) return;

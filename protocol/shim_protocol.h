@@ -225,6 +225,10 @@ inline bool ServedInRegions(uint8_t kind, uint8_t redop) {
   if (kind == kAllReduce || kind == kReduce || kind == kReduceScatter) return redop != kRedOpPreMulSum;
   return kind == kAllGather || kind == kBroadcast || kind == kSend || kind == kRecv;
 }
+// The largest Reduce or ReduceScatter input (bytes per rank) served in regions: the daemon
+// works on such ops in memory of its own (daemon/collectives/work_pool.h), so the shim
+// stages larger ones and the daemon refuses them in regions.
+inline constexpr uint64_t kMaxReduceInRegionsBytes = uint64_t{1} << 30;
 // Whether `rank` names an input for `op` (all but a broadcast's non-roots and a receive)
 // and an output (all but a reduce's non-roots and a send), where buffers are the
 // program's own (device buffers, host regions).

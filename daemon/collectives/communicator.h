@@ -32,6 +32,7 @@
 #include "collectives/mailbox.h"
 #include "collectives/membership.h"
 #include "collectives/peer_channel.h"
+#include "collectives/work_pool.h"
 #include "common/status.h"
 #include "common/unique_id.h"
 #include "common/version_range.h"
@@ -420,7 +421,7 @@ class Communicator final : private PeerChannel::Handler {
   Scratch scratch_;                           // the inter-host algorithms' receive staging
   // The work buffer of a reduction in host regions whose host holds no output as large as
   // it (ReduceScatter; Reduce away from the root): LocalStage's.
-  Scratch work_scratch_;
+  WorkPool work_pool_;
   MemoryTraffic traffic_;                     // the running collective's copies (memory_traffic.h)
 };
 

@@ -73,7 +73,8 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
     }
     ranks.push_back(rank);
   }
-  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_, &work_scratch_);
+  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_, &work_pool_);
+  CONDUIT_RETURN_IF_ERROR(stage.ready());
   // One rank's out-of-place reduction in its own buffers: the algorithms read its input
   // where it is (one copy per byte fewer). Alone on one host no algorithm runs, so the
   // stage's copy stays.

@@ -32,7 +32,7 @@ ncclRedOp_t CombineOp(uint8_t redop) {
 }  // namespace
 
 LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
-                       MemoryTraffic* traffic, Scratch* work_scratch)
+                       MemoryTraffic* traffic, WorkPool* work_pool)
     : ranks_(std::move(ranks)),
       nranks_(nranks),
       deadline_(deadline),
@@ -55,8 +55,9 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
   const Range work_out = OutputOf(work_index_);
   if (!ranks_[work_index_].in_regions() || (work_out.begin == 0 && work_out.end == work_bytes_)) {
     work_ = OutputAt(work_index_, 0);
-  } else if (work_scratch != nullptr) {
-    work_ = work_scratch->Get(work_bytes_, &own_work_);
+  } else if (work_pool != nullptr) {
+    ready_ = work_lease_.Take(work_pool, work_bytes_, &work_);
+    if (!ready_.ok()) return;
   } else {
     own_work_.reset(new uint8_t[std::max<size_t>(work_bytes_, 1)]);
     work_ = own_work_.get();

@@ -23,8 +23,8 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/algorithms.h"
 #include "collectives/memory_traffic.h"
+#include "collectives/work_pool.h"
 #include "common/deadline.h"
 #include "common/status.h"
 #include "nccl.h"
@@ -56,10 +56,14 @@ class LocalStage {
   // `ranks`: this host's ranks in local order (ranks[0] leads). `failed` reports a
   // communicator abort, so waits end promptly. `traffic` (may be null) counts the copies
   // and reductions done here, and the shims' copies in and out that the op implies.
-  // `work_scratch` (may be null: fresh memory) holds the work buffer when it cannot be a
-  // rank's output.
+  // `work_pool` (may be null: fresh memory) holds the work buffer when it cannot be a
+  // rank's output; ready() says whether it could.
   LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
-             MemoryTraffic* traffic = nullptr, Scratch* work_scratch = nullptr);
+             MemoryTraffic* traffic = nullptr, WorkPool* work_pool = nullptr);
+
+  // Whether the stage has its work buffer (WorkPool's cap); nothing else may be called
+  // otherwise.
+  const Status& ready() const { return ready_; }
 
   // The buffer the inter-host algorithm runs on, and its length.
   uint8_t* work() const { return work_; }
@@ -119,7 +123,9 @@ class LocalStage {
   const size_t block_;  // bytes of one rank's block (AllGather, ReduceScatter)
   size_t work_index_ = 0;  // which local rank's region is the work buffer
   uint8_t* work_ = nullptr;
-  std::unique_ptr<uint8_t[]> own_work_;  // the work buffer when neither an output nor scratch holds it
+  std::unique_ptr<uint8_t[]> own_work_;  // the work buffer when neither an output nor a pool holds it
+  WorkLease work_lease_;                 // or the pool's
+  Status ready_;
   size_t work_bytes_ = 0;
   size_t chunk_ = 0;
   std::vector<bool> combined_;

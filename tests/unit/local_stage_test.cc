@@ -402,7 +402,7 @@ TEST(LocalStageTest, HostRegionsAllGatherAndBroadcast) {
 }
 
 // A reduce-scatter in regions: no rank's output holds every block, so the work buffer is
-// the daemon's (scratch); inputs are folded into it and never written, and each rank's
+// the daemon's (its pool's); inputs are folded into it and never written, and each rank's
 // block is copied out to it, in place or not.
 TEST(LocalStageTest, HostRegionsReduceScatterWorksInDaemonMemory) {
   const size_t block = 70000;  // floats per rank; 4 ranks, 2 of them here (ranks 1 and 3)
@@ -411,10 +411,12 @@ TEST(LocalStageTest, HostRegionsReduceScatterWorksInDaemonMemory) {
   for (size_t i = 0; i < 4 * block; ++i) in1[i] = 1.0f + static_cast<float>(i % 3), inout3[i] = 2.0f;
   const std::vector<float> in1_before = in1;
   auto op = Op(shimproto::kReduceScatter, block);
-  Scratch scratch;
+  WorkPool pool;
   MemoryTraffic traffic;
   LocalStage stage({RegionRank(1, op, in1.data(), out1.data()), RegionRank(3, op, inout3.data(), inout3.data() + 3 * block)},
-                   4, Deadline::AfterMs(5000), NoFailure, &traffic, &scratch);
+                   4, Deadline::AfterMs(5000), NoFailure, &traffic, &pool);
+  ASSERT_TRUE(stage.ready().ok());
+  EXPECT_GE(WorkPool::total_bytes(), 16 * block);
   EXPECT_EQ(stage.TakeInputApart(), nullptr);  // two local ranks: they are folded together
   const uint8_t* work = stage.work();
   EXPECT_NE(work, reinterpret_cast<uint8_t*>(out1.data()));
