@@ -47,42 +47,24 @@ struct Seen {
 Traffic Expected(const Seen& c) {
   const uint64_t S = c.s, L = c.local, R = c.nranks;
   Traffic t;
-  // In host regions (out of place here) the shims copy nothing, and no input is copied
-  // into the work buffer (the first local rank's output): with two local ranks the first
-  // one's is folded in with the second's (Reduce2), alone the algorithm reads it where it
-  // is (HostGroup::input) and folds it in as it reduces.
-  if (c.regions && c.op == "AllReduce") {
+  // The reductions in host regions (out of place here) write what they write staged, less
+  // the shims' copies: no input is copied into the work buffer (with two local ranks the
+  // first one's is folded in with the second's, Reduce2; alone, the algorithm reads it
+  // where it is, HostGroup::input, and folds it in as it reduces). The work buffer is the
+  // first local rank's output for AllReduce, the root's for Reduce on its host, and daemon
+  // memory for Reduce elsewhere and for ReduceScatter, whose every local block is then
+  // copied out, but for a lone rank's, reduced straight into its output.
+  if (c.regions && (c.op == "AllReduce" || c.op == "Reduce" || c.op == "ReduceScatter")) {
     Seen staged = c;
     staged.regions = false;
     t = Expected(staged);
     t.program_copies = 0;
+    if (c.op == "ReduceScatter") t.local_copies = L == 1 ? 0 : L * S;
     return t;
   }
   if (c.regions && c.op == "Broadcast") {
     t.local_copies = (L - 1) * S + (c.root_here ? S : 0);  // the root's input into its output
     (c.root_here ? t.socket_sends : t.socket_receives) = S;
-    return t;
-  }
-  // A reduce's work buffer is the root's output on its host and daemon memory elsewhere: no
-  // input is copied there (the second local rank's is folded in with the first's, Reduce2;
-  // alone, the chain reads it where it is), nothing out of it.
-  if (c.regions && c.op == "Reduce") {
-    Seen staged = c;
-    staged.regions = false;
-    t = Expected(staged);
-    t.program_copies = 0;
-    return t;
-  }
-  // A reduce-scatter's work buffer is daemon memory (no output holds every block): the
-  // inputs are folded into it as for a reduce, and every local rank's block is copied out;
-  // alone on its host, the rank's input is read where it is and its block reduced straight
-  // into its output, so nothing is copied.
-  if (c.regions && c.op == "ReduceScatter") {
-    Seen staged = c;
-    staged.regions = false;
-    t = Expected(staged);
-    t.program_copies = 0;
-    t.local_copies = L == 1 ? 0 : L * S;
     return t;
   }
   if (c.regions && c.op == "AllGather") {

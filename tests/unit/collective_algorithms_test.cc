@@ -358,6 +358,16 @@ HostSegments DealtSegments(int nhosts, int nranks, size_t block) {
   return segments;
 }
 
+// A reduce-scatter of int32 `count` elements: each host checks only its own segments.
+std::vector<HostCase> ReduceScatterCase(int n, size_t count, ncclRedOp_t op, const HostSegments& segments) {
+  auto hosts = ReductionCase(n, count, ncclInt32, op, Everyone);
+  for (int h = 0; h < n; ++h) {
+    std::fill(hosts[h].check.begin(), hosts[h].check.end(), 0);
+    for (const ByteRange& r : segments[h]) std::fill_n(hosts[h].check.begin() + r.offset, r.len, 1);
+  }
+  return hosts;
+}
+
 TEST(CollectiveAlgorithmsTest, ReduceScatterLeavesEachHostItsOwnBlocks) {
   for (int n : {2, 3, 5, 8}) {
     auto mesh = Mesh(n);
@@ -367,11 +377,7 @@ TEST(CollectiveAlgorithmsTest, ReduceScatterLeavesEachHostItsOwnBlocks) {
       const size_t block = block_count * sizeof(int32_t);
       SCOPED_TRACE("hosts " + std::to_string(n) + " ranks " + std::to_string(nranks));
       const HostSegments segments = DealtSegments(n, nranks, block);
-      auto hosts = ReductionCase(n, block_count * nranks, ncclInt32, ncclMax, Everyone);
-      for (int h = 0; h < n; ++h) {
-        std::fill(hosts[h].check.begin(), hosts[h].check.end(), 0);
-        for (const ByteRange& r : segments[h]) std::fill_n(hosts[h].check.begin() + r.offset, r.len, 1);
-      }
+      auto hosts = ReduceScatterCase(n, block_count * nranks, ncclMax, segments);
       RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
         return RingReduceScatter(g, buf, segments, ncclInt32, ncclMax);
       }, {.chunk_bytes = 44, .all_finalized = true});
@@ -392,17 +398,12 @@ TEST(CollectiveAlgorithmsTest, ReduceScatterAndReduceReadAnInputApart) {
         SCOPED_TRACE("hosts " + std::to_string(n) + " ranks " + std::to_string(nranks) + " chunk " +
                      std::to_string(chunk));
         const HostSegments segments = DealtSegments(n, nranks, block);
-        auto hosts = ReductionCase(n, block_count * nranks, ncclInt32, ncclSum, Everyone);
-        for (int h = 0; h < n; ++h) {
-          std::fill(hosts[h].check.begin(), hosts[h].check.end(), 0);
-          for (const ByteRange& r : segments[h]) std::fill_n(hosts[h].check.begin() + r.offset, r.len, 1);
-        }
+        auto hosts = ReduceScatterCase(n, block_count * nranks, ncclSum, segments);
         RunOnMesh(*mesh, hosts, [&](const HostGroup& g, uint8_t* buf) {
           return RingReduceScatter(g, buf, segments, ncclInt32, ncclSum);
         }, {.chunk_bytes = chunk, .all_finalized = true, .input_apart = true});
         // The last step reduced straight into the output: buf's results are never written.
-        auto direct = ReductionCase(n, block_count * nranks, ncclInt32, ncclSum, Everyone);
-        for (int h = 0; h < n; ++h) direct[h].check = hosts[h].check;
+        auto direct = ReduceScatterCase(n, block_count * nranks, ncclSum, segments);
         RunOnMesh(*mesh, direct, [&](const HostGroup& g, uint8_t* buf) {
           return RingReduceScatter(g, buf, segments, ncclInt32, ncclSum);
         }, {.chunk_bytes = chunk, .all_finalized = true, .input_apart = true, .output_apart = true});
