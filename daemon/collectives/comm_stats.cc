@@ -47,6 +47,16 @@ TrafficCounts CommStats::traffic_of(uint8_t kind) const {
   return kind < kKinds ? kind_traffic_[kind] : TrafficCounts{};
 }
 
+void CommStats::AddP2pTraffic(const TrafficCounts& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  p2p_traffic_ += t;
+}
+
+TrafficCounts CommStats::p2p_traffic() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return p2p_traffic_;
+}
+
 std::vector<CollRecord> CommStats::Trace(size_t max) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = std::min(max, trace_.size());

@@ -75,6 +75,19 @@ class CommStats {
     return (direct ? device_p2p_direct_ : device_p2p_through_host_).load(std::memory_order_relaxed);
   }
 
+  // Host memory written on this host for point-to-point ops (Send, Recv: so all-to-all,
+  // gather, scatter), by writer, summed over the communicator's life: the shims' staging
+  // copies the ops imply, the kernel's socket copies, and the daemon's copies into a
+  // receive's buffer (from a local sender, or of what arrived before the receive was
+  // posted). Not per op: a group's sends and receives interleave. Not carried across a
+  // live upgrade (the Prometheus counter restarts).
+  void AddP2pTraffic(const TrafficCounts& t);
+  TrafficCounts p2p_traffic() const;
+  // Groups of this host's ranks that held point-to-point ops on host memory (one per rank
+  // per ncclGroupEnd, or per lone Send or Recv): per call, with the traffic above.
+  void AddP2pGroup() { p2p_groups_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t p2p_groups() const { return p2p_groups_.load(std::memory_order_relaxed); }
+
   // A live upgrade: the trace the previous process recorded, older than anything recorded
   // here (at most kTraceCapacity kept, the newest).
   void RestoreTrace(std::vector<CollRecord> records);
@@ -105,12 +118,14 @@ class CommStats {
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> device_p2p_direct_{0};
   std::atomic<uint64_t> device_p2p_through_host_{0};
+  std::atomic<uint64_t> p2p_groups_{0};
   std::array<std::atomic<uint64_t>, kKinds> kind_ops_{};
   std::array<std::atomic<uint64_t>, kKinds> kind_bytes_{};
   std::array<LatencyHistogram, kKinds> latency_;
   mutable std::mutex mu_;
   std::deque<CollRecord> trace_;
   std::array<TrafficCounts, kKinds> kind_traffic_{};  // under mu_
+  TrafficCounts p2p_traffic_;                         // under mu_
 };
 
 }  // namespace conduit

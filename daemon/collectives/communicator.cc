@@ -362,6 +362,11 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
       mailbox_.NameReceiveBuffer(ops[i].peer, rank, nth, device_p2p.host[i]);
     }
   }
+  // Host memory the group's host ops write (device ones count in device_p2p): a staged
+  // op's shim copy, each message's socket copy, a receive's copy here.
+  TrafficCounts p2p;
+  auto staged = [](const shimproto::OpDesc& op) { return (op.flags & (shimproto::kOpDevice | shimproto::kOpRegion)) == 0; };
+  auto remote = [&](const shimproto::OpDesc& op) { return membership_.host_of_rank[op.peer] != membership_.my_host; };
   // Sends are posted first and receives waited on last, so every grouped pattern of
   // point-to-point ops (including cycles such as all-to-all) completes.
   std::vector<std::shared_ptr<SendTicket>> tickets;
@@ -372,7 +377,12 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
       note(i, SendDeviceDirect(rank, ops[i], (*context.device_ops)[i], &ticket));
     } else {
       const uint8_t* data = device_p2p.host[i] != nullptr ? device_p2p.host[i] : buffer.base + ops[i].offset;
-      note(i, SendP2p(rank, data, ops[i], &ticket));
+      const Status st = SendP2p(rank, data, ops[i], &ticket);
+      note(i, st);
+      if (st.ok() && !(ops[i].flags & shimproto::kOpDevice)) {
+        if (staged(ops[i])) p2p.program_copies += OpPayloadBytes(ops[i]);
+        if (remote(ops[i])) p2p.socket_sends += OpPayloadBytes(ops[i]);
+      }
     }
     if (ticket) tickets.push_back(std::move(ticket));
   }
@@ -390,7 +400,18 @@ Status Communicator::RunGroup(int rank, const RankBuffer& buffer, const std::vec
     if (op.kind != shimproto::kRecv) continue;
     size_t bytes = OpPayloadBytes(op);
     uint8_t* into = device_p2p.host[i] != nullptr ? device_p2p.host[i] : buffer.base + op.offset;
-    note(i, mailbox_.Take(op.peer, rank, into, bytes, OpDeadline(), &device_p2p.taken[i]));
+    bool copied = false;
+    const Status st = mailbox_.Take(op.peer, rank, into, bytes, OpDeadline(), &device_p2p.taken[i], &copied);
+    note(i, st);
+    if (st.ok() && !(op.flags & shimproto::kOpDevice)) {
+      if (staged(op)) p2p.program_copies += bytes;
+      if (remote(op)) p2p.socket_receives += bytes;
+      if (copied) p2p.local_copies += bytes;
+    }
+  }
+  if (p2p.total() > 0) {
+    stats_.AddP2pTraffic(p2p);
+    stats_.AddP2pGroup();
   }
   // Every taken device send is copied and completed with the copy's outcome before this
   // rank waits for its own sends: their receivers may be waiting in the same place.
@@ -463,7 +484,15 @@ void Communicator::OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) {
   mailbox_.PostRemote(src, dst, std::move(bytes));
 }
 
-uint8_t* Communicator::RetargetP2p(int src, int dst) { return mailbox_.RetargetRemote(src, dst); }
+uint8_t* Communicator::RetargetP2p(int src, int dst, uint64_t arrived) {
+  uint8_t* into = mailbox_.RetargetRemote(src, dst);
+  if (into != nullptr) {  // the reader copies what arrived so far there
+    TrafficCounts t;
+    t.local_copies = arrived;
+    stats_.AddP2pTraffic(t);
+  }
+  return into;
+}
 
 void Communicator::OnP2pFilled(int src, int dst, bool whole) { mailbox_.FilledRemote(src, dst, whole); }
 

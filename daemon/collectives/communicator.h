@@ -356,7 +356,7 @@ class Communicator final : private PeerChannel::Handler {
   // PeerChannel::Handler: what the p2p channel's readers deliver.
   Status ReserveP2p(int src, int dst, uint64_t bytes, uint8_t** into) override;
   void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override;
-  uint8_t* RetargetP2p(int src, int dst) override;
+  uint8_t* RetargetP2p(int src, int dst, uint64_t arrived) override;
   void OnP2pFilled(int src, int dst, bool whole) override;
   // A reconfiguration message from a peer daemon (reconfig.cc).
   Status OnControl(int host, uint16_t type, const std::vector<uint8_t>& payload) override;

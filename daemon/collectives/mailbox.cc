@@ -205,7 +205,9 @@ uint64_t Mailbox::remote_peak_bytes() const {
   return remote_peak_;
 }
 
-Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken) {
+Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken,
+                     bool* copied) {
+  if (copied != nullptr) *copied = false;
   std::unique_lock<std::mutex> lock(mu_);
   auto& queue = queues_[{src, dst}];
   // The next message, whole (one read into its receive's buffer may still be coming in).
@@ -246,6 +248,7 @@ Status Mailbox::Take(int src, int dst, uint8_t* out, size_t len, Deadline deadli
     // WaitSent does not return while a taken ticket is being copied.
     lock.unlock();
     memcpy(out, m.data, len);
+    if (copied != nullptr) *copied = true;
     lock.lock();
   }
   if (m.ticket) {

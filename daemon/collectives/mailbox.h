@@ -135,7 +135,10 @@ class Mailbox {
   // taken: the sender waits until the caller's Complete, which must follow on every path
   // (the sender's mapping stays valid until then). With `taken` null (a receiver that
   // cannot take device memory) a device message fails.
-  Status Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken);
+  // *copied (when not null) says whether the bytes were copied into `out` here (not read
+  // there by a link's reader).
+  Status Take(int src, int dst, uint8_t* out, size_t len, Deadline deadline, TakenMessage* taken,
+              bool* copied = nullptr);
   // Ends a taken device message's send with `status`.
   void Complete(const std::shared_ptr<SendTicket>& ticket, const Status& status);
   // Waits for a local send to be consumed. When it returns the message is gone from the

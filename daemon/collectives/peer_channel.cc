@@ -274,7 +274,7 @@ Status PeerChannel::Read(int host, Link* link) {
     std::vector<uint8_t> bytes;
     if (into == nullptr) bytes.reserve(head.bytes);
     for (uint64_t at = 0; at < head.bytes;) {
-      if (into == nullptr && at > 0 && (into = handler_->RetargetP2p(head.src_rank, head.dst_rank)) != nullptr) {
+      if (into == nullptr && at > 0 && (into = handler_->RetargetP2p(head.src_rank, head.dst_rank, at)) != nullptr) {
         memcpy(into, bytes.data(), at);
         bytes = std::vector<uint8_t>();
       }

@@ -39,10 +39,10 @@ class PeerChannel {
     virtual Status ReserveP2p(int src, int dst, uint64_t bytes, uint8_t** into) = 0;
     // That message, read whole (into memory of the reader's own).
     virtual void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) = 0;
-    // While it is read into the reader's memory, between pieces: the buffer of a receive
-    // posted for it since (null: none). The reader copies what it read there and reads the
-    // rest there, as with `*into`.
-    virtual uint8_t* RetargetP2p(int src, int dst) = 0;
+    // While it is read into the reader's memory, between pieces (`arrived` bytes so far):
+    // the buffer of a receive posted for it since (null: none). The reader copies what it
+    // read there and reads the rest there, as with `*into`.
+    virtual uint8_t* RetargetP2p(int src, int dst, uint64_t arrived) = 0;
     // That message, read into a receive's buffer whole, or cut off by the link's failure
     // (wherever it was read into): called before the reader reads anything else, unless
     // OnP2pMessage was.

@@ -49,6 +49,20 @@ Json ConfigJson(const CommConfig& config, const Membership& m, const Topology* t
   return c;
 }
 
+Json TrafficJson(const TrafficCounts& t, uint64_t payload) {
+  Json m = Json::Object();
+  m["program_copies"] = t.program_copies;
+  m["local_copies"] = t.local_copies;
+  m["reduce_writes"] = t.reduce_writes;
+  m["socket_sends"] = t.socket_sends;
+  m["socket_receives"] = t.socket_receives;
+  m["device_writes"] = t.device_writes;
+  m["device_to_host"] = t.device_to_host;
+  m["host_to_device"] = t.host_to_device;
+  m["per_payload_byte"] = payload > 0 ? Json(static_cast<double>(t.total()) / static_cast<double>(payload)) : Json();
+  return m;
+}
+
 Json Describe(const Communicator& comm) {
   Json c = Json::Object();
   c["key"] = CommKeyShort(comm.key());
@@ -93,6 +107,9 @@ Json Describe(const Communicator& comm) {
   p2p["direct_bytes"] = s.device_p2p_bytes(true);
   p2p["through_host_bytes"] = s.device_p2p_bytes(false);
   c["device_p2p"] = std::move(p2p);
+  // Host memory written for Send and Recv (all-to-all, gather, scatter) here, summed.
+  c["p2p_memory"] = TrafficJson(s.p2p_traffic(), 0);
+  c["p2p_groups"] = s.p2p_groups();
   Json waiting = Json::Object();
   waiting["bytes"] = comm.p2p_waiting_bytes();
   waiting["peak_bytes"] = comm.p2p_waiting_peak_bytes();
@@ -120,20 +137,6 @@ Json Describe(const Communicator& comm) {
 
 // Bytes written to memory on this host, by who, and per payload byte (CollRecord::
 // payload_bytes): docs/design.md "Copies per payload byte".
-Json TrafficJson(const TrafficCounts& t, uint64_t payload) {
-  Json m = Json::Object();
-  m["program_copies"] = t.program_copies;
-  m["local_copies"] = t.local_copies;
-  m["reduce_writes"] = t.reduce_writes;
-  m["socket_sends"] = t.socket_sends;
-  m["socket_receives"] = t.socket_receives;
-  m["device_writes"] = t.device_writes;
-  m["device_to_host"] = t.device_to_host;
-  m["host_to_device"] = t.host_to_device;
-  m["per_payload_byte"] = payload > 0 ? Json(static_cast<double>(t.total()) / static_cast<double>(payload)) : Json();
-  return m;
-}
-
 Json TraceEntry(const CollRecord& r) {
   Json e = Json::Object();
   e["seq"] = r.seq;
@@ -190,6 +193,19 @@ void WriteMetrics(CommRegistry* registry, MetricsWriter& w) {
         w.Sample("conduit_collective_memory_bytes_total",
                  {{"comm", CommKeyShort(c->key())}, {"op", OpKindName(k)}, {"by", name}}, static_cast<double>(value));
       }
+    }
+  }
+  w.Family("conduit_p2p_memory_bytes_total", "counter",
+           "Bytes written to host memory for point-to-point ops (Send, Recv) on this daemon, per communicator and "
+           "writer (program copies into and out of staging, local copies into receives, socket sends and receives).");
+  for (auto& c : comms) {
+    const TrafficCounts t = c->stats().p2p_traffic();
+    const std::pair<const char*, uint64_t> by[] = {{"program_copy", t.program_copies}, {"local_copy", t.local_copies},
+                                                   {"socket_send", t.socket_sends},
+                                                   {"socket_receive", t.socket_receives}};
+    for (const auto& [name, value] : by) {
+      w.Sample("conduit_p2p_memory_bytes_total", {{"comm", CommKeyShort(c->key())}, {"by", name}},
+               static_cast<double>(value));
     }
   }
   w.Family("conduit_collective_errors_total", "counter", "Collectives that failed, per communicator.");

@@ -36,7 +36,7 @@ class Recorder : public PeerChannel::Handler {
   void OnP2pMessage(int src, int dst, std::vector<uint8_t> bytes) override {
     Add("msg " + std::to_string(src) + "->" + std::to_string(dst) + " " + std::string(bytes.begin(), bytes.end()));
   }
-  uint8_t* RetargetP2p(int /*src*/, int /*dst*/) override { return retarget_.empty() ? nullptr : retarget_.data(); }
+  uint8_t* RetargetP2p(int /*src*/, int /*dst*/, uint64_t /*arrived*/) override { return retarget_.empty() ? nullptr : retarget_.data(); }
   void OnP2pFilled(int src, int dst, bool whole) override {
     Add("filled " + std::to_string(src) + "->" + std::to_string(dst) + (whole ? " " : " cut off ") +
         std::string(direct_.begin(), direct_.end()));

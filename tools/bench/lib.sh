@@ -217,6 +217,7 @@ bench_conduit_stop() {
 bench_conduit_copies() {
   local hosts=$1 ppn=$2; shift 2
   local ctl=("$BENCH_BUILD/bin/conduitctl" --json --socket "$BENCH_WORK/h0-admin.sock") key="" pid waited=0
+  case " $* " in *" --coll alltoall "* | *" --coll sendrecv "*) bench_conduit_p2p_copies "$hosts" "$ppn" "$@"; return ;; esac
   rm -f "$BENCH_WORK/copies-trace.json" "$BENCH_WORK/perf-rank0.out"
   bench_conduit_perf "$hosts" "$ppn" "$@" -w 0 -n 1 -c 0 --hold-ms 5000 >"$BENCH_WORK/copies-perf.txt" &
   pid=$!
@@ -241,6 +242,53 @@ for line in open(sys.argv[1]):
     if len(f) >= 2 and int(f[1]) in by_count:
         print(f[0], by_count[int(f[1])])
 PY
+}
+
+# bench_conduit_p2p_copies HOSTS PPN PERF_ARGS...: bench_conduit_copies for point-to-point
+# (--coll alltoall or sendrecv), which the trace does not hold: one conduit-perf run per
+# size (untimed), and host 0's communicator's `p2p_memory` read while it is held open,
+# divided by the bytes of host 0's ranks' buffers in all its calls (`p2p_groups`: one per
+# rank and call; conduit-perf makes a few calls even with -n 1). The shims' copies of a rank's
+# sends to itself (an all-to-all's own block) are not in it (docs/design.md).
+bench_conduit_p2p_copies() {
+  local hosts=$1 ppn=$2; shift 2
+  local ctl=("$BENCH_BUILD/bin/conduitctl" --json --socket "$BENCH_WORK/h0-admin.sock") sizes size pid waited
+  sizes=$("$BENCH_PY" - "$@" <<'PY'
+import sys
+args = sys.argv[1:]
+def arg(flag, default):
+    return args[args.index(flag) + 1] if flag in args else default
+def parse(v):
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1:].upper(), 1)
+    return int(float(v[:-1] if scale > 1 else v) * scale)
+lo, hi, f = parse(arg("-b", "32M")), parse(arg("-e", "32M")), int(arg("-f", "2"))
+while lo <= hi:
+    print(lo)
+    lo = lo * f if f > 1 else hi + 1
+PY
+)
+  for size in $sizes; do
+    rm -f "$BENCH_WORK/perf-rank0.out" "$BENCH_WORK/copies-comms.json"
+    bench_conduit_perf "$hosts" "$ppn" "$@" -b "$size" -e "$size" -w 0 -n 1 -c 0 --hold-ms 1500 >/dev/null &
+    pid=$!
+    waited=0
+    until grep -q "Avg bus bandwidth" "$BENCH_WORK/perf-rank0.out" 2>/dev/null; do
+      kill -0 "$pid" 2>/dev/null || break
+      ((waited++ < 2000)) || break
+      sleep 0.05
+    done
+    "${ctl[@]}" comms >"$BENCH_WORK/copies-comms.json" 2>/dev/null || true
+    wait "$pid" || true
+    "$BENCH_PY" - "$BENCH_WORK/copies-comms.json" "$size" "$ppn" <<'PY' || true
+import json, sys
+comms = json.load(open(sys.argv[1]))["communicators"]
+size = int(sys.argv[2])
+if comms and comms[0].get("p2p_groups"):
+    m = comms[0]["p2p_memory"]
+    total = sum(m[k] for k in ("program_copies", "local_copies", "socket_sends", "socket_receives"))
+    print(size, total / (size * comms[0]["p2p_groups"]))
+PY
+  done
 }
 
 # bench_conduit_perf HOSTS PPN PERF_ARGS...: conduit-perf, one process per rank,
