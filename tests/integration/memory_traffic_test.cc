@@ -116,6 +116,35 @@ Traffic Expected(const Seen& c) {
   return t;
 }
 
+ClusterConfig TwoHosts(const char* prefix, const char* subnet) {
+  ClusterConfig config;
+  config.prefix = prefix;
+  config.subnet = subnet;
+  config.hosts = kHosts;
+  return config;
+}
+
+// Runs coll_check with `args` (float sums of 64 KiB and 1 MiB, out of place; in ncclMemAlloc
+// buffers with `mem_alloc`) on `per_host` ranks per host, waits until every rank lingers
+// with its communicator open, and reads host 0's communicators, which must be one.
+void RunAndReadComms(Cluster& cluster, int per_host, bool mem_alloc, std::vector<std::string> args,
+                     std::vector<Subprocess*>* procs, Json* comms_json, CtlResult* comms) {
+  const int linger_ms = 1500 * kSanitizerSlowdown;  // a few conduitctl calls
+  args.insert(args.end(), {"--types", "float", "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", "no",
+                           "--linger-ms", std::to_string(linger_ms)});
+  if (mem_alloc) args.push_back("--mem-alloc");
+  *procs = LaunchCollCheck(cluster, Ranks(per_host, args));
+  for (Subprocess* p : *procs) {
+    ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", std::chrono::seconds(120 * kSanitizerSlowdown)))
+        << cluster.Describe();
+  }
+  *comms = Ctl(cluster, 0, {"--json", "comms"});
+  ASSERT_EQ(comms->rc, 0) << comms->out;
+  ASSERT_TRUE(Json::Parse(comms->out, comms_json).ok()) << comms->out;
+  const Json* list = comms_json->find("communicators");
+  ASSERT_TRUE(list != nullptr && list->size() == 1) << comms->out;
+}
+
 // Ranks per host, and whether the buffers come from ncclMemAlloc (host regions).
 class MemoryTrafficTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
@@ -123,31 +152,17 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   const int per_host = std::get<0>(GetParam());
   const bool mem_alloc = std::get<1>(GetParam());
-  ClusterConfig config;
-  config.prefix = "mt";
-  config.subnet = "10.231.19";
-  config.hosts = kHosts;
-  Cluster cluster(config);
+  Cluster cluster(TwoHosts("mt", "10.231.19"));
   CONDUIT_START_CLUSTER(cluster);
   // 1 MiB per rank: streamed copies, chunked algorithms; 64 KiB: the unstreamed path and,
   // on 2 hosts, recursive doubling for AllReduce.
-  const int linger_ms = 1500 * kSanitizerSlowdown;  // two conduitctl calls
-  std::vector<std::string> args{"--colls", "allreduce,broadcast,reduce,allgather,reducescatter", "--types", "float",
-                                "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", "no", "--linger-ms",
-                                std::to_string(linger_ms)};
-  if (mem_alloc) args.push_back("--mem-alloc");
-  auto procs = LaunchCollCheck(cluster, Ranks(per_host, args));
-  for (Subprocess* p : procs) {
-    ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", std::chrono::seconds(120 * kSanitizerSlowdown)))
-        << cluster.Describe();
-  }
-  CtlResult comms = Ctl(cluster, 0, {"--json", "comms"});
-  ASSERT_EQ(comms.rc, 0) << comms.out;
+  std::vector<Subprocess*> procs;
   Json cj;
-  ASSERT_TRUE(Json::Parse(comms.out, &cj).ok()) << comms.out;
-  const Json* list = cj.find("communicators");
-  ASSERT_TRUE(list != nullptr && list->size() == 1) << comms.out;
-  const Json& comm = list->items()[0];
+  CtlResult comms;
+  RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter"},
+                  &procs, &cj, &comms);
+  if (HasFatalFailure()) return;
+  const Json& comm = cj.find("communicators")->items()[0];
   const std::string key = comm.find("key")->as_string();
   const int nranks = static_cast<int>(comm.find("nranks")->as_int());
   std::vector<int> local;
@@ -202,30 +217,16 @@ TEST_P(PointToPointTrafficTest, AllToAllMatchesTheTable) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   const int per_host = std::get<0>(GetParam());
   const bool mem_alloc = std::get<1>(GetParam());
-  ClusterConfig config;
-  config.prefix = "mp";
-  config.subnet = "10.231.21";
-  config.hosts = kHosts;
-  Cluster cluster(config);
+  Cluster cluster(TwoHosts("mp", "10.231.21"));
   CONDUIT_START_CLUSTER(cluster);
   // An all-reduce first: its reply tells the shims the daemon serves Send and Recv in
   // regions, so every all-to-all runs there with --mem-alloc.
-  const int linger_ms = 1500 * kSanitizerSlowdown;
-  std::vector<std::string> args{"--colls", "allreduce,alltoall", "--types", "float", "--ops", "sum", "--sizes",
-                                "64KiB,1MiB", "--inplace", "no", "--linger-ms", std::to_string(linger_ms)};
-  if (mem_alloc) args.push_back("--mem-alloc");
-  auto procs = LaunchCollCheck(cluster, Ranks(per_host, args));
-  for (Subprocess* p : procs) {
-    ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", std::chrono::seconds(120 * kSanitizerSlowdown)))
-        << cluster.Describe();
-  }
-  CtlResult comms = Ctl(cluster, 0, {"--json", "comms"});
-  ASSERT_EQ(comms.rc, 0) << comms.out;
+  std::vector<Subprocess*> procs;
   Json cj;
-  ASSERT_TRUE(Json::Parse(comms.out, &cj).ok()) << comms.out;
-  const Json* list = cj.find("communicators");
-  ASSERT_TRUE(list != nullptr && list->size() == 1) << comms.out;
-  const Json* memory = list->items()[0].find("p2p_memory");
+  CtlResult comms;
+  RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,alltoall"}, &procs, &cj, &comms);
+  if (HasFatalFailure()) return;
+  const Json* memory = cj.find("communicators")->items()[0].find("p2p_memory");
   ASSERT_NE(memory, nullptr) << comms.out;
   const uint64_t L = per_host, R = kHosts * per_host, B = (64 << 10) + (1 << 20);  // both sizes' blocks
   const uint64_t program = mem_alloc ? 0 : L * 2 * (R - 1) * B;
