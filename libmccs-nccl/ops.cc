@@ -143,11 +143,7 @@ void PlaceInRegions(ncclComm* comm, PendingOp* op) {
                       : kind == shimproto::kReduce || kind == shimproto::kReduceScatter ? comm->reduce_in_regions
                                                                                        : true;
   if (!RegionsEnabled() || op->place != MemoryKind::kHost || !shimproto::ServedInRegions(kind, op->desc.redop) ||
-      !served || op->region_bytes == 0) {
-    return;
-  }
-  if ((kind == shimproto::kReduce || kind == shimproto::kReduceScatter) &&
-      op->in_bytes > shimproto::kMaxReduceInRegionsBytes) {
+      !served || op->region_bytes == 0 || !shimproto::InputFitsRegions(kind, op->in_bytes)) {
     return;
   }
   RegionSpan in, out;

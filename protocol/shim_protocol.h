@@ -229,6 +229,11 @@ inline bool ServedInRegions(uint8_t kind, uint8_t redop) {
 // works on such ops in memory of its own (daemon/collectives/work_pool.h), so the shim
 // stages larger ones and the daemon refuses them in regions.
 inline constexpr uint64_t kMaxReduceInRegionsBytes = uint64_t{1} << 30;
+// Whether an op of `kind` with `input_bytes` per rank is small enough for regions: the shim's
+// test before it places an op there and the daemon's before it accepts one.
+inline bool InputFitsRegions(uint8_t kind, uint64_t input_bytes) {
+  return (kind != kReduce && kind != kReduceScatter) || input_bytes <= kMaxReduceInRegionsBytes;
+}
 // Whether `rank` names an input for `op` (all but a broadcast's non-roots and a receive)
 // and an output (all but a reduce's non-roots and a send), where buffers are the
 // program's own (device buffers, host regions).

@@ -70,8 +70,7 @@ Status HostRegions::Resolve(const std::vector<shimproto::OpDesc>& ops, const std
     if (!IsValidDataType(op.dtype)) return InvalidArgument("op %zu: invalid ncclDataType_t %u", i, op.dtype);
     uint64_t send_bytes = 0, recv_bytes = 0;
     CONDUIT_RETURN_IF_ERROR(OpBufferBytes(op, nranks, &send_bytes, &recv_bytes));
-    if ((op.kind == shimproto::kReduce || op.kind == shimproto::kReduceScatter) &&
-        send_bytes > shimproto::kMaxReduceInRegionsBytes) {
+    if (!shimproto::InputFitsRegions(op.kind, send_bytes)) {
       return InvalidArgument("op %zu: a %s of %llu input bytes in host regions (at most %llu; larger ones are staged)",
                              i, op.kind == shimproto::kReduce ? "Reduce" : "ReduceScatter",
                              static_cast<unsigned long long>(send_bytes),
