@@ -68,7 +68,11 @@ case "$COLL" in
   allreduce) PERF_COLL=all_reduce TITLE="allreduce ($DTYPE sum)" ;;
   allgather) PERF_COLL=all_gather TITLE="allgather ($DTYPE)" ;;
   reducescatter) PERF_COLL=reduce_scatter TITLE="reducescatter ($DTYPE sum)" ;;
-  broadcast) PERF_COLL=broadcast TITLE="broadcast ($DTYPE, root 0)" ;;
+  # MPI_Bcast and torch's broadcast work in place (the root's buffer is its input and its
+  # output): ours is timed in place too, conduit-perf's in-place column (out of place, the
+  # root also copies its input into its output, which the peers never do).
+  broadcast) PERF_COLL=broadcast TITLE="broadcast ($DTYPE, root 0, in place as the peers')"
+    export BENCH_PERF_IN_PLACE=1 ;;
   reduce) PERF_COLL=reduce TITLE="reduce ($DTYPE sum, root 0)" ;;
   alltoall) PERF_COLL=alltoall TITLE="alltoall ($DTYPE)" ;;
   *) echo "allreduce_bench.sh: --coll must be allreduce, allgather, reducescatter, broadcast, reduce or alltoall" >&2; exit 2 ;;

@@ -293,7 +293,9 @@ PY
 
 # bench_conduit_perf HOSTS PPN PERF_ARGS...: conduit-perf, one process per rank,
 # each talking to its own host's daemon. Prints rank 0's rows converted to the
-# common "size count time_us algbw busbw wrong" format.
+# common "size count time_us algbw busbw wrong" format: the out-of-place columns, or the
+# in-place ones with BENCH_PERF_IN_PLACE=1 (to compare with a peer whose operation is in
+# place, as MPI_Bcast and torch's broadcast are).
 bench_conduit_perf() {
   local hosts=$1 ppn=$2; shift 2
   local world=$((hosts * ppn)) idf="$BENCH_WORK/perf.id" r pids=() rc=0
@@ -308,6 +310,10 @@ bench_conduit_perf() {
   done
   for r in "${pids[@]}"; do wait "$r" || rc=$?; done
   # Rows start with the size; keep size, count, time, algbw, busbw, #wrong.
-  awk '!/^#/ && NF >= 9 { print $1, $2, $6, $7, $8, $9 }' "$BENCH_WORK/perf-rank0.out"
+  if [[ ${BENCH_PERF_IN_PLACE:-0} == 1 ]]; then
+    awk '!/^#/ && NF >= 13 { print $1, $2, $10, $11, $12, $13 }' "$BENCH_WORK/perf-rank0.out"
+  else
+    awk '!/^#/ && NF >= 9 { print $1, $2, $6, $7, $8, $9 }' "$BENCH_WORK/perf-rank0.out"
+  fi
   return $rc
 }
