@@ -462,9 +462,18 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   Status why = d.reason == objproto::kDropLost
                       ? ObjectLost(id)
                       : Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str());
+  const bool held = store_.Find(id) != nullptr;
   store_.Remove(id, why);
-  std::lock_guard<std::mutex> lock(fetch_mu_);
-  published_to_.erase(id);
+  bool listed = false;
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    listed = published_to_.erase(id) > 0;
+  }
+  // The directory dropped this copy before it sent this, but a republication (RepublishLoop:
+  // a changed ring, a replaced daemon) may have listed it again since: withdrawn after that
+  // Publish on the same connection, the directory lists no copy this store no longer has
+  // (else a Put of the id anywhere would be refused as existing).
+  if (held && listed) dir_.Unpublish(id);
 }
 
 void ObjectService::OnStoreCopy(const std::string& from, const Bytes& body) {
@@ -628,6 +637,12 @@ void ObjectService::RepublishLoop() {
       if (!st.ok()) {
         CLOG_WARN("objects: could not re-register %s with its new directory shard: %s", Printable(obj->id()).c_str(),
                   st.message().c_str());
+        continue;
+      }
+      // Deleted (DropCopy) or lost since the check above: the withdrawal follows the
+      // Publish on the same connection, as a Put's does (FinishPut).
+      if (!obj->failure().ok()) {
+        dir_.Unpublish(obj->id());
         continue;
       }
       std::lock_guard<std::mutex> lock(fetch_mu_);
