@@ -68,6 +68,7 @@ void Group(const uint8_t* data, size_t size) {
     }
     uint64_t send = 0, recv = 0;
     FUZZ_CHECK(OpBufferBytes(g.ops[i], nranks, &send, &recv).ok(), "op %zu's size was accepted", i);
+    FUZZ_CHECK(shimproto::InputFitsRegions(g.ops[i].kind, send), "op %zu: a reduction over the regions limit accepted", i);
     FUZZ_CHECK(shimproto::OpNeedsRecv(g.ops[i], rank) ? out[i].recv != nullptr && regions->Holds(out[i].recv, recv)
                                            : out[i].recv == nullptr,
                "op %zu's output outside its region, or a send given one", i);
