@@ -430,12 +430,12 @@ ObjectRef LocalStore::FindOrWait(const std::string& id, Deadline deadline) {
   return found;
 }
 
-void LocalStore::Remove(const std::string& id, const Status& why, const LocalObject* expected) {
+bool LocalStore::Remove(const std::string& id, const Status& why, const LocalObject* expected) {
   ObjectRef obj;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(id);
-    if (it == objects_.end() || (expected != nullptr && it->second.get() != expected)) return;
+    if (it == objects_.end() || (expected != nullptr && it->second.get() != expected)) return false;
     obj = std::move(it->second);
     objects_.erase(it);
     unlisted_.erase(id);
@@ -444,6 +444,7 @@ void LocalStore::Remove(const std::string& id, const Status& why, const LocalObj
   }
   if (obj->charged()) quotas_.Release(obj->owner().uid, obj->size());
   obj->Fail(why);
+  return true;
 }
 
 void LocalStore::List(const LocalObject* obj) {

@@ -188,7 +188,8 @@ class LocalStore {
   // result may be asked for just before the task starts.
   ObjectRef FindOrWait(const std::string& id, Deadline deadline);
   // Drops the copy (if it is still `expected` when given) and fails its waiters with `why`.
-  void Remove(const std::string& id, const Status& why, const LocalObject* expected = nullptr);
+  // Returns whether there was such a copy to drop.
+  bool Remove(const std::string& id, const Status& why, const LocalObject* expected = nullptr);
   std::vector<ObjectRef> All();
 
   uint64_t used() const;

@@ -195,13 +195,16 @@ Status ObjectService::FinishPut(const ObjectRef& obj) {
   // directory would list a copy this store no longer has.
   if (Status gone = obj->failure(); !gone.ok()) return gone;
   dir_.PublishAsync(obj->id(), obj->size(), objproto::kPubOrigin | objproto::kPubComplete, {}, obj->owner());
-  // Deleted between that check and the send: the withdrawal follows the Publish on the
-  // same connection to the shard, so the directory ends without this store's copy.
-  if (Status gone = obj->failure(); !gone.ok()) {
-    dir_.Unpublish(obj->id());
-    return gone;
-  }
-  return Status::Ok();
+  return WithdrawIfGone(*obj);
+}
+
+Status ObjectService::WithdrawIfGone(const LocalObject& obj) {
+  // Deleted (or lost) since the caller last checked, before it published: the withdrawal
+  // follows the Publish on the same connection to the shard, so the directory ends without
+  // this store's copy.
+  Status gone = obj.failure();
+  if (!gone.ok()) dir_.Unpublish(obj.id());
+  return gone;
 }
 
 void ObjectService::PublishReduceTarget(const ObjectRef& obj, bool complete) {
@@ -462,8 +465,7 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   Status why = d.reason == objproto::kDropLost
                       ? ObjectLost(id)
                       : Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str());
-  const bool held = store_.Find(id) != nullptr;
-  store_.Remove(id, why);
+  const bool held = store_.Remove(id, why);
   bool listed = false;
   {
     std::lock_guard<std::mutex> lock(fetch_mu_);
@@ -639,12 +641,7 @@ void ObjectService::RepublishLoop() {
                   st.message().c_str());
         continue;
       }
-      // Deleted (DropCopy) or lost since the check above: the withdrawal follows the
-      // Publish on the same connection, as a Put's does (FinishPut).
-      if (!obj->failure().ok()) {
-        dir_.Unpublish(obj->id());
-        continue;
-      }
+      if (!WithdrawIfGone(*obj).ok()) continue;  // dropped (DropCopy) since the check above
       std::lock_guard<std::mutex> lock(fetch_mu_);
       auto it = published_to_.find(obj->id());
       if (it != published_to_.end()) it->second = peers_.Owner(obj->id());

@@ -119,6 +119,9 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   void AnnounceReplacement(int grace_ms);
 
  private:
+  // After publishing `obj`: its failure, if it failed meanwhile (deleted, lost), and then its
+  // listing withdrawn.
+  Status WithdrawIfGone(const LocalObject& obj);
   struct PendingFetch {
     bool done = false;
     Status status;
