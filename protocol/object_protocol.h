@@ -1,4 +1,4 @@
-// The object-store protocol, version 3 with programs and 4 between daemons (documented in
+// The object-store protocol, version 3 with programs and 5 between daemons (documented in
 // docs/object-protocol.md).
 //
 // Message types 0x0200..0x02ff (service 2 in server/service.h), in both of Conduit's
@@ -20,12 +20,16 @@ namespace conduit::objproto {
 // Reduce, Publish, AcquireReply, DirEvent); DirDelete carries who asks; codes 11 and 12.
 // Version 4 (between daemons only; programs still speak 3): DirStoreCopy, a shard hands a
 // small object's bytes to the daemons that will be asked for it.
+// Version 5 (between daemons): a shard asks holders to acknowledge a Delete's DropCopy
+// (kDropAck, DropCopyDone) and answers the Delete once they have dropped their copies.
 inline constexpr uint32_t kVersion = 3;
 // Between daemons the versions are negotiated (PeerHello): the ones this release speaks.
 inline constexpr uint32_t kOldestPeerVersion = 3;
-inline constexpr uint32_t kNewestPeerVersion = 4;
+inline constexpr uint32_t kNewestPeerVersion = 5;
 // The first peer version whose daemons take DirStoreCopy.
 inline constexpr uint32_t kStoreCopyPeerVersion = 4;
+// The first peer version whose daemons acknowledge a DropCopy that asks for it (kDropAck).
+inline constexpr uint32_t kDropAckPeerVersion = 5;
 // Objects smaller than this travel inline with directory messages (Hoplite's small-object
 // fast path) and never use shared memory.
 inline constexpr uint64_t kInlineLimit = 64 * 1024;
@@ -207,7 +211,8 @@ enum PeerType : uint16_t {
   kDirDeleteReply = 0x0292, // Status
   kDirCount = 0x0293,       // Id
   kDirCountReply = 0x0294,  // CountReply
-  kDropCopy = 0x0295,       // DropCopy, one-way (owner -> holder)
+  kDropCopy = 0x0295,       // DropCopy (owner -> holder); one-way unless flags has kDropAck
+  kDropCopyDone = 0x0296,   // Status (holder -> owner; version 5, answers a kDropAck DropCopy)
   kGoingAway = 0x0297,      // GoingAway: this daemon's process is being replaced (live upgrade)
   kGoingAwayReply = 0x0298, // Status
   kDirStoreCopy = 0x0299,   // StoreCopy + size bytes, one-way (shard -> daemon; version 4)
@@ -331,8 +336,11 @@ enum DropReason : uint32_t { kDropDeleted = 1, kDropLost = 2 };
 struct DropCopy {
   Id id;
   uint32_t reason;
-  uint32_t reserved;
+  uint32_t flags;  // kDropAck; 0 from daemons before version 5
 };
+// The sender waits for DropCopyDone (version 5): the copy is gone from the holder's store
+// when it is sent.
+inline constexpr uint32_t kDropAck = 1;
 
 // A shard lists the receiving daemon as a complete location of a small object and hands it
 // the bytes, so that its programs' Gets are answered there without asking the shard; the

@@ -1,5 +1,6 @@
 #include "objects/directory.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -477,8 +478,8 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
     reply(objproto::kDirDeleteReply, Encode(ToObjectWire(Moved(id))));
     return;
   }
-  Actions actions;
   Status st;
+  std::vector<std::string> holders;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(id);
@@ -487,12 +488,7 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
         !(req.flags & objproto::kDeleteAsOperator)) {
       st = DeleteDenied(id, req.uid, owner);
     } else if (it != entries_.end()) {
-      objproto::DropCopy d{};
-      d.id = req.id;
-      d.reason = objproto::kDropDeleted;
-      for (auto& [addr, loc] : it->second.locs) {
-        actions.push_back([this, addr = addr, b = Encode(d)] { peers_->Send(addr, objproto::kDropCopy, b); });
-      }
+      for (auto& [addr, loc] : it->second.locs) holders.push_back(addr);
       it->second.locs.clear();
       it->second.reserved_by.clear();
       it->second.has_inline = false;
@@ -501,10 +497,41 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
       it->second.owner = objproto::Owner{};
     }
   }
-  // The holders' DropCopy leave before the answer: a program told of the Delete then finds
-  // them gone, or on their way, wherever it asks next.
-  RunAll(actions);
-  reply(objproto::kDirDeleteReply, Encode(ToObjectWire(st)));
+  DropHolders(req.id, holders, [reply, answer = Encode(ToObjectWire(st))] {
+    reply(objproto::kDirDeleteReply, answer);
+  });
+}
+
+void DirectoryShard::DropHolders(const objproto::Id& id, const std::vector<std::string>& holders,
+                                 std::function<void()> then) {
+  // The Delete is answered once every holder that speaks version 5 (this daemon included) has
+  // dropped its copy: a program told of the Delete finds no copy of the old object anywhere,
+  // and no DropCopy still on its way can remove the copy of a Put of the id made after it
+  // (docs/object-protocol.md). Older holders get the one-way message before the answer. A
+  // holder that does not answer is declared down within 2 s, which ends its call too.
+  struct Waiting {
+    std::atomic<size_t> left;
+    std::function<void()> then;
+  };
+  auto waiting = std::make_shared<Waiting>();
+  waiting->left.store(holders.size() + 1);
+  waiting->then = std::move(then);
+  auto one_done = [waiting] {
+    if (waiting->left.fetch_sub(1) == 1) waiting->then();
+  };
+  for (const std::string& addr : holders) {
+    objproto::DropCopy d{};
+    d.id = id;
+    d.reason = objproto::kDropDeleted;
+    if (peers_->VersionOf(addr) >= objproto::kDropAckPeerVersion) {
+      d.flags = objproto::kDropAck;
+      peers_->Then(peers_->Begin(addr, objproto::kDropCopy, Encode(d)), one_done);
+    } else {
+      peers_->Send(addr, objproto::kDropCopy, Encode(d));
+      one_done();
+    }
+  }
+  one_done();
 }
 
 void DirectoryShard::OnCount(const Bytes& body, const ReplyFn& reply) {

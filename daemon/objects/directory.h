@@ -106,6 +106,8 @@ class DirectoryShard {
   void OnSubscribe(const std::string& from, const Bytes& body, const ReplyFn& reply);
   void OnUnsubscribe(const std::string& from, const Bytes& body);
   void OnDelete(const Bytes& body, const ReplyFn& reply);
+  // Sends a Delete's DropCopy to `holders` and runs `then` once they have dropped their copies.
+  void DropHolders(const objproto::Id& id, const std::vector<std::string>& holders, std::function<void()> then);
   void OnCount(const Bytes& body, const ReplyFn& reply);
   void SweepLoop();
 

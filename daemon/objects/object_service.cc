@@ -46,7 +46,11 @@ void ObjectService::Start() {
   LogSharedMemoryHugePages();
   shard_.Register();
   reducer_->Register();
-  peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn&) { OnDropCopy(b); });
+  peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn& reply) {
+    // Answered only when the sender asked (kDropAck, version 5): it waits for that answer
+    // before it answers the Delete.
+    if (OnDropCopy(b)) reply(objproto::kDropCopyDone, Encode(ToObjectWire(Status::Ok())));
+  });
   peers_.Handle(objproto::kDirStoreCopy, [this](const std::string& from, const Bytes& b, const ReplyFn&) {
     OnStoreCopy(from, b);
   });
@@ -458,10 +462,10 @@ Status ObjectService::Delete(const std::string& id, const Caller& caller, Deadli
   return st;
 }
 
-void ObjectService::OnDropCopy(const Bytes& body) {
+bool ObjectService::OnDropCopy(const Bytes& body) {
   objproto::DropCopy d{};
   std::string id;
-  if (!Decode(body, &d) || !IdFromWire(d.id, &id)) return;
+  if (!Decode(body, &d) || !IdFromWire(d.id, &id)) return false;
   Status why = d.reason == objproto::kDropLost
                       ? ObjectLost(id)
                       : Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str());
@@ -476,6 +480,7 @@ void ObjectService::OnDropCopy(const Bytes& body) {
   // Publish on the same connection, the directory lists no copy this store no longer has
   // (else a Put of the id anywhere would be refused as existing).
   if (held && listed) dir_.Unpublish(id);
+  return (d.flags & objproto::kDropAck) != 0;
 }
 
 void ObjectService::OnStoreCopy(const std::string& from, const Bytes& body) {

@@ -148,7 +148,8 @@ class ObjectService : public Service, public ObjectApi, public ReducerHost {
   // (nothing started) when no thread can be started now.
   bool FetchInBackground(const ObjectRef& obj, const std::string& sender, uint64_t offset, Status resume_after);
   void OnMembershipChange();
-  void OnDropCopy(const Bytes& body);
+  // Drops the copy a DropCopy names; true when its sender asked for an answer (kDropAck).
+  bool OnDropCopy(const Bytes& body);
   // A Put found a copy of its id here: true when it was a cached copy of an object the
   // directory no longer lists (deleted; its DropCopy still on the way), now removed.
   bool DropStaleCopy(const std::string& id);

@@ -49,15 +49,21 @@ struct Peers::Pending {
   Status status;
   uint16_t type = 0;
   Bytes body;
+  std::function<void()> then;  // Peers::Then: run once, after done is set
 
   void Finish(Status st, uint16_t t, Bytes b) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (done) return;
-    done = true;
-    status = std::move(st);
-    type = t;
-    body = std::move(b);
-    cv.notify_all();
+    std::function<void()> after;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (done) return;
+      done = true;
+      status = std::move(st);
+      type = t;
+      body = std::move(b);
+      cv.notify_all();
+      after = std::move(then);
+    }
+    if (after) after();
   }
 };
 
@@ -430,6 +436,18 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
     p->Finish(Err(objproto::kUnavailable, "lost contact with daemon %s: %s", to.c_str(), st.message().c_str()), 0, {});
   }
   return o;
+}
+
+void Peers::Then(const Outstanding& o, std::function<void()> done) {
+  Pending* p = o.p.get();
+  {
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (!p->done) {
+      p->then = std::move(done);
+      return;
+    }
+  }
+  done();
 }
 
 Status Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Deadline deadline) {

@@ -92,6 +92,11 @@ class Peers {
   struct Outstanding;
   Outstanding Begin(const std::string& to, uint16_t type, Bytes body);
   Status Await(const Outstanding& call, uint16_t reply_type, Bytes* reply, Deadline deadline);
+  // Or, instead of Await: runs `done` once the call has ended (its answer came, `to` went down
+  // or the daemon is stopping), at once when it has already, else on the thread that ends it
+  // (a connection's reader: `done` must not block). A call to a live daemon that never
+  // answers never ends: only for messages whose handlers always answer.
+  void Then(const Outstanding& call, std::function<void()> done);
   // Runs fn later on the peers' executor thread (clean-ups off a latency path).
   void Defer(std::function<void()> fn) { executor_.Post(std::move(fn)); }
   // One-way; silently dropped when `to` is down (its death is handled through membership).

@@ -155,6 +155,12 @@ void Cluster::StopLeftovers() {
   }
 }
 
+int Cluster::RunIn(int host, const std::vector<std::string>& argv, std::string* output) {
+  std::vector<std::string> full = {IpTool(), "netns", "exec", Netns(host)};
+  full.insert(full.end(), argv.begin(), argv.end());
+  return RunCommand(full, output, std::chrono::seconds(10));
+}
+
 std::string Cluster::Netns(int host) const { return config_.prefix + "-h" + std::to_string(host); }
 std::string Cluster::Ip(int host) const { return config_.subnet + "." + std::to_string(host + 1); }
 std::string Cluster::Socket(int host) const { return dir_ + "/h" + std::to_string(host) + ".sock"; }

@@ -91,6 +91,9 @@ class Cluster {
   // unless env sets it. The returned process is owned by the cluster.
   Subprocess& Launch(int host, const std::string& name, std::vector<std::string> argv,
                      std::vector<std::string> env = {});
+  // Runs a command found on PATH (`ip netns exec`) in host's namespace to completion;
+  // its exit code, output in *output.
+  int RunIn(int host, const std::vector<std::string>& argv, std::string* output);
   // A fresh path for a coll_check --id-file.
   std::string NewIdFile();
 

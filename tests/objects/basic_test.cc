@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -135,6 +136,109 @@ TEST_F(ObjectsBasic, SmallObjectsAreCopiedToEveryDaemonAndDeletedEverywhere) {
     EXPECT_EQ(got, second) << "host " << h << " read the deleted object's bytes";
   }
   ASSERT_TRUE(c1->Delete("handed-2").ok());
+}
+
+// Holds back what one host's daemon sends to the other daemons' listening port (its requests
+// and one-way messages: DropCopy, DirStoreCopy) while its answers to their requests (from that
+// port) go at once: the packets are dropped until Release, and TCP retransmits them after.
+// (An iptables rule in the host's namespace: this kernel has no netem to delay them.)
+class HeldSends {
+ public:
+  HeldSends(Cluster& cluster, int host) : cluster_(cluster), host_(host), rule_(Rule(cluster.config().port)) {
+    std::vector<std::string> add = {"iptables", "-I"};
+    add.insert(add.end(), rule_.begin(), rule_.end());
+    std::string out;
+    if (cluster_.RunIn(host_, add, &out) != 0) error_ = "iptables failed: " + out;
+  }
+  ~HeldSends() { Release(); }
+  void Release() {
+    if (released_.exchange(true) || !error_.empty()) return;
+    std::vector<std::string> del = {"iptables", "-D"};
+    del.insert(del.end(), rule_.begin(), rule_.end());
+    std::string out;
+    (void)cluster_.RunIn(host_, del, &out);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  static std::vector<std::string> Rule(int port) {
+    return {"OUTPUT", "-p", "tcp", "--dport", std::to_string(port), "-j", "DROP"};
+  }
+  Cluster& cluster_;
+  int host_;
+  std::vector<std::string> rule_;
+  std::atomic<bool> released_{false};
+  std::string error_;
+};
+
+// A Delete is answered once every daemon holding a copy has dropped it (DropCopy is
+// acknowledged, object protocol 5). Before, the shard's DropCopy messages were one-way: a
+// program that Deleted an id and Put it anew at once could have its new copy removed by the
+// old object's DropCopy arriving after the new Put (the new object was then lost), and a Get
+// on a host whose DropCopy was still on its way read the deleted object's bytes. Here the
+// shard's messages to the other daemons are held back for 300 ms (then retransmitted), its
+// answers are not.
+TEST_F(ObjectsBasic, DeleteIsAnsweredOnceEveryCopyIsDropped) {
+  // 1000 bytes: handed out to every daemon by the shard; 20000: inline, host 1's copy the
+  // only one; 100000: in shared memory, fetched by host 2.
+  for (size_t size : {size_t{1000}, size_t{20000}, size_t{100000}}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    // An id whose directory shard is on host 0, Put on host 1; host 2 reads it.
+    std::string id;
+    auto c1 = oc_->Connect(1);
+    auto c2 = oc_->Connect(2);
+    for (int n = 0; n < 200 && id.empty(); ++n) {
+      const std::string candidate = "drop-ack-" + std::to_string(size) + "-" + std::to_string(n);
+      auto bytes = Pattern(size, n);
+      ASSERT_TRUE(c1->Put(candidate, bytes.data(), bytes.size()).ok());
+      const std::string s0 = oc_->State(0);
+      if (s0.find("\"id\":\"" + candidate + "\",\"size\":", s0.find("\"directory\"")) != std::string::npos) {
+        id = candidate;
+      } else {
+        ASSERT_TRUE(c1->Delete(candidate).ok());
+      }
+    }
+    ASSERT_FALSE(id.empty()) << "no id of 200 had its shard on host 0";
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(c2->Get(id, &got, 5000).ok());
+    // An inline object that was not handed out leaves its reader no copy.
+    const bool copy_on_2 = size != 20000;
+    if (copy_on_2) {
+      ASSERT_TRUE(WaitFor([&] { return oc_->ReadyOf(2, id) == static_cast<long long>(size); }, 5000))
+          << oc_->State(2);
+    }
+
+    HeldSends held(oc_->cluster(), 0);
+    ASSERT_TRUE(held.error().empty()) << held.error();
+    std::thread release([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      held.Release();
+    });
+    const auto begin = std::chrono::steady_clock::now();
+    hoplite::Status st = c1->Delete(id);
+    const auto took = std::chrono::steady_clock::now() - begin;
+    std::cerr << "size " << size << ": Delete with the shard's messages held back for 300 ms took "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
+    // Put anew at once, on the host that deleted it.
+    auto fresh = Pattern(size, 4242);
+    hoplite::Status put = st.ok() ? c1->Put(id, fresh.data(), fresh.size()) : st;
+    // Host 2's copy of the deleted object is gone: its Get reads the new bytes.
+    hoplite::Status read = put.ok() ? c2->Get(id, &got, 5000) : put;
+    release.join();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE(put.ok()) << put.ToString();
+    ASSERT_TRUE(read.ok()) << read.ToString();
+    EXPECT_TRUE(got == fresh) << "host 2 read the deleted object's bytes";
+    // After every message held back has been retransmitted, the new object is still everywhere.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    for (int h = 0; h < 3; ++h) {
+      auto c = oc_->Connect(h);
+      st = c->Get(id, &got, 3000);
+      EXPECT_TRUE(st.ok()) << "host " << h << ": the new object is gone: " << st.ToString();
+      EXPECT_TRUE(!st.ok() || got == fresh) << "host " << h << " read other bytes";
+    }
+    (void)c1->Delete(id);
+  }
 }
 
 TEST_F(ObjectsBasic, ReadOnlyGetMapsTheStoreWithoutWriteAccess) {

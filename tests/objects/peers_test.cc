@@ -134,6 +134,54 @@ TEST(PeersCork, HoldsMessagesUntilItEndsThenSendsThemInOrder) {
   EXPECT_EQ(p->WaitFor(4).back(), "four");
 }
 
+// Then runs its function once a call has ended, whichever way: on the reader's thread when the
+// answer comes, at once when the call had ended already (a call to itself, answered inline),
+// and when the peer is unknown. A shard's Delete waits for its holders' DropCopyDone this way.
+TEST(PeersThen, RunsOnceTheCallHasEnded) {
+  static Pair* p = new Pair();
+  std::mutex mu;
+  std::condition_variable cv;
+  int ran = 0;
+  auto note = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ++ran;
+    cv.notify_all();
+  };
+  auto wait_ran = [&](int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return ran >= n; });
+  };
+  // Answered later by the receiver; Then is registered before the answer can arrive: the call
+  // is corked until the Cork ends.
+  {
+    Peers::Cork cork(p->sender);
+    Peers::Outstanding call = p->sender->Begin(p->receiver_addr, kEcho, B("then"));
+    p->sender->Then(call, note);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(ran, 0) << "ran before the call was even sent";
+  }
+  ASSERT_TRUE(wait_ran(1));
+  // Ended before Then (a daemon that is not a peer fails at once): runs on this thread, now.
+  Peers::Outstanding failed = p->sender->Begin("127.0.0.9:9", kEcho, B("nobody"));
+  p->sender->Then(failed, note);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(ran, 2);
+  }
+  // The answer also stays there for Await.
+  Peers::Outstanding again = p->sender->Begin(p->receiver_addr, kEcho, B("both"));
+  p->sender->Then(again, note);
+  Bytes reply;
+  Status st = p->sender->Await(again, kEchoReply, &reply, Deadline::AfterMs(10000));
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(S(reply), "both");
+  ASSERT_TRUE(wait_ran(3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(ran, 3) << "a call's function ran more than once";
+}
+
 // A daemon's messages to itself keep their order as on a connection: a call does not
 // overtake a one-way message sent before it (the executor dispatches those; calls used to
 // run at once on the caller's thread, so an abandoned Put's Unpublish could land after the
