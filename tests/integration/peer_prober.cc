@@ -80,6 +80,7 @@ const Probe kProbes[] = {
     {objproto::kDirDelete, "DirDelete"},
     {objproto::kDirCount, "DirCount"},
     {objproto::kDropCopy, "DropCopy"},
+    {objproto::kDropCopyDone, "DropCopyDone"},
     {objproto::kDirStoreCopy, "DirStoreCopy"},
     {objproto::kFetch, "Fetch"},
     {objproto::kNodeStart, "NodeStart"},
