@@ -24,6 +24,7 @@
 #include "admin/daemon_routes.h"
 #include "admin/metrics_server.h"
 #include "collectives/protocol_versions.h"
+#include "objects/peer_versions.h"
 #include "collectives/registry.h"
 #include "common/busy_poll.h"
 #include "common/detached_thread.h"
@@ -483,6 +484,7 @@ int Main(int argc, char** argv) {
   flags.objects.self = my_addr;
   flags.objects.peers = SplitList(flags.object_peers);
   flags.objects.timeout_ms = flags.comm.timeout_ms;
+  flags.objects.peer_versions = ObjectPeerVersions();
   static objects::ObjectService object_store(flags.objects, &policy);
   if (handover.valid()) {
     st = AdoptObjects(takeover, &object_store);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/version_range.h"
 #include "objects/access.h"
 #include "objects/local_store.h"
 #include "objects/messages.h"
@@ -41,6 +42,9 @@ struct ObjectOptions {
   uint32_t default_access = objproto::kAccessOwner;  // --object-default-access
   uint64_t quota_bytes = 0;          // per uid on this daemon; 0: half of memory_bytes
   uint64_t quota_objects = 65536;    // per uid on this daemon
+  // The object protocol versions spoken with other daemons (conduitd sets them from
+  // objects/peer_versions.cc, which test builds of an earlier release override).
+  VersionRange peer_versions{objproto::kOldestPeerVersion, objproto::kNewestPeerVersion};
 };
 
 // A local copy or, for small objects served by the directory, the bytes themselves.

@@ -31,7 +31,7 @@ constexpr int kRelocatePauseMs = 20;
 ObjectService::ObjectService(ObjectOptions options, const ProgramPolicy* policy)
     : options_(std::move(options)),
       policy_(policy),
-      peers_(options_.self, options_.peers, options_.security),
+      peers_(options_.self, options_.peers, options_.security, options_.peer_versions),
       shard_(&peers_, options_.store_copy_bytes),
       dir_(&peers_),
       store_(options_.memory_bytes, objproto::kInlineLimit,
@@ -48,8 +48,12 @@ void ObjectService::Start() {
   reducer_->Register();
   peers_.Handle(objproto::kDropCopy, [this](const std::string&, const Bytes& b, const ReplyFn& reply) {
     // Answered only when the sender asked (kDropAck, version 5): it waits for that answer
-    // before it answers the Delete.
-    if (OnDropCopy(b)) reply(objproto::kDropCopyDone, Encode(ToObjectWire(Status::Ok())));
+    // before it answers the Delete. A build speaking 4 at most (a test's earlier release)
+    // does not answer, as that release did not.
+    const bool asked = OnDropCopy(b);
+    if (asked && options_.peer_versions.newest >= objproto::kDropAckPeerVersion) {
+      reply(objproto::kDropCopyDone, Encode(ToObjectWire(Status::Ok())));
+    }
   });
   peers_.Handle(objproto::kDirStoreCopy, [this](const std::string& from, const Bytes& b, const ReplyFn&) {
     OnStoreCopy(from, b);

@@ -37,9 +37,6 @@ Status ReadMsg(Conn& conn, Frame* frame, Deadline deadline) {
   return ReadFrame(conn, peerproto::kMagic, peerproto::kVersion, objproto::kMaxPayload, frame, deadline);
 }
 
-// The object protocol versions this daemon speaks with other daemons (PeerHello).
-constexpr VersionRange kPeerVersions{objproto::kOldestPeerVersion, objproto::kNewestPeerVersion};
-
 }  // namespace
 
 struct Peers::Pending {
@@ -88,8 +85,8 @@ struct Peers::Incoming {
   std::atomic<bool> closed{false};
 };
 
-Peers::Peers(std::string self, std::vector<std::string> peers, const PeerSecurity* security)
-    : self_(std::move(self)), all_(std::move(peers)), security_(security) {
+Peers::Peers(std::string self, std::vector<std::string> peers, const PeerSecurity* security, VersionRange versions)
+    : self_(std::move(self)), all_(std::move(peers)), security_(security), versions_(versions) {
   if (std::find(all_.begin(), all_.end(), self_) == all_.end()) all_.push_back(self_);
   std::sort(all_.begin(), all_.end());
   for (const auto& a : all_) {
@@ -142,7 +139,7 @@ bool Peers::IsLive(const std::string& addr) const {
 }
 
 uint32_t Peers::VersionOf(const std::string& addr) const {
-  if (addr == self_) return kPeerVersions.newest;
+  if (addr == self_) return versions_.newest;
   Channel* ch = Find(addr);
   if (ch == nullptr) return 0;
   std::lock_guard<std::mutex> lock(ch->mu);
@@ -215,8 +212,8 @@ void Peers::ConnectLoop(Channel* ch) {
       last_refusal.clear();
       TuneTcpSocket(conn.fd(), 3 * kSilenceMs);
       objproto::PeerHello hello{};
-      hello.version = kPeerVersions.oldest;
-      hello.newest = kPeerVersions.newest;
+      hello.version = versions_.oldest;
+      hello.newest = versions_.newest;
       hello.from = AddrToWire(self_);
       st = WriteMsg(conn, objproto::kPeerHello, 0, Encode(hello));
       Frame reply;
@@ -228,14 +225,14 @@ void Peers::ConnectLoop(Channel* ch) {
       Status ost = st.ok() ? FromObjectWire(ws) : FromConduit(st, objproto::kUnavailable);
       // The version both use: the acceptor's choice, which must be one we speak; a daemon
       // that predates negotiation accepted our oldest.
-      uint32_t version = kPeerVersions.oldest;
+      uint32_t version = versions_.oldest;
       objproto::PeerHelloAccept accept{};
       if (ost.ok() && reply.payload.size() >= sizeof(objproto::Status) + sizeof(accept)) {
         memcpy(&accept, reply.payload.data() + sizeof(objproto::Status), sizeof(accept));
         version = accept.version;
-        if (version < kPeerVersions.oldest || version > kPeerVersions.newest) {
+        if (version < versions_.oldest || version > versions_.newest) {
           ost = Err(objproto::kInvalid, "it chose object protocol version %u, which this daemon does not speak (%s)",
-                    version, DescribeVersions(kPeerVersions).c_str());
+                    version, DescribeVersions(versions_).c_str());
         }
       }
       if (ost.ok()) {
@@ -607,9 +604,9 @@ void Peers::ServeIncoming(Conn conn_in, const PeerIdentity& peer) {
   // Its versions (a daemon that predates negotiation names one) against ours.
   const VersionRange theirs{hello.version, hello.newest != 0 ? hello.newest : hello.version};
   uint32_t version = 0;
-  if (verdict.ok() && !NegotiateVersion(kPeerVersions, theirs, &version)) {
+  if (verdict.ok() && !NegotiateVersion(versions_, theirs, &version)) {
     verdict = Err(objproto::kInvalid, "it speaks object protocol versions %s, this daemon %s (upgrade the older one)",
-                  DescribeVersions(theirs).c_str(), DescribeVersions(kPeerVersions).c_str());
+                  DescribeVersions(theirs).c_str(), DescribeVersions(versions_).c_str());
   }
   // Who the peer is was proven by the handshake; its hello must agree (under
   // --insecure-peers, the hello is all there is).

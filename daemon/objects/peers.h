@@ -31,6 +31,7 @@
 #include "common/fd_io.h"
 #include "common/peer_identity.h"
 #include "common/stop_signal.h"
+#include "common/version_range.h"
 #include "objects/executor.h"
 #include "objects/hash_ring.h"
 #include "objects/messages.h"
@@ -47,8 +48,10 @@ using Handler = std::function<void(const std::string& from, const Bytes& body, c
 
 class Peers {
  public:
-  // `security` authenticates (and, when the cluster encrypts, seals) every connection.
-  Peers(std::string self, std::vector<std::string> peers, const PeerSecurity* security);
+  // `security` authenticates (and, when the cluster encrypts, seals) every connection;
+  // `versions`: the object protocol versions this daemon speaks with the others.
+  Peers(std::string self, std::vector<std::string> peers, const PeerSecurity* security,
+        VersionRange versions = {objproto::kOldestPeerVersion, objproto::kNewestPeerVersion});
   ~Peers();
 
   // Registration happens before Start.
@@ -167,6 +170,7 @@ class Peers {
   const std::string self_;
   std::vector<std::string> all_;
   const PeerSecurity* security_;
+  const VersionRange versions_;
   std::map<uint16_t, Handler> handlers_;
   std::function<void()> changed_;
   std::function<void(const std::string&)> peer_up_;

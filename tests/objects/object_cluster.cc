@@ -45,7 +45,8 @@ long long JsonNumber(const std::string& json, const std::string& key) {
 }
 
 ObjectCluster::ObjectCluster(const std::string& prefix, const std::string& subnet, int hosts,
-                             std::vector<std::string> extra_args, const std::string& rate)
+                             std::vector<std::string> extra_args, const std::string& rate,
+                             const std::string& daemon_binary)
     : cluster_([&] {
         ClusterConfig c;
         c.prefix = prefix;
@@ -55,6 +56,7 @@ ObjectCluster::ObjectCluster(const std::string& prefix, const std::string& subne
         c.object_peers = true;
         c.daemon_args = std::move(extra_args);
         c.rate = rate;
+        c.daemon_binary = daemon_binary;
         return c;
       }()) {}
 

@@ -31,8 +31,9 @@ bool WaitFor(const std::function<bool()>& done, int timeout_ms = 6000);
 
 class ObjectCluster {
  public:
+  // `daemon_binary`: what every host starts ("": conduitd; e.g. a build of an earlier release).
   ObjectCluster(const std::string& prefix, const std::string& subnet, int hosts, std::vector<std::string> extra_args = {},
-                const std::string& rate = "");
+                const std::string& rate = "", const std::string& daemon_binary = "");
   // Starts namespaces and daemons and waits until every daemon sees all the others.
   bool Start(std::string* error);
   Cluster& cluster() { return cluster_; }

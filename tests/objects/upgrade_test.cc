@@ -225,5 +225,71 @@ TEST(ObjectsUpgrade, RollingUpgradeUnderPutsAndGets) {
             << " ms\n";
 }
 
+// A rolling upgrade from the release before object protocol 5, whose daemons drop a deleted
+// object's copies one-way: while any holder speaks 4, a Delete still works (answered, every
+// copy gone soon after, a Put of the id anew read everywhere); once every daemon speaks 5,
+// every copy is gone by the time the Delete is answered.
+TEST(ObjectsUpgrade, DeletesAcrossARollingUpgradeFromObjectProtocol4) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  ObjectCluster oc("ou4", "10.89.0", 3, {}, "", Cluster::ToolPath("conduitd_objects_4"));
+  std::string error;
+  ASSERT_TRUE(oc.Start(&error)) << error;
+  const std::string current = Cluster::ConduitdPath();
+  for (int upgraded = 0; upgraded <= 3; ++upgraded) {
+    SCOPED_TRACE(std::to_string(upgraded) + " of 3 daemons upgraded");
+    if (upgraded > 0) {
+      CtlResult up = Ctl(oc.cluster(), upgraded - 1, {"upgrade", current});
+      ASSERT_EQ(up.rc, 0) << up.out;
+      for (int h = 0; h < 3; ++h) ASSERT_TRUE(oc.WaitLive(h, 3)) << "host " << h;
+    }
+    // What each daemon's connection to every other negotiated last (the dialer logs it): 4
+    // while either end is of the earlier release, 5 once both are upgraded.
+    for (int h = 0; h < 3; ++h) {
+      for (int g = 0; g < 3; ++g) {
+        if (g == h) continue;
+        const std::string up = "peer " + oc.cluster().PeerAddr(g) + " is up (object protocol ";
+        const std::string want = h < upgraded && g < upgraded ? "5" : "4";
+        auto last = [&] {
+          const std::string log = oc.cluster().daemon(h).Output();
+          const size_t at = log.rfind(up);
+          return at == std::string::npos ? std::string() : log.substr(at + up.size(), 1);
+        };
+        EXPECT_TRUE(WaitFor([&] { return last() == want; }, 5000))
+            << "host " << h << " to host " << g << ": protocol " << last() << ", expected " << want;
+      }
+    }
+    for (size_t size : {size_t{1000}, size_t{100000}}) {
+      const std::string id = "mixed-" + std::to_string(upgraded) + "-" + std::to_string(size);
+      auto c0 = oc.Connect(0);
+      auto c1 = oc.Connect(1);
+      auto c2 = oc.Connect(2);
+      const auto old_bytes = Pattern(size, 7 + upgraded);
+      ASSERT_TRUE(c0->Put(id, old_bytes.data(), old_bytes.size()).ok());
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(c2->Get(id, &got, 10000).ok());
+      ASSERT_TRUE(WaitFor([&] { return oc.ReadyOf(2, id) == static_cast<long long>(size); }, 5000)) << oc.State(2);
+      hoplite::Status st = c1->Delete(id);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      if (upgraded == 3) {
+        EXPECT_EQ(oc.ReadyOf(0, id), -1) << "host 0 still holds the deleted object after the Delete was answered";
+        EXPECT_EQ(oc.ReadyOf(2, id), -1) << "host 2 still holds the deleted object after the Delete was answered";
+      } else {
+        for (int h = 0; h < 3; ++h) {
+          EXPECT_TRUE(WaitFor([&] { return oc.ReadyOf(h, id) == -1; }, 5000)) << "host " << h << ": " << oc.State(h);
+        }
+      }
+      const auto new_bytes = Pattern(size, 70 + upgraded);
+      st = c1->Put(id, new_bytes.data(), new_bytes.size());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (auto* c : {c0.get(), c1.get(), c2.get()}) {
+        st = c->Get(id, &got, 10000);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        EXPECT_TRUE(got == new_bytes) << "read other bytes than the new Put's";
+      }
+      EXPECT_TRUE(c1->Delete(id).ok());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace conduit::it
