@@ -179,8 +179,9 @@ class HeldSends {
 // shard's messages to the other daemons are held back for 300 ms (then retransmitted), its
 // answers are not.
 TEST_F(ObjectsBasic, DeleteIsAnsweredOnceEveryCopyIsDropped) {
-  // 1000 bytes: handed out to every daemon by the shard; 20000: inline, host 1's copy the
-  // only one; 100000: in shared memory, fetched by host 2.
+  // 1000 bytes: handed out to every daemon by the shard; 20000: inline (the shard keeps the
+  // bytes), not handed out, so host 2's Get keeps no copy; 100000: in shared memory, fetched
+  // by host 2.
   for (size_t size : {size_t{1000}, size_t{20000}, size_t{100000}}) {
     SCOPED_TRACE("size " + std::to_string(size));
     // An id whose directory shard is on host 0, Put on host 1; host 2 reads it.
