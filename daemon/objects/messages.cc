@@ -84,4 +84,10 @@ bool DecodeStoreCopy(const Bytes& body, objproto::StoreCopy* head, std::string* 
          head->owner.access <= objproto::kAccessWorld;
 }
 
+bool DecodeDropCopy(const Bytes& body, objproto::DropCopy* drop, std::string* id) {
+  return body.size() == sizeof(*drop) && Decode(body, drop) && IdFromWire(drop->id, id) &&
+         (drop->reason == objproto::kDropDeleted || drop->reason == objproto::kDropLost) &&
+         (drop->flags & ~objproto::kDropAck) == 0;
+}
+
 }  // namespace conduit::objects

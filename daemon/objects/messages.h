@@ -95,6 +95,9 @@ bool DecodeReduce(const Bytes& body, objproto::ReduceRequest* req, std::string* 
 // (kAccessOwner..kAccessWorld), a size under kInlineLimit and exactly that many bytes after
 // the struct (Tail). False when malformed.
 bool DecodeStoreCopy(const Bytes& body, objproto::StoreCopy* head, std::string* id);
+// A shard's DropCopy (directory.cc -> object_service.cc): exactly the struct, a valid id, a
+// known reason (kDropDeleted, kDropLost) and no flag but kDropAck. False when malformed.
+bool DecodeDropCopy(const Bytes& body, objproto::DropCopy* drop, std::string* id);
 
 }  // namespace conduit::objects
 

@@ -469,7 +469,10 @@ Status ObjectService::Delete(const std::string& id, const Caller& caller, Deadli
 bool ObjectService::OnDropCopy(const Bytes& body) {
   objproto::DropCopy d{};
   std::string id;
-  if (!Decode(body, &d) || !IdFromWire(d.id, &id)) return false;
+  if (!DecodeDropCopy(body, &d, &id)) {
+    CLOG_WARN("objects: a malformed DropCopy (%zu bytes) was ignored", body.size());
+    return false;
+  }
   Status why = d.reason == objproto::kDropLost
                       ? ObjectLost(id)
                       : Err(objproto::kNotFound, "object %s was deleted", Printable(id).c_str());

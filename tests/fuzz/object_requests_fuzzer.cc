@@ -1,7 +1,7 @@
 // A program's requests to the object store (libhoplite -> conduitd, docs/object-protocol.md),
 // decoded by the functions ProgramSession uses (objects/messages.h): Hello, Put (with its
 // inline bytes), Get, Release/Delete, Wait and Reduce (with their id lists); and, of the
-// daemons' messages, the addresses in their structs and a shard's StoreCopy. The first byte
+// daemons' messages, the addresses in their structs, a shard's StoreCopy and DropCopy. The first byte
 // picks the message; the rest is its body. Decoded ids are valid and printable, counts and
 // sizes within the protocol's limits.
 #include <cstddef>
@@ -36,7 +36,7 @@ void CheckIds(const std::vector<std::string>& ids, uint32_t n) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const Bytes body(data + 1, data + size);
-  switch (data[0] % 8) {
+  switch (data[0] % 9) {
     case 0: {
       objproto::HelloRequest req;
       std::string exe;
@@ -106,6 +106,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  static_cast<unsigned long long>(c.size), body.size());
       FUZZ_CHECK(c.owner.access >= objproto::kAccessOwner && c.owner.access <= objproto::kAccessWorld, "access %u",
                  c.owner.access);
+      break;
+    }
+    case 8: {
+      // A shard's drop of this daemon's copy: a valid id (a reduce's internal ones too), a
+      // known reason, and of the flags only the request for an answer (version 5).
+      objproto::DropCopy d;
+      std::string id;
+      if (!DecodeDropCopy(body, &d, &id)) break;
+      FUZZ_CHECK(body.size() == sizeof(d), "a DropCopy of %zu bytes", body.size());
+      FUZZ_CHECK(ValidId(id) && id.size() == d.id.len, "id of %zu bytes", id.size());
+      FUZZ_CHECK(d.reason == objproto::kDropDeleted || d.reason == objproto::kDropLost, "reason %u", d.reason);
+      FUZZ_CHECK((d.flags & ~objproto::kDropAck) == 0, "flags 0x%x", d.flags);
       break;
     }
   }
