@@ -25,6 +25,9 @@ constexpr auto kLostConfirm = std::chrono::milliseconds(2000);
 // many daemons: each Put then costs one small message per daemon, which a larger cluster
 // would pay for objects most daemons never read.
 constexpr size_t kMaxStoreCopyDaemons = 64;
+// How long a Delete waits for a live holder's DropCopyDone (a holder answers as soon as its
+// store has let the copy go, in microseconds): past this the holder is taken to be faulty.
+constexpr int kDropAnswerMs = 5000;
 
 void RunAll(std::vector<std::function<void()>>& actions) {
   for (auto& a : actions) a();
@@ -497,18 +500,20 @@ void DirectoryShard::OnDelete(const Bytes& body, const ReplyFn& reply) {
       it->second.owner = objproto::Owner{};
     }
   }
-  DropHolders(req.id, holders, [reply, answer = Encode(ToObjectWire(st))] {
+  DropHolders(id, req.id, holders, [reply, answer = Encode(ToObjectWire(st))] {
     reply(objproto::kDirDeleteReply, answer);
   });
 }
 
-void DirectoryShard::DropHolders(const objproto::Id& id, const std::vector<std::string>& holders,
-                                 std::function<void()> then) {
+void DirectoryShard::DropHolders(const std::string& id, const objproto::Id& wire_id,
+                                 const std::vector<std::string>& holders, std::function<void()> then) {
   // The Delete is answered once every holder that speaks version 5 (this daemon included) has
   // dropped its copy: a program told of the Delete finds no copy of the old object anywhere,
   // and no DropCopy still on its way can remove the copy of a Put of the id made after it
   // (docs/object-protocol.md). Older holders get the one-way message before the answer. A
-  // holder that does not answer is declared down within 2 s, which ends its call too.
+  // holder that goes silent is declared down within 2 s, which ends its call; one that stays
+  // up but does not answer (a faulty daemon) is waited for kDropAnswerMs at most, and the
+  // Delete is answered without it: the entry is gone, and a Delete must not hang on a holder.
   struct Waiting {
     std::atomic<size_t> left;
     std::function<void()> then;
@@ -521,11 +526,19 @@ void DirectoryShard::DropHolders(const objproto::Id& id, const std::vector<std::
   };
   for (const std::string& addr : holders) {
     objproto::DropCopy d{};
-    d.id = id;
+    d.id = wire_id;
     d.reason = objproto::kDropDeleted;
     if (peers_->VersionOf(addr) >= objproto::kDropAckPeerVersion) {
       d.flags = objproto::kDropAck;
-      peers_->Then(peers_->Begin(addr, objproto::kDropCopy, Encode(d)), one_done);
+      auto answered = [one_done, addr, shown = Printable(id)](const Status& st) {
+        if (ObjectCodeOf(st) == objproto::kTimeout) {
+          CLOG_WARN("objects: daemon %s did not confirm dropping its copy of deleted %s within %d ms; the Delete "
+                    "is answered without it (that daemon may still serve the old bytes)",
+                    addr.c_str(), shown.c_str(), kDropAnswerMs);
+        }
+        one_done();
+      };
+      peers_->Then(peers_->Begin(addr, objproto::kDropCopy, Encode(d)), answered, Deadline::AfterMs(kDropAnswerMs));
     } else {
       peers_->Send(addr, objproto::kDropCopy, Encode(d));
       one_done();

@@ -107,7 +107,8 @@ class DirectoryShard {
   void OnUnsubscribe(const std::string& from, const Bytes& body);
   void OnDelete(const Bytes& body, const ReplyFn& reply);
   // Sends a Delete's DropCopy to `holders` and runs `then` once they have dropped their copies.
-  void DropHolders(const objproto::Id& id, const std::vector<std::string>& holders, std::function<void()> then);
+  void DropHolders(const std::string& id, const objproto::Id& wire_id, const std::vector<std::string>& holders,
+                   std::function<void()> then);
   void OnCount(const Bytes& body, const ReplyFn& reply);
   void SweepLoop();
 

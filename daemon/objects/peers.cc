@@ -46,10 +46,12 @@ struct Peers::Pending {
   Status status;
   uint16_t type = 0;
   Bytes body;
-  std::function<void()> then;  // Peers::Then: run once, after done is set
+  std::function<void(const Status&)> then;  // Peers::Then: run once, after done is set
+  // Peers::Then's deadline; read and written under the channel's mu (ExpireCalls).
+  Deadline::Clock::time_point expires = Deadline::Clock::time_point::max();
 
   void Finish(Status st, uint16_t t, Bytes b) {
-    std::function<void()> after;
+    std::function<void(const Status&)> after;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (done) return;
@@ -60,7 +62,8 @@ struct Peers::Pending {
       cv.notify_all();
       after = std::move(then);
     }
-    if (after) after();
+    // status is not written again once done is set.
+    if (after) after(status);
   }
 };
 
@@ -335,6 +338,7 @@ void Peers::MarkDown(Channel* ch, int fd, const std::string& why) {
 
 void Peers::PingLoop() {
   while (Pause(std::chrono::milliseconds(kPingEveryMs))) {
+    ExpireCalls();
     {
       // A replacement's grace that ended: what was kept for it is looked at again.
       bool ended = false;
@@ -435,16 +439,46 @@ Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body
   return o;
 }
 
-void Peers::Then(const Outstanding& o, std::function<void()> done) {
+void Peers::Then(const Outstanding& o, std::function<void(const Status&)> done, Deadline deadline) {
   Pending* p = o.p.get();
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (!p->done) {
       p->then = std::move(done);
-      return;
+      done = nullptr;
     }
   }
-  done();
+  if (done) {
+    done(p->status);
+    return;
+  }
+  // Calls to itself are answered by this daemon's own handlers, which always answer.
+  if (o.ch != nullptr && !deadline.is_never()) {
+    std::lock_guard<std::mutex> lock(o.ch->mu);
+    auto it = o.ch->pending.find(o.tag);
+    if (it != o.ch->pending.end()) it->second->expires = deadline.when();
+  }
+}
+
+void Peers::ExpireCalls() {
+  const auto now = Deadline::Clock::now();
+  for (auto& ch : channels_) {
+    std::vector<std::shared_ptr<Pending>> expired;
+    {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      for (auto it = ch->pending.begin(); it != ch->pending.end();) {
+        if (it->second->expires > now) {
+          ++it;
+          continue;
+        }
+        expired.push_back(std::move(it->second));
+        it = ch->pending.erase(it);
+      }
+    }
+    for (auto& p : expired) {
+      p->Finish(Err(objproto::kTimeout, "daemon %s did not answer in time", ch->addr.c_str()), 0, {});
+    }
+  }
 }
 
 Status Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Deadline deadline) {

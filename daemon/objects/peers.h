@@ -95,11 +95,13 @@ class Peers {
   struct Outstanding;
   Outstanding Begin(const std::string& to, uint16_t type, Bytes body);
   Status Await(const Outstanding& call, uint16_t reply_type, Bytes* reply, Deadline deadline);
-  // Or, instead of Await: runs `done` once the call has ended (its answer came, `to` went down
-  // or the daemon is stopping), at once when it has already, else on the thread that ends it
-  // (a connection's reader: `done` must not block). A call to a live daemon that never
-  // answers never ends: only for messages whose handlers always answer.
-  void Then(const Outstanding& call, std::function<void()> done);
+  // Or, instead of Await: runs `done` once the call has ended, at once when it has already,
+  // else on the thread that ends it (a connection's reader or the ping loop: `done` must not
+  // block). `done` gets Ok when an answer came (of any type), else why the call failed: `to`
+  // went down, the daemon is stopping, or `deadline` passed first (kTimeout; looked at with
+  // every ping, so up to a quarter second late). The deadline is what bounds a call to a live
+  // daemon that never answers (a faulty or hostile one), and its entry in the channel's table.
+  void Then(const Outstanding& call, std::function<void(const Status&)> done, Deadline deadline);
   // Runs fn later on the peers' executor thread (clean-ups off a latency path).
   void Defer(std::function<void()> fn) { executor_.Post(std::move(fn)); }
   // One-way; silently dropped when `to` is down (its death is handled through membership).
@@ -158,6 +160,8 @@ class Peers {
   void ReadLoop(Channel* ch, Conn& conn);
   void PingLoop();
   void MarkDown(Channel* ch, int fd, const std::string& why);
+  // Ends the calls whose Then deadline has passed (kTimeout); run with every ping.
+  void ExpireCalls();
   // Writes one message on `fd` (still ch's), or holds it for this thread's Cork.
   Status Write(Channel* ch, int fd, uint16_t type, uint32_t tag, const Bytes& body);
   void WriteHeld(Channel* ch, int fd, const std::string& frames);

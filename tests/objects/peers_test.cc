@@ -142,9 +142,11 @@ TEST(PeersThen, RunsOnceTheCallHasEnded) {
   std::mutex mu;
   std::condition_variable cv;
   int ran = 0;
-  auto note = [&] {
+  std::vector<Status> ends;
+  auto note = [&](const Status& st) {
     std::lock_guard<std::mutex> lock(mu);
     ++ran;
+    ends.push_back(st);
     cv.notify_all();
   };
   auto wait_ran = [&](int n) {
@@ -156,7 +158,7 @@ TEST(PeersThen, RunsOnceTheCallHasEnded) {
   {
     Peers::Cork cork(p->sender);
     Peers::Outstanding call = p->sender->Begin(p->receiver_addr, kEcho, B("then"));
-    p->sender->Then(call, note);
+    p->sender->Then(call, note, Deadline::AfterMs(10000));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(ran, 0) << "ran before the call was even sent";
@@ -164,14 +166,14 @@ TEST(PeersThen, RunsOnceTheCallHasEnded) {
   ASSERT_TRUE(wait_ran(1));
   // Ended before Then (a daemon that is not a peer fails at once): runs on this thread, now.
   Peers::Outstanding failed = p->sender->Begin("127.0.0.9:9", kEcho, B("nobody"));
-  p->sender->Then(failed, note);
+  p->sender->Then(failed, note, Deadline::AfterMs(10000));
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(ran, 2);
   }
   // The answer also stays there for Await.
   Peers::Outstanding again = p->sender->Begin(p->receiver_addr, kEcho, B("both"));
-  p->sender->Then(again, note);
+  p->sender->Then(again, note, Deadline::Never());
   Bytes reply;
   Status st = p->sender->Await(again, kEchoReply, &reply, Deadline::AfterMs(10000));
   ASSERT_TRUE(st.ok()) << st.message();
@@ -180,6 +182,51 @@ TEST(PeersThen, RunsOnceTheCallHasEnded) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(ran, 3) << "a call's function ran more than once";
+  ASSERT_EQ(ends.size(), 3u);
+  EXPECT_TRUE(ends[0].ok()) << ends[0].message();
+  EXPECT_EQ(ObjectCodeOf(ends[1]), objproto::kUnavailable) << ends[1].message();
+  EXPECT_TRUE(ends[2].ok()) << ends[2].message();
+}
+
+// A live daemon that never answers (its handler drops the request) cannot hold a Then call
+// forever: the call ends with kTimeout once its deadline has passed, its entry leaves the
+// channel's table, and the connection stays up for other calls. A shard's Delete is bounded
+// this way when a holder does not confirm its drop.
+constexpr uint16_t kSilent = 0x7f06;  // received, never answered
+
+TEST(PeersThen, EndsACallThatIsNeverAnsweredAtItsDeadline) {
+  static Pair* p = new Pair([](Peers* receiver, const PeerSecurity*) {
+    receiver->Handle(kSilent, [](const std::string&, const Bytes&, const ReplyFn&) {});
+  });
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Status> ends;
+  auto note = [&](const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    ends.push_back(st);
+    cv.notify_all();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  p->sender->Then(p->sender->Begin(p->receiver_addr, kSilent, B("never answered")), note, Deadline::AfterMs(300));
+  // With no deadline the call would wait for an answer that never comes (the peer is live:
+  // it answers pings); the test waits well past the deadline plus one ping period.
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return !ends.empty(); }))
+        << "a call to a live daemon that never answers did not end at its deadline";
+    EXPECT_EQ(ObjectCodeOf(ends[0]), objproto::kTimeout) << ends[0].message();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(300)) << "ended before its deadline";
+  EXPECT_TRUE(p->sender->IsLive(p->receiver_addr)) << "a late answer is not a dead peer";
+  // The connection still carries calls, and ends each once.
+  Bytes reply;
+  Status st = p->sender->Call(p->receiver_addr, kEcho, B("still up"), kEchoReply, &reply, Deadline::AfterMs(10000));
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(S(reply), "still up");
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(ends.size(), 1u) << "a call's function ran more than once";
 }
 
 // A daemon's messages to itself keep their order as on a connection: a call does not
