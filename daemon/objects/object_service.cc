@@ -181,7 +181,12 @@ Status ObjectService::CreateForPut(const std::string& id, uint64_t size, const u
 bool ObjectService::DropStaleCopy(const std::string& id) {
   // A cached copy of a deleted object stays until its DropCopy arrives, which may be after a
   // program here, told of the Delete, Puts the id anew. The directory decides: with no
-  // complete copy listed, the object is gone and the copy here is stale.
+  // complete copy listed, the object is gone and the copy here is stale. A shard of version 5
+  // answers a Delete only once this daemon has dropped its copy (DropHolders), so under one
+  // a complete copy here is a live object's: it is not asked (while the ring changes, it
+  // could answer before the copies are listed again, and a valid copy would go).
+  // (VersionOf is the version negotiated with the shard, this daemon's newest for itself.)
+  if (peers_.VersionOf(peers_.Owner(id)) >= objproto::kDropAckPeerVersion) return false;
   ObjectRef cached = store_.Find(id);
   if (cached == nullptr || cached->pinned() || cached->internal() || !cached->complete()) return false;
   uint32_t complete = 0;
