@@ -13,8 +13,8 @@
 # time includes the spinning (in "other user", "context switches" and "other kernel").
 # Each system first runs a few calls to learn its time per call, then enough calls to
 # outlast the recording, which starts 3 s into the run, once the loop is running. CPU per
-# call = the category's share of the samples x CPUs x seconds / calls in the window (the
-# window over the time per call the run itself reports). --mem-alloc: ours in ncclMemAlloc buffers (conduit-perf -R 1).
+# call = the category's share of the samples x CPUs x the time per call the run reports.
+# --mem-alloc: ours in ncclMemAlloc buffers (conduit-perf -R 1).
 # Needs perf (linux-perf) and, for OpenMPI, mpicc and mpirun.
 set -euo pipefail
 
@@ -33,7 +33,7 @@ while [[ $# -gt 0 ]]; do
     --prefix) BENCH_PREFIX=$2; shift 2 ;;
     --subnet) BENCH_SUBNET=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cpu_profile.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -110,4 +110,4 @@ done
 
 echo "## $COLL of $SIZE, $HOSTS hosts x $PPN ranks, links $RATE: us of CPU per call ($(nproc) CPUs, ${SECONDS_} s recorded)"
 echo
-"$BENCH_PY" "$BENCH_DIR/cpu_profile_table.py" --cpus "$(nproc)" --seconds "$SECONDS_" "${TABLE_ARGS[@]}"
+"$BENCH_PY" "$BENCH_DIR/cpu_profile_table.py" --cpus "$(nproc)" "${TABLE_ARGS[@]}"

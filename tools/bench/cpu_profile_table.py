@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """CPU time per call by category, in us, from `perf record -a` files (cpu_profile.sh).
 
-usage: cpu_profile_table.py --cpus N --seconds S LABEL=FILE.data:US_PER_CALL ...
+usage: cpu_profile_table.py --cpus N LABEL=FILE.data:US_PER_CALL ...
 
-Each sample of a whole-machine recording is a slice of one CPU's time. A category's CPU per
-call is its share of the samples x CPUs x seconds / the calls made in the window (seconds
-over the run's own time per call). The categories are the ones the profiles in
+Each sample of a whole-machine recording is a slice of one CPU's time, so a call made while
+it ran cost the machine CPUs x its time per call, and a category's share of the samples is
+its share of that. The categories are the ones the profiles in
 docs/benchmarks.md found to matter; everything else lands in "other kernel" or "other
 user".
 """
@@ -50,7 +50,6 @@ def shares(data):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cpus", type=int, required=True)
-    ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("runs", nargs="+", help="LABEL=FILE.data:US_PER_CALL")
     args = ap.parse_args()
     columns = []
@@ -59,8 +58,7 @@ def main():
         data, _, us = rest.rpartition(":")
         if not label or not data or not us:
             sys.exit("cpu_profile_table.py: expected LABEL=FILE.data:US_PER_CALL, got %r" % run)
-        calls = args.seconds * 1e6 / float(us)
-        per_call = args.cpus * args.seconds * 1e6 / calls  # us of machine time per call
+        per_call = args.cpus * float(us)  # us of machine time per call
         columns.append((label, float(us), per_call, shares(data)))
     print("| us of CPU per call | " + " | ".join(c[0] for c in columns) + " |")
     print("| --- |" + " ---: |" * len(columns))
