@@ -80,6 +80,7 @@ struct ncclComm {
   // group replies say so; under op_mu).
   bool p2p_in_regions = false;
   bool reduce_in_regions = false;
+  bool counts_in_place_root = false;  // kReplyCountsInPlaceRoot: kOpOutputIsInput is understood
   uint64_t split_generation = 0;
   uint64_t shrink_generation = 0;
   std::mutex redop_mu;

@@ -248,7 +248,9 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
       if (first_device == nullptr) first_device = op;
       continue;
     }
-    op->desc.flags = 0;
+    op->desc.flags = op->place == MemoryKind::kHost && op->output_is_input() && comm->counts_in_place_root
+                         ? shimproto::kOpOutputIsInput
+                         : 0;
     op->desc.offset = kStagingControlBytes + total;
     total += AlignUp(op->region_bytes);
     if (op->place == MemoryKind::kStaged) sent->staged.push_back(op);
@@ -340,6 +342,7 @@ void NoteWhatTheDaemonServes(ncclComm* comm, const Frame& reply) {
   memcpy(&head, reply.payload.data(), sizeof(head));
   comm->p2p_in_regions = (head.flags & shimproto::kReplyP2pInRegions) != 0;
   comm->reduce_in_regions = (head.flags & shimproto::kReplyReduceInRegions) != 0;
+  comm->counts_in_place_root = (head.flags & shimproto::kReplyCountsInPlaceRoot) != 0;
 }
 
 // After a successful reply: results to the program's buffers (or its stream ordered after
@@ -351,8 +354,8 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
     return Status::Ok();
   }
   for (PendingOp* op : list) {
-    if (op->place == MemoryKind::kHost && !op->in_regions && op->out_bytes > 0) {
-      memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->out_bytes);
+    if (op->place == MemoryKind::kHost && !op->in_regions && op->copy_out_bytes() > 0) {
+      memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->copy_out_bytes());
     } else if (op->place == MemoryKind::kStaged) {
       CONDUIT_RETURN_IF_ERROR(StageOut(*op, comm->staging.data()));
     }

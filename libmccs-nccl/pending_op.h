@@ -37,6 +37,12 @@ struct PendingOp {
   // device op whose factor CUDA knows, left to DevicePath::PlaceScalar (deferred).
   const void* scalar_pointer = nullptr;
   bool scalar_deferred = false;
+
+  // A broadcast's root in place: its buffer already holds the result (the input it sends),
+  // so nothing is copied back out of the segment (docs/design.md, "Copies per payload byte").
+  bool output_is_input() const { return desc.kind == shimproto::kBroadcast && in != nullptr && in == out; }
+  // Bytes copied out of the segment into `out` after a staged op.
+  size_t copy_out_bytes() const { return output_is_input() ? 0 : out_bytes; }
 };
 
 }  // namespace conduit

@@ -99,7 +99,7 @@ void InputFeeder::CopyAll() {
 OutputPump::OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op)
     : segment_(segment),
       op_(op),
-      output_(ChunkSpan(segment_bytes, op.desc.offset + op.out_at, op.desc.offset + op.out_at + op.out_bytes)) {}
+      output_(ChunkSpan(segment_bytes, op.desc.offset + op.out_at, op.desc.offset + op.out_at + op.copy_out_bytes())) {}
 
 void OutputPump::CopyChunk(size_t c) {
   const ChunkSpan& out = output_.span();

@@ -209,6 +209,11 @@ inline constexpr uint8_t kOpDevice = 1;  // data in registered device buffers (D
 // words (op i at DeviceAsyncHeader::sync_offset + 8 + 8 * i), copied there on the program's
 // stream before the ready word (ncclScalarDevice, read when the daemon's kernel runs).
 inline constexpr uint8_t kOpScalarWord = 4;
+// A broadcast's root in place, staged (neither kOpDevice nor kOpRegion): its output buffer
+// is its input, so its shim copies nothing out of the segment afterwards. It changes only
+// what the daemon counts as the program's copies (docs/design.md); sent only to a daemon
+// whose group replies carry kReplyCountsInPlaceRoot.
+inline constexpr uint8_t kOpOutputIsInput = 8;
 // Where op i's factor slot is, in bytes from the ready word: after the ready and done words.
 inline constexpr uint64_t kSyncWordBytes = 4;
 inline constexpr uint64_t kScalarSlotBytes = 8;
@@ -288,6 +293,9 @@ inline constexpr uint32_t kReplyEventUnusable = 1;
 inline constexpr uint32_t kReplyP2pInRegions = 2;
 // kReplyReduceInRegions: likewise for Reduce and ReduceScatter (daemons from 2026-12-05).
 inline constexpr uint32_t kReplyReduceInRegions = 4;
+// kReplyCountsInPlaceRoot: on every group reply of a daemon that takes kOpOutputIsInput
+// (daemons from 2026-12-05, evening).
+inline constexpr uint32_t kReplyCountsInPlaceRoot = 8;
 
 struct CommDestroyReply {
   WireStatus status;

@@ -242,13 +242,19 @@ void Communicator::Leave(int rank, bool graceful) {
 
 Status Communicator::ValidateOp(int rank, const RankBuffer& buffer, const shimproto::OpDesc& op) const {
   if (op.kind < shimproto::kAllReduce || op.kind > shimproto::kRecv) return InvalidArgument("unknown op kind %u", op.kind);
-  if ((op.flags & ~(shimproto::kOpDevice | shimproto::kOpRegion | shimproto::kOpScalarWord)) != 0 ||
+  if ((op.flags & ~(shimproto::kOpDevice | shimproto::kOpRegion | shimproto::kOpScalarWord |
+                    shimproto::kOpOutputIsInput)) != 0 ||
       (op.flags & (shimproto::kOpDevice | shimproto::kOpRegion)) == (shimproto::kOpDevice | shimproto::kOpRegion)) {
     return InvalidArgument("unknown op flags 0x%x", op.flags);
   }
   if ((op.flags & shimproto::kOpScalarWord) &&
       (!(op.flags & shimproto::kOpDevice) || op.redop != shimproto::kRedOpPreMulSum)) {
     return InvalidArgument("kOpScalarWord needs a device PreMulSum op (flags 0x%x, redop %u)", op.flags, op.redop);
+  }
+  if ((op.flags & shimproto::kOpOutputIsInput) &&
+      (op.kind != shimproto::kBroadcast || op.peer != rank || (op.flags & ~shimproto::kOpOutputIsInput) != 0)) {
+    return InvalidArgument("kOpOutputIsInput needs a staged broadcast's root (flags 0x%x, kind %u, root %d, rank %d)",
+                           op.flags, op.kind, op.peer, rank);
   }
   const bool device = (op.flags & shimproto::kOpDevice) != 0;
   // An op in host regions was checked against its regions by the session (HostRegions).

@@ -72,9 +72,11 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
   for (size_t i = 0; i < ranks_.size(); ++i) {
     if (!OutputOf(i).empty()) outs.push_back(OutputOf(i));
     // Each shim copies its input into staging and its output out of it (libmccs-nccl/ops.cc),
-    // except for ops in host regions, which the daemon reads and writes in place.
+    // except for ops in host regions, which the daemon reads and writes in place, and a
+    // broadcast's root in place, whose buffer already holds its output (kOpOutputIsInput).
     if (traffic_ != nullptr && !ranks_[i].in_regions()) {
-      traffic_->AddProgramCopy(InputOf(i).end - InputOf(i).begin + OutputOf(i).end - OutputOf(i).begin);
+      const bool out_is_in = (ranks_[i].op.flags & shimproto::kOpOutputIsInput) != 0;
+      traffic_->AddProgramCopy(InputOf(i).end - InputOf(i).begin + (out_is_in ? 0 : OutputOf(i).end - OutputOf(i).begin));
     }
   }
   std::sort(outs.begin(), outs.end(), [](Range a, Range b) { return a.begin < b.begin; });

@@ -435,7 +435,7 @@ Status EnsureP2pStream(int device, std::unique_ptr<gpu::CommStream>* stream) {
 Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
-  reply.flags = shimproto::kReplyP2pInRegions | shimproto::kReplyReduceInRegions;
+  reply.flags = shimproto::kReplyP2pInRegions | shimproto::kReplyReduceInRegions | shimproto::kReplyCountsInPlaceRoot;
   // What the proxy's job needs, owned by it.
   struct Job {
     std::vector<shimproto::OpDesc> ops;
@@ -499,7 +499,7 @@ Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
 Status ClientSession::HandleGroup(const Frame& frame) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
-  reply.flags = shimproto::kReplyP2pInRegions | shimproto::kReplyReduceInRegions;
+  reply.flags = shimproto::kReplyP2pInRegions | shimproto::kReplyReduceInRegions | shimproto::kReplyCountsInPlaceRoot;
   shimproto::DeviceGroupReplyTail tail{};
   ParsedGroup group;
   Status st = ParseGroupRequest(frame.payload, &group);

@@ -197,6 +197,16 @@ TEST_F(DeviceProtocolTest, ScalarWordOnAHostOp) {
   ExpectRefused(st, "kOpScalarWord on a host op");
 }
 
+// The in-place-root flag belongs to a staged broadcast's root only.
+TEST_F(DeviceProtocolTest, OutputIsInputOnAnAllReduce) {
+  OneOpGroup msg = HostGroup(kOpOutputIsInput);
+  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+  int st = client_.ReadStatus(kReplyBound);
+  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
+  EXPECT_NE(client_.last_message().find("kOpOutputIsInput"), std::string::npos) << client_.last_message();
+  ExpectRefused(st, "kOpOutputIsInput on an all-reduce");
+}
+
 // An asynchronous group on a daemon without GPU support is refused like any device group.
 TEST_F(DeviceProtocolTest, AsyncGroupWithoutGpuSupport) {
   std::vector<uint8_t> payload;

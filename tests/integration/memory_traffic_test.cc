@@ -124,13 +124,15 @@ ClusterConfig TwoHosts(const char* prefix, const char* subnet) {
   return config;
 }
 
-// Runs coll_check with `args` (float sums of 64 KiB and 1 MiB, out of place; in ncclMemAlloc
-// buffers with `mem_alloc`) on `per_host` ranks per host, waits until every rank lingers
-// with its communicator open, and reads host 0's communicators, which must be one.
+// Runs coll_check with `args` (float sums of 64 KiB and 1 MiB, out of place unless `inplace`
+// is "yes"; in ncclMemAlloc buffers with `mem_alloc`) on `per_host` ranks per host, waits
+// until every rank lingers with its communicator open, and reads host 0's communicators,
+// which must be one.
 void RunAndReadComms(Cluster& cluster, int per_host, bool mem_alloc, std::vector<std::string> args,
-                     std::vector<Subprocess*>* procs, Json* comms_json, CtlResult* comms) {
+                     std::vector<Subprocess*>* procs, Json* comms_json, CtlResult* comms,
+                     const std::string& inplace = "no") {
   const int linger_ms = 1500 * kSanitizerSlowdown;  // a few conduitctl calls
-  args.insert(args.end(), {"--types", "float", "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", "no",
+  args.insert(args.end(), {"--types", "float", "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", inplace,
                            "--linger-ms", std::to_string(linger_ms)});
   if (mem_alloc) args.push_back("--mem-alloc");
   *procs = LaunchCollCheck(cluster, Ranks(per_host, args));
@@ -204,6 +206,50 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
 
 INSTANTIATE_TEST_SUITE_P(RanksPerHostAndMemory, MemoryTrafficTest,
                          ::testing::Combine(::testing::Values(1, 2), ::testing::Bool()));
+
+// A broadcast in place, as torch.distributed.broadcast calls it: the root's buffer already
+// holds the result, so its shim copies the input in and nothing back out (kOpOutputIsInput),
+// and every rank copies the buffer once: the root in, every other rank out. An all-reduce
+// comes first: its reply tells the shims that the daemon counts this (kReplyCountsInPlaceRoot).
+class InPlaceBroadcastTrafficTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(InPlaceBroadcastTrafficTest, TheRootCopiesNothingBackOut) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  const int per_host = GetParam();
+  Cluster cluster(TwoHosts("mb", "10.231.22"));
+  CONDUIT_START_CLUSTER(cluster);
+  std::vector<Subprocess*> procs;
+  Json cj;
+  CtlResult comms;
+  RunAndReadComms(cluster, per_host, /*mem_alloc=*/false, {"--colls", "allreduce,broadcast", "--all-roots"}, &procs,
+                  &cj, &comms, "yes");
+  if (HasFatalFailure()) return;
+  const Json& comm = cj.find("communicators")->items()[0];
+  const std::string key = comm.find("key")->as_string();
+  std::vector<int> local;
+  for (const Json& r : comm.find("local_ranks")->items()) local.push_back(static_cast<int>(r.as_int()));
+  CtlResult trace = Ctl(cluster, 0, {"--json", "trace", key, "--limit", "1000"});
+  ASSERT_EQ(trace.rc, 0) << trace.out;
+  Json tj;
+  ASSERT_TRUE(Json::Parse(trace.out, &tj).ok()) << trace.out;
+  int roots_here = 0, roots_away = 0;
+  for (const Json& e : tj.find("trace")->items()) {
+    if (e.find("op")->as_string() != "Broadcast") continue;
+    const int root = static_cast<int>(e.find("root")->as_int());
+    const bool here = std::find(local.begin(), local.end(), root) != local.end();
+    ++(here ? roots_here : roots_away);
+    const uint64_t S = static_cast<uint64_t>(e.find("bytes")->as_int());
+    EXPECT_EQ(Counter(*e.find("memory"), "program_copies"), per_host * S)
+        << "in-place broadcast of " << S << " bytes, root " << root << (here ? " (here)" : "") << ", "
+        << per_host << " ranks per host:\n" << trace.out;
+  }
+  EXPECT_GT(roots_here, 0) << trace.out;
+  EXPECT_GT(roots_away, 0) << trace.out;
+  std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
+  EXPECT_TRUE(failure.empty()) << failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksPerHost, InPlaceBroadcastTrafficTest, ::testing::Values(1, 2));
 
 // Point-to-point, through all-to-all (docs/design.md, its point-to-point table): what host
 // 0's daemon counted for its ranks' Sends and Recvs (`p2p_memory`) against the table. Each
