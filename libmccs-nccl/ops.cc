@@ -248,7 +248,8 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
       if (first_device == nullptr) first_device = op;
       continue;
     }
-    op->desc.flags = op->place == MemoryKind::kHost && op->output_is_input() && comm->counts_in_place_root
+    // Staged from host or device memory alike: the shim copies the root's result back for neither.
+    op->desc.flags = op->output_is_input() && comm->counts_in_place_root
                          ? shimproto::kOpOutputIsInput
                          : 0;
     op->desc.offset = kStagingControlBytes + total;
