@@ -60,6 +60,16 @@ class DeviceProtocolTest : public ClusterSuiteTest<DeviceProtocolTest> {
     msg.op.flags = op_flags;
     return msg;
   }
+  // Sends HostGroup(op_flags): the daemon must refuse it with ncclInvalidArgument, a message
+  // that says `reason`, and go on serving.
+  void ExpectHostGroupRefused(uint8_t op_flags, const char* reason, const char* what) {
+    OneOpGroup msg = HostGroup(op_flags);
+    ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
+    int st = client_.ReadStatus(kReplyBound);
+    EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
+    EXPECT_NE(client_.last_message().find(reason), std::string::npos) << client_.last_message();
+    ExpectRefused(st, what);
+  }
   // A device group of one AllReduce on registered buffer 7, with a zeroed DeviceGroupHeader,
   // or DeviceAsyncHeader when `flags` has kGroupAsync.
   std::vector<uint8_t> DeviceGroup(uint32_t flags, uint8_t op_flags, size_t extra_bytes = 0) {
@@ -179,32 +189,17 @@ TEST_F(DeviceProtocolTest, StreamedDeviceGroup) {
 }
 
 TEST_F(DeviceProtocolTest, DeviceOpOutsideADeviceGroup) {
-  OneOpGroup msg = HostGroup(kOpDevice);
-  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
-  int st = client_.ReadStatus(kReplyBound);
-  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
-  EXPECT_NE(client_.last_message().find("device op outside"), std::string::npos) << client_.last_message();
-  ExpectRefused(st, "a device op in a host group");
+  ExpectHostGroupRefused(kOpDevice, "device op outside", "a device op in a host group");
 }
 
 // The factor-in-device-memory flag belongs to device PreMulSum ops of asynchronous groups.
 TEST_F(DeviceProtocolTest, ScalarWordOnAHostOp) {
-  OneOpGroup msg = HostGroup(kOpScalarWord);
-  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
-  int st = client_.ReadStatus(kReplyBound);
-  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
-  EXPECT_NE(client_.last_message().find("kOpScalarWord"), std::string::npos) << client_.last_message();
-  ExpectRefused(st, "kOpScalarWord on a host op");
+  ExpectHostGroupRefused(kOpScalarWord, "kOpScalarWord", "kOpScalarWord on a host op");
 }
 
 // The in-place-root flag belongs to a staged broadcast's root only.
 TEST_F(DeviceProtocolTest, OutputIsInputOnAnAllReduce) {
-  OneOpGroup msg = HostGroup(kOpOutputIsInput);
-  ASSERT_TRUE(client_.SendFrame(kGroup, &msg, sizeof msg));
-  int st = client_.ReadStatus(kReplyBound);
-  EXPECT_EQ(st, ncclInvalidArgument) << client_.last_message();
-  EXPECT_NE(client_.last_message().find("kOpOutputIsInput"), std::string::npos) << client_.last_message();
-  ExpectRefused(st, "kOpOutputIsInput on an all-reduce");
+  ExpectHostGroupRefused(kOpOutputIsInput, "kOpOutputIsInput", "kOpOutputIsInput on an all-reduce");
 }
 
 // An asynchronous group on a daemon without GPU support is refused like any device group.
