@@ -76,7 +76,8 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
     // broadcast's root in place, whose buffer already holds its output (kOpOutputIsInput).
     if (traffic_ != nullptr && !ranks_[i].in_regions()) {
       const bool out_is_in = (ranks_[i].op.flags & shimproto::kOpOutputIsInput) != 0;
-      traffic_->AddProgramCopy(InputOf(i).end - InputOf(i).begin + (out_is_in ? 0 : OutputOf(i).end - OutputOf(i).begin));
+      const size_t copied_out = out_is_in ? 0 : OutputOf(i).end - OutputOf(i).begin;
+      traffic_->AddProgramCopy(InputOf(i).end - InputOf(i).begin + copied_out);
     }
   }
   std::sort(outs.begin(), outs.end(), [](Range a, Range b) { return a.begin < b.begin; });
