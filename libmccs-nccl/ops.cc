@@ -427,6 +427,13 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
                              });
     auto& to = reads_later ? after_reply[comm] : self_copies;
     to.insert(to.end(), self.begin(), self.end());
+    // A broadcast root's result out of place is its input: copied now, while the daemon
+    // sends (a streamed input's feeder copies it chunk by chunk instead).
+    if (!sent[comm].streamed) {
+      for (const PendingOp* op : list) {
+        if (op->copies_output_from_input()) self_copies.push_back({op->in, op->out, op->out_bytes});
+      }
+    }
     sent_to.push_back(comm);
   }
   // The pumps below serve one communicator at a time, and other programs' daemons may
@@ -466,6 +473,8 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       continue;
     }
     if (st.ok()) st = FinishGroup(comm, list, sent[comm], reply, pump);
+    // A streamed root's result: any chunk the daemon never asked for (none, when it sent them all).
+    if (st.ok() && pump && list[0]->copies_output_from_input()) feeders[comm]->CopyAll();
     if (st.ok()) RunSelfCopies(after_reply[comm]);
     if (!st.ok()) failed(comm, st);
   }

@@ -41,8 +41,16 @@ struct PendingOp {
   // A broadcast's root in place: its buffer already holds the result (the input it sends),
   // so nothing is copied back out of the segment (docs/design.md, "Copies per payload byte").
   bool output_is_input() const { return desc.kind == shimproto::kBroadcast && in != nullptr && in == out; }
+  // A broadcast's root out of place, staged from host memory: its result is its input, so
+  // the shim copies `in` to `out` itself while the daemon sends (a streamed input's feeder
+  // chunk by chunk, right after each chunk went into the segment), not from the segment
+  // once the reply has come, after the whole transfer.
+  bool copies_output_from_input() const {
+    return desc.kind == shimproto::kBroadcast && place == MemoryKind::kHost && !in_regions && in != nullptr &&
+           out != nullptr && in != out;
+  }
   // Bytes copied out of the segment into `out` after a staged op.
-  size_t copy_out_bytes() const { return output_is_input() ? 0 : out_bytes; }
+  size_t copy_out_bytes() const { return output_is_input() || copies_output_from_input() ? 0 : out_bytes; }
 };
 
 }  // namespace conduit

@@ -56,7 +56,8 @@ InputFeeder::InputFeeder(uint8_t* segment, size_t segment_bytes, const PendingOp
 void InputFeeder::CopyChunk(size_t k) {
   const ChunkSpan& in = input_.span();
   const size_t from = in.From(k), to = in.To(k);
-  memcpy(segment_ + from, static_cast<const uint8_t*>(op_.in) + (from - in.begin), to - from);
+  const uint8_t* src = static_cast<const uint8_t*>(op_.in) + (from - in.begin);
+  memcpy(segment_ + from, src, to - from);
   input_.Mark(k);
   StagingControl* c = ControlOf(segment_);
   if (input_.left() == 0) {
@@ -64,7 +65,13 @@ void InputFeeder::CopyChunk(size_t k) {
   } else {
     PublishInputChunk(c, k);
   }
+  // Once the daemon may send the chunk, a broadcast root's result out of place: the same
+  // bytes, still in cache, while the daemon sends them (measured against a whole window
+  // first, then its result: docs/benchmarks.md).
+  if (op_.copies_output_from_input()) memmove(static_cast<uint8_t*>(op_.out) + (from - in.begin), src, to - from);
 }
+
+
 
 bool InputFeeder::Serve() {
   if (input_.left() == 0) return false;
