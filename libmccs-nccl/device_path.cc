@@ -119,11 +119,11 @@ Status StageIn(const PendingOp& op, uint8_t* segment) {
 }
 
 Status StageOut(const PendingOp& op, const uint8_t* segment) {
-  if (op.out_bytes == 0 || op.output_is_input()) return Status::Ok();  // none, or a broadcast's root in place
+  if (op.copy_out_bytes() == 0) return Status::Ok();  // none, or a broadcast's root in place
   const cuda::CudaDriver& d = *ProcessCuda();
   cuda::ScopedContext ctx(d, StreamContext(d, op.stream, BufferContext(op)));
   cuda::CUresult r = d.MemcpyAsync(AsDevicePtr(op.out), AsDevicePtr(segment + op.desc.offset + op.out_at),
-                                   op.out_bytes, AsStream(op.stream));
+                                   op.copy_out_bytes(), AsStream(op.stream));
   return r == cuda::kSuccess ? Status::Ok() : d.Error("copying a result to a device buffer", r);
 }
 

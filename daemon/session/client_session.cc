@@ -19,6 +19,9 @@ namespace conduit {
 namespace {
 
 constexpr int kReplyTimeoutMs = 10000;
+// On every group reply: what this daemon takes, so shims send it (docs/shim-protocol.md).
+constexpr uint32_t kGroupReplyServes =
+    shimproto::kReplyP2pInRegions | shimproto::kReplyReduceInRegions | shimproto::kReplyCountsInPlaceRoot;
 
 template <typename T>
 bool ParseExact(const Frame& frame, T* out) {
@@ -435,7 +438,7 @@ Status EnsureP2pStream(int device, std::unique_ptr<gpu::CommStream>* stream) {
 Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
-  reply.flags = shimproto::kReplyP2pInRegions | shimproto::kReplyReduceInRegions | shimproto::kReplyCountsInPlaceRoot;
+  reply.flags = kGroupReplyServes;
   // What the proxy's job needs, owned by it.
   struct Job {
     std::vector<shimproto::OpDesc> ops;
@@ -499,7 +502,7 @@ Status ClientSession::HandleAsyncGroup(const ParsedGroup& group) {
 Status ClientSession::HandleGroup(const Frame& frame) {
   shimproto::GroupReply reply{};
   reply.failed_op = -1;
-  reply.flags = shimproto::kReplyP2pInRegions | shimproto::kReplyReduceInRegions | shimproto::kReplyCountsInPlaceRoot;
+  reply.flags = kGroupReplyServes;
   shimproto::DeviceGroupReplyTail tail{};
   ParsedGroup group;
   Status st = ParseGroupRequest(frame.payload, &group);

@@ -147,6 +147,16 @@ void RunAndReadComms(Cluster& cluster, int per_host, bool mem_alloc, std::vector
   ASSERT_TRUE(list != nullptr && list->size() == 1) << comms->out;
 }
 
+// Host 0's local ranks of the one communicator in `comms_json` (RunAndReadComms), and that
+// communicator's trace there (`trace`, parsed into `trace_json`).
+void ReadTrace(Cluster& cluster, const Json& comms_json, std::vector<int>* local, CtlResult* trace, Json* trace_json) {
+  const Json& comm = comms_json.find("communicators")->items()[0];
+  for (const Json& r : comm.find("local_ranks")->items()) local->push_back(static_cast<int>(r.as_int()));
+  *trace = Ctl(cluster, 0, {"--json", "trace", comm.find("key")->as_string(), "--limit", "1000"});
+  ASSERT_EQ(trace->rc, 0) << trace->out;
+  ASSERT_TRUE(Json::Parse(trace->out, trace_json).ok()) << trace->out;
+}
+
 // Ranks per host, and whether the buffers come from ncclMemAlloc (host regions).
 class MemoryTrafficTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
@@ -164,17 +174,13 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter"},
                   &procs, &cj, &comms);
   if (HasFatalFailure()) return;
-  const Json& comm = cj.find("communicators")->items()[0];
-  const std::string key = comm.find("key")->as_string();
-  const int nranks = static_cast<int>(comm.find("nranks")->as_int());
+  const int nranks = static_cast<int>(cj.find("communicators")->items()[0].find("nranks")->as_int());
   std::vector<int> local;
-  for (const Json& r : comm.find("local_ranks")->items()) local.push_back(static_cast<int>(r.as_int()));
-  ASSERT_EQ(static_cast<int>(local.size()), per_host) << comms.out;
-
-  CtlResult trace = Ctl(cluster, 0, {"--json", "trace", key, "--limit", "1000"});
-  ASSERT_EQ(trace.rc, 0) << trace.out;
+  CtlResult trace;
   Json tj;
-  ASSERT_TRUE(Json::Parse(trace.out, &tj).ok()) << trace.out;
+  ReadTrace(cluster, cj, &local, &trace, &tj);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(static_cast<int>(local.size()), per_host) << comms.out;
   std::set<std::string> checked;
   for (const Json& e : tj.find("trace")->items()) {
     Seen c;
@@ -224,14 +230,11 @@ TEST_P(InPlaceBroadcastTrafficTest, TheRootCopiesNothingBackOut) {
   RunAndReadComms(cluster, per_host, /*mem_alloc=*/false, {"--colls", "allreduce,broadcast", "--all-roots"}, &procs,
                   &cj, &comms, "yes");
   if (HasFatalFailure()) return;
-  const Json& comm = cj.find("communicators")->items()[0];
-  const std::string key = comm.find("key")->as_string();
   std::vector<int> local;
-  for (const Json& r : comm.find("local_ranks")->items()) local.push_back(static_cast<int>(r.as_int()));
-  CtlResult trace = Ctl(cluster, 0, {"--json", "trace", key, "--limit", "1000"});
-  ASSERT_EQ(trace.rc, 0) << trace.out;
+  CtlResult trace;
   Json tj;
-  ASSERT_TRUE(Json::Parse(trace.out, &tj).ok()) << trace.out;
+  ReadTrace(cluster, cj, &local, &trace, &tj);
+  if (HasFatalFailure()) return;
   int roots_here = 0, roots_away = 0;
   for (const Json& e : tj.find("trace")->items()) {
     if (e.find("op")->as_string() != "Broadcast") continue;
