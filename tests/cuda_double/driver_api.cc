@@ -77,6 +77,24 @@ void NoteRetained(int device, int references) {
   close(fd);
 }
 
+// Every cuMemcpyAsync, as "copy <to> <from> <bytes>" lines ($CONDUIT_CUDA_DOUBLE_COPY_LOG;
+// kinds: device, host for page-locked or registered host memory, pageable), so a test can
+// count what a program's staged buffers cost it in copies.
+const char* MemoryKindName(unsigned memory_type) {
+  return memory_type == kMemoryTypeDevice ? "device" : memory_type == kMemoryTypeHost ? "host" : "pageable";
+}
+
+void NoteCopy(unsigned to, unsigned from, size_t bytes) {
+  const char* path = std::getenv("CONDUIT_CUDA_DOUBLE_COPY_LOG");
+  if (path == nullptr) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  char line[64];
+  const int n = snprintf(line, sizeof(line), "copy %s %s %zu\n", MemoryKindName(to), MemoryKindName(from), bytes);
+  if (n > 0) (void)!write(fd, line, static_cast<size_t>(n));  // one write: lines of threads never interleave
+  close(fd);
+}
+
 int DeviceCount() {
   static const int count = [] {
     const char* env = std::getenv("CONDUIT_CUDA_DOUBLE_DEVICES");
@@ -404,6 +422,7 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream 
   const bool pageable_src = src_type == 0;
   const bool pageable_dst = dst_type == 0;
   const bool device_dst = dst_type == kMemoryTypeDevice;
+  NoteCopy(dst_type, src_type, bytes);
   if (pageable_src) {
     // CUDA copies pageable memory to a staging buffer before returning: the caller may
     // reuse the source at once.

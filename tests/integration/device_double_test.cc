@@ -13,8 +13,10 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "admin_call.h"
@@ -194,13 +196,14 @@ class DeviceDoubleTest : public ClusterSuiteTest<DeviceDoubleTest> {
     unlink(ContextLog().c_str());
   }
 
- protected:
+ public:
   Subprocess& RunProbe(std::vector<std::string> args, std::vector<std::string> env = {}) {
     args.insert(args.begin(), Cluster::BinPath("device_probe"));
     Subprocess& p = cluster_->Launch(0, "device_probe", args, ProbeEnv(std::move(env)));
     Finish(p);
     return p;
   }
+ protected:
   // Waits for a probe; when it failed, the daemons' logs too (a daemon that died is why).
   void Finish(Subprocess& p) {
     EXPECT_TRUE(p.Wait(kProbeDeadline + std::chrono::seconds(10))) << "device_probe hung\n"
@@ -267,6 +270,66 @@ TEST_F(DeviceDoubleTest, BuffersCudaWillNotExportAreStaged) {
                                                        "CONDUIT_LOG_LEVEL=debug"});
   EXPECT_TRUE(Passed(p)) << p.Output();
   EXPECT_NE(p.Output().find("staging this allocation instead"), std::string::npos) << p.Output();
+}
+
+// Bytes the program copied into device memory from host memory (the double's copy log) in
+// each "broadcast root K" section `device_probe broadcast-in-place` marked.
+std::map<int, uint64_t> CopiesIntoDevicePerBroadcast(const std::string& log) {
+  std::map<int, uint64_t> into_device;
+  std::ifstream in(log);
+  int section = -1;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string first, to, from;
+    words >> first;
+    if (first == "broadcast") {
+      std::string root_word;
+      words >> root_word >> section;
+      into_device[section] += 0;
+    } else if (first == "checking") {
+      section = -1;
+    } else if (first == "copy" && section >= 0) {
+      uint64_t bytes = 0;
+      words >> to >> from >> bytes;
+      if (to == "device" && from != "device") into_device[section] += bytes;
+    }
+  }
+  return into_device;
+}
+
+// Broadcasts in place, 3 ranks, from each in turn, on device buffers the daemon maps
+// (`staged` false) or on staged ones: what each broadcast cost the program in copies into
+// device memory, per root. The probe checks every result.
+std::map<int, uint64_t> BroadcastsInPlace(DeviceDoubleTest& t, bool staged, Subprocess** probe) {
+  const std::string log = "/tmp/conduit-gd-copies-" + std::to_string(getpid());
+  unlink(log.c_str());
+  std::vector<std::string> env{"CONDUIT_CUDA_DOUBLE_COPY_LOG=" + log};
+  if (staged) env.push_back("CONDUIT_CUDA_DOUBLE_FAIL=cuIpcGetMemHandle,cuMemExportToShareableHandle");
+  *probe = &t.RunProbe({"broadcast-in-place", "--ranks", "3"}, env);
+  std::map<int, uint64_t> copies = CopiesIntoDevicePerBroadcast(log);
+  unlink(log.c_str());
+  return copies;
+}
+
+constexpr uint64_t kProbeBufferBytes = 1001 * sizeof(float);  // the probe's kCount floats
+
+// Staged: the root's buffer already holds the result, so its shim copies it into the
+// segment and nothing back (kOpOutputIsInput); every other rank copies the result out once.
+TEST_F(DeviceDoubleTest, StagedBroadcastInPlaceRootCopiesNothingBack) {
+  Subprocess* p = nullptr;
+  const std::map<int, uint64_t> copies = BroadcastsInPlace(*this, /*staged=*/true, &p);
+  EXPECT_TRUE(Passed(*p)) << p->Output();
+  ASSERT_EQ(copies.size(), 3u) << p->Output();
+  for (const auto& [root, bytes] : copies) EXPECT_EQ(bytes, 2 * kProbeBufferBytes) << "broadcast from rank " << root;
+}
+
+// On buffers the daemon maps, the program copies nothing at all.
+TEST_F(DeviceDoubleTest, DeviceBroadcastInPlaceCopiesNothing) {
+  Subprocess* p = nullptr;
+  const std::map<int, uint64_t> copies = BroadcastsInPlace(*this, /*staged=*/false, &p);
+  EXPECT_TRUE(Passed(*p)) << p->Output();
+  ASSERT_EQ(copies.size(), 3u) << p->Output();
+  for (const auto& [root, bytes] : copies) EXPECT_EQ(bytes, 0u) << "broadcast from rank " << root;
 }
 
 // Interprocess events unavailable (cuIpcGetEventHandle fails): one warning, the buffers

@@ -32,6 +32,8 @@
 //       here): a ring of sends and receives in one group, and ncclAlltoAll, inputs still
 //       being computed when the calls are made; then, as hosts does, it may linger. (The
 //       hosts mode runs the ring across hosts.)
+//   device_probe broadcast-in-place [--ranks N]   broadcasts in place from each rank in
+//       turn, each marked in the double's copy log ($CONDUIT_CUDA_DOUBLE_COPY_LOG).
 //   device_probe vmm                        two ranks on virtual-memory-managed buffers laid
 //       out as PyTorch's expandable segments: mapped in conduitd from file descriptors,
 //       buffers across two allocations and allocations that cannot be exported staged,
@@ -568,6 +570,45 @@ int P2p(int nranks, int linger_ms) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Broadcasts in place (sendbuff == recvbuff at every rank, as torch.distributed.broadcast
+// calls it) from each rank in turn, each result checked. Before each one it writes
+// "broadcast root K" into the double's copy log ($CONDUIT_CUDA_DOUBLE_COPY_LOG), so a test
+// can count the copies each broadcast cost the program.
+void MarkCopyLog(const std::string& line) {
+  const char* path = std::getenv("CONDUIT_CUDA_DOUBLE_COPY_LOG");
+  if (path == nullptr) return;
+  std::ofstream(path, std::ios::app) << line << "\n";
+}
+
+int BroadcastInPlace(int nranks) {
+  Ranks r = AllHere(nranks);
+  std::vector<float*> buf(nranks), recv(nranks);
+  for (int i = 0; i < nranks; ++i) {
+    buf[i] = DeviceFloats(kCount);
+    recv[i] = DeviceFloats(kCount);
+  }
+  // The first group's reply tells the shim what this daemon counts (kReplyCountsInPlaceRoot).
+  AllReduceSum(r, buf, recv, "all-reduce sum before the broadcasts");
+  for (int root = 0; root < nranks; ++root) {
+    const float b = FillSends(r, buf, kCount);
+    for (int i = 0; i < nranks; ++i) CU_CHECK(g_cu.StreamSynchronize(r.streams[i]));  // the fills are no copies
+    MarkCopyLog("broadcast root " + std::to_string(root));
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < nranks; ++i) {
+      NCCL_CHECK(ncclBroadcast(buf[i], buf[i], kCount, ncclFloat32, root, r.comms[i], Nccl(r.streams[i])));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    for (int i = 0; i < nranks; ++i) CU_CHECK(g_cu.StreamSynchronize(r.streams[i]));
+    MarkCopyLog("checking");
+    for (int i = 0; i < nranks; ++i) {
+      Check(FirstWrong(Read(buf[i], kCount, r.streams[i]), [&](size_t e) { return b + static_cast<float>(root + 1) + e; }) < 0,
+            "broadcast in place from rank " + std::to_string(root) + ", rank " + std::to_string(i));
+    }
+  }
+  for (int i = 0; i < nranks; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
+  return g_failures == 0 ? 0 : 1;
+}
+
 int Hosts(int nranks, int base, int local, const std::string& id_file, int linger_ms) {
   ncclUniqueId id;
   if (base == 0) {
@@ -1062,6 +1103,8 @@ int main(int argc, char** argv) {
     rc = DaemonDies();
   } else if (mode == "vmm") {
     rc = Vmm();
+  } else if (mode == "broadcast-in-place") {
+    rc = BroadcastInPlace(std::atoi(Arg(argc, argv, "--ranks", "3")));
   } else if (mode == "p2p") {
     rc = P2p(std::atoi(Arg(argc, argv, "--ranks", "3")), std::atoi(Arg(argc, argv, "--linger-ms", "0")));
   }
