@@ -157,10 +157,11 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
     std::lock_guard<std::mutex> lock(mu_);
     if (t->slot == -1) {
       // The sink runs where its job is, started by this daemon itself: it writes the job's
-      // target, one child of the target's size.
+      // target from one child of the target's size, or, running the root's task, from its
+      // own object and the root's children.
       auto it = jobs_.find(s.key.value);
       if (from != host_->peers().self() || t->coord != host_->peers().self() || it == jobs_.end() ||
-          s.nchildren != 1) {
+          (t->own.empty() && s.nchildren != 1)) {
         return;
       }
       std::lock_guard<std::mutex> jlock(it->second->mu);
@@ -320,6 +321,8 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
 
 void Reducer::RunSink(std::shared_ptr<Task> t) {
   Sink& sink = *t->sink;
+  const auto type = static_cast<ncclDataType_t>(t->dtype);
+  const size_t es = DataTypeSize(type);
   const size_t block = BlockFor(host_->options(), t->dtype, t->size);
   uint64_t off;
   bool fits;
@@ -335,28 +338,72 @@ void Reducer::RunSink(std::shared_ptr<Task> t) {
                static_cast<unsigned long long>(t->size)));
     return;
   }
-  ChildReader root(host_, t.get(), 0);
-  Status st = root.Open(off);
-  Bytes scratch(std::min<uint64_t>(block, t->size));
+  // Running the root's task, the sink combines the root's own object (here) with the
+  // root's children block by block, as RunTask does, straight into the target: no partial
+  // result for the root and no second pass over its bytes. Only the newest generation may
+  // write the target, so a block is combined under the sink's lock, once every child's
+  // part of it has been read (a read may block; the combining does not).
+  ObjectRef own;
+  Status st;
+  if (!t->own.empty()) {
+    own = host_->store().Find(t->own);
+    if (own == nullptr || own->size() != t->size || !own->failure().ok()) {
+      own.reset();
+      Report(*t, objproto::kNodeOwnFailed, 0,
+             Err(objproto::kLost, "object %s is no longer on daemon %s with the %llu bytes the reduce expects",
+                 Printable(t->own).c_str(), host_->peers().self().c_str(), static_cast<unsigned long long>(t->size)));
+      return;
+    }
+    own->AddUser();
+  }
+  const size_t k = t->children.size();
+  std::vector<std::unique_ptr<ChildReader>> kids;
+  std::vector<Bytes> scratch(k, Bytes(std::min<uint64_t>(block, t->size)));
+  std::vector<const uint8_t*> in(k);
+  uint32_t outcome = objproto::kNodeChildFailed, failed_child = 0;
   bool stale = false;
   while (st.ok() && off < t->size && !stale) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(block, t->size - off));
-    const uint8_t* src = nullptr;
-    st = root.Read(off, len, scratch.data(), &src);
+    if (own) {
+      uint64_t ready = 0;
+      st = own->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
+      if (!st.ok()) {
+        outcome = objproto::kNodeOwnFailed;
+        break;
+      }
+    }
+    for (size_t c = 0; c < k && st.ok(); ++c) {
+      if (kids.size() == c) {  // children open lazily, in order, where this generation starts
+        kids.push_back(std::make_unique<ChildReader>(host_, t.get(), c));
+        st = kids[c]->Open(off);
+      }
+      if (st.ok()) st = kids[c]->Read(off, len, scratch[c].data(), &in[c]);
+      if (!st.ok()) failed_child = static_cast<uint32_t>(c);
+    }
     if (!st.ok()) break;
     std::lock_guard<std::mutex> lock(sink.mu);
     if (sink.gen != t->gen) {
       stale = true;
-    } else {
-      sink.out->PrepareWrite(off, len);
-      memcpy(sink.out->data() + off, src, len);
-      off += len;
-      sink.written = off;
-      // Readers see the block at once when it is final (see reducer.h).
-      if (sink.final) sink.out->SetReady(off);
+      break;
     }
+    uint8_t* dst = sink.out->data() + off;
+    sink.out->PrepareWrite(off, len);
+    const auto op = static_cast<ncclRedOp_t>(t->op);
+    if (own == nullptr) {
+      memcpy(dst, in[0], len);  // the root's stream (k is 1)
+    } else if (k == 0) {
+      memcpy(dst, own->data() + off, len);  // one object: the root is a leaf
+    } else {
+      Reduce2(dst, own->data() + off, in[0], len / es, type, op);
+      for (size_t c = 1; c < k; ++c) ReduceInto(dst, in[c], len / es, type, op);
+    }
+    off += len;
+    sink.written = off;
+    // Readers see the block at once when it is final (see reducer.h).
+    if (sink.final) sink.out->SetReady(off);
   }
-  root.Close();
+  kids.clear();
+  if (own) own->DropUser();
   bool was_cancelled;
   {
     std::lock_guard<std::mutex> lock(t->mu);
@@ -366,7 +413,7 @@ void Reducer::RunSink(std::shared_ptr<Task> t) {
   if (st.ok()) {
     Report(*t, objproto::kNodeDone, 0, st);
   } else {
-    Report(*t, objproto::kNodeChildFailed, 0, st);
+    Report(*t, outcome, failed_child, st);
   }
 }
 

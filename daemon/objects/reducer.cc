@@ -293,8 +293,9 @@ void Reducer::AssignSpares(Job& j) {
   const std::string& self = host_->peers().self();
   while (!j.spares.empty()) {
     // Slots are filled in the tree's in-order sequence, except that an object on this
-    // (the coordinator's) host takes the root when it is free: then the sink reads the
-    // root's result locally instead of over this host's already busy link.
+    // (the coordinator's) host takes the root when it is free: then the sink runs the
+    // root's task itself, writing its result straight into the target, instead of reading
+    // it from another host over this host's already busy link.
     int s = j.spares.front();
     int slot = -1;
     if (j.slot_src[0] == -1 && j.src[s].where == self) slot = 0;
@@ -344,9 +345,14 @@ objproto::ChildInfo Reducer::ChildInfoOf(const Job& j, int slot) const {
   return c;
 }
 
+bool Reducer::RootHere(const Job& j) const {
+  return j.slot_src[0] != -1 && j.src[j.slot_src[0]].where == host_->peers().self();
+}
+
 void Reducer::StartSlot(Job& j, int slot) {
   const auto& kids = j.tree.children[slot];
   if (kids.empty()) return;  // leaves need no task: the parent reads their object
+  if (slot == 0 && RootHere(j)) return;  // the sink runs the root's task (StartSink)
   objproto::NodeStart s{};
   s.key.value = j.key;
   s.key.coordinator = AddrToWire(host_->peers().self());
@@ -392,12 +398,26 @@ void Reducer::StartSink(Job& j) {
   s.size = j.size;
   s.op = j.op;
   s.dtype = j.dtype;
-  s.nchildren = 1;
   int left = j.deadline.PollTimeoutMs();
   s.timeout_ms = static_cast<uint32_t>(left < 0 ? host_->options().timeout_ms : std::max(left, 1));
-  objproto::ChildInfo root = ChildInfoOf(j, 0);
+  // With the root's object here, this generation combines it with the root's children
+  // into the target (no partial result for the root, no second pass over its bytes);
+  // otherwise it copies the root's stream.
+  j.sink_runs_root = RootHere(j);
+  std::vector<int> kids{0};
+  if (j.sink_runs_root) {
+    s.own = IdToWire(j.sources[j.slot_src[0]]);
+    kids = j.tree.children[0];
+  }
+  s.nchildren = static_cast<uint32_t>(kids.size());
+  Bytes body = Encode(s);
+  for (int c : kids) {
+    objproto::ChildInfo ci = ChildInfoOf(j, c);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(&ci);
+    body.insert(body.end(), p, p + sizeof(ci));
+  }
   j.hosts.insert(host_->peers().self());
-  host_->peers().Send(host_->peers().self(), objproto::kNodeStart, Encode(s, &root, sizeof(root)));
+  host_->peers().Send(host_->peers().self(), objproto::kNodeStart, std::move(body));
 }
 
 void Reducer::NotifyParent(Job& j, int slot) {
@@ -407,7 +427,23 @@ void Reducer::NotifyParent(Job& j, int slot) {
   m.key.coordinator = AddrToWire(host_->peers().self());
   m.child = ChildInfoOf(j, slot);
   std::string host;
-  if (parent < 0) {
+  if (parent < 0 && RootHere(j)) {
+    // The root's object is here: the sink starts again, now running the root's task.
+    if (j.sink != nullptr) {
+      Cancel(j, host_->peers().self(), -1, j.sink_gen);
+      StartSink(j);
+    }
+    return;
+  }
+  if (parent == 0 && RootHere(j)) {
+    // A child of the root, which the sink runs (told when it starts, if it has not yet).
+    if (j.sink == nullptr || !j.sink_runs_root) return;
+    const auto& kids = j.tree.children[0];
+    m.slot = -1;
+    m.gen = j.sink_gen;
+    m.index = static_cast<uint32_t>(std::find(kids.begin(), kids.end(), slot) - kids.begin());
+    host = host_->peers().self();
+  } else if (parent < 0) {
     m.slot = -1;
     m.gen = j.sink_gen;
     m.index = 0;
@@ -507,6 +543,9 @@ void Reducer::OnReport(const std::string& from, const Bytes& body) {
     if (r.gen != j->sink_gen) return;
     if (r.outcome == objproto::kNodeDone) {
       Finish(*j, Status::Ok());
+    } else if (j->sink_runs_root) {
+      // The sink ran the root's task: its own object or a child failed as the root's would.
+      if (j->slot_src[0] != -1) OnNodeFailed(*j, 0, r.outcome, r.child, st);
     } else if (r.outcome == objproto::kNodeChildFailed) {
       const int root = 0;
       if (j->slot_src[root] == -1) return;  // emptied meanwhile: the refill restarts the sink
@@ -522,21 +561,25 @@ void Reducer::OnReport(const std::string& from, const Bytes& body) {
     return;
   }
   if (r.slot < 0 || r.slot >= j->n || r.gen != j->slot_gen[r.slot] || j->slot_src[r.slot] == -1) return;
-  if (r.outcome == objproto::kNodeOwnFailed) {
+  OnNodeFailed(*j, r.slot, r.outcome, r.child, st);
+}
+
+void Reducer::OnNodeFailed(Job& j, int slot, uint32_t outcome, uint32_t child, const Status& st) {
+  if (outcome == objproto::kNodeOwnFailed) {
     if (IsResourceExhausted(st)) {
-      Finish(*j, st);
+      Finish(j, st);
     } else {
-      FailSlot(*j, r.slot, st.message());
+      FailSlot(j, slot, st.message());
     }
-  } else if (r.outcome == objproto::kNodeChildFailed) {
-    const auto& kids = j->tree.children[r.slot];
-    if (r.child >= kids.size()) return;
-    int c = kids[r.child];
-    if (j->slot_src[c] != -1 && (!host_->peers().IsLive(j->src[j->slot_src[c]].where) ||
-                                 IsNotFound(st) || IsDataLoss(st))) {
-      FailSlot(*j, c, st.message());
+  } else if (outcome == objproto::kNodeChildFailed) {
+    const auto& kids = j.tree.children[slot];
+    if (child >= kids.size()) return;
+    int c = kids[child];
+    if (j.slot_src[c] != -1 && (!host_->peers().IsLive(j.src[j.slot_src[c]].where) ||
+                                IsNotFound(st) || IsDataLoss(st))) {
+      FailSlot(j, c, st.message());
     } else {
-      RestartPath(*j, r.slot);
+      RestartPath(j, slot);
     }
   }
 }

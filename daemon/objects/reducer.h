@@ -6,7 +6,10 @@
 // right here: no tree, no fetch. Larger ones are placed, in arrival order, into the slots
 // of a tree whose degree comes from eq. 2.1 (reduce_tree.h), and each slot's host is asked
 // to run the slot's task. The coordinator runs the sink, which streams the root's result
-// into the target object. Only the first num_objects to arrive are used.
+// into the target object; when the root's object is on the coordinator's host, the sink
+// runs the root's task itself, combining that object with the root's children straight
+// into the target (no partial result for the root, no copy of it). Only the first
+// num_objects to arrive are used.
 //
 // The target is a partial copy in the directory while it is being reduced, so readers
 // anywhere pipeline from it (a broadcast overlapping the reduce, as in the paper's
@@ -101,6 +104,11 @@ class Reducer {
   void StartSlot(Job& j, int slot);
   void StartSink(Job& j);
   void NotifyParent(Job& j, int slot);
+  // Whether the root slot's object is on this host: then the sink runs the root's task.
+  bool RootHere(const Job& j) const;
+  // A node's task (slot's, or the sink's running the root's) reported its own object or
+  // its child `child` failed.
+  void OnNodeFailed(Job& j, int slot, uint32_t outcome, uint32_t child, const Status& st);
   objproto::ChildInfo ChildInfoOf(const Job& j, int slot) const;
   std::string StreamOf(const Job& j, int slot) const;
   void FailSlot(Job& j, int slot, const std::string& why);

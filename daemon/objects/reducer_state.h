@@ -66,6 +66,7 @@ struct Reducer::Job {
   std::vector<uint32_t> slot_gen;
   std::vector<int> slot_restarts;
   uint32_t sink_gen = 0;
+  bool sink_runs_root = false;      // the sink generation running also runs the root's task
   bool sources_changed = false;     // a slot was refilled since the sink last started
   bool final = false;               // see Sink::final
   std::shared_ptr<Sink> sink;       // once the target exists

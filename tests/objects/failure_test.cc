@@ -292,6 +292,63 @@ TEST_F(ObjectsFailure, ReduceRoutesAroundADeadDaemon) {
   EXPECT_EQ(Fnv(early), Fnv(want));
 }
 
+// The coordinator's own source takes the tree's root, so its sink runs the root's task,
+// combining that source, still being written, with the root's children straight into the
+// target. A child's daemon dies mid-reduce: the sink starts again with the spare source in
+// its place, and the result (and what an early reader got) holds the surviving sources.
+TEST_F(ObjectsFailure, ReduceWhoseRootIsTheCoordinatorsRoutesAroundADeadChild) {
+  StartCluster();
+  using hoplite::DataType;
+  const size_t count = (4u << 20) / 4;
+  auto src = [&](int s) {
+    std::vector<uint8_t> v(count * 4);
+    for (size_t i = 0; i < count; ++i) {
+      int32_t x = static_cast<int32_t>((i * 7 + s * 1000) % 1013);
+      memcpy(&v[i * 4], &x, 4);
+    }
+    return v;
+  };
+  auto a = src(0), b = src(1), c = src(2), d = src(3);
+  RawPutter pa;  // a on the coordinator's host, half written
+  std::string error;
+  ASSERT_TRUE(pa.Begin(oc_->cluster().Socket(0), "qa", a.size(), &error)) << error;
+  ASSERT_TRUE(pa.Write(a, 0, a.size() / 2));
+  ASSERT_TRUE(oc_->Connect(1)->Put("qb", b.data(), b.size()).ok());
+  ASSERT_TRUE(oc_->Connect(2)->Put("qc", c.data(), c.size()).ok());
+  std::vector<size_t> used;
+  hoplite::Status st, read;
+  std::thread reducer([&] {
+    st = oc_->Connect(0)->Reduce("qsum", {"qa", "qb", "qc", "qd"}, 3, hoplite::ReduceOp::kSum, DataType::kInt32,
+                                 20000, &used);
+  });
+  std::vector<uint8_t> early;
+  std::thread reader([&] { read = oc_->Connect(2)->Get("qsum", &early, 20000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  oc_->cluster().KillDaemon(1);  // b's host dies while the root waits for the rest of a
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(oc_->Connect(3)->Put("qd", d.data(), d.size()).ok());  // the spare arrives
+  ASSERT_TRUE(pa.Write(a, a.size() / 2, a.size()));
+  ASSERT_TRUE(pa.Finish(&error)) << error;
+  reducer.join();
+  reader.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(read.ok()) << read.ToString();
+  EXPECT_EQ(std::set<size_t>(used.begin(), used.end()), (std::set<size_t>{0, 2, 3}));
+  std::vector<uint8_t> want(count * 4);
+  for (size_t i = 0; i < count; ++i) {
+    int32_t x = 0, y;
+    for (auto* v : {&a, &c, &d}) {
+      memcpy(&y, &(*v)[i * 4], 4);
+      x += y;
+    }
+    memcpy(&want[i * 4], &x, 4);
+  }
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(oc_->Connect(3)->Get("qsum", &got, 5000).ok());
+  EXPECT_EQ(Fnv(got), Fnv(want));
+  EXPECT_EQ(Fnv(early), Fnv(want));
+}
+
 // Every source is in the tree, so the target's blocks are readable as they are reduced; a
 // source's daemon dying then fails the Reduce, and its reader gets an error, not bytes.
 TEST_F(ObjectsFailure, ReaderOfAFailedReduceGetsAnErrorNotBytes) {
