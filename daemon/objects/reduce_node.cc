@@ -299,7 +299,9 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
     uint64_t ready = 0;
     st = own->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
     if (!st.ok()) return fail(objproto::kNodeOwnFailed, 0, st);
-    memcpy(dst, own->data() + off, len);
+    // The own block is combined with the first child's as it is written (Reduce2), not
+    // copied first: one pass over the block fewer.
+    if (k == 0) memcpy(dst, own->data() + off, len);
     for (size_t c = 0; c < k; ++c) {
       if (kids.size() == c) {  // children open lazily, in order: the first may be all there is yet
         kids.push_back(std::make_unique<ChildReader>(host_, t.get(), c));
@@ -309,7 +311,11 @@ void Reducer::RunTask(std::shared_ptr<Task> t) {
       const uint8_t* src = nullptr;
       st = kids[c]->Read(off, len, scratch.data(), &src);
       if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
-      ReduceInto(dst, src, len / es, type, static_cast<ncclRedOp_t>(t->op));
+      if (c == 0) {
+        Reduce2(dst, own->data() + off, src, len / es, type, static_cast<ncclRedOp_t>(t->op));
+      } else {
+        ReduceInto(dst, src, len / es, type, static_cast<ncclRedOp_t>(t->op));
+      }
     }
     off += len;
     out->SetReady(off);
