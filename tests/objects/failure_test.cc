@@ -6,10 +6,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <iostream>
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "../integration/integration_env.h"
 #include "object_cluster.h"
@@ -20,6 +22,31 @@ namespace {
 using hoplite::Code;
 
 constexpr int kHosts = 4;
+
+// A Reduce source: `count` int32 values, ((i * step) + 1000 s) % mod, different for every s.
+std::vector<uint8_t> Int32Source(size_t count, int s, size_t step, size_t mod) {
+  std::vector<uint8_t> v(count * 4);
+  for (size_t i = 0; i < count; ++i) {
+    int32_t x = static_cast<int32_t>((i * step + s * 1000) % mod);
+    memcpy(&v[i * 4], &x, 4);
+  }
+  return v;
+}
+
+// The int32 sum of `sources`, element by element.
+std::vector<uint8_t> Int32Sum(const std::vector<const std::vector<uint8_t>*>& sources) {
+  const size_t count = sources[0]->size() / 4;
+  std::vector<uint8_t> sum(count * 4);
+  for (size_t i = 0; i < count; ++i) {
+    int32_t x = 0, y;
+    for (const auto* v : sources) {
+      memcpy(&y, &(*v)[i * 4], 4);
+      x += y;
+    }
+    memcpy(&sum[i * 4], &x, 4);
+  }
+  return sum;
+}
 
 class ObjectsFailure : public ::testing::Test {
  protected:
@@ -242,14 +269,7 @@ TEST_F(ObjectsFailure, ReduceRoutesAroundADeadDaemon) {
   StartCluster();
   using hoplite::DataType;
   const size_t count = (4u << 20) / 4;
-  auto src = [&](int s) {
-    std::vector<uint8_t> v(count * 4);
-    for (size_t i = 0; i < count; ++i) {
-      int32_t x = static_cast<int32_t>((i * 13 + s * 1000) % 977);
-      memcpy(&v[i * 4], &x, 4);
-    }
-    return v;
-  };
+  auto src = [&](int s) { return Int32Source(count, s, 13, 977); };
   // a: half written on host 1; b, c complete on hosts 2 and 3; d not there yet.
   auto a = src(0);
   RawPutter pa;
@@ -279,15 +299,7 @@ TEST_F(ObjectsFailure, ReduceRoutesAroundADeadDaemon) {
   EXPECT_EQ(std::set<size_t>(used.begin(), used.end()), (std::set<size_t>{1, 2, 3}));
   std::vector<uint8_t> got;
   ASSERT_TRUE(oc_->Connect(2)->Get("rsum", &got, 5000).ok());
-  std::vector<uint8_t> want(count * 4);
-  for (size_t i = 0; i < count; ++i) {
-    int32_t x = 0, y;
-    for (auto* v : {&b, &c, &d}) {
-      memcpy(&y, &(*v)[i * 4], 4);
-      x += y;
-    }
-    memcpy(&want[i * 4], &x, 4);
-  }
+  const std::vector<uint8_t> want = Int32Sum({&b, &c, &d});
   EXPECT_EQ(Fnv(got), Fnv(want));
   EXPECT_EQ(Fnv(early), Fnv(want));
 }
@@ -300,14 +312,7 @@ TEST_F(ObjectsFailure, ReduceWhoseRootIsTheCoordinatorsRoutesAroundADeadChild) {
   StartCluster();
   using hoplite::DataType;
   const size_t count = (4u << 20) / 4;
-  auto src = [&](int s) {
-    std::vector<uint8_t> v(count * 4);
-    for (size_t i = 0; i < count; ++i) {
-      int32_t x = static_cast<int32_t>((i * 7 + s * 1000) % 1013);
-      memcpy(&v[i * 4], &x, 4);
-    }
-    return v;
-  };
+  auto src = [&](int s) { return Int32Source(count, s, 7, 1013); };
   auto a = src(0), b = src(1), c = src(2), d = src(3);
   RawPutter pa;  // a on the coordinator's host, half written
   std::string error;
@@ -334,15 +339,7 @@ TEST_F(ObjectsFailure, ReduceWhoseRootIsTheCoordinatorsRoutesAroundADeadChild) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   ASSERT_TRUE(read.ok()) << read.ToString();
   EXPECT_EQ(std::set<size_t>(used.begin(), used.end()), (std::set<size_t>{0, 2, 3}));
-  std::vector<uint8_t> want(count * 4);
-  for (size_t i = 0; i < count; ++i) {
-    int32_t x = 0, y;
-    for (auto* v : {&a, &c, &d}) {
-      memcpy(&y, &(*v)[i * 4], 4);
-      x += y;
-    }
-    memcpy(&want[i * 4], &x, 4);
-  }
+  const std::vector<uint8_t> want = Int32Sum({&a, &c, &d});
   std::vector<uint8_t> got;
   ASSERT_TRUE(oc_->Connect(3)->Get("qsum", &got, 5000).ok());
   EXPECT_EQ(Fnv(got), Fnv(want));
