@@ -1,6 +1,7 @@
 #include "objects/messages.h"
 
 #include "common/frame.h"
+#include "reduce/reduce.h"
 
 namespace conduit::objects {
 
@@ -88,6 +89,23 @@ bool DecodeDropCopy(const Bytes& body, objproto::DropCopy* drop, std::string* id
   return body.size() == sizeof(*drop) && Decode(body, drop) && IdFromWire(drop->id, id) &&
          (drop->reason == objproto::kDropDeleted || drop->reason == objproto::kDropLost) &&
          (drop->flags & ~objproto::kDropAck) == 0;
+}
+
+bool DecodeNodeStart(const Bytes& body, objproto::NodeStart* start, std::string* own, std::string* output,
+                     std::vector<objproto::ChildInfo>* children) {
+  if (!Decode(body, start) || start->nchildren > kMaxNodeChildren ||
+      TailSize<objproto::NodeStart>(body) != start->nchildren * sizeof(objproto::ChildInfo) ||
+      !IdFromWire(start->output, output) || !IsValidDataType(static_cast<int>(start->dtype)) ||
+      start->op > objproto::kMin) {
+    return false;
+  }
+  own->clear();
+  if (start->own.len != 0 && !IdFromWire(start->own, own)) return false;
+  children->resize(start->nchildren);
+  if (start->nchildren > 0) {
+    memcpy(children->data(), Tail<objproto::NodeStart>(body), start->nchildren * sizeof(objproto::ChildInfo));
+  }
+  return true;
 }
 
 }  // namespace conduit::objects

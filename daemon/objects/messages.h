@@ -99,6 +99,14 @@ bool DecodeStoreCopy(const Bytes& body, objproto::StoreCopy* head, std::string* 
 // known reason (kDropDeleted, kDropLost) and no flag but kDropAck. False when malformed.
 bool DecodeDropCopy(const Bytes& body, objproto::DropCopy* drop, std::string* id);
 
+// A reduce coordinator's NodeStart (reducer.cc -> reduce_node.cc): the struct, then exactly
+// nchildren (<= kMaxNodeChildren) ChildInfo; a valid output id, a known data type and op;
+// `own` empty when the struct carries none (the sink copying the root's stream). False when
+// malformed.
+inline constexpr uint32_t kMaxNodeChildren = 1024;
+bool DecodeNodeStart(const Bytes& body, objproto::NodeStart* start, std::string* own, std::string* output,
+                     std::vector<objproto::ChildInfo>* children);
+
 }  // namespace conduit::objects
 
 #endif  // CONDUIT_DAEMON_OBJECTS_MESSAGES_H_

@@ -129,13 +129,10 @@ size_t BlockFor(const ObjectOptions& o, uint32_t dtype, uint64_t size) {
 void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
   objproto::NodeStart s{};
   auto t = std::make_shared<Task>();
-  if (!Decode(body, &s) || s.nchildren > 1024 ||
-      TailSize<objproto::NodeStart>(body) != s.nchildren * sizeof(objproto::ChildInfo) ||
-      !IdFromWire(s.output, &t->output) || !IsValidDataType(static_cast<int>(s.dtype))) {
+  if (!DecodeNodeStart(body, &s, &t->own, &t->output, &t->children)) {
     CLOG_WARN("objects: malformed NodeStart from %s", from.c_str());
     return;
   }
-  IdFromWire(s.own, &t->own);  // empty for the sink
   t->coord = AddrFromWire(s.key.coordinator);
   t->key = s.key;
   t->slot = s.slot;
@@ -144,8 +141,6 @@ void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
   t->op = s.op;
   t->dtype = s.dtype;
   t->timeout_ms = static_cast<int>(std::min<uint32_t>(s.timeout_ms, static_cast<uint32_t>(host_->options().timeout_ms)));
-  t->children.resize(s.nchildren);
-  memcpy(t->children.data(), Tail<objproto::NodeStart>(body), s.nchildren * sizeof(objproto::ChildInfo));
   t->name = TaskName(t->coord, s.key.value, s.slot, s.gen);
   // A reduce's nodes are started, told and cancelled by its coordinator only: the daemon
   // the handshake proved, never one a message names.

@@ -1,7 +1,8 @@
 // A program's requests to the object store (libhoplite -> conduitd, docs/object-protocol.md),
 // decoded by the functions ProgramSession uses (objects/messages.h): Hello, Put (with its
 // inline bytes), Get, Release/Delete, Wait and Reduce (with their id lists); and, of the
-// daemons' messages, the addresses in their structs, a shard's StoreCopy and DropCopy. The first byte
+// daemons' messages, the addresses in their structs, a shard's StoreCopy and DropCopy, a
+// reduce coordinator's NodeStart. The first byte
 // picks the message; the rest is its body. Decoded ids are valid and printable, counts and
 // sizes within the protocol's limits.
 #include <cstddef>
@@ -36,7 +37,7 @@ void CheckIds(const std::vector<std::string>& ids, uint32_t n) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const Bytes body(data + 1, data + size);
-  switch (data[0] % 9) {
+  switch (data[0] % 10) {
     case 0: {
       objproto::HelloRequest req;
       std::string exe;
@@ -118,6 +119,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(ValidId(id) && id.size() == d.id.len, "id of %zu bytes", id.size());
       FUZZ_CHECK(d.reason == objproto::kDropDeleted || d.reason == objproto::kDropLost, "reason %u", d.reason);
       FUZZ_CHECK((d.flags & ~objproto::kDropAck) == 0, "flags 0x%x", d.flags);
+      break;
+    }
+    case 9: {
+      // A reduce node's start: exactly nchildren ChildInfo after the struct, a valid output
+      // id, an own id only when one is there, a known data type and op.
+      objproto::NodeStart s;
+      std::string own, output;
+      std::vector<objproto::ChildInfo> children;
+      if (!DecodeNodeStart(body, &s, &own, &output, &children)) break;
+      CheckId(output);
+      if (!own.empty()) CheckId(own);
+      FUZZ_CHECK(s.nchildren <= kMaxNodeChildren && children.size() == s.nchildren &&
+                     body.size() == sizeof(s) + children.size() * sizeof(objproto::ChildInfo),
+                 "%zu children in a %zu-byte body", children.size(), body.size());
+      FUZZ_CHECK(s.op <= objproto::kMin, "op %u", s.op);
+      for (const objproto::ChildInfo& c : children) {
+        FUZZ_CHECK(AddrFromWire(c.where).size() <= sizeof(c.where.text), "child address");
+      }
       break;
     }
   }
