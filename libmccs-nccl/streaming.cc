@@ -71,8 +71,6 @@ void InputFeeder::CopyChunk(size_t k) {
   if (op_.copies_output_from_input()) memmove(static_cast<uint8_t*>(op_.out) + (from - in.begin), src, to - from);
 }
 
-
-
 bool InputFeeder::Serve() {
   if (input_.left() == 0) return false;
   const uint64_t wanted = ControlOf(segment_)->input_wanted.load(std::memory_order_relaxed);
