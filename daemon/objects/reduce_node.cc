@@ -124,6 +124,104 @@ size_t BlockFor(const ObjectOptions& o, uint32_t dtype, uint64_t size) {
   return std::max(es, PipelineBlock(o.block_bytes, size) / es * es);
 }
 
+// What a task combines, a block at a time: its own object (none for a sink copying the
+// root's stream) and its children's streams. RunTask and RunSink read and combine through
+// it alike, in two blocks of memory whatever the number of children: a child's block is
+// read into `scratch_` and folded into `acc_` before the next child's is read.
+class TaskInputs {
+ public:
+  TaskInputs(ReducerHost* host, Reducer::Task* t, size_t block) : host_(host), t_(t), scratch_(block), acc_(block) {}
+  ~TaskInputs() {
+    kids_.clear();
+    if (own_) own_->DropUser();
+  }
+
+  // Holds the task's own object for its reads: kLost when it is gone, kInvalid when it is
+  // not of the reduce's size.
+  Status HoldOwn() {
+    ObjectRef own = host_->store().Find(t_->own);
+    if (own != nullptr && own->size() != t_->size) {
+      return Err(objproto::kInvalid, "object %s on daemon %s is not of the %llu bytes the reduce expects",
+                 Printable(t_->own).c_str(), host_->peers().self().c_str(), static_cast<unsigned long long>(t_->size));
+    }
+    if (own == nullptr || !own->failure().ok()) {
+      return Err(objproto::kLost, "object %s is no longer on daemon %s", Printable(t_->own).c_str(),
+                 host_->peers().self().c_str());
+    }
+    own->AddUser();
+    own_ = std::move(own);
+    return Status::Ok();
+  }
+
+  // Reads the bytes [off, off + len) of every input (the own object's, waiting for them;
+  // then each child's, children opening lazily, in order, where the first block read
+  // starts: the first may be all there is yet) and folds all but the last two, in order,
+  // so that the block's result is *a op *b (*b null: *a alone; see Finish). On failure
+  // *outcome says whose (kNodeOwnFailed, or kNodeChildFailed and *child).
+  Status ReadBlock(uint64_t off, size_t len, const uint8_t** a, const uint8_t** b, uint32_t* outcome,
+                   uint32_t* child) {
+    *a = *b = nullptr;
+    if (own_) {
+      uint64_t ready = 0;
+      Status st = own_->WaitReady(off + len, Deadline::AfterMs(t_->timeout_ms), &ready);
+      if (!st.ok()) {
+        *outcome = objproto::kNodeOwnFailed;
+        return st;
+      }
+      *a = own_->data() + off;
+    }
+    const size_t k = t_->children.size();
+    for (size_t c = 0; c < k; ++c) {
+      if (*b != nullptr) {  // scratch is read into next: what came before goes into acc_
+        Reduce2(acc_.data(), *a, *b, len / ElementSize(), Type(), Op());
+        *a = acc_.data();
+        *b = nullptr;
+      }
+      Status st;
+      if (kids_.size() == c) {
+        kids_.push_back(std::make_unique<ChildReader>(host_, t_, c));
+        st = kids_[c]->Open(off);
+      }
+      const uint8_t* src = nullptr;
+      if (st.ok()) st = kids_[c]->Read(off, len, scratch_.data(), &src);
+      if (!st.ok()) {
+        *outcome = objproto::kNodeChildFailed;
+        *child = static_cast<uint32_t>(c);
+        return st;
+      }
+      if (*a != nullptr) {
+        *b = src;
+      } else if (src == scratch_.data() && c + 1 < k) {
+        memcpy(acc_.data(), src, len);
+        *a = acc_.data();
+      } else {
+        *a = src;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // dst = a op b (the last step of a block, in one pass), or a copy of a when b is null.
+  void Finish(uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t len) const {
+    if (b != nullptr) {
+      Reduce2(dst, a, b, len / ElementSize(), Type(), Op());
+    } else if (a != dst) {
+      memcpy(dst, a, len);
+    }
+  }
+
+ private:
+  ncclDataType_t Type() const { return static_cast<ncclDataType_t>(t_->dtype); }
+  ncclRedOp_t Op() const { return static_cast<ncclRedOp_t>(t_->op); }
+  size_t ElementSize() const { return DataTypeSize(Type()); }
+
+  ReducerHost* host_;
+  Reducer::Task* t_;
+  ObjectRef own_;
+  std::vector<std::unique_ptr<ChildReader>> kids_;
+  Bytes scratch_, acc_;
+};
+
 }  // namespace
 
 void Reducer::OnNodeStart(const std::string& from, const Bytes& body) {
@@ -244,86 +342,47 @@ void Reducer::Report(const Task& t, uint32_t outcome, uint32_t child, const Stat
 
 void Reducer::RunTask(std::shared_ptr<Task> t) {
   LocalStore& store = host_->store();
-  const auto type = static_cast<ncclDataType_t>(t->dtype);
-  const size_t es = DataTypeSize(type);
   const size_t block = BlockFor(host_->options(), t->dtype, t->size);
-  const size_t k = t->children.size();
-  ObjectRef own, out;
-  std::vector<std::unique_ptr<ChildReader>> kids;
-  Bytes scratch(std::min<uint64_t>(block, t->size));
+  ObjectRef out;
+  auto inputs = std::make_unique<TaskInputs>(host_, t.get(), std::min<uint64_t>(block, t->size));
 
   auto cancelled = [&] {
     std::lock_guard<std::mutex> lock(t->mu);
     return t->cancelled;
   };
-  auto cleanup = [&] {
-    kids.clear();
-    if (own) own->DropUser();
-  };
   auto fail = [&](uint32_t outcome, uint32_t child, const Status& st) {
     bool was_cancelled = cancelled();
-    cleanup();
+    inputs.reset();
     if (out) store.Remove(t->output, st, out.get());
     if (!was_cancelled) Report(*t, outcome, child, st);
   };
 
-  own = store.Find(t->own);
-  if (own != nullptr && own->size() != t->size) {
-    own.reset();
-    return fail(objproto::kNodeOwnFailed, 0, Err(objproto::kInvalid, "object %s on daemon %s is not of the %llu bytes "
-                                                 "the reduce expects", Printable(t->own).c_str(),
-                                                 host_->peers().self().c_str(), static_cast<unsigned long long>(t->size)));
-  }
-  if (own == nullptr || !own->failure().ok()) {
-    own.reset();
-    return fail(objproto::kNodeOwnFailed, 0, Err(objproto::kLost, "object %s is no longer on daemon %s",
-                                                 Printable(t->own).c_str(), host_->peers().self().c_str()));
-  }
-  own->AddUser();
+  Status st = inputs->HoldOwn();
+  if (!st.ok()) return fail(objproto::kNodeOwnFailed, 0, st);
   CopyInfo info;  // a partial result: internal, charged to nobody, never served to programs
   info.internal = true;
-  Status st = store.Create(t->output, t->size, info, &out);
+  st = store.Create(t->output, t->size, info, &out);
   if (!st.ok()) {
     out.reset();
     return fail(objproto::kNodeOwnFailed, 0, st);
   }
   for (uint64_t off = 0; off < t->size;) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(block, t->size - off));
-    uint8_t* dst = out->data() + off;
+    uint32_t outcome = 0, child = 0;
+    const uint8_t *a = nullptr, *b = nullptr;
+    st = inputs->ReadBlock(off, len, &a, &b, &outcome, &child);
+    if (!st.ok()) return fail(outcome, child, st);
     out->PrepareWrite(off, len);
-    uint64_t ready = 0;
-    st = own->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
-    if (!st.ok()) return fail(objproto::kNodeOwnFailed, 0, st);
-    // The own block is combined with the first child's as it is written (Reduce2), not
-    // copied first: one pass over the block fewer.
-    if (k == 0) memcpy(dst, own->data() + off, len);
-    for (size_t c = 0; c < k; ++c) {
-      if (kids.size() == c) {  // children open lazily, in order: the first may be all there is yet
-        kids.push_back(std::make_unique<ChildReader>(host_, t.get(), c));
-        st = kids[c]->Open(0);
-        if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
-      }
-      const uint8_t* src = nullptr;
-      st = kids[c]->Read(off, len, scratch.data(), &src);
-      if (!st.ok()) return fail(objproto::kNodeChildFailed, static_cast<uint32_t>(c), st);
-      if (c == 0) {
-        Reduce2(dst, own->data() + off, src, len / es, type, static_cast<ncclRedOp_t>(t->op));
-      } else {
-        ReduceInto(dst, src, len / es, type, static_cast<ncclRedOp_t>(t->op));
-      }
-    }
+    inputs->Finish(out->data() + off, a, b, len);
     off += len;
     out->SetReady(off);
     if (cancelled()) return fail(objproto::kNodeDone, 0, Err(objproto::kTimeout, "cancelled"));
   }
   out->MarkComplete();
-  cleanup();
 }
 
 void Reducer::RunSink(std::shared_ptr<Task> t) {
   Sink& sink = *t->sink;
-  const auto type = static_cast<ncclDataType_t>(t->dtype);
-  const size_t es = DataTypeSize(type);
   const size_t block = BlockFor(host_->options(), t->dtype, t->size);
   uint64_t off;
   bool fits;
@@ -340,71 +399,39 @@ void Reducer::RunSink(std::shared_ptr<Task> t) {
     return;
   }
   // Running the root's task, the sink combines the root's own object (here) with the
-  // root's children block by block, as RunTask does, straight into the target: no partial
-  // result for the root and no second pass over its bytes. Only the newest generation may
-  // write the target, so a block is combined under the sink's lock, once every child's
-  // part of it has been read (a read may block; the combining does not).
-  ObjectRef own;
+  // root's children block by block, as RunTask does, its last step straight into the
+  // target: no partial result for the root, no copy of it. Only the newest generation may
+  // write the target, so that step is taken under the sink's lock, once every input's part
+  // of the block has been read (a read may block; the step does not).
+  auto inputs = std::make_unique<TaskInputs>(host_, t.get(), std::min<uint64_t>(block, t->size));
   Status st;
   if (!t->own.empty()) {
-    own = host_->store().Find(t->own);
-    if (own == nullptr || own->size() != t->size || !own->failure().ok()) {
-      own.reset();
-      Report(*t, objproto::kNodeOwnFailed, 0,
-             Err(objproto::kLost, "object %s is no longer on daemon %s with the %llu bytes the reduce expects",
-                 Printable(t->own).c_str(), host_->peers().self().c_str(), static_cast<unsigned long long>(t->size)));
+    st = inputs->HoldOwn();
+    if (!st.ok()) {
+      Report(*t, objproto::kNodeOwnFailed, 0, st);
       return;
     }
-    own->AddUser();
   }
-  const size_t k = t->children.size();
-  std::vector<std::unique_ptr<ChildReader>> kids;
-  std::vector<Bytes> scratch(k, Bytes(std::min<uint64_t>(block, t->size)));
-  std::vector<const uint8_t*> in(k);
-  uint32_t outcome = objproto::kNodeChildFailed, failed_child = 0;
+  uint32_t outcome = 0, failed_child = 0;
   bool stale = false;
-  while (st.ok() && off < t->size && !stale) {
+  while (off < t->size) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(block, t->size - off));
-    if (own) {
-      uint64_t ready = 0;
-      st = own->WaitReady(off + len, Deadline::AfterMs(t->timeout_ms), &ready);
-      if (!st.ok()) {
-        outcome = objproto::kNodeOwnFailed;
-        break;
-      }
-    }
-    for (size_t c = 0; c < k && st.ok(); ++c) {
-      if (kids.size() == c) {  // children open lazily, in order, where this generation starts
-        kids.push_back(std::make_unique<ChildReader>(host_, t.get(), c));
-        st = kids[c]->Open(off);
-      }
-      if (st.ok()) st = kids[c]->Read(off, len, scratch[c].data(), &in[c]);
-      if (!st.ok()) failed_child = static_cast<uint32_t>(c);
-    }
+    const uint8_t *a = nullptr, *b = nullptr;
+    st = inputs->ReadBlock(off, len, &a, &b, &outcome, &failed_child);
     if (!st.ok()) break;
     std::lock_guard<std::mutex> lock(sink.mu);
     if (sink.gen != t->gen) {
       stale = true;
       break;
     }
-    uint8_t* dst = sink.out->data() + off;
     sink.out->PrepareWrite(off, len);
-    const auto op = static_cast<ncclRedOp_t>(t->op);
-    if (own == nullptr) {
-      memcpy(dst, in[0], len);  // the root's stream (k is 1)
-    } else if (k == 0) {
-      memcpy(dst, own->data() + off, len);  // one object: the root is a leaf
-    } else {
-      Reduce2(dst, own->data() + off, in[0], len / es, type, op);
-      for (size_t c = 1; c < k; ++c) ReduceInto(dst, in[c], len / es, type, op);
-    }
+    inputs->Finish(sink.out->data() + off, a, b, len);
     off += len;
     sink.written = off;
     // Readers see the block at once when it is final (see reducer.h).
     if (sink.final) sink.out->SetReady(off);
   }
-  kids.clear();
-  if (own) own->DropUser();
+  inputs.reset();
   bool was_cancelled;
   {
     std::lock_guard<std::mutex> lock(t->mu);
