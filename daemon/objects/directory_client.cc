@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/busy_poll.h"
 #include "common/detached_thread.h"
 #include "common/thread_guard.h"
 
@@ -11,6 +12,14 @@ namespace {
 
 constexpr int kRetryPauseMs = 20;
 constexpr int kReplySlackMs = 3000;  // an owner answers a timed-out wait itself; this covers its silence
+
+// A directory call is one round trip to the shard's daemon, on the path of a program's
+// Put, Get or Reduce (a Reduce answers only once its target is reserved). Its caller spins
+// for the answer for the budget of waits on peer daemons before it sleeps
+// (common/busy_poll.h): the answer usually comes within it, and waking the caller would
+// add a wake-up to every small call (measured: docs/benchmarks.md, "Directory answers
+// without a wake-up").
+int SpinMicros() { return PeerBusyPollMicros(); }
 
 int RemainingMs(Deadline d) {
   int ms = d.PollTimeoutMs();
@@ -30,7 +39,7 @@ Status DirectoryClient::CallOwner(const std::string& id, uint16_t type, const By
   for (;;) {
     const std::string owner = peers_->Owner(id);
     Deadline call_deadline = Deadline::AfterMs(RemainingMs(deadline) + kReplySlackMs);
-    Status st = peers_->Call(owner, type, body, reply_type, reply, call_deadline);
+    Status st = peers_->Call(owner, type, body, reply_type, reply, call_deadline, SpinMicros());
     objproto::Status ws{};
     if (st.ok()) {
       if (!Decode(*reply, &ws)) return Err(objproto::kInternal, "short reply 0x%04x from %s", reply_type, owner.c_str());
@@ -76,7 +85,8 @@ DirectoryClient::PendingPublish DirectoryClient::PublishBegin(const std::string&
 
 Status DirectoryClient::PublishFinish(PendingPublish& p, Deadline deadline) {
   Bytes reply;
-  Status st = peers_->Await(p.call, objproto::kDirPublishReply, &reply, Deadline::AfterMs(RemainingMs(deadline) + kReplySlackMs));
+  Status st = peers_->Await(p.call, objproto::kDirPublishReply, &reply, Deadline::AfterMs(RemainingMs(deadline) + kReplySlackMs),
+                            SpinMicros());
   objproto::Status ws{};
   if (st.ok()) st = Decode(reply, &ws) ? FromObjectWire(ws) : Err(objproto::kInternal, "short Publish reply");
   if (!IsAborted(st) && !IsUnavailable(st)) return st;

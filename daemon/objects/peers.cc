@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "common/busy_poll.h"
 #include "common/detached_thread.h"
 #include "common/frame.h"
 #include "common/log.h"
@@ -43,6 +44,7 @@ struct Peers::Pending {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  std::atomic<bool> finished{false};  // done, for a spinning Await to read without mu
   Status status;
   uint16_t type = 0;
   Bytes body;
@@ -59,6 +61,7 @@ struct Peers::Pending {
       status = std::move(st);
       type = t;
       body = std::move(b);
+      finished.store(true, std::memory_order_release);
       cv.notify_all();
       after = std::move(then);
     }
@@ -378,8 +381,8 @@ void Peers::Dispatch(uint16_t type, const std::string& from, const Bytes& body, 
 }
 
 Status Peers::Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
-                      Deadline deadline) {
-  return Await(Begin(to, type, std::move(body)), reply_type, reply, deadline);
+                      Deadline deadline, int spin_micros) {
+  return Await(Begin(to, type, std::move(body)), reply_type, reply, deadline, spin_micros);
 }
 
 Peers::Outstanding Peers::Begin(const std::string& to, uint16_t type, Bytes body) {
@@ -481,8 +484,12 @@ void Peers::ExpireCalls() {
   }
 }
 
-Status Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Deadline deadline) {
+Status Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Deadline deadline, int spin_micros) {
   Pending* p = o.p.get();
+  if (spin_micros > 0) {
+    auto until = std::min(deadline.when(), std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros));
+    SpinUntilTrue(until, [p] { return p->finished.load(std::memory_order_acquire); });
+  }
   std::unique_lock<std::mutex> lock(p->mu);
   if (!WaitUntil(p->cv, lock, deadline, [&] { return p->done; })) {
     lock.unlock();

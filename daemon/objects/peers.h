@@ -88,13 +88,16 @@ class Peers {
   // pings queue behind bulk transfers on the same link, which is not per-hop latency.
   double rtt_us() const;
 
-  // Request/reply; kUnavailable when `to` is down or dies before answering.
+  // Request/reply; kUnavailable when `to` is down or dies before answering. A caller on a
+  // latency path may first spin for the answer for up to `spin_micros` (yielding the CPU
+  // between looks; common/busy_poll.h) before it sleeps: an answer that comes within that
+  // time then costs no wake-up of the waiting thread.
   Status Call(const std::string& to, uint16_t type, Bytes body, uint16_t reply_type, Bytes* reply,
-                 Deadline deadline);
+                 Deadline deadline, int spin_micros = 0);
   // The same in two halves, so a caller can do other work while the request travels.
   struct Outstanding;
   Outstanding Begin(const std::string& to, uint16_t type, Bytes body);
-  Status Await(const Outstanding& call, uint16_t reply_type, Bytes* reply, Deadline deadline);
+  Status Await(const Outstanding& call, uint16_t reply_type, Bytes* reply, Deadline deadline, int spin_micros = 0);
   // Or, instead of Await: runs `done` once the call has ended, at once when it has already,
   // else on the thread that ends it (a connection's reader or the ping loop: `done` must not
   // block). `done` gets Ok when an answer came (of any type), else why the call failed: `to`

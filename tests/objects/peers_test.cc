@@ -278,6 +278,45 @@ long long JsonNumber(const std::string& json, const std::string& key) {
   return at == std::string::npos ? -1 : std::atoll(json.c_str() + at + quoted.size());
 }
 
+// A caller may spin for its answer before it sleeps (Await's spin_micros, used by the
+// directory calls): the answer is the same whether it comes during the spin or after it,
+// and the spin never outlasts the call's deadline.
+constexpr uint16_t kLater = 0x7f07;  // answered with kEchoReply after the milliseconds its body names
+
+TEST(PeersAwait, ASpinningCallGetsItsAnswerDuringOrAfterTheSpinAndKeepsItsDeadline) {
+  static Pair* p = new Pair([](Peers* receiver, const PeerSecurity*) {
+    receiver->Handle(kSilent, [](const std::string&, const Bytes&, const ReplyFn&) {});
+    receiver->Handle(kLater, [](const std::string&, const Bytes& body, const ReplyFn& reply) {
+      const int ms = std::atoi(S(body).c_str());
+      std::thread([reply, body, ms] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        reply(kEchoReply, body);
+      }).detach();
+    });
+  });
+  for (const char* ms : {"0", "50"}) {  // within a 200 us spin (mostly), and long after it
+    Bytes reply;
+    Status st = p->sender->Call(p->receiver_addr, kLater, B(ms), kEchoReply, &reply, Deadline::AfterMs(10000), 200);
+    ASSERT_TRUE(st.ok()) << ms << " ms: " << st.message();
+    EXPECT_EQ(S(reply), ms);
+  }
+  // A spin far longer than the deadline: the call ends at the deadline, not the spin's end.
+  const auto start = std::chrono::steady_clock::now();
+  Bytes reply;
+  Status st = p->sender->Call(p->receiver_addr, kSilent, B("never"), kEchoReply, &reply, Deadline::AfterMs(100),
+                              20 * 1000 * 1000);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(ObjectCodeOf(st), objproto::kTimeout) << st.message();
+  EXPECT_GE(took, std::chrono::milliseconds(100));
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the spin outlasted the call's deadline";
+  // A call that has failed already (no such peer) ends at once, spin or not.
+  st = p->sender->Call("127.0.0.9:9", kEcho, B("nobody"), kEchoReply, &reply, Deadline::AfterMs(10000),
+                       20 * 1000 * 1000);
+  EXPECT_EQ(ObjectCodeOf(st), objproto::kUnavailable) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+
 // The sender is authenticated as 127.0.0.1:1; whatever daemon its messages name, the
 // directory acts for that one only.
 TEST(DirectoryShard, TakesADaemonsWordOnlyForItsOwnCopies) {
