@@ -239,7 +239,8 @@ std::vector<SettingSpec> MakeSpecs() {
        .value_name = "N",
        .default_note = std::to_string(kDefaultPeerBusyPollMicros) + "; 0 on one CPU",
        .help = "the same for a collective's transfer of up to 256 KiB waiting for a peer daemon's bytes on 4 hosts "
-               "and more (a step waits for the slowest of several daemons; fewer hosts use --busy-poll-us); 0: never",
+               "and more (a step waits for the slowest of several daemons; fewer hosts use --busy-poll-us), and for "
+               "an object store call waiting for its directory shard's answer; 0: never",
        .set = [](DaemonSettings& s, const std::string& v) { return SetBusyPollBudget(v, &s.peer_busy_poll_us); }},
       {.name = "peer-congestion",
        .value_name = "NAME|host",
