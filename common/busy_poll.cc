@@ -30,9 +30,15 @@ std::atomic<int>& PeerBudget() {
 void SetBusyPollMicros(int micros) { Budget().store(std::clamp(micros, 0, kMaxBusyPollMicros)); }
 
 void SetBusyPollFromEnv() {
-  const char* env = getenv("CONDUIT_BUSY_POLL_US");
-  if (env != nullptr && *env != '\0') SetBusyPollMicros(atoi(env));
+  if (BusyPollSetByEnv()) SetBusyPollMicros(atoi(getenv("CONDUIT_BUSY_POLL_US")));
 }
+
+bool BusyPollSetByEnv() {
+  const char* env = getenv("CONDUIT_BUSY_POLL_US");
+  return env != nullptr && *env != '\0';
+}
+
+int ClientPeerBusyPollMicros() { return BusyPollSetByEnv() ? BusyPollMicros() : PeerBusyPollMicros(); }
 
 int BusyPollMicros() { return Budget().load(std::memory_order_relaxed); }
 

@@ -42,8 +42,18 @@ int BusyPollMicros();
 constexpr int kDefaultPeerBusyPollMicros = 200;
 void SetPeerBusyPollMicros(int micros);
 int PeerBusyPollMicros();
+// From how many hosts a collective's waits take the peer budget, in the daemon and in the
+// program waiting for its reply (the reply follows the same steps).
+constexpr int kPeerBusyPollMinHosts = 4;
 // For the client libraries: the budget from $CONDUIT_BUSY_POLL_US, when it is set.
 void SetBusyPollFromEnv();
+// Whether $CONDUIT_BUSY_POLL_US is set: a client library's waits then all take that budget,
+// also those that would take the peer budget by default.
+bool BusyPollSetByEnv();
+// A client library's budget for a wait whose answer comes after other daemons' (a Get's
+// or Reduce's reply, a collective's on kPeerBusyPollMinHosts hosts or more): the peer
+// budget, unless $CONDUIT_BUSY_POLL_US is set.
+int ClientPeerBusyPollMicros();
 
 // poll(fds, n, 0) repeatedly, yielding in between, until some descriptor is ready or the
 // budget is spent. Returns what the last poll returned: > 0 ready, 0 nothing within the

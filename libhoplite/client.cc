@@ -53,20 +53,6 @@ void* MapForPut(int fd, size_t size) {
   return p;
 }
 
-// How long a call spins for its reply before it sleeps (common/busy_poll.h). Most object
-// calls wait for other daemons (a Get's directory call and fetch, a Reduce's target
-// reservation and sources), so their replies come after a round trip between daemons,
-// which the NCCL shim's 50 us seldom covers: they spin for the budget of the daemons' own
-// waits on each other, unless the user set $CONDUIT_BUSY_POLL_US (measured:
-// docs/benchmarks.md, "Directory answers without a wake-up").
-int ReplySpinMicros() {
-  static const int micros = [] {
-    const char* env = getenv("CONDUIT_BUSY_POLL_US");
-    return env != nullptr && *env != '\0' ? conduit::BusyPollMicros() : conduit::PeerBusyPollMicros();
-  }();
-  return micros;
-}
-
 Status Wrap(const conduit::Status& st, const char* what) {
   return Status(Code::kUnavailable, std::string("lost contact with conduitd while ") + what + ": " + st.message());
 }
@@ -178,8 +164,13 @@ struct Connection {
   }
   // Reads one frame of `type` (a status-only frame of type 0 means the daemon refused us).
   Status Read(uint16_t type, Frame* f, int timeout_ms, const char* what, bool accept_fd = false) {
+    // Most object calls wait for other daemons (a Get's directory call and fetch, a
+    // Reduce's reservation and sources): their replies come after a round trip between
+    // daemons, which the NCCL shim's 50 us seldom covers, so they spin for the peer budget
+    // (common/busy_poll.h; measured: docs/benchmarks.md, "Directory answers without a
+    // wake-up"). A reply within it costs this thread no wake-up.
     pollfd ready{fd.get(), POLLIN, 0};
-    (void)conduit::SpinPollFor(&ready, 1, ReplySpinMicros());  // a reply within it costs no wake-up
+    (void)conduit::SpinPollFor(&ready, 1, conduit::ClientPeerBusyPollMicros());
     conduit::Status st = conduit::ReadFrame(fd.get(), conduit::shimproto::kMagic, conduit::shimproto::kVersion,
                                             op::kMaxPayload + 4096, f, ReplyDeadline(timeout_ms), accept_fd);
     if (!st.ok()) return Wrap(st, what);

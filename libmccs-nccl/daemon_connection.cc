@@ -75,10 +75,12 @@ Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* re
   return ReadReply(type, reply_type, reply, ReplyDeadline());
 }
 
-Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline) {
+Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline,
+                                   int spin_micros) {
   // Most replies to small calls come within tens of microseconds: spin for them before
   // blocking, so the reply needs no wake-up of this thread (common/busy_poll.h).
-  SpinUntilReady(fd_.get(), POLLIN);
+  pollfd ready{fd_.get(), POLLIN, 0};
+  (void)SpinPollFor(&ready, 1, spin_micros >= 0 ? spin_micros : BusyPollMicros());
   Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, reply, deadline);
   if (!st.ok()) {
     return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),

@@ -31,7 +31,9 @@ class DaemonConnection {
   // A reply is awaited at most ReplyDeadline() (3 x the daemon's timeout + 30 s) from when
   // the caller asked for it, whatever else it waits for meanwhile.
   Status ReadReply(uint16_t type, uint16_t reply_type, Frame* reply);
-  Status ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline);
+  // `spin_micros`: how long to spin for the reply before sleeping (common/busy_poll.h);
+  // -1: BusyPollMicros().
+  Status ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline, int spin_micros = -1);
   Deadline ReplyDeadline() const { return Deadline::AfterMs(3ll * timeout_ms_ + 30000); }
 
   uint32_t daemon_timeout_ms() const { return timeout_ms_; }

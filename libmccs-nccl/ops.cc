@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/busy_poll.h"
 #include "common/log.h"
 #include "nccl_debug.h"
 #include "device_path.h"
@@ -383,6 +384,21 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
 
 // Runs a batch: all requests are sent before any reply is read, so a thread driving
 // several communicators (ncclCommInitAll style) never waits on itself.
+// How long to spin for a group's reply before sleeping (common/busy_poll.h). On
+// kPeerBusyPollMinHosts hosts and more the daemons' steps wait on each other for the peer
+// budget, and a small group's reply comes after those steps, later than the program's
+// usual 50 us: it is waited for as long as they wait. A larger group's reply comes later
+// than either budget, and spinning for it only takes CPU from the daemons doing the work
+// (measured: docs/benchmarks.md, "A program's wait on 4 hosts").
+constexpr size_t kLongReplySpinMaxBytes = 64u << 10;
+
+int ReplySpinMicros(const ncclComm* comm, const std::vector<PendingOp*>& list) {
+  if (comm->host_addrs.size() < static_cast<size_t>(kPeerBusyPollMinHosts)) return -1;
+  size_t bytes = 0;
+  for (const PendingOp* op : list) bytes += std::max(op->in_bytes, op->out_bytes);
+  return bytes <= kLongReplySpinMaxBytes ? ClientPeerBusyPollMicros() : -1;
+}
+
 ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   std::map<ncclComm*, std::vector<PendingOp*>> by_comm;  // ordered by address: a fixed lock order
   for (auto& op : ops) by_comm[op.comm].push_back(&op);
@@ -466,7 +482,8 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
       pump->PumpUntilReply(comm->conn->fd(), deadline, &*feeders[comm]);
     }
     Frame reply;
-    Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline);
+    Status st = comm->conn->ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, deadline,
+                                      ReplySpinMicros(comm, list));
     NoteWhatTheDaemonServes(comm, reply);
     if (!st.ok() && EventRefused(sent[comm], reply)) {
       refused.emplace_back(comm, st);

@@ -135,7 +135,7 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
   // On 4 hosts and more a step waits for the slowest of several daemons: a longer spin
   // catches its bytes without a wake-up (common/busy_poll.h, --peer-busy-poll-us). On 2
   // hosts the A/Bs could not tell the budgets apart, so they keep the programs' budget.
-  const int spin_micros = nhosts >= 4 ? PeerBusyPollMicros() : -1;
+  const int spin_micros = nhosts >= kPeerBusyPollMinHosts ? PeerBusyPollMicros() : -1;
   for (Link* l : group.links) {
     if (l == nullptr) continue;
     l->SetPacer(pacer.get());
