@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -91,6 +93,34 @@ TEST_F(BusyPollTest, ThePeerBudgetIsSeparate) {
   writer.join();
   pollfd q{b_.get(), POLLIN, 0};
   EXPECT_EQ(SpinPollFor(&q, 1, 0), 0) << "budget 0: one poll, nothing ready";
+}
+
+// A client library's waits on other daemons take the peer budget, unless the user set
+// $CONDUIT_BUSY_POLL_US: then every wait takes that, 0 (never spin) included.
+TEST_F(BusyPollTest, ClientPeerWaitsTakeThePeerBudgetUnlessTheUserSetOne) {
+  const char* before = getenv("CONDUIT_BUSY_POLL_US");
+  const std::string saved_env = before != nullptr ? before : "";
+  SetBusyPollMicros(50);
+  SetPeerBusyPollMicros(200);
+  unsetenv("CONDUIT_BUSY_POLL_US");
+  EXPECT_FALSE(BusyPollSetByEnv());
+  EXPECT_EQ(ClientPeerBusyPollMicros(), 200);
+  setenv("CONDUIT_BUSY_POLL_US", "", 1);  // empty: not set
+  EXPECT_FALSE(BusyPollSetByEnv());
+  EXPECT_EQ(ClientPeerBusyPollMicros(), 200);
+  setenv("CONDUIT_BUSY_POLL_US", "0", 1);
+  SetBusyPollFromEnv();
+  EXPECT_TRUE(BusyPollSetByEnv());
+  EXPECT_EQ(BusyPollMicros(), 0);
+  EXPECT_EQ(ClientPeerBusyPollMicros(), 0) << "a user who turned spinning off gets none";
+  setenv("CONDUIT_BUSY_POLL_US", "75", 1);
+  SetBusyPollFromEnv();
+  EXPECT_EQ(ClientPeerBusyPollMicros(), 75);
+  if (before != nullptr) {
+    setenv("CONDUIT_BUSY_POLL_US", saved_env.c_str(), 1);
+  } else {
+    unsetenv("CONDUIT_BUSY_POLL_US");
+  }
 }
 
 TEST_F(BusyPollTest, HangupCountsAsReady) {
