@@ -9,9 +9,9 @@
 // waiting for its reply, a daemon session waiting for the next request, a collective
 // waiting for a peer daemon's bytes, a point-to-point link's reader waiting for the next
 // frame and a receive for its message, an object store's call waiting for its directory
-// shard's answer) first poll without blocking for a bounded budget,
-// yielding the CPU between tries so that a thread that has work on this core runs instead;
-// only then do they block. The budget bounds the CPU a wait can burn (once per wait), and
+// shard's answer) first poll without blocking for a bounded budget, yielding the CPU
+// between tries so that a thread that has work on this core runs instead; only then do
+// they block. The budget bounds the CPU a wait can burn (once per wait), and
 // on a machine with one usable CPU there is nothing to win: spinning is off there.
 #ifndef CONDUIT_DAEMON_COMMON_BUSY_POLL_H_
 #define CONDUIT_DAEMON_COMMON_BUSY_POLL_H_
@@ -33,11 +33,11 @@ int BusyPollMicros();
 // A second budget for the waits on another daemon's answer: a collective's transfer on 4
 // hosts and more waiting for a peer daemon's bytes (conduitd --peer-busy-poll-us; the
 // collective sets it on its links, Link::SetSpinMicros), and the object store's directory
-// calls waiting for their shard's daemon (objects/directory_client.cc). Why longer: there a step waits for the slowest of several
-// daemons, each a process among many on the host's CPUs, so the bytes often come after
-// 50 us and before 200 (measured: mostly 1.0-1.4x faster all-reduces of 1-64 KiB on 4
-// hosts; on 2 hosts the A/Bs could not tell the two apart, so they keep the first:
-// docs/benchmarks.md). It costs at most one budget per wait of a collective's step or per
+// calls waiting for their shard's daemon (objects/directory_client.cc). Why longer: there
+// a step waits for the slowest of several daemons, each a process among many on the
+// host's CPUs, so the bytes often come after 50 us and before 200 (measured: mostly
+// 1.0-1.4x faster all-reduces of 1-64 KiB on 4 hosts; on 2 hosts the A/Bs could not tell
+// the two apart, so they keep the first: docs/benchmarks.md). It costs at most one budget per wait of a collective's step or per
 // directory call, never per idle program or RPC connection.
 constexpr int kDefaultPeerBusyPollMicros = 200;
 void SetPeerBusyPollMicros(int micros);

@@ -382,8 +382,6 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
   return Status::Ok();
 }
 
-// Runs a batch: all requests are sent before any reply is read, so a thread driving
-// several communicators (ncclCommInitAll style) never waits on itself.
 // How long to spin for a group's reply before sleeping (common/busy_poll.h). On
 // kPeerBusyPollMinHosts hosts and more the daemons' steps wait on each other for the peer
 // budget, and a small group's reply comes after those steps, later than the program's
@@ -399,6 +397,8 @@ int ReplySpinMicros(const ncclComm* comm, const std::vector<PendingOp*>& list) {
   return bytes <= kLongReplySpinMaxBytes ? ClientPeerBusyPollMicros() : -1;
 }
 
+// Runs a batch: all requests are sent before any reply is read, so a thread driving
+// several communicators (ncclCommInitAll style) never waits on itself.
 ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
   std::map<ncclComm*, std::vector<PendingOp*>> by_comm;  // ordered by address: a fixed lock order
   for (auto& op : ops) by_comm[op.comm].push_back(&op);
