@@ -316,7 +316,6 @@ TEST(PeersAwait, ASpinningCallGetsItsAnswerDuringOrAfterTheSpinAndKeepsItsDeadli
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
-
 // The sender is authenticated as 127.0.0.1:1; whatever daemon its messages name, the
 // directory acts for that one only.
 TEST(DirectoryShard, TakesADaemonsWordOnlyForItsOwnCopies) {
