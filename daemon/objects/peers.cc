@@ -43,8 +43,9 @@ Status ReadMsg(Conn& conn, Frame* frame, Deadline deadline) {
 struct Peers::Pending {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
-  std::atomic<bool> finished{false};  // done, for a spinning Await to read without mu
+  // Written under mu, after the answer below; atomic so that a spinning Await may read it
+  // without mu (an acquire load then sees the answer too).
+  std::atomic<bool> done{false};
   Status status;
   uint16_t type = 0;
   Bytes body;
@@ -56,12 +57,11 @@ struct Peers::Pending {
     std::function<void(const Status&)> after;
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (done) return;
-      done = true;
+      if (done.load(std::memory_order_relaxed)) return;
       status = std::move(st);
       type = t;
       body = std::move(b);
-      finished.store(true, std::memory_order_release);
+      done.store(true, std::memory_order_release);
       cv.notify_all();
       after = std::move(then);
     }
@@ -488,10 +488,10 @@ Status Peers::Await(const Outstanding& o, uint16_t reply_type, Bytes* reply, Dea
   Pending* p = o.p.get();
   if (spin_micros > 0) {
     auto until = std::min(deadline.when(), std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros));
-    SpinUntilTrue(until, [p] { return p->finished.load(std::memory_order_acquire); });
+    SpinUntilTrue(until, [p] { return p->done.load(std::memory_order_acquire); });
   }
   std::unique_lock<std::mutex> lock(p->mu);
-  if (!WaitUntil(p->cv, lock, deadline, [&] { return p->done; })) {
+  if (!WaitUntil(p->cv, lock, deadline, [&] { return p->done.load(); })) {
     lock.unlock();
     if (o.ch != nullptr) {
       std::lock_guard<std::mutex> clock(o.ch->mu);
