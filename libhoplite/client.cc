@@ -169,8 +169,7 @@ struct Connection {
     // daemons, which the NCCL shim's 50 us seldom covers, so they spin for the peer budget
     // (common/busy_poll.h; measured: docs/benchmarks.md, "Directory answers without a
     // wake-up"). A reply within it costs this thread no wake-up.
-    pollfd ready{fd.get(), POLLIN, 0};
-    (void)conduit::SpinPollFor(&ready, 1, conduit::ClientPeerBusyPollMicros());
+    conduit::SpinUntilReady(fd.get(), POLLIN, conduit::ClientPeerBusyPollMicros());
     conduit::Status st = conduit::ReadFrame(fd.get(), conduit::shimproto::kMagic, conduit::shimproto::kVersion,
                                             op::kMaxPayload + 4096, f, ReplyDeadline(timeout_ms), accept_fd);
     if (!st.ok()) return Wrap(st, what);

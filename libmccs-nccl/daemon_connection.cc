@@ -79,8 +79,7 @@ Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* re
                                    int spin_micros) {
   // Most replies to small calls come within tens of microseconds: spin for them before
   // blocking, so the reply needs no wake-up of this thread (common/busy_poll.h).
-  pollfd ready{fd_.get(), POLLIN, 0};
-  (void)SpinPollFor(&ready, 1, spin_micros >= 0 ? spin_micros : BusyPollMicros());
+  SpinUntilReady(fd_.get(), POLLIN, spin_micros);
   Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, reply, deadline);
   if (!st.ok()) {
     return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),

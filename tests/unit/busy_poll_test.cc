@@ -59,6 +59,10 @@ TEST_F(BusyPollTest, NothingWithinTheBudgetReturnsZeroSoTheCallerBlocks) {
   EXPECT_FALSE(SpinUntilReady(a_.get(), POLLIN));
   SetBusyPollMicros(2000);
   EXPECT_FALSE(SpinUntilReady(a_.get(), POLLIN));
+  SetBusyPollMicros(0);
+  EXPECT_FALSE(SpinUntilReady(a_.get(), POLLIN, 2000)) << "a budget of its own";
+  ASSERT_EQ(write(b_.get(), "x", 1), 1);
+  EXPECT_TRUE(SpinUntilReady(a_.get(), POLLIN, 2000));
 }
 
 TEST_F(BusyPollTest, BytesArrivingWhileSpinningAreCaught) {
