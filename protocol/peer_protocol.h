@@ -42,6 +42,11 @@ inline constexpr uint32_t kCollectiveVersionHalvingDoublingByDefault = 4;
 // (above 1 MiB, daemons of 4 run the ring), measured faster there once its exchanges
 // reduced their bytes as they arrive (docs/benchmarks.md, "Halving-doubling up to 2 MiB").
 inline constexpr uint32_t kCollectiveVersionHalvingDoublingTo2MiB = 5;
+// Version 6 has version 5's messages; on 2 hosts an all-reduce that `auto` would run by the
+// ring runs by recursive doubling up to 1 MiB unless the operator set --rd-max-bytes
+// (daemons of 5 stop at 64 KiB): one exchange of the whole buffer moves the ring's bytes in
+// one step instead of two (docs/benchmarks.md, "Recursive doubling up to 1 MiB on 2 hosts").
+inline constexpr uint32_t kCollectiveVersionTwoHostRecursiveDoublingTo1MiB = 6;
 inline constexpr uint32_t kMaxPayload = 1u << 22;  // Membership of up to ~65K ranks
 // The largest communicator a rendezvous accepts (its Membership fits in kMaxPayload).
 inline constexpr int32_t kMaxRanks = 1 << 15;

@@ -491,6 +491,14 @@ bool RecursiveDoublingIsFaster(size_t bytes, int nhosts, size_t latency_bytes) {
   return extra_bytes <= (ring_steps - rd_steps) * static_cast<double>(latency_bytes);
 }
 
+size_t RecursiveDoublingMaxBytes(const std::optional<size_t>& configured, int nhosts, uint32_t protocol_version) {
+  if (configured.has_value()) return *configured;
+  if (nhosts == 2 && protocol_version >= peerproto::kCollectiveVersionTwoHostRecursiveDoublingTo1MiB) {
+    return kTwoHostRecursiveDoublingMaxBytes;
+  }
+  return kDefaultRecursiveDoublingMaxBytes;
+}
+
 size_t HalvingDoublingMaxBytes(const std::optional<size_t>& configured, uint32_t protocol_version) {
   if (configured.has_value()) return *configured;
   if (protocol_version >= peerproto::kCollectiveVersionHalvingDoublingTo2MiB) return kDefaultHalvingDoublingMaxBytes;

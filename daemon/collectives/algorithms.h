@@ -103,6 +103,18 @@ Status RecursiveDoublingAllReduce(const HostGroup& group, uint8_t* buf, size_t c
 Status HalvingDoublingAllReduce(const HostGroup& group, uint8_t* buf, size_t count, ncclDataType_t type,
                                 ncclRedOp_t op);
 
+// The largest all-reduce `auto` considers recursive doubling for: the operator's
+// --rd-max-bytes when given (every daemon must be given the same), else, on 2 hosts where
+// the communicator's collective protocol is 6 or later, kTwoHostRecursiveDoublingMaxBytes,
+// and kDefaultRecursiveDoublingMaxBytes otherwise (what daemons of an earlier release
+// choose, so that a communicator of mixed releases agrees). On 2 hosts recursive doubling is
+// one exchange of the whole buffer: the ring's bytes each way in one step instead of two,
+// measured faster up to 1 MiB (docs/benchmarks.md, "Recursive doubling up to 1 MiB on 2
+// hosts"). On more hosts RecursiveDoublingIsFaster limits it well below 64 KiB.
+inline constexpr size_t kDefaultRecursiveDoublingMaxBytes = 64 << 10;
+inline constexpr size_t kTwoHostRecursiveDoublingMaxBytes = 1 << 20;
+size_t RecursiveDoublingMaxBytes(const std::optional<size_t>& configured, int nhosts, uint32_t protocol_version);
+
 // Whether recursive doubling should beat the ring for an all-reduce of `bytes` over
 // `nhosts` hosts: it takes fewer steps (2(H-1) for the ring, log2 H, plus 2 when hosts fold
 // into partners) but each step moves the whole buffer. `latency_bytes` is what a link

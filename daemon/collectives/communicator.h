@@ -60,12 +60,13 @@ struct CommOptions {
   const PeerSecurity* security = nullptr;
   int timeout_ms = 300000;
   size_t chunk_bytes = 512 * 1024;
-  // Allreduce algorithm: "auto" picks recursive doubling up to rd_max_bytes where the
+  // Allreduce algorithm: "auto" picks recursive doubling up to rd_max_bytes (unset: what
+  // the communicator's hosts and protocol version say, RecursiveDoublingMaxBytes) where the
   // cost model (RecursiveDoublingIsFaster with rd_latency_bytes) prefers it, then, on 4
   // hosts and more, recursive halving and doubling up to rh_max_bytes (unset: what the
   // communicator's protocol version says, HalvingDoublingMaxBytes), the ring above.
   std::string allreduce_algo = "auto";
-  size_t rd_max_bytes = 64 * 1024;
+  std::optional<size_t> rd_max_bytes;
   size_t rd_latency_bytes = 4096;
   std::optional<size_t> rh_max_bytes;
   // Point-to-point on device buffers between ranks of this daemon: the receiver's GPU

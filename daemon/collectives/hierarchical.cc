@@ -160,7 +160,8 @@ Status Communicator::CrossHosts(const shimproto::OpDesc& op, const CommConfig& c
 }
 
 peerproto::CollectiveAlgorithm Communicator::ChooseAllReduce(size_t bytes, int nhosts, const std::string& algo) const {
-  if (algo == "rd" || (algo == "auto" && bytes <= options_.rd_max_bytes &&
+  if (algo == "rd" || (algo == "auto" &&
+                       bytes <= RecursiveDoublingMaxBytes(options_.rd_max_bytes, nhosts, membership_.protocol_version) &&
                        RecursiveDoublingIsFaster(bytes, nhosts, options_.rd_latency_bytes))) {
     return peerproto::kAlgorithmRecursiveDoubling;
   }

@@ -119,13 +119,16 @@ Json Describe(const Communicator& comm) {
   c["failure"] = failure.ok() ? Json() : Json(failure.message());
   Json options = Json::Object();
   options["allreduce_algo"] = comm.options().allreduce_algo;
-  options["rd_max_bytes"] = comm.options().rd_max_bytes;
-  // What this communicator uses: the setting, or what its protocol version implies (null
-  // until the rendezvous has fixed the version).
+  // What this communicator uses: the setting, or what its hosts and protocol version imply
+  // (null until the rendezvous has fixed them).
+  const std::optional<size_t>& rd = comm.options().rd_max_bytes;
   const std::optional<size_t>& rh = comm.options().rh_max_bytes;
   if (ready) {
+    const int nhosts = static_cast<int>(comm.membership().host_addrs.size());
+    options["rd_max_bytes"] = RecursiveDoublingMaxBytes(rd, nhosts, comm.membership().protocol_version);
     options["rh_max_bytes"] = HalvingDoublingMaxBytes(rh, comm.membership().protocol_version);
   } else {
+    options["rd_max_bytes"] = rd.has_value() ? Json(*rd) : Json();
     options["rh_max_bytes"] = rh.has_value() ? Json(*rh) : Json();
   }
   options["chunk_bytes"] = comm.options().chunk_bytes;

@@ -46,6 +46,19 @@ Status SetNumber(const std::string& v, T* out) {
   return Status::Ok();
 }
 
+// "auto" (unset: the daemon decides, as the setting's help says) or a number as SetNumber.
+template <typename T>
+Status SetOptionalNumber(const std::string& v, std::optional<T>* out) {
+  if (v == "auto") {
+    out->reset();
+    return Status::Ok();
+  }
+  T n{};
+  CONDUIT_RETURN_IF_ERROR(SetNumber(v, &n));
+  *out = n;
+  return Status::Ok();
+}
+
 Status SetBool(const std::string& v, bool* out) {
   if (v != "true" && v != "false") return InvalidArgument("'%s' must be true or false", v.c_str());
   *out = v == "true";
@@ -182,10 +195,11 @@ std::vector<SettingSpec> MakeSpecs() {
          return Refused(IsAllReduceAlgorithm(v), "must be auto, ring, rd or rh");
        }},
       {.name = "rd-max-bytes",
-       .value_name = "N",
-       .default_value = "65536",
-       .help = "all-reduce: the largest size recursive doubling is considered for",
-       .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.rd_max_bytes); }},
+       .value_name = "N|auto",
+       .default_value = "auto",
+       .help = "all-reduce: the largest size recursive doubling is considered for (auto: 1 MiB on 2 hosts "
+               "where every daemon of the communicator speaks collective protocol 6, else 64 KiB)",
+       .set = [](DaemonSettings& s, const std::string& v) { return SetOptionalNumber(v, &s.comm.rd_max_bytes); }},
       {.name = "rd-latency-bytes",
        .value_name = "N",
        .default_value = "4096",
@@ -197,16 +211,7 @@ std::vector<SettingSpec> MakeSpecs() {
        .help = "all-reduce on 4 hosts and more: the largest size recursive halving and doubling is used "
                "for above --rd-max-bytes (the ring above it; 0: never; auto: 2 MiB where every daemon of "
                "the communicator speaks collective protocol 5, 1 MiB where 4, else 0)",
-       .set = [](DaemonSettings& s, const std::string& v) {
-         if (v == "auto") {
-           s.comm.rh_max_bytes.reset();
-           return Status::Ok();
-         }
-         size_t n = 0;
-         CONDUIT_RETURN_IF_ERROR(SetNumber(v, &n));
-         s.comm.rh_max_bytes = n;
-         return Status::Ok();
-       }},
+       .set = [](DaemonSettings& s, const std::string& v) { return SetOptionalNumber(v, &s.comm.rh_max_bytes); }},
       {.name = "chunk-bytes",
        .value_name = "N",
        .default_value = "524288",

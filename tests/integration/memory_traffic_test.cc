@@ -124,15 +124,15 @@ ClusterConfig TwoHosts(const char* prefix, const char* subnet) {
   return config;
 }
 
-// Runs coll_check with `args` (float sums of 64 KiB and 1 MiB, out of place unless `inplace`
-// is "yes"; in ncclMemAlloc buffers with `mem_alloc`) on `per_host` ranks per host, waits
-// until every rank lingers with its communicator open, and reads host 0's communicators,
-// which must be one.
+// Runs coll_check with `args` (float sums of `sizes`, out of place unless `inplace` is "yes";
+// in ncclMemAlloc buffers with `mem_alloc`) on `per_host` ranks per host, waits until every
+// rank lingers with its communicator open, and reads host 0's communicators, which must be
+// one.
 void RunAndReadComms(Cluster& cluster, int per_host, bool mem_alloc, std::vector<std::string> args,
                      std::vector<Subprocess*>* procs, Json* comms_json, CtlResult* comms,
-                     const std::string& inplace = "no") {
+                     const std::string& inplace = "no", const std::string& sizes = "64KiB,1MiB") {
   const int linger_ms = 1500 * kSanitizerSlowdown;  // a few conduitctl calls
-  args.insert(args.end(), {"--types", "float", "--ops", "sum", "--sizes", "64KiB,1MiB", "--inplace", inplace,
+  args.insert(args.end(), {"--types", "float", "--ops", "sum", "--sizes", sizes, "--inplace", inplace,
                            "--linger-ms", std::to_string(linger_ms)});
   if (mem_alloc) args.push_back("--mem-alloc");
   *procs = LaunchCollCheck(cluster, Ranks(per_host, args));
@@ -166,13 +166,14 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   const bool mem_alloc = std::get<1>(GetParam());
   Cluster cluster(TwoHosts("mt", "10.231.19"));
   CONDUIT_START_CLUSTER(cluster);
-  // 1 MiB per rank: streamed copies, chunked algorithms; 64 KiB: the unstreamed path and,
-  // on 2 hosts, recursive doubling for AllReduce.
+  // 2 MiB per rank: streamed copies, chunked algorithms, the ring for AllReduce (above the
+  // 1 MiB to which 2 hosts run recursive doubling); 64 KiB: the unstreamed path and
+  // recursive doubling.
   std::vector<Subprocess*> procs;
   Json cj;
   CtlResult comms;
   RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter"},
-                  &procs, &cj, &comms);
+                  &procs, &cj, &comms, "no", "64KiB,2MiB");
   if (HasFatalFailure()) return;
   const int nranks = static_cast<int>(cj.find("communicators")->items()[0].find("nranks")->as_int());
   std::vector<int> local;

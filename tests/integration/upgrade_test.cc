@@ -14,6 +14,8 @@
 #include <array>
 #include <atomic>
 #include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "admin_call.h"
@@ -420,16 +422,48 @@ size_t CommsSpeaking(Cluster& cluster, int host, int version) {
   return n;
 }
 
+// The algorithms by which host's one live communicator ran its all-reduces, by their bytes,
+// from its trace (GET /v1/communicators/{key}/trace); empty when there is no one communicator.
+std::map<int64_t, std::set<std::string>> AllReduceAlgorithms(const Cluster& cluster, int host) {
+  std::map<int64_t, std::set<std::string>> out;
+  AdminAnswer list = AdminCall(cluster, host, "GET", "/v1/communicators");
+  const Json& comms = Field(list.body, "communicators");
+  if (!comms.is_array() || comms.size() != 1) return out;
+  const Json& key = Field(comms.items()[0], "key");
+  if (!key.is_string()) return out;
+  AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/communicators/" + key.as_string() + "/trace?limit=1024");
+  const Json& trace = Field(a.body, "trace");
+  if (!trace.is_array()) return out;
+  for (const Json& e : trace.items()) {
+    const Json& op = Field(e, "op");
+    const Json& bytes = Field(e, "bytes");
+    const Json& algorithm = Field(e, "algorithm");
+    if (op.is_string() && op.as_string() == "AllReduce" && bytes.is_number() && algorithm.is_string()) {
+      out[bytes.as_int()].insert(algorithm.as_string());
+    }
+  }
+  return out;
+}
+
 // A rolling upgrade from a release that speaks collective protocols 3..`old_newest`
-// (`old_binary`) to this one (3-5), with all-reduces of `sizes` floats, of which the
-// largest runs by a different algorithm at the old release's newest version than at 5:
+// (`old_binary`) to this one (3-6), with all-reduces of `sizes` floats on 4 hosts, of which
+// the largest runs by a different algorithm at the old release's newest version than at 6:
 // each communicator's rendezvous chooses the newest version all its daemons and its root
 // speak, so a job runs on mixed hosts throughout (a daemon of this release in a
 // communicator of an older version must choose as the old one does, or that all-reduce
-// fails its agreement check), and moves to 5 only where every daemon speaks it. The root may
-// be either kind (NCCL_COMM_ID names host 3's daemon).
-void RollingUpgrade(const std::string& old_binary, int old_newest, const std::string& sizes) {
-  constexpr int kNewest = 5;
+// fails its agreement check), and moves to 6 only where every daemon speaks it. The root may
+// be either kind (NCCL_COMM_ID names host 3's daemon). With `pair`, all-reduces on hosts 0
+// and 1 alone as well, for choices only 2 hosts make: once while host 1 still runs the old
+// release (they agree on its version) and once both run this one; each of `pair` (floats)
+// must run by the algorithm it names at that version (trace of host 0).
+struct PairSize {
+  int64_t floats;
+  const char* at_old;  // the all-reduce's algorithm at the old release's version
+  const char* at_new;  // and at this release's
+};
+void RollingUpgrade(const std::string& old_binary, int old_newest, const std::string& sizes,
+                    const std::vector<PairSize>& pair = {}) {
+  constexpr int kNewest = 6;
   ClusterConfig config = UpgradeCluster();
   config.hosts = 4;
   config.daemon_binary = Cluster::ToolPath(old_binary);
@@ -467,18 +501,49 @@ void RollingUpgrade(const std::string& old_binary, int old_newest, const std::st
   ASSERT_EQ(run(job), "") << "every host on the previous release";
   formed(before, all, old_newest);
 
+  // Runs the all-reduces of `pair` on hosts 0 and 1; each must run by the algorithm of
+  // `at_new` or not. The ranks linger with their communicator open while host 0's trace is read.
+  auto run_pair = [&](bool at_new, const std::string& stage) {
+    std::string floats;
+    for (const PairSize& s : pair) floats += (floats.empty() ? "" : ",") + std::to_string(s.floats);
+    CollLaunch launch = Ranks(1, {"--colls", "allreduce", "--types", "float", "--ops", "sum", "--sizes", floats,
+                                  "--iters", "2", "--linger-ms", std::to_string(1500 * kSanitizerSlowdown)});
+    launch.OnHosts(2);
+    std::vector<Subprocess*> procs = LaunchCollCheck(cluster, launch);
+    for (Subprocess* p : procs) ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", timeout)) << stage;
+    const std::map<int64_t, std::set<std::string>> ran = AllReduceAlgorithms(cluster, 0);
+    for (const PairSize& s : pair) {
+      const auto it = ran.find(s.floats * 4);
+      ASSERT_NE(it, ran.end()) << stage << ": no all-reduce of " << s.floats << " floats traced";
+      EXPECT_EQ(it->second, std::set<std::string>{at_new ? s.at_new : s.at_old}) << stage << ", " << s.floats << " floats";
+    }
+    ASSERT_EQ(WaitCollCheck(cluster, procs, timeout), "") << stage;
+  };
+
   AdminAnswer a = Upgrade(cluster, 0, current);
   ASSERT_EQ(a.status, 200) << a.text;
   before = counts();
-  ASSERT_EQ(run(job), "") << "root speaks 3-5, members up to " << old_newest;
+  ASSERT_EQ(run(job), "") << "root speaks 3-6, members up to " << old_newest;
   formed(before, all, old_newest);
+  if (!pair.empty()) {
+    before = counts();
+    run_pair(/*at_new=*/false, "host 0 speaks 3-6, host 1 up to " + std::to_string(old_newest));
+    if (::testing::Test::HasFatalFailure()) return;
+    formed(before, {0, 1}, old_newest);
+  }
 
   for (int h : {1, 2}) {
     a = Upgrade(cluster, h, current);
     ASSERT_EQ(a.status, 200) << "host " << h << ": " << a.text;
   }
+  if (!pair.empty()) {
+    before = counts();
+    run_pair(/*at_new=*/true, "hosts 0 and 1 speak 3-6");
+    if (::testing::Test::HasFatalFailure()) return;
+    formed(before, {0, 1}, kNewest);
+  }
   before = counts();
-  ASSERT_EQ(run(job), "") << "hosts 0-2 speak 3-5, host 3 up to " << old_newest;
+  ASSERT_EQ(run(job), "") << "hosts 0-2 speak 3-6, host 3 up to " << old_newest;
   formed(before, all, old_newest);
   CollLaunch rooted_at_3 = CollLaunch(job).OnHosts(3);
   rooted_at_3.env = {"NCCL_COMM_ID=" + cluster.Ip(3) + ":29500"};
@@ -501,17 +566,29 @@ void RollingUpgrade(const std::string& old_binary, int old_newest, const std::st
 
 // From the release before protocol 4 (conduitd_protocol_3: 3 only, the ring for 33 KiB-2 MiB
 // on 4 hosts): 1 and 4097 floats run by recursive doubling, 65536 (256 KiB) by the ring at 3
-// and by halving-doubling at 4 and 5.
+// and by halving-doubling from 4.
 TEST(UpgradeTest, RollingUpgradeNegotiatesTheCollectiveProtocol) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   RollingUpgrade("conduitd_protocol_3", 3, "1,4097,65536");
 }
 
 // From the release before protocol 5 (conduitd_protocol_4: halving-doubling up to 1 MiB):
-// 393216 floats (1.5 MiB) run by the ring at 4 and by halving-doubling at 5.
+// 393216 floats (1.5 MiB) run by the ring at 4 and by halving-doubling from 5.
 TEST(UpgradeTest, RollingUpgradeFromProtocol4MovesHalvingDoublingsLimit) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   RollingUpgrade("conduitd_protocol_4", 4, "1,393216");
+}
+
+// From the release before protocol 6 (conduitd_protocol_5: recursive doubling up to 64 KiB
+// on 2 hosts): on hosts 0 and 1, 65536 floats (256 KiB) run by the ring at 5 and by
+// recursive doubling at 6, 16384 (64 KiB) by recursive doubling at both and 393216
+// (1.5 MiB) by the ring; on 4 hosts nothing changes.
+TEST(UpgradeTest, RollingUpgradeFromProtocol5MovesRecursiveDoublingsLimitOnTwoHosts) {
+  CONDUIT_SKIP_UNLESS_CLUSTER();
+  RollingUpgrade("conduitd_protocol_5", 5, "1,393216",
+                 {{16384, "recursive-doubling", "recursive-doubling"},
+                  {65536, "ring", "recursive-doubling"},
+                  {393216, "ring", "ring"}});
 }
 
 // A number host's one communicator reports (GET /v1/communicators), or -1.

@@ -29,6 +29,23 @@ TEST(AlgorithmChoiceTest, FoldingHostsMakeRecursiveDoublingCostly) {
   EXPECT_FALSE(RecursiveDoublingIsFaster(4096, 3, kLatencyBytes));
 }
 
+// Recursive doubling up to 1 MiB on 2 hosts only where every daemon of the communicator
+// speaks protocol 6 (daemons of 5 run the ring above 64 KiB, and the hosts must agree);
+// 64 KiB elsewhere, where the cost model stops it earlier anyway.
+TEST(AlgorithmChoiceTest, RecursiveDoublingsDefaultRangeFollowsTheHostsAndTheProtocol) {
+  EXPECT_EQ(RecursiveDoublingMaxBytes(std::nullopt, 2, 6), 1u << 20);
+  EXPECT_EQ(RecursiveDoublingMaxBytes(std::nullopt, 2, 7), 1u << 20);
+  EXPECT_EQ(RecursiveDoublingMaxBytes(std::nullopt, 2, 5), 64u << 10);
+  EXPECT_EQ(RecursiveDoublingMaxBytes(std::nullopt, 2, 3), 64u << 10);
+  for (int hosts : {3, 4, 8}) EXPECT_EQ(RecursiveDoublingMaxBytes(std::nullopt, hosts, 6), 64u << 10) << hosts;
+}
+
+TEST(AlgorithmChoiceTest, TheOperatorsRecursiveDoublingLimitHoldsEverywhere) {
+  EXPECT_EQ(RecursiveDoublingMaxBytes(65536, 2, 6), 65536u);
+  EXPECT_EQ(RecursiveDoublingMaxBytes(0, 2, 6), 0u);
+  EXPECT_EQ(RecursiveDoublingMaxBytes(4u << 20, 4, 5), 4u << 20);
+}
+
 // Halving-doubling by default only where every daemon of the communicator speaks protocol 4,
 // up to 1 MiB there and up to 2 MiB where every one speaks 5: a daemon of an earlier release
 // runs the ring above its own limit, and the hosts must agree.

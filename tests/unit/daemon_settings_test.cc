@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "admin/admin_socket.h"
@@ -114,6 +116,7 @@ TEST_F(DaemonSettingsTest, DefaultsAreTheTablesAndAgreeWithThePartsDefaults) {
   EXPECT_EQ(s.comm.chunk_bytes, comm.chunk_bytes);
   EXPECT_EQ(s.comm.allreduce_algo, comm.allreduce_algo);
   EXPECT_EQ(s.comm.rd_max_bytes, comm.rd_max_bytes);
+  EXPECT_FALSE(s.comm.rd_max_bytes.has_value()) << "auto: the communicator's hosts and protocol version decide";
   EXPECT_EQ(s.comm.rd_latency_bytes, comm.rd_latency_bytes);
   EXPECT_EQ(s.comm.rh_max_bytes, comm.rh_max_bytes);
   EXPECT_FALSE(s.comm.rh_max_bytes.has_value()) << "auto: the communicator's protocol version decides";
@@ -127,17 +130,25 @@ TEST_F(DaemonSettingsTest, DefaultsAreTheTablesAndAgreeWithThePartsDefaults) {
   EXPECT_EQ(s.log_level, LogLevel::kInfo);
 }
 
-TEST_F(DaemonSettingsTest, HalvingDoublingLimitIsANumberOrAuto) {
-  DaemonSettings s;
-  ASSERT_TRUE(Load({"--rh-max-bytes", "0"}, &s).ok());
-  EXPECT_EQ(s.comm.rh_max_bytes, std::optional<size_t>(0));
-  ASSERT_TRUE(Load({"--rh-max-bytes", "1048576"}, &s).ok());
-  EXPECT_EQ(s.comm.rh_max_bytes, std::optional<size_t>(1048576));
-  ASSERT_TRUE(Load({"--rh-max-bytes", "auto"}, &s).ok());
-  EXPECT_FALSE(s.comm.rh_max_bytes.has_value());
-  Status st = Load({"--rh-max-bytes", "1M"}, &s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("rh-max-bytes"), std::string::npos) << st.message();
+// The all-reduce algorithms' limits: a number, or auto (unset: the communicator's hosts and
+// protocol version decide, RecursiveDoublingMaxBytes and HalvingDoublingMaxBytes).
+TEST_F(DaemonSettingsTest, AlgorithmLimitsAreANumberOrAuto) {
+  const std::pair<std::string, std::optional<size_t> CommOptions::*> limits[] = {
+      {"--rd-max-bytes", &CommOptions::rd_max_bytes}, {"--rh-max-bytes", &CommOptions::rh_max_bytes}};
+  for (const auto& [flag, field] : limits) {
+    DaemonSettings s;
+    ASSERT_TRUE(Load({flag.c_str(), "0"}, &s).ok()) << flag;
+    EXPECT_EQ(s.comm.*field, std::optional<size_t>(0)) << flag;
+    ASSERT_TRUE(Load({flag.c_str(), "1048576"}, &s).ok()) << flag;
+    EXPECT_EQ(s.comm.*field, std::optional<size_t>(1048576)) << flag;
+    ASSERT_TRUE(Load({flag.c_str(), "auto"}, &s).ok()) << flag;
+    EXPECT_FALSE((s.comm.*field).has_value()) << flag;
+    for (const char* bad : {"1M", "-1"}) {
+      Status st = Load({flag.c_str(), bad}, &s);
+      EXPECT_FALSE(st.ok()) << flag << " " << bad;
+      EXPECT_NE(st.message().find(flag.substr(2)), std::string::npos) << st.message();
+    }
+  }
 }
 
 TEST_F(DaemonSettingsTest, TheEnvironmentNamesTheSocketsUnlessAFlagDoes) {
