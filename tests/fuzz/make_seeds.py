@@ -69,9 +69,10 @@ write("daemon_settings", "every-kind",
       "timeout-ms = 30000\nchunk-bytes = 1048576\nobject-memory-bytes = 68719476736\nencrypt-peers = true\n"
       "insecure-peers = false\ndeny-exe = /usr/bin/a\ndeny-exe = /usr/bin/b\nbusy-poll-us = 50\n"
       "log-level = debug\nadmin-mode = 0660\nallreduce-algo = rd\nflow-assignment = balance\n"
-      "rpc-link-version = 2\nobject-default-access = group\n")
+      "rpc-link-version = 2\nobject-default-access = group\nrd-max-bytes = 1048576\nrh-max-bytes = auto\n")
 write("daemon_settings", "refused-values",
-      "timeout-ms = -1\nchunk-bytes = 99999999999999999999999\nencrypt-peers = maybe\nlog-level = loud\n")
+      "timeout-ms = -1\nchunk-bytes = 99999999999999999999999\nencrypt-peers = maybe\nlog-level = loud\n"
+      "rd-max-bytes = 1M\n")
 write("daemon_settings", "not-settings", "config = /etc/x\nno-such-setting = 1\n")
 write("topology", "two-racks", json.dumps(TOPOLOGY, indent=2))
 write("topology", "ipv6-no-links", json.dumps(TOPOLOGY_V6))
@@ -319,9 +320,11 @@ kind_totals = (key(1, 0) + varint(7) + key(2, 0) + varint(4096) + packed(3, [1] 
 write("collectives_handover", "with-totals",
       communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(21, 0) + varint(7) + key(23, 0) + varint(1) +
                    ldelim(24, b"") + ldelim(24, kind_totals)))
-# A communicator handed over at collective protocol 5 (this release's newest), and one at a
-# version this daemon does not speak (refused at restore).
+# Communicators handed over at collective protocol 5 and 6 (this release's newest; on these
+# 2 hosts they choose recursive doubling up to different sizes), and one at a version this
+# daemon does not speak (refused at restore).
 write("collectives_handover", "protocol-5", communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(25, 0) + varint(5)))
+write("collectives_handover", "protocol-6", communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(25, 0) + varint(6)))
 write("collectives_handover", "protocol-9", communicator([ME, PEER], [0, 1], [(1, 1, 2)], extra=key(25, 0) + varint(9)))
 write("collectives_handover", "two-communicators",
       communicator([ME, PEER], [0, 1], [(1, 1, 2)]) +
