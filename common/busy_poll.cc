@@ -59,8 +59,6 @@ int SpinPollFor(pollfd* fds, nfds_t n, int budget) {
   return r;
 }
 
-bool SpinUntilReady(int fd, short events) { return SpinUntilReady(fd, events, -1); }
-
 bool SpinUntilReady(int fd, short events, int budget_micros) {
   pollfd p{fd, events, 0};
   return SpinPollFor(&p, 1, budget_micros >= 0 ? budget_micros : BusyPollMicros()) > 0;

@@ -62,10 +62,9 @@ int SpinPoll(pollfd* fds, nfds_t n);
 // The same with the budget given (e.g. PeerBusyPollMicros()); <= 0: one poll.
 int SpinPollFor(pollfd* fds, nfds_t n, int budget_micros);
 
-// The same for one descriptor: true once it has one of `events` (or an error or hangup).
-bool SpinUntilReady(int fd, short events);
-// The same with the budget given; < 0: BusyPollMicros().
-bool SpinUntilReady(int fd, short events, int budget_micros);
+// The same for one descriptor: true once it has one of `events` (or an error or hangup),
+// spinning for `budget_micros` (< 0: BusyPollMicros()).
+bool SpinUntilReady(int fd, short events, int budget_micros = -1);
 
 // The loop under all of these: calls ready() repeatedly, yielding in between, until it is
 // true (returns true) or `until` has passed (returns false). ready() is called at least once.
