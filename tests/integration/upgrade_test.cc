@@ -422,17 +422,23 @@ size_t CommsSpeaking(Cluster& cluster, int host, int version) {
   return n;
 }
 
-// The algorithms by which host's one live communicator ran its all-reduces, by their bytes,
-// from its trace (GET /v1/communicators/{key}/trace); empty when there is no one communicator.
-std::map<int64_t, std::set<std::string>> AllReduceAlgorithms(const Cluster& cluster, int host) {
-  std::map<int64_t, std::set<std::string>> out;
+// The trace of host's one live communicator (GET /v1/communicators/{key}/trace, every entry
+// kept), oldest first; not an array when there is no one communicator.
+Json OneCommunicatorsTrace(const Cluster& cluster, int host) {
   AdminAnswer list = AdminCall(cluster, host, "GET", "/v1/communicators");
   const Json& comms = Field(list.body, "communicators");
-  if (!comms.is_array() || comms.size() != 1) return out;
+  if (!comms.is_array() || comms.size() != 1) return Json();
   const Json& key = Field(comms.items()[0], "key");
-  if (!key.is_string()) return out;
+  if (!key.is_string()) return Json();
   AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/communicators/" + key.as_string() + "/trace?limit=1024");
-  const Json& trace = Field(a.body, "trace");
+  return Field(a.body, "trace");
+}
+
+// The algorithms by which host's one live communicator ran its all-reduces, by their bytes,
+// from its trace; empty when there is no one communicator.
+std::map<int64_t, std::set<std::string>> AllReduceAlgorithms(const Cluster& cluster, int host) {
+  std::map<int64_t, std::set<std::string>> out;
+  const Json trace = OneCommunicatorsTrace(cluster, host);
   if (!trace.is_array()) return out;
   for (const Json& e : trace.items()) {
     const Json& op = Field(e, "op");
@@ -610,13 +616,7 @@ double MetricValue(const Cluster& cluster, int host, const std::string& series) 
 // The sequence number of the oldest collective in host's one communicator's trace (GET
 // /v1/communicators/{key}/trace), or -1. While fewer than 1024 are traced it is the first.
 int64_t OldestTraced(const Cluster& cluster, int host) {
-  AdminAnswer list = AdminCall(cluster, host, "GET", "/v1/communicators");
-  const Json& comms = Field(list.body, "communicators");
-  if (!comms.is_array() || comms.size() != 1) return -1;
-  const Json& key = Field(comms.items()[0], "key");
-  if (!key.is_string()) return -1;
-  AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/communicators/" + key.as_string() + "/trace?limit=1024");
-  const Json& trace = Field(a.body, "trace");
+  const Json trace = OneCommunicatorsTrace(cluster, host);
   if (!trace.is_array() || trace.size() == 0) return -1;
   const Json& seq = Field(trace.items()[0], "seq");
   return seq.is_number() ? seq.as_int() : -1;
