@@ -15,7 +15,9 @@
 # outlast the recording, which starts 3 s into the run, once the loop is running. CPU per
 # call = the category's share of the samples x CPUs x the time per call the run reports.
 # --mem-alloc: ours in ncclMemAlloc buffers (conduit-perf -R 1).
-# Needs perf (linux-perf) and, for OpenMPI, mpicc and mpirun.
+# --systems: any of conduit, mpi, gloo (torch.distributed's Gloo, the best peer for large
+# all-reduces on 2 hosts), in that order of the columns.
+# Needs perf (linux-perf); for OpenMPI mpicc and mpirun; for Gloo python3 with torch.
 set -euo pipefail
 
 COLL=allreduce HOSTS=4 PPN=1 SIZE=4M SECONDS_=2 RATE=40gbit MEM_ALLOC=0 SYSTEMS="conduit mpi" KEEP=0
@@ -104,7 +106,23 @@ for system in $SYSTEMS; do
       wait "$job" || bench_die "OpenMPI run failed (logs in $BENCH_WORK)"
       TABLE_ARGS+=("OpenMPI=$BENCH_WORK/mpi.data:$(time_of "$BENCH_WORK/mpi.out")")
       ;;
-    *) bench_die "unknown system '$system' (conduit, mpi)" ;;
+    gloo)
+      "$BENCH_PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
+        bench_die "$BENCH_PY has no torch with gloo (apt-get install python3-torch)"
+      gloo_args=(--coll "$COLL" -b "$SIZE" -e "$SIZE" -w 3 -T 0)
+      bench_gloo_run "$HOSTS" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${gloo_args[@]}" -n 10 >"$BENCH_WORK/gloo-probe.out" ||
+        bench_die "Gloo run failed (logs in $BENCH_WORK)"
+      # Python imports torch for seconds before the first call: a later start of the recording.
+      LEAD=6
+      n=$(calls_for "$(time_of "$BENCH_WORK/gloo-probe.out")")
+      bench_gloo_run "$HOSTS" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${gloo_args[@]}" -n "$n" >"$BENCH_WORK/gloo.out" &
+      job=$!
+      record gloo
+      wait "$job" || bench_die "Gloo run failed (logs in $BENCH_WORK)"
+      LEAD=3
+      TABLE_ARGS+=("Gloo=$BENCH_WORK/gloo.data:$(time_of "$BENCH_WORK/gloo.out")")
+      ;;
+    *) bench_die "unknown system '$system' (conduit, mpi, gloo)" ;;
   esac
 done
 
