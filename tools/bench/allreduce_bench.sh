@@ -83,8 +83,7 @@ export BENCH_WORK
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ $EUID -eq 0 ]] || bench_die "needs root (network namespaces)"
 for tool in iperf3 mpirun mpicc "$BENCH_PY"; do command -v "$tool" >/dev/null || bench_die "$tool not found"; done
-"$BENCH_PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
-  bench_die "$BENCH_PY has no torch with gloo (apt-get install python3-torch)"
+bench_need_gloo
 
 LOAD_PIDS=()
 load_start() {

@@ -66,12 +66,15 @@ time_of() { awk '!/^#/ && NF >= 3 { t = $3 } END { if (t == "") exit 1; print t 
 # through ssh-like agents in about a second; a window that took in start-up would charge its
 # CPU to the calls).
 LEAD=3
-# calls_for US: calls that outlast the recording, with a margin of 2 s.
-calls_for() { awk -v us="$1" -v s="$SECONDS_" -v lead="$LEAD" 'BEGIN { n = int((lead + s + 2) * 1e6 / us) + 1; print (n < 20 ? 20 : n) }'; }
+# Python imports torch for seconds before Gloo's first call: its recording starts later.
+GLOO_LEAD=6
+# calls_for US [LEAD]: calls that outlast a recording that starts LEAD s in, with a margin of 2 s.
+calls_for() { awk -v us="$1" -v s="$SECONDS_" -v lead="${2:-$LEAD}" 'BEGIN { n = int((lead + s + 2) * 1e6 / us) + 1; print (n < 20 ? 20 : n) }'; }
 
-# record NAME: perf record -a into $BENCH_WORK/NAME.data while the loop started last runs.
+# record NAME [LEAD]: perf record -a into $BENCH_WORK/NAME.data while the loop started last
+# runs, from LEAD s after it started.
 record() {
-  sleep "$LEAD"
+  sleep "${2:-$LEAD}"
   perf record -a -F 2000 -o "$BENCH_WORK/$1.data" -- sleep "$SECONDS_" >/dev/null 2>>"$BENCH_WORK/perf.log"
 }
 
@@ -107,19 +110,15 @@ for system in $SYSTEMS; do
       TABLE_ARGS+=("OpenMPI=$BENCH_WORK/mpi.data:$(time_of "$BENCH_WORK/mpi.out")")
       ;;
     gloo)
-      "$BENCH_PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
-        bench_die "$BENCH_PY has no torch with gloo (apt-get install python3-torch)"
+      bench_need_gloo
       gloo_args=(--coll "$COLL" -b "$SIZE" -e "$SIZE" -w 3 -T 0)
       bench_gloo_run "$HOSTS" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${gloo_args[@]}" -n 10 >"$BENCH_WORK/gloo-probe.out" ||
         bench_die "Gloo run failed (logs in $BENCH_WORK)"
-      # Python imports torch for seconds before the first call: a later start of the recording.
-      LEAD=6
-      n=$(calls_for "$(time_of "$BENCH_WORK/gloo-probe.out")")
+      n=$(calls_for "$(time_of "$BENCH_WORK/gloo-probe.out")" "$GLOO_LEAD")
       bench_gloo_run "$HOSTS" "$PPN" "$BENCH_DIR/gloo_allreduce_bench.py" "${gloo_args[@]}" -n "$n" >"$BENCH_WORK/gloo.out" &
       job=$!
-      record gloo
+      record gloo "$GLOO_LEAD"
       wait "$job" || bench_die "Gloo run failed (logs in $BENCH_WORK)"
-      LEAD=3
       TABLE_ARGS+=("Gloo=$BENCH_WORK/gloo.data:$(time_of "$BENCH_WORK/gloo.out")")
       ;;
     *) bench_die "unknown system '$system' (conduit, mpi, gloo)" ;;

@@ -135,6 +135,12 @@ bench_mpi_run() {
 
 # ---------------------------------------------------------------- Gloo
 
+# bench_need_gloo: dies unless $BENCH_PY has torch with Gloo (what bench_gloo_run runs).
+bench_need_gloo() {
+  "$BENCH_PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
+    bench_die "$BENCH_PY has no torch with gloo (apt-get install python3-torch)"
+}
+
 # bench_gloo_run HOSTS PPN SCRIPT ARGS...: one python rank per slot, rank r on
 # host r / PPN, rendezvous at h0. Only rank 0's stdout is kept.
 bench_gloo_run() {
