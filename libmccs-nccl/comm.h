@@ -18,6 +18,7 @@
 #include "device_path.h"
 #include "nccl.h"
 #include "protocol/shim_protocol.h"
+#include "result_area.h"
 #include "staging_buffer.h"
 
 namespace conduit {
@@ -81,6 +82,7 @@ struct ncclComm {
   bool p2p_in_regions = false;
   bool reduce_in_regions = false;
   bool counts_in_place_root = false;  // kReplyCountsInPlaceRoot: kOpOutputIsInput is understood
+  conduit::ResultAreaView result_area;  // the communicator's results on this host (under op_mu)
   uint64_t split_generation = 0;
   uint64_t shrink_generation = 0;
   std::mutex redop_mu;

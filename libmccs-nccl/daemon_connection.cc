@@ -80,7 +80,9 @@ Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* re
   // Most replies to small calls come within tens of microseconds: spin for them before
   // blocking, so the reply needs no wake-up of this thread (common/busy_poll.h).
   SpinUntilReady(fd_.get(), POLLIN, spin_micros);
-  Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, reply, deadline);
+  // A reply may carry a descriptor (AttachResult's area); any other is closed with `reply`.
+  Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, reply, deadline,
+                        /*accept_fd=*/true);
   if (!st.ok()) {
     return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),
                        st.message().c_str());

@@ -23,7 +23,8 @@ class DaemonConnection {
   static std::string SocketPath();
 
   // Sends one request and reads its reply; checks the reply's type and status block.
-  // On success `reply` holds the whole reply payload (starting with a WireStatus).
+  // On success `reply` holds the whole reply payload (starting with a WireStatus), and the
+  // descriptor that came with it, if any.
   Status Call(uint16_t type, const void* payload, size_t len, uint16_t reply_type, Frame* reply, int pass_fd = -1);
 
   // The two halves of Call, so a group can have requests in flight on several connections.

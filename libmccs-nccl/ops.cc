@@ -259,6 +259,12 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   }
   CONDUIT_RETURN_IF_ERROR(comm->staging.Reserve(total, *comm->conn));
   sent->streamed = CanStream(list);
+  // A result every local rank reads alike is read from the communicator's result area.
+  if (sent->streamed &&
+      shimproto::ResultAreaServes(list[0]->desc.kind, static_cast<int>(std::count(
+                                      comm->host_of_rank.begin(), comm->host_of_rank.end(), comm->host_index)))) {
+    comm->result_area.Prepare(list[0]->region_bytes, *comm->conn);
+  }
   sent->device = first_device != nullptr;
   const size_t device_header = sent->async ? sizeof(shimproto::DeviceAsyncHeader) : sizeof(shimproto::DeviceGroupHeader);
   const size_t device_bytes = sent->device ? device_header + list.size() * sizeof(shimproto::DeviceOpRef) : 0;
@@ -345,6 +351,7 @@ void NoteWhatTheDaemonServes(ncclComm* comm, const Frame& reply) {
   comm->p2p_in_regions = (head.flags & shimproto::kReplyP2pInRegions) != 0;
   comm->reduce_in_regions = (head.flags & shimproto::kReplyReduceInRegions) != 0;
   comm->counts_in_place_root = (head.flags & shimproto::kReplyCountsInPlaceRoot) != 0;
+  if (head.flags & shimproto::kReplyResultAttach) comm->result_area.MarkStale();
 }
 
 // After a successful reply: results to the program's buffers (or its stream ordered after
@@ -353,7 +360,7 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
                    std::optional<OutputPump>& pump) {
   if (pump) {
     pump->CopyRest();
-    return Status::Ok();
+    return pump->status();
   }
   for (PendingOp* op : list) {
     if (op->place == MemoryKind::kHost && !op->in_regions && op->copy_out_bytes() > 0) {
@@ -478,7 +485,7 @@ ncclResult_t RunOps(const char* call, std::vector<PendingOp>& ops) {
     std::vector<PendingOp*>& list = by_comm[comm];
     std::optional<OutputPump> pump;
     if (sent[comm].streamed) {
-      pump.emplace(comm->staging.data(), comm->staging.size(), *list[0]);
+      pump.emplace(comm->staging.data(), comm->staging.size(), *list[0], &comm->result_area);
       pump->PumpUntilReply(comm->conn->fd(), deadline, &*feeders[comm]);
     }
     Frame reply;

@@ -34,6 +34,7 @@ void ResetForStreaming(uint8_t* segment) {
   StagingControl* c = ControlOf(segment);
   c->input_complete.store(0, std::memory_order_relaxed);
   c->input_wanted.store(0, std::memory_order_relaxed);
+  c->result_area.store(0, std::memory_order_relaxed);
   for (auto& word : c->input_done) word.store(0, std::memory_order_relaxed);
   for (auto& word : c->done) word.store(0, std::memory_order_relaxed);
   // The request's send (a syscall) orders these stores before anything the daemon reads.
@@ -101,16 +102,31 @@ void InputFeeder::CopyAll() {
   input_.ForEachMissing([this](size_t k) { CopyChunk(k); });
 }
 
-OutputPump::OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op)
+OutputPump::OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op, const ResultAreaView* area)
     : segment_(segment),
       op_(op),
+      area_(area),
       output_(ChunkSpan(segment_bytes, op.desc.offset + op.out_at, op.desc.offset + op.out_at + op.copy_out_bytes())) {}
 
 void OutputPump::CopyChunk(size_t c) {
   const ChunkSpan& out = output_.span();
   const size_t begin = out.From(c), end = out.To(c);
-  memcpy(static_cast<uint8_t*>(op_.out) + (begin - out.begin), segment_ + begin, end - begin);
   output_.Mark(c);
+  // Read after the chunk's done bit (acquire) or the reply: the daemon set it before either.
+  const uint64_t number = ControlOf(segment_)->result_area.load(std::memory_order_relaxed);
+  const uint8_t* from = segment_ + begin;
+  if (number != 0) {
+    from = area_ != nullptr ? area_->At(number, begin - op_.desc.offset, end - begin) : nullptr;
+    if (from == nullptr) {
+      if (status_.ok()) {
+        status_ = SystemError("conduitd left this rank's result in result area %llx, bytes %zu-%zu, which this "
+                              "program has not mapped", static_cast<unsigned long long>(number),
+                              begin - op_.desc.offset, end - op_.desc.offset);
+      }
+      return;
+    }
+  }
+  memcpy(static_cast<uint8_t*>(op_.out) + (begin - out.begin), from, end - begin);
 }
 
 bool OutputPump::CopyReady() {

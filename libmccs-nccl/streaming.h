@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/status.h"
 #include "pending_op.h"
+#include "result_area.h"
 
 namespace conduit {
 
@@ -90,10 +92,12 @@ class InputFeeder {
   uint64_t served_ = 0;        // the request last served
 };
 
-// Copies finalized output chunks to the program's buffer.
+// Copies finalized output chunks to the program's buffer, from the segment or from the
+// communicator's result area, as the daemon says (StagingControl::result_area).
 class OutputPump {
  public:
-  OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op);
+  // `area` (may be null): the communicator's result area as mapped here.
+  OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& op, const ResultAreaView* area = nullptr);
 
   // Copies chunks as the daemon finalizes them, and feeds `input` (if any) as the daemon
   // asks, sleeping in between, until every output chunk is out and all input in, a reply
@@ -101,6 +105,9 @@ class OutputPump {
   void PumpUntilReply(int reply_fd, Deadline deadline, InputFeeder* input);
   // After a successful reply: copies whatever is still missing.
   void CopyRest();
+  // Not OK when the daemon named a result area this rank has not mapped (or bytes outside
+  // it): those chunks were not copied.
+  const Status& status() const { return status_; }
 
  private:
   // Copies every chunk whose done bit is set; true when all are out.
@@ -109,7 +116,9 @@ class OutputPump {
 
   uint8_t* segment_;
   const PendingOp& op_;
+  const ResultAreaView* area_;
   CopiedChunks output_;  // where the output is in the segment, and what is out
+  Status status_;
 };
 
 }  // namespace conduit

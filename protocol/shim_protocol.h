@@ -92,6 +92,14 @@ enum MsgType : uint16_t {
   // The reply is a WireStatus.
   kRegisterVmmBuffer = 35,
   kRegisterVmmBufferReply = 36,
+  // The communicator's result area on this host (AttachResultRequest; the reply is an
+  // AttachResultReply with the area's memfd attached): memory conduitd writes the result of
+  // a streamed collective into once (those ResultAreaServes names), from which every local
+  // rank of the communicator copies its output, instead of one copy per rank in each segment.
+  // A daemon that predates it answers "unknown request type"; the shim then never asks
+  // again on that connection, and results come through its segment as before.
+  kAttachResult = 37,
+  kAttachResultReply = 38,
 };
 
 // Hello: version = kVersion.
@@ -169,6 +177,22 @@ struct ReleaseRegionRequest {
   uint64_t region_id;
 };
 
+// min_bytes: the bytes of the segment region of the op the shim is about to send (at least
+// its output, counted from the region's start). conduitd answers with
+// an area of at least that size (a new one, with a new `area` number, when the current one
+// is smaller), sealed so that no mapping of it but conduitd's can write; the shim maps it
+// read-only. Refused on a connection without a communicator, for a communicator with one
+// rank on this host, and above the daemon's segment limit.
+struct AttachResultRequest {
+  uint64_t min_bytes;
+};
+
+struct AttachResultReply {
+  WireStatus status;
+  uint64_t size;  // bytes of the area (mapped from offset 0)
+  uint64_t area;  // its number: what StagingControl::result_area names; never 0
+};
+
 enum OpKind : uint8_t {
   kAllReduce = 1,
   kBroadcast = 2,
@@ -178,6 +202,18 @@ enum OpKind : uint8_t {
   kSend = 6,
   kRecv = 7,
 };
+
+// Whether conduitd leaves a streamed collective's result in the communicator's result area
+// (kAttachResult) when `local_ranks` ranks of the communicator are on its host: for the
+// collectives whose one result every local rank reads whole (AllGather and Broadcast from
+// two local ranks, AllReduce from three). An AllReduce of two would write the area where it
+// now folds the second rank's input into the first's segment, just written and still in
+// cache, and the one copy it spares does not pay for that (docs/benchmarks.md, "One result
+// for a host's ranks"). The shim asks for the area only where this holds.
+inline bool ResultAreaServes(uint8_t kind, int local_ranks) {
+  if (kind == kAllGather || kind == kBroadcast) return local_ranks >= 2;
+  return kind == kAllReduce && local_ranks >= 3;
+}
 
 // Collectives (every rank of the communicator takes part), as opposed to point-to-point ops.
 inline constexpr bool IsCollectiveKind(uint8_t kind) { return kind >= kAllReduce && kind <= kReduceScatter; }
@@ -296,6 +332,11 @@ inline constexpr uint32_t kReplyReduceInRegions = 4;
 // kReplyCountsInPlaceRoot: on every group reply of a daemon that takes kOpOutputIsInput
 // (daemons from 2026-12-05, evening).
 inline constexpr uint32_t kReplyCountsInPlaceRoot = 8;
+// kReplyResultAttach: on the reply to a streamed collective that ResultAreaServes, whose
+// result came through the segment because this connection has not attached the
+// communicator's current result area (none yet, another rank grew it, or the daemon was
+// replaced since): the shim attaches it (kAttachResult) before its next such op.
+inline constexpr uint32_t kReplyResultAttach = 16;
 
 struct CommDestroyReply {
   WireStatus status;
@@ -388,6 +429,8 @@ static_assert(sizeof(AttachShmRequest) == 8 && kWireStruct<AttachShmRequest>);
 static_assert(sizeof(AttachShmReply) == 256 && kWireStruct<AttachShmReply>);
 static_assert(sizeof(AttachRegionRequest) == 16 && kWireStruct<AttachRegionRequest>);
 static_assert(sizeof(ReleaseRegionRequest) == 8 && kWireStruct<ReleaseRegionRequest>);
+static_assert(sizeof(AttachResultRequest) == 8 && kWireStruct<AttachResultRequest>);
+static_assert(sizeof(AttachResultReply) == 272 && kWireStruct<AttachResultReply>);
 static_assert(sizeof(RegionOpRef) == 32 && kWireStruct<RegionOpRef>);
 static_assert(sizeof(GroupRequest) == 8 && kWireStruct<GroupRequest>);
 static_assert(sizeof(GroupReply) == 264 && kWireStruct<GroupReply>);

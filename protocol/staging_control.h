@@ -18,7 +18,7 @@
 // Ownership: between requests everything here belongs to the shim, which resets it before
 // each streamed Group request; while the request is outstanding the shim writes only the
 // input_seq/input_complete words and the input bits, the daemon only input_wanted,
-// output_seq and the done bits.
+// output_seq, result_area and the done bits.
 #ifndef CONDUIT_PROTOCOL_STAGING_CONTROL_H_
 #define CONDUIT_PROTOCOL_STAGING_CONTROL_H_
 
@@ -43,7 +43,12 @@ struct StagingControl {
   std::atomic<uint32_t> output_seq;      // futex word: bumped after done bits are set
   uint32_t reserved1;
   std::atomic<uint64_t> input_wanted;    // daemon's request: 1 + segment offset it waits for; 0: none
-  uint64_t reserved2[4];
+  // Where this rank's output is read from (set by the daemon before the first done bit):
+  // 0, the segment; otherwise the number of the communicator's result area
+  // (shimproto::AttachResultReply::area), where output byte x of the op (counted from its
+  // OpDesc::offset in the segment) lies at byte x of the area.
+  std::atomic<uint64_t> result_area;
+  uint64_t reserved2[3];
   // Bit c of input_done: the input bytes within segment bytes [c*chunk, (c+1)*chunk) are in
   // place. Bit c of done: this rank's output bytes in that chunk are final.
   // (chunk = StagingChunkBytes(segment size), the same for both.)

@@ -39,6 +39,7 @@ struct CollRecord {
   // ReduceScatter's input: nranks blocks) times this host's ranks in the collective.
   uint64_t payload_bytes = 0;
   const char* algorithm = "";
+  bool result_area = false;  // the local ranks read the result from the result area (result_area.h)
   int64_t start_unix_us = 0;
   double duration_us = 0;
   std::string error;  // empty when it succeeded

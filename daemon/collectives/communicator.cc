@@ -532,8 +532,10 @@ Status Communicator::ExecuteAndRecord(const std::vector<CollRequest*>& batch, ui
                              std::chrono::system_clock::now().time_since_epoch()).count();
   const auto start = std::chrono::steady_clock::now();
   running_seq_ = seq;
+  running_shared_ = false;
   traffic_.Reset();
   Status st = Execute(batch, *config, &record.algorithm);
+  record.result_area = running_shared_;
   record.traffic = traffic_.Snapshot();
   record.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   if (!st.ok()) record.error = st.message();
@@ -556,6 +558,7 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
   request.ready_word = device != nullptr ? context.ready_word : 0;
   request.ready_value = context.ready_value;
   request.host = host;
+  request.result_area = context.result_area;
   std::unique_lock<std::mutex> lock(mu_);
   queue_.Push(LocalIndex(rank), &request);
   cv_.notify_all();

@@ -32,6 +32,7 @@
 #include "collectives/mailbox.h"
 #include "collectives/membership.h"
 #include "collectives/peer_channel.h"
+#include "collectives/result_area.h"
 #include "collectives/work_pool.h"
 #include "common/status.h"
 #include "common/unique_id.h"
@@ -129,6 +130,9 @@ struct GroupContext {
   gpu::CommStream* p2p_stream = nullptr;
   // A group with host regions: per op its buffers (used by ops flagged kOpRegion).
   const std::vector<HostOpBuffers>* host_ops = nullptr;
+  // The number of the communicator's result area this connection attached (0: none),
+  // which a streamed collective's result may then be left in (collectives/result_area.h).
+  uint64_t result_area = 0;
 };
 
 // One link of this daemon, for the operator.
@@ -225,6 +229,8 @@ class Communicator final : private PeerChannel::Handler {
   }
   const std::string& exe() const { return exe_; }
   Fabric* fabric() const { return fabric_; }
+  // Where streamed collectives leave results that all local ranks read (result_area.h).
+  ResultArea& result_area() { return result_area_; }
 
   // The configuration collectives run with now.
   std::shared_ptr<const CommConfig> config() const;
@@ -263,6 +269,7 @@ class Communicator final : private PeerChannel::Handler {
     uint64_t ready_word = 0;                  // ... or its ready word and value (async groups)
     uint32_t ready_value = 0;
     const HostOpBuffers* host = nullptr;      // set for ops in host regions
+    uint64_t result_area = 0;                 // GroupContext::result_area
     bool done = false;
     Status status;
   };
@@ -416,6 +423,7 @@ class Communicator final : private PeerChannel::Handler {
 
   // Only the thread holding the running token touches these.
   uint64_t running_seq_ = 0;  // the sequence number of the collective being executed
+  bool running_shared_ = false;  // it leaves its result in result_area_ (CollRecord::result_area)
   uint64_t tenant_generation_ = 0;
   std::shared_ptr<TenantState> tenant_;
   std::unique_ptr<gpu::CommStream> device_;  // created by the first device collective
@@ -423,6 +431,7 @@ class Communicator final : private PeerChannel::Handler {
   // The work buffer of a reduction in host regions whose host holds no output as large as
   // it (ReduceScatter; Reduce away from the root): LocalStage's.
   WorkPool work_pool_;
+  ResultArea result_area_;
   MemoryTraffic traffic_;                     // the running collective's copies (memory_traffic.h)
 };
 

@@ -5,7 +5,8 @@
 //  2. inter-host: the daemons run a ring, recursive-doubling or chain algorithm on it, with
 //     hosts in the ring order of the communicator's current configuration, its links
 //     paced by the tenant policy that covers it;
-//  3. distribute: results are copied into every other local rank's region.
+//  3. distribute: results are copied into every other local rank's region, or, where every
+//     local rank attached the communicator's result area, left there for all to read.
 // LocalStage does 1 and 3 a chunk at a time, driven by the algorithm's hooks, so local
 // copies (and the programs' own copies in and out of shared memory) overlap the network.
 #include <string>
@@ -73,8 +74,19 @@ Status Communicator::Execute(const std::vector<CollRequest*>& batch, const CommC
     }
     ranks.push_back(rank);
   }
-  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_, &work_pool_);
+  // The result area, where every local rank attached the current one; held (mapped) until
+  // the stage is done even if a rank asks for a larger one meanwhile.
+  std::shared_ptr<ResultArea::Area> area = result_area_.Current();
+  SharedOutput shared;
+  if (area != nullptr) {
+    bool attached = true;
+    for (const CollRequest* r : batch) attached = attached && r->result_area == area->number;
+    if (attached) shared = {area->segment.data(), area->segment.size(), area->number};
+  }
+  LocalStage stage(std::move(ranks), nranks_, OpDeadline(), [this] { return failure(); }, &traffic_, &work_pool_,
+                   &shared);
   CONDUIT_RETURN_IF_ERROR(stage.ready());
+  running_shared_ = stage.shares_output();
   // One rank's out-of-place reduction in its own buffers: the algorithms read its input
   // where it is (one copy per byte fewer). Alone on one host no algorithm runs, so the
   // stage's copy stays.

@@ -32,7 +32,7 @@ ncclRedOp_t CombineOp(uint8_t redop) {
 }  // namespace
 
 LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
-                       MemoryTraffic* traffic, WorkPool* work_pool)
+                       MemoryTraffic* traffic, WorkPool* work_pool, const SharedOutput* shared)
     : ranks_(std::move(ranks)),
       nranks_(nranks),
       deadline_(deadline),
@@ -52,8 +52,16 @@ LocalStage::LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadli
       if (ranks_[i].rank == ranks_[i].op.peer) work_index_ = i;
     }
   }
+  // The result area: only where each rank reads the whole result from a streamed segment
+  // (its shim then copies out of the area, as StagingControl::result_area tells it).
+  shared_ = shared != nullptr && shared->data != nullptr && shared->size >= work_bytes_ &&
+            shimproto::ResultAreaServes(kind_, static_cast<int>(ranks_.size()));
+  for (const StageRank& r : ranks_) shared_ = shared_ && r.control != nullptr && !r.in_regions();
   const Range work_out = OutputOf(work_index_);
-  if (!ranks_[work_index_].in_regions() || (work_out.begin == 0 && work_out.end == work_bytes_)) {
+  if (shared_) {
+    work_ = shared->data;
+    for (StageRank& r : ranks_) r.control->result_area.store(shared->number, std::memory_order_relaxed);
+  } else if (!ranks_[work_index_].in_regions() || (work_out.begin == 0 && work_out.end == work_bytes_)) {
     work_ = OutputAt(work_index_, 0);
   } else if (work_pool != nullptr) {
     ready_ = work_lease_.Take(work_pool, work_bytes_, &work_);
@@ -287,7 +295,7 @@ void LocalStage::Finalize(size_t offset, size_t len) {
       Range x = Intersect(f, OutputOf(i));
       if (x.empty()) continue;
       uint8_t* out = OutputAt(i, x.begin);
-      if (out != work_ + x.begin && !output_apart_) CopyLocal(out, work_ + x.begin, x.end - x.begin);
+      if (out != work_ + x.begin && !output_apart_ && !shared_) CopyLocal(out, work_ + x.begin, x.end - x.begin);
       if (ranks_[i].control != nullptr && MarkDone(i, x)) woke[i] = true;
     }
   }

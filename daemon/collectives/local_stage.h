@@ -8,7 +8,8 @@
 //  * Ensure(range): the range holds this host's contribution: it waits for streamed input
 //    (the shim may still be copying it in), scales PreMulSum inputs, and folds the other
 //    local ranks' data into the work buffer (reductions) or copies their blocks in (gather);
-//  * Finalize(range): the range holds its final result: copies to the other local ranks,
+//  * Finalize(range): the range holds its final result: copies to the other local ranks
+//    (none where they all read it from the communicator's result area, SharedOutput),
 //    and the done bits that let each shim copy it out at once. (ncclAvg is the exception:
 //    its division happens once in Finish, so it finalizes only there.)
 // Both are idempotent, so algorithms call them wherever they first read or complete bytes,
@@ -51,6 +52,14 @@ struct StageRank {
   bool in_regions() const { return regions; }
 };
 
+// The communicator's result area (collectives/result_area.h) as mapped here, offered to
+// a collective whose local ranks have all attached it.
+struct SharedOutput {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  uint64_t number = 0;  // ResultArea::Area::number, what the shims compare with theirs
+};
+
 class LocalStage {
  public:
   // `ranks`: this host's ranks in local order (ranks[0] leads). `failed` reports a
@@ -58,8 +67,15 @@ class LocalStage {
   // and reductions done here, and the shims' copies in and out that the op implies.
   // `work_pool` (may be null: fresh memory) holds the work buffer when it cannot be a
   // rank's output; ready() says whether it could.
+  // `shared` (may be null): the result area. The stage takes it as its work buffer when it
+  // holds the whole result, every local rank reads its result from a streamed segment, and
+  // shimproto::ResultAreaServes says so (see shares_output()).
   LocalStage(std::vector<StageRank> ranks, int nranks, Deadline deadline, std::function<Status()> failed,
-             MemoryTraffic* traffic = nullptr, WorkPool* work_pool = nullptr);
+             MemoryTraffic* traffic = nullptr, WorkPool* work_pool = nullptr, const SharedOutput* shared = nullptr);
+
+  // Whether the local ranks read the result from the result area (no copies into their
+  // segments).
+  bool shares_output() const { return shared_; }
 
   // Whether the stage has its work buffer (WorkPool's cap); nothing else may be called
   // otherwise.
@@ -133,6 +149,7 @@ class LocalStage {
   bool defer_finalize_ = false;
   bool input_apart_ = false;  // TakeInputApart: the algorithm reads the input where it is
   bool output_apart_ = false;  // FinalPlace: the algorithm writes the output where it is
+  bool shared_ = false;        // the work buffer is the result area every rank reads
   std::map<size_t, size_t> finalized_;  // disjoint [begin, end) ranges already final
   // Per streamed rank: output bytes not yet final in each done-bit chunk of its segment.
   std::vector<std::map<size_t, size_t>> pending_;

@@ -142,6 +142,9 @@ void ClientSession::Run() {
       case shimproto::kAttachShm:
         st = HandleAttach(frame);
         break;
+      case shimproto::kAttachResult:
+        st = HandleAttachResult(frame);
+        break;
       case shimproto::kGroup:
         st = HandleGroup(frame);
         break;
@@ -380,6 +383,39 @@ Status ClientSession::HandleAttach(Frame& frame) {
   return ReplyStatus(shimproto::kAttachShmReply, st);
 }
 
+Status ClientSession::HandleAttachResult(const Frame& frame) {
+  shimproto::AttachResultRequest req;
+  shimproto::AttachResultReply reply{};
+  UniqueFd fd;
+  Status st;
+  if (!ParseExact(frame, &req)) {
+    st = InvalidArgument("malformed AttachResult (%zu bytes)", frame.payload.size());
+  } else if (!comm_) {
+    st = InvalidUsage("no communicator on this connection (CommInit first)");
+  } else if (comm_->local_ranks().size() < 2) {
+    st = InvalidUsage("communicator %s has one rank on this host: its results need no result area",
+                      CommKeyShort(comm_->key()).c_str());
+  } else {
+    st = comm_->result_area().Attach(req.min_bytes, policy_->max_shm_bytes(), &fd, &reply.size, &reply.area);
+  }
+  if (st.ok()) {
+    result_area_ = reply.area;
+  } else {
+    CLOG_INFO("%s: AttachResult refused (results come through the program's segment): %s", who_.c_str(),
+              st.message().c_str());
+  }
+  reply.status = ToWire(st);
+  return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kAttachResultReply, 0, &reply,
+                    sizeof(reply), Deadline::AfterMs(kReplyTimeoutMs), st.ok() ? fd.get() : -1);
+}
+
+bool ClientSession::ResultAreaStale(const ParsedGroup& group) const {
+  if (!(group.head.flags & shimproto::kGroupStreamed) || group.ops.size() != 1 || !comm_) return false;
+  if (!shimproto::ResultAreaServes(group.ops[0].kind, static_cast<int>(comm_->local_ranks().size()))) return false;
+  std::shared_ptr<ResultArea::Area> area = comm_->result_area().Current();
+  return area == nullptr || area->number != result_area_;
+}
+
 Status ClientSession::HandleRegisterBuffer(const Frame& frame) {
   // Both kinds: RegisterBuffer (an IPC handle) and RegisterVmmBuffer (a descriptor).
   const uint16_t type = frame.header.type;
@@ -513,6 +549,7 @@ Status ClientSession::HandleGroup(const Frame& frame) {
   if (st.ok() && !comm_) st = InvalidUsage("no communicator on this connection (CommInit first)");
   if (st.ok()) {
     GroupContext context{(group.head.flags & shimproto::kGroupStreamed) != 0, fd_.get()};
+    context.result_area = result_area_;
     std::vector<DeviceOpBuffers> device_ops;
     if (device) {
       bool event_unusable = false;
@@ -530,6 +567,7 @@ Status ClientSession::HandleGroup(const Frame& frame) {
     }
     if (st.ok()) st = comm_->RunGroup(rank_, RankBuffer{shm_.data(), shm_.size()}, group.ops, &failed_op, context);
     reply.failed_op = failed_op;
+    if (st.ok() && ResultAreaStale(group)) reply.flags |= shimproto::kReplyResultAttach;
   }
   reply.status = ToWire(st);
   if (!device || !st.ok()) return Reply(shimproto::kGroupReply, &reply, sizeof(reply));

@@ -47,6 +47,10 @@ class ClientSession {
   Status HandleUniqueIdFromAddress(const Frame& frame);
   Status HandleDeriveIdFromParent(const Frame& frame);
   Status HandleAttach(Frame& frame);
+  Status HandleAttachResult(const Frame& frame);
+  // Whether a streamed group's reply tells the shim to attach the result area again
+  // (shimproto::kReplyResultAttach).
+  bool ResultAreaStale(const ParsedGroup& group) const;
   Status HandleGroup(const Frame& frame);
   // A kGroupAsync group: checked and resolved now, replied to at once, run by proxy_.
   Status HandleAsyncGroup(const ParsedGroup& group);
@@ -75,6 +79,7 @@ class ClientSession {
   int rank_ = -1;
   ShmSegment shm_;
   UniqueFd shm_fd_;  // the segment's memfd, kept to hand it over
+  uint64_t result_area_ = 0;  // the communicator's result area this program attached (0: none)
   DeviceSession device_;
   HostRegions regions_;
   // The last accepted asynchronous group's words: when the connection closes, the ready

@@ -150,6 +150,7 @@ Json TraceEntry(const CollRecord& r) {
   e["count"] = r.count;
   e["bytes"] = r.bytes;
   e["algorithm"] = r.algorithm;
+  e["result_area"] = r.result_area;
   e["epoch"] = r.config ? Json(r.config->epoch) : Json();
   e["ring"] = r.config ? IntList(r.config->ring) : Json();
   e["start_unix_us"] = r.start_unix_us;

@@ -1,8 +1,10 @@
 // What the daemon reads from a program on its Unix socket, through its own code: frames as
 // the buffered reader takes them off a socket (headers, lengths, payloads), the Group
 // request's layout, the ncclUniqueId a program passes back in CommInit, and the
-// RegisterBuffer / RegisterVmmBuffer requests; and the DeviceInfo reply as the shim reads
-// it. The first byte picks the decoder, the rest is its bytes.
+// RegisterBuffer / RegisterVmmBuffer requests, an AttachResult request as the communicator's
+// result area takes it; and the DeviceInfo reply as the shim reads it. The first byte picks
+// the decoder, the rest is its bytes.
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/result_area.h"
 #include "common/device_info_reply.h"
 #include "common/frame_stream.h"
 #include "common/unique_id.h"
@@ -139,16 +142,42 @@ void Registration(const uint8_t* data, size_t size) {
   }
 }
 
+// An AttachResult request (exactly its size, as the daemon parses it) against one
+// communicator's result area, which grows across inputs as a real one does, under a 4 MiB
+// limit: what is given holds the bytes asked for, stays within the limit, and its
+// descriptor can be mapped read-only but never writable (only conduitd writes results).
+void AttachResult(const uint8_t* data, size_t size) {
+  shimproto::AttachResultRequest req;
+  if (size != sizeof(req)) return;
+  memcpy(&req, data, sizeof(req));
+  constexpr uint64_t kLimit = 4 << 20;
+  static ResultArea* area = new ResultArea;
+  UniqueFd fd;
+  uint64_t bytes = 0, number = 0;
+  if (!area->Attach(req.min_bytes, kLimit, &fd, &bytes, &number).ok()) {
+    FUZZ_CHECK(req.min_bytes == 0 || req.min_bytes > kLimit, "%llu bytes refused",
+               static_cast<unsigned long long>(req.min_bytes));
+    return;
+  }
+  FUZZ_CHECK(fd.valid() && number != 0 && bytes >= req.min_bytes && bytes <= kLimit, "%llu bytes given for %llu",
+             static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(req.min_bytes));
+  void* w = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  FUZZ_CHECK(w == MAP_FAILED, "a program could map its result area writable");
+  ShmSegment view;
+  FUZZ_CHECK(view.Map(fd.get(), bytes, bytes, /*writable=*/false).ok(), "the area cannot be mapped read-only");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0: Group(data + 1, size - 1); break;
     case 1: UniqueId(data + 1, size - 1); break;
     case 2: Frames(data + 1, size - 1); break;
     case 3: DeviceInfo(data + 1, size - 1); break;
     case 4: Registration(data + 1, size - 1); break;
+    case 5: AttachResult(data + 1, size - 1); break;
   }
   return 0;
 }

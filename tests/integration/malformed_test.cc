@@ -191,6 +191,39 @@ TEST_F(MalformedTest, DeviceDrainRefusals) {
   ExpectRejectedAndDaemonServing(1);
 }
 
+// AttachResult (the communicator's result area): before the connection joined a
+// communicator, with a payload of the wrong size, and, whatever the size asked for, on a
+// communicator with one rank on this host (no other rank to share a result with): each
+// refused with an error, the connection still served. (Sizes against the limit:
+// result_area_test and the shim_frames fuzzer.)
+TEST_F(MalformedTest, AttachResultRefusals) {
+  AttachResultRequest req{1 << 20};
+  HelloRequest hello{};
+  hello.pid = static_cast<uint32_t>(::getpid());
+  hello.version = kVersion;
+  ASSERT_TRUE(client_.SendFrame(kHello, &hello, sizeof hello));
+  ASSERT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  ASSERT_TRUE(client_.SendFrame(kAttachResult, &req, sizeof req));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "AttachResult before CommInit";
+  RawShimClient session;
+  ASSERT_TRUE(session.Connect(cluster_->Socket(0)));
+  ASSERT_EQ(session.OpenSession(kShmSize, kReplyBound), "");
+  ASSERT_TRUE(session.SendFrame(kAttachResult, &req, sizeof req - 1));
+  EXPECT_GT(session.ReadStatus(kReplyBound), 0) << "a short AttachResult";
+  for (uint64_t bytes : {uint64_t{0}, uint64_t{1} << 62, uint64_t{1} << 20}) {
+    req.min_bytes = bytes;
+    ASSERT_TRUE(session.SendFrame(kAttachResult, &req, sizeof req));
+    std::vector<uint8_t> reply;
+    EXPECT_GT(session.ReadStatus(kReplyBound, &reply), 0) << bytes << " bytes on a one-rank communicator";
+    EXPECT_NE(session.last_message().find("one rank on this host"), std::string::npos) << session.last_message();
+  }
+  // Still served.
+  OneOpGroup msg{{1, 0}, AllReduceFloat(16, 0)};
+  ASSERT_TRUE(session.SendFrame(kGroup, &msg, sizeof msg));
+  EXPECT_EQ(session.ReadStatus(kReplyBound), 0) << session.last_message();
+  ExpectRejectedAndDaemonServing(1);
+}
+
 // UniqueIdFromAddress (NCCL_COMM_ID) with a short payload, an address that is not
 // NUL-terminated or empty, a host that is not a numeric IPv4 address: each refused, the
 // connection still served; the well-formed request then gets its id.

@@ -41,6 +41,7 @@ struct Seen {
   int nranks = 0;    // R
   bool root_here = false;
   bool regions = false;     // buffers from ncclMemAlloc: the op ran in them (host regions)
+  bool result_area = false;  // the local ranks read the result from the result area
 };
 
 // The table in docs/design.md, for 2 hosts (H = 2): each line names who writes what.
@@ -73,10 +74,15 @@ Traffic Expected(const Seen& c) {
     t.socket_receives = L * S;
     return t;
   }
+  // In the result area (streamed, two local ranks or more) the result is written once for
+  // all local ranks: no copies to the others' segments. A broadcast's root input, and an
+  // AllGather's every local block, is copied into the area instead of the first local
+  // rank's (or the root's) segment holding it already.
+  const uint64_t to_others = c.result_area ? 0 : L - 1;
   if (c.op == "AllReduce") {
     t.program_copies = 2 * L * S;                  // each rank: input in, result out
     t.reduce_writes = (L - 1) * S;                 // the other local ranks folded in
-    t.local_copies = (L - 1) * S;                  // the result to the other local ranks
+    t.local_copies = to_others * S;                // the result to the other local ranks
     if (c.algorithm == "recursive-doubling") {     // one exchange of the whole buffer
       t.reduce_writes += S;
       t.socket_sends = S;
@@ -88,7 +94,7 @@ Traffic Expected(const Seen& c) {
     }
   } else if (c.op == "Broadcast") {
     t.program_copies = L * S + (c.root_here ? S : 0);  // the root's input in, every output out
-    t.local_copies = (L - 1) * S;
+    t.local_copies = c.result_area ? (c.root_here ? S : 0) : (L - 1) * S;
     (c.root_here ? t.socket_sends : t.socket_receives) = S;  // a chain of two
   } else if (c.op == "Reduce") {
     t.program_copies = L * S + (c.root_here ? S : 0);  // every input in, the root's output out
@@ -101,8 +107,9 @@ Traffic Expected(const Seen& c) {
     }
   } else if (c.op == "AllGather") {
     t.program_copies = L * (S + R * S);   // each rank: its block in, every block out
-    t.local_copies = (L - 1) * S          // the other local ranks' blocks into the first's region
-                     + (L - 1) * R * S;   // the whole result to them
+    t.local_copies = c.result_area ? L * S  // every local block into the area
+                                   : (L - 1) * S          // the other local ranks' blocks into the first's region
+                                         + (L - 1) * R * S;  // the whole result to them
     t.socket_sends = L * S;               // this host's blocks
     t.socket_receives = L * S;            // the other host's
   } else if (c.op == "ReduceScatter") {
@@ -193,6 +200,14 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
     c.nranks = nranks;
     c.root_here = std::find(local.begin(), local.end(), c.root) != local.end();
     c.regions = mem_alloc;  // every collective here but PreMulSum, which the test does not run
+    c.result_area = e.find("result_area") != nullptr && e.find("result_area")->as_bool();
+    // Staged ranks read a streamed (2 MiB) AllGather's and Broadcast's result from the
+    // area from two per host, an AllReduce's from three (shimproto::ResultAreaServes), and
+    // nothing else does.
+    const bool shareable = ((c.op == "AllGather" || c.op == "Broadcast") && per_host >= 2) ||
+                           (c.op == "AllReduce" && per_host >= 3);
+    EXPECT_EQ(c.result_area, !mem_alloc && shareable && c.s >= (2u << 20) / (c.op == "AllGather" ? nranks : 1))
+        << c.op << ", " << c.s << " bytes, " << per_host << " ranks per host" << (mem_alloc ? ", ncclMemAlloc" : "");
     const Json* memory = e.find("memory");
     ASSERT_NE(memory, nullptr) << trace.out;
     Traffic got{Counter(*memory, "program_copies"), Counter(*memory, "local_copies"), Counter(*memory, "reduce_writes"),
@@ -211,8 +226,9 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   EXPECT_TRUE(failure.empty()) << failure;
 }
 
+// Three ranks per host: an AllReduce's result in the result area too.
 INSTANTIATE_TEST_SUITE_P(RanksPerHostAndMemory, MemoryTrafficTest,
-                         ::testing::Combine(::testing::Values(1, 2), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Bool()));
 
 // A broadcast in place, as torch.distributed.broadcast calls it: the root's buffer already
 // holds the result, so its shim copies the input in and nothing back out (kOpOutputIsInput),

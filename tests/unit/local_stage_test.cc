@@ -255,6 +255,103 @@ TEST(LocalStageTest, CountsEachCopyOnce) {
   }
 }
 
+// The communicator's result area (collectives/result_area.h): where every streamed local
+// rank reads one whole result, the stage works in the area, copies nothing into the ranks'
+// segments, names the area in each control page and still sets each rank's done bits.
+TEST(LocalStageTest, ResultAreaHoldsTheResultEveryRankReads) {
+  const size_t n = 300000;
+  const uint64_t S = 4 * n;
+  std::vector<float> area(n + 1000, -1.0f);
+  SharedOutput shared{reinterpret_cast<uint8_t*>(area.data()), area.size() * 4, 0x1234};
+  {
+    FakeRank a, b, c;
+    for (size_t i = 0; i < n; ++i) {
+      a.data()[i] = 1.0f;
+      b.data()[i] = static_cast<float>(i % 5);
+      c.data()[i] = 10.0f;
+    }
+    auto op = Op(shimproto::kAllReduce, n);
+    MemoryTraffic traffic;
+    LocalStage stage({Rank(a, 0, op, true), Rank(b, 1, op, true), Rank(c, 2, op, true)}, 6, Deadline::AfterMs(5000),
+                     NoFailure, &traffic, nullptr, &shared);
+    ASSERT_TRUE(stage.shares_output());
+    EXPECT_EQ(stage.work(), shared.data);
+    for (FakeRank* f : {&a, &b, &c}) PublishInputComplete(f->control());
+    ASSERT_TRUE(stage.Finish().ok());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(area[i], 11.0f + static_cast<float>(i % 5)) << i;
+      // The segments keep their inputs: nothing was copied into them.
+      ASSERT_EQ(a.data()[i], 1.0f) << i;
+      ASSERT_EQ(b.data()[i], static_cast<float>(i % 5)) << i;
+    }
+    EXPECT_EQ(area[n], -1.0f);  // nothing past the result
+    for (FakeRank* f : {&a, &b, &c}) {
+      EXPECT_EQ(f->control()->result_area.load(), 0x1234u);
+      // S + the control page in 256 KiB chunks: chunks 0..4 hold output bytes.
+      for (size_t k = 0; k <= 4; ++k) EXPECT_TRUE(Done(*f, k)) << k;
+    }
+    TrafficCounts t = traffic.Snapshot();
+    EXPECT_EQ(t.program_copies, 3 * 2 * S);  // as without the area: each input in, each result out
+    EXPECT_EQ(t.reduce_writes, 2 * S);       // the first fold writes the area, the second adds to it
+    EXPECT_EQ(t.local_copies, 0u);           // where (L-1)S went before
+  }
+  {
+    // AllGather: every local block goes into the area, none comes back into a segment.
+    FakeRank a, b;
+    for (size_t i = 0; i < n / 4; ++i) {
+      a.data()[n / 4 + i] = 1.0f;  // rank 1's block
+      b.data()[2 * (n / 4) + i] = 2.0f;  // rank 2's block
+    }
+    auto op = Op(shimproto::kAllGather, n / 4);
+    MemoryTraffic traffic;
+    LocalStage stage({Rank(a, 1, op, true), Rank(b, 2, op, true)}, 4, Deadline::AfterMs(5000), NoFailure, &traffic,
+                     nullptr, &shared);
+    ASSERT_TRUE(stage.shares_output());
+    for (FakeRank* f : {&a, &b}) PublishInputComplete(f->control());
+    ASSERT_TRUE(stage.Ensure(0, S).ok());
+    for (size_t i = 0; i < n / 4; ++i) {
+      ASSERT_EQ(area[n / 4 + i], 1.0f) << i;
+      ASSERT_EQ(area[2 * (n / 4) + i], 2.0f) << i;
+    }
+    EXPECT_EQ(traffic.Snapshot().local_copies, 2 * (S / 4));  // the two local blocks in
+  }
+}
+
+// The area is taken only where it holds the whole result and every rank reads it from a
+// streamed segment: otherwise the stage works as before and no control page names it.
+TEST(LocalStageTest, ResultAreaOnlyWhenEveryRankCanReadIt) {
+  const size_t n = 300000;
+  std::vector<float> area(n);
+  SharedOutput shared{reinterpret_cast<uint8_t*>(area.data()), area.size() * 4, 0x99};
+  SharedOutput small{shared.data, shared.size - 4, shared.number};
+  struct Case {
+    const char* what;
+    uint8_t kind;
+    bool a_streamed, b_streamed;
+    const SharedOutput* area;
+  };
+  for (const Case& k : {Case{"one rank not streamed", shimproto::kAllReduce, true, false, &shared},
+                        Case{"area too small", shimproto::kAllReduce, true, true, &small},
+                        Case{"AllReduce of two local ranks", shimproto::kAllReduce, true, true, &shared},
+                        Case{"ReduceScatter (results differ per rank)", shimproto::kReduceScatter, true, true, &shared},
+                        Case{"Reduce (one rank's result)", shimproto::kReduce, true, true, &shared}}) {
+    FakeRank a, b;
+    const uint64_t count = k.kind == shimproto::kReduceScatter ? n / 2 : n;
+    auto op = Op(k.kind, count);
+    LocalStage stage({Rank(a, 0, op, k.a_streamed), Rank(b, 1, op, k.b_streamed)}, 2, Deadline::AfterMs(5000),
+                     NoFailure, nullptr, nullptr, k.area);
+    EXPECT_FALSE(stage.shares_output()) << k.what;
+    EXPECT_NE(stage.work(), shared.data) << k.what;
+    EXPECT_EQ(a.control()->result_area.load(), 0u) << k.what;
+    EXPECT_EQ(b.control()->result_area.load(), 0u) << k.what;
+  }
+  // One rank alone on its host reads its result from its segment, where it was made.
+  FakeRank a;
+  auto op = Op(shimproto::kBroadcast, n);
+  LocalStage alone({Rank(a, 0, op, true)}, 2, Deadline::AfterMs(5000), NoFailure, nullptr, nullptr, &shared);
+  EXPECT_FALSE(alone.shares_output());
+}
+
 // Ranks whose op runs in host regions (their own ncclMemAlloc'd buffers) mixed with a
 // staged rank on one host: inputs are read where they are and never written, every output
 // gets the result, the work buffer is the leading rank's own output, and no copy is counted
