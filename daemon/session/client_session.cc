@@ -70,9 +70,9 @@ ClientSession::~ClientSession() {
   }
 }
 
-Status ClientSession::Reply(uint16_t type, const void* payload, size_t len) {
+Status ClientSession::Reply(uint16_t type, const void* payload, size_t len, int pass_fd) {
   return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, type, 0, payload, static_cast<uint32_t>(len),
-                    Deadline::AfterMs(kReplyTimeoutMs));
+                    Deadline::AfterMs(kReplyTimeoutMs), pass_fd);
 }
 
 Status ClientSession::ReplyStatus(uint16_t type, const Status& status) {
@@ -405,8 +405,7 @@ Status ClientSession::HandleAttachResult(const Frame& frame) {
               st.message().c_str());
   }
   reply.status = ToWire(st);
-  return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kAttachResultReply, 0, &reply,
-                    sizeof(reply), Deadline::AfterMs(kReplyTimeoutMs), st.ok() ? fd.get() : -1);
+  return Reply(shimproto::kAttachResultReply, &reply, sizeof(reply), st.ok() ? fd.get() : -1);
 }
 
 bool ClientSession::ResultAreaStale(const ParsedGroup& group) const {

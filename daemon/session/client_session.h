@@ -59,7 +59,8 @@ class ClientSession {
   Status HandleReleaseBuffer(const Frame& frame);
   Status HandleAttachRegion(Frame& frame);
   Status HandleReleaseRegion(const Frame& frame);
-  Status Reply(uint16_t type, const void* payload, size_t len);
+  // `pass_fd` (>= 0) rides along with the reply (SCM_RIGHTS).
+  Status Reply(uint16_t type, const void* payload, size_t len, int pass_fd = -1);
   Status ReplyStatus(uint16_t type, const Status& status);
 
   // Joins comm_'s group of sessions in the park (ProgramPark::Member::SetGroup).
