@@ -71,6 +71,16 @@ TEST_F(TwoHostTest, StreamedCopies) {
   RunOn(*cluster_, launch);
 }
 
+// Streamed outputs copied out with non-temporal stores (common/stream_copy.h) at every
+// size, in place and out of place, from the segment and from the result area; by default
+// only outputs of 16 MiB and more are.
+TEST_F(TwoHostTest, StreamedOutputsCopiedNonTemporal) {
+  CollLaunch launch = Ranks(2, kLayoutSmall);
+  launch.env.push_back("CONDUIT_STREAM_MIN_BYTES=0");
+  launch.env.push_back("CONDUIT_NT_OUTPUT_MIN_BYTES=0");
+  RunOn(*cluster_, launch);
+}
+
 // Buffers from ncclMemAlloc: AllReduce, AllGather and Broadcast run in the programs' own
 // buffers (host regions), in place and out of place; the other collectives stage as usual.
 TEST_F(TwoHostTest, NcclMemAllocBuffers) {
