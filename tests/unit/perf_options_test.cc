@@ -93,6 +93,7 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.per_iter_skip, 0);
   EXPECT_EQ(o.time_budget_s, 0);  // exactly -n iterations, as nccl-tests
   EXPECT_EQ(o.hold_ms, 0);
+  EXPECT_EQ(o.read_result, 0);
   EXPECT_FALSE(o.multi_process());
   EXPECT_TRUE(o.warnings.empty());
 }
@@ -263,7 +264,9 @@ TEST(PerfOptions, EveryLongFlag) {
                         "--time-budget",
                         "1.5",
                         "--hold-ms",
-                        "2500"});
+                        "2500",
+                        "--read-result",
+                        "1"});
   EXPECT_EQ(o.threads, 2);
   EXPECT_EQ(o.ranks_per_thread, 3);
   EXPECT_EQ(o.min_bytes, 1024u);
@@ -293,6 +296,7 @@ TEST(PerfOptions, EveryLongFlag) {
   EXPECT_STREQ(o.coll->name, "broadcast");
   EXPECT_DOUBLE_EQ(o.time_budget_s, 1.5);
   EXPECT_EQ(o.hold_ms, 2500);
+  EXPECT_EQ(o.read_result, 1);
 }
 
 TEST(PerfOptions, SizesAsNcclTestsReadsThem) {
@@ -455,6 +459,7 @@ TEST(PerfOptions, BadValues) {
   Refused({"p", "--time-budget", "soon"});
   Refused({"p", "--hold-ms", "-1"});
   Refused({"p", "--hold-ms", "600001"});
+  Refused({"p", "--read-result", "2"});
   Refused({"hypercube_perf", "-m", "2"});
   EXPECT_NE(Refused({"p", "-b"}).find("needs a value"), std::string::npos);
   EXPECT_NE(Refused({"p", "--iters"}).find("needs a value"), std::string::npos);
@@ -507,7 +512,8 @@ TEST(PerfOptions, Help) {
                            "--rank",
                            "--nranks",
                            "--id-file",
-                           "--hold-ms"}) {
+                           "--hold-ms",
+                           "--read-result"}) {
     EXPECT_NE(u.find(flag), std::string::npos) << flag;
   }
 }

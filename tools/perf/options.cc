@@ -12,7 +12,7 @@
 namespace conduit::perf {
 namespace {
 
-enum LongOnly { kColl = 1000, kTimeBudget, kRank, kNranks, kIdFile, kHoldMs };
+enum LongOnly { kColl = 1000, kTimeBudget, kRank, kNranks, kIdFile, kHoldMs, kReadResult };
 
 // nccl-tests' letters and long names, in its order; every one takes a value.
 const option kLongOptions[] = {
@@ -54,6 +54,7 @@ const option kLongOptions[] = {
     {"nranks", required_argument, nullptr, kNranks},
     {"id-file", required_argument, nullptr, kIdFile},
     {"hold-ms", required_argument, nullptr, kHoldMs},
+    {"read-result", required_argument, nullptr, kReadResult},
     {nullptr, 0, nullptr, 0},
 };
 // Leading ':' makes getopt report a missing value as ':' rather than '?'.
@@ -344,6 +345,7 @@ ParseResult ParseOptions(int argc, char** argv) {
       case kNranks: p.Int(c, optarg, 1, 1 << 20, &o.nranks); break;
       case kIdFile: o.id_file = optarg; break;
       case kHoldMs: p.Int(c, optarg, 0, 600000, &o.hold_ms); break;
+      case kReadResult: p.Int(c, optarg, 0, 1, &o.read_result); break;
       case ':':
         p.Fail(std::string("option ") + (optopt ? FlagName(optopt) : std::string(argv[optind - 1])) + " needs a value");
         break;
@@ -431,6 +433,10 @@ conduit-perf's own options:
                            wait up to 60 s for it
   --hold-ms N              after the results, keep the communicators N ms before
                            destroying them (a script reads conduitd's trace meanwhile)
+  --read-result 0|1        1: after each timed operation every rank reads its whole
+                           output, timed with it, as a program that uses its result
+                           does (where that result then is in the caches counts)
+                           (default 0)
 )";
   return u;
 }

@@ -73,6 +73,8 @@ struct Options {
   // --hold-ms: after the footer, keep the communicators this long before destroying them,
   // so that a script can read the daemon's trace of the run (tools/bench/lib.sh).
   int hold_ms = 0;
+  // --read-result: each timed iteration ends with every rank reading its output.
+  int read_result = 0;
 
   // Notes nccl-tests also prints before running on (a flag it disables, a value it
   // replaces); the caller prints them to stderr.

@@ -8,6 +8,7 @@
 #define CONDUIT_TOOLS_PERF_RUNNER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -71,6 +72,8 @@ class Runner {
   void RunOnce(const std::vector<Shape>& shapes, bool in_place);
   // One timed iteration: -m operations, grouped when more than one.
   void RunIteration(const std::vector<Shape>& shapes, bool in_place);
+  // --read-result: reads every byte of each local rank's output.
+  void ReadResults(const std::vector<Shape>& shapes, bool in_place);
   void Prepare(const std::vector<Shape>& shapes, bool in_place, bool poison_output, size_t salt);
   size_t CountWrongHere(const std::vector<Shape>& shapes, bool in_place, size_t salt);
   char* SendOf(size_t local, const Shape& s, bool in_place) const;
@@ -92,6 +95,7 @@ class Runner {
   Watchdog* watchdog_;
   int watchdog_slot_;
   std::vector<Buffers> buffers_;
+  volatile uint64_t result_sink_ = 0;  // --read-result's sums
   size_t buffer_bytes_ = 0;
   Case case_{};
   std::vector<ncclRedOp_t> ops_;  // per local communicator: the operator to pass
