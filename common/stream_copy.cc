@@ -1,6 +1,7 @@
 #include "common/stream_copy.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -8,6 +9,14 @@
 #endif
 
 namespace conduit {
+
+size_t NonTemporalOutputMinBytes() {
+  static const size_t value = [] {
+    const char* env = std::getenv("CONDUIT_NT_OUTPUT_MIN_BYTES");
+    return env != nullptr && *env != '\0' ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{16} << 20;
+  }();
+  return value;
+}
 
 #if defined(__x86_64__)
 namespace {

@@ -18,6 +18,13 @@ namespace conduit {
 // done bit) publishes the bytes as after memcpy.
 void StreamCopy(void* dst, const void* src, size_t n);
 
+// From this many bytes of one op's output on, copies of it into a program's buffer use
+// StreamCopy: the output no longer fits the caches the program would find it in. Measured
+// by A/B (docs/benchmarks.md, "Output copies with non-temporal stores"): even or faster
+// from 16 MiB, with the programs reading their results, and 0.79-1.07x below. The
+// environment's CONDUIT_NT_OUTPUT_MIN_BYTES overrides it (read once).
+size_t NonTemporalOutputMinBytes();
+
 }  // namespace conduit
 
 #endif  // CONDUIT_COMMON_STREAM_COPY_H_

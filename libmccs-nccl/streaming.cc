@@ -24,20 +24,6 @@ size_t StreamMinBytes() {
   return value;
 }
 
-// From this many output bytes on, the output pump writes the program's buffer with
-// non-temporal stores (StreamCopy): the output no longer fits the caches the next reader
-// would find it in, and skipping the read of each destination line before its store saves
-// a third of the copy's memory traffic. Measured by A/B on 2 hosts (docs/benchmarks.md,
-// "Output copies with non-temporal stores"): 1.05-1.24x from 16 MiB, 0.79-1.01x below.
-// $CONDUIT_NT_OUTPUT_MIN_BYTES overrides it.
-size_t NonTemporalOutputMinBytes() {
-  static const size_t value = [] {
-    const char* env = std::getenv("CONDUIT_NT_OUTPUT_MIN_BYTES");
-    return env != nullptr && *env != '\0' ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{16} << 20;
-  }();
-  return value;
-}
-
 }  // namespace
 
 bool CanStream(const std::vector<PendingOp*>& ops) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "common/stream_copy.h"
 #include "reduce/reduce.h"
 
 namespace conduit {
@@ -295,7 +296,7 @@ void LocalStage::Finalize(size_t offset, size_t len) {
       Range x = Intersect(f, OutputOf(i));
       if (x.empty()) continue;
       uint8_t* out = OutputAt(i, x.begin);
-      if (out != work_ + x.begin && !output_apart_ && !shared_) CopyLocal(out, work_ + x.begin, x.end - x.begin);
+      if (out != work_ + x.begin && !output_apart_ && !shared_) CopyToOutput(i, out, work_ + x.begin, x.end - x.begin);
       if (ranks_[i].control != nullptr && MarkDone(i, x)) woke[i] = true;
     }
   }
@@ -343,6 +344,17 @@ Status LocalStage::Finish() {
 
 void LocalStage::CopyLocal(uint8_t* dst, const uint8_t* src, size_t n) {
   memcpy(dst, src, n);
+  if (traffic_ != nullptr) traffic_->AddLocalCopy(n);
+}
+
+void LocalStage::CopyToOutput(size_t i, uint8_t* dst, const uint8_t* src, size_t n) {
+  const Range out = OutputOf(i);
+  // A staged output is read right after by its shim, from the cache: memcpy.
+  if (!ranks_[i].in_regions() || out.end - out.begin < NonTemporalOutputMinBytes()) {
+    CopyLocal(dst, src, n);
+    return;
+  }
+  StreamCopy(dst, src, n);
   if (traffic_ != nullptr) traffic_->AddLocalCopy(n);
 }
 

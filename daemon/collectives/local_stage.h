@@ -126,6 +126,10 @@ class LocalStage {
   Status CombineChunk(size_t chunk);
   bool MarkDone(size_t i, Range r);  // true if a done bit was set
   void CopyLocal(uint8_t* dst, const uint8_t* src, size_t n);  // memcpy, counted
+  // The same, for bytes of rank i's output: into a large output in the program's own
+  // buffer (a host region) with non-temporal stores (common/stream_copy.h), since this
+  // daemon does not read it again.
+  void CopyToOutput(size_t i, uint8_t* dst, const uint8_t* src, size_t n);
 
   std::vector<StageRank> ranks_;
   const int nranks_;

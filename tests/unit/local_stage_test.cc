@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/stream_copy.h"
+
 namespace conduit {
 namespace {
 
@@ -396,6 +398,30 @@ TEST(LocalStageTest, HostRegionsAllReduceOutOfPlaceInPlaceAndStaged) {
   EXPECT_EQ(t.program_copies, 2 * S);  // only the staged rank's shim copies
   EXPECT_EQ(t.reduce_writes, 2 * S);   // rank 0's input and rank 1's in one pass (Reduce2), then rank 2's
   EXPECT_EQ(t.local_copies, 2 * S);    // the result to ranks 1 and 2
+}
+
+// From NonTemporalOutputMinBytes (16 MiB) the result goes into another rank's own buffer
+// with non-temporal stores (common/stream_copy.h): every element still arrives, with an
+// output that does not start on a cache line and a length that is not whole lines, and the
+// copy is counted as before.
+TEST(LocalStageTest, HostRegionsLargeOutputsAreCopiedWhole) {
+  const size_t n = NonTemporalOutputMinBytes() / 4 + 13;
+  const uint64_t S = 4 * n;
+  std::vector<float> in0(n), out0(n, -1.0f), in1(n, 10.0f), out1_mem(n + 1, -1.0f);
+  for (size_t i = 0; i < n; ++i) in0[i] = static_cast<float>(i % 7);
+  float* out1 = out1_mem.data() + 1;  // 4 bytes past the allocation's (aligned) start
+  auto op = Op(shimproto::kAllReduce, n);
+  MemoryTraffic traffic;
+  LocalStage stage({RegionRank(0, op, in0.data(), out0.data()), RegionRank(1, op, in1.data(), out1)}, 2,
+                   Deadline::AfterMs(20000), NoFailure, &traffic);
+  ASSERT_TRUE(stage.Finish().ok());
+  for (size_t i = 0; i < n; ++i) {
+    const float want = 10.0f + static_cast<float>(i % 7);
+    ASSERT_EQ(out0[i], want) << i;
+    ASSERT_EQ(out1[i], want) << i;
+  }
+  EXPECT_EQ(out1_mem[0], -1.0f);  // nothing before the output written
+  EXPECT_EQ(traffic.Snapshot().local_copies, S);  // the result to rank 1
 }
 
 TEST(LocalStageTest, HostRegionsAloneCopyTheInputOnlyWhenOutOfPlace) {
