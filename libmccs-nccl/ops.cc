@@ -8,6 +8,7 @@
 
 #include "common/busy_poll.h"
 #include "common/log.h"
+#include "common/stream_copy.h"
 #include "nccl_debug.h"
 #include "device_path.h"
 #include "comm_watch.h"
@@ -364,7 +365,12 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
   }
   for (PendingOp* op : list) {
     if (op->place == MemoryKind::kHost && !op->in_regions && op->copy_out_bytes() > 0) {
-      memcpy(op->out, comm->staging.data() + op->desc.offset + op->out_at, op->copy_out_bytes());
+      const uint8_t* from = comm->staging.data() + op->desc.offset + op->out_at;
+      if (op->copy_out_bytes() >= NonTemporalOutputMinBytes()) {
+        StreamCopy(op->out, from, op->copy_out_bytes());  // as the output pump does
+      } else {
+        memcpy(op->out, from, op->copy_out_bytes());
+      }
     } else if (op->place == MemoryKind::kStaged) {
       CONDUIT_RETURN_IF_ERROR(StageOut(*op, comm->staging.data()));
     }

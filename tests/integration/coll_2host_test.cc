@@ -71,9 +71,10 @@ TEST_F(TwoHostTest, StreamedCopies) {
   RunOn(*cluster_, launch);
 }
 
-// Streamed outputs copied out with non-temporal stores (common/stream_copy.h) at every
-// size, in place and out of place, from the segment and from the result area; by default
-// only outputs of 16 MiB and more are.
+// Outputs copied out with non-temporal stores (common/stream_copy.h) at every size: the
+// streamed collectives' (in place and out of place, from the segment and from the result
+// area) and the other groups' (send, receive, all-to-all, gather, scatter); by default only
+// outputs of 16 MiB and more are.
 TEST_F(TwoHostTest, StreamedOutputsCopiedNonTemporal) {
   CollLaunch launch = Ranks(2, kLayoutSmall);
   launch.env.push_back("CONDUIT_STREAM_MIN_BYTES=0");
