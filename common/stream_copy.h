@@ -1,5 +1,5 @@
 // Copies of large buffers whose destination is not read again soon by the copying thread:
-// a shim's copy of a large collective's output out of the staging segment into the
+// a shim's copy of a large output (a collective's, a receive's) out of the staging segment into the
 // program's buffer, and conduitd's copies of a large result into other local ranks' own
 // buffers (host regions). Non-temporal stores write such a destination without first
 // reading each of its cache lines into the cache (a plain memcpy's stores do), so the copy
