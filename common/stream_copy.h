@@ -1,11 +1,12 @@
 // Copies of large buffers whose destination is not read again soon by the copying thread:
-// a shim's copy of a large output (a collective's, a receive's) out of the staging segment into the
-// program's buffer, and conduitd's copies of a large result into other local ranks' own
-// buffers (host regions). Non-temporal stores write such a destination without first
-// reading each of its cache lines into the cache (a plain memcpy's stores do), so the copy
-// moves two bytes of memory traffic per byte instead of three. Not for a destination read
-// soon from the cache: a shim's input chunks, which the daemon sends right after, got
-// 0.73-0.96x slower with it (docs/benchmarks.md, "Output copies with non-temporal stores").
+// a shim's copy of a large output (a collective's, a receive's) out of the staging segment
+// into the program's buffer, and conduitd's copies of a large result into other local
+// ranks' own buffers (host regions). Non-temporal stores write such a destination without
+// first reading each of its cache lines into the cache (a plain memcpy's stores do), so
+// the copy moves two bytes of memory traffic per byte instead of three. Not for a
+// destination read soon from the cache: a shim's input chunks, which the daemon sends right
+// after, got 0.73-0.96x slower with it (docs/benchmarks.md, "Output copies with
+// non-temporal stores").
 #ifndef CONDUIT_COMMON_STREAM_COPY_H_
 #define CONDUIT_COMMON_STREAM_COPY_H_
 
