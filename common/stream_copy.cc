@@ -18,6 +18,14 @@ size_t NonTemporalOutputMinBytes() {
   return value;
 }
 
+void CopyOutput(void* dst, const void* src, size_t n, size_t output_bytes) {
+  if (output_bytes >= NonTemporalOutputMinBytes()) {
+    StreamCopy(dst, src, n);
+  } else {
+    memcpy(dst, src, n);
+  }
+}
+
 #if defined(__x86_64__)
 namespace {
 

@@ -27,6 +27,11 @@ void StreamCopy(void* dst, const void* src, size_t n);
 // environment's CONDUIT_NT_OUTPUT_MIN_BYTES overrides it (read once).
 size_t NonTemporalOutputMinBytes();
 
+// The one rule for a copy into a program's buffer: n bytes of an op's output whose whole
+// size is output_bytes (a chunk of it, or all), with StreamCopy from
+// NonTemporalOutputMinBytes() on and memcpy below.
+void CopyOutput(void* dst, const void* src, size_t n, size_t output_bytes);
+
 }  // namespace conduit
 
 #endif  // CONDUIT_COMMON_STREAM_COPY_H_

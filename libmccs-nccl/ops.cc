@@ -366,11 +366,7 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
   for (PendingOp* op : list) {
     if (op->place == MemoryKind::kHost && !op->in_regions && op->copy_out_bytes() > 0) {
       const uint8_t* from = comm->staging.data() + op->desc.offset + op->out_at;
-      if (op->copy_out_bytes() >= NonTemporalOutputMinBytes()) {
-        StreamCopy(op->out, from, op->copy_out_bytes());  // as the output pump does
-      } else {
-        memcpy(op->out, from, op->copy_out_bytes());
-      }
+      CopyOutput(op->out, from, op->copy_out_bytes(), op->copy_out_bytes());
     } else if (op->place == MemoryKind::kStaged) {
       CONDUIT_RETURN_IF_ERROR(StageOut(*op, comm->staging.data()));
     }

@@ -107,8 +107,7 @@ OutputPump::OutputPump(uint8_t* segment, size_t segment_bytes, const PendingOp& 
     : segment_(segment),
       op_(op),
       area_(area),
-      output_(ChunkSpan(segment_bytes, op.desc.offset + op.out_at, op.desc.offset + op.out_at + op.copy_out_bytes())),
-      non_temporal_(op.copy_out_bytes() >= NonTemporalOutputMinBytes()) {}
+      output_(ChunkSpan(segment_bytes, op.desc.offset + op.out_at, op.desc.offset + op.out_at + op.copy_out_bytes())) {}
 
 void OutputPump::CopyChunk(size_t c) {
   const ChunkSpan& out = output_.span();
@@ -129,11 +128,7 @@ void OutputPump::CopyChunk(size_t c) {
     }
   }
   uint8_t* to = static_cast<uint8_t*>(op_.out) + (begin - out.begin);
-  if (non_temporal_) {
-    StreamCopy(to, from, end - begin);
-  } else {
-    memcpy(to, from, end - begin);
-  }
+  CopyOutput(to, from, end - begin, op_.copy_out_bytes());
 }
 
 bool OutputPump::CopyReady() {

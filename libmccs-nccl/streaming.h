@@ -118,7 +118,6 @@ class OutputPump {
   const PendingOp& op_;
   const ResultAreaView* area_;
   CopiedChunks output_;  // where the output is in the segment, and what is out
-  bool non_temporal_;    // large output: copied out with StreamCopy
   Status status_;
 };
 

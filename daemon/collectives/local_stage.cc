@@ -348,13 +348,13 @@ void LocalStage::CopyLocal(uint8_t* dst, const uint8_t* src, size_t n) {
 }
 
 void LocalStage::CopyToOutput(size_t i, uint8_t* dst, const uint8_t* src, size_t n) {
-  const Range out = OutputOf(i);
   // A staged output is read right after by its shim, from the cache: memcpy.
-  if (!ranks_[i].in_regions() || out.end - out.begin < NonTemporalOutputMinBytes()) {
+  if (!ranks_[i].in_regions()) {
     CopyLocal(dst, src, n);
     return;
   }
-  StreamCopy(dst, src, n);
+  const Range out = OutputOf(i);
+  CopyOutput(dst, src, n, out.end - out.begin);
   if (traffic_ != nullptr) traffic_->AddLocalCopy(n);
 }
 
