@@ -65,6 +65,9 @@ void AddDaemonRoutes(AdminApi* api, DaemonInfo info, const ServiceRouter* router
     Json programs = Json::Object();
     for (const auto& [service, n] : per_service) programs[service] = n;
     body["program_connections"] = std::move(programs);
+    // Counts a connection from its accept on, before it names a service (which the map
+    // above waits for): what an upgrade must stop.
+    body["program_connections_accepted"] = static_cast<int64_t>(router->ProgramConnections());
     return AdminReply::Ok(std::move(body));
   });
   api->Route("GET", "/v1/programs", AdminAccess::kRead, [router](const AdminRequest&) {

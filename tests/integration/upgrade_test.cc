@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
@@ -39,6 +40,13 @@ int64_t DaemonPid(const Cluster& cluster, int host) {
   AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/status");
   const Json& pid = Field(a.body, "pid");
   return pid.is_number() ? pid.as_int() : -1;
+}
+
+// Program connections the daemon has accepted and not closed (/v1/status); -1 if unknown.
+int64_t AcceptedPrograms(const Cluster& cluster, int host) {
+  AdminAnswer a = AdminCall(cluster, host, "GET", "/v1/status");
+  const Json& n = Field(a.body, "program_connections_accepted");
+  return n.is_number() ? n.as_int() : -1;
 }
 
 AdminAnswer Upgrade(const Cluster& cluster, int host, const std::string& body = "{}") {
@@ -233,6 +241,13 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   // session, so the daemon stays.
   const int fd = ConnectUnix(cluster.Socket(0));
   ASSERT_GE(fd, 0);
+  // connect() returns once the kernel queued the connection; the daemon counts it when
+  // its accept loop takes it. Until then an upgrade would not see it.
+  const auto accept_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (AcceptedPrograms(cluster, 0) < 1 && std::chrono::steady_clock::now() < accept_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(AcceptedPrograms(cluster, 0), 1) << "the daemon never accepted the connection";
   a = Upgrade(cluster, 0);
   EXPECT_EQ(a.status, 409) << a.text;
   EXPECT_NE(ErrorMessage(a).find("1 of 1 program connection(s)"), std::string::npos) << a.text;
