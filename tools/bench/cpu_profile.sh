@@ -6,7 +6,7 @@
 # (the emulated hosts share this machine's), the faster implementation is the one that
 # spends less CPU per call, and this says on what.
 #
-# usage: cpu_profile.sh [--coll allreduce] [--hosts 4] [--ppn 1] [--size 4M] [--seconds 2]
+# usage: cpu_profile.sh [--coll allreduce|allgather|reducescatter|broadcast] [--hosts 4] [--ppn 1] [--size 4M] [--seconds 2]
 #                       [--rate 40gbit] [--mem-alloc] [--systems "conduit mpi"]
 #                       [--prefix cpf] [--subnet 10.76.0] [--keep-work]
 # A system whose ranks spin while they wait (OpenMPI's do) shows no idle time: its busy
@@ -43,7 +43,11 @@ case "$COLL" in
   allreduce) PERF_COLL=all_reduce MPI_COLL=allreduce ;;
   allgather) PERF_COLL=all_gather MPI_COLL=allgather ;;
   reducescatter) PERF_COLL=reduce_scatter MPI_COLL=reducescatter ;;
-  *) echo "cpu_profile.sh: --coll must be allreduce, allgather or reducescatter" >&2; exit 2 ;;
+  # In place, as the peers' (allreduce_bench.sh): ours is recorded in conduit-perf's
+  # in-place column, which follows the out-of-place one.
+  broadcast) PERF_COLL=broadcast MPI_COLL=broadcast
+    export BENCH_PERF_IN_PLACE=1 ;;
+  *) echo "cpu_profile.sh: --coll must be allreduce, allgather, reducescatter or broadcast" >&2; exit 2 ;;
 esac
 [[ $SECONDS_ =~ ^[1-9][0-9]*$ ]] || { echo "cpu_profile.sh: --seconds must be a whole number >= 1" >&2; exit 2; }
 
@@ -89,10 +93,20 @@ for system in $SYSTEMS; do
       bench_conduit_start "$HOSTS"
       bench_conduit_perf "$HOSTS" "$PPN" "${PERF_EXTRA[@]}" -b "$SIZE" -e "$SIZE" -n 10 -w 3 -c 0 >"$BENCH_WORK/conduit-probe.out"
       n=$(calls_for "$(time_of "$BENCH_WORK/conduit-probe.out")")
-      # Out of place first: the recording falls within that column's calls.
+      # conduit-perf runs the out-of-place column, then the in-place one: the recording
+      # falls within the first, or (BENCH_PERF_IN_PLACE=1) starts once the first should be
+      # over by the probe's time for it. The probe runs slower than the loop (its calls are
+      # the first), so the in-place column gets twice the calls, outlasting the recording
+      # even when it starts that much too late.
+      lead=$LEAD
+      if [[ ${BENCH_PERF_IN_PLACE:-0} == 1 ]]; then
+        n=$((2 * n))
+        lead=$(awk -v us="$(awk '!/^#/ && NF >= 9 { t = $6 } END { print t }' "$BENCH_WORK/perf-rank0.out")" \
+          -v n="$n" 'BEGIN { printf "%d", 2 + n * us / 1e6 }')
+      fi
       bench_conduit_perf "$HOSTS" "$PPN" "${PERF_EXTRA[@]}" -b "$SIZE" -e "$SIZE" -n "$n" -w 3 -c 0 >"$BENCH_WORK/conduit.out" &
       job=$!
-      record conduit
+      record conduit "$lead"
       wait "$job" || bench_die "conduit-perf failed (logs in $BENCH_WORK)"
       bench_conduit_stop
       label=ours$( ((MEM_ALLOC)) && echo ", ncclMemAlloc" || echo ", staged")

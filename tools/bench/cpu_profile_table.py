@@ -22,8 +22,10 @@ CATEGORIES = [
     ("wake-ups (irqrestore)", lambda c, d, k, s: s == "_raw_spin_unlock_irqrestore"),
     ("context switches, yields", lambda c, d, k, s: k == "k" and (s.startswith("finish_task_switch")
                                                                   or s in ("__schedule", "do_sched_yield"))),
-    ("programs' staging copies", lambda c, d, k, s: c == "conduit-perf" and ("memmove" in s or "memcpy" in s)),
-    ("user-space copies", lambda c, d, k, s: k == "." and ("memmove" in s or "memcpy" in s)),
+    # StreamCopy: large outputs written with non-temporal stores (common/stream_copy.h).
+    ("programs' staging copies", lambda c, d, k, s: c == "conduit-perf" and ("memmove" in s or "memcpy" in s
+                                                                               or "StreamCopy" in s)),
+    ("user-space copies", lambda c, d, k, s: k == "." and ("memmove" in s or "memcpy" in s or "StreamCopy" in s)),
     ("reduction", lambda c, d, k, s: "Combine" in s or "mca_op" in d),
     ("other kernel", lambda c, d, k, s: k == "k"),
     ("other user", lambda c, d, k, s: True),
