@@ -14,6 +14,13 @@ import re
 import subprocess
 import sys
 
+
+def is_copy(symbol):
+    """A user-space copy routine: libc's, or StreamCopy, the non-temporal output copy
+    (common/stream_copy.h)."""
+    return "memmove" in symbol or "memcpy" in symbol or "StreamCopy" in symbol
+
+
 # (category, test on (comm, dso, kind, symbol)), first match wins.
 CATEGORIES = [
     ("idle", lambda c, d, k, s: c == "swapper"),
@@ -22,10 +29,8 @@ CATEGORIES = [
     ("wake-ups (irqrestore)", lambda c, d, k, s: s == "_raw_spin_unlock_irqrestore"),
     ("context switches, yields", lambda c, d, k, s: k == "k" and (s.startswith("finish_task_switch")
                                                                   or s in ("__schedule", "do_sched_yield"))),
-    # StreamCopy: large outputs written with non-temporal stores (common/stream_copy.h).
-    ("programs' staging copies", lambda c, d, k, s: c == "conduit-perf" and ("memmove" in s or "memcpy" in s
-                                                                               or "StreamCopy" in s)),
-    ("user-space copies", lambda c, d, k, s: k == "." and ("memmove" in s or "memcpy" in s or "StreamCopy" in s)),
+    ("programs' staging copies", lambda c, d, k, s: c == "conduit-perf" and is_copy(s)),
+    ("user-space copies", lambda c, d, k, s: k == "." and is_copy(s)),
     ("reduction", lambda c, d, k, s: "Combine" in s or "mca_op" in d),
     ("other kernel", lambda c, d, k, s: k == "k"),
     ("other user", lambda c, d, k, s: True),
