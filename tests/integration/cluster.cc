@@ -320,6 +320,7 @@ Subprocess& Cluster::Launch(int host, const std::string& name, std::vector<std::
 }
 
 std::string Cluster::NewIdFile() { return dir_ + "/id-" + std::to_string(id_files_++); }
+std::string Cluster::NewReleaseFile() { return dir_ + "/release-" + std::to_string(id_files_++); }
 
 bool Cluster::WaitForOutput(Subprocess& p, const std::string& text, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

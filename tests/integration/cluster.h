@@ -96,6 +96,8 @@ class Cluster {
   int RunIn(int host, const std::vector<std::string>& argv, std::string* output);
   // A fresh path for a coll_check --id-file.
   std::string NewIdFile();
+  // A fresh path for a --release-file (linger.h): lingering programs end once it exists.
+  std::string NewReleaseFile();
 
   // Waits until `text` appears in p's output or p exits; false on timeout or exit.
   static bool WaitForOutput(Subprocess& p, const std::string& text, std::chrono::milliseconds timeout);

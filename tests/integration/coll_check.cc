@@ -12,6 +12,7 @@
 #include "coll_id_file.h"
 #include "coll_nccl_util.h"
 #include "coll_options.h"
+#include "linger.h"
 #include "nccl.h"
 
 namespace conduit::it {
@@ -51,7 +52,7 @@ int RunRank(const Options& opt, int rank, const ncclUniqueId& id, ncclComm_t com
   RankResult res = runner.result();
   if (opt.linger_ms > 0 && !res.aborted) {
     std::printf("coll_check rank %d: lingering\n", rank);
-    std::this_thread::sleep_for(std::chrono::milliseconds(opt.linger_ms));
+    LingerUntilReleased(opt.linger_ms, opt.release_file);
   }
   if (!res.aborted) {
     ncclResult_t fin = Settle(comm, ncclCommFinalize(comm));

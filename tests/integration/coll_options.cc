@@ -15,7 +15,7 @@ const char kUsage[] =
     "           replace]\n"
     "  [--types all|float,int8,...] [--ops all|sum,prod,max,min,avg,premulsum]\n"
     "  [--sizes 0,1,7,1024,1M,64MiB] [--inplace no|yes|both] [--all-roots] [--iters K] [--seconds S [--stop-file F]]\n"
-    "  [--seed S] [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS]\n"
+    "  [--seed S] [--nonblocking] [--expect-error [--error-count N]] [--hold-ms MS] [--max-seconds S] [--linger-ms MS [--release-file F]]\n"
     "  [--mem-alloc] [--messages K [--receives J] [--send-hold-ms MS]] [--verbose]\n"
     "sizes: element counts (K/M/G = 2^10/2^20/2^30 elements) or bytes with KiB/MiB/GiB\n"
     "backlog (not in the default list): rank 0 sends the last rank K messages (--messages, 8), one\n"
@@ -154,6 +154,8 @@ bool ParseOptions(int argc, char** argv, Options* opt) {
       opt->hold_ms = std::atoi(v.c_str());
     } else if (a == "--linger-ms") {
       opt->linger_ms = std::atoi(v.c_str());
+    } else if (a == "--release-file") {
+      opt->release_file = v;
     } else if (a == "--max-seconds") {
       opt->max_seconds = std::atoi(v.c_str());
     } else if (a == "--messages") {

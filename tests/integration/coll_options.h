@@ -46,6 +46,7 @@ struct Options {
   int receives = -1;  // backlog: how many of them the last rank receives (-1: all)
   int send_hold_ms = 0;  // backlog: rank 0 waits this long before its sends
   int linger_ms = 0;  // after the checks, keep the communicator this long (its trace stays readable)
+  std::string release_file;  // with linger_ms: stop lingering once this file exists (linger.h)
   int max_seconds = 120;  // --expect-error gives up (exit 3) after this long without an error
   size_t error_count = 1024;  // --expect-error's allreduce, in floats (>= 256K: streamed copies)
   bool nonblocking = false;

@@ -22,6 +22,7 @@
 #include "admin_call.h"
 #include "cuda/cuda_driver.h"
 #include "integration_env.h"
+#include "linger.h"
 #include "raw_shim_client.h"
 
 namespace conduit::it {
@@ -67,16 +68,25 @@ std::vector<std::string> ProbeEnv(std::vector<std::string> extra = {}) {
   return extra;
 }
 
-// How long a probe that lingers keeps its communicator after its collectives, so that the
-// test can read the daemon's trace of them before the communicator goes.
-constexpr std::chrono::milliseconds kLinger{3000 * kSanitizerSlowdown};
+// How long a probe that lingers keeps its communicator after its collectives, at most, so
+// that the test can read the daemon's trace of them before the communicator goes: the test
+// ends it sooner through its release file (linger.h) once it has read what it needs.
+constexpr std::chrono::milliseconds kLinger{20000 * kSanitizerSlowdown};
+
+// The arguments that make a probe linger until `release_file` exists (at most kLinger).
+std::vector<std::string> LingerArgs(const std::string& release_file) {
+  return {"--linger-ms", std::to_string(kLinger.count()), "--release-file", release_file};
+}
 
 // `device_probe hosts`: two ranks of an `nranks`-rank communicator, global ranks from
-// `base`, rendezvous through `id_file`; with `linger`, it waits kLinger before it ends.
-std::vector<std::string> HostsProbeArgs(int nranks, int base, const std::string& id_file, bool linger) {
+// `base`, rendezvous through `id_file`; with a `release_file`, it lingers until that exists.
+std::vector<std::string> HostsProbeArgs(int nranks, int base, const std::string& id_file,
+                                        const std::string& release_file = "") {
   std::vector<std::string> args{Cluster::BinPath("device_probe"), "hosts", "--nranks", std::to_string(nranks),
                                 "--base", std::to_string(base), "--ranks", "2", "--id-file", id_file};
-  if (linger) args.insert(args.end(), {"--linger-ms", std::to_string(kLinger.count())});
+  if (!release_file.empty()) {
+    for (std::string& a : LingerArgs(release_file)) args.push_back(std::move(a));
+  }
   return args;
 }
 
@@ -249,10 +259,11 @@ TEST_F(DeviceDoubleTest, ContextsOnlyOnGpusInUse) {
 
 // Two ranks on one host, every collective: what the GPU writes matches the table.
 TEST_F(DeviceDoubleTest, DeviceWritesMatchTheTable) {
-  const std::string id_file = cluster_->NewIdFile();
-  Subprocess& p = cluster_->Launch(0, "device_probe", HostsProbeArgs(2, 0, id_file, true), ProbeEnv());
+  const std::string id_file = cluster_->NewIdFile(), release = cluster_->NewReleaseFile();
+  Subprocess& p = cluster_->Launch(0, "device_probe", HostsProbeArgs(2, 0, id_file, release), ProbeEnv());
   ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster_->Describe();
   EXPECT_EQ(CheckDeviceTrace(*cluster_, 0, 1), kEveryCollective);
+  ReleaseLingerers(release);
   Finish(p);
   EXPECT_TRUE(Passed(p)) << p.Output();
 }
@@ -446,10 +457,10 @@ TEST_F(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
 // on in the daemon that takes over in a live upgrade rather than starting again at 0.
 TEST_F(DeviceDoubleUpgradeTest, PointToPointCountsMoveToTheNewDaemon) {
   Cluster& cluster = *cluster_;
-  Subprocess& p = cluster.Launch(
-      0, "device_probe",
-      {Cluster::BinPath("device_probe"), "p2p", "--ranks", "2", "--linger-ms", std::to_string(kLinger.count())},
-      ProbeEnv());
+  const std::string release = cluster.NewReleaseFile();
+  std::vector<std::string> args{Cluster::BinPath("device_probe"), "p2p", "--ranks", "2"};
+  for (std::string& a : LingerArgs(release)) args.push_back(std::move(a));
+  Subprocess& p = cluster.Launch(0, "device_probe", args, ProbeEnv());
   ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster.Describe();
   const P2pBytes before = DeviceP2pBytes(cluster, 0);
   EXPECT_GT(before.direct, 0u);
@@ -459,6 +470,7 @@ TEST_F(DeviceDoubleUpgradeTest, PointToPointCountsMoveToTheNewDaemon) {
   const P2pBytes after = DeviceP2pBytes(cluster, 0);
   EXPECT_EQ(after.direct, before.direct);
   EXPECT_EQ(after.through_host, before.through_host);
+  ReleaseLingerers(release);
   ASSERT_TRUE(p.Wait(kProbeDeadline)) << "device_probe hung\n" << cluster.Describe();
   EXPECT_TRUE(Passed(p)) << p.Output() << cluster.Describe();
 }
@@ -485,12 +497,13 @@ TEST_F(DeviceDoubleTest, DoneEventsTheShimCannotOpen) {
 // from, which goes through host memory.
 TEST_F(DeviceDoubleTest, PointToPointOnDeviceBuffers) {
   const uint64_t n = 3;
-  Subprocess& p = cluster_->Launch(
-      0, "device_probe",
-      {Cluster::BinPath("device_probe"), "p2p", "--ranks", std::to_string(n), "--linger-ms", std::to_string(kLinger.count())},
-      ProbeEnv());
+  const std::string release = cluster_->NewReleaseFile();
+  std::vector<std::string> args{Cluster::BinPath("device_probe"), "p2p", "--ranks", std::to_string(n)};
+  for (std::string& a : LingerArgs(release)) args.push_back(std::move(a));
+  Subprocess& p = cluster_->Launch(0, "device_probe", args, ProbeEnv());
   ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster_->Describe();
   const P2pBytes bytes = DeviceP2pBytes(*cluster_, 0);
+  ReleaseLingerers(release);
   // The ring twice (a block into every rank), the all-to-all (a block from every rank into
   // every rank); the ring in place.
   EXPECT_EQ(bytes.direct, (2 * n + n * n) * kProbeBlockBytes);
@@ -508,10 +521,10 @@ TEST_F(DeviceDoubleTest, PointToPointOnDeviceBuffers) {
 // staged receive (the sender's GPU copies it out); 2->3: staged on both sides; 3->0: a
 // staged send into a device receive, through pinned memory. Every result is right.
 TEST_F(DeviceDoubleTest, PointToPointBetweenAsynchronousAndEventOrderedPrograms) {
-  const std::string id_file = cluster_->NewIdFile();
-  Subprocess& async = cluster_->Launch(0, "device_probe", HostsProbeArgs(4, 0, id_file, true), ProbeEnv());
-  Subprocess& events =
-      cluster_->Launch(0, "device_probe", HostsProbeArgs(4, 2, id_file, true), ProbeEnv({"CONDUIT_DEVICE_SYNC=events"}));
+  const std::string id_file = cluster_->NewIdFile(), release = cluster_->NewReleaseFile();
+  Subprocess& async = cluster_->Launch(0, "device_probe", HostsProbeArgs(4, 0, id_file, release), ProbeEnv());
+  Subprocess& events = cluster_->Launch(0, "device_probe", HostsProbeArgs(4, 2, id_file, release),
+                                        ProbeEnv({"CONDUIT_DEVICE_SYNC=events"}));
   const bool lingering = Cluster::WaitForOutput(async, "lingering", kProbeDeadline) &&
                          Cluster::WaitForOutput(events, "lingering", kProbeDeadline);
   EXPECT_TRUE(lingering) << async.Output() << events.Output() << cluster_->Describe();
@@ -520,6 +533,7 @@ TEST_F(DeviceDoubleTest, PointToPointBetweenAsynchronousAndEventOrderedPrograms)
     EXPECT_EQ(bytes.direct, kProbeBlockBytes);            // into rank 1
     EXPECT_EQ(bytes.through_host, 2 * kProbeBlockBytes);  // into ranks 2 and 0
   }
+  ReleaseLingerers(release);
   Finish(async);
   Finish(events);
   EXPECT_TRUE(Passed(async)) << async.Output();
@@ -755,10 +769,10 @@ class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
   // the probes keep their communicators until it has run (once both reached that point).
   std::string RunAcrossHosts(std::vector<std::string> env, const std::function<void()>& while_lingering = nullptr) {
     const std::string id_file = cluster_->NewIdFile();
+    const std::string release = while_lingering ? cluster_->NewReleaseFile() : "";
     std::vector<Subprocess*> ranks;
     for (int host = 0; host < 2; ++host) {
-      ranks.push_back(&cluster_->Launch(host, "device_probe",
-                                        HostsProbeArgs(4, 2 * host, id_file, while_lingering != nullptr),
+      ranks.push_back(&cluster_->Launch(host, "device_probe", HostsProbeArgs(4, 2 * host, id_file, release),
                                         ProbeEnv(env)));
     }
     if (while_lingering) {
@@ -768,6 +782,7 @@ class DeviceDoubleHostsTest : public ClusterSuiteTest<DeviceDoubleHostsTest> {
         EXPECT_TRUE(lingering) << p->Output() << cluster_->Describe();
       }
       if (lingering) while_lingering();
+      ReleaseLingerers(release);
     }
     std::string out;
     for (Subprocess* p : ranks) {

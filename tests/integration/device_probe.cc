@@ -8,10 +8,11 @@
 //   device_probe local [--ranks N]          N ranks in this process (default 3) on GPU 0:
 //       every collective; ncclMemAlloc buffers; ordering across streams through events;
 //       free and re-allocation at the same address.
-//   device_probe hosts --nranks T --base B --ranks N --id-file F [--linger-ms M]
+//   device_probe hosts --nranks T --base B --ranks N --id-file F [--linger-ms M [--release-file R]]
 //       ranks B..B+N-1 of T (the process holding rank 0 writes the id): every collective
 //       and a send/recv ring on device buffers across hosts; then, with M, prints
-//       "lingering" and keeps the communicators M ms (for conduitd's trace).
+//       "lingering" and keeps the communicators (for conduitd's trace) until R exists, at
+//       most M ms (linger.h).
 //   device_probe abort                      rank 0 of 2 waits in an all-reduce on device
 //       buffers (rank 1 never calls); ncclCommAbort on another thread must end it promptly.
 //   device_probe async-error                rank 0's all-reduce is accepted, then rank 1 is
@@ -28,7 +29,7 @@
 //       meanwhile); with --inputs vmm the inputs are virtual-memory-managed allocations.
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
-//   device_probe p2p [--ranks N] [--linger-ms M]   point-to-point on device buffers (N ranks
+//   device_probe p2p [--ranks N] [--linger-ms M [--release-file R]]   point-to-point on device buffers (N ranks
 //       here): a ring of sends and receives in one group, and ncclAlltoAll, inputs still
 //       being computed when the calls are made; then, as hosts does, it may linger. (The
 //       hosts mode runs the ring across hosts.)
@@ -60,6 +61,7 @@
 
 #include "coll_id_file.h"
 #include "cuda/cuda_driver.h"
+#include "linger.h"
 #include "nccl.h"
 
 namespace {
@@ -575,15 +577,16 @@ void AlltoAll(const Ranks& r, const std::vector<float*>& send, const std::vector
   }
 }
 
-// Keeps the communicators `linger_ms` (a test reads conduitd's view of them meanwhile).
-void Linger(int linger_ms) {
+// Keeps the communicators until the test releases them, at most `linger_ms` (a test reads
+// conduitd's view of them meanwhile).
+void Linger(int linger_ms, const std::string& release_file) {
   if (linger_ms <= 0) return;
-  std::printf("device_probe: lingering %d ms\n", linger_ms);
+  std::printf("device_probe: lingering (at most %d ms)\n", linger_ms);
   std::fflush(stdout);
-  std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
+  conduit::it::LingerUntilReleased(linger_ms, release_file);
 }
 
-int P2p(int nranks, int linger_ms) {
+int P2p(int nranks, int linger_ms, const std::string& release_file) {
   Ranks r = AllHere(nranks);
   std::vector<float*> send(nranks), recv(nranks);
   for (int i = 0; i < nranks; ++i) {
@@ -602,7 +605,7 @@ int P2p(int nranks, int linger_ms) {
   // The ring in place: each rank receives into the buffer it sends from, so conduitd takes
   // it through host memory (a receive must not overwrite bytes a peer has yet to read).
   Ring(r, send, send, "in place");
-  Linger(linger_ms);
+  Linger(linger_ms, release_file);
   for (int i = 0; i < nranks; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
   return g_failures == 0 ? 0 : 1;
 }
@@ -646,7 +649,8 @@ int BroadcastInPlace(int nranks) {
   return g_failures == 0 ? 0 : 1;
 }
 
-int Hosts(int nranks, int base, int local, const std::string& id_file, int linger_ms) {
+int Hosts(int nranks, int base, int local, const std::string& id_file, int linger_ms,
+          const std::string& release_file) {
   ncclUniqueId id;
   if (base == 0) {
     NCCL_CHECK(ncclGetUniqueId(&id));
@@ -676,7 +680,7 @@ int Hosts(int nranks, int base, int local, const std::string& id_file, int linge
   AllGather(r, send, recv);
   OtherCollectives(r, send, recv);
   Ring(r, send, recv, "across hosts");
-  Linger(linger_ms);  // the communicators stay, so a test can read conduitd's trace of them
+  Linger(linger_ms, release_file);  // the communicators stay, so a test can read conduitd's trace of them
   for (int i = 0; i < local; ++i) NCCL_CHECK(ncclCommDestroy(r.comms[i]));
   return g_failures == 0 ? 0 : 1;
 }
@@ -1119,7 +1123,7 @@ int main(int argc, char** argv) {
   } else if (mode == "hosts") {
     rc = Hosts(std::atoi(Arg(argc, argv, "--nranks", "2")), std::atoi(Arg(argc, argv, "--base", "0")),
                std::atoi(Arg(argc, argv, "--ranks", "1")), Arg(argc, argv, "--id-file", ""),
-               std::atoi(Arg(argc, argv, "--linger-ms", "0")));
+               std::atoi(Arg(argc, argv, "--linger-ms", "0")), Arg(argc, argv, "--release-file", ""));
   } else if (mode == "abort") {
     rc = Abort();
   } else if (mode == "async-error") {
@@ -1144,7 +1148,8 @@ int main(int argc, char** argv) {
   } else if (mode == "broadcast-in-place") {
     rc = BroadcastInPlace(std::atoi(Arg(argc, argv, "--ranks", "3")));
   } else if (mode == "p2p") {
-    rc = P2p(std::atoi(Arg(argc, argv, "--ranks", "3")), std::atoi(Arg(argc, argv, "--linger-ms", "0")));
+    rc = P2p(std::atoi(Arg(argc, argv, "--ranks", "3")), std::atoi(Arg(argc, argv, "--linger-ms", "0")),
+             Arg(argc, argv, "--release-file", ""));
   }
   std::printf("device_probe: %s\n", rc == 0 ? "all passed" : "FAILED");
   return rc;

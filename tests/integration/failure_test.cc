@@ -8,6 +8,7 @@
 #include "admin_call.h"
 #include "coll_run.h"
 #include "integration_env.h"
+#include "linger.h"
 
 namespace conduit::it {
 namespace {
@@ -84,8 +85,10 @@ TEST(FailureTest, SendsAheadOfTheirReceivesWaitUnderTheCap) {
   // The sender waits 1.5 s and more (sanitizers): well within the timeout.
   Cluster cluster(CappedCluster(kCap, 20000));
   CONDUIT_START_CLUSTER(cluster);
+  const std::string release = cluster.NewReleaseFile();
   auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "1MiB",
-                                                   "--messages", "8", "--hold-ms", "1500", "--linger-ms", "3000", "--verbose"}));
+                                                   "--messages", "8", "--hold-ms", "1500", "--linger-ms", "30000",
+                                                   "--release-file", release, "--verbose"}));
   ASSERT_TRUE(Cluster::WaitForOutput(*procs[1], "lingering", std::chrono::seconds(60 * kSanitizerSlowdown)))
       << procs[1]->Output() << cluster.Describe();
   AdminAnswer comms = AdminCall(cluster, 1, "GET", "/v1/communicators");
@@ -96,6 +99,7 @@ TEST(FailureTest, SendsAheadOfTheirReceivesWaitUnderTheCap) {
   const Json& waiting = Field(comm, "p2p_waiting");
   EXPECT_EQ(Counter(waiting, "bytes"), 0u) << comms.text;
   EXPECT_EQ(Counter(waiting, "peak_bytes"), kMessage + 64) << "more than one message waited: " << comms.text;
+  ReleaseLingerers(release);
   std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(60));
   EXPECT_TRUE(failure.empty()) << failure;
   EXPECT_NE(procs[1]->Output().find("ok rank 1: backlog type=int8 count=1048576 out-of-place message 7"),
@@ -111,9 +115,10 @@ TEST(FailureTest, AMessageForAPostedReceiveTakesNoDaemonMemory) {
   constexpr uint64_t kCap = 1 << 19;
   Cluster cluster(CappedCluster(kCap, 20000));
   CONDUIT_START_CLUSTER(cluster);
+  const std::string release = cluster.NewReleaseFile();
   auto procs = LaunchCollCheck(cluster, Ranks(1, {"--colls", "backlog", "--types", "int8", "--sizes", "4MiB",
-                                                   "--messages", "1", "--send-hold-ms", "1000", "--linger-ms", "3000",
-                                                   "--verbose"}));
+                                                   "--messages", "1", "--send-hold-ms", "1000", "--linger-ms", "30000",
+                                                   "--release-file", release, "--verbose"}));
   ASSERT_TRUE(Cluster::WaitForOutput(*procs[1], "lingering", std::chrono::seconds(60 * kSanitizerSlowdown)))
       << procs[1]->Output() << cluster.Describe();
   AdminAnswer comms = AdminCall(cluster, 1, "GET", "/v1/communicators");
@@ -122,6 +127,7 @@ TEST(FailureTest, AMessageForAPostedReceiveTakesNoDaemonMemory) {
   const Json& waiting = Field(list.items()[0], "p2p_waiting");
   EXPECT_EQ(Counter(waiting, "bytes"), 0u) << comms.text;
   EXPECT_EQ(Counter(waiting, "peak_bytes"), 64u) << "the message was kept in the daemon: " << comms.text;
+  ReleaseLingerers(release);
   std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(60));
   EXPECT_TRUE(failure.empty()) << failure;
   EXPECT_NE(procs[1]->Output().find("ok rank 1: backlog type=int8 count=4194304 out-of-place message 0"),

@@ -13,6 +13,7 @@
 #include "common/json.h"
 #include "conduitctl_run.h"
 #include "integration_env.h"
+#include "linger.h"
 
 namespace conduit::it {
 namespace {
@@ -134,13 +135,14 @@ ClusterConfig TwoHosts(const char* prefix, const char* subnet) {
 // Runs coll_check with `args` (float sums of `sizes`, out of place unless `inplace` is "yes";
 // in ncclMemAlloc buffers with `mem_alloc`) on `per_host` ranks per host, waits until every
 // rank lingers with its communicator open, and reads host 0's communicators, which must be
-// one.
+// one. The ranks linger until the test calls ReleaseLingerers(*release) (linger.h).
 void RunAndReadComms(Cluster& cluster, int per_host, bool mem_alloc, std::vector<std::string> args,
-                     std::vector<Subprocess*>* procs, Json* comms_json, CtlResult* comms,
+                     std::vector<Subprocess*>* procs, Json* comms_json, CtlResult* comms, std::string* release,
                      const std::string& inplace = "no", const std::string& sizes = "64KiB,1MiB") {
-  const int linger_ms = 1500 * kSanitizerSlowdown;  // a few conduitctl calls
+  const int linger_ms = 30000 * kSanitizerSlowdown;  // at most: the test releases them sooner
+  *release = cluster.NewReleaseFile();
   args.insert(args.end(), {"--types", "float", "--ops", "sum", "--sizes", sizes, "--inplace", inplace,
-                           "--linger-ms", std::to_string(linger_ms)});
+                           "--linger-ms", std::to_string(linger_ms), "--release-file", *release});
   if (mem_alloc) args.push_back("--mem-alloc");
   *procs = LaunchCollCheck(cluster, Ranks(per_host, args));
   for (Subprocess* p : *procs) {
@@ -179,8 +181,9 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   std::vector<Subprocess*> procs;
   Json cj;
   CtlResult comms;
+  std::string release;
   RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter"},
-                  &procs, &cj, &comms, "no", "64KiB,2MiB");
+                  &procs, &cj, &comms, &release, "no", "64KiB,2MiB");
   if (HasFatalFailure()) return;
   const int nranks = static_cast<int>(cj.find("communicators")->items()[0].find("nranks")->as_int());
   std::vector<int> local;
@@ -222,6 +225,7 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
                            "AllGather/ring", "ReduceScatter/ring"}) {
     EXPECT_EQ(checked.count(want), 1u) << "no " << want << " in the trace:\n" << trace.out;
   }
+  ReleaseLingerers(release);
   std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
   EXPECT_TRUE(failure.empty()) << failure;
 }
@@ -244,8 +248,9 @@ TEST_P(InPlaceBroadcastTrafficTest, TheRootCopiesNothingBackOut) {
   std::vector<Subprocess*> procs;
   Json cj;
   CtlResult comms;
+  std::string release;
   RunAndReadComms(cluster, per_host, /*mem_alloc=*/false, {"--colls", "allreduce,broadcast", "--all-roots"}, &procs,
-                  &cj, &comms, "yes");
+                  &cj, &comms, &release, "yes");
   if (HasFatalFailure()) return;
   std::vector<int> local;
   CtlResult trace;
@@ -265,6 +270,7 @@ TEST_P(InPlaceBroadcastTrafficTest, TheRootCopiesNothingBackOut) {
   }
   EXPECT_GT(roots_here, 0) << trace.out;
   EXPECT_GT(roots_away, 0) << trace.out;
+  ReleaseLingerers(release);
   std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
   EXPECT_TRUE(failure.empty()) << failure;
 }
@@ -290,7 +296,8 @@ TEST_P(PointToPointTrafficTest, AllToAllMatchesTheTable) {
   std::vector<Subprocess*> procs;
   Json cj;
   CtlResult comms;
-  RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,alltoall"}, &procs, &cj, &comms);
+  std::string release;
+  RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,alltoall"}, &procs, &cj, &comms, &release);
   if (HasFatalFailure()) return;
   const Json* memory = cj.find("communicators")->items()[0].find("p2p_memory");
   ASSERT_NE(memory, nullptr) << comms.out;
@@ -303,6 +310,7 @@ TEST_P(PointToPointTrafficTest, AllToAllMatchesTheTable) {
   EXPECT_GE(Counter(*memory, "local_copies"), L * (L - 1) * B) << comms.out;
   EXPECT_LE(Counter(*memory, "local_copies"), L * (R - 1) * B) << comms.out;
   EXPECT_EQ(Counter(*memory, "reduce_writes"), 0u) << comms.out;
+  ReleaseLingerers(release);
   std::string failure = WaitCollCheck(cluster, procs, std::chrono::seconds(120 * kSanitizerSlowdown));
   EXPECT_TRUE(failure.empty()) << failure;
 }

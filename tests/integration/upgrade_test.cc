@@ -23,6 +23,7 @@
 #include "coll_run.h"
 #include "greeter_rig.h"
 #include "integration_env.h"
+#include "linger.h"
 #include "raw_shim_client.h"
 
 namespace conduit::it {
@@ -527,12 +528,15 @@ void RollingUpgrade(const std::string& old_binary, int old_newest, const std::st
   auto run_pair = [&](bool at_new, const std::string& stage) {
     std::string floats;
     for (const PairSize& s : pair) floats += (floats.empty() ? "" : ",") + std::to_string(s.floats);
+    const std::string release = cluster.NewReleaseFile();
     CollLaunch launch = Ranks(1, {"--colls", "allreduce", "--types", "float", "--ops", "sum", "--sizes", floats,
-                                  "--iters", "2", "--linger-ms", std::to_string(1500 * kSanitizerSlowdown)});
+                                  "--iters", "2", "--linger-ms", std::to_string(30000 * kSanitizerSlowdown),
+                                  "--release-file", release});
     launch.OnHosts(2);
     std::vector<Subprocess*> procs = LaunchCollCheck(cluster, launch);
     for (Subprocess* p : procs) ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", timeout)) << stage;
     const std::map<int64_t, std::set<std::string>> ran = AllReduceAlgorithms(cluster, 0);
+    ReleaseLingerers(release);
     for (const PairSize& s : pair) {
       const auto it = ran.find(s.floats * 4);
       ASSERT_NE(it, ran.end()) << stage << ": no all-reduce of " << s.floats << " floats traced";
