@@ -101,7 +101,7 @@ for system in $SYSTEMS; do
       lead=$LEAD
       if [[ ${BENCH_PERF_IN_PLACE:-0} == 1 ]]; then
         n=$((2 * n))
-        lead=$(awk -v us="$(awk '!/^#/ && NF >= 9 { t = $6 } END { print t }' "$BENCH_WORK/perf-rank0.out")" \
+        lead=$(awk -v us="$(bench_perf_rows "$BENCH_WORK/perf-rank0.out" out | awk '{ t = $3 } END { print t }')" \
           -v n="$n" 'BEGIN { printf "%d", 2 + n * us / 1e6 }')
       fi
       bench_conduit_perf "$HOSTS" "$PPN" "${PERF_EXTRA[@]}" -b "$SIZE" -e "$SIZE" -n "$n" -w 3 -c 0 >"$BENCH_WORK/conduit.out" &

@@ -315,11 +315,16 @@ bench_conduit_perf() {
     pids+=($!)
   done
   for r in "${pids[@]}"; do wait "$r" || rc=$?; done
-  # Rows start with the size; keep size, count, time, algbw, busbw, #wrong.
-  if [[ ${BENCH_PERF_IN_PLACE:-0} == 1 ]]; then
-    awk '!/^#/ && NF >= 13 { print $1, $2, $10, $11, $12, $13 }' "$BENCH_WORK/perf-rank0.out"
-  else
-    awk '!/^#/ && NF >= 9 { print $1, $2, $6, $7, $8, $9 }' "$BENCH_WORK/perf-rank0.out"
-  fi
+  bench_perf_rows "$BENCH_WORK/perf-rank0.out" "$( ((${BENCH_PERF_IN_PLACE:-0} == 1)) && echo in || echo out)"
   return $rc
+}
+
+# bench_perf_rows FILE out|in: a conduit-perf output's rows in the common "size count
+# time_us algbw busbw wrong" format, from its out-of-place or its in-place columns.
+bench_perf_rows() {
+  if [[ $2 == in ]]; then
+    awk '!/^#/ && NF >= 13 { print $1, $2, $10, $11, $12, $13 }' "$1"
+  else
+    awk '!/^#/ && NF >= 9 { print $1, $2, $6, $7, $8, $9 }' "$1"
+  fi
 }
