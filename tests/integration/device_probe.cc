@@ -538,8 +538,9 @@ void Ring(const Ranks& r, const std::vector<float*>& send, const std::vector<flo
   NCCL_CHECK(ncclGroupEnd());
   const double call_ms = MsSince(start);
   // Returned before the inputs existed: every stream is still running the slow kernel that
-  // computes them. Asked of the streams rather than of a share of kComputeMs, which a
-  // loaded 2-core CI machine once took 99 ms of on the first ring (2026-12-06).
+  // computes them. Asked of the streams (an event after each fill) rather than of a share
+  // of kComputeMs, which a loaded 2-core CI machine once took 99 ms of on the first ring
+  // (2026-12-06).
   const bool computing = InputsComputing(filled);
   std::printf("device_probe: the send/recv calls %s returned after %.1f ms (inputs ready after %u ms)%s\n",
               where.c_str(), call_ms, kComputeMs, computing ? ", inputs still being computed" : "");
