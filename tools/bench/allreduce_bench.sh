@@ -118,6 +118,7 @@ if bench_conduit_available; then HAVE_OURS=1; else
   HAVE_OURS=0
   bench_log "ours: SKIPPED: $BENCH_BUILD/bin/conduitd or conduit-perf not built (cmake --build build)"
 fi
+bench_log "machine: $(bench_machine)"
 if ((BIDIR)) && ! bench_iperf_has_bidir; then bench_log "iperf3 has no --bidir; skipping"; BIDIR=0; fi
 
 # One host count in one mode: link, then the three implementations; results in $1.

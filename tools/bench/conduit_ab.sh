@@ -67,6 +67,7 @@ run_variant() {
 }
 
 bench_cluster_up "$HOSTS" "$RATE"
+bench_log "machine: $(bench_machine)"
 bench_log "iperf3 h0->h1: $(bench_iperf) Gbit/s"
 for ((r = 1; r <= ROUNDS; r++)); do
   bench_log "round $r: A"; run_variant "$A" "$BENCH_WORK/a.$r"

@@ -16,6 +16,17 @@ BENCH_NETNS="$BENCH_ROOT/tools/netns/conduit-netns"
 : "${BENCH_PY:=/usr/bin/python3}"
 
 bench_log() { echo "# [$(date +%T)] $*" >&2; }
+# bench_machine: what the figures were taken on, for the log: CPUs, kernel, and the scheduler
+# settings that move them (the namespaces' links and processes all share these CPUs; some
+# VM kernels add a setting of their own, kernel.sched_vcpu_pack, docs/benchmarks.md).
+bench_machine() {
+  local line sysctl
+  line="$(nproc) CPUs, kernel $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  for sysctl in sched_vcpu_pack sched_autogroup_enabled; do
+    [[ -r /proc/sys/kernel/$sysctl ]] && line+=", kernel.$sysctl $(cat "/proc/sys/kernel/$sysctl")"
+  done
+  echo "$line"
+}
 bench_die() { echo "bench: error: $*" >&2; exit 1; }
 
 bench_ip() { "$BENCH_NETNS" ip "$1" --subnet "$BENCH_SUBNET"; }

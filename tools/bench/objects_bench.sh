@@ -120,6 +120,7 @@ if [[ " $SYSTEMS " == *" ray "* && ! -x $RAY_VENV/bin/ray ]]; then
     bench_die "could not install ray into $RAY_VENV"
 fi
 
+bench_log "machine: $(bench_machine)"
 RES="$BENCH_WORK/results"
 mkdir -p "$RES"
 for H in $HOSTS_LIST; do
