@@ -5,7 +5,7 @@
 # usage: allreduce_bench.sh [--coll allreduce] [--modes "shaped fast loaded"] [--ppn "1 2 4"]
 #                           [--hosts "2 4"] [-b 1K] [-e 256M] [-f 4] [--rate 1gbit] [--load N]
 #                           [-n 20] [-w 5] [-T 2] [--bidir] [--prefix cbn] [--subnet 10.79.0]
-#                           [--mem-alloc] [--dtype float] [--out FILE] [--keep-work]
+#                           [--mem-alloc] [--pin-hosts] [--dtype float] [--out FILE] [--keep-work]
 # Modes: shaped (links shaped to --rate), fast (links left fast: 40gbit is above what a veth
 # carries), loaded (fast, with N busy processes running through all three implementations,
 # default half the cores: the same CPU load for each). For each mode, ranks per host and
@@ -21,6 +21,8 @@
 # all-to-all), at the rate iperf3 measures
 # with every host sending to the next at once. On one machine the namespaces share its
 # CPUs, so that is about the best any algorithm does there (lib.sh, bench_iperf_ring).
+# --pin-hosts: every process of host i (daemon, programs, the peers' ranks, iperf3) on CPU
+# i mod the CPUs (lib.sh, bench_on), for all three alike.
 # --dtype float|half|bfloat16: the element type (float32 by default). MPI has no 16-bit
 # float type, so OpenMPI runs only for float; Gloo runs what its torch supports (Debian
 # 12's torch 1.13 has no bfloat16 in Gloo: its column stays empty, with a log line).
@@ -52,8 +54,9 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
     --mem-alloc) MEM_ALLOC=1; shift ;;
+    --pin-hosts) export BENCH_PIN_HOSTS=1; shift ;;
     --dtype) DTYPE=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "allreduce_bench.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -113,6 +116,7 @@ MPI_ARGS=(-c "$COLL" "${SIZE_ARGS[@]}")
 # --time-budget; -a 3 reports the slowest rank's time, as the two baselines do.
 PERF_ARGS=(--coll "$PERF_COLL" -d "$DTYPE" -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
 if ((MEM_ALLOC)); then PERF_ARGS+=(-R 1); TITLE="$TITLE, ours on ncclMemAlloc buffers"; fi
+if [[ ${BENCH_PIN_HOSTS:-0} == 1 ]]; then TITLE="$TITLE, each host's processes on one CPU"; fi
 MPI_BIN=$(bench_mpi_build "$BENCH_DIR/mpi_allreduce_bench.c")
 if bench_conduit_available; then HAVE_OURS=1; else
   HAVE_OURS=0

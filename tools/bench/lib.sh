@@ -31,6 +31,19 @@ bench_die() { echo "bench: error: $*" >&2; exit 1; }
 
 bench_ip() { "$BENCH_NETNS" ip "$1" --subnet "$BENCH_SUBNET"; }
 bench_ns() { echo "$BENCH_PREFIX-h$1"; }
+# bench_cpu_of HOST: the CPU a host's processes run on with BENCH_PIN_HOSTS=1.
+bench_cpu_of() { echo $(($1 % $(nproc))); }
+# bench_on HOST: sets BENCH_ON to the words that run a command in HOST's namespace:
+# "${BENCH_ON[@]}" CMD... (a prefix, not a function, so that `$!` after a command started
+# with `&` is the command's own pid). With BENCH_PIN_HOSTS=1 every process of a host
+# (daemon, programs, the peers' ranks, iperf3) runs on one CPU, bench_cpu_of HOST, for
+# every system alike: closer to hosts with CPUs of their own than the scheduler's free
+# placement, which queues a woken receiver behind its sender (docs/benchmarks.md, "what
+# the idle CPU is made of").
+bench_on() {
+  BENCH_ON=(ip netns exec "$(bench_ns "$1")")
+  if [[ ${BENCH_PIN_HOSTS:-0} == 1 ]]; then BENCH_ON+=(taskset -c "$(bench_cpu_of "$1")"); fi
+}
 
 # bench_cluster_up HOSTS RATE: fresh namespaces and shaped links.
 # BENCH_HOST_CONGESTION=NAME (e.g. cubic): every socket in the namespaces (the peers',
@@ -66,10 +79,12 @@ bench_cluster_down() {
 bench_iperf() {
   local bidir=${1:-} ip1 json
   ip1=$(bench_ip 1)
-  ip netns exec "$(bench_ns 1)" iperf3 -s -1 -B "$ip1" >"$BENCH_WORK/iperf-server.log" 2>&1 &
+  bench_on 1
+  "${BENCH_ON[@]}" iperf3 -s -1 -B "$ip1" >"$BENCH_WORK/iperf-server.log" 2>&1 &
   local server=$!
   sleep 0.5
-  json=$(ip netns exec "$(bench_ns 0)" iperf3 -c "$ip1" -t 5 -J $bidir 2>>"$BENCH_WORK/iperf-client.log") || {
+  bench_on 0
+  json=$("${BENCH_ON[@]}" iperf3 -c "$ip1" -t 5 -J $bidir 2>>"$BENCH_WORK/iperf-client.log") || {
     wait "$server" || true
     bench_die "iperf3 failed (see $BENCH_WORK/iperf-*.log)"
   }
@@ -93,7 +108,8 @@ bench_iperf_ring() {
   local n=$1 i to failed=0 servers=() clients=() results=()
   for ((i = 0; i < n; i++)); do
     to=$(((i + 1) % n))
-    ip netns exec "$(bench_ns "$to")" iperf3 -s -1 -B "$(bench_ip "$to")" -p $((5301 + i)) \
+    bench_on "$to"
+    "${BENCH_ON[@]}" iperf3 -s -1 -B "$(bench_ip "$to")" -p $((5301 + i)) \
       >"$BENCH_WORK/iperf-ring-server$i.log" 2>&1 &
     servers+=($!)
   done
@@ -101,7 +117,8 @@ bench_iperf_ring() {
   for ((i = 0; i < n; i++)); do
     to=$(((i + 1) % n))
     results+=("$BENCH_WORK/iperf-ring$i.json")
-    ip netns exec "$(bench_ns "$i")" iperf3 -c "$(bench_ip "$to")" -p $((5301 + i)) -t 5 -J \
+    bench_on "$i"
+    "${BENCH_ON[@]}" iperf3 -c "$(bench_ip "$to")" -p $((5301 + i)) -t 5 -J \
       >"${results[i]}" 2>>"$BENCH_WORK/iperf-client.log" &
     clients+=($!)
   done
@@ -136,8 +153,13 @@ bench_mpi_run() {
   local hostfile="$BENCH_WORK/mpi-hosts" i
   : >"$hostfile"
   for ((i = 0; i < hosts; i++)); do echo "$(bench_ip "$i") slots=$ppn" >>"$hostfile"; done
-  ip netns exec "$(bench_ns 0)" mpirun --allow-run-as-root --oversubscribe \
-    -np $((hosts * ppn)) --hostfile "$hostfile" --map-by "ppr:$ppn:node" \
+  # Pinned hosts (BENCH_PIN_HOSTS=1): mpirun runs on host 0's CPU, netns-rsh starts each
+  # other host's daemon on its own, the ranks inherit it, and OpenMPI binds nothing itself.
+  local bind=()
+  [[ ${BENCH_PIN_HOSTS:-0} == 1 ]] && bind=(--bind-to none)
+  bench_on 0
+  BENCH_PIN_HOSTS=${BENCH_PIN_HOSTS:-0} "${BENCH_ON[@]}" mpirun --allow-run-as-root --oversubscribe \
+    -np $((hosts * ppn)) --hostfile "$hostfile" --map-by "ppr:$ppn:node" "${bind[@]}" \
     --mca plm_rsh_agent "$BENCH_DIR/netns-rsh" \
     --mca btl tcp,self,vader --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
     --mca mpi_yield_when_idle 1 \
@@ -161,7 +183,8 @@ bench_gloo_run() {
   for ((r = world - 1; r >= 0; r--)); do
     local out=/dev/null
     ((r == 0)) && out="$BENCH_WORK/gloo-rank0.out"
-    GLOO_SOCKET_IFNAME=eth0 ip netns exec "$(bench_ns $((r / ppn)))" "$BENCH_PY" "$script" \
+    bench_on $((r / ppn))
+    GLOO_SOCKET_IFNAME=eth0 "${BENCH_ON[@]}" "$BENCH_PY" "$script" \
       --init "$init" --rank "$r" --world "$world" "$@" >"$out" 2>>"$BENCH_WORK/gloo-rank$r.log" &
     pids+=($!)
   done
@@ -206,7 +229,8 @@ bench_conduit_start() {
     ip=$(bench_ip "$i"); sock="$BENCH_WORK/h$i.sock"
     listen=$ip; ((BENCH_LISTEN_ANY)) && listen=0.0.0.0
     rm -f "$sock"
-    ip netns exec "$(bench_ns "$i")" "$BENCH_BUILD/bin/conduitd" --socket "$sock" \
+    bench_on "$i"
+    "${BENCH_ON[@]}" "$BENCH_BUILD/bin/conduitd" --socket "$sock" \
       --listen "$listen:7650" --advertise "$ip" "${auth[@]}" "$@" ${BENCH_CONDUITD_FLAGS:-} >"$BENCH_WORK/conduitd-h$i.log" 2>&1 &
     BENCH_CONDUITD_PIDS+=($!)
   done
@@ -320,8 +344,9 @@ bench_conduit_perf() {
   for ((r = world - 1; r >= 0; r--)); do
     local h=$((r / ppn)) out=/dev/null
     ((r == 0)) && out="$BENCH_WORK/perf-rank0.out"
+    bench_on "$h"
     CONDUIT_SOCKET="$BENCH_WORK/h$h.sock" LD_LIBRARY_PATH="$BENCH_BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      ip netns exec "$(bench_ns "$h")" "$BENCH_BUILD/bin/conduit-perf" \
+      "${BENCH_ON[@]}" "$BENCH_BUILD/bin/conduit-perf" \
       --rank "$r" --nranks "$world" --id-file "$idf" "$@" >"$out" 2>>"$BENCH_WORK/perf-rank$r.log" &
     pids+=($!)
   done
