@@ -4,7 +4,8 @@
 // waits for; it then stays until the test creates the release file, at most `max_ms`.
 // The test releases it as soon as it has read what it needed, so no run waits out a fixed
 // time sized for the slowest (sanitizer) builds. Without a release file, it stays `max_ms`.
-#pragma once
+#ifndef CONDUIT_TESTS_INTEGRATION_LINGER_H_
+#define CONDUIT_TESTS_INTEGRATION_LINGER_H_
 
 #include <unistd.h>
 
@@ -27,3 +28,5 @@ inline void LingerUntilReleased(int max_ms, const std::string& release_file) {
 inline void ReleaseLingerers(const std::string& release_file) { std::ofstream(release_file) << "release\n"; }
 
 }  // namespace conduit::it
+
+#endif  // CONDUIT_TESTS_INTEGRATION_LINGER_H_
