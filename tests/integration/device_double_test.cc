@@ -73,21 +73,27 @@ std::vector<std::string> ProbeEnv(std::vector<std::string> extra = {}) {
 // ends it sooner through its release file (linger.h) once it has read what it needs.
 constexpr std::chrono::milliseconds kLinger{20000 * kSanitizerSlowdown};
 
-// The arguments that make a probe linger until `release_file` exists (at most kLinger).
-std::vector<std::string> LingerArgs(const std::string& release_file) {
-  return {"--linger-ms", std::to_string(kLinger.count()), "--release-file", release_file};
+// `args`, and with a `release_file` the arguments that make the probe linger until that
+// exists (at most kLinger).
+std::vector<std::string> Lingering(std::vector<std::string> args, const std::string& release_file) {
+  if (!release_file.empty()) {
+    args.insert(args.end(), {"--linger-ms", std::to_string(kLinger.count()), "--release-file", release_file});
+  }
+  return args;
 }
 
 // `device_probe hosts`: two ranks of an `nranks`-rank communicator, global ranks from
 // `base`, rendezvous through `id_file`; with a `release_file`, it lingers until that exists.
 std::vector<std::string> HostsProbeArgs(int nranks, int base, const std::string& id_file,
                                         const std::string& release_file = "") {
-  std::vector<std::string> args{Cluster::BinPath("device_probe"), "hosts", "--nranks", std::to_string(nranks),
-                                "--base", std::to_string(base), "--ranks", "2", "--id-file", id_file};
-  if (!release_file.empty()) {
-    for (std::string& a : LingerArgs(release_file)) args.push_back(std::move(a));
-  }
-  return args;
+  return Lingering({Cluster::BinPath("device_probe"), "hosts", "--nranks", std::to_string(nranks), "--base",
+                    std::to_string(base), "--ranks", "2", "--id-file", id_file},
+                   release_file);
+}
+
+// `device_probe p2p` with `ranks` ranks, lingering until `release_file` exists.
+std::vector<std::string> P2pProbeArgs(int ranks, const std::string& release_file) {
+  return Lingering({Cluster::BinPath("device_probe"), "p2p", "--ranks", std::to_string(ranks)}, release_file);
 }
 
 bool Passed(Subprocess& p) { return p.exit_code() == 0 && p.Output().find("device_probe: all passed") != std::string::npos; }
@@ -458,9 +464,7 @@ TEST_F(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
 TEST_F(DeviceDoubleUpgradeTest, PointToPointCountsMoveToTheNewDaemon) {
   Cluster& cluster = *cluster_;
   const std::string release = cluster.NewReleaseFile();
-  std::vector<std::string> args{Cluster::BinPath("device_probe"), "p2p", "--ranks", "2"};
-  for (std::string& a : LingerArgs(release)) args.push_back(std::move(a));
-  Subprocess& p = cluster.Launch(0, "device_probe", args, ProbeEnv());
+  Subprocess& p = cluster.Launch(0, "device_probe", P2pProbeArgs(2, release), ProbeEnv());
   ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster.Describe();
   const P2pBytes before = DeviceP2pBytes(cluster, 0);
   EXPECT_GT(before.direct, 0u);
@@ -498,9 +502,7 @@ TEST_F(DeviceDoubleTest, DoneEventsTheShimCannotOpen) {
 TEST_F(DeviceDoubleTest, PointToPointOnDeviceBuffers) {
   const uint64_t n = 3;
   const std::string release = cluster_->NewReleaseFile();
-  std::vector<std::string> args{Cluster::BinPath("device_probe"), "p2p", "--ranks", std::to_string(n)};
-  for (std::string& a : LingerArgs(release)) args.push_back(std::move(a));
-  Subprocess& p = cluster_->Launch(0, "device_probe", args, ProbeEnv());
+  Subprocess& p = cluster_->Launch(0, "device_probe", P2pProbeArgs(static_cast<int>(n), release), ProbeEnv());
   ASSERT_TRUE(Cluster::WaitForOutput(p, "lingering", kProbeDeadline)) << p.Output() << cluster_->Describe();
   const P2pBytes bytes = DeviceP2pBytes(*cluster_, 0);
   ReleaseLingerers(release);
