@@ -1,5 +1,6 @@
 #include "device_path.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -187,6 +188,7 @@ Status DevicePath::Probe(DaemonConnection& conn) {
       CONDUIT_RETURN_IF_ERROR(DecodeDeviceInfoReply(payload, &head, &daemon_devices_));
       daemon_serves_ = head.supported != 0;
       daemon_p2p_ = daemon_serves_ && (head.features & shimproto::kDeviceFeatureP2p) != 0;
+      daemon_spans_ = daemon_serves_ && (head.features & shimproto::kDeviceFeatureSpans) != 0;
       why = FromCString(head.reason);
     } else if (st.code() == ncclInvalidArgument) {
       why = "it predates device buffers";  // "unknown request type"
@@ -240,22 +242,23 @@ Status DevicePath::Prepare(DaemonConnection& conn, const std::vector<PendingOp*>
     bool shared = daemon_serves_ && DaemonSees(uuid);
     if (shared) EnsureReadyEvent(StreamContext(*ProcessCuda(), op->stream, info.context), &shared);
     op->ref = shimproto::DeviceOpRef{};
+    // A virtual-memory buffer that runs past its allocation spans several mappings (an
+    // expandable segment's pages, each its own allocation): conduitd maps them back to
+    // back as a span. (An ordinary allocation that a buffer overruns is the program's
+    // error, which conduitd reports.)
     if (shared && op->in_bytes > 0) {
       CONDUIT_RETURN_IF_ERROR(Register(conn, op->in, op->in_info, &shared, &op->ref.send_id, &op->ref.send_offset));
+      if (shared && op->in_info.vmm && !Covers(op->ref.send_id, op->ref.send_offset, op->in_bytes)) {
+        CONDUIT_RETURN_IF_ERROR(
+            RegisterSpan(conn, op->in, op->in_bytes, op->in_info, &shared, &op->ref.send_id, &op->ref.send_offset));
+      }
     }
     if (shared && op->out_bytes > 0) {
       CONDUIT_RETURN_IF_ERROR(Register(conn, op->out, op->out_info, &shared, &op->ref.recv_id, &op->ref.recv_offset));
-    }
-    // A buffer that runs past its allocation spans several virtual-memory mappings (an
-    // expandable segment's pages, each its own allocation): the daemon maps them apart,
-    // so such an op is staged.
-    // (An ordinary allocation that a buffer overruns is the program's error, which conduitd
-    // reports.)
-    if (shared &&
-        ((op->in_bytes > 0 && op->in_info.vmm && !Covers(op->ref.send_id, op->ref.send_offset, op->in_bytes)) ||
-         (op->out_bytes > 0 && op->out_info.vmm && !Covers(op->ref.recv_id, op->ref.recv_offset, op->out_bytes)))) {
-      NCCL_SHIM_INFO(kSubsysReg, "a device buffer spans more than one allocation: staging this op");
-      shared = false;
+      if (shared && op->out_info.vmm && !Covers(op->ref.recv_id, op->ref.recv_offset, op->out_bytes)) {
+        CONDUIT_RETURN_IF_ERROR(
+            RegisterSpan(conn, op->out, op->out_bytes, op->out_info, &shared, &op->ref.recv_id, &op->ref.recv_offset));
+      }
     }
     if (!shared) {
       op->place = MemoryKind::kStaged;
@@ -278,10 +281,83 @@ bool DevicePath::Covers(uint64_t id, uint64_t offset, uint64_t bytes) const {
   return it != registered_.end() && offset <= it->second.size && bytes <= it->second.size - offset;
 }
 
+Status DevicePath::RegisterSpan(DaemonConnection& conn, const void* p, uint64_t bytes, const BufferInfo& info,
+                                bool* shared, uint64_t* id, uint64_t* offset) {
+  *shared = false;
+  const char* why = nullptr;
+  const uint64_t addr = AsDevicePtr(p);
+  uint64_t end = 0;
+  auto first = registered_.find(*id);
+  if (!daemon_spans_) {
+    why = "conduitd predates spans";
+  } else if (first == registered_.end() || __builtin_add_overflow(addr, bytes, &end)) {
+    return InternalError("a span from a page that is not registered");
+  }
+  // The pages mapped after the first, as the driver sees them, each registered as any page.
+  std::vector<uint64_t> pages{*id};
+  const uint64_t base = first == registered_.end() ? 0 : first->second.base;
+  uint64_t at = first == registered_.end() ? 0 : base + first->second.size;
+  while (why == nullptr && at < end) {
+    BufferInfo next;
+    bool ok = true;  // Register says false when the page cannot be shared
+    uint64_t page = 0, page_offset = 0;
+    if (pages.size() >= shimproto::kMaxSpanPages) {
+      why = "it spans too many allocations";
+    } else if (!ClassifyBuffer(reinterpret_cast<const void*>(at), &next).ok() || next.kind != MemoryKind::kDevice ||
+               !next.vmm || next.device != info.device) {
+      why = "the memory after an allocation is not another virtual-memory allocation of its GPU";
+    } else {
+      CONDUIT_RETURN_IF_ERROR(Register(conn, reinterpret_cast<const void*>(at), next, &ok, &page, &page_offset));
+      if (!ok || page_offset != 0) why = "an allocation after the first cannot be shared";
+    }
+    if (why != nullptr) break;
+    pages.push_back(page);
+    at += registered_.at(page).size;
+  }
+  auto it = spans_.find(pages);
+  if (why == nullptr && it == spans_.end()) {
+    shimproto::RegisterSpanRequest head{};
+    head.span_id = shimproto::kSpanIdBit | ++spans_made_;
+    head.pages = static_cast<uint32_t>(pages.size());
+    CONDUIT_RETURN_IF_ERROR(Uuid(info.device, &head.device));
+    std::vector<uint8_t> request(sizeof(head) + pages.size() * sizeof(uint64_t));
+    memcpy(request.data(), &head, sizeof(head));
+    memcpy(request.data() + sizeof(head), pages.data(), pages.size() * sizeof(uint64_t));
+    Frame reply;
+    Status st = conn.Call(shimproto::kRegisterSpan, request.data(), request.size(), shimproto::kRegisterSpanReply, &reply);
+    if (!st.ok() && (st.code() == ncclSystemError || st.code() == ncclRemoteError)) return st;
+    if (st.ok()) {
+      NCCL_SHIM_INFO(kSubsysReg, "conduitd mapped a span of %zu device allocations (%llu bytes) as one buffer",
+                     pages.size(), static_cast<unsigned long long>(at - base));
+    } else {
+      NCCL_SHIM_INFO(kSubsysReg, "conduitd did not map a span of %zu device allocations (%s): staging ops on it",
+                     pages.size(), st.message().c_str());
+    }
+    it = spans_.emplace(pages, Span{st.ok() ? head.span_id : 0, base}).first;
+  }
+  if (why == nullptr && it->second.id == 0) why = "conduitd refused its span";
+  if (why != nullptr) {
+    NCCL_SHIM_INFO(kSubsysReg, "a device buffer spans more than one allocation and %s: staging this op", why);
+    return Status::Ok();
+  }
+  *shared = true;
+  *id = it->second.id;
+  *offset = addr - it->second.base;
+  return Status::Ok();
+}
+
+void DevicePath::ForgetSpansOf(uint64_t buffer_id) {
+  for (auto it = spans_.begin(); it != spans_.end();) {
+    const bool holds = std::find(it->first.begin(), it->first.end(), buffer_id) != it->first.end();
+    it = holds ? spans_.erase(it) : std::next(it);
+  }
+}
+
 Status DevicePath::ReleaseBuffer(DaemonConnection& conn, uint64_t buffer_id) {
   shimproto::ReleaseBufferRequest rel{buffer_id};
   Frame reply;
   Status st = conn.Call(shimproto::kReleaseBuffer, &rel, sizeof(rel), shimproto::kReleaseBufferReply, &reply);
+  ForgetSpansOf(buffer_id);  // conduitd drops a page's spans with it
   return st.ok() || st.code() == ncclInvalidArgument ? Status::Ok() : st;  // unknown there: nothing to drop
 }
 

@@ -116,6 +116,16 @@ class DevicePath {
                   uint64_t* offset);
   // Whether registration `id` holds [offset, offset + bytes).
   bool Covers(uint64_t id, uint64_t offset, uint64_t bytes) const;
+  // A virtual-memory buffer of `bytes` at `p` that runs past the end of its registered page
+  // (*id, *offset from Register) into the pages mapped after it, as in PyTorch's
+  // expandable segments: registers those pages and the span of them (RegisterSpan), and
+  // names the span in *id and *offset. *shared false when that cannot be (a daemon without
+  // spans, memory after the page that is not the next page of the segment, a refusal):
+  // the op is staged.
+  Status RegisterSpan(DaemonConnection& conn, const void* p, uint64_t bytes, const BufferInfo& info, bool* shared,
+                      uint64_t* id, uint64_t* offset);
+  // conduitd dropped the spans holding page `buffer_id` with it: forget them here too.
+  void ForgetSpansOf(uint64_t buffer_id);
   // Remembers an allocation CUDA would not export (CUDA IPC or file descriptor), so later
   // ops on it are staged without the driver calls and the log line each time.
   void NoteUnexportable(uint64_t buffer_id);
@@ -157,6 +167,13 @@ class DevicePath {
   cudaStream_t last_async_stream_ = nullptr;
   std::vector<shimproto::DeviceUuid> daemon_devices_;
   std::map<uint64_t, Registered> registered_;  // by buffer id
+  struct Span {
+    uint64_t id = 0;    // shimproto::kSpanIdBit | a count; 0: conduitd refused it (staged)
+    uint64_t base = 0;  // the first page's first byte
+  };
+  std::map<std::vector<uint64_t>, Span> spans_;  // by their pages' buffer ids, in address order
+  uint64_t spans_made_ = 0;
+  bool daemon_spans_ = false;  // it serves RegisterSpan
   static constexpr size_t kMaxUnexportable = 4096;
   std::set<uint64_t> unexportable_;  // buffer ids
   std::map<int, shimproto::DeviceUuid> uuids_;  // by CUDA ordinal

@@ -100,6 +100,13 @@ enum MsgType : uint16_t {
   // again on that connection, and results come through its segment as before.
   kAttachResult = 37,
   kAttachResultReply = 38,
+  // Pages of a virtual-memory segment mapped back to back as one buffer (a
+  // RegisterSpanRequest followed by its page ids): a buffer that runs from one page of
+  // PyTorch's expandable segment into the next. Only to a daemon whose DeviceInfoReply has
+  // kDeviceFeatureSpans; the shim stages such buffers for any other. The reply is a
+  // WireStatus.
+  kRegisterSpan = 39,
+  kRegisterSpanReply = 40,
 };
 
 // Hello: version = kVersion.
@@ -362,6 +369,8 @@ struct DeviceInfoReply {
 
 // DeviceInfoReply::features: Send and Recv may be device ops in a kGroupAsync group.
 inline constexpr uint32_t kDeviceFeatureP2p = 1;
+// DeviceInfoReply::features: RegisterSpan is served.
+inline constexpr uint32_t kDeviceFeatureSpans = 2;
 
 // Shares one device allocation (the whole of it, as cuMemGetAddressRange finds it; for a
 // virtual-memory mapping, the one mapping, which starts at offset 0 of its allocation).
@@ -371,6 +380,22 @@ struct RegisterBufferRequest {
   DeviceUuid device;   // the GPU it lives on
   uint8_t ipc_handle[kIpcHandleBytes];  // cuIpcGetMemHandle of its base; zero for kRegisterVmmBuffer
 };
+
+// Followed by `pages` u64 buffer ids, in address order: virtual-memory registrations
+// (kRegisterVmmBuffer) of this connection, on `device`, which the program maps back to
+// back. The daemon maps the same allocations back to back too, and ops name the whole as
+// one registered buffer: `span_id`, chosen by the shim with kSpanIdBit set (the driver's
+// buffer ids are counters that never reach it), offsets from the first page's first byte.
+// A span goes when it is released (ReleaseBuffer with its id) or when any of its pages is.
+struct RegisterSpanRequest {
+  uint64_t span_id;
+  DeviceUuid device;
+  uint32_t pages;     // 2..kMaxSpanPages
+  uint32_t reserved;  // 0
+};
+inline constexpr uint64_t kSpanIdBit = uint64_t{1} << 63;
+// 4096 pages of PyTorch's 20 MiB are 80 GiB: any one buffer a GPU holds.
+inline constexpr uint32_t kMaxSpanPages = 4096;
 
 // The program no longer uses the allocation (it was freed; its id will not come back).
 struct ReleaseBufferRequest {
@@ -439,6 +464,7 @@ static_assert(sizeof(DeviceUuid) == 16 && kWireStruct<DeviceUuid>);
 static_assert(sizeof(DeviceInfoReply) == 400 && kWireStruct<DeviceInfoReply>);
 static_assert(sizeof(RegisterBufferRequest) == 96 && kWireStruct<RegisterBufferRequest>);
 static_assert(sizeof(ReleaseBufferRequest) == 8 && kWireStruct<ReleaseBufferRequest>);
+static_assert(sizeof(RegisterSpanRequest) == 32 && kWireStruct<RegisterSpanRequest>);
 static_assert(sizeof(DeviceGroupHeader) == 80 && kWireStruct<DeviceGroupHeader>);
 static_assert(sizeof(DeviceGroupReplyTail) == 64 && kWireStruct<DeviceGroupReplyTail>);
 static_assert(sizeof(DeviceAsyncHeader) == 40 && kWireStruct<DeviceAsyncHeader>);

@@ -36,7 +36,7 @@ Runtime::Runtime() {
       [this, driver](const DeviceMapping& m) {
         if (driver == nullptr) return;
         if (m.fd >= 0) {
-          UnmapLater(m.device, m.base, m.size, m.fd);
+          UnmapLater(m.device, m.base, {m.size}, m.fd);
           return;
         }
         cuda::ScopedContext ctx(*driver, context(m.device));
@@ -226,9 +226,55 @@ Status Runtime::MapShareable(const shimproto::RegisterBufferRequest& req, int fd
   return Status::Ok();
 }
 
-void Runtime::UnmapLater(int device, uint64_t base, uint64_t size, int fd) {
+Status Runtime::MapSpan(int device, const std::vector<std::shared_ptr<const DeviceMapping>>& pages,
+                        std::shared_ptr<const DeviceMapping>* out) {
+  if (!available_) return InvalidUsage("this daemon has no GPU support: %s", reason_.c_str());
+  if (device < 0 || device >= device_count()) return InternalError("no GPU %d", device);
+  cuda::ScopedContext ctx(*driver_, context(device));
+  cuda::MemAllocationProp prop{};
+  prop.type = cuda::kMemAllocationTypePinned;
+  prop.location = {cuda::kMemLocationTypeDevice, devices_[device].handle};
+  size_t granularity = 0;
+  cuda::CUresult r = driver_->MemGetAllocationGranularity(&granularity, &prop, cuda::kMemAllocGranularityMinimum);
+  if (r != cuda::kSuccess) return driver_->Error("cuMemGetAllocationGranularity", r);
+  // Each page is imported again from the descriptor its own mapping keeps: the handle the
+  // first import made was released once that mapping held the memory.
+  std::vector<cuda::CUmemGenericAllocationHandle> handles;
+  std::vector<size_t> sizes;
+  Status st = Status::Ok();
+  for (const auto& page : pages) {
+    if (page == nullptr || page->fd < 0 || page->device != device) {
+      st = InvalidArgument("a span's page is not a virtual-memory registration on the span's GPU");
+      break;
+    }
+    cuda::CUmemGenericAllocationHandle h = 0;
+    r = driver_->MemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(page->fd)),
+                                              cuda::kMemHandleTypePosixFileDescriptor);
+    if (r != cuda::kSuccess) {
+      st = driver_->Error("cuMemImportFromShareableHandle of a span's page", r);
+      break;
+    }
+    handles.push_back(h);
+    sizes.push_back(page->size);
+  }
+  cuda::CUdeviceptr base = 0;
+  if (st.ok()) st = cuda::MapPiecesReadWrite(*driver_, handles, sizes, granularity, prop.location, "cuMemMap of a span's page", &base);
+  for (cuda::CUmemGenericAllocationHandle h : handles) driver_->MemRelease(h);  // the mappings, if made, keep the memory
+  CONDUIT_RETURN_IF_ERROR(st);
+  auto span = std::make_unique<DeviceMapping>();
+  span->device = device;
+  span->base = base;
+  for (size_t s : sizes) span->size += s;
+  *out = std::shared_ptr<const DeviceMapping>(span.release(), [this, sizes](const DeviceMapping* m) {
+    UnmapLater(m->device, m->base, sizes, -1);
+    delete m;
+  });
+  return Status::Ok();
+}
+
+void Runtime::UnmapLater(int device, uint64_t base, std::vector<size_t> pieces, int fd) {
   std::lock_guard<std::mutex> lock(unmap_mu_);
-  unmaps_.push_back(Unmap{device, base, size, fd});
+  unmaps_.push_back(Unmap{device, base, std::move(pieces), fd});
   unmap_cv_.notify_one();
   if (unmapper_started_) return;
   unmapper_started_ = true;
@@ -254,9 +300,9 @@ void Runtime::UnmapLoop() {
     lock.unlock();
     {
       cuda::ScopedContext ctx(*driver_, context(u.device));
-      cuda::CUresult r = cuda::Unmap(*driver_, u.base, u.size);
+      cuda::CUresult r = cuda::UnmapPieces(*driver_, u.base, u.pieces);
       if (r != cuda::kSuccess) CLOG_WARN("%s", driver_->Error("cuMemUnmap of a program's buffer", r).message().c_str());
-      close(u.fd);
+      if (u.fd >= 0) close(u.fd);
     }
     lock.lock();
   }

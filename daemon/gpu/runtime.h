@@ -59,6 +59,12 @@ class Runtime {
 
   // Programs' allocations mapped into this daemon, shared by all sessions.
   IpcMemoryCache& memory() { return *memory_; }
+  // Several of them, virtual-memory-managed pages of one program's segment (RegisterSpan),
+  // mapped again back to back on `device` from the descriptors their mappings hold, as one
+  // mapping (no descriptor of its own): unmapped when the last holder lets go. Fails for a
+  // page that is not a virtual-memory mapping on `device`.
+  Status MapSpan(int device, const std::vector<std::shared_ptr<const DeviceMapping>>& pages,
+                 std::shared_ptr<const DeviceMapping>* out);
 
  private:
   struct Device {
@@ -90,12 +96,14 @@ class Runtime {
   // cuMemUnmap is synchronous (it may wait for GPU work queued on any stream, some of which
   // waits on programs), so it never runs on a thread that such work waits for (a
   // collective's, the registry's sweep).
-  void UnmapLater(int device, uint64_t base, uint64_t size, int fd);
+  // `pieces`: the sizes of the mappings back to back at `base` (a span's pages); `fd` is
+  // closed after the unmap, -1 for none.
+  void UnmapLater(int device, uint64_t base, std::vector<size_t> pieces, int fd);
   void UnmapLoop();
   struct Unmap {
     int device;
     uint64_t base;
-    uint64_t size;
+    std::vector<size_t> pieces;
     int fd;
   };
   std::mutex unmap_mu_;

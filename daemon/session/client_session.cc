@@ -162,6 +162,9 @@ void ClientSession::Run() {
       case shimproto::kReleaseBuffer:
         st = HandleReleaseBuffer(frame);
         break;
+      case shimproto::kRegisterSpan:
+        st = HandleRegisterSpan(frame);
+        break;
       case shimproto::kAttachRegion:
         st = HandleAttachRegion(frame);
         break;
@@ -426,6 +429,16 @@ Status ClientSession::HandleRegisterBuffer(const Frame& frame) {
               st.message().c_str());
   }
   return ReplyStatus(static_cast<uint16_t>(type + 1), st);
+}
+
+Status ClientSession::HandleRegisterSpan(const Frame& frame) {
+  shimproto::RegisterSpanRequest req;
+  std::vector<uint64_t> pages;
+  Status st = frame.fd.valid() ? InvalidArgument("RegisterSpan carries no descriptor")
+                               : ParseRegisterSpan(frame.payload, &req, &pages);
+  if (st.ok()) st = device_.RegisterSpan(req.span_id, req.device, pages);
+  if (!st.ok()) CLOG_INFO("%s: RegisterSpan refused: %s", who_.c_str(), st.message().c_str());
+  return ReplyStatus(shimproto::kRegisterSpanReply, st);
 }
 
 Status ClientSession::HandleReleaseBuffer(const Frame& frame) {

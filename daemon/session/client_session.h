@@ -57,6 +57,7 @@ class ClientSession {
   // RegisterBuffer and RegisterVmmBuffer.
   Status HandleRegisterBuffer(const Frame& frame);
   Status HandleReleaseBuffer(const Frame& frame);
+  Status HandleRegisterSpan(const Frame& frame);
   Status HandleAttachRegion(Frame& frame);
   Status HandleReleaseRegion(const Frame& frame);
   // `pass_fd` (>= 0) rides along with the reply (SCM_RIGHTS).

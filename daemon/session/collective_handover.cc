@@ -287,6 +287,13 @@ Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds)
       b->set_fd(static_cast<uint32_t>(fds->size()));
     }
   }
+  // After their pages, which Restore registers first.
+  for (const DeviceSession::SpanRegistration& r : device_.Spans()) {
+    upgrade::v1::DeviceSpan* span = s.add_device_spans();
+    span->set_id(r.id);
+    span->set_device_uuid(r.device.bytes, sizeof(r.device.bytes));
+    for (uint64_t page : r.pages) span->add_pages(page);
+  }
   *state = s.SerializeAsString();
   return Status::Ok();
 }
@@ -322,6 +329,18 @@ Status ClientSession::Restore(const std::string& state, std::vector<UniqueFd> fd
     if (b.fd() != 0) CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, b.fd(), &fd));
     if (Status st = device_.Register(r, fd.valid() ? fd.get() : -1); !st.ok()) {
       return InvalidArgument("%s: device buffer %llu: %s", who_.c_str(), static_cast<unsigned long long>(b.id()),
+                             st.message().c_str());
+    }
+  }
+  for (const upgrade::v1::DeviceSpan& span : s.device_spans()) {
+    shimproto::DeviceUuid uuid{};
+    if (span.device_uuid().size() != sizeof(uuid.bytes)) {
+      return InvalidArgument("%s: device span %llu: malformed", who_.c_str(), static_cast<unsigned long long>(span.id()));
+    }
+    memcpy(uuid.bytes, span.device_uuid().data(), sizeof(uuid.bytes));
+    const std::vector<uint64_t> pages(span.pages().begin(), span.pages().end());
+    if (Status st = device_.RegisterSpan(span.id(), uuid, pages); !st.ok()) {
+      return InvalidArgument("%s: device span %llu: %s", who_.c_str(), static_cast<unsigned long long>(span.id()),
                              st.message().c_str());
     }
   }

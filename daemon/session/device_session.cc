@@ -1,5 +1,6 @@
 #include "session/device_session.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/device_info_reply.h"
@@ -24,7 +25,7 @@ std::vector<uint8_t> DeviceSession::InfoReply() {
   head.status = ToWire(Status::Ok());
   head.supported = rt.available() ? 1 : 0;
   head.driver_version = rt.available() ? rt.driver().version() : 0;
-  head.features = rt.available() ? shimproto::kDeviceFeatureP2p : 0;
+  head.features = rt.available() ? shimproto::kDeviceFeatureP2p | shimproto::kDeviceFeatureSpans : 0;
   CopyCString(head.reason, rt.available() ? "" : rt.unavailable_reason().c_str());
   std::vector<shimproto::DeviceUuid> devices(rt.available() ? rt.device_count() : 0);
   for (size_t d = 0; d < devices.size(); ++d) memcpy(devices[d].bytes, rt.uuid(static_cast<int>(d)).bytes, sizeof(devices[d].bytes));
@@ -35,6 +36,10 @@ Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request, 
   gpu::Runtime& rt = gpu::Runtime::Get();
   if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
   if (request.buffer_id == 0 || request.size == 0) return InvalidArgument("RegisterBuffer needs a buffer id and a size");
+  if (request.buffer_id & shimproto::kSpanIdBit) {
+    return InvalidArgument("RegisterBuffer of id %llu: ids with the top bit set name spans (RegisterSpan)",
+                           static_cast<unsigned long long>(request.buffer_id));
+  }
   const int device = rt.DeviceOfUuid(request.device.bytes);
   if (device < 0) return InvalidArgument("RegisterBuffer names a GPU this daemon does not see");
   auto it = buffers_.find(request.buffer_id);
@@ -57,10 +62,49 @@ Status DeviceSession::Register(const shimproto::RegisterBufferRequest& request, 
   return Status::Ok();
 }
 
+Status DeviceSession::RegisterSpan(uint64_t span_id, const shimproto::DeviceUuid& uuid, const std::vector<uint64_t>& pages) {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  if (!rt.available()) return InvalidUsage("this daemon has no GPU support: %s", rt.unavailable_reason().c_str());
+  if ((span_id & shimproto::kSpanIdBit) == 0 || pages.size() < 2 || pages.size() > shimproto::kMaxSpanPages) {
+    return InvalidArgument("RegisterSpan needs a span id with its top bit set and 2 to %u pages", shimproto::kMaxSpanPages);
+  }
+  const int device = rt.DeviceOfUuid(uuid.bytes);
+  if (device < 0) return InvalidArgument("RegisterSpan names a GPU this daemon does not see");
+  if (auto it = spans_.find(span_id); it != spans_.end()) {
+    if (it->second == pages) return Status::Ok();  // the same span again
+    return InvalidArgument("span id %llu is already registered with other pages on this connection (release it first)",
+                           static_cast<unsigned long long>(span_id));
+  }
+  if (buffers_.size() >= kMaxBuffers) {
+    return InvalidUsage("this connection has %zu device allocations and spans registered, the most one may hold; "
+                        "release some (ncclCommDeregister) or they are staged",
+                        buffers_.size());
+  }
+  std::vector<std::shared_ptr<const gpu::DeviceMapping>> mappings;
+  for (uint64_t id : pages) {
+    auto it = buffers_.find(id);
+    if (it == buffers_.end() || spans_.count(id) != 0) {
+      return InvalidArgument("RegisterSpan names page %llu, which is not a registered buffer of this connection",
+                             static_cast<unsigned long long>(id));
+    }
+    if (it->second->fd < 0 || it->second->device != device) {
+      return InvalidArgument("RegisterSpan names page %llu, which is not a virtual-memory registration on that GPU",
+                             static_cast<unsigned long long>(id));
+    }
+    mappings.push_back(it->second);
+  }
+  std::shared_ptr<const gpu::DeviceMapping> span;
+  CONDUIT_RETURN_IF_ERROR(rt.MapSpan(device, mappings, &span));
+  buffers_[span_id] = std::move(span);
+  spans_[span_id] = pages;
+  return Status::Ok();
+}
+
 std::vector<DeviceSession::Registration> DeviceSession::Registrations() const {
   gpu::Runtime& rt = gpu::Runtime::Get();
   std::vector<Registration> out;
   for (const auto& [id, mapping] : buffers_) {
+    if (spans_.count(id) != 0) continue;  // Spans()
     Registration r{};
     r.request.buffer_id = id;
     r.request.size = mapping->size;
@@ -72,11 +116,34 @@ std::vector<DeviceSession::Registration> DeviceSession::Registrations() const {
   return out;
 }
 
+std::vector<DeviceSession::SpanRegistration> DeviceSession::Spans() const {
+  gpu::Runtime& rt = gpu::Runtime::Get();
+  std::vector<SpanRegistration> out;
+  for (const auto& [id, pages] : spans_) {
+    SpanRegistration r;
+    r.id = id;
+    memcpy(r.device.bytes, rt.uuid(buffers_.at(id)->device).bytes, sizeof(r.device.bytes));
+    r.pages = pages;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 Status DeviceSession::Release(uint64_t buffer_id) {
   // A group running on another connection may still hold the mapping; it closes when the
   // last holder lets go.
   if (buffers_.erase(buffer_id) == 0) {
     return InvalidArgument("buffer id %llu is not registered on this connection", static_cast<unsigned long long>(buffer_id));
+  }
+  if (spans_.erase(buffer_id) != 0) return Status::Ok();
+  // A page's spans go with it: they map memory the program let go of.
+  for (auto it = spans_.begin(); it != spans_.end();) {
+    if (std::find(it->second.begin(), it->second.end(), buffer_id) == it->second.end()) {
+      ++it;
+      continue;
+    }
+    buffers_.erase(it->first);
+    it = spans_.erase(it);
   }
   return Status::Ok();
 }

@@ -29,6 +29,11 @@ class DeviceSession {
   // `fd`: a virtual-memory-managed allocation's descriptor (kRegisterVmmBuffer, borrowed),
   // or -1 for one shared by its IPC handle.
   Status Register(const shimproto::RegisterBufferRequest& request, int fd = -1);
+  // RegisterSpan: `pages` (ids of this connection's virtual-memory registrations on
+  // `device`, in the program's address order) mapped back to back as buffer `span_id`.
+  // The same span again is accepted; a span id in use for other pages is refused.
+  Status RegisterSpan(uint64_t span_id, const shimproto::DeviceUuid& device, const std::vector<uint64_t>& pages);
+  // A buffer or a span. Releasing a page releases the spans it is part of.
   Status Release(uint64_t buffer_id);
   // Whether the program's interprocess event was opened (the event-ordered path): its
   // stream may still have to wait on this process's done event, so a live upgrade waits.
@@ -42,6 +47,14 @@ class DeviceSession {
     int fd = -1;
   };
   std::vector<Registration> Registrations() const;
+  // For a live upgrade, after Registrations: every span as the program registered it (the
+  // new process calls RegisterSpan again once the pages are registered).
+  struct SpanRegistration {
+    uint64_t id = 0;
+    shimproto::DeviceUuid device{};
+    std::vector<uint64_t> pages;
+  };
+  std::vector<SpanRegistration> Spans() const;
 
   // Resolves a device group of `rank` of a communicator of `nranks`: each kOpDevice op's buffers,
   // checked against the registered sizes, and the program's ready event (opened once and
@@ -73,13 +86,14 @@ class DeviceSession {
   Status Find(uint64_t id, uint64_t offset, uint64_t bytes, const char* what,
               std::shared_ptr<const gpu::DeviceMapping>* out) const;
 
-  // Every registration holds a mapping of the program's memory here (and a virtual-memory
+  // Every registration (a span too) holds a mapping of the program's memory here (and a virtual-memory
   // one a file descriptor): a program cannot make the daemon hold more than this many per
   // connection. PyTorch's expandable segments map 20 MiB pages: 16384 of them are 320 GiB.
   static constexpr size_t kMaxBuffers = 16384;
 
   const int pid_;
-  std::map<uint64_t, std::shared_ptr<const gpu::DeviceMapping>> buffers_;
+  std::map<uint64_t, std::shared_ptr<const gpu::DeviceMapping>> buffers_;  // pages and spans
+  std::map<uint64_t, std::vector<uint64_t>> spans_;  // span id -> its pages' ids
   uint8_t ready_handle_[shimproto::kIpcHandleBytes] = {};
   cuda::CUevent ready_ = nullptr;
   bool event_refusal_logged_ = false;  // one warning per connection

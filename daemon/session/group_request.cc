@@ -74,6 +74,27 @@ Status ParseRegisterBuffer(uint16_t type, const std::vector<uint8_t>& payload, b
   return Status::Ok();
 }
 
+Status ParseRegisterSpan(const std::vector<uint8_t>& payload, shimproto::RegisterSpanRequest* out,
+                         std::vector<uint64_t>* pages) {
+  if (payload.size() < sizeof(*out)) return InvalidArgument("malformed RegisterSpan (%zu bytes)", payload.size());
+  memcpy(out, payload.data(), sizeof(*out));
+  if ((out->span_id & shimproto::kSpanIdBit) == 0) return InvalidArgument("RegisterSpan: a span id must have its top bit set");
+  if (out->pages < 2 || out->pages > shimproto::kMaxSpanPages) {
+    return InvalidArgument("RegisterSpan of %u pages (2 to %u)", out->pages, shimproto::kMaxSpanPages);
+  }
+  if (out->reserved != 0) return InvalidArgument("RegisterSpan: reserved must be 0");
+  // pages <= kMaxSpanPages: no overflow.
+  if (payload.size() != sizeof(*out) + size_t{out->pages} * sizeof(uint64_t)) {
+    return InvalidArgument("RegisterSpan of %u pages carries %zu bytes", out->pages, payload.size());
+  }
+  pages->resize(out->pages);
+  memcpy(pages->data(), payload.data() + sizeof(*out), pages->size() * sizeof(uint64_t));
+  for (uint64_t id : *pages) {
+    if (id == 0 || (id & shimproto::kSpanIdBit) != 0) return InvalidArgument("RegisterSpan names page id %llu", static_cast<unsigned long long>(id));
+  }
+  return Status::Ok();
+}
+
 Status OpBufferBytes(const shimproto::OpDesc& op, int nranks, uint64_t* send, uint64_t* recv) {
   uint64_t block, all;
   if (__builtin_mul_overflow(op.count, static_cast<uint64_t>(DataTypeSize(static_cast<ncclDataType_t>(op.dtype))), &block) ||

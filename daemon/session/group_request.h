@@ -35,6 +35,12 @@ Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out);
 Status ParseRegisterBuffer(uint16_t type, const std::vector<uint8_t>& payload, bool has_fd,
                            shimproto::RegisterBufferRequest* out);
 
+// A RegisterSpan frame: the header, then exactly `pages` page ids; a span id with
+// kSpanIdBit set, 2..kMaxSpanPages pages, none of them a span id or 0. Whether the pages
+// are this connection's registrations is DeviceSession::RegisterSpan's to check.
+Status ParseRegisterSpan(const std::vector<uint8_t>& payload, shimproto::RegisterSpanRequest* out,
+                         std::vector<uint64_t>* pages);
+
 // The bytes an op reads from its input buffer and writes to its output buffer when they
 // are the program's own (device buffers, host regions) rather than one segment layout:
 // ReduceScatter reads nranks blocks, AllGather writes them; all else one block each.

@@ -15,9 +15,10 @@
 // collectives sessions' GPU buffers (CollectiveSession.device_buffers, the same way) and
 // communicators' collective message version (Communicator.protocol_version); 7, RPC calls in
 // flight (RpcSession.calls, RpcShared.links: an older reader would drop them, and the
-// programs' next events on those calls with them).
+// programs' next events on those calls with them); 8, collectives sessions' spans of GPU
+// pages (CollectiveSession.device_spans, as 6's buffers).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 7
+#define CONDUIT_UPGRADE_STATE_VERSION 8
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

@@ -1,7 +1,7 @@
 // What the daemon reads from a program on its Unix socket, through its own code: frames as
 // the buffered reader takes them off a socket (headers, lengths, payloads), the Group
 // request's layout, the ncclUniqueId a program passes back in CommInit, and the
-// RegisterBuffer / RegisterVmmBuffer requests, an AttachResult request as the communicator's
+// RegisterBuffer / RegisterVmmBuffer / RegisterSpan requests, an AttachResult request as the communicator's
 // result area takes it; and the DeviceInfo reply as the shim reads it. The first byte picks
 // the decoder, the rest is its bytes.
 #include <sys/mman.h>
@@ -142,6 +142,23 @@ void Registration(const uint8_t* data, size_t size) {
   }
 }
 
+// A RegisterSpan request: what is taken is a span id with its top bit, 2..kMaxSpanPages
+// page ids that are neither 0 nor span ids, and exactly the bytes they fill.
+void Span(const uint8_t* data, size_t size) {
+  const std::vector<uint8_t> payload(data, data + size);
+  shimproto::RegisterSpanRequest req;
+  std::vector<uint64_t> pages;
+  if (!ParseRegisterSpan(payload, &req, &pages).ok()) return;
+  FUZZ_CHECK((req.span_id & shimproto::kSpanIdBit) != 0, "a span id without its top bit");
+  FUZZ_CHECK(req.pages >= 2 && req.pages <= shimproto::kMaxSpanPages && pages.size() == req.pages, "%u pages", req.pages);
+  FUZZ_CHECK(size == sizeof(req) + pages.size() * sizeof(uint64_t), "%zu bytes for %zu pages", size, pages.size());
+  for (size_t i = 0; i < pages.size(); ++i) {
+    uint64_t id;
+    memcpy(&id, data + sizeof(req) + i * sizeof(id), sizeof(id));
+    FUZZ_CHECK(id == pages[i] && id != 0 && (id & shimproto::kSpanIdBit) == 0, "page %zu", i);
+  }
+}
+
 // An AttachResult request (exactly its size, as the daemon parses it) against one
 // communicator's result area, which grows across inputs as a real one does, under a 4 MiB
 // limit: what is given holds the bytes asked for, stays within the limit, and its
@@ -171,13 +188,14 @@ void AttachResult(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  switch (data[0] % 6) {
+  switch (data[0] % 7) {
     case 0: Group(data + 1, size - 1); break;
     case 1: UniqueId(data + 1, size - 1); break;
     case 2: Frames(data + 1, size - 1); break;
     case 3: DeviceInfo(data + 1, size - 1); break;
     case 4: Registration(data + 1, size - 1); break;
     case 5: AttachResult(data + 1, size - 1); break;
+    case 6: Span(data + 1, size - 1); break;
   }
   return 0;
 }

@@ -241,7 +241,7 @@ TEST_F(DeviceDoubleTest, DaemonServesDeviceBuffers) {
   EXPECT_EQ(info.supported, 1) << FromCString(info.reason);
   EXPECT_EQ(info.ndevices, 2);
   EXPECT_EQ(info.driver_version, 13000);
-  EXPECT_EQ(info.features, kDeviceFeatureP2p);
+  EXPECT_EQ(info.features, kDeviceFeatureP2p | kDeviceFeatureSpans);
   // Both GPUs were checked at start (kernels loaded) in contexts given back after.
   EXPECT_EQ(ContextReferences(), (std::vector<int>{0, 0}));
 }
@@ -428,7 +428,7 @@ class DeviceDoubleUpgradeTest : public ::testing::Test {
 // A live upgrade under a program running all-reduces on its device buffers through the
 // asynchronous path: each daemon stops its sessions once their accepted groups have run
 // and its stream has drained, hands over the registrations (the inputs' virtual-memory
-// allocations with their file descriptors, the outputs' IPC handles), and the new process
+// pages with their file descriptors and the spans across them, the outputs' IPC handles), and the new process
 // maps the program's buffers again. The program sees no error and every result is right,
 // through two upgrades.
 TEST_F(DeviceDoubleUpgradeTest, DeviceBuffersMoveToTheNewDaemon) {
@@ -544,14 +544,15 @@ TEST_F(DeviceDoubleTest, PointToPointBetweenAsynchronousAndEventOrderedPrograms)
 }
 
 // Virtual-memory-managed allocations (PyTorch's expandable segments, ncclMemAlloc) are
-// mapped in conduitd from the POSIX descriptors CUDA exports; what cannot go that way is
-// staged, and every result is right.
+// mapped in conduitd from the POSIX descriptors CUDA exports, a buffer across two of them
+// as a span of both; what cannot go that way is staged, and every result is right.
 TEST_F(DeviceDoubleTest, VirtualMemoryBuffersAreSharedByFileDescriptor) {
   Subprocess& p = RunProbe({"vmm"}, {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=REG"});
   EXPECT_TRUE(Passed(p)) << p.Output();
   const std::string out = p.Output();
   EXPECT_NE(out.find("(virtual memory, by file descriptor)"), std::string::npos) << out;
-  EXPECT_NE(out.find("spans more than one allocation: staging this op"), std::string::npos) << out;
+  EXPECT_NE(out.find("conduitd mapped a span of 2 device allocations"), std::string::npos) << out;
+  EXPECT_EQ(out.find("spans more than one allocation"), std::string::npos) << out;
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 
@@ -749,6 +750,111 @@ TEST_F(DeviceDoubleTest, RegisterVmmBufferChecksWhatItIsGiven) {
   close(fd);
   close(pipe_fds[0]);
   close(pipe_fds[1]);
+  EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
+}
+
+// RegisterSpan from a hostile program: a span id without its top bit, one page, pages it
+// never registered or registered by IPC handle, a page count its payload does not carry, a
+// span as a page, a descriptor, a span id reused for other pages, a buffer registered under
+// a span's id. Each is refused with a reason and the daemon keeps serving; the true span is
+// accepted (twice, as the same one) and goes when one of its pages is released.
+TEST_F(DeviceDoubleTest, RegisterSpanChecksWhatItIsGiven) {
+  using namespace cuda;
+  Uuid uuid;
+  void* h = LoadDoubleHere(&uuid);
+  ASSERT_NE(h, nullptr);
+  auto create = Sym<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*, unsigned long long)>(
+      h, "cuMemCreate");
+  auto export_fd =
+      Sym<CUresult (*)(void*, CUmemGenericAllocationHandle, int, unsigned long long)>(h, "cuMemExportToShareableHandle");
+  auto retain = Sym<CUresult (*)(CUcontext*, CUdevice)>(h, "cuDevicePrimaryCtxRetain");
+  auto set = Sym<CUresult (*)(CUcontext)>(h, "cuCtxSetCurrent");
+  auto alloc = Sym<CUresult (*)(CUdeviceptr*, size_t)>(h, "cuMemAlloc_v2");
+  auto get_handle = Sym<CUresult (*)(IpcMemHandle*, CUdeviceptr)>(h, "cuIpcGetMemHandle");
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(retain(&ctx, 0), kSuccess);
+  ASSERT_EQ(set(ctx), kSuccess);
+  MemAllocationProp prop{};
+  prop.type = kMemAllocationTypePinned;
+  prop.requested_handle_types = kMemHandleTypePosixFileDescriptor;
+  prop.location = {kMemLocationTypeDevice, 0};
+  const size_t kChunk = size_t{2} << 20;
+
+  RawShimClient c;
+  ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
+  ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
+  RegisterBufferRequest reg{};
+  reg.size = kChunk;
+  memcpy(reg.device.bytes, uuid.bytes, sizeof(reg.device.bytes));
+  int fds[2] = {-1, -1};
+  for (uint64_t id = 1; id <= 2; ++id) {  // two virtual-memory pages, ids 1 and 2
+    CUmemGenericAllocationHandle a = 0;
+    ASSERT_EQ(create(&a, kChunk, &prop, 0), kSuccess);
+    ASSERT_EQ(export_fd(&fds[id - 1], a, kMemHandleTypePosixFileDescriptor, 0), kSuccess);
+    reg.buffer_id = id;
+    ASSERT_TRUE(c.SendFrame(kRegisterVmmBuffer, &reg, sizeof reg, -1, kMagic, kVersion, fds[id - 1]));
+    ASSERT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
+  }
+  CUdeviceptr plain = 0;  // id 3: shared by IPC handle
+  ASSERT_EQ(alloc(&plain, 65536), kSuccess);
+  IpcMemHandle handle;
+  ASSERT_EQ(get_handle(&handle, plain), kSuccess);
+  reg.buffer_id = 3;
+  reg.size = 65536;
+  memcpy(reg.ipc_handle, handle.reserved, sizeof(reg.ipc_handle));
+  ASSERT_TRUE(c.SendFrame(kRegisterBuffer, &reg, sizeof reg));
+  ASSERT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
+
+  const uint64_t kSpan = kSpanIdBit | 1;
+  auto span = [&](uint64_t id, std::vector<uint64_t> pages, uint32_t claimed = 0, int fd = -1) {
+    RegisterSpanRequest head{};
+    head.span_id = id;
+    memcpy(head.device.bytes, uuid.bytes, sizeof(head.device.bytes));
+    head.pages = claimed != 0 ? claimed : static_cast<uint32_t>(pages.size());
+    std::vector<uint8_t> payload(sizeof(head) + pages.size() * sizeof(uint64_t));
+    memcpy(payload.data(), &head, sizeof(head));
+    if (!pages.empty()) memcpy(payload.data() + sizeof(head), pages.data(), pages.size() * sizeof(uint64_t));
+    EXPECT_TRUE(c.SendFrame(kRegisterSpan, payload.data(), static_cast<uint32_t>(payload.size()), -1, kMagic, kVersion, fd));
+    return c.ReadStatus(kReplyBound);
+  };
+  struct Case {
+    const char* what;
+    uint64_t id;
+    std::vector<uint64_t> pages;
+    uint32_t claimed;
+    int fd;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"no top bit", 7, {1, 2}, 0, -1, "top bit"},
+      {"one page", kSpan, {1}, 0, -1, "2 to 4096"},
+      {"a page never registered", kSpan, {1, 9}, 0, -1, "not a registered buffer"},
+      {"a page shared by IPC handle", kSpan, {1, 3}, 0, -1, "not a virtual-memory registration"},
+      {"three pages claimed, two sent", kSpan, {1, 2}, 3, -1, "carries"},
+      {"a span as a page", kSpan, {1, kSpanIdBit | 2}, 0, -1, "names page id"},
+      {"a descriptor", kSpan, {1, 2}, 0, fds[0], "carries no descriptor"},
+  };
+  for (const Case& k : cases) {
+    EXPECT_NE(span(k.id, k.pages, k.claimed, k.fd), 0) << k.what;
+    EXPECT_NE(c.last_message().find(k.says), std::string::npos) << k.what << ": " << c.last_message();
+  }
+  EXPECT_EQ(span(kSpan, {1, 2}), 0) << c.last_message();
+  EXPECT_EQ(span(kSpan, {1, 2}), 0) << "the same span again: " << c.last_message();
+  EXPECT_NE(span(kSpan, {2, 1}), 0) << "its id for other pages";
+  EXPECT_NE(c.last_message().find("other pages"), std::string::npos) << c.last_message();
+  reg.buffer_id = kSpan;
+  ASSERT_TRUE(c.SendFrame(kRegisterBuffer, &reg, sizeof reg));
+  EXPECT_NE(c.ReadStatus(kReplyBound), 0) << "a buffer under a span's id";
+  EXPECT_NE(c.last_message().find("name spans"), std::string::npos) << c.last_message();
+  // Releasing page 2 releases the span: releasing the span then finds nothing.
+  ReleaseBufferRequest rel{2};
+  ASSERT_TRUE(c.SendFrame(kReleaseBuffer, &rel, sizeof rel));
+  EXPECT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
+  rel.buffer_id = kSpan;
+  ASSERT_TRUE(c.SendFrame(kReleaseBuffer, &rel, sizeof rel));
+  EXPECT_NE(c.ReadStatus(kReplyBound), 0) << "the span outlived its page";
+  EXPECT_NE(c.last_message().find("not registered"), std::string::npos) << c.last_message();
+  for (int fd : fds) close(fd);
   EXPECT_TRUE(cluster_->DaemonAlive(0)) << cluster_->Describe();
 }
 

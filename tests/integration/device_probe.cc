@@ -26,7 +26,8 @@
 //       device buffers in conduitd before any collective.
 //   device_probe loop [--ranks N] [--inputs vmm] --stop-file F   all-reduces on the same
 //       device buffers back to back, each checked, until F exists (conduitd is replaced
-//       meanwhile); with --inputs vmm the inputs are virtual-memory-managed allocations.
+//       meanwhile); with --inputs vmm the inputs are virtual-memory-managed allocations,
+//       each across two pages of a segment (a span).
 //   device_probe revoke                     ncclCommRevoke + shrink, and shrink with
 //       NCCL_SHRINK_ABORT, while an accepted all-reduce waits for a rank that never calls.
 //   device_probe p2p [--ranks N] [--linger-ms M [--release-file R]]   point-to-point on device buffers (N ranks
@@ -37,7 +38,7 @@
 //       turn, each marked in the double's copy log ($CONDUIT_CUDA_DOUBLE_COPY_LOG).
 //   device_probe vmm                        two ranks on virtual-memory-managed buffers laid
 //       out as PyTorch's expandable segments: mapped in conduitd from file descriptors,
-//       buffers across two allocations and allocations that cannot be exported staged,
+//       buffers across two allocations mapped as spans, allocations that cannot be exported staged,
 //       ncclMemAlloc's memory of that kind, the mappings dropped once the program unmaps.
 // With CONDUIT_DEVICE_SYNC=events the shim uses its waiting path (calls return once
 // conduitd has run the group); otherwise calls across hosts must return before the GPU
@@ -482,13 +483,20 @@ float* At(const Segment& seg, size_t offset) { return reinterpret_cast<float*>(s
 // All-reduces on the same device buffers of `nranks` local ranks, back to back (each input
 // filled by a short kernel, each result read back and checked), until `stop_file` exists:
 // conduitd may be replaced meanwhile (a live upgrade), which the program must not notice.
-// With `vmm`, the inputs are virtual-memory-managed allocations (conduitd maps them from
-// file descriptors) and the outputs ordinary ones (CUDA IPC): a live upgrade moves both.
+// With `vmm`, the inputs are virtual-memory-managed allocations across two pages (conduitd
+// maps the pages from file descriptors, and a span of both) and the outputs ordinary ones
+// (CUDA IPC): a live upgrade moves all of them.
 int Loop(int nranks, const std::string& stop_file, bool vmm) {
   Ranks r = AllHere(nranks);
   std::vector<float*> send(nranks), recv(nranks);
   for (int i = 0; i < nranks; ++i) {
-    send[i] = vmm ? At(MapSegment(1, true), 0) : DeviceFloats(kCount);
+    // Across two pages: conduitd maps both and the span of them, and a live upgrade moves all three.
+    if (vmm) {
+      const Segment seg = MapSegment(2, true);
+      send[i] = At(seg, seg.chunk - 2000);
+    } else {
+      send[i] = DeviceFloats(kCount);
+    }
     recv[i] = DeviceFloats(kCount);
   }
   long iterations = 0, wrong = 0;
@@ -1049,12 +1057,22 @@ int Vmm() {
   // One allocation per rank holds both buffers: two mappings each in the double.
   Check(before >= 0 && mapped == before + 4, "conduitd maps each rank's allocation from its file descriptor");
 
-  // Buffers that start in one allocation and end in the next.
+  // Buffers that start in one allocation and end in the next: conduitd maps the second
+  // page (its own registration) and the two pages back to back as a span.
   for (int i = 0; i < 2; ++i) {
     send[i] = At(segs[i], segs[i].chunk - 2000);
     recv[i] = At(segs[i], segs[i].chunk + 4096);
   }
-  AllReduceSum(r, send, recv, "all-reduce of buffers across two allocations (staged)");
+  AllReduceSum(r, send, recv, "all-reduce of buffers across two allocations (a span)");
+  AllGather(r, send, recv);
+  const int spanned = DaemonDeviceMappings(kVmm);
+  std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before the spans, %d after\n", mapped,
+              spanned);
+  // Per rank: the second page (two mappings in the double) and the span of both pages (four).
+  Check(spanned == mapped + 12, "conduitd maps each rank's second page and a span of both pages");
+  // The same span again: no new mapping.
+  AllReduceSum(r, send, recv, "all-reduce of the same buffers across two allocations");
+  Check(DaemonDeviceMappings(kVmm) == spanned, "a span is mapped once");
 
   // Allocations not created exportable: staged.
   std::vector<Segment> plain = {MapSegment(1, false), MapSegment(1, false)};

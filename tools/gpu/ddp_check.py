@@ -29,12 +29,12 @@ GLOBAL_BATCH = 128
 WARMUP = 10
 
 
-def build(torch, steps, seed):
+def build(torch, steps, seed, hidden=HIDDEN):
     torch.manual_seed(seed)
     model = torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(),
-        torch.nn.Linear(HIDDEN, HIDDEN), torch.nn.Tanh(),
-        torch.nn.Linear(HIDDEN, 1))
+        torch.nn.Linear(FEATURES, hidden), torch.nn.Tanh(),
+        torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
+        torch.nn.Linear(hidden, 1))
     x = torch.randn(steps, GLOBAL_BATCH, FEATURES)
     y = torch.randn(steps, GLOBAL_BATCH, 1)
     return model, x, y
@@ -43,7 +43,7 @@ def build(torch, steps, seed):
 def reference(args):
     import torch
     device = torch.device(args.device)
-    model, x, y = build(torch, args.steps, args.seed)
+    model, x, y = build(torch, args.steps, args.seed, args.hidden)
     model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     losses = []
@@ -66,7 +66,7 @@ def worker(args):
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(args.backend, rank=rank, world_size=world)
-    model, x, y = build(torch, args.steps, args.seed)
+    model, x, y = build(torch, args.steps, args.seed, args.hidden)
     model.to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
@@ -102,7 +102,8 @@ def worker(args):
 def run(args):
     return run_ranks("ddp_check", args.world, __file__,
                      ["worker", "--out", args.out, "--steps", str(args.steps), "--seed", str(args.seed), "--lr",
-                      str(args.lr), "--device", args.device, "--backend", args.backend], args.shim, args.timeout)
+                      str(args.lr), "--device", args.device, "--backend", args.backend, "--hidden", str(args.hidden)],
+                     args.shim, args.timeout)
 
 
 def compare(args):
@@ -135,6 +136,9 @@ def main():
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--shim", default="", help="libnccl.so.2 to LD_PRELOAD into every rank")
     p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--hidden", type=int, default=HIDDEN,
+                   help="width of the hidden layers; 4096 makes DDP buckets of 25 MiB (larger than a 20 MiB page "
+                        "of PyTorch's expandable segments)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--device", default="cuda:0")
