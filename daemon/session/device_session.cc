@@ -80,6 +80,11 @@ Status DeviceSession::RegisterSpan(uint64_t span_id, const shimproto::DeviceUuid
                         "release some (ncclCommDeregister) or they are staged",
                         buffers_.size());
   }
+  if (span_pages_ + pages.size() > kMaxSpannedPages) {
+    return InvalidUsage("this connection's spans map %zu pages, and %zu more would pass the most one may map (%zu); "
+                        "release some (ncclCommDeregister) or they are staged",
+                        span_pages_, pages.size(), kMaxSpannedPages);
+  }
   std::vector<std::shared_ptr<const gpu::DeviceMapping>> mappings;
   for (uint64_t id : pages) {
     auto it = buffers_.find(id);
@@ -97,6 +102,7 @@ Status DeviceSession::RegisterSpan(uint64_t span_id, const shimproto::DeviceUuid
   CONDUIT_RETURN_IF_ERROR(rt.MapSpan(device, mappings, &span));
   buffers_[span_id] = std::move(span);
   spans_[span_id] = pages;
+  span_pages_ += pages.size();
   return Status::Ok();
 }
 
@@ -135,7 +141,11 @@ Status DeviceSession::Release(uint64_t buffer_id) {
   if (buffers_.erase(buffer_id) == 0) {
     return InvalidArgument("buffer id %llu is not registered on this connection", static_cast<unsigned long long>(buffer_id));
   }
-  if (spans_.erase(buffer_id) != 0) return Status::Ok();
+  if (auto span = spans_.find(buffer_id); span != spans_.end()) {
+    span_pages_ -= span->second.size();
+    spans_.erase(span);
+    return Status::Ok();
+  }
   // A page's spans go with it: they map memory the program let go of.
   for (auto it = spans_.begin(); it != spans_.end();) {
     if (std::find(it->second.begin(), it->second.end(), buffer_id) == it->second.end()) {
@@ -143,6 +153,7 @@ Status DeviceSession::Release(uint64_t buffer_id) {
       continue;
     }
     buffers_.erase(it->first);
+    span_pages_ -= it->second.size();
     it = spans_.erase(it);
   }
   return Status::Ok();

@@ -90,10 +90,15 @@ class DeviceSession {
   // one a file descriptor): a program cannot make the daemon hold more than this many per
   // connection. PyTorch's expandable segments map 20 MiB pages: 16384 of them are 320 GiB.
   static constexpr size_t kMaxBuffers = 16384;
+  // A span maps each of its pages again: the pages of all of a connection's spans together
+  // are capped the same way (a program could otherwise name 4096 pages in each of 16384
+  // spans).
+  static constexpr size_t kMaxSpannedPages = 16384;
 
   const int pid_;
   std::map<uint64_t, std::shared_ptr<const gpu::DeviceMapping>> buffers_;  // pages and spans
   std::map<uint64_t, std::vector<uint64_t>> spans_;  // span id -> its pages' ids
+  size_t span_pages_ = 0;  // the pages of spans_, counted with repeats
   uint8_t ready_handle_[shimproto::kIpcHandleBytes] = {};
   cuda::CUevent ready_ = nullptr;
   bool event_refusal_logged_ = false;  // one warning per connection

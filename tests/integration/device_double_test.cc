@@ -846,8 +846,21 @@ TEST_F(DeviceDoubleTest, RegisterSpanChecksWhatItIsGiven) {
   ASSERT_TRUE(c.SendFrame(kRegisterBuffer, &reg, sizeof reg));
   EXPECT_NE(c.ReadStatus(kReplyBound), 0) << "a buffer under a span's id";
   EXPECT_NE(c.last_message().find("name spans"), std::string::npos) << c.last_message();
-  // Releasing page 2 releases the span: releasing the span then finds nothing.
-  ReleaseBufferRequest rel{2};
+  // The pages of a connection's spans are capped (each is mapped again): with the span
+  // above (2 pages), spans of 4096 pages (the two pages over and over, which CUDA allows)
+  // and one of 4094 reach 16384; one more page is refused until a span is released.
+  std::vector<uint64_t> many(kMaxSpanPages);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = 1 + i % 2;
+  for (uint64_t id = 2; id <= 4; ++id) EXPECT_EQ(span(kSpanIdBit | id, many), 0) << c.last_message();
+  EXPECT_EQ(span(kSpanIdBit | 5, std::vector<uint64_t>(many.begin(), many.end() - 2)), 0) << c.last_message();
+  EXPECT_NE(span(kSpanIdBit | 6, {1, 2}), 0) << "spans past the cap";
+  EXPECT_NE(c.last_message().find("the most one may map"), std::string::npos) << c.last_message();
+  ReleaseBufferRequest rel{kSpanIdBit | 3};
+  ASSERT_TRUE(c.SendFrame(kReleaseBuffer, &rel, sizeof rel));
+  EXPECT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
+  EXPECT_EQ(span(kSpanIdBit | 6, {1, 2}), 0) << "a span once another was released: " << c.last_message();
+  // Releasing page 2 releases the spans: releasing one then finds nothing.
+  rel.buffer_id = 2;
   ASSERT_TRUE(c.SendFrame(kReleaseBuffer, &rel, sizeof rel));
   EXPECT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
   rel.buffer_id = kSpan;
