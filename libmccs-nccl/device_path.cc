@@ -310,9 +310,11 @@ Status DevicePath::RegisterSpan(DaemonConnection& conn, const void* p, uint64_t 
       CONDUIT_RETURN_IF_ERROR(Register(conn, reinterpret_cast<const void*>(at), next, &ok, &page, &page_offset));
       if (!ok || page_offset != 0) why = "an allocation after the first cannot be shared";
     }
+    auto registered = registered_.find(page);
+    if (why == nullptr && registered == registered_.end()) why = "an allocation after the first was not registered";
     if (why != nullptr) break;
     pages.push_back(page);
-    at += registered_.at(page).size;
+    at += registered->second.size;
   }
   auto it = spans_.find(pages);
   if (why == nullptr && it == spans_.end()) {
