@@ -201,7 +201,7 @@ Status DevicePath::Probe(DaemonConnection& conn) {
   return Status::Ok();
 }
 
-Status DevicePath::RegisterAhead(DaemonConnection& conn, const void* p, bool* mapped) {
+Status DevicePath::RegisterAhead(DaemonConnection& conn, const void* p, size_t bytes, bool* mapped) {
   *mapped = false;
   if (ProcessCuda() == nullptr) return Status::Ok();
   BufferInfo info;
@@ -214,11 +214,16 @@ Status DevicePath::RegisterAhead(DaemonConnection& conn, const void* p, bool* ma
   bool shared = true;
   uint64_t id = 0, offset = 0;
   CONDUIT_RETURN_IF_ERROR(Register(conn, p, info, &shared, &id, &offset));
-  *mapped = shared;
+  *mapped = shared;  // ReleaseAhead lets go of what is registered here
+  // A range across pages of a segment: its pages and the span of them, as a collective on
+  // it would register them (where that cannot be, the collective stages, as it would).
+  if (shared && info.vmm && !Covers(id, offset, bytes)) {
+    CONDUIT_RETURN_IF_ERROR(RegisterSpan(conn, p, bytes, info, &shared, &id, &offset));
+  }
   return Status::Ok();
 }
 
-Status DevicePath::ReleaseAhead(DaemonConnection& conn, const void* p) {
+Status DevicePath::ReleaseAhead(DaemonConnection& conn, const void* p, size_t bytes) {
   if (ProcessCuda() == nullptr) return Status::Ok();
   BufferInfo info;
   // Already freed (or never device memory): nothing registered under it to let go of here;
@@ -226,8 +231,17 @@ Status DevicePath::ReleaseAhead(DaemonConnection& conn, const void* p) {
   if (!ClassifyBuffer(p, &info).ok() || info.kind != MemoryKind::kDevice) return Status::Ok();
   auto it = registered_.find(info.buffer_id);
   if (it == registered_.end()) return Status::Ok();
-  CONDUIT_RETURN_IF_ERROR(ReleaseBuffer(conn, it->first));
-  registered_.erase(it);
+  // Every registered allocation in the range (the pages of a span, with it).
+  const uint64_t begin = AsDevicePtr(p);
+  const uint64_t end = bytes > UINT64_MAX - begin ? UINT64_MAX : begin + bytes;
+  std::vector<uint64_t> ids{it->first};
+  for (const auto& [id, r] : registered_) {
+    if (id != it->first && r.base < end && begin < r.base + r.size) ids.push_back(id);
+  }
+  for (uint64_t id : ids) {
+    CONDUIT_RETURN_IF_ERROR(ReleaseBuffer(conn, id));
+    registered_.erase(id);
+  }
   return Status::Ok();
 }
 

@@ -53,15 +53,17 @@ class DevicePath {
   // each op's DeviceOpRef. Ops that cannot be shared (daemon without GPU support, a GPU it
   // does not see, an allocation CUDA will not export) become staged.
   Status Prepare(DaemonConnection& conn, const std::vector<PendingOp*>& ops);
-  // ncclCommRegister / ncclCommWindowRegister of `p`: a device allocation the daemon can map
-  // is registered with it now, so the first collective on it pays no mapping. *mapped says
-  // whether it was (host memory, or memory the daemon cannot map, is staged as usual).
-  Status RegisterAhead(DaemonConnection& conn, const void* p, bool* mapped);
-  // ncclCommDeregister / ncclCommWindowDeregister of `p`: the daemon lets go of its mapping of
-  // the allocation now, so that memory the program frees next goes back to the GPU at once
-  // (PyTorch deregisters each segment before it frees it). A later collective on the
-  // buffer registers it again.
-  Status ReleaseAhead(DaemonConnection& conn, const void* p);
+  // ncclCommRegister / ncclCommWindowRegister of `bytes` at `p`: a device allocation the
+  // daemon can map is registered with it now, so the first collective on it pays no
+  // mapping; a range across pages of a virtual-memory segment, its pages and the span of
+  // them. *mapped says whether it was (host memory, or memory the daemon cannot map, is
+  // staged as usual).
+  Status RegisterAhead(DaemonConnection& conn, const void* p, size_t bytes, bool* mapped);
+  // ncclCommDeregister / ncclCommWindowDeregister of `bytes` at `p`: the daemon lets go of its
+  // mapping of the allocation (every one in the range) now, so that memory the program
+  // frees next goes back to the GPU at once (PyTorch deregisters each segment before it
+  // frees it). A later collective on the buffer registers it again.
+  Status ReleaseAhead(DaemonConnection& conn, const void* p, size_t bytes);
   // Records the ready event on `stream` (after the program's work on it) and fills the
   // group header. `device`: the CUDA ordinal of the ops' buffers.
   Status RecordReady(cudaStream_t stream, int device, cuda::CUcontext fallback, shimproto::DeviceGroupHeader* header);

@@ -40,21 +40,21 @@ struct Registration {
 // Registers `buff` with the daemon ahead of the collectives that will use it, when the
 // communicator is ready and the memory is device memory it can map; otherwise nothing to
 // do (the buffer is looked up or staged at each call, as without registration).
-Status RegisterAhead(ncclComm_t comm, void* buff, bool* mapped) {
+Status RegisterAhead(ncclComm_t comm, void* buff, size_t size, bool* mapped) {
   *mapped = false;
   std::lock_guard<std::mutex> lock(comm->op_mu);
   if (!comm->conn) return Status::Ok();  // a non-blocking init still under way
-  CONDUIT_RETURN_IF_ERROR(comm->device_path.RegisterAhead(*comm->conn, buff, mapped));
+  CONDUIT_RETURN_IF_ERROR(comm->device_path.RegisterAhead(*comm->conn, buff, size, mapped));
   if (*mapped) WatchComm(comm);  // its mapping is dropped once the program frees it
   return Status::Ok();
 }
 
 // The reverse, for a registration RegisterAhead mapped (`mapped`); nothing otherwise.
-Status ReleaseAhead(ncclComm_t comm, void* buff, bool mapped) {
+Status ReleaseAhead(ncclComm_t comm, void* buff, size_t size, bool mapped) {
   if (!mapped) return Status::Ok();
   std::lock_guard<std::mutex> lock(comm->op_mu);
   if (!comm->conn) return Status::Ok();
-  return comm->device_path.ReleaseAhead(*comm->conn, buff);
+  return comm->device_path.ReleaseAhead(*comm->conn, buff, size);
 }
 
 }  // namespace
@@ -108,7 +108,7 @@ ncclResult_t CommRegister(const ncclComm_t comm, void* buff, size_t size, void**
   if (!ValidComm(comm) || handle == nullptr) return Fail("ncclCommRegister", ncclInvalidArgument, "bad arguments");
   bool mapped = false;
   if (buff != nullptr && size > 0) {
-    if (Status st = RegisterAhead(comm, buff, &mapped); !st.ok()) return Fail("ncclCommRegister", st);
+    if (Status st = RegisterAhead(comm, buff, size, &mapped); !st.ok()) return Fail("ncclCommRegister", st);
   }
   *handle = new Registration{0x52454753, buff, size, mapped};
   return ncclSuccess;
@@ -120,7 +120,7 @@ ncclResult_t CommDeregister(const ncclComm_t comm, void* handle) {
     return Fail("ncclCommDeregister", ncclInvalidArgument, "invalid registration handle");
   }
   reg->magic = 0;
-  const Status released = ReleaseAhead(comm, reg->buff, reg->mapped);
+  const Status released = ReleaseAhead(comm, reg->buff, reg->size, reg->mapped);
   delete reg;
   return released.ok() ? ncclSuccess : Fail("ncclCommDeregister", released);
 }
@@ -134,7 +134,7 @@ ncclResult_t CommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWi
   if (!ValidComm(comm) || win == nullptr || buff == nullptr || size == 0) return Fail(call, ncclInvalidArgument, "bad arguments");
   if ((flags & ~NCCL_WIN_COLL_SYMMETRIC) != 0) return Fail(call, ncclInvalidArgument, "unknown window flags 0x%x", flags);
   bool mapped = false;
-  if (Status st = RegisterAhead(comm, buff, &mapped); !st.ok()) return Fail(call, st);
+  if (Status st = RegisterAhead(comm, buff, size, &mapped); !st.ok()) return Fail(call, st);
   *win = new ncclWindow_vidmem{kWindowMagic, comm, buff, size, mapped};
   return ncclSuccess;
 }
@@ -145,7 +145,7 @@ ncclResult_t CommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
     return Fail("ncclCommWindowDeregister", ncclInvalidArgument, "not a window of this communicator");
   }
   win->magic = 0;
-  const Status released = ReleaseAhead(comm, win->buff, win->mapped);
+  const Status released = ReleaseAhead(comm, win->buff, win->size, win->mapped);
   delete win;
   return released.ok() ? ncclSuccess : Fail("ncclCommWindowDeregister", released);
 }

@@ -894,6 +894,27 @@ int Register() {
   // As PyTorch deregisters a segment before it frees it: conduitd has let go at once.
   Check(DaemonDeviceMappings() == before, "deregistered buffers are unmapped in conduitd at once (" +
                                               std::to_string(DaemonDeviceMappings()) + " mappings left)");
+  // A range across two pages of a segment: both pages and the span of them are mapped at
+  // registration (two mappings each page, four the span, in the double), a collective on a
+  // buffer inside it needs none more, and deregistering lets go of all of them.
+  const char* kVmm = "cuda-double-vmm";
+  const Segment seg = MapSegment(2, true);
+  const int vmm_before = DaemonDeviceMappings(kVmm);
+  NCCL_CHECK(ncclCommRegister(r.comms[0], At(seg, seg.chunk - 8192), 16384, &handle));
+  const int vmm_after = DaemonDeviceMappings(kVmm);
+  std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before registering a range across "
+              "two pages, %d after\n", vmm_before, vmm_after);
+  Check(vmm_before >= 0 && vmm_after == vmm_before + 8, "a registered range across two pages is mapped with its span");
+  float* across = At(seg, seg.chunk - 2000);
+  Fill(across, kCount, 3, 1, r.streams[0]);
+  NCCL_CHECK(ncclAllReduce(across, across, kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
+  const long wrong_across = FirstWrong(Read(across, kCount, r.streams[0]), [](size_t e) { return 3 + static_cast<float>(e); });
+  Check(wrong_across < 0, "all-reduce in place on a registered buffer across two pages");
+  Check(DaemonDeviceMappings(kVmm) == vmm_after, "the collective across the pages needed no new mapping");
+  NCCL_CHECK(ncclCommDeregister(r.comms[0], handle));
+  Check(DaemonDeviceMappings(kVmm) == vmm_before, "a deregistered range's pages and span are unmapped at once (" +
+                                                      std::to_string(DaemonDeviceMappings(kVmm)) + " mappings left)");
+  UnmapSegment(seg);
   int bogus = 0;
   Check(ncclCommDeregister(r.comms[0], &bogus) == ncclInvalidArgument, "a handle that is not one is refused");
   ncclWindow_t no_win = nullptr;
