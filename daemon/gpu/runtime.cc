@@ -196,16 +196,23 @@ Status Runtime::OpenIpc(const shimproto::RegisterBufferRequest& req, DeviceMappi
   return Status::Ok();
 }
 
+Status Runtime::MappingGranularity(int device, cuda::MemLocation* location, size_t* granularity) {
+  cuda::MemAllocationProp prop{};
+  prop.type = cuda::kMemAllocationTypePinned;
+  prop.location = {cuda::kMemLocationTypeDevice, devices_[device].handle};
+  cuda::CUresult r = driver_->MemGetAllocationGranularity(granularity, &prop, cuda::kMemAllocGranularityMinimum);
+  if (r != cuda::kSuccess) return driver_->Error("cuMemGetAllocationGranularity", r);
+  *location = prop.location;
+  return Status::Ok();
+}
+
 Status Runtime::MapShareable(const shimproto::RegisterBufferRequest& req, int fd, int device, DeviceMapping* out) {
   // The program's mapping starts at offset 0 of its allocation (cuMemMap allows no other),
   // so mapping the same size from offset 0 here shows the same bytes. cuMemMap refuses a
   // size beyond the allocation: the program's word on the size is checked by the driver.
-  cuda::MemAllocationProp prop{};
-  prop.type = cuda::kMemAllocationTypePinned;
-  prop.location = {cuda::kMemLocationTypeDevice, devices_[device].handle};
+  cuda::MemLocation location{};
   size_t granularity = 0;
-  cuda::CUresult r = driver_->MemGetAllocationGranularity(&granularity, &prop, cuda::kMemAllocGranularityMinimum);
-  if (r != cuda::kSuccess) return driver_->Error("cuMemGetAllocationGranularity", r);
+  CONDUIT_RETURN_IF_ERROR(MappingGranularity(device, &location, &granularity));
   if (granularity == 0 || req.size % granularity != 0) {
     return InvalidArgument("RegisterVmmBuffer of %llu bytes: not a multiple of the GPU's mapping granularity (%zu)",
                            static_cast<unsigned long long>(req.size), granularity);
@@ -213,11 +220,11 @@ Status Runtime::MapShareable(const shimproto::RegisterBufferRequest& req, int fd
   UniqueFd kept(fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!kept.valid()) return Status(ncclSystemError, std::string("dup of a program's allocation descriptor: ") + strerror(errno));
   cuda::CUmemGenericAllocationHandle handle = 0;
-  r = driver_->MemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+  cuda::CUresult r = driver_->MemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
                                             cuda::kMemHandleTypePosixFileDescriptor);
   if (r != cuda::kSuccess) return driver_->Error("cuMemImportFromShareableHandle of a program's buffer", r);
   cuda::CUdeviceptr base = 0;
-  Status mapped = cuda::MapReadWrite(*driver_, handle, req.size, granularity, prop.location,
+  Status mapped = cuda::MapReadWrite(*driver_, handle, req.size, granularity, location,
                                      "cuMemMap of a program's buffer (is it as large as it claims?)", &base);
   driver_->MemRelease(handle);  // the mapping, if made, keeps the memory
   CONDUIT_RETURN_IF_ERROR(mapped);
@@ -231,12 +238,9 @@ Status Runtime::MapSpan(int device, const std::vector<std::shared_ptr<const Devi
   if (!available_) return InvalidUsage("this daemon has no GPU support: %s", reason_.c_str());
   if (device < 0 || device >= device_count()) return InternalError("no GPU %d", device);
   cuda::ScopedContext ctx(*driver_, context(device));
-  cuda::MemAllocationProp prop{};
-  prop.type = cuda::kMemAllocationTypePinned;
-  prop.location = {cuda::kMemLocationTypeDevice, devices_[device].handle};
+  cuda::MemLocation location{};
   size_t granularity = 0;
-  cuda::CUresult r = driver_->MemGetAllocationGranularity(&granularity, &prop, cuda::kMemAllocGranularityMinimum);
-  if (r != cuda::kSuccess) return driver_->Error("cuMemGetAllocationGranularity", r);
+  CONDUIT_RETURN_IF_ERROR(MappingGranularity(device, &location, &granularity));
   // Each page is imported again from the descriptor its own mapping keeps: the handle the
   // first import made was released once that mapping held the memory.
   std::vector<cuda::CUmemGenericAllocationHandle> handles;
@@ -248,7 +252,7 @@ Status Runtime::MapSpan(int device, const std::vector<std::shared_ptr<const Devi
       break;
     }
     cuda::CUmemGenericAllocationHandle h = 0;
-    r = driver_->MemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(page->fd)),
+    cuda::CUresult r = driver_->MemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(page->fd)),
                                               cuda::kMemHandleTypePosixFileDescriptor);
     if (r != cuda::kSuccess) {
       st = driver_->Error("cuMemImportFromShareableHandle of a span's page", r);
@@ -258,7 +262,7 @@ Status Runtime::MapSpan(int device, const std::vector<std::shared_ptr<const Devi
     sizes.push_back(page->size);
   }
   cuda::CUdeviceptr base = 0;
-  if (st.ok()) st = cuda::MapPiecesReadWrite(*driver_, handles, sizes, granularity, prop.location, "cuMemMap of a span's page", &base);
+  if (st.ok()) st = cuda::MapPiecesReadWrite(*driver_, handles, sizes, granularity, location, "cuMemMap of a span's page", &base);
   for (cuda::CUmemGenericAllocationHandle h : handles) driver_->MemRelease(h);  // the mappings, if made, keep the memory
   CONDUIT_RETURN_IF_ERROR(st);
   auto span = std::make_unique<DeviceMapping>();

@@ -92,6 +92,8 @@ class Runtime {
   // readable and writable by `device`).
   Status OpenIpc(const shimproto::RegisterBufferRequest& req, DeviceMapping* out);
   Status MapShareable(const shimproto::RegisterBufferRequest& req, int fd, int device, DeviceMapping* out);
+  // The mapping granularity of `device`'s memory, and the location that names it.
+  Status MappingGranularity(int device, cuda::MemLocation* location, size_t* granularity);
   // Unmaps what MapShareable mapped and closes its descriptor, on a thread of its own:
   // cuMemUnmap is synchronous (it may wait for GPU work queued on any stream, some of which
   // waits on programs), so it never runs on a thread that such work waits for (a

@@ -650,6 +650,46 @@ void* LoadDoubleHere(cuda::Uuid* uuid) {
   return h;
 }
 
+// The double's virtual-memory granularity (as a GPU's, 2 MiB).
+constexpr size_t kDoubleGranularity = size_t{2} << 20;
+
+// A virtual-memory allocation of `size` bytes made in this process by the double loaded at
+// `h` (LoadDoubleHere), exported as a POSIX descriptor (returned; -1 after a failure).
+int ExportedAllocation(void* h, size_t size) {
+  using namespace cuda;
+  auto create = Sym<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*, unsigned long long)>(
+      h, "cuMemCreate");
+  auto export_fd =
+      Sym<CUresult (*)(void*, CUmemGenericAllocationHandle, int, unsigned long long)>(h, "cuMemExportToShareableHandle");
+  MemAllocationProp prop{};
+  prop.type = kMemAllocationTypePinned;
+  prop.requested_handle_types = kMemHandleTypePosixFileDescriptor;
+  prop.location = {kMemLocationTypeDevice, 0};
+  CUmemGenericAllocationHandle alloc = 0;
+  int fd = -1;
+  const bool ok = create != nullptr && export_fd != nullptr && create(&alloc, size, &prop, 0) == kSuccess &&
+                  export_fd(&fd, alloc, kMemHandleTypePosixFileDescriptor, 0) == kSuccess;
+  if (!ok) ADD_FAILURE() << "the double's cuMemCreate or cuMemExportToShareableHandle failed";
+  return ok ? fd : -1;
+}
+
+// An ordinary allocation of `size` bytes made in this process by the double loaded at `h`
+// (in GPU 0's primary context, made current), and its CUDA IPC handle. False after a failure.
+bool IpcAllocation(void* h, size_t size, cuda::IpcMemHandle* handle) {
+  using namespace cuda;
+  auto retain = Sym<CUresult (*)(CUcontext*, CUdevice)>(h, "cuDevicePrimaryCtxRetain");
+  auto set = Sym<CUresult (*)(CUcontext)>(h, "cuCtxSetCurrent");
+  auto alloc = Sym<CUresult (*)(CUdeviceptr*, size_t)>(h, "cuMemAlloc_v2");
+  auto get_handle = Sym<CUresult (*)(IpcMemHandle*, CUdeviceptr)>(h, "cuIpcGetMemHandle");
+  CUcontext ctx = nullptr;
+  CUdeviceptr p = 0;
+  const bool ok = retain != nullptr && set != nullptr && alloc != nullptr && get_handle != nullptr &&
+                  retain(&ctx, 0) == kSuccess && set(ctx) == kSuccess && alloc(&p, size) == kSuccess &&
+                  get_handle(handle, p) == kSuccess;
+  if (!ok) ADD_FAILURE() << "the double's allocation or cuIpcGetMemHandle failed";
+  return ok;
+}
+
 // A program that claims its allocation is larger than it is must not get the daemon to
 // read or write past the end of the mapping (on a GPU: a fault in the daemon's context,
 // which would end GPU work for every program on the host).
@@ -658,17 +698,8 @@ TEST_F(DeviceDoubleTest, RegisterBufferLargerThanTheAllocationIsRefused) {
   Uuid uuid;
   void* h = LoadDoubleHere(&uuid);
   ASSERT_NE(h, nullptr);
-  auto retain = Sym<CUresult (*)(CUcontext*, CUdevice)>(h, "cuDevicePrimaryCtxRetain");
-  auto set = Sym<CUresult (*)(CUcontext)>(h, "cuCtxSetCurrent");
-  auto alloc = Sym<CUresult (*)(CUdeviceptr*, size_t)>(h, "cuMemAlloc_v2");
-  auto get_handle = Sym<CUresult (*)(IpcMemHandle*, CUdeviceptr)>(h, "cuIpcGetMemHandle");
-  CUcontext ctx = nullptr;
-  ASSERT_EQ(retain(&ctx, 0), kSuccess);
-  ASSERT_EQ(set(ctx), kSuccess);
-  CUdeviceptr p = 0;
-  ASSERT_EQ(alloc(&p, 65536), kSuccess);
   IpcMemHandle handle;
-  ASSERT_EQ(get_handle(&handle, p), kSuccess);
+  ASSERT_TRUE(IpcAllocation(h, 65536, &handle));
 
   RawShimClient c;
   ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
@@ -697,19 +728,9 @@ TEST_F(DeviceDoubleTest, RegisterVmmBufferChecksWhatItIsGiven) {
   Uuid uuid;
   void* h = LoadDoubleHere(&uuid);
   ASSERT_NE(h, nullptr);
-  auto create = Sym<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*, unsigned long long)>(
-      h, "cuMemCreate");
-  auto export_fd =
-      Sym<CUresult (*)(void*, CUmemGenericAllocationHandle, int, unsigned long long)>(h, "cuMemExportToShareableHandle");
-  MemAllocationProp prop{};
-  prop.type = kMemAllocationTypePinned;
-  prop.requested_handle_types = kMemHandleTypePosixFileDescriptor;
-  prop.location = {kMemLocationTypeDevice, 0};
-  const size_t kChunk = size_t{2} << 20;
-  CUmemGenericAllocationHandle alloc = 0;
-  ASSERT_EQ(create(&alloc, kChunk, &prop, 0), kSuccess);
-  int fd = -1;
-  ASSERT_EQ(export_fd(&fd, alloc, kMemHandleTypePosixFileDescriptor, 0), kSuccess);
+  const size_t kChunk = kDoubleGranularity;
+  const int fd = ExportedAllocation(h, kChunk);
+  ASSERT_GE(fd, 0);
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
 
@@ -763,22 +784,7 @@ TEST_F(DeviceDoubleTest, RegisterSpanChecksWhatItIsGiven) {
   Uuid uuid;
   void* h = LoadDoubleHere(&uuid);
   ASSERT_NE(h, nullptr);
-  auto create = Sym<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*, unsigned long long)>(
-      h, "cuMemCreate");
-  auto export_fd =
-      Sym<CUresult (*)(void*, CUmemGenericAllocationHandle, int, unsigned long long)>(h, "cuMemExportToShareableHandle");
-  auto retain = Sym<CUresult (*)(CUcontext*, CUdevice)>(h, "cuDevicePrimaryCtxRetain");
-  auto set = Sym<CUresult (*)(CUcontext)>(h, "cuCtxSetCurrent");
-  auto alloc = Sym<CUresult (*)(CUdeviceptr*, size_t)>(h, "cuMemAlloc_v2");
-  auto get_handle = Sym<CUresult (*)(IpcMemHandle*, CUdeviceptr)>(h, "cuIpcGetMemHandle");
-  CUcontext ctx = nullptr;
-  ASSERT_EQ(retain(&ctx, 0), kSuccess);
-  ASSERT_EQ(set(ctx), kSuccess);
-  MemAllocationProp prop{};
-  prop.type = kMemAllocationTypePinned;
-  prop.requested_handle_types = kMemHandleTypePosixFileDescriptor;
-  prop.location = {kMemLocationTypeDevice, 0};
-  const size_t kChunk = size_t{2} << 20;
+  const size_t kChunk = kDoubleGranularity;
 
   RawShimClient c;
   ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
@@ -788,17 +794,14 @@ TEST_F(DeviceDoubleTest, RegisterSpanChecksWhatItIsGiven) {
   memcpy(reg.device.bytes, uuid.bytes, sizeof(reg.device.bytes));
   int fds[2] = {-1, -1};
   for (uint64_t id = 1; id <= 2; ++id) {  // two virtual-memory pages, ids 1 and 2
-    CUmemGenericAllocationHandle a = 0;
-    ASSERT_EQ(create(&a, kChunk, &prop, 0), kSuccess);
-    ASSERT_EQ(export_fd(&fds[id - 1], a, kMemHandleTypePosixFileDescriptor, 0), kSuccess);
+    fds[id - 1] = ExportedAllocation(h, kChunk);
+    ASSERT_GE(fds[id - 1], 0);
     reg.buffer_id = id;
     ASSERT_TRUE(c.SendFrame(kRegisterVmmBuffer, &reg, sizeof reg, -1, kMagic, kVersion, fds[id - 1]));
     ASSERT_EQ(c.ReadStatus(kReplyBound), 0) << c.last_message();
   }
-  CUdeviceptr plain = 0;  // id 3: shared by IPC handle
-  ASSERT_EQ(alloc(&plain, 65536), kSuccess);
-  IpcMemHandle handle;
-  ASSERT_EQ(get_handle(&handle, plain), kSuccess);
+  IpcMemHandle handle;  // id 3: shared by IPC handle
+  ASSERT_TRUE(IpcAllocation(h, 65536, &handle));
   reg.buffer_id = 3;
   reg.size = 65536;
   memcpy(reg.ipc_handle, handle.reserved, sizeof(reg.ipc_handle));
