@@ -444,14 +444,15 @@ int Local(int nranks) {
 }
 
 // A reservation with `chunks` virtual-memory allocations of the granularity mapped back to
-// back, as PyTorch's expandable segments are; `exportable`: created for POSIX descriptors.
+// back, as PyTorch's expandable segments are; `exportable`: created for POSIX descriptors
+// (the first `exportable_pages` of them when that is not -1).
 struct Segment {
   CUdeviceptr base = 0;
   size_t chunk = 0;
   int chunks = 0;
 };
 
-Segment MapSegment(int chunks, bool exportable) {
+Segment MapSegment(int chunks, bool exportable, int exportable_pages = -1) {
   Segment seg;
   MemAllocationProp prop{};
   prop.type = kMemAllocationTypePinned;
@@ -461,6 +462,7 @@ Segment MapSegment(int chunks, bool exportable) {
   seg.chunks = chunks;
   CU_CHECK(g_cu.MemAddressReserve(&seg.base, seg.chunk * chunks, 0, 0, 0));
   for (int i = 0; i < chunks; ++i) {
+    if (i == exportable_pages) prop.requested_handle_types = 0;
     CUmemGenericAllocationHandle h = 0;
     CU_CHECK(g_cu.MemCreate(&h, seg.chunk, &prop, 0));
     CU_CHECK(g_cu.MemMap(seg.base + i * seg.chunk, seg.chunk, 0, h, 0));
@@ -1094,6 +1096,15 @@ int Vmm() {
   // The same span again: no new mapping.
   AllReduceSum(r, send, recv, "all-reduce of the same buffers across two allocations");
   Check(DaemonDeviceMappings(kVmm) == spanned, "a span is mapped once");
+
+  // A buffer from an exportable page into one that is not: staged (no span of half a buffer).
+  std::vector<Segment> mixed = {MapSegment(2, true, 1), MapSegment(2, true, 1)};
+  for (int i = 0; i < 2; ++i) {
+    send[i] = At(mixed[i], mixed[i].chunk - 2000);
+    recv[i] = At(mixed[i], 0);
+  }
+  AllReduceSum(r, send, recv, "all-reduce from an exportable page into one that is not (staged)");
+  for (const Segment& seg : mixed) UnmapSegment(seg);
 
   // Allocations not created exportable: staged.
   std::vector<Segment> plain = {MapSegment(1, false), MapSegment(1, false)};
