@@ -220,8 +220,8 @@ Status Runtime::MapShareable(const shimproto::RegisterBufferRequest& req, int fd
   UniqueFd kept(fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!kept.valid()) return Status(ncclSystemError, std::string("dup of a program's allocation descriptor: ") + strerror(errno));
   cuda::CUmemGenericAllocationHandle handle = 0;
-  cuda::CUresult r = driver_->MemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
-                                            cuda::kMemHandleTypePosixFileDescriptor);
+  cuda::CUresult r = driver_->MemImportFromShareableHandle(
+      &handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)), cuda::kMemHandleTypePosixFileDescriptor);
   if (r != cuda::kSuccess) return driver_->Error("cuMemImportFromShareableHandle of a program's buffer", r);
   cuda::CUdeviceptr base = 0;
   Status mapped = cuda::MapReadWrite(*driver_, handle, req.size, granularity, location,
@@ -252,8 +252,8 @@ Status Runtime::MapSpan(int device, const std::vector<std::shared_ptr<const Devi
       break;
     }
     cuda::CUmemGenericAllocationHandle h = 0;
-    cuda::CUresult r = driver_->MemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(page->fd)),
-                                              cuda::kMemHandleTypePosixFileDescriptor);
+    cuda::CUresult r = driver_->MemImportFromShareableHandle(
+        &h, reinterpret_cast<void*>(static_cast<intptr_t>(page->fd)), cuda::kMemHandleTypePosixFileDescriptor);
     if (r != cuda::kSuccess) {
       st = driver_->Error("cuMemImportFromShareableHandle of a span's page", r);
       break;

@@ -126,9 +126,11 @@ std::vector<DeviceSession::SpanRegistration> DeviceSession::Spans() const {
   gpu::Runtime& rt = gpu::Runtime::Get();
   std::vector<SpanRegistration> out;
   for (const auto& [id, pages] : spans_) {
+    auto mapping = buffers_.find(id);  // always there: the two maps change together
+    if (mapping == buffers_.end()) continue;
     SpanRegistration r;
     r.id = id;
-    memcpy(r.device.bytes, rt.uuid(buffers_.at(id)->device).bytes, sizeof(r.device.bytes));
+    memcpy(r.device.bytes, rt.uuid(mapping->second->device).bytes, sizeof(r.device.bytes));
     r.pages = pages;
     out.push_back(std::move(r));
   }
