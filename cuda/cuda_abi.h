@@ -99,6 +99,7 @@ inline constexpr unsigned kMemHostAllocDeviceMap = 0x2;
 inline constexpr int kMemAllocationTypePinned = 0x1;
 inline constexpr int kMemHandleTypePosixFileDescriptor = 0x1;
 inline constexpr int kMemLocationTypeDevice = 0x1;
+inline constexpr int kMemAccessFlagsProtNone = 0x0;
 inline constexpr int kMemAccessFlagsProtReadWrite = 0x3;
 inline constexpr int kMemAllocGranularityMinimum = 0x0;
 

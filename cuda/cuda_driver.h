@@ -60,6 +60,7 @@ namespace conduit::cuda {
     (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)) \
   X(MemUnmap, cuMemUnmap, (CUdeviceptr ptr, size_t size))                                     \
   X(MemSetAccess, cuMemSetAccess, (CUdeviceptr ptr, size_t size, const MemAccessDesc* desc, size_t count)) \
+  X(MemGetAccess, cuMemGetAccess, (unsigned long long* flags, const MemLocation* location, CUdeviceptr ptr)) \
   X(MemExportToShareableHandle, cuMemExportToShareableHandle,                                 \
     (void* shareable, CUmemGenericAllocationHandle handle, int handle_type, unsigned long long flags)) \
   X(MemImportFromShareableHandle, cuMemImportFromShareableHandle,                             \

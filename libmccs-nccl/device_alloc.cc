@@ -42,6 +42,30 @@ cuda::CUcontext AllocationContext(const cuda::CudaDriver& d) {
   return primary;
 }
 
+// Read-write access to [base, base + bytes), mapped for `device`, for every other GPU that
+// can reach `device`'s memory, as NCCL's ncclMemAlloc gives it: a program may hand such a
+// buffer to kernels on its other GPUs. A refusal only costs that GPU the access (logged).
+void LetPeersAccess(const cuda::CudaDriver& d, cuda::CUdevice device, cuda::CUdeviceptr base, size_t bytes) {
+  int count = 0;
+  if (d.DeviceGetCount(&count) != cuda::kSuccess) return;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    cuda::CUdevice peer = 0;
+    int can = 0;
+    if (d.DeviceGet(&peer, ordinal) != cuda::kSuccess || peer == device ||
+        d.DeviceCanAccessPeer(&can, peer, device) != cuda::kSuccess || can == 0) {
+      continue;
+    }
+    cuda::MemAccessDesc access{};
+    access.location = {cuda::kMemLocationTypeDevice, peer};
+    access.flags = cuda::kMemAccessFlagsProtReadWrite;
+    cuda::CUresult r = d.MemSetAccess(base, bytes, &access, 1);
+    if (r != cuda::kSuccess) {
+      CLOG_DEBUG("ncclMemAlloc: GPU %d cannot be given access to GPU %d's memory: %s", ordinal, static_cast<int>(device),
+                 d.Error("cuMemSetAccess", r).message().c_str());
+    }
+  }
+}
+
 // A virtual-memory-managed allocation of at least `size` bytes on the current context's
 // device, exportable as a POSIX file descriptor, mapped read-write for that device: what
 // NCCL's ncclMemAlloc makes, and what conduitd maps without CUDA IPC. *mapped: its size.
@@ -64,6 +88,7 @@ Status AllocateVmm(const cuda::CudaDriver& d, size_t size, cuda::CUdeviceptr* ou
   Status st = cuda::MapReadWrite(d, handle, bytes, granularity, prop.location, "cuMemMap", &base);
   d.MemRelease(handle);  // the mapping keeps the memory until ncclMemFree unmaps it
   CONDUIT_RETURN_IF_ERROR(st);
+  LetPeersAccess(d, device, base, bytes);
   *out = base;
   *mapped = bytes;
   return Status::Ok();

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "double_errors.h"
 #include "double_memory.h"
@@ -38,6 +39,7 @@ struct Mapping {
   size_t size = 0;
   CUmemGenericAllocationHandle handle = 0;  // the value Retain gives back
   std::shared_ptr<Allocation> allocation;
+  uint64_t readable_by = 0;  // bit d: cuMemSetAccess gave device d read-write access
 };
 
 struct Vmm {
@@ -189,16 +191,38 @@ CUresult UnmapAllocation(uint64_t base, size_t size) {
   return kSuccess;
 }
 
-CUresult CheckMapped(uint64_t base, size_t size) {
+CUresult SetAccess(uint64_t base, size_t size, int device, int flags) {
+  using conduit::cuda::kMemAccessFlagsProtNone;
+  using conduit::cuda::kMemAccessFlagsProtReadWrite;
+  if (device < 0 || device >= 64 || (flags != kMemAccessFlagsProtNone && flags != kMemAccessFlagsProtReadWrite)) {
+    return kErrorInvalidValue;
+  }
   Vmm& v = State();
   std::lock_guard<std::mutex> lock(v.mu);
-  // Every byte of the range in some mapping, the mappings back to back.
-  uint64_t at = base;
-  while (at < base + size) {
+  // Every byte of the range in some mapping, the mappings back to back; nothing changes
+  // unless all are.
+  std::vector<Mapping*> covered;
+  for (uint64_t at = base; at < base + size;) {
     auto it = v.mappings.find(at);
     if (it == v.mappings.end()) return kErrorInvalidValue;
+    covered.push_back(&it->second);
     at += it->second.size;
   }
+  const uint64_t bit = uint64_t{1} << device;
+  for (Mapping* m : covered) m->readable_by = flags == kMemAccessFlagsProtNone ? m->readable_by & ~bit : m->readable_by | bit;
+  return kSuccess;
+}
+
+CUresult GetAccess(uint64_t ptr, int device, unsigned long long* flags) {
+  if (flags == nullptr || device < 0 || device >= 64) return kErrorInvalidValue;
+  Vmm& v = State();
+  std::lock_guard<std::mutex> lock(v.mu);
+  auto it = v.mappings.upper_bound(ptr);
+  if (it == v.mappings.begin()) return kErrorInvalidValue;
+  --it;
+  if (ptr >= it->first + it->second.size) return kErrorInvalidValue;
+  *flags = (it->second.readable_by >> device) & 1 ? conduit::cuda::kMemAccessFlagsProtReadWrite
+                                                  : conduit::cuda::kMemAccessFlagsProtNone;
   return kSuccess;
 }
 

@@ -32,8 +32,11 @@ CUresult FreeAddresses(uint64_t base, size_t size);
 // `ctx`: what the pointer queries report for it.
 CUresult MapAllocation(uint64_t base, size_t size, CUmemGenericAllocationHandle handle, int device, CUcontext ctx);
 CUresult UnmapAllocation(uint64_t base, size_t size);
-// cuMemSetAccess: the range must be mapped.
-CUresult CheckMapped(uint64_t base, size_t size);
+// cuMemSetAccess for one device: the range must be mapped; `flags` (none or read-write)
+// applies to every mapping in it.
+CUresult SetAccess(uint64_t base, size_t size, int device, int flags);
+// cuMemGetAccess: what SetAccess gave `device` on the mapping holding `ptr`.
+CUresult GetAccess(uint64_t ptr, int device, unsigned long long* flags);
 CUresult ExportAllocation(CUmemGenericAllocationHandle handle, int* fd);
 CUresult ImportAllocation(int fd, CUmemGenericAllocationHandle* out);
 // The allocation mapped at `addr`, with one more reference.

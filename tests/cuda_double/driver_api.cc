@@ -507,7 +507,19 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const MemAccessDesc* desc,
       return kErrorInvalidDevice;
     }
   }
-  return CheckMapped(ptr, size);
+  for (size_t i = 0; i < count; ++i) {
+    if (CUresult r = SetAccess(ptr, size, desc[i].location.id, desc[i].flags); r != kSuccess) return r;
+  }
+  return kSuccess;
+}
+
+CUresult cuMemGetAccess(unsigned long long* flags, const MemLocation* location, CUdeviceptr ptr) {
+  CONDUIT_DOUBLE_REQUIRE_INIT();
+  if (location == nullptr || location->type != kMemLocationTypeDevice || location->id < 0 ||
+      location->id >= DeviceCount()) {
+    return kErrorInvalidDevice;
+  }
+  return GetAccess(ptr, location->id, flags);
 }
 
 CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle, int handle_type,

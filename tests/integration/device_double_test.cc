@@ -546,8 +546,10 @@ TEST_F(DeviceDoubleTest, PointToPointBetweenAsynchronousAndEventOrderedPrograms)
 // Virtual-memory-managed allocations (PyTorch's expandable segments, ncclMemAlloc) are
 // mapped in conduitd from the POSIX descriptors CUDA exports, a buffer across two of them
 // as a span of both; what cannot go that way is staged, and every result is right.
+// ncclMemAlloc's memory is open to every GPU that can reach it, as NCCL's.
 TEST_F(DeviceDoubleTest, VirtualMemoryBuffersAreSharedByFileDescriptor) {
-  Subprocess& p = RunProbe({"vmm"}, {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=REG"});
+  // Two GPUs in the program too: ncclMemAlloc's memory must be open to the second.
+  Subprocess& p = RunProbe({"vmm"}, {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=REG", "CONDUIT_CUDA_DOUBLE_DEVICES=2"});
   EXPECT_TRUE(Passed(p)) << p.Output();
   const std::string out = p.Output();
   EXPECT_NE(out.find("(virtual memory, by file descriptor)"), std::string::npos) << out;

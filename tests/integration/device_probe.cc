@@ -1121,6 +1121,18 @@ int Vmm() {
   const bool vmm = g_cu.MemRetainAllocationHandle(&h, p) == kSuccess;
   if (vmm) CU_CHECK(g_cu.MemRelease(h));
   Check(vmm, "ncclMemAlloc returns a virtual-memory-managed allocation");
+  // As NCCL's: readable and writable by every GPU that can reach the allocating one (the
+  // double's two GPUs reach each other).
+  int gpus = 0;
+  CU_CHECK(g_cu.DeviceGetCount(&gpus));
+  Check(gpus >= 2, "this program sees two GPUs (CONDUIT_CUDA_DOUBLE_DEVICES=2)");
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    unsigned long long access = 0;
+    const MemLocation where{kMemLocationTypeDevice, gpu};
+    const bool rw = g_cu.MemGetAccess(&access, &where, reinterpret_cast<CUdeviceptr>(p)) == kSuccess &&
+                    access == static_cast<unsigned long long>(kMemAccessFlagsProtReadWrite);
+    Check(rw, "ncclMemAlloc's memory is readable and writable by GPU " + std::to_string(gpu));
+  }
   NCCL_CHECK(ncclMemFree(p));
 
   // Unmapped by the program: conduitd lets go at the next call (the shim's free check).
