@@ -861,6 +861,18 @@ int DaemonDeviceMappings(const char* kind = "cuda-double-device") {
   return n;
 }
 
+// conduitd's mappings of virtual-memory allocations once they are `want` or 5 s have
+// passed: conduitd unmaps them on a thread of its own (cuMemUnmap may wait for the GPU),
+// soon after the release that drops them, not within it.
+int DaemonVmmMappingsSettle(int want) {
+  int now = DaemonDeviceMappings("cuda-double-vmm");
+  for (const Clock::time_point start = Clock::now(); now != want && MsSince(start) < 5000;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    now = DaemonDeviceMappings("cuda-double-vmm");
+  }
+  return now;
+}
+
 // ncclCommRegister and ncclCommWindowRegister of device buffers map them in conduitd at
 // once (two mappings per allocation in the double), before any collective; host memory
 // registers without a mapping; collectives on them are right; deregistration works and a
@@ -914,8 +926,9 @@ int Register() {
   Check(wrong_across < 0, "all-reduce in place on a registered buffer across two pages");
   Check(DaemonDeviceMappings(kVmm) == vmm_after, "the collective across the pages needed no new mapping");
   NCCL_CHECK(ncclCommDeregister(r.comms[0], handle));
-  Check(DaemonDeviceMappings(kVmm) == vmm_before, "a deregistered range's pages and span are unmapped at once (" +
-                                                      std::to_string(DaemonDeviceMappings(kVmm)) + " mappings left)");
+  const int vmm_left = DaemonVmmMappingsSettle(vmm_before);
+  Check(vmm_left == vmm_before, "a deregistered range's pages and span are unmapped (" + std::to_string(vmm_left) +
+                                    " mappings left)");
   UnmapSegment(seg);
   int bogus = 0;
   Check(ncclCommDeregister(r.comms[0], &bogus) == ncclInvalidArgument, "a handle that is not one is refused");
@@ -1141,12 +1154,7 @@ int Vmm() {
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   AllReduceSum(r, send, recv, "all-reduce after the segments were unmapped");
   for (int i = 0; i < 2; ++i) CU_CHECK(g_cu.StreamSynchronize(r.streams[i]));
-  // conduitd unmaps on a thread of its own (cuMemUnmap may wait for the GPU): soon after.
-  int after = DaemonDeviceMappings(kVmm);
-  for (const Clock::time_point start = Clock::now(); after != before && MsSince(start) < 5000;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    after = DaemonDeviceMappings(kVmm);
-  }
+  const int after = DaemonVmmMappingsSettle(before);
   std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before the unmaps, %d after\n", held,
               after);
   Check(held > before && after == before, "conduitd drops its mappings of allocations the program unmapped");
