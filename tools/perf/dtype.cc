@@ -51,6 +51,17 @@ void Store(void* base, size_t index, T v) {
   std::memcpy(static_cast<char*>(base) + index * sizeof(T), &v, sizeof(T));
 }
 
+// An integer element of `value`, wrapped as the type's own arithmetic wraps (an expected
+// uint8 result of -3 is 253). Converting a double to an integer type that cannot hold it is
+// undefined, so it goes through int64 (uint64 from 2^63), and integer-to-integer conversion
+// is modular. NaN and values past 64 bits give 0.
+template <typename T>
+T WrapToInteger(double value) {
+  if (value >= 0x1p63 && value < 0x1p64) return static_cast<T>(static_cast<uint64_t>(value));
+  if (!(value >= -0x1p63 && value < 0x1p63)) return 0;
+  return static_cast<T>(static_cast<int64_t>(value));
+}
+
 uint32_t FloatBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
@@ -193,12 +204,12 @@ void StoreElement(const DtypeInfo& dt, void* base, size_t index, double value) {
     case ncclFloat16: Store(base, index, FloatToHalf(static_cast<float>(value))); break;
     case ncclBfloat16: Store(base, index, FloatToBf16(static_cast<float>(value))); break;
     case ncclFloat64: Store(base, index, value); break;
-    case ncclInt8: Store(base, index, static_cast<int8_t>(value)); break;
-    case ncclUint8: Store(base, index, static_cast<uint8_t>(value)); break;
-    case ncclInt32: Store(base, index, static_cast<int32_t>(value)); break;
-    case ncclUint32: Store(base, index, static_cast<uint32_t>(value)); break;
-    case ncclInt64: Store(base, index, static_cast<int64_t>(value)); break;
-    case ncclUint64: Store(base, index, static_cast<uint64_t>(value)); break;
+    case ncclInt8: Store(base, index, WrapToInteger<int8_t>(value)); break;
+    case ncclUint8: Store(base, index, WrapToInteger<uint8_t>(value)); break;
+    case ncclInt32: Store(base, index, WrapToInteger<int32_t>(value)); break;
+    case ncclUint32: Store(base, index, WrapToInteger<uint32_t>(value)); break;
+    case ncclInt64: Store(base, index, WrapToInteger<int64_t>(value)); break;
+    case ncclUint64: Store(base, index, WrapToInteger<uint64_t>(value)); break;
     case ncclFloat8e4m3: Store(base, index, FloatToE4M3(static_cast<float>(value))); break;
     case ncclFloat8e5m2: Store(base, index, FloatToE5M2(static_cast<float>(value))); break;
     default: break;
