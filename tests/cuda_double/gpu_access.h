@@ -43,8 +43,8 @@ class GpuAccess {
   GpuAccess& operator=(const GpuAccess&) = delete;
 
  private:
-  const bool reads_;
-  const bool writes_;
+  [[maybe_unused]] const bool reads_;  // used only under ThreadSanitizer
+  [[maybe_unused]] const bool writes_;
 };
 
 }  // namespace cuda_double

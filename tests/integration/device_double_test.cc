@@ -938,7 +938,7 @@ TEST_F(DeviceDoubleHostsTest, CollectivesAcrossHosts) {
 
 // Every collective's staging through pinned memory on both hosts matches the table.
 TEST_F(DeviceDoubleHostsTest, StagingWritesMatchTheTable) {
-  RunAcrossHosts({}, [this] {
+  RunAcrossHosts({}, [] {
     for (int host = 0; host < 2; ++host) EXPECT_EQ(CheckDeviceTrace(*cluster_, host, 2), kEveryCollective);
   });
 }

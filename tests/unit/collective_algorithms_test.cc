@@ -315,10 +315,10 @@ TEST(CollectiveAlgorithmsTest, AllReduceEveryTypeAndOperator) {
 TEST(CollectiveAlgorithmsTest, LargeRingAllReduceCyclesItsStagingSlots) {
   for (int n : {2, 4, 5}) {
     auto mesh = Mesh(n);
-    const size_t count = (1u << 16) + 3;  // 64 chunks of 1 KiB per host's segment: 8 rounds of slots
+    constexpr size_t count = (1u << 16) + 3;  // 64 chunks of 1 KiB per host's segment: 8 rounds of slots
     SCOPED_TRACE("hosts " + std::to_string(n));
     auto hosts = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
-    RunOnMesh(*mesh, hosts, [count](const HostGroup& g, uint8_t* buf) {
+    RunOnMesh(*mesh, hosts, [](const HostGroup& g, uint8_t* buf) {
       return RingAllReduce(g, buf, count, ncclFloat32, ncclSum);
     }, {.chunk_bytes = 1024, .all_finalized = true});
   }
@@ -335,15 +335,15 @@ TEST(CollectiveAlgorithmsTest, LargeExchangesCycleTheirStagingSlots) {
     auto mesh = Mesh(n);
     // 2 MiB and a bit per host: 32 chunks of 64 KiB, 8 times the 4 slots, and 10 times a
     // socketpair's buffer.
-    const size_t count = (512u << 10) + 5;
+    constexpr size_t count = (512u << 10) + 5;
     for (bool apart : {false, true}) {
       SCOPED_TRACE("hosts " + std::to_string(n) + (apart ? " input apart" : " in place"));
       auto rd = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
-      RunOnMesh(*mesh, rd, [count](const HostGroup& g, uint8_t* buf) {
+      RunOnMesh(*mesh, rd, [](const HostGroup& g, uint8_t* buf) {
         return RecursiveDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
       }, {.chunk_bytes = 64 * 1024, .input_apart = apart});
       auto rh = ReductionCase(n, count, ncclFloat32, ncclSum, Everyone);
-      RunOnMesh(*mesh, rh, [count](const HostGroup& g, uint8_t* buf) {
+      RunOnMesh(*mesh, rh, [](const HostGroup& g, uint8_t* buf) {
         return HalvingDoublingAllReduce(g, buf, count, ncclFloat32, ncclSum);
       }, {.chunk_bytes = 64 * 1024, .input_apart = apart});
     }
