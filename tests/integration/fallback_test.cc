@@ -87,7 +87,7 @@ TEST(FallbackTest, NativeLibraryOverride) {
 // names pip's nvidia/nccl/lib, falls back to that NCCL (before /usr/local/cuda's): the one
 // it would have loaded without the shim. The shim is preloaded, as users run it.
 TEST(FallbackTest, FallbackIsTheNcclTheProgramsRunpathNames) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(CONDUIT_IT_ASAN) || defined(CONDUIT_IT_TSAN)
   GTEST_SKIP() << "a preloaded sanitized shim would precede the sanitizer runtime";
 #endif
   if (::access(kNativeNccl, R_OK) != 0) GTEST_SKIP() << kNativeNccl << " is not installed";

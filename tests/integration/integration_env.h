@@ -8,13 +8,27 @@
 
 #include "cluster.h"
 
+// The sanitizer this file is built with: GCC defines __SANITIZE_*__, clang 14 only answers
+// __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define CONDUIT_IT_ASAN 1
+#elif defined(__SANITIZE_THREAD__)
+#define CONDUIT_IT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CONDUIT_IT_ASAN 1
+#elif __has_feature(thread_sanitizer)
+#define CONDUIT_IT_TSAN 1
+#endif
+#endif
+
 namespace conduit::it {
 
 // Sanitized builds run several times slower: bounds on whole collective runs (not the
 // failure-detection bounds under test) scale with them.
-#if defined(__SANITIZE_THREAD__)
+#if defined(CONDUIT_IT_TSAN)
 inline constexpr int kSanitizerSlowdown = 4;
-#elif defined(__SANITIZE_ADDRESS__)
+#elif defined(CONDUIT_IT_ASAN)
 inline constexpr int kSanitizerSlowdown = 2;
 #else
 inline constexpr int kSanitizerSlowdown = 1;
