@@ -839,10 +839,15 @@ int Vanish() {
   _exit(0);
 }
 
+// The names of the double's device memory in /proc/<pid>/maps: ordinary allocations, and
+// virtual-memory-managed ones.
+constexpr const char* kDeviceMappingName = "cuda-double-device";
+constexpr const char* kVmmMappingName = "cuda-double-vmm";
+
 // How many of conduitd's mappings are of the double's device memory (two per opened
-// allocation; `kind` "cuda-double-vmm" for virtual-memory-managed ones), read from /proc of
+// allocation; `kind` kVmmMappingName for virtual-memory-managed ones), read from /proc of
 // the daemon that answers on $CONDUIT_SOCKET.
-int DaemonDeviceMappings(const char* kind = "cuda-double-device") {
+int DaemonDeviceMappings(const char* kind = kDeviceMappingName) {
   g_stage.store("DaemonDeviceMappings");
   const char* path = std::getenv("CONDUIT_SOCKET");
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -865,10 +870,10 @@ int DaemonDeviceMappings(const char* kind = "cuda-double-device") {
 // passed: conduitd unmaps them on a thread of its own (cuMemUnmap may wait for the GPU),
 // soon after the release that drops them, not within it.
 int DaemonVmmMappingsSettle(int want) {
-  int now = DaemonDeviceMappings("cuda-double-vmm");
+  int now = DaemonDeviceMappings(kVmmMappingName);
   for (const Clock::time_point start = Clock::now(); now != want && MsSince(start) < 5000;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    now = DaemonDeviceMappings("cuda-double-vmm");
+    now = DaemonDeviceMappings(kVmmMappingName);
   }
   return now;
 }
@@ -911,11 +916,10 @@ int Register() {
   // A range across two pages of a segment: both pages and the span of them are mapped at
   // registration (two mappings each page, four the span, in the double), a collective on a
   // buffer inside it needs none more, and deregistering lets go of all of them.
-  const char* kVmm = "cuda-double-vmm";
   const Segment seg = MapSegment(2, true);
-  const int vmm_before = DaemonDeviceMappings(kVmm);
+  const int vmm_before = DaemonDeviceMappings(kVmmMappingName);
   NCCL_CHECK(ncclCommRegister(r.comms[0], At(seg, seg.chunk - 8192), 16384, &handle));
-  const int vmm_after = DaemonDeviceMappings(kVmm);
+  const int vmm_after = DaemonDeviceMappings(kVmmMappingName);
   std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before registering a range across "
               "two pages, %d after\n", vmm_before, vmm_after);
   Check(vmm_before >= 0 && vmm_after == vmm_before + 8, "a registered range across two pages is mapped with its span");
@@ -924,7 +928,7 @@ int Register() {
   NCCL_CHECK(ncclAllReduce(across, across, kCount, ncclFloat32, ncclSum, r.comms[0], Nccl(r.streams[0])));
   const long wrong_across = FirstWrong(Read(across, kCount, r.streams[0]), [](size_t e) { return 3 + static_cast<float>(e); });
   Check(wrong_across < 0, "all-reduce in place on a registered buffer across two pages");
-  Check(DaemonDeviceMappings(kVmm) == vmm_after, "the collective across the pages needed no new mapping");
+  Check(DaemonDeviceMappings(kVmmMappingName) == vmm_after, "the collective across the pages needed no new mapping");
   NCCL_CHECK(ncclCommDeregister(r.comms[0], handle));
   const int vmm_left = DaemonVmmMappingsSettle(vmm_before);
   Check(vmm_left == vmm_before, "a deregistered range's pages and span are unmapped (" + std::to_string(vmm_left) +
@@ -1077,8 +1081,7 @@ int DaemonDies() {
 
 int Vmm() {
   Ranks r = AllHere(2);
-  const char* kVmm = "cuda-double-vmm";
-  const int before = DaemonDeviceMappings(kVmm);
+  const int before = DaemonDeviceMappings(kVmmMappingName);
   std::vector<Segment> segs = {MapSegment(2, true), MapSegment(2, true)};
   std::vector<float*> send(2), recv(2);
   for (int i = 0; i < 2; ++i) {
@@ -1088,7 +1091,7 @@ int Vmm() {
   AllReduceSum(r, send, recv, "all-reduce sum on virtual-memory buffers");
   AllGather(r, send, recv);
   OtherCollectives(r, send, recv);
-  const int mapped = DaemonDeviceMappings(kVmm);
+  const int mapped = DaemonDeviceMappings(kVmmMappingName);
   std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before, %d after\n", before, mapped);
   // One allocation per rank holds both buffers: two mappings each in the double.
   Check(before >= 0 && mapped == before + 4, "conduitd maps each rank's allocation from its file descriptor");
@@ -1101,14 +1104,14 @@ int Vmm() {
   }
   AllReduceSum(r, send, recv, "all-reduce of buffers across two allocations (a span)");
   AllGather(r, send, recv);
-  const int spanned = DaemonDeviceMappings(kVmm);
+  const int spanned = DaemonDeviceMappings(kVmmMappingName);
   std::printf("device_probe: conduitd's mappings of virtual-memory allocations: %d before the spans, %d after\n", mapped,
               spanned);
   // Per rank: the second page (two mappings in the double) and the span of both pages (four).
   Check(spanned == mapped + 12, "conduitd maps each rank's second page and a span of both pages");
   // The same span again: no new mapping.
   AllReduceSum(r, send, recv, "all-reduce of the same buffers across two allocations");
-  Check(DaemonDeviceMappings(kVmm) == spanned, "a span is mapped once");
+  Check(DaemonDeviceMappings(kVmmMappingName) == spanned, "a span is mapped once");
 
   // A buffer from an exportable page into one that is not: staged (no span of half a buffer).
   std::vector<Segment> mixed = {MapSegment(2, true, 1), MapSegment(2, true, 1)};
@@ -1149,7 +1152,7 @@ int Vmm() {
   NCCL_CHECK(ncclMemFree(p));
 
   // Unmapped by the program: conduitd lets go at the next call (the shim's free check).
-  const int held = DaemonDeviceMappings(kVmm);
+  const int held = DaemonDeviceMappings(kVmmMappingName);
   for (const Segment& seg : segs) UnmapSegment(seg);
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   AllReduceSum(r, send, recv, "all-reduce after the segments were unmapped");

@@ -97,7 +97,7 @@ TEST(FallbackTest, FallbackIsTheNcclTheProgramsRunpathNames) {
   std::filesystem::create_symlink(kNativeNccl, dir / "libnccl.so.2");
   std::string out;
   int rc = RunCommand({"/usr/bin/env", "CONDUIT_SOCKET=/nonexistent/conduit-it.sock",
-                       std::string("LD_PRELOAD=") + CONDUIT_SHIM_PATH, Cluster::BinPath("runpath_probe")},
+                       "LD_PRELOAD=" CONDUIT_SHIM_PATH, Cluster::BinPath("runpath_probe")},
                       &out);
   ExpectNativeProbe(out, rc, kNativeNccl);
   EXPECT_NE(ConduitLine(out).find((dir / "libnccl.so.2").string()), std::string::npos)
