@@ -22,7 +22,7 @@
 # with every host sending to the next at once. On one machine the namespaces share its
 # CPUs, so that is about the best any algorithm does there (lib.sh, bench_iperf_ring).
 # --pin-hosts: every process of host i (daemon, programs, the peers' ranks, iperf3) on CPU
-# i mod the CPUs (lib.sh, bench_on), for all three alike.
+# i mod the machine's CPUs (lib.sh, bench_on, BENCH_CPUS), for all three alike.
 # --dtype float|half|bfloat16: the element type (float32 by default). MPI has no 16-bit
 # float type, so OpenMPI runs only for float; Gloo runs what its torch supports (Debian
 # 12's torch 1.13 has no bfloat16 in Gloo: its column stays empty, with a log line).

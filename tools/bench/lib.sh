@@ -31,8 +31,13 @@ bench_die() { echo "bench: error: $*" >&2; exit 1; }
 
 bench_ip() { "$BENCH_NETNS" ip "$1" --subnet "$BENCH_SUBNET"; }
 bench_ns() { echo "$BENCH_PREFIX-h$1"; }
+# The machine's CPUs, counted once by the script the user started and handed down to every
+# process it starts (exported): `nproc` counts only the CPUs a process may run on, so in a
+# process already pinned to one CPU (mpirun's launch agent, netns-rsh) it says 1.
+: "${BENCH_CPUS:=$(nproc)}"
+export BENCH_CPUS
 # bench_cpu_of HOST: the CPU a host's processes run on with BENCH_PIN_HOSTS=1.
-bench_cpu_of() { echo $(($1 % $(nproc))); }
+bench_cpu_of() { echo $(($1 % BENCH_CPUS)); }
 # bench_on HOST: sets BENCH_ON to the words that run a command in HOST's namespace:
 # "${BENCH_ON[@]}" CMD... (a prefix, not a function, so that `$!` after a command started
 # with `&` is the command's own pid). With BENCH_PIN_HOSTS=1 every process of a host
