@@ -158,13 +158,14 @@ bench_mpi_run() {
   local hostfile="$BENCH_WORK/mpi-hosts" i
   : >"$hostfile"
   for ((i = 0; i < hosts; i++)); do echo "$(bench_ip "$i") slots=$ppn" >>"$hostfile"; done
-  # Pinned hosts (BENCH_PIN_HOSTS=1): mpirun runs on host 0's CPU, netns-rsh starts each
-  # other host's daemon on its own, the ranks inherit it, and OpenMPI binds nothing itself.
-  local bind=()
-  [[ ${BENCH_PIN_HOSTS:-0} == 1 ]] && bind=(--bind-to none)
+  # OpenMPI binds nothing itself (--bind-to none), so its ranks run where the scheduler puts
+  # them, as ours and Gloo's do. By default it binds each host's ranks to that host's first
+  # cores; every emulated host is this one machine, so with one rank per host all ranks sat
+  # on CPU 0 (until 2026-12-07; BENCH_MPI_BIND=core brings that back, to compare). Pinned hosts (BENCH_PIN_HOSTS=1): mpirun runs on host 0's
+  # CPU, netns-rsh starts each other host's daemon on its own, and the ranks inherit it.
   bench_on 0
   BENCH_PIN_HOSTS=${BENCH_PIN_HOSTS:-0} "${BENCH_ON[@]}" mpirun --allow-run-as-root --oversubscribe \
-    -np $((hosts * ppn)) --hostfile "$hostfile" --map-by "ppr:$ppn:node" "${bind[@]}" \
+    -np $((hosts * ppn)) --hostfile "$hostfile" --map-by "ppr:$ppn:node" --bind-to "${BENCH_MPI_BIND:-none}" \
     --mca plm_rsh_agent "$BENCH_DIR/netns-rsh" \
     --mca btl tcp,self,vader --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
     --mca mpi_yield_when_idle 1 \
