@@ -161,8 +161,9 @@ bench_mpi_run() {
   # OpenMPI binds nothing itself (--bind-to none), so its ranks run where the scheduler puts
   # them, as ours and Gloo's do. By default it binds each host's ranks to that host's first
   # cores; every emulated host is this one machine, so with one rank per host all ranks sat
-  # on CPU 0 (until 2026-12-07; BENCH_MPI_BIND=core brings that back, to compare). Pinned hosts (BENCH_PIN_HOSTS=1): mpirun runs on host 0's
-  # CPU, netns-rsh starts each other host's daemon on its own, and the ranks inherit it.
+  # on CPU 0 (until 2026-12-07; BENCH_MPI_BIND=core brings that back, to compare).
+  # Pinned hosts (BENCH_PIN_HOSTS=1): mpirun runs on host 0's CPU, netns-rsh starts each
+  # other host's daemon on its own, and the ranks inherit it.
   bench_on 0
   BENCH_PIN_HOSTS=${BENCH_PIN_HOSTS:-0} "${BENCH_ON[@]}" mpirun --allow-run-as-root --oversubscribe \
     -np $((hosts * ppn)) --hostfile "$hostfile" --map-by "ppr:$ppn:node" --bind-to "${BENCH_MPI_BIND:-none}" \
