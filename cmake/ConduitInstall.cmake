@@ -73,7 +73,7 @@ if(CONDUIT_BUILD_GRPC)
 endif()
 
 if(CONDUIT_BUILD_TOOLS)
-  conduit_install_programs(COMPONENT tools conduit-auth-bench conduit-reduce-bench)
+  conduit_install_programs(COMPONENT tools conduit-auth-bench conduit-reduce-bench conduit-copy-bench)
 endif()
 
 if(CONDUIT_BUILD_HOPLITE)

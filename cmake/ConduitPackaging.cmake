@@ -57,7 +57,7 @@ if(CONDUIT_BUILD_NCCL)
       "Conduit's drop-in libnccl.so.2 (NCCL 2.28 API and ABI)\nForwards communicators and collectives to conduitd, or to NVIDIA's NCCL when no daemon\naccepts the program. Installed in a private directory, so it never shadows libnccl2:\nLD_PRELOAD=/usr/lib/<multiarch>/conduit/nccl/libnccl.so.2, or activate\n/usr/share/conduit/ld.so.conf.d/conduit-nccl.conf host-wide.")
   set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME conduit-tools)
   set(CPACK_COMPONENT_TOOLS_DESCRIPTION
-      "Conduit benchmarks and demo programs\nconduit-perf (nccl-tests' flags; lib/<multiarch>/conduit/nccl-tests has nccl-tests' program\nnames), conduit-allreduce-demo, conduit-series, hoplite-bench, conduit-auth-bench, conduit-reduce-bench and the\nexample gRPC pair conduit-rpc-bench and conduit-rpc-bench-server.")
+      "Conduit benchmarks and demo programs\nconduit-perf (nccl-tests' flags; lib/<multiarch>/conduit/nccl-tests has nccl-tests' program\nnames), conduit-allreduce-demo, conduit-series, hoplite-bench, conduit-auth-bench, conduit-reduce-bench,\nconduit-copy-bench and the example gRPC pair conduit-rpc-bench and conduit-rpc-bench-server.")
   set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "conduit-nccl (= ${conduit_deb_version})")
   if(CONDUIT_BUILD_HOPLITE)
     string(APPEND CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS ", libhoplite0 (= ${conduit_deb_version})")
