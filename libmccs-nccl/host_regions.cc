@@ -1,29 +1,67 @@
 #include "host_regions.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "common/shm_segment.h"
+#include "page_adoption.h"
 
 namespace conduit {
 namespace {
 
 struct Region {
   uint64_t id = 0;
-  ShmSegment map;
+  uintptr_t start = 0;  // the program's address of byte 0
+  size_t size = 0;
+  ShmSegment map;  // ncclMemAlloc's: the program's own mapping
   UniqueFd fd;
+  std::unique_ptr<AdoptedPages> adopted;  // or a program's buffer, adopted
+  int Fd() const { return adopted ? adopted->fd.get() : fd.get(); }
 };
 
 std::mutex g_mu;
 std::map<uintptr_t, std::unique_ptr<Region>> g_regions;  // by start address
 uint64_t g_next_id = 1;
 uint64_t g_frees = 0;
+uint64_t g_adopted_bytes = 0;
+size_t g_adopted_count = 0;
+// Each adoption splits the program's mapping in up to three (vm.max_map_count is 65530 by
+// default): at most this many at once.
+constexpr size_t kMaxAdoptedRegions = 1024;
+std::chrono::steady_clock::time_point g_last_sweep;
+// Buffers adoption refused ((address, bytes)): not tried on every call. Forgotten when a
+// region goes (the refusal may have been the overlap) and when it grows past kMaxRefused.
+std::set<std::pair<uintptr_t, size_t>> g_refused;
+constexpr size_t kMaxRefused = 1024;
+
+size_t EnvBytes(const char* name, size_t fallback) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const unsigned long long n = strtoull(v, &end, 10);
+  return end != v && *end == '\0' ? static_cast<size_t>(n) : fallback;
+}
+
+size_t AdoptMinBytes() {
+  static const size_t value = EnvBytes("CONDUIT_ADOPT_MIN_BYTES", size_t{256} << 10);
+  return value;
+}
+
+size_t AdoptMaxBytes() {
+  static const size_t value = EnvBytes("CONDUIT_ADOPT_MAX_BYTES", size_t{1} << 30);
+  return value;
+}
 
 // The live region named `id`, or null (g_mu held). The table is keyed by address; a scan
 // is enough for the calls by id, which come only on attach and after a free.
@@ -32,6 +70,50 @@ const Region* LiveRegion(uint64_t id) {
     if (region->id == id) return region.get();
   }
   return nullptr;
+}
+
+// Removes a region from the table (g_mu held): connections that attached it release it
+// at their next group (RegionFrees).
+std::map<uintptr_t, std::unique_ptr<Region>>::iterator Drop(std::map<uintptr_t, std::unique_ptr<Region>>::iterator it) {
+  if (it->second->adopted) {
+    g_adopted_bytes -= it->second->size;
+    --g_adopted_count;
+  }
+  ++g_frees;
+  g_refused.clear();
+  return g_regions.erase(it);
+}
+
+// The region holding program bytes [at, at + bytes), or end (g_mu held). An adopted one
+// whose pages the program no longer has is dropped.
+std::map<uintptr_t, std::unique_ptr<Region>>::iterator Holding(uintptr_t at, size_t bytes) {
+  auto it = g_regions.upper_bound(at);
+  if (it == g_regions.begin()) return g_regions.end();
+  --it;
+  const uint64_t offset = at - it->first;
+  if (offset > it->second->size || bytes > it->second->size - offset) return g_regions.end();
+  if (it->second->adopted && !StillAdopted(*it->second->adopted)) {
+    Drop(it);
+    return g_regions.end();
+  }
+  return it;
+}
+
+// fork: no thread may hold the table while the child copies it, and the child gives every
+// adopted page range back its own private pages (a forked child does not share the
+// parent's heap).
+void LockBeforeFork() { g_mu.lock(); }
+void UnlockInParent() { g_mu.unlock(); }
+void ReprivatizeInTheChild() {
+  for (auto it = g_regions.begin(); it != g_regions.end();) {
+    if (it->second->adopted) {
+      ReprivatizeInChild(*it->second->adopted);
+      it = Drop(it);
+    } else {
+      ++it;
+    }
+  }
+  g_mu.unlock();
 }
 
 }  // namespace
@@ -44,8 +126,10 @@ Status AllocateRegion(size_t bytes, void** out) {
   CONDUIT_RETURN_IF_ERROR(region->map.Create("conduit-ncclMemAlloc", size, &region->fd));
   std::lock_guard<std::mutex> lock(g_mu);
   region->id = g_next_id++;
+  region->start = reinterpret_cast<uintptr_t>(region->map.data());
+  region->size = region->map.size();
   *out = region->map.data();
-  g_regions[reinterpret_cast<uintptr_t>(region->map.data())] = std::move(region);
+  g_regions[region->start] = std::move(region);
   return Status::Ok();
 }
 
@@ -53,31 +137,119 @@ bool FreeRegion(void* p) {
   std::unique_ptr<Region> gone;
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_regions.find(reinterpret_cast<uintptr_t>(p));
-  if (it == g_regions.end()) return false;
-  gone = std::move(it->second);
+  if (it == g_regions.end() || it->second->adopted) return false;
+  gone = std::move(it->second);  // unmapped once the lock is released
   g_regions.erase(it);
   ++g_frees;
+  g_refused.clear();
   return true;
 }
 
 bool FindRegion(const void* p, size_t bytes, RegionSpan* out) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_regions.upper_bound(at);
-  if (it == g_regions.begin()) return false;
-  --it;
-  const uint64_t offset = at - it->first;
-  const uint64_t size = it->second->map.size();
-  if (offset > size || bytes > size - offset) return false;
-  *out = RegionSpan{it->second->id, offset, size};
+  auto it = Holding(at, bytes);
+  if (it == g_regions.end()) return false;
+  *out = RegionSpan{it->second->id, at - it->first, it->second->size, it->second->adopted != nullptr};
   return true;
+}
+
+bool AdoptionEnabled() {
+  static const bool enabled = [] {
+    const char* v = getenv("CONDUIT_ADOPT_HOST_BUFFERS");
+    return v != nullptr && strcmp(v, "1") == 0 && PageAdoptionSupported();
+  }();
+  return enabled;
+}
+
+Status AdoptRegion(const void* p, size_t bytes, RegionSpan* out) {
+  if (!AdoptionEnabled()) return NotFound("adoption is off ($CONDUIT_ADOPT_HOST_BUFFERS, Linux 6.11)");
+  if (bytes < AdoptMinBytes()) return NotFound("%zu bytes is under $CONDUIT_ADOPT_MIN_BYTES", bytes);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (bytes > UINTPTR_MAX - at - page) return InvalidArgument("a buffer of %zu bytes at %p wraps", bytes, p);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_refused.count({at, bytes}) != 0) return NotFound("refused before");
+  auto refuse = [&](Status why) {
+    if (g_refused.size() >= kMaxRefused) g_refused.clear();
+    g_refused.insert({at, bytes});
+    return why;
+  };
+  // Its pages, whole: no region may share one (regions' ranges never overlap), but
+  // adopted regions that lie wholly inside it give way to it (a buffer used first in part,
+  // then whole).
+  const uintptr_t first = at & ~(page - 1), last = (at + bytes + page - 1) & ~(page - 1);
+  std::vector<uintptr_t> superseded;
+  std::vector<uint64_t> inodes;
+  size_t superseded_bytes = 0;
+  for (auto it = g_regions.begin(); it != g_regions.end();) {
+    const Region& r = *it->second;
+    if (r.adopted && !StillAdopted(*r.adopted)) {
+      it = Drop(it);
+      continue;
+    }
+    if (r.start < last && first < r.start + r.size) {
+      if (!r.adopted || r.start < first || r.start + r.size > last) {
+        return refuse(InvalidUsage("the buffer shares pages with another region"));
+      }
+      superseded.push_back(r.start);
+      inodes.push_back(r.adopted->inode);
+      superseded_bytes += r.size;
+    }
+    ++it;
+  }
+  if (g_adopted_count - superseded.size() >= kMaxAdoptedRegions) {
+    return InvalidUsage("%zu buffers are adopted already, the most at once", g_adopted_count);
+  }
+  if (g_adopted_bytes - superseded_bytes + (last - first) > AdoptMaxBytes()) {
+    return InvalidUsage("adopting %zu more bytes would pass $CONDUIT_ADOPT_MAX_BYTES (%zu adopted)",
+                        static_cast<size_t>(last - first), static_cast<size_t>(g_adopted_bytes));
+  }
+  auto region = std::make_unique<Region>();
+  region->adopted = std::make_unique<AdoptedPages>();
+  Status st = AdoptPages(p, bytes, region->adopted.get(), inodes);
+  if (!st.ok()) return refuse(st);
+  for (uintptr_t start : superseded) Drop(g_regions.find(start));
+  static std::once_flag fork_handlers;
+  std::call_once(fork_handlers, [] { pthread_atfork(LockBeforeFork, UnlockInParent, ReprivatizeInTheChild); });
+  region->id = g_next_id++;
+  region->start = region->adopted->base;
+  region->size = region->adopted->size();
+  g_adopted_bytes += region->size;
+  ++g_adopted_count;
+  *out = RegionSpan{region->id, at - region->start, region->size, true};
+  g_regions[region->start] = std::move(region);
+  return Status::Ok();
+}
+
+void SweepAdoptedRegions() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_adopted_count == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - g_last_sweep < std::chrono::milliseconds(100)) return;
+  g_last_sweep = now;
+  for (auto it = g_regions.begin(); it != g_regions.end();) {
+    it = it->second->adopted && !StillAdopted(*it->second->adopted) ? Drop(it) : std::next(it);
+  }
+}
+
+void RegionEdgesIn(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Holding(reinterpret_cast<uintptr_t>(p), bytes);
+  if (it != g_regions.end() && it->second->adopted) CopyEdgesIn(*it->second->adopted, p, bytes);
+}
+
+void RegionEdgesOut(void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Holding(reinterpret_cast<uintptr_t>(p), bytes);
+  if (it != g_regions.end() && it->second->adopted) CopyEdgesOut(*it->second->adopted, p, bytes);
 }
 
 UniqueFd RegionFd(uint64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
   const Region* region = LiveRegion(id);
   UniqueFd dup;
-  if (region == nullptr || !DupFd(region->fd.get(), "a host region", &dup).ok()) return UniqueFd();
+  if (region == nullptr || !DupFd(region->Fd(), "a host region", &dup).ok()) return UniqueFd();
   return dup;
 }
 

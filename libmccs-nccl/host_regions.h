@@ -3,7 +3,8 @@
 // in the program's own buffers: no copy into the staging segment and out again, which
 // otherwise costs two of every payload byte's memory writes (docs/design.md, "Copies per
 // payload byte"). NCCL users get the same from ncclMemAlloc'd buffers (registered, zero-
-// copy); nccl-tests allocates so with -R.
+// copy); nccl-tests allocates so with -R. On request, a program's own large buffers become
+// regions too, by adopting their pages (AdoptRegion, page_adoption.h).
 //
 // The memory is MAP_SHARED: a child the program forks shares it rather than getting a copy
 // (as device memory from NCCL's ncclMemAlloc is not copied either).
@@ -34,8 +35,29 @@ struct RegionSpan {
   uint64_t id = 0;  // nonzero, never reused in this process
   uint64_t offset = 0;
   uint64_t size = 0;  // the region's bytes
+  bool adopted = false;  // a program's own buffer (AdoptRegion): its edges are copied
 };
+// An adopted region whose pages the program no longer has (freed, mapped over) is dropped
+// here, and counts as freed (RegionFrees).
 bool FindRegion(const void* p, size_t bytes, RegionSpan* out);
+
+// A program's own host buffer made a region (page_adoption.h), when
+// $CONDUIT_ADOPT_HOST_BUFFERS=1 and the buffer has at least $CONDUIT_ADOPT_MIN_BYTES (256
+// KiB), overlaps no region, and keeps the adopted total within $CONDUIT_ADOPT_MAX_BYTES (1
+// GiB). Not OK, with the reason, otherwise: NotFound where it was not tried (adoption off,
+// a small buffer, one refused before: not tried again until a region goes). A child the
+// program forks gets private copies of adopted pages.
+Status AdoptRegion(const void* p, size_t bytes, RegionSpan* out);
+bool AdoptionEnabled();
+// Drops the adopted regions whose pages the program no longer has (freed and unmapped),
+// so that connections release them (RegionFrees); at most every 100 ms, one system call
+// per adopted region.
+void SweepAdoptedRegions();
+// For an op's buffer in an adopted region: its bytes on the pages that stayed the
+// program's, copied into the region before the daemon reads them (In) and back after it
+// wrote them (Out). At most two pages each; nothing for other regions.
+void RegionEdgesIn(const void* p, size_t bytes);
+void RegionEdgesOut(void* p, size_t bytes);
 // A duplicate of live region `id`'s memfd, to pass to the daemon; invalid once freed.
 UniqueFd RegionFd(uint64_t id);
 // Whether region `id` is still allocated.

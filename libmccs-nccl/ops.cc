@@ -136,6 +136,21 @@ bool AttachRegion(ncclComm* comm, const RegionSpan& span) {
 
 bool IsP2p(const PendingOp& op) { return op.desc.kind == shimproto::kSend || op.desc.kind == shimproto::kRecv; }
 
+// The region holding [p, p + bytes): ncclMemAlloc's, or one adopted before, or the
+// buffer's pages adopted now where the program asked for that (host_regions.h).
+bool FindOrAdoptRegion(ncclComm* comm, const void* p, size_t bytes, RegionSpan* span) {
+  if (FindRegion(p, bytes, span)) return true;
+  if (!AdoptionEnabled()) return false;
+  Status st = AdoptRegion(p, bytes, span);
+  if (st.ok()) {
+    NCCL_SHIM_INFO(kSubsysReg, "rank %d: buffer %p of %zu bytes adopted: its ops run in place", comm->rank, p, bytes);
+  } else if (!IsNotFound(st)) {
+    NCCL_SHIM_INFO(kSubsysReg, "rank %d: buffer %p of %zu bytes not adopted, its ops are staged: %s", comm->rank, p,
+                   bytes, st.message().c_str());
+  }
+  return st.ok();
+}
+
 // Places `op` in the program's own buffers when the daemon can run it there: a host op
 // but PreMulSum whose buffers lie in ncclMemAlloc'd regions (shimproto::ServedInRegions);
 // Send and Recv, Reduce and ReduceScatter only with a daemon that says it serves them so.
@@ -149,10 +164,18 @@ void PlaceInRegions(ncclComm* comm, PendingOp* op) {
     return;
   }
   RegionSpan in, out;
-  if (op->in_bytes > 0 && !FindRegion(op->in, op->in_bytes, &in)) return;
-  if (op->out_bytes > 0 && !FindRegion(op->out, op->out_bytes, &out)) return;
+  // The larger buffer first: an in-place AllGather's input lies inside its output (a
+  // ReduceScatter's output inside its input), and a buffer adopted first would keep the
+  // one around it from being adopted.
+  const bool out_first = op->out_bytes > op->in_bytes;
+  for (int which : {out_first ? 1 : 0, out_first ? 0 : 1}) {
+    const void* p = which == 0 ? op->in : op->out;
+    const size_t bytes = which == 0 ? op->in_bytes : op->out_bytes;
+    if (bytes > 0 && !FindOrAdoptRegion(comm, p, bytes, which == 0 ? &in : &out)) return;
+  }
   if ((in.id != 0 && !AttachRegion(comm, in)) || (out.id != 0 && !AttachRegion(comm, out))) return;
   op->in_regions = true;
+  op->adopted = in.adopted || out.adopted;
   op->region_ref = shimproto::RegionOpRef{in.id, in.offset, out.id, out.offset};
 }
 
@@ -223,6 +246,7 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   if (any_device && !comm->device_path.serves_p2p()) stage_p2p();
   sent->async = any_device && comm->device_path.UseAsync(*comm->conn, list);
   if (any_device && !sent->async) stage_p2p();
+  if (AdoptionEnabled()) SweepAdoptedRegions();
   ReleaseFreedRegions(comm);
   bool any_regions = false;
   if (!any_device) {
@@ -239,6 +263,7 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
     if (op->in_regions) {
       op->desc.flags = shimproto::kOpRegion;
       op->desc.offset = 0;
+      if (op->adopted && op->in_bytes > 0) RegionEdgesIn(op->in, op->in_bytes);
       continue;
     }
     if (op->place == MemoryKind::kDevice) {
@@ -364,6 +389,7 @@ Status FinishGroup(ncclComm* comm, const std::vector<PendingOp*>& list, const Se
     return pump->status();
   }
   for (PendingOp* op : list) {
+    if (op->in_regions && op->adopted && op->out_bytes > 0) RegionEdgesOut(op->out, op->out_bytes);
     if (op->place == MemoryKind::kHost && !op->in_regions && op->copy_out_bytes() > 0) {
       const uint8_t* from = comm->staging.data() + op->desc.offset + op->out_at;
       CopyOutput(op->out, from, op->copy_out_bytes(), op->copy_out_bytes());

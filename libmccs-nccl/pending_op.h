@@ -29,8 +29,10 @@ struct PendingOp {
   BufferInfo in_info, out_info;
   shimproto::DeviceOpRef ref{};
   // Run in the program's own ncclMemAlloc'd buffers (host_regions.h) instead of staged:
-  // desc carries kOpRegion and region_ref where they are.
+  // desc carries kOpRegion and region_ref where they are. `adopted`: a buffer is one of the
+  // program's own whose pages were adopted (its edge bytes are copied in and out).
   bool in_regions = false;
+  bool adopted = false;
   shimproto::RegionOpRef region_ref{};
   // PreMulSum with ncclScalarDevice: where the factor is, read into desc.scalar by PlaceOp
   // in the order of the op's stream (after the program's earlier work on it), or, for a

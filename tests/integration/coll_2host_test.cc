@@ -38,6 +38,15 @@ const std::vector<std::string> kLayoutSmall =
                                                       "--sizes", "0,1,7,1000,65539"};
 constexpr auto kRunTimeout = std::chrono::seconds(240 * kSanitizerSlowdown);
 
+// Linux 6.11 and later answer PROCMAP_QUERY, which page adoption needs.
+bool KernelHasProcmapQuery() {
+  std::ifstream release("/proc/sys/kernel/osrelease");
+  int major = 0, minor = 0;
+  char dot = 0;
+  release >> major >> dot >> minor;
+  return major > 6 || (major == 6 && minor >= 11);
+}
+
 ClusterConfig TwoHosts(std::vector<std::string> daemon_args = {}) {
   ClusterConfig c;
   c.prefix = "c2";
@@ -100,6 +109,28 @@ TEST_F(TwoHostTest, SendAndReceiveInOneNcclMemAllocBuffer) {
   ASSERT_EQ(WaitCollCheck(*cluster_, procs, kRunTimeout), "");
   for (Subprocess* p : procs) {
     EXPECT_NE(p->Output().find("replace type=float count=262144"), std::string::npos) << p->Output();
+  }
+}
+
+// The programs' own buffers adopted as host regions (CONDUIT_ADOPT_HOST_BUFFERS,
+// libmccs-nccl/page_adoption.h) from one page up: malloc'd buffers whose first and last
+// pages they share with malloc's headers, freed and allocated again between cases at the
+// same addresses (an adoption the shim did not notice was gone would give wrong results),
+// in place and out of place. On a kernel without PROCMAP_QUERY nothing is adopted and the
+// ops stage; where it has it, the shim's NCCL_DEBUG lines must show adoptions.
+TEST_F(TwoHostTest, AdoptedBuffers) {
+  for (int per_host : {1, 2}) {
+    CollLaunch launch = Ranks(per_host, kLayoutSmall);
+    for (const char* v : {"CONDUIT_ADOPT_HOST_BUFFERS=1", "CONDUIT_ADOPT_MIN_BYTES=0", "NCCL_DEBUG=INFO",
+                          "NCCL_DEBUG_SUBSYS=REG"}) {
+      launch.env.push_back(v);
+    }
+    auto procs = LaunchCollCheck(*cluster_, launch);
+    ASSERT_EQ(WaitCollCheck(*cluster_, procs, kRunTimeout), "");
+    if (!KernelHasProcmapQuery()) continue;
+    for (Subprocess* p : procs) {
+      EXPECT_NE(p->Output().find("adopted: its ops run in place"), std::string::npos) << p->Output().substr(0, 4000);
+    }
   }
 }
 

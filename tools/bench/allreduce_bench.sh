@@ -5,7 +5,7 @@
 # usage: allreduce_bench.sh [--coll allreduce] [--modes "shaped fast loaded"] [--ppn "1 2 4"]
 #                           [--hosts "2 4"] [-b 1K] [-e 256M] [-f 4] [--rate 1gbit] [--load N]
 #                           [-n 20] [-w 5] [-T 2] [--bidir] [--prefix cbn] [--subnet 10.79.0]
-#                           [--mem-alloc] [--pin-hosts] [--dtype float] [--out FILE] [--keep-work]
+#                           [--mem-alloc | --adopt] [--pin-hosts] [--dtype float] [--out FILE] [--keep-work]
 # Modes: shaped (links shaped to --rate), fast (links left fast: 40gbit is above what a veth
 # carries), loaded (fast, with N busy processes running through all three implementations,
 # default half the cores: the same CPU load for each). For each mode, ranks per host and
@@ -15,7 +15,9 @@
 # (markdown), also written to --out. "ours" is skipped with a message when build/bin/conduitd
 # or build/bin/conduit-perf is missing. --mem-alloc: ours allocates its buffers with
 # ncclMemAlloc (conduit-perf -R 1, as nccl-tests -R), which Conduit's host path shares with
-# the daemon (no staging copies); the baselines use their own buffers as always.
+# the daemon (no staging copies); the baselines use their own buffers as always. --adopt:
+# ours runs with CONDUIT_ADOPT_HOST_BUFFERS=1, its own buffers' pages made shared memory at
+# their first use (docs/shim-protocol.md, "A program's own buffers, adopted").
 # "all-links time" (us): the bytes that must cross links between hosts (2(n-1)/n of the
 # buffer per host for an all-reduce, (n-1)/n for the others, (n-1)/n of each rank's buffer for an
 # all-to-all), at the rate iperf3 measures
@@ -32,7 +34,7 @@
 set -euo pipefail
 
 COLL=allreduce MODES="shaped fast loaded" HOSTS_LIST="2 4" PPN_LIST="1 2 4" LOAD=$(( ($(nproc) + 1) / 2 )) MIN=1K MAX=256M FACTOR=4 RATE=1gbit ITERS=20 WARMUP=5 BUDGET=2
-BIDIR=0 OUT= KEEP=0 MEM_ALLOC=0 DTYPE=float
+BIDIR=0 OUT= KEEP=0 MEM_ALLOC=0 ADOPT=0 DTYPE=float
 export BENCH_PREFIX=${BENCH_PREFIX:-cbn} BENCH_SUBNET=${BENCH_SUBNET:-10.79.0}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -54,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
     --mem-alloc) MEM_ALLOC=1; shift ;;
+    --adopt) ADOPT=1; shift ;;
     --pin-hosts) export BENCH_PIN_HOSTS=1; shift ;;
     --dtype) DTYPE=$2; shift 2 ;;
     -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -116,6 +119,8 @@ MPI_ARGS=(-c "$COLL" "${SIZE_ARGS[@]}")
 # --time-budget; -a 3 reports the slowest rank's time, as the two baselines do.
 PERF_ARGS=(--coll "$PERF_COLL" -d "$DTYPE" -o sum -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -a 3)
 if ((MEM_ALLOC)); then PERF_ARGS+=(-R 1); TITLE="$TITLE, ours on ncclMemAlloc buffers"; fi
+# The peers' programs ignore the variable; conduit-perf's shim reads it.
+if ((ADOPT)); then export CONDUIT_ADOPT_HOST_BUFFERS=1; TITLE="$TITLE, ours on its own buffers adopted"; fi
 if [[ ${BENCH_PIN_HOSTS:-0} == 1 ]]; then TITLE="$TITLE, each host's processes on one CPU"; fi
 MPI_BIN=$(bench_mpi_build "$BENCH_DIR/mpi_allreduce_bench.c")
 if bench_conduit_available; then HAVE_OURS=1; else

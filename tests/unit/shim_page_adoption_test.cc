@@ -1,0 +1,313 @@
+// Page adoption (libmccs-nccl/page_adoption.h) and adopted host regions (host_regions.h):
+// a program's own buffer keeps its bytes and addresses while its interior becomes a memfd
+// the daemon can map; its edge pages stay the program's and are copied through the memfd;
+// only private anonymous read-write memory is adopted; a range mapped over or freed is noticed; a
+// forked child gets private pages; regions never share pages and stay under the cap.
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "host_regions.h"
+#include "page_adoption.h"
+
+namespace conduit {
+namespace {
+
+// Before any lookup reads them (they are read once): adoption on, from one page, under a
+// small cap so the cap can be reached.
+const bool g_env_set = [] {
+  setenv("CONDUIT_ADOPT_HOST_BUFFERS", "1", 1);
+  setenv("CONDUIT_ADOPT_MIN_BYTES", "4096", 1);
+  setenv("CONDUIT_ADOPT_MAX_BYTES", std::to_string(size_t{24} << 20).c_str(), 1);
+  return true;
+}();
+
+constexpr size_t kPage = 4096;
+
+// Anonymous private memory of `bytes`, filled with a pattern by address.
+uint8_t* Anonymous(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* b = static_cast<uint8_t*>(p);
+  for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(i * 7 + 3);
+  return b;
+}
+
+bool HasPattern(const uint8_t* b, size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    if (b[i] != static_cast<uint8_t>(i * 7 + 3)) return false;
+  }
+  return true;
+}
+
+class PageAdoptionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(g_env_set);
+    if (sysconf(_SC_PAGESIZE) != static_cast<long>(kPage)) GTEST_SKIP() << "pages are not 4 KiB here";
+    if (!PageAdoptionSupported()) GTEST_SKIP() << "this kernel has no PROCMAP_QUERY (Linux 6.11): nothing is adopted";
+  }
+};
+
+TEST_F(PageAdoptionTest, InteriorBecomesTheMemfdAndEdgesStayTheProgramsOwn) {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  // A buffer from the middle of page 1 to the middle of page 10: pages 2-9 are its interior.
+  uint8_t* buf = mem + kPage + 100;
+  const size_t len = 9 * kPage;
+  AdoptedPages pages;
+  ASSERT_TRUE(AdoptPages(buf, len, &pages).ok());
+  EXPECT_EQ(pages.base, reinterpret_cast<uintptr_t>(mem + kPage));
+  EXPECT_EQ(pages.interior_begin, reinterpret_cast<uintptr_t>(mem + 2 * kPage));
+  EXPECT_EQ(pages.interior_end, reinterpret_cast<uintptr_t>(mem + 10 * kPage));
+  EXPECT_EQ(pages.size(), 10 * kPage);
+  EXPECT_TRUE(StillAdopted(pages));
+  EXPECT_TRUE(HasPattern(mem, 0, bytes)) << "adoption changed the program's bytes";
+  EXPECT_EQ(memcmp(pages.copy.data() + 100, buf, len), 0);
+
+  // The interior is one memory, seen from both sides.
+  mem[5 * kPage + 1] = 0xEE;
+  EXPECT_EQ(pages.copy.data()[4 * kPage + 1], 0xEE);
+  pages.copy.data()[6 * kPage] = 0xDD;
+  EXPECT_EQ(mem[7 * kPage], 0xDD);
+
+  // The edges are not: an edge byte reaches the memfd only when copied in, and back only
+  // when copied out; bytes outside the buffer are never copied.
+  buf[0] = 0x11;           // head page
+  buf[len - 1] = 0x22;     // tail page
+  mem[kPage + 50] = 0x33;  // head page, before the buffer
+  EXPECT_NE(pages.copy.data()[100], 0x11);
+  CopyEdgesIn(pages, buf, len);
+  EXPECT_EQ(pages.copy.data()[100], 0x11);
+  EXPECT_EQ(pages.copy.data()[100 + len - 1], 0x22);
+  EXPECT_NE(pages.copy.data()[50], 0x33);
+  pages.copy.data()[100] = 0x44;
+  pages.copy.data()[100 + len - 1] = 0x55;
+  pages.copy.data()[60] = 0x66;
+  CopyEdgesOut(pages, buf, len);
+  EXPECT_EQ(buf[0], 0x44);
+  EXPECT_EQ(buf[len - 1], 0x55);
+  EXPECT_EQ(mem[kPage + 60], static_cast<uint8_t>((kPage + 60) * 7 + 3));
+  munmap(mem, bytes);
+}
+
+TEST_F(PageAdoptionTest, OnlyPrivateAnonymousReadWriteMemoryIsAdopted) {
+  const size_t bytes = 8 * kPage;
+  AdoptedPages a;
+  // Shared memory: another process may map it too.
+  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  EXPECT_FALSE(AdoptPages(static_cast<uint8_t*>(shared) + 10, bytes - 20, &a).ok());
+  munmap(shared, bytes);
+  // Read-only memory.
+  AdoptedPages b;
+  void* ro = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  EXPECT_FALSE(AdoptPages(static_cast<uint8_t*>(ro) + 10, bytes - 20, &b).ok());
+  munmap(ro, bytes);
+  // A private mapping of a file: its pages come from the file until written.
+  AdoptedPages c;
+  const int fd = memfd_create("adoption-test-file", 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, bytes), 0);
+  void* file = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ASSERT_NE(file, MAP_FAILED);
+  EXPECT_FALSE(AdoptPages(static_cast<uint8_t*>(file) + 10, bytes - 20, &c).ok());
+  munmap(file, bytes);
+  close(fd);
+  // No whole page inside.
+  AdoptedPages d;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  EXPECT_FALSE(AdoptPages(mem + 100, kPage, &d).ok());
+  munmap(mem, bytes);
+}
+
+TEST_F(PageAdoptionTest, ARangeMappedOverOrUnmappedIsNoLongerAdopted) {
+  const size_t bytes = 8 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  AdoptedPages pages;
+  ASSERT_TRUE(AdoptPages(mem + 8, bytes - 16, &pages).ok());
+  ASSERT_TRUE(StillAdopted(pages));
+  // What a free followed by an allocation at the same address looks like to the kernel.
+  ASSERT_NE(mmap(mem, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), MAP_FAILED);
+  EXPECT_FALSE(StillAdopted(pages));
+  AdoptedPages again;
+  ASSERT_TRUE(AdoptPages(mem + 8, bytes - 16, &again).ok());
+  munmap(mem, bytes);
+  EXPECT_FALSE(StillAdopted(again));
+}
+
+TEST_F(PageAdoptionTest, RegionsOfAdoptedBuffers) {
+  const size_t bytes = 64 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  const uint64_t frees = RegionFrees();
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + kPage + 8, 20 * kPage, &span).ok());
+  EXPECT_TRUE(span.adopted);
+  EXPECT_EQ(span.offset, 8u);
+  EXPECT_EQ(span.size, 21 * kPage);
+  EXPECT_TRUE(RegionLive(span.id));
+  EXPECT_TRUE(RegionFd(span.id).valid());
+  // Found again, whole or in part; not past its end.
+  RegionSpan found;
+  ASSERT_TRUE(FindRegion(mem + 3 * kPage, kPage, &found));
+  EXPECT_EQ(found.id, span.id);
+  EXPECT_EQ(found.offset, 2 * kPage);
+  EXPECT_FALSE(FindRegion(mem + 3 * kPage, 20 * kPage, &found));
+  // A buffer on one of its pages is refused; one on pages of its own is adopted.
+  RegionSpan other;
+  EXPECT_FALSE(AdoptRegion(mem + 21 * kPage + 100, 10 * kPage, &other).ok());
+  ASSERT_TRUE(AdoptRegion(mem + 22 * kPage, 10 * kPage, &other).ok());
+  EXPECT_NE(other.id, span.id);
+  // Edges through the region calls: the head byte of the first buffer.
+  mem[kPage + 8] = 0x5A;
+  RegionEdgesIn(mem + kPage + 8, 20 * kPage);
+  // Unmapped under it: the region goes, and counts as freed for the connections.
+  ASSERT_EQ(munmap(mem + 2 * kPage, 4 * kPage), 0);
+  EXPECT_FALSE(FindRegion(mem + kPage + 8, 20 * kPage, &found));
+  EXPECT_FALSE(RegionLive(span.id));
+  EXPECT_GT(RegionFrees(), frees);
+  EXPECT_TRUE(RegionLive(other.id));
+  // ncclMemFree never frees an adopted region.
+  EXPECT_FALSE(FreeRegion(reinterpret_cast<void*>(mem + 22 * kPage)));
+  munmap(mem, bytes);
+  EXPECT_FALSE(FindRegion(mem + 22 * kPage, kPage, &found));
+}
+
+// A program that runs on a growing prefix of one allocation (a benchmark's sizes): the
+// region of the larger buffer replaces those inside it, bytes kept; one that only
+// overlaps a region is refused.
+TEST_F(PageAdoptionTest, ALargerBufferSupersedesTheRegionsInsideIt) {
+  const size_t bytes = 32 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan small, large, other;
+  ASSERT_TRUE(AdoptRegion(mem + 8, 4 * kPage, &small).ok());
+  mem[2 * kPage] = 0x42;  // written through the first region's memfd
+  RegionSpan overlapping;
+  EXPECT_FALSE(AdoptRegion(mem + 3 * kPage + 8, 30 * kPage - 16 - 3 * kPage, &overlapping).ok())
+      << "a buffer that overlaps a region without holding it";
+  ASSERT_TRUE(AdoptRegion(mem + 8, 16 * kPage, &large).ok());
+  EXPECT_FALSE(RegionLive(small.id));
+  EXPECT_TRUE(RegionLive(large.id));
+  EXPECT_EQ(mem[2 * kPage], 0x42);
+  EXPECT_TRUE(HasPattern(mem, 0, 2 * kPage));
+  EXPECT_TRUE(HasPattern(mem, 2 * kPage + 1, bytes));
+  RegionSpan found;
+  ASSERT_TRUE(FindRegion(mem + 8, 16 * kPage, &found));
+  EXPECT_EQ(found.id, large.id);
+  // A region wholly outside the next larger buffer stays.
+  ASSERT_TRUE(AdoptRegion(mem + 20 * kPage, 4 * kPage, &other).ok());
+  RegionSpan larger;
+  ASSERT_TRUE(AdoptRegion(mem + 8, 18 * kPage, &larger).ok());
+  EXPECT_FALSE(RegionLive(large.id));
+  EXPECT_TRUE(RegionLive(other.id));
+  EXPECT_EQ(mem[2 * kPage], 0x42);
+  munmap(mem, bytes);
+  EXPECT_FALSE(FindRegion(mem + 8, 1, &found));
+  EXPECT_FALSE(FindRegion(mem + 20 * kPage, 1, &found));
+}
+
+// ncclMemAlloc's regions beside adopted ones: found, never superseded, freed by FreeRegion.
+TEST_F(PageAdoptionTest, NcclMemAllocRegionsAreNotAdoptedOnes) {
+  void* p = nullptr;
+  ASSERT_TRUE(AllocateRegion(3 * kPage, &p).ok());
+  RegionSpan span;
+  ASSERT_TRUE(FindRegion(static_cast<uint8_t*>(p) + 10, 100, &span));
+  EXPECT_FALSE(span.adopted);
+  RegionSpan around;
+  EXPECT_FALSE(AdoptRegion(p, 3 * kPage, &around).ok()) << "a region from ncclMemAlloc is not adopted over";
+  const uint64_t frees = RegionFrees();
+  EXPECT_TRUE(FreeRegion(p));
+  EXPECT_EQ(RegionFrees(), frees + 1);
+  EXPECT_FALSE(RegionLive(span.id));
+  EXPECT_FALSE(FreeRegion(p));
+}
+
+TEST_F(PageAdoptionTest, AdoptedBytesStayUnderTheCap) {
+  const size_t bytes = size_t{20} << 20;  // the cap is 24 MiB
+  uint8_t* a = Anonymous(bytes);
+  uint8_t* b = Anonymous(bytes);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  RegionSpan sa, sb;
+  ASSERT_TRUE(AdoptRegion(a + 1, bytes - 2, &sa).ok());
+  Status st = AdoptRegion(b + 1, bytes - 2, &sb);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("CONDUIT_ADOPT_MAX_BYTES"), std::string::npos) << st.message();
+  munmap(a, bytes);  // gone from the table at the next look: then there is room
+  RegionSpan found;
+  EXPECT_FALSE(FindRegion(a + 1, 1, &found));
+  EXPECT_TRUE(AdoptRegion(b + 1, bytes - 2, &sb).ok());
+  munmap(b, bytes);
+  EXPECT_FALSE(FindRegion(b + 1, 1, &found));
+}
+
+// A buffer the program unmapped and never names again: the sweep at each group finds it
+// gone, so the connections release its memory.
+TEST_F(PageAdoptionTest, TheSweepDropsRegionsThatAreGone) {
+  const size_t bytes = 8 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + 8, bytes - 16, &span).ok());
+  SweepAdoptedRegions();
+  EXPECT_TRUE(RegionLive(span.id));
+  munmap(mem, bytes);
+  const uint64_t frees = RegionFrees();
+  usleep(110 * 1000);  // sweeps run at most every 100 ms
+  SweepAdoptedRegions();
+  EXPECT_FALSE(RegionLive(span.id));
+  EXPECT_EQ(RegionFrees(), frees + 1);
+}
+
+// A forked child has its own copy of the heap, adopted pages included: what it writes
+// stays its own, and what the parent writes after the fork does not reach it.
+TEST_F(PageAdoptionTest, AForkedChildGetsPrivatePages) {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    RegionSpan found;
+    if (FindRegion(mem + 16, bytes - 32, &found)) code |= 1;  // the child has no adopted region
+    if (!HasPattern(mem, 0, bytes)) code |= 2;              // but the bytes, all of them
+    memset(mem + 4 * kPage, 0x77, kPage);                   // its own from now on
+    char c = 0;
+    if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1) code |= 4;
+    if (mem[8 * kPage] != static_cast<uint8_t>(8 * kPage * 7 + 3)) code |= 8;  // the parent's write is not here
+    _exit(code);
+  }
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  EXPECT_TRUE(HasPattern(mem, 4 * kPage, 5 * kPage)) << "the child's write reached the parent";
+  mem[8 * kPage] = 0x99;
+  ASSERT_EQ(write(to_child[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: region found in the child, 2: bytes differ, 4: pipe, 8: parent's write seen";
+  RegionSpan found;
+  EXPECT_TRUE(FindRegion(mem + 16, bytes - 32, &found)) << "the parent keeps its region";
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+  munmap(mem, bytes);
+}
+
+}  // namespace
+}  // namespace conduit
