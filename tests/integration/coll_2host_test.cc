@@ -38,15 +38,6 @@ const std::vector<std::string> kLayoutSmall =
                                                       "--sizes", "0,1,7,1000,65539"};
 constexpr auto kRunTimeout = std::chrono::seconds(240 * kSanitizerSlowdown);
 
-// Linux 6.11 and later answer PROCMAP_QUERY, which page adoption needs.
-bool KernelHasProcmapQuery() {
-  std::ifstream release("/proc/sys/kernel/osrelease");
-  int major = 0, minor = 0;
-  char dot = 0;
-  release >> major >> dot >> minor;
-  return major > 6 || (major == 6 && minor >= 11);
-}
-
 ClusterConfig TwoHosts(std::vector<std::string> daemon_args = {}) {
   ClusterConfig c;
   c.prefix = "c2";

@@ -132,19 +132,34 @@ ClusterConfig TwoHosts(const char* prefix, const char* subnet) {
   return config;
 }
 
+// Where the programs' buffers come from: their own (malloc), ncclMemAlloc, or their own
+// adopted by the shim (CONDUIT_ADOPT_HOST_BUFFERS): host regions both of the latter.
+enum class Buffers { kOwn, kNcclMemAlloc, kAdopted };
+
+const char* BuffersName(Buffers b) {
+  return b == Buffers::kOwn ? "" : b == Buffers::kNcclMemAlloc ? ", ncclMemAlloc" : ", adopted";
+}
+
 // Runs coll_check with `args` (float sums of `sizes`, out of place unless `inplace` is "yes";
-// in ncclMemAlloc buffers with `mem_alloc`) on `per_host` ranks per host, waits until every
-// rank lingers with its communicator open, and reads host 0's communicators, which must be
-// one. The ranks linger until the test calls ReleaseLingerers(*release) (linger.h).
-void RunAndReadComms(Cluster& cluster, int per_host, bool mem_alloc, std::vector<std::string> args,
+// in `buffers`) on `per_host` ranks per host, waits until every rank lingers with its
+// communicator open, and reads host 0's communicators, which must be one. The ranks linger
+// until the test calls ReleaseLingerers(*release) (linger.h).
+void RunAndReadComms(Cluster& cluster, int per_host, Buffers buffers, std::vector<std::string> args,
                      std::vector<Subprocess*>* procs, Json* comms_json, CtlResult* comms, std::string* release,
                      const std::string& inplace = "no", const std::string& sizes = "64KiB,1MiB") {
   const int linger_ms = 30000 * kSanitizerSlowdown;  // at most: the test releases them sooner
   *release = cluster.NewReleaseFile();
   args.insert(args.end(), {"--types", "float", "--ops", "sum", "--sizes", sizes, "--inplace", inplace,
                            "--linger-ms", std::to_string(linger_ms), "--release-file", *release});
-  if (mem_alloc) args.push_back("--mem-alloc");
-  *procs = LaunchCollCheck(cluster, Ranks(per_host, args));
+  if (buffers == Buffers::kNcclMemAlloc) args.push_back("--mem-alloc");
+  CollLaunch launch = Ranks(per_host, args);
+  if (buffers == Buffers::kAdopted) {
+    // Every buffer adopted: each in a mapping of its own (glibc's malloc maps anything
+    // from a page up then, as the sanitizers' allocators do from 128 KiB), so no two share
+    // a page and none is staged for that.
+    launch.env = {"CONDUIT_ADOPT_HOST_BUFFERS=1", "CONDUIT_ADOPT_MIN_BYTES=0", "MALLOC_MMAP_THRESHOLD_=4096"};
+  }
+  *procs = LaunchCollCheck(cluster, launch);
   for (Subprocess* p : *procs) {
     ASSERT_TRUE(Cluster::WaitForOutput(*p, "lingering", std::chrono::seconds(120 * kSanitizerSlowdown)))
         << cluster.Describe();
@@ -166,24 +181,27 @@ void ReadTrace(Cluster& cluster, const Json& comms_json, std::vector<int>* local
   ASSERT_TRUE(Json::Parse(trace->out, trace_json).ok()) << trace->out;
 }
 
-// Ranks per host, and whether the buffers come from ncclMemAlloc (host regions).
-class MemoryTrafficTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+// Ranks per host, and where the buffers come from.
+class MemoryTrafficTest : public ::testing::TestWithParam<std::tuple<int, Buffers>> {};
 
 TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   CONDUIT_SKIP_UNLESS_CLUSTER();
   const int per_host = std::get<0>(GetParam());
-  const bool mem_alloc = std::get<1>(GetParam());
+  const Buffers buffers = std::get<1>(GetParam());
+  const bool mem_alloc = buffers != Buffers::kOwn;  // host regions
+  if (buffers == Buffers::kAdopted && !KernelHasProcmapQuery()) GTEST_SKIP() << "no PROCMAP_QUERY: nothing is adopted";
   Cluster cluster(TwoHosts("mt", "10.231.19"));
   CONDUIT_START_CLUSTER(cluster);
   // 2 MiB per rank: streamed copies, chunked algorithms, the ring for AllReduce (above the
-  // 1 MiB to which 2 hosts run recursive doubling); 64 KiB: the unstreamed path and
+  // 1 MiB to which 2 hosts run recursive doubling); 64 KiB (512 KiB adopted, where the
+  // sanitizers' allocators give each buffer pages of its own): the unstreamed path and
   // recursive doubling.
   std::vector<Subprocess*> procs;
   Json cj;
   CtlResult comms;
   std::string release;
-  RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter"},
-                  &procs, &cj, &comms, &release, "no", "64KiB,2MiB");
+  RunAndReadComms(cluster, per_host, buffers, {"--colls", "allreduce,broadcast,reduce,allgather,reducescatter"},
+                  &procs, &cj, &comms, &release, "no", buffers == Buffers::kAdopted ? "512KiB,2MiB" : "64KiB,2MiB");
   if (HasFatalFailure()) return;
   const int nranks = static_cast<int>(cj.find("communicators")->items()[0].find("nranks")->as_int());
   std::vector<int> local;
@@ -210,14 +228,14 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
     const bool shareable = ((c.op == "AllGather" || c.op == "Broadcast") && per_host >= 2) ||
                            (c.op == "AllReduce" && per_host >= 3);
     EXPECT_EQ(c.result_area, !mem_alloc && shareable && c.s >= (2u << 20) / (c.op == "AllGather" ? nranks : 1))
-        << c.op << ", " << c.s << " bytes, " << per_host << " ranks per host" << (mem_alloc ? ", ncclMemAlloc" : "");
+        << c.op << ", " << c.s << " bytes, " << per_host << " ranks per host" << BuffersName(buffers);
     const Json* memory = e.find("memory");
     ASSERT_NE(memory, nullptr) << trace.out;
     Traffic got{Counter(*memory, "program_copies"), Counter(*memory, "local_copies"), Counter(*memory, "reduce_writes"),
                 Counter(*memory, "socket_sends"), Counter(*memory, "socket_receives")};
     Traffic want = Expected(c);
     EXPECT_EQ(got, want) << c.op << " (" << c.algorithm << ", " << c.s << " bytes, root " << c.root
-                         << ", ranks here " << per_host << (mem_alloc ? ", ncclMemAlloc" : "") << "): measured " << got.Text() << "; the table says "
+                         << ", ranks here " << per_host << BuffersName(buffers) << "): measured " << got.Text() << "; the table says "
                          << want.Text();
     checked.insert(c.op + "/" + c.algorithm);
   }
@@ -232,7 +250,9 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
 
 // Three ranks per host: an AllReduce's result in the result area too.
 INSTANTIATE_TEST_SUITE_P(RanksPerHostAndMemory, MemoryTrafficTest,
-                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(1, 2, 3),
+                                            ::testing::Values(Buffers::kOwn, Buffers::kNcclMemAlloc,
+                                                              Buffers::kAdopted)));
 
 // A broadcast in place, as torch.distributed.broadcast calls it: the root's buffer already
 // holds the result, so its shim copies the input in and nothing back out (kOpOutputIsInput),
@@ -249,7 +269,7 @@ TEST_P(InPlaceBroadcastTrafficTest, TheRootCopiesNothingBackOut) {
   Json cj;
   CtlResult comms;
   std::string release;
-  RunAndReadComms(cluster, per_host, /*mem_alloc=*/false, {"--colls", "allreduce,broadcast", "--all-roots"}, &procs,
+  RunAndReadComms(cluster, per_host, Buffers::kOwn, {"--colls", "allreduce,broadcast", "--all-roots"}, &procs,
                   &cj, &comms, &release, "yes");
   if (HasFatalFailure()) return;
   std::vector<int> local;
@@ -297,7 +317,8 @@ TEST_P(PointToPointTrafficTest, AllToAllMatchesTheTable) {
   Json cj;
   CtlResult comms;
   std::string release;
-  RunAndReadComms(cluster, per_host, mem_alloc, {"--colls", "allreduce,alltoall"}, &procs, &cj, &comms, &release);
+  RunAndReadComms(cluster, per_host, mem_alloc ? Buffers::kNcclMemAlloc : Buffers::kOwn, {"--colls", "allreduce,alltoall"},
+                  &procs, &cj, &comms, &release);
   if (HasFatalFailure()) return;
   const Json* memory = cj.find("communicators")->items()[0].find("p2p_memory");
   ASSERT_NE(memory, nullptr) << comms.out;
