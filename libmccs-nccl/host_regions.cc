@@ -107,7 +107,7 @@ void UnlockInParent() { g_mu.unlock(); }
 void ReprivatizeInTheChild() {
   for (auto it = g_regions.begin(); it != g_regions.end();) {
     if (it->second->adopted) {
-      ReprivatizeInChild(*it->second->adopted);
+      ReprivatizePages(*it->second->adopted);
       it = Drop(it);
     } else {
       ++it;

@@ -90,7 +90,7 @@ Status CheckPrivateAnonymous(uintptr_t begin, uintptr_t end, const std::vector<u
     if (!anonymous || (q.vma_flags & (kVmaReadable | kVmaWritable)) != (kVmaReadable | kVmaWritable) ||
         (q.vma_flags & kVmaShared) != 0 || q.vma_page_size != PageBytes()) {
       return InvalidUsage("the memory at %#lx is not private anonymous read-write memory (%s)",
-                                static_cast<unsigned long>(at), name.empty() ? "unnamed" : name.c_str());
+                          static_cast<unsigned long>(at), name.empty() ? "unnamed" : name.c_str());
     }
     at = q.vma_end;
   }
@@ -165,7 +165,7 @@ Status AdoptPages(const void* p, size_t bytes, AdoptedPages* out, const std::vec
   }
   if (!StillAdopted(pages)) {
     // Not what was mapped: put private pages back rather than leave an unknown state.
-    ReprivatizeInChild(pages);
+    ReprivatizePages(pages);
     return SystemError("an adopted buffer's pages are not the memfd's after mapping it");
   }
   return Status::Ok();
@@ -189,7 +189,7 @@ void CopyEdgesOut(const AdoptedPages& pages, void* p, size_t bytes) {
   CopyOutsideInterior(pages, from, from + bytes, /*dir_in=*/false);
 }
 
-void ReprivatizeInChild(const AdoptedPages& pages) {
+void ReprivatizePages(const AdoptedPages& pages) {
   const size_t length = pages.interior_end - pages.interior_begin;
   void* fresh = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (fresh == MAP_FAILED) return;  // the pages stay shared with the parent

@@ -18,7 +18,7 @@
 //    6.11 and later; without it nothing is adopted);
 //  * whether the pages are still the memfd's is asked of the kernel before every use
 //    (StillAdopted): a buffer freed and another allocated at its address is noticed;
-//  * a child the program forks gets private copies of adopted pages (ReprivatizeInChild,
+//  * a child the program forks gets private copies of adopted pages (ReprivatizePages,
 //    from a pthread_atfork handler), as it would have of the originals;
 //  * the remap copies the interior while the program is inside an NCCL call on the buffer,
 //    which by NCCL's rules no thread writes meanwhile.
@@ -67,9 +67,10 @@ bool StillAdopted(const AdoptedPages& pages);
 void CopyEdgesIn(const AdoptedPages& pages, const void* p, size_t bytes);
 void CopyEdgesOut(const AdoptedPages& pages, void* p, size_t bytes);
 
-// In a forked child: gives the interior back private pages holding the same bytes. Uses
-// only system calls and memcpy (the child of a threaded parent may call nothing else).
-void ReprivatizeInChild(const AdoptedPages& pages);
+// Gives the interior back private pages holding the same bytes: in a forked child (with
+// only system calls and memcpy, all the child of a threaded parent may use), and after a
+// failed adoption.
+void ReprivatizePages(const AdoptedPages& pages);
 
 }  // namespace conduit
 

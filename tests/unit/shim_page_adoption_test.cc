@@ -1,8 +1,9 @@
 // Page adoption (libmccs-nccl/page_adoption.h) and adopted host regions (host_regions.h):
 // a program's own buffer keeps its bytes and addresses while its interior becomes a memfd
 // the daemon can map; its edge pages stay the program's and are copied through the memfd;
-// only private anonymous read-write memory is adopted; a range mapped over or freed is noticed; a
-// forked child gets private pages; regions never share pages and stay under the cap.
+// only private anonymous read-write memory is adopted; a range mapped over or freed is
+// noticed; a forked child gets private pages; regions never share pages and stay under
+// the cap.
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
