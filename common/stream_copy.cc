@@ -1,5 +1,7 @@
 #include "common/stream_copy.h"
 
+#include "common/env_bytes.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -11,10 +13,7 @@
 namespace conduit {
 
 size_t NonTemporalOutputMinBytes() {
-  static const size_t value = [] {
-    const char* env = std::getenv("CONDUIT_NT_OUTPUT_MIN_BYTES");
-    return env != nullptr && *env != '\0' ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{16} << 20;
-  }();
+  static const size_t value = EnvBytes("CONDUIT_NT_OUTPUT_MIN_BYTES", size_t{16} << 20);
   return value;
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/env_bytes.h"
 #include "common/shm_segment.h"
 #include "page_adoption.h"
 
@@ -44,14 +45,6 @@ std::chrono::steady_clock::time_point g_last_sweep;
 // region goes (the refusal may have been the overlap) and when it grows past kMaxRefused.
 std::set<std::pair<uintptr_t, size_t>> g_refused;
 constexpr size_t kMaxRefused = 1024;
-
-size_t EnvBytes(const char* name, size_t fallback) {
-  const char* v = getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const unsigned long long n = strtoull(v, &end, 10);
-  return end != v && *end == '\0' ? static_cast<size_t>(n) : fallback;
-}
 
 size_t AdoptMinBytes() {
   static const size_t value = EnvBytes("CONDUIT_ADOPT_MIN_BYTES", size_t{256} << 10);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env_bytes.h"
 #include "common/stream_copy.h"
 #include "protocol/staging_control.h"
 
@@ -17,10 +18,7 @@ constexpr int kPumpSliceMs = 20;
 // Below this, copies take less than the two futex wakeups streaming adds: latency wins.
 // $CONDUIT_STREAM_MIN_BYTES overrides it (tests stream every size to cover both paths).
 size_t StreamMinBytes() {
-  static const size_t value = [] {
-    const char* env = std::getenv("CONDUIT_STREAM_MIN_BYTES");
-    return env != nullptr && *env != '\0' ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{1} << 20;
-  }();
+  static const size_t value = EnvBytes("CONDUIT_STREAM_MIN_BYTES", size_t{1} << 20);
   return value;
 }
 
