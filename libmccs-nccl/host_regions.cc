@@ -23,11 +23,12 @@ namespace {
 
 struct Region {
   uint64_t id = 0;
-  uintptr_t start = 0;  // the program's address of byte 0
-  size_t size = 0;
   ShmSegment map;  // ncclMemAlloc's: the program's own mapping
   UniqueFd fd;
   std::unique_ptr<AdoptedPages> adopted;  // or a program's buffer, adopted
+  // The program's address of byte 0 (the table's key), the bytes, the memfd.
+  uintptr_t Start() const { return adopted ? adopted->base : reinterpret_cast<uintptr_t>(map.data()); }
+  size_t Size() const { return adopted ? adopted->size() : map.size(); }
   int Fd() const { return adopted ? adopted->fd.get() : fd.get(); }
 };
 
@@ -69,7 +70,7 @@ const Region* LiveRegion(uint64_t id) {
 // at their next group (RegionFrees).
 std::map<uintptr_t, std::unique_ptr<Region>>::iterator Drop(std::map<uintptr_t, std::unique_ptr<Region>>::iterator it) {
   if (it->second->adopted) {
-    g_adopted_bytes -= it->second->size;
+    g_adopted_bytes -= it->second->Size();
     --g_adopted_count;
   }
   ++g_frees;
@@ -77,15 +78,24 @@ std::map<uintptr_t, std::unique_ptr<Region>>::iterator Drop(std::map<uintptr_t, 
   return g_regions.erase(it);
 }
 
-// The region holding program bytes [at, at + bytes), or end (g_mu held). An adopted one
-// whose pages the program no longer has is dropped.
-std::map<uintptr_t, std::unique_ptr<Region>>::iterator Holding(uintptr_t at, size_t bytes) {
+// Drops the adopted regions whose pages the program no longer has (g_mu held).
+void DropGoneAdoptions() {
+  for (auto it = g_regions.begin(); it != g_regions.end();) {
+    it = it->second->adopted && !StillAdopted(*it->second->adopted) ? Drop(it) : std::next(it);
+  }
+}
+
+// The region holding program bytes [at, at + bytes), or end (g_mu held). With `check`, an
+// adopted one whose pages the program no longer has is dropped (one system call); without,
+// for a region found that way earlier in the same NCCL call.
+std::map<uintptr_t, std::unique_ptr<Region>>::iterator Holding(uintptr_t at, size_t bytes, bool check) {
   auto it = g_regions.upper_bound(at);
   if (it == g_regions.begin()) return g_regions.end();
   --it;
   const uint64_t offset = at - it->first;
-  if (offset > it->second->size || bytes > it->second->size - offset) return g_regions.end();
-  if (it->second->adopted && !StillAdopted(*it->second->adopted)) {
+  const size_t size = it->second->Size();
+  if (offset > size || bytes > size - offset) return g_regions.end();
+  if (check && it->second->adopted && !StillAdopted(*it->second->adopted)) {
     Drop(it);
     return g_regions.end();
   }
@@ -119,10 +129,8 @@ Status AllocateRegion(size_t bytes, void** out) {
   CONDUIT_RETURN_IF_ERROR(region->map.Create("conduit-ncclMemAlloc", size, &region->fd));
   std::lock_guard<std::mutex> lock(g_mu);
   region->id = g_next_id++;
-  region->start = reinterpret_cast<uintptr_t>(region->map.data());
-  region->size = region->map.size();
   *out = region->map.data();
-  g_regions[region->start] = std::move(region);
+  g_regions[region->Start()] = std::move(region);
   return Status::Ok();
 }
 
@@ -141,9 +149,9 @@ bool FreeRegion(void* p) {
 bool FindRegion(const void* p, size_t bytes, RegionSpan* out) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(g_mu);
-  auto it = Holding(at, bytes);
+  auto it = Holding(at, bytes, /*check=*/true);
   if (it == g_regions.end()) return false;
-  *out = RegionSpan{it->second->id, at - it->first, it->second->size, it->second->adopted != nullptr};
+  *out = RegionSpan{it->second->id, at - it->first, it->second->Size(), it->second->adopted != nullptr};
   return true;
 }
 
@@ -175,21 +183,16 @@ Status AdoptRegion(const void* p, size_t bytes, RegionSpan* out) {
   std::vector<uintptr_t> superseded;
   std::vector<uint64_t> inodes;
   size_t superseded_bytes = 0;
-  for (auto it = g_regions.begin(); it != g_regions.end();) {
-    const Region& r = *it->second;
-    if (r.adopted && !StillAdopted(*r.adopted)) {
-      it = Drop(it);
-      continue;
+  DropGoneAdoptions();
+  for (const auto& [start, r] : g_regions) {
+    const uintptr_t end = start + r->Size();
+    if (start >= last || first >= end) continue;
+    if (!r->adopted || start < first || end > last) {
+      return refuse(InvalidUsage("the buffer shares pages with another region"));
     }
-    if (r.start < last && first < r.start + r.size) {
-      if (!r.adopted || r.start < first || r.start + r.size > last) {
-        return refuse(InvalidUsage("the buffer shares pages with another region"));
-      }
-      superseded.push_back(r.start);
-      inodes.push_back(r.adopted->inode);
-      superseded_bytes += r.size;
-    }
-    ++it;
+    superseded.push_back(start);
+    inodes.push_back(r->adopted->inode);
+    superseded_bytes += r->Size();
   }
   if (g_adopted_count - superseded.size() >= kMaxAdoptedRegions) {
     return InvalidUsage("%zu buffers are adopted already, the most at once", g_adopted_count);
@@ -206,12 +209,10 @@ Status AdoptRegion(const void* p, size_t bytes, RegionSpan* out) {
   static std::once_flag fork_handlers;
   std::call_once(fork_handlers, [] { pthread_atfork(LockBeforeFork, UnlockInParent, ReprivatizeInTheChild); });
   region->id = g_next_id++;
-  region->start = region->adopted->base;
-  region->size = region->adopted->size();
-  g_adopted_bytes += region->size;
+  g_adopted_bytes += region->Size();
   ++g_adopted_count;
-  *out = RegionSpan{region->id, at - region->start, region->size, true};
-  g_regions[region->start] = std::move(region);
+  *out = RegionSpan{region->id, at - region->Start(), region->Size(), true};
+  g_regions[region->Start()] = std::move(region);
   return Status::Ok();
 }
 
@@ -221,20 +222,18 @@ void SweepAdoptedRegions() {
   const auto now = std::chrono::steady_clock::now();
   if (now - g_last_sweep < std::chrono::milliseconds(100)) return;
   g_last_sweep = now;
-  for (auto it = g_regions.begin(); it != g_regions.end();) {
-    it = it->second->adopted && !StillAdopted(*it->second->adopted) ? Drop(it) : std::next(it);
-  }
+  DropGoneAdoptions();
 }
 
 void RegionEdgesIn(const void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(g_mu);
-  auto it = Holding(reinterpret_cast<uintptr_t>(p), bytes);
+  auto it = Holding(reinterpret_cast<uintptr_t>(p), bytes, /*check=*/false);
   if (it != g_regions.end() && it->second->adopted) CopyEdgesIn(*it->second->adopted, p, bytes);
 }
 
 void RegionEdgesOut(void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(g_mu);
-  auto it = Holding(reinterpret_cast<uintptr_t>(p), bytes);
+  auto it = Holding(reinterpret_cast<uintptr_t>(p), bytes, /*check=*/false);
   if (it != g_regions.end() && it->second->adopted) CopyEdgesOut(*it->second->adopted, p, bytes);
 }
 

@@ -55,7 +55,8 @@ bool AdoptionEnabled();
 void SweepAdoptedRegions();
 // For an op's buffer in an adopted region: its bytes on the pages that stayed the
 // program's, copied into the region before the daemon reads them (In) and back after it
-// wrote them (Out). At most two pages each; nothing for other regions.
+// wrote them (Out). At most two pages each; nothing for other regions. For a buffer
+// FindRegion or AdoptRegion placed in the same NCCL call: the kernel is not asked again.
 void RegionEdgesIn(const void* p, size_t bytes);
 void RegionEdgesOut(void* p, size_t bytes);
 // A duplicate of live region `id`'s memfd, to pass to the daemon; invalid once freed.

@@ -140,8 +140,7 @@ bool IsP2p(const PendingOp& op) { return op.desc.kind == shimproto::kSend || op.
 // buffer's pages adopted now where the program asked for that (host_regions.h).
 bool FindOrAdoptRegion(ncclComm* comm, const void* p, size_t bytes, RegionSpan* span) {
   if (FindRegion(p, bytes, span)) return true;
-  if (!AdoptionEnabled()) return false;
-  Status st = AdoptRegion(p, bytes, span);
+  Status st = AdoptRegion(p, bytes, span);  // NotFound, quietly, where adoption is off
   if (st.ok()) {
     NCCL_SHIM_INFO(kSubsysReg, "rank %d: buffer %p of %zu bytes adopted: its ops run in place", comm->rank, p, bytes);
   } else if (!IsNotFound(st)) {
