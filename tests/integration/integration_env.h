@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 
 #include "cluster.h"
@@ -34,16 +33,6 @@ inline constexpr int kSanitizerSlowdown = 2;
 #else
 inline constexpr int kSanitizerSlowdown = 1;
 #endif
-
-// Linux 6.11 and later answer PROCMAP_QUERY, which the shim's page adoption needs
-// (libmccs-nccl/page_adoption.h): before, nothing is adopted.
-inline bool KernelHasProcmapQuery() {
-  std::ifstream release("/proc/sys/kernel/osrelease");
-  int major = 0, minor = 0;
-  char dot = 0;
-  release >> major >> dot >> minor;
-  return major > 6 || (major == 6 && minor >= 11);
-}
 
 }  // namespace conduit::it
 

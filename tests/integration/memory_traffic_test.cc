@@ -14,6 +14,7 @@
 #include "conduitctl_run.h"
 #include "integration_env.h"
 #include "linger.h"
+#include "page_adoption.h"
 
 namespace conduit::it {
 namespace {
@@ -189,7 +190,7 @@ TEST_P(MemoryTrafficTest, EveryCollectiveMatchesTheTable) {
   const int per_host = std::get<0>(GetParam());
   const Buffers buffers = std::get<1>(GetParam());
   const bool mem_alloc = buffers != Buffers::kOwn;  // host regions
-  if (buffers == Buffers::kAdopted && !KernelHasProcmapQuery()) GTEST_SKIP() << "no PROCMAP_QUERY: nothing is adopted";
+  if (buffers == Buffers::kAdopted && !PageAdoptionSupported()) GTEST_SKIP() << "no PROCMAP_QUERY: nothing is adopted";
   Cluster cluster(TwoHosts("mt", "10.231.19"));
   CONDUIT_START_CLUSTER(cluster);
   // 2 MiB per rank: streamed copies, chunked algorithms, the ring for AllReduce (above the
