@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/size_arg.h"
 #include "cli/usage.h"
 
 namespace conduit {
@@ -76,16 +77,9 @@ double Rate(size_t bytes, double seconds, Fn fn) {
   return static_cast<double>(bytes) * calls / elapsed / 1e9;
 }
 
+// A size of 1 byte to 4 GiB (cli/size_arg.h's form).
 bool ParseSize(const std::string& s, size_t* out) {
-  char* end = nullptr;
-  const unsigned long long v = strtoull(s.c_str(), &end, 10);
-  size_t mult = 1;
-  if (*end == 'K') mult = size_t{1} << 10, ++end;
-  else if (*end == 'M') mult = size_t{1} << 20, ++end;
-  else if (*end == 'G') mult = size_t{1} << 30, ++end;
-  if (end == s.c_str() || *end != '\0' || v == 0 || v > (size_t{4} << 30) / mult) return false;
-  *out = v * mult;
-  return true;
+  return tools::ParseSizeArg(s.c_str(), out) && *out > 0 && *out <= (size_t{4} << 30);
 }
 
 int Main(int argc, char** argv) {
@@ -117,7 +111,7 @@ int Main(int argc, char** argv) {
         const std::string item = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
         size_t bytes = 0;
         if (!ParseSize(item, &bytes)) {
-          fprintf(stderr, "--sizes: '%s' is not a size (1K-4G)\n%s", item.c_str(), usage);
+          fprintf(stderr, "--sizes: '%s' is not a size from 1 byte to 4G\n%s", item.c_str(), usage);
           return 2;
         }
         sizes.push_back(bytes);

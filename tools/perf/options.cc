@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "cli/size_arg.h"
+
 #include <getopt.h>
 #include <strings.h>
 
@@ -107,30 +109,12 @@ class Parser {
     return true;
   }
 
-  // Sizes as nccl-tests reads them: a number (fractions allowed), then optionally
-  // K, M or G (powers of 1024, either case); we also take a trailing B ("128MB").
+  // Sizes as nccl-tests reads them (cli/size_arg.h).
   bool Size(int flag, const char* text, size_t* out) {
-    errno = 0;
-    char* end = nullptr;
-    const double v = std::strtod(text, &end);
-    double mult = 1;
-    bool ok = errno == 0 && end != text && std::isfinite(v) && v >= 0;
-    if (ok) {
-      while (std::isspace(static_cast<unsigned char>(*end))) ++end;
-      switch (*end) {
-        case 'k': case 'K': mult = 1024.0; ++end; break;
-        case 'm': case 'M': mult = 1024.0 * 1024; ++end; break;
-        case 'g': case 'G': mult = 1024.0 * 1024 * 1024; ++end; break;
-        default: break;
-      }
-      if (*end == 'B' || *end == 'b') ++end;
-      ok = *end == '\0' && v * mult < 0x1p62;
-    }
-    if (!ok) {
+    if (!tools::ParseSizeArg(text, out)) {
       return Fail("invalid size '" + std::string(text) + "' for " + FlagName(flag) +
                   ": expected bytes, optionally with a K, M or G suffix");
     }
-    *out = static_cast<size_t>(v * mult);
     return true;
   }
 
