@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/number_arg.h"
 #include "cli/usage.h"
 #include "common/conn.h"
 #include "common/net_addr.h"
@@ -246,15 +247,25 @@ int Main(int argc, char** argv) {
       fprintf(stderr, "%s needs a value\n%s", argv[i], usage);
       return 2;
     }
-    if (strcmp(argv[i], "--connections") == 0) connections = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--mib") == 0) mib = strtoull(argv[i + 1], nullptr, 10);
-    else if (strcmp(argv[i], "--round-trips") == 0) round_trips = atoi(argv[i + 1]);
-    else {
+    // Bounds: what one run on one machine can hold (file descriptors, memory, minutes).
+    int64_t n = 0;
+    const bool connections_flag = strcmp(argv[i], "--connections") == 0;
+    const bool mib_flag = strcmp(argv[i], "--mib") == 0;
+    const bool round_trips_flag = strcmp(argv[i], "--round-trips") == 0;
+    if (!connections_flag && !mib_flag && !round_trips_flag) {
       fprintf(stderr, "unknown flag %s\n%s", argv[i], usage);
       return 2;
     }
+    const int64_t hi = connections_flag ? 100000 : mib_flag ? 65536 : 100000000;
+    if (!tools::ParseIntArg(argv[i + 1], 1, hi, &n)) {
+      fprintf(stderr, "%s: '%s' is not a whole number from 1 to %lld\n%s", argv[i], argv[i + 1],
+              static_cast<long long>(hi), usage);
+      return 2;
+    }
+    if (connections_flag) connections = static_cast<int>(n);
+    else if (mib_flag) mib = static_cast<size_t>(n);
+    else round_trips = static_cast<int>(n);
   }
-  if (connections < 1 || round_trips < 1 || mib < 1) Die("--connections, --round-trips and --mib must be >= 1");
   ClusterKey key;
   if (!EphemeralClusterKey(&key).ok()) Die("key");
   auto a = Security(key, "10.0.0.1:7650", false), b = Security(key, "10.0.0.2:7650", false);

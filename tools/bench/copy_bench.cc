@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/number_arg.h"
 #include "cli/size_arg.h"
 #include "cli/usage.h"
 
@@ -119,19 +120,23 @@ int Main(int argc, char** argv) {
         from = comma + 1;
       }
     } else if (flag == "--chunk-kib") {
-      chunk_kib = strtoull(value.c_str(), nullptr, 10);
+      int64_t kib = 0;
+      if (!tools::ParseIntArg(value.c_str(), 4, 65536, &kib)) {
+        fprintf(stderr, "--chunk-kib: '%s' is not a whole number from 4 to 65536\n%s", value.c_str(), usage);
+        return 2;
+      }
+      chunk_kib = static_cast<size_t>(kib);
     } else if (flag == "--seconds") {
-      seconds = atof(value.c_str());
+      if (!tools::ParseRealArg(value.c_str(), 0, 60, true, &seconds)) {
+        fprintf(stderr, "--seconds: '%s' is not a number in (0, 60]\n%s", value.c_str(), usage);
+        return 2;
+      }
     } else {
       fprintf(stderr, "unknown flag %s\n%s", flag.c_str(), usage);
       return 2;
     }
   }
   if (sizes.empty()) sizes = {size_t{1} << 20, size_t{4} << 20, size_t{32} << 20};
-  if (chunk_kib < 4 || chunk_kib > 65536 || !(seconds > 0) || seconds > 60) {
-    fprintf(stderr, "--chunk-kib must be 4-65536, --seconds in (0, 60]\n%s", usage);
-    return 2;
-  }
   size_t largest = 0;
   for (size_t s : sizes) largest = std::max(largest, s);
   const size_t chunk = chunk_kib << 10;

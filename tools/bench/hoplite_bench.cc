@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "cli/number_arg.h"
+#include "cli/size_arg.h"
 #include "cli/usage.h"
 #include "conduit/hoplite.h"
 
@@ -43,16 +45,6 @@ std::vector<std::string> Split(const std::string& s) {
     start = c + 1;
   }
   return out;
-}
-
-size_t ParseSize(const std::string& s) {
-  double v = atof(s.c_str());
-  switch (s.back()) {
-    case 'K': case 'k': return static_cast<size_t>(v * 1024);
-    case 'M': case 'm': return static_cast<size_t>(v * 1024 * 1024);
-    case 'G': case 'g': return static_cast<size_t>(v * 1024 * 1024 * 1024);
-    default: return static_cast<size_t>(v);
-  }
 }
 
 [[noreturn]] void Die(const std::string& what, const hoplite::Status& st) {
@@ -169,16 +161,40 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   int iters = 0;
   bool verbose = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--sockets") b.sockets = Split(v);
-    else if (a == "--op") b.op = v;
-    else if (a == "--sizes") for (auto& s : Split(v)) sizes.push_back(ParseSize(s));
-    else if (a == "--iters") iters = atoi(v.c_str());
-    else if (a == "--prefix") b.prefix = v;
-    else if (a == "--gap-ms") b.gap_ms = std::clamp(atoi(v.c_str()), 0, 60000);
-    else if (a == "--verbose") verbose = v == "1";
-    else {
+  auto bad = [](const std::string& flag, const std::string& value, const char* want) {
+    fprintf(stderr, "hoplite-bench: %s '%s': %s\n%s", flag.c_str(), value.c_str(), want, kUsage);
+    return 2;
+  };
+  for (int i = 1; i < argc; i += 2) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return bad(a, "", "needs a value");
+    std::string v = argv[i + 1];
+    int64_t n = 0;
+    if (a == "--sockets") {
+      b.sockets = Split(v);
+    } else if (a == "--op") {
+      b.op = v;
+    } else if (a == "--sizes") {
+      for (auto& s : Split(v)) {
+        size_t bytes = 0;
+        // An object holds at most 4 GiB here (libhoplite's own limit is the store's size).
+        if (!conduit::tools::ParseSizeArg(s.c_str(), &bytes) || bytes == 0 || bytes > (size_t{4} << 30)) {
+          return bad(a, s, "a size from 1 byte to 4G");
+        }
+        sizes.push_back(bytes);
+      }
+    } else if (a == "--iters") {
+      if (!conduit::tools::ParseIntArg(v.c_str(), 1, 1000000, &n)) return bad(a, v, "a count from 1 to 1000000");
+      iters = static_cast<int>(n);
+    } else if (a == "--prefix") {
+      b.prefix = v;
+    } else if (a == "--gap-ms") {
+      if (!conduit::tools::ParseIntArg(v.c_str(), 0, 60000, &n)) return bad(a, v, "milliseconds from 0 to 60000");
+      b.gap_ms = static_cast<int>(n);
+    } else if (a == "--verbose") {
+      if (v != "0" && v != "1") return bad(a, v, "0 or 1");
+      verbose = v == "1";
+    } else {
       fprintf(stderr, "hoplite-bench: unknown flag %s\n", a.c_str());
       return 2;
     }

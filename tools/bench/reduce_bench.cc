@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/number_arg.h"
 #include "cli/usage.h"
 #include "reduce/reduce.h"
 
@@ -72,21 +73,24 @@ int Main(int argc, char** argv) {
         fprintf(stderr, "--op must be sum, prod, max or min\n%s", usage);
         return 2;
       }
-    } else if (flag == "--cache-kib") {
-      cache_kib = strtoull(value.c_str(), nullptr, 10);
-    } else if (flag == "--memory-mib") {
-      memory_mib = strtoull(value.c_str(), nullptr, 10);
+    } else if (flag == "--cache-kib" || flag == "--memory-mib") {
+      const bool cache = flag == "--cache-kib";
+      int64_t n = 0;
+      if (!tools::ParseIntArg(value.c_str(), 1, cache ? (1 << 20) : 4096, &n)) {
+        fprintf(stderr, "%s: '%s' is not a whole number from 1 to %d\n%s", flag.c_str(), value.c_str(),
+                cache ? (1 << 20) : 4096, usage);
+        return 2;
+      }
+      (cache ? cache_kib : memory_mib) = static_cast<size_t>(n);
     } else if (flag == "--seconds") {
-      seconds = atof(value.c_str());
+      if (!tools::ParseRealArg(value.c_str(), 0, 60, true, &seconds)) {
+        fprintf(stderr, "--seconds: '%s' is not a number in (0, 60]\n%s", value.c_str(), usage);
+        return 2;
+      }
     } else {
       fprintf(stderr, "unknown flag %s\n%s", argv[i], usage);
       return 2;
     }
-  }
-  if (cache_kib < 1 || cache_kib > (1u << 20) || memory_mib < 1 || memory_mib > 4096 || !(seconds > 0) ||
-      seconds > 60) {
-    fprintf(stderr, "--cache-kib must be 1-1048576, --memory-mib 1-4096, --seconds in (0, 60]\n%s", usage);
-    return 2;
   }
   std::vector<ReduceIsa> isas;
   for (ReduceIsa isa : {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512}) {
