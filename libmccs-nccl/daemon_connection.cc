@@ -7,10 +7,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include "common/busy_poll.h"
 #include "common/exe_name.h"
+#include "protocol/reply_page.h"
 #include "protocol/shim_protocol.h"
 
 namespace conduit {
@@ -49,8 +52,19 @@ Status DaemonConnection::Open(std::unique_ptr<DaemonConnection>* out, bool* refu
     return Status(st.code(), "conduitd at " + path + " refused this program: " + st.message());
   }
   conn->timeout_ms_ = head.timeout_ms;
+  conn->AttachReplyPage();
   *out = std::move(conn);
   return Status::Ok();
+}
+
+void DaemonConnection::AttachReplyPage() {
+  auto page = std::make_unique<ShmSegment>();
+  UniqueFd fd;
+  Frame reply;
+  if (!page->Create("conduit-reply-page", kReplyPageBytes, &fd).ok()) return;  // replies come on the socket
+  if (!Call(shimproto::kAttachReplyPage, nullptr, 0, shimproto::kAttachReplyPageReply, &reply, fd.get()).ok()) return;
+  reply_page_ = std::move(page);
+  replies_taken_ = 0;
 }
 
 Status DaemonConnection::Call(uint16_t type, const void* payload, size_t len, uint16_t reply_type, Frame* reply,
@@ -59,7 +73,9 @@ Status DaemonConnection::Call(uint16_t type, const void* payload, size_t len, ui
   return ReadReply(type, reply_type, reply);
 }
 
-Status DaemonConnection::SendRequest(uint16_t type, const void* payload, size_t len, int pass_fd) {
+Status DaemonConnection::SendRequest(uint16_t type, const void* payload, size_t len, int pass_fd,
+                                     bool reply_in_page) {
+  reply_in_page_next_ = reply_in_page && reply_page_ != nullptr;
   Status st = WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, type, 0, payload,
                          static_cast<uint32_t>(len), Deadline::AfterMs(30000), pass_fd);
   if (!st.ok()) {
@@ -77,6 +93,11 @@ Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* re
 
 Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* reply, Deadline deadline,
                                    int spin_micros) {
+  if (reply_in_page_next_) {
+    reply_in_page_next_ = false;
+    CONDUIT_RETURN_IF_ERROR(ReadReplyInPage(reply, deadline, spin_micros));
+    return CheckReply(type, reply_type, *reply);
+  }
   // Most replies to small calls come within tens of microseconds: spin for them before
   // blocking, so the reply needs no wake-up of this thread (common/busy_poll.h).
   SpinUntilReady(fd_.get(), POLLIN, spin_micros);
@@ -87,12 +108,79 @@ Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* re
     return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),
                        st.message().c_str());
   }
+  return CheckReply(type, reply_type, *reply);
+}
+
+Status DaemonConnection::ReadReplyInPage(Frame* reply, Deadline deadline, int spin_micros) {
+  ReplyPage* page = ReplyPageOf(reply_page_->data());
+  const uint32_t count = replies_taken_ + 1;
+  auto take = [&] {
+    const uint32_t len = std::min<uint32_t>(page->len, kReplyPagePayloadBytes);
+    reply->header = FrameHeader{shimproto::kMagic, shimproto::kVersion, static_cast<uint16_t>(page->type), len, 0};
+    reply->payload.assign(page->payload, page->payload + len);
+    reply->fd.reset();
+    replies_taken_ = count;
+    return Status::Ok();
+  };
+  auto read_socket = [&](Frame* frame) {
+    Status st = ReadFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, frame, deadline,
+                          /*accept_fd=*/true);
+    if (!st.ok()) {
+      return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),
+                         st.message().c_str());
+    }
+    return Status::Ok();
+  };
+  // Spin for the reply (common/busy_poll.h), looking at the socket too now and then: a
+  // daemon without this connection's page (one that predates pages) answers there.
+  const int budget = spin_micros >= 0 ? spin_micros : BusyPollMicros();
+  int tries = 0;
+  bool on_socket = false;
+  SpinUntilTrue(std::chrono::steady_clock::now() + std::chrono::microseconds(budget), [&] {
+    if (ReplyInPage(page, count)) return true;
+    if (++tries % 8 != 0) return false;
+    pollfd p{fd_.get(), POLLIN, 0};
+    on_socket = poll(&p, 1, 0) > 0;
+    return on_socket;
+  });
+  if (!on_socket && ReplyInPage(page, count)) return take();
+  // About to sleep on the socket: ask for a kReplyInPage frame (protocol/reply_page.h).
+  AnnounceSleep(page);
+  switch (LookBeforeSleep(page, count)) {
+    case LastLook::kTake:
+      return take();
+    case LastLook::kTakeAfterWakeFrame: {
+      Frame wake;
+      CONDUIT_RETURN_IF_ERROR(read_socket(&wake));
+      if (wake.header.type != shimproto::kReplyInPage) {
+        return SystemError("conduitd sent frame type %u where it owed a kReplyInPage", wake.header.type);
+      }
+      return take();
+    }
+    case LastLook::kSleep:
+      break;
+  }
+  CONDUIT_RETURN_IF_ERROR(read_socket(reply));
+  const bool daemon_took = DaemonTookWaiting(page);
+  if (reply->header.type == shimproto::kReplyInPage) {
+    if (!daemon_took || !ReplyInPage(page, count)) {
+      return SystemError("conduitd said the reply was in the reply page, and it was not");
+    }
+    return take();
+  }
+  // The reply itself came on the socket.
+  if (daemon_took) return SystemError("conduitd answered both in the reply page and on the socket");
+  return Status::Ok();
+}
+
+Status DaemonConnection::CheckReply(uint16_t type, uint16_t reply_type, const Frame& reply_frame) {
+  const Frame* reply = &reply_frame;
   if (reply->payload.size() < sizeof(WireStatus)) {
     return SystemError("conduitd sent a reply too short to hold a status (%zu bytes)", reply->payload.size());
   }
   WireStatus wire;
   memcpy(&wire, reply->payload.data(), sizeof(wire));
-  st = FromWire(wire);
+  Status st = FromWire(wire);
   if (!st.ok()) return st;
   if (reply->header.type != reply_type) {
     return SystemError("conduitd answered request type %u with type %u", type, reply->header.type);

@@ -11,6 +11,7 @@
 
 #include "common/fd_io.h"
 #include "common/frame.h"
+#include "common/shm_segment.h"
 #include "common/status.h"
 
 namespace conduit {
@@ -28,7 +29,9 @@ class DaemonConnection {
   Status Call(uint16_t type, const void* payload, size_t len, uint16_t reply_type, Frame* reply, int pass_fd = -1);
 
   // The two halves of Call, so a group can have requests in flight on several connections.
-  Status SendRequest(uint16_t type, const void* payload, size_t len, int pass_fd = -1);
+  // `reply_in_page`: the request asked for its reply in the reply page (a Group with
+  // kGroupReplyInPage; only where has_reply_page()), which the next ReadReply then waits on.
+  Status SendRequest(uint16_t type, const void* payload, size_t len, int pass_fd = -1, bool reply_in_page = false);
   // A reply is awaited at most ReplyDeadline() (3 x the daemon's timeout + 30 s) from when
   // the caller asked for it, whatever else it waits for meanwhile.
   Status ReadReply(uint16_t type, uint16_t reply_type, Frame* reply);
@@ -38,12 +41,27 @@ class DaemonConnection {
   Deadline ReplyDeadline() const { return Deadline::AfterMs(3ll * timeout_ms_ + 30000); }
 
   uint32_t daemon_timeout_ms() const { return timeout_ms_; }
-  // For waiting on "a reply has arrived" alongside other events; never read or write it.
+  // Whether the daemon holds this connection's reply page (protocol/reply_page.h).
+  bool has_reply_page() const { return reply_page_ != nullptr; }
+  // For waiting on "a reply has arrived" alongside other events (streamed groups, whose
+  // replies never come through the reply page); never read or write it.
   int fd() const { return fd_.get(); }
 
  private:
+  // Gives the daemon a reply page; a daemon that predates them says no, and every reply
+  // comes on the socket.
+  void AttachReplyPage();
+  // ReadReply for a request whose reply comes in the reply page (or, from a daemon that
+  // has no page for it, on the socket).
+  Status ReadReplyInPage(Frame* reply, Deadline deadline, int spin_micros);
+  // The status block and type of a reply, wherever it came from.
+  static Status CheckReply(uint16_t type, uint16_t reply_type, const Frame& reply);
+
   UniqueFd fd_;
   uint32_t timeout_ms_ = 300000;
+  std::unique_ptr<ShmSegment> reply_page_;
+  uint32_t replies_taken_ = 0;       // replies read from the page so far
+  bool reply_in_page_next_ = false;  // the request in flight asked for the page
 };
 
 }  // namespace conduit

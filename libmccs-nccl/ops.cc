@@ -296,11 +296,15 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   const size_t region_bytes = any_regions ? list.size() * sizeof(shimproto::RegionOpRef) : 0;
   std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc) + device_bytes +
                                region_bytes);
+  // The reply in the connection's reply page, where this thread waits for it; a streamed
+  // group's comes on the socket, which the output pump watches (protocol/reply_page.h).
+  const bool reply_in_page = !sent->streamed && !sent->device && comm->conn->has_reply_page();
   shimproto::GroupRequest head{static_cast<uint32_t>(list.size()),
                                (sent->streamed ? shimproto::kGroupStreamed : 0) |
                                    (sent->device ? shimproto::kGroupDevice : 0) |
                                    (sent->async ? shimproto::kGroupAsync : 0) |
-                                   (any_regions ? shimproto::kGroupRegions : 0)};
+                                   (any_regions ? shimproto::kGroupRegions : 0) |
+                                   (reply_in_page ? shimproto::kGroupReplyInPage : 0)};
   memcpy(request.data(), &head, sizeof(head));
   if (sent->streamed) ResetForStreaming(comm->staging.data());
   uint8_t* descs = request.data() + sizeof(head);
@@ -341,7 +345,7 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
       memcpy(p + i * sizeof(ref), &ref, sizeof(ref));
     }
   }
-  return comm->conn->SendRequest(shimproto::kGroup, request.data(), request.size());
+  return comm->conn->SendRequest(shimproto::kGroup, request.data(), request.size(), -1, reply_in_page);
 }
 
 // Whether conduitd refused a device group, running nothing of it, because it could not

@@ -107,6 +107,15 @@ enum MsgType : uint16_t {
   // WireStatus.
   kRegisterSpan = 39,
   kRegisterSpanReply = 40,
+  // The connection's reply page (protocol/reply_page.h): an empty request with a memfd of
+  // kReplyPageBytes attached, sealed against shrinking. The reply is a WireStatus. A daemon
+  // that predates it answers "unknown request type"; the shim then reads every reply from
+  // the socket, as before.
+  kAttachReplyPage = 41,
+  kAttachReplyPageReply = 42,
+  // From the daemon, empty: the reply to the Group request in flight is in the reply page
+  // (sent only to a program that set ReplyPage::waiting: see protocol/reply_page.h).
+  kReplyInPage = 44,
 };
 
 // Hello: version = kVersion.
@@ -299,12 +308,16 @@ inline constexpr uint32_t kGroupRegions = 4;   // one RegionOpRef per op follows
 // With kGroupDevice, every op a device op: DeviceAsyncHeader instead of DeviceGroupHeader,
 // and the reply comes once the daemon accepted the group, before it runs (docs/gpu.md).
 inline constexpr uint32_t kGroupAsync = 8;
+// The reply into the connection's reply page (protocol/reply_page.h) where the daemon holds
+// one, else on the socket. Not with kGroupStreamed or kGroupDevice, whose replies the shim
+// waits for on the socket alongside other work.
+inline constexpr uint32_t kGroupReplyInPage = 16;
 
 // Followed by nops OpDesc. Collectives run in order; sends and receives of the group
 // progress together, so any grouped point-to-point pattern completes.
 struct GroupRequest {
   uint32_t nops;
-  uint32_t flags;  // kGroupStreamed, kGroupDevice (+ kGroupAsync) or kGroupRegions; other bits must be 0
+  uint32_t flags;  // kGroupStreamed, kGroupDevice (+ kGroupAsync) or kGroupRegions, kGroupReplyInPage; other bits 0
 };
 
 // After the OpDescs of a group with kGroupRegions: one per op. For a kOpRegion op, where

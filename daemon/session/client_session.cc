@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/unique_id.h"
 #include "common/version.h"
+#include "protocol/reply_page.h"
 #include "protocol/shim_protocol.h"
 #include "security/comm_secret.h"
 #include "security/peer_security.h"
@@ -71,6 +72,14 @@ ClientSession::~ClientSession() {
 }
 
 Status ClientSession::Reply(uint16_t type, const void* payload, size_t len, int pass_fd) {
+  const bool in_page = reply_in_page_ && type == shimproto::kGroupReply;
+  reply_in_page_ = false;
+  if (in_page && reply_page_.data() != nullptr && pass_fd < 0 && len <= kReplyPagePayloadBytes) {
+    if (!PutReplyInPage(ReplyPageOf(reply_page_.data()), ++replies_in_page_, type, payload, len)) return Status::Ok();
+    // The program is about to sleep, or asleep, on its socket.
+    return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kReplyInPage, 0, nullptr, 0,
+                      Deadline::AfterMs(kReplyTimeoutMs));
+  }
   return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, type, 0, payload, static_cast<uint32_t>(len),
                     Deadline::AfterMs(kReplyTimeoutMs), pass_fd);
 }
@@ -144,6 +153,9 @@ void ClientSession::Run() {
         break;
       case shimproto::kAttachResult:
         st = HandleAttachResult(frame);
+        break;
+      case shimproto::kAttachReplyPage:
+        st = HandleAttachReplyPage(frame);
         break;
       case shimproto::kGroup:
         st = HandleGroup(frame);
@@ -386,6 +398,22 @@ Status ClientSession::HandleAttach(Frame& frame) {
   return ReplyStatus(shimproto::kAttachShmReply, st);
 }
 
+Status ClientSession::HandleAttachReplyPage(Frame& frame) {
+  Status st;
+  if (!frame.payload.empty()) {
+    st = InvalidArgument("AttachReplyPage takes no payload (%zu bytes)", frame.payload.size());
+  } else if (!frame.fd.valid()) {
+    st = InvalidArgument("AttachReplyPage arrived without a file descriptor");
+  } else {
+    // Sealed against shrinking, at least one page (ShmSegment::Map checks both). A second
+    // page replaces the first; both sides count its replies from 0.
+    st = reply_page_.Map(frame.fd.get(), kReplyPageBytes, kReplyPageBytes);
+    reply_page_fd_ = st.ok() ? std::move(frame.fd) : UniqueFd();
+    replies_in_page_ = 0;
+  }
+  return ReplyStatus(shimproto::kAttachReplyPageReply, st);
+}
+
 Status ClientSession::HandleAttachResult(const Frame& frame) {
   shimproto::AttachResultRequest req;
   shimproto::AttachResultReply reply{};
@@ -554,6 +582,7 @@ Status ClientSession::HandleGroup(const Frame& frame) {
   shimproto::DeviceGroupReplyTail tail{};
   ParsedGroup group;
   Status st = ParseGroupRequest(frame.payload, &group);
+  reply_in_page_ = st.ok() && (group.head.flags & shimproto::kGroupReplyInPage) != 0;
   if (st.ok() && group.async) return HandleAsyncGroup(group);
   // The program's earlier asynchronous groups come first.
   proxy_.Drain();

@@ -48,6 +48,8 @@ class ClientSession {
   Status HandleDeriveIdFromParent(const Frame& frame);
   Status HandleAttach(Frame& frame);
   Status HandleAttachResult(const Frame& frame);
+  // The connection's reply page (protocol/reply_page.h).
+  Status HandleAttachReplyPage(Frame& frame);
   // Whether a streamed group's reply tells the shim to attach the result area again
   // (shimproto::kReplyResultAttach).
   bool ResultAreaStale(const ParsedGroup& group) const;
@@ -60,7 +62,8 @@ class ClientSession {
   Status HandleRegisterSpan(const Frame& frame);
   Status HandleAttachRegion(Frame& frame);
   Status HandleReleaseRegion(const Frame& frame);
-  // `pass_fd` (>= 0) rides along with the reply (SCM_RIGHTS).
+  // `pass_fd` (>= 0) rides along with the reply (SCM_RIGHTS). A Group's reply goes into the
+  // reply page where the request asked for that (reply_in_page_) and it fits.
   Status Reply(uint16_t type, const void* payload, size_t len, int pass_fd = -1);
   Status ReplyStatus(uint16_t type, const Status& status);
 
@@ -82,6 +85,12 @@ class ClientSession {
   ShmSegment shm_;
   UniqueFd shm_fd_;  // the segment's memfd, kept to hand it over
   uint64_t result_area_ = 0;  // the communicator's result area this program attached (0: none)
+  // The reply page (protocol/reply_page.h), its memfd (kept to hand it over), the replies
+  // put there so far, and whether the Group request being served asked for it.
+  ShmSegment reply_page_;
+  UniqueFd reply_page_fd_;
+  uint32_t replies_in_page_ = 0;
+  bool reply_in_page_ = false;
   DeviceSession device_;
   HostRegions regions_;
   // The last accepted asynchronous group's words: when the connection closes, the ready

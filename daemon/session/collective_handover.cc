@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "protocol/reply_page.h"
 #include "protocol/upgrade_state.pb.h"
 #include "session/client_session.h"
 #include "session/collective_service.h"
@@ -273,6 +274,13 @@ Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds)
     r->set_fd(static_cast<uint32_t>(fds->size()));
   });
   CONDUIT_RETURN_IF_ERROR(dup_failed);
+  if (reply_page_.data() != nullptr && reply_page_fd_.valid()) {
+    UniqueFd dup;
+    CONDUIT_RETURN_IF_ERROR(DupFd(reply_page_fd_.get(), "a reply page", &dup));
+    fds->push_back(std::move(dup));
+    s.set_reply_page(static_cast<uint32_t>(fds->size()));
+    s.set_replies_in_page(replies_in_page_);
+  }
   // After the shared segment's descriptor, which Restore expects first.
   for (const DeviceSession::Registration& r : device_.Registrations()) {
     upgrade::v1::DeviceBuffer* b = s.add_device_buffers();
@@ -314,6 +322,15 @@ Status ClientSession::Restore(const std::string& state, std::vector<UniqueFd> fd
       return InvalidArgument("%s: host region %llu: %s", who_.c_str(), static_cast<unsigned long long>(r.id()),
                              st.message().c_str());
     }
+  }
+  if (s.reply_page() != 0) {
+    UniqueFd fd;
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, s.reply_page(), &fd));
+    if (Status st = reply_page_.Map(fd.get(), kReplyPageBytes, kReplyPageBytes); !st.ok()) {
+      return InvalidArgument("%s: its reply page: %s", who_.c_str(), st.message().c_str());
+    }
+    reply_page_fd_ = std::move(fd);
+    replies_in_page_ = s.replies_in_page();
   }
   for (const upgrade::v1::DeviceBuffer& b : s.device_buffers()) {
     shimproto::RegisterBufferRequest r{};

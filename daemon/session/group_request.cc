@@ -8,7 +8,8 @@ namespace conduit {
 
 Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out) {
   constexpr uint32_t kKnownFlags =
-      shimproto::kGroupStreamed | shimproto::kGroupDevice | shimproto::kGroupRegions | shimproto::kGroupAsync;
+      shimproto::kGroupStreamed | shimproto::kGroupDevice | shimproto::kGroupRegions | shimproto::kGroupAsync |
+      shimproto::kGroupReplyInPage;
   shimproto::GroupRequest head;
   if (payload.size() < sizeof(head)) return InvalidArgument("malformed Group request (%zu bytes)", payload.size());
   memcpy(&head, payload.data(), sizeof(head));
@@ -31,6 +32,9 @@ Status ParseGroupRequest(const std::vector<uint8_t>& payload, ParsedGroup* out) 
   if (async && !device) return InvalidArgument("kGroupAsync needs kGroupDevice");
   if (regions && (head.flags & (shimproto::kGroupStreamed | shimproto::kGroupDevice))) {
     return InvalidArgument("a group with host regions cannot be streamed or hold device ops");
+  }
+  if ((head.flags & shimproto::kGroupReplyInPage) && (head.flags & (shimproto::kGroupStreamed | shimproto::kGroupDevice))) {
+    return InvalidArgument("the reply to a streamed or device group comes on the socket (kGroupReplyInPage)");
   }
   out->head = head;
   out->device = device;

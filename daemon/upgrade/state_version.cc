@@ -16,9 +16,11 @@
 // communicators' collective message version (Communicator.protocol_version); 7, RPC calls in
 // flight (RpcSession.calls, RpcShared.links: an older reader would drop them, and the
 // programs' next events on those calls with them); 8, collectives sessions' spans of GPU
-// pages (CollectiveSession.device_spans, as 6's buffers).
+// pages (CollectiveSession.device_spans, as 6's buffers); 9, collectives sessions' reply
+// pages (CollectiveSession.reply_page: an older reader would drop it, and refuses the
+// Group flag that asks for it).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 8
+#define CONDUIT_UPGRADE_STATE_VERSION 9
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

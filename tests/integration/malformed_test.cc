@@ -10,6 +10,7 @@
 #include <random>
 
 #include "coll_run.h"
+#include "protocol/reply_page.h"
 #include "integration_env.h"
 #include "raw_shim_client.h"
 
@@ -328,6 +329,65 @@ TEST_F(MalformedTest, HostRegionAttachRefusals) {
   ReleaseRegionRequest unknown{8};
   ASSERT_TRUE(client_.SendFrame(kReleaseRegion, &unknown, sizeof unknown));
   EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  ExpectRejectedAndDaemonServing(1);
+}
+
+// The reply page (protocol/reply_page.h): refused unless it is a sealed memfd of a page,
+// and a program that scribbles on it (here: asks to be woken while it is not asleep) gets
+// its reply and one kReplyInPage frame, no more.
+TEST_F(MalformedTest, ReplyPageRefusalsAndAScribbledWaitingWord) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  const uint8_t junk[8] = {};
+  ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0));  // no descriptor
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  int page_fd = RegionSession::Memfd(kReplyPageBytes, true);
+  ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, junk, sizeof junk, -1, kMagic, kVersion, page_fd));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "a page with a payload was taken";
+  int unsealed = RegionSession::Memfd(kReplyPageBytes, false);
+  ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0, -1, kMagic, kVersion, unsealed));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "an unsealed page was taken";
+  close(unsealed);
+  int small = RegionSession::Memfd(100, true);
+  ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0, -1, kMagic, kVersion, small));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "a page smaller than kReplyPageBytes was taken";
+  close(small);
+  ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0, -1, kMagic, kVersion, page_fd));
+  ASSERT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  void* mapped = mmap(nullptr, kReplyPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, page_fd, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  ReplyPage* page = ReplyPageOf(static_cast<uint8_t*>(mapped));
+
+  // A streamed group cannot have its reply in the page: refused, on the socket.
+  OneOpGroup streamed{{1, kGroupStreamed | kGroupReplyInPage}, AllReduceFloat(16, 0)};
+  ASSERT_TRUE(client_.SendFrame(kGroup, &streamed, sizeof streamed));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  EXPECT_EQ(page->seq.load(), 0u);
+
+  // A good group asking for the page, with `waiting` already set: the reply is in the page
+  // (the first there) and one kReplyInPage frame says so.
+  page->waiting.store(1);
+  OneOpGroup group{{1, kGroupReplyInPage}, AllReduceFloat(16, 0)};
+  ASSERT_TRUE(client_.SendFrame(kGroup, &group, sizeof group));
+  FrameHeader header{};
+  std::vector<uint8_t> payload;
+  ASSERT_EQ(client_.Read(kReplyBound, &header, &payload), RawShimClient::Reply::kFrame);
+  EXPECT_EQ(header.type, kReplyInPage);
+  EXPECT_TRUE(payload.empty());
+  ASSERT_EQ(page->seq.load(), 1u);
+  EXPECT_EQ(page->waiting.load(), 0u);
+  EXPECT_EQ(page->type, kGroupReply);
+  ASSERT_EQ(page->len, sizeof(GroupReply));
+  GroupReply reply;
+  memcpy(&reply, page->payload, sizeof reply);
+  EXPECT_EQ(reply.status.result, 0) << reply.status.message;
+  // Not asleep this time: the reply is in the page, and nothing comes on the socket.
+  ASSERT_TRUE(client_.SendFrame(kGroup, &group, sizeof group));
+  const auto until = std::chrono::steady_clock::now() + kReplyBound;
+  while (page->seq.load() != 2u && std::chrono::steady_clock::now() < until) usleep(100);
+  EXPECT_EQ(page->seq.load(), 2u);
+  EXPECT_EQ(client_.Read(std::chrono::milliseconds(200), &header, &payload), RawShimClient::Reply::kTimeout);
+  munmap(mapped, kReplyPageBytes);
+  close(page_fd);
   ExpectRejectedAndDaemonServing(1);
 }
 

@@ -1,0 +1,260 @@
+// The reply page (protocol/reply_page.h) between the shim's DaemonConnection and a scripted
+// daemon on a real Unix socket: replies put while the program spins and after it went to
+// sleep on its socket (the kReplyInPage wake), the race between the two taken both ways
+// over many calls, a daemon that answers on the socket anyway, one that predates pages, and
+// one that dies while the program waits.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "common/frame.h"
+#include "common/shm_segment.h"
+#include "daemon_connection.h"
+#include "protocol/reply_page.h"
+#include "protocol/shim_protocol.h"
+#include "temp_dir.h"
+
+namespace conduit {
+namespace {
+
+// What the scripted daemon does with Group request `n` (1, 2, ...) on a connection that
+// attached a page: put its reply in the page after `delay`, or send it on the socket.
+struct Answer {
+  std::chrono::microseconds delay{0};
+  bool on_socket = false;
+};
+
+// A daemon that speaks just enough of the shim protocol: Hello, AttachReplyPage (taken or,
+// as a daemon that predates pages does, refused), and Group requests answered by a
+// GroupReply whose failed_op is the request's number, so the program can check it got the
+// reply to its own request.
+class ScriptedDaemon {
+ public:
+  ScriptedDaemon(const std::string& path, bool takes_pages, std::function<Answer(int)> answer, int die_after = -1)
+      : takes_pages_(takes_pages), answer_(std::move(answer)), die_after_(die_after) {
+    listener_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(bind(listener_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listener_.get(), 4), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedDaemon() { thread_.join(); }
+  int groups() const { return groups_.load(); }
+  int wakes_sent() const { return wakes_.load(); }
+
+ private:
+  void Serve() {
+    UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(conn.valid());
+    ShmSegment page;
+    uint32_t put = 0;
+    for (;;) {
+      Frame f;
+      if (!ReadFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &f,
+                     Deadline::AfterMs(10000), /*accept_fd=*/true)
+               .ok()) {
+        return;  // the program closed its end
+      }
+      const Deadline d = Deadline::AfterMs(5000);
+      if (f.header.type == shimproto::kHello) {
+        shimproto::HelloReply r{};
+        r.status = ToWire(Status::Ok());
+        r.accepted = 1;
+        r.timeout_ms = 5000;
+        ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kHelloReply, 0, &r,
+                               sizeof(r), d).ok());
+      } else if (f.header.type == shimproto::kAttachReplyPage) {
+        Status st = takes_pages_ ? page.Map(f.fd.get(), kReplyPageBytes, kReplyPageBytes)
+                                 : InvalidArgument("unknown request type %u", f.header.type);
+        WireStatus w = ToWire(st);
+        ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kAttachReplyPageReply,
+                               0, &w, sizeof(w), d).ok());
+      } else if (f.header.type == shimproto::kGroup) {
+        const int n = ++groups_;
+        if (n == die_after_) return;  // closes the connection with the reply owed
+        Answer a = answer_(n);
+        std::this_thread::sleep_for(a.delay);
+        shimproto::GroupReply r{};
+        r.status = ToWire(Status::Ok());
+        r.failed_op = n;
+        if (a.on_socket || page.data() == nullptr) {
+          ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kGroupReply, 0, &r,
+                                 sizeof(r), d).ok());
+        } else if (PutReplyInPage(ReplyPageOf(page.data()), ++put, shimproto::kGroupReply, &r, sizeof(r))) {
+          ++wakes_;
+          ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kReplyInPage, 0,
+                                 nullptr, 0, d).ok());
+        }
+      } else {
+        ADD_FAILURE() << "unexpected request type " << f.header.type;
+        return;
+      }
+    }
+  }
+
+  UniqueFd listener_;
+  const bool takes_pages_;
+  std::function<Answer(int)> answer_;
+  const int die_after_;
+  std::atomic<int> groups_{0};
+  std::atomic<int> wakes_{0};
+  std::thread thread_;
+};
+
+// The exchange itself, each interleaving of the program's last look with the daemon's put
+// taken in turn (the socket tests below meet the middle one too rarely to count on).
+TEST(ReplyPageProtocol, EachOrderOfTheLastLookAndThePutOwesTheRightFrames) {
+  alignas(64) static uint8_t bytes[kReplyPageBytes];
+  ReplyPage* page = ReplyPageOf(bytes);
+  memset(bytes, 0, sizeof(bytes));
+  const uint32_t reply = 0x5eed;
+  // 1. Put while the program spins: no frame; its last look (if any) takes it with none owed.
+  EXPECT_FALSE(PutReplyInPage(page, 1, shimproto::kGroupReply, &reply, sizeof(reply)));
+  AnnounceSleep(page);
+  EXPECT_EQ(LookBeforeSleep(page, 1), LastLook::kTake);
+  EXPECT_EQ(page->waiting.load(), 0u);
+  // 2. Put between the program's announcement and its last look: the daemon owes a frame,
+  //    and the program knows to read it.
+  AnnounceSleep(page);
+  EXPECT_TRUE(PutReplyInPage(page, 2, shimproto::kGroupReply, &reply, sizeof(reply)));
+  EXPECT_EQ(LookBeforeSleep(page, 2), LastLook::kTakeAfterWakeFrame);
+  EXPECT_EQ(page->waiting.load(), 0u);
+  // 3. Put after the last look: the program sleeps, the daemon wakes it.
+  AnnounceSleep(page);
+  EXPECT_EQ(LookBeforeSleep(page, 3), LastLook::kSleep);
+  EXPECT_TRUE(PutReplyInPage(page, 3, shimproto::kGroupReply, &reply, sizeof(reply)));
+  EXPECT_TRUE(DaemonTookWaiting(page));
+  EXPECT_TRUE(ReplyInPage(page, 3));
+  EXPECT_EQ(page->len, sizeof(reply));
+  // 4. The program sleeps and the reply comes on the socket instead (a daemon without the
+  //    page): `waiting` was never taken, and the program takes it back.
+  AnnounceSleep(page);
+  EXPECT_EQ(LookBeforeSleep(page, 4), LastLook::kSleep);
+  EXPECT_FALSE(DaemonTookWaiting(page));
+  EXPECT_EQ(page->waiting.load(), 0u);
+}
+
+class ReplyPageTest : public ::testing::Test {
+ protected:
+  ReplyPageTest() : dir_("reply-page") {
+    path_ = dir_.path() + "/conduitd.sock";
+    setenv(shimproto::kSocketEnv, path_.c_str(), 1);
+  }
+  ~ReplyPageTest() override { unsetenv(shimproto::kSocketEnv); }
+
+  std::unique_ptr<DaemonConnection> Connect() {
+    std::unique_ptr<DaemonConnection> conn;
+    Status st = DaemonConnection::Open(&conn);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return conn;
+  }
+
+  // One Group call asking for the page; the reply's number, or -1 on an error.
+  static int Call(DaemonConnection& conn, int spin_micros, Status* error = nullptr) {
+    shimproto::GroupRequest req{0, shimproto::kGroupReplyInPage};
+    Status st = conn.SendRequest(shimproto::kGroup, &req, sizeof(req), -1, conn.has_reply_page());
+    Frame reply;
+    if (st.ok()) {
+      st = conn.ReadReply(shimproto::kGroup, shimproto::kGroupReply, &reply, Deadline::AfterMs(10000), spin_micros);
+    }
+    if (error != nullptr) *error = st;
+    if (!st.ok() || reply.payload.size() != sizeof(shimproto::GroupReply)) return -1;
+    shimproto::GroupReply r;
+    memcpy(&r, reply.payload.data(), sizeof(r));
+    return r.failed_op;
+  }
+
+  // Nothing left unread on the connection: every kReplyInPage frame the daemon sent was
+  // read by the call it was for (one left over would be taken for a later call's reply).
+  static void ExpectNothingUnread(DaemonConnection& conn) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a last frame in flight
+    char byte;
+    EXPECT_LT(recv(conn.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), 0) << "a frame was left unread";
+  }
+
+  test::TempDir dir_;
+  std::string path_;
+};
+
+TEST_F(ReplyPageTest, RepliesComeThroughThePageWhileTheProgramSpinsAndAfterItSleeps) {
+  // Odd calls answered at once (the program is still spinning), even ones after 3 ms
+  // (the program spins 100 us, then sleeps on its socket and is woken by kReplyInPage).
+  ScriptedDaemon daemon(path_, true, [](int n) {
+    return Answer{std::chrono::microseconds(n % 2 == 0 ? 3000 : 0), false};
+  });
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_reply_page());
+  for (int n = 1; n <= 40; ++n) ASSERT_EQ(Call(*conn, 100), n);
+  EXPECT_GE(daemon.wakes_sent(), 20);  // every late reply woke the program
+  ExpectNothingUnread(*conn);
+  conn.reset();
+}
+
+TEST_F(ReplyPageTest, TheRaceBetweenSleepingAndTheReplyEndsTheSameEitherWay) {
+  // Replies land around the moment the program gives up spinning, so the program's store
+  // of `waiting` and the daemon's reply meet in both orders; every reply must arrive once
+  // and in order, every kReplyInPage frame be read (the next call would trip on one left).
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> jitter(0, 60);
+  std::vector<int> delays(2001);
+  for (int& d : delays) d = jitter(rng);
+  ScriptedDaemon daemon(path_, true, [&](int n) { return Answer{std::chrono::microseconds(delays[n]), false}; });
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_reply_page());
+  for (int n = 1; n <= 2000; ++n) ASSERT_EQ(Call(*conn, 20), n);
+  EXPECT_GT(daemon.wakes_sent(), 0);
+  ExpectNothingUnread(*conn);
+  conn.reset();
+}
+
+TEST_F(ReplyPageTest, ADaemonMayStillAnswerOnTheSocket) {
+  // Every third reply on the socket (a daemon that lost the page in a replacement, or a
+  // reply too large for it): the program takes replies from wherever they come.
+  ScriptedDaemon daemon(path_, true, [](int n) {
+    return Answer{std::chrono::microseconds(n % 5 == 0 ? 2000 : 0), n % 3 == 0};
+  });
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_reply_page());
+  for (int n = 1; n <= 30; ++n) ASSERT_EQ(Call(*conn, 50), n);
+  ExpectNothingUnread(*conn);
+  conn.reset();
+}
+
+TEST_F(ReplyPageTest, ADaemonThatPredatesPagesAnswersOnTheSocket) {
+  ScriptedDaemon daemon(path_, false, [](int) { return Answer{}; });
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_FALSE(conn->has_reply_page());
+  for (int n = 1; n <= 5; ++n) ASSERT_EQ(Call(*conn, 50), n);
+  conn.reset();
+}
+
+TEST_F(ReplyPageTest, ADaemonThatDiesWhileTheProgramWaitsEndsTheWait) {
+  ScriptedDaemon daemon(path_, true, [](int) { return Answer{}; }, /*die_after=*/3);
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_reply_page());
+  ASSERT_EQ(Call(*conn, 50), 1);
+  ASSERT_EQ(Call(*conn, 50), 2);
+  Status st;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Call(*conn, 50, &st), -1);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("lost contact with conduitd"), std::string::npos) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  conn.reset();
+}
+
+}  // namespace
+}  // namespace conduit
