@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "collectives/peer_messages.h"
+#include "common/busy_poll.h"
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/thread_guard.h"
@@ -20,6 +21,9 @@ namespace {
 // A collective that failed on a link waits this long for a peer's abort notice, so its
 // ranks get the reason (a disagreement, a dead rank) rather than "connection closed".
 constexpr int kAbortReasonWaitMs = 300;
+// Collectives up to this size spin for their local ranks' news (RunCollective), as
+// transfers up to it spin for a peer's bytes (transport/tcp.cc).
+constexpr size_t kLocalSpinMaxBytes = 256u << 10;
 
 // An op in host regions has the buffers its kind uses for `rank`, and no others (the
 // session resolved them): a Send its input alone, a Reduce's non-root its input alone.
@@ -561,8 +565,27 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
   request.result_area = context.result_area;
   std::unique_lock<std::mutex> lock(mu_);
   queue_.Push(LocalIndex(rank), &request);
+  local_news_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
   Deadline deadline = OpDeadline();
+  // A small collective's local ranks meet within microseconds: one that must wait for the
+  // others, or for the batch another's thread runs, spins for that news first, without the
+  // lock, so that its reply needs no wake-up of this thread (common/busy_poll.h). Larger
+  // ones never spin: their wait is the network's, and the spin would take a CPU from it.
+  // One budget for the whole call, however many waits it spans (another rank's arrival,
+  // then the batch's end): past it, this thread sleeps as before.
+  const int spin_micros = OpPayloadBytes(op) <= kLocalSpinMaxBytes ? BusyPollMicros() : 0;
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros);
+  // Returns whether it let go of the lock: then what the loop waits for may have happened
+  // meanwhile, and the loop looks again before it sleeps.
+  auto spin_for_news = [&] {
+    if (spin_micros <= 0 || std::chrono::steady_clock::now() >= spin_until) return false;
+    const uint64_t seen = local_news_.load(std::memory_order_acquire);
+    lock.unlock();
+    SpinUntilTrue(spin_until, [&] { return local_news_.load(std::memory_order_acquire) != seen; });
+    lock.lock();
+    return true;
+  };
   while (!request.done) {
     if (!failed_.ok() && !queue_.running()) {
       // A running batch may still hold a pointer to `request`; only leave once it is done.
@@ -592,10 +615,12 @@ Status Communicator::RunCollective(int rank, const RankBuffer& buffer, const shi
         r->done = true;
         r->status = st;
       }
+      local_news_.fetch_add(1, std::memory_order_release);
       cv_.notify_all();
       if (barrier_.pending()) AdvanceReconfig(lock);
       continue;
     }
+    if (spin_for_news()) continue;
     if (queue_.running()) {
       // A batch runs on another local rank's thread (maybe with ours in it); its end
       // notifies, and its own deadlines bound it. (Waiting until our deadline instead

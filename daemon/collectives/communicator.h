@@ -396,6 +396,10 @@ class Communicator final : private PeerChannel::Handler {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  // Bumped (under mu_) wherever RunCollective's waiters are notified of an arrival or of a
+  // batch's end, so that a small collective's waiting local rank can spin for it without
+  // the lock before it sleeps on cv_ (RunCollective).
+  std::atomic<uint64_t> local_news_{0};
   bool setup_started_ = false;
   bool setup_done_ = false;
   Status setup_status_;
