@@ -7,7 +7,7 @@
 // on a Unix socket costs a sendmsg, a poll that sees it and two recvmsg (its header, then
 // its payload), with kernel buffers that one CPU allocates and the other frees. On the
 // benchmark VM a request and reply between two processes spinning on two CPUs took
-// 5.1-6.8 us that way, 2.1-3.1 us with the reply in shared memory (docs/benchmarks.md,
+// 5.1-7.3 us that way, 2.1-3.1 us with the reply in shared memory (docs/benchmarks.md,
 // "The reply page").
 //
 // The exchange. The program sets kGroupReplyInPage on a Group request (host groups, not
