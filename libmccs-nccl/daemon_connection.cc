@@ -173,17 +173,16 @@ Status DaemonConnection::ReadReplyInPage(Frame* reply, Deadline deadline, int sp
   return Status::Ok();
 }
 
-Status DaemonConnection::CheckReply(uint16_t type, uint16_t reply_type, const Frame& reply_frame) {
-  const Frame* reply = &reply_frame;
-  if (reply->payload.size() < sizeof(WireStatus)) {
-    return SystemError("conduitd sent a reply too short to hold a status (%zu bytes)", reply->payload.size());
+Status DaemonConnection::CheckReply(uint16_t type, uint16_t reply_type, const Frame& reply) {
+  if (reply.payload.size() < sizeof(WireStatus)) {
+    return SystemError("conduitd sent a reply too short to hold a status (%zu bytes)", reply.payload.size());
   }
   WireStatus wire;
-  memcpy(&wire, reply->payload.data(), sizeof(wire));
+  memcpy(&wire, reply.payload.data(), sizeof(wire));
   Status st = FromWire(wire);
   if (!st.ok()) return st;
-  if (reply->header.type != reply_type) {
-    return SystemError("conduitd answered request type %u with type %u", type, reply->header.type);
+  if (reply.header.type != reply_type) {
+    return SystemError("conduitd answered request type %u with type %u", type, reply.header.type);
   }
   return Status::Ok();
 }

@@ -78,6 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // refused, never attached to one it makes up.
   FUZZ_CHECK(parsed.comm_key() == 0, "rank %d of communicator %llx taken, which nobody handed over", parsed.rank(),
              static_cast<unsigned long long>(parsed.comm_key()));
+  // A reply page is written by the daemon at every reply: only a sealed memfd (1-3) may
+  // be taken as one, never the unsealed memfd, the socket or the pipe.
+  FUZZ_CHECK(parsed.reply_page() <= 3, "descriptor %u taken as a reply page", parsed.reply_page());
   FUZZ_CHECK(registry.List().empty(), "%zu communicators appeared", registry.List().size());
   FUZZ_CHECK(parsed.shm_size() <= policy.max_shm_bytes(), "a %llu-byte segment mapped past the limit",
              static_cast<unsigned long long>(parsed.shm_size()));

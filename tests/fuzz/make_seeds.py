@@ -273,6 +273,11 @@ write("collective_session", "unsealed-region", key(4, 0) + varint(65536) + ldeli
 write("collective_session", "device-buffers",
       key(1, 0) + varint(1) + ldelim(6, device_buffer(1, 1 << 20)) + ldelim(6, device_buffer(2, 2 << 20, fd=5)))
 write("collective_session", "async-error", key(1, 0) + varint(1) + key(7, 0) + varint(6) + ldelim(8, b"rank 1 died"))
+write("collective_session", "reply-page", key(1, 0) + varint(1) + key(10, 0) + varint(1) + key(11, 0) + varint(7))
+write("collective_session", "reply-page-and-segment",
+      key(1, 0) + varint(1) + key(4, 0) + varint(65536) + key(10, 0) + varint(2) + key(11, 0) + varint(0xffffffff))
+write("collective_session", "reply-page-unsealed", key(1, 0) + varint(1) + key(10, 0) + varint(4))
+write("collective_session", "reply-page-socket", key(1, 0) + varint(1) + key(10, 0) + varint(5))
 write("collective_session", "communicator", key(1, 0) + varint(1) + key(2, 0) + varint(0x1234) + key(3, 0) + varint(1))
 
 

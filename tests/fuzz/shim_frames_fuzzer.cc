@@ -40,6 +40,11 @@ void Group(const uint8_t* data, size_t size) {
   FUZZ_CHECK(g.async == ((g.head.flags & shimproto::kGroupAsync) != 0) && (!g.async || g.device),
              "async flag (device %d, flags 0x%x)", g.device, g.head.flags);
   FUZZ_CHECK(g.regions == ((g.head.flags & shimproto::kGroupRegions) != 0), "regions flag");
+  // A streamed or device group's reply is awaited on the socket, alongside the group's
+  // other traffic: one that asks for the reply page must be refused.
+  FUZZ_CHECK(!(g.head.flags & shimproto::kGroupReplyInPage) ||
+                 !(g.head.flags & (shimproto::kGroupStreamed | shimproto::kGroupDevice)),
+             "a reply in the page accepted for a streamed or device group (flags 0x%x)", g.head.flags);
   FUZZ_CHECK(!g.regions || (g.region_refs.size() == g.ops.size() && !g.device &&
                             !(g.head.flags & shimproto::kGroupStreamed)),
              "%zu region refs for %zu ops (device %d, flags 0x%x)", g.region_refs.size(), g.ops.size(), g.device,
