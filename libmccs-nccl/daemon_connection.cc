@@ -13,7 +13,7 @@
 
 #include "common/busy_poll.h"
 #include "common/exe_name.h"
-#include "protocol/reply_page.h"
+#include "protocol/call_page.h"
 #include "protocol/shim_protocol.h"
 
 namespace conduit {
@@ -52,19 +52,23 @@ Status DaemonConnection::Open(std::unique_ptr<DaemonConnection>* out, bool* refu
     return Status(st.code(), "conduitd at " + path + " refused this program: " + st.message());
   }
   conn->timeout_ms_ = head.timeout_ms;
-  conn->AttachReplyPage();
+  conn->reply_page_ = conn->AttachPage(shimproto::kAttachReplyPage, shimproto::kAttachReplyPageReply, "conduit-reply-page");
+  // Requests through a page only where their replies come through one.
+  if (conn->reply_page_ != nullptr) {
+    conn->request_page_ =
+        conn->AttachPage(shimproto::kAttachRequestPage, shimproto::kAttachRequestPageReply, "conduit-request-page");
+  }
   *out = std::move(conn);
   return Status::Ok();
 }
 
-void DaemonConnection::AttachReplyPage() {
+std::unique_ptr<ShmSegment> DaemonConnection::AttachPage(uint16_t type, uint16_t reply_type, const char* name) {
   auto page = std::make_unique<ShmSegment>();
   UniqueFd fd;
   Frame reply;
-  if (!page->Create("conduit-reply-page", kReplyPageBytes, &fd).ok()) return;  // replies come on the socket
-  if (!Call(shimproto::kAttachReplyPage, nullptr, 0, shimproto::kAttachReplyPageReply, &reply, fd.get()).ok()) return;
-  reply_page_ = std::move(page);
-  replies_taken_ = 0;
+  if (!page->Create(name, kCallPageBytes, &fd).ok()) return nullptr;  // messages go on the socket
+  if (!Call(type, nullptr, 0, reply_type, &reply, fd.get()).ok()) return nullptr;
+  return page;
 }
 
 Status DaemonConnection::Call(uint16_t type, const void* payload, size_t len, uint16_t reply_type, Frame* reply,
@@ -76,8 +80,18 @@ Status DaemonConnection::Call(uint16_t type, const void* payload, size_t len, ui
 Status DaemonConnection::SendRequest(uint16_t type, const void* payload, size_t len, int pass_fd,
                                      bool reply_in_page) {
   reply_in_page_next_ = reply_in_page && reply_page_ != nullptr;
-  Status st = WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, type, 0, payload,
-                         static_cast<uint32_t>(len), Deadline::AfterMs(30000), pass_fd);
+  Status st;
+  if (reply_in_page_next_ && request_page_ != nullptr && type == shimproto::kGroup && pass_fd < 0 &&
+      len <= kCallPagePayloadBytes) {
+    // The daemon's session spins on the page between requests; a daemon asleep on the
+    // socket asked for a kRequestInPage frame (protocol/call_page.h).
+    if (!PutInPage(CallPageOf(request_page_->data()), ++requests_put_, type, payload, len)) return Status::Ok();
+    st = WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kRequestInPage, 0, nullptr, 0,
+                    Deadline::AfterMs(30000));
+  } else {
+    st = WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, type, 0, payload, static_cast<uint32_t>(len),
+                    Deadline::AfterMs(30000), pass_fd);
+  }
   if (!st.ok()) {
     return SystemError("lost contact with conduitd at %s (did the daemon die?): %s", SocketPath().c_str(),
                        st.message().c_str());
@@ -112,10 +126,10 @@ Status DaemonConnection::ReadReply(uint16_t type, uint16_t reply_type, Frame* re
 }
 
 Status DaemonConnection::ReadReplyInPage(Frame* reply, Deadline deadline, int spin_micros) {
-  ReplyPage* page = ReplyPageOf(reply_page_->data());
+  CallPage* page = CallPageOf(reply_page_->data());
   const uint32_t count = replies_taken_ + 1;
   auto take = [&] {
-    const uint32_t len = std::min<uint32_t>(page->len, kReplyPagePayloadBytes);
+    const uint32_t len = std::min<uint32_t>(page->len, kCallPagePayloadBytes);
     reply->header = FrameHeader{shimproto::kMagic, shimproto::kVersion, static_cast<uint16_t>(page->type), len, 0};
     reply->payload.assign(page->payload, page->payload + len);
     reply->fd.reset();
@@ -137,14 +151,14 @@ Status DaemonConnection::ReadReplyInPage(Frame* reply, Deadline deadline, int sp
   int tries = 0;
   bool on_socket = false;
   SpinUntilTrue(std::chrono::steady_clock::now() + std::chrono::microseconds(budget), [&] {
-    if (ReplyInPage(page, count)) return true;
+    if (InPage(page, count)) return true;
     if (++tries % 8 != 0) return false;
     pollfd p{fd_.get(), POLLIN, 0};
     on_socket = poll(&p, 1, 0) > 0;
     return on_socket;
   });
-  if (!on_socket && ReplyInPage(page, count)) return take();
-  // About to sleep on the socket: ask for a kReplyInPage frame (protocol/reply_page.h).
+  if (!on_socket && InPage(page, count)) return take();
+  // About to sleep on the socket: ask for a kReplyInPage frame (protocol/call_page.h).
   AnnounceSleep(page);
   switch (LookBeforeSleep(page, count)) {
     case LastLook::kTake:
@@ -161,9 +175,9 @@ Status DaemonConnection::ReadReplyInPage(Frame* reply, Deadline deadline, int sp
       break;
   }
   CONDUIT_RETURN_IF_ERROR(read_socket(reply));
-  const bool daemon_took = DaemonTookWaiting(page);
+  const bool daemon_took = WriterTookWaiting(page);
   if (reply->header.type == shimproto::kReplyInPage) {
-    if (!daemon_took || !ReplyInPage(page, count)) {
+    if (!daemon_took || !InPage(page, count)) {
       return SystemError("conduitd said the reply was in the reply page, and it was not");
     }
     return take();

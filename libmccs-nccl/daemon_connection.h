@@ -41,16 +41,19 @@ class DaemonConnection {
   Deadline ReplyDeadline() const { return Deadline::AfterMs(3ll * timeout_ms_ + 30000); }
 
   uint32_t daemon_timeout_ms() const { return timeout_ms_; }
-  // Whether the daemon holds this connection's reply page (protocol/reply_page.h).
+  // Whether the daemon holds this connection's reply page, and its request page
+  // (protocol/call_page.h).
   bool has_reply_page() const { return reply_page_ != nullptr; }
+  bool has_request_page() const { return request_page_ != nullptr; }
   // For waiting on "a reply has arrived" alongside other events (streamed groups, whose
   // replies never come through the reply page); never read or write it.
   int fd() const { return fd_.get(); }
 
  private:
-  // Gives the daemon a reply page; a daemon that predates them says no, and every reply
-  // comes on the socket.
-  void AttachReplyPage();
+  // Gives the daemon a page of `type` (kAttachReplyPage, kAttachRequestPage); null where
+  // it cannot be made, or the daemon (one that predates pages) says no: those messages
+  // then go on the socket.
+  std::unique_ptr<ShmSegment> AttachPage(uint16_t type, uint16_t reply_type, const char* name);
   // ReadReply for a request whose reply comes in the reply page (or, from a daemon that
   // has no page for it, on the socket).
   Status ReadReplyInPage(Frame* reply, Deadline deadline, int spin_micros);
@@ -61,6 +64,9 @@ class DaemonConnection {
   uint32_t timeout_ms_ = 300000;
   std::unique_ptr<ShmSegment> reply_page_;
   uint32_t replies_taken_ = 0;       // replies read from the page so far
+  // The request page, where Group requests whose replies come through the reply page go.
+  std::unique_ptr<ShmSegment> request_page_;
+  uint32_t requests_put_ = 0;  // requests put in the page so far
   bool reply_in_page_next_ = false;  // the request in flight asked for the page
 };
 

@@ -297,7 +297,7 @@ Status SendGroup(ncclComm* comm, std::vector<PendingOp*>& list, Sent* sent) {
   std::vector<uint8_t> request(sizeof(shimproto::GroupRequest) + list.size() * sizeof(shimproto::OpDesc) + device_bytes +
                                region_bytes);
   // The reply in the connection's reply page, where this thread waits for it; a streamed
-  // group's comes on the socket, which the output pump watches (protocol/reply_page.h).
+  // group's comes on the socket, which the output pump watches (protocol/call_page.h).
   const bool reply_in_page = !sent->streamed && !sent->device && comm->conn->has_reply_page();
   shimproto::GroupRequest head{static_cast<uint32_t>(list.size()),
                                (sent->streamed ? shimproto::kGroupStreamed : 0) |

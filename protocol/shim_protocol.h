@@ -107,15 +107,26 @@ enum MsgType : uint16_t {
   // WireStatus.
   kRegisterSpan = 39,
   kRegisterSpanReply = 40,
-  // The connection's reply page (protocol/reply_page.h): an empty request with a memfd of
-  // kReplyPageBytes attached, sealed against shrinking. The reply is a WireStatus. A daemon
+  // The connection's reply page (protocol/call_page.h): an empty request with a memfd of
+  // kCallPageBytes attached, sealed against shrinking. The reply is a WireStatus. A daemon
   // that predates it answers "unknown request type"; the shim then reads every reply from
   // the socket, as before.
   kAttachReplyPage = 41,
   kAttachReplyPageReply = 42,
   // From the daemon, empty: the reply to the Group request in flight is in the reply page
-  // (sent only to a program that set ReplyPage::waiting: see protocol/reply_page.h).
+  // (sent only to a program that set CallPage::waiting: see protocol/call_page.h).
   kReplyInPage = 44,
+  // The connection's request page (protocol/call_page.h), as kAttachReplyPage: from then on
+  // the shim may put a Group request that asks for its reply in the reply page
+  // (kGroupReplyInPage) in the request page instead of on the socket. A daemon that
+  // predates it answers "unknown request type"; the shim then sends every request on the
+  // socket, as before.
+  kAttachRequestPage = 45,
+  kAttachRequestPageReply = 46,
+  // From the program, empty, no reply: a request is in the request page (sent only to a
+  // daemon that set CallPage::waiting). conduitd looks at the page whenever one comes and
+  // ignores one that finds nothing new there (it may come after the request was taken).
+  kRequestInPage = 47,
 };
 
 // Hello: version = kVersion.
@@ -308,9 +319,10 @@ inline constexpr uint32_t kGroupRegions = 4;   // one RegionOpRef per op follows
 // With kGroupDevice, every op a device op: DeviceAsyncHeader instead of DeviceGroupHeader,
 // and the reply comes once the daemon accepted the group, before it runs (docs/gpu.md).
 inline constexpr uint32_t kGroupAsync = 8;
-// The reply into the connection's reply page (protocol/reply_page.h) where the daemon holds
+// The reply into the connection's reply page (protocol/call_page.h) where the daemon holds
 // one, else on the socket. Not with kGroupStreamed or kGroupDevice, whose replies the shim
-// waits for on the socket alongside other work.
+// waits for on the socket alongside other work. Only such a Group may come through the
+// request page.
 inline constexpr uint32_t kGroupReplyInPage = 16;
 
 // Followed by nops OpDesc. Collectives run in order; sends and receives of the group

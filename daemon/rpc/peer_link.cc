@@ -234,7 +234,7 @@ void PeerLink::ReadLoop() {
       FrameHeader h;
       // Stops here, between two frames, while a live upgrade's park is on and the link is
       // quiet; a parked link reads nothing more in this process.
-      Status st = member.AwaitRequest({reader_.buffered() > 0 || conn_.received() > 0, false});
+      Status st = member.AwaitRequest({reader_.buffered() > 0 || conn_.received() > 0, false, false});
       // Idle between frames as long as it likes; a frame it started must follow promptly.
       if (st.ok()) st = reader_.NextHeader(&h, Deadline::Never(), service_->frame_timeout_ms());
       if (st.ok()) st = HandleFrame(h);

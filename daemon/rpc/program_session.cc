@@ -125,7 +125,7 @@ Status ProgramSession::ServeConnection() {
                              [this](std::string* state, std::vector<UniqueFd>* fds) { return SavedState(state, fds); });
   member.SetIdle([this] { return Idle(); });
   for (;;) {
-    CONDUIT_RETURN_IF_ERROR(member.AwaitRequest({reader_.buffered() > 0, !held_.empty()}));
+    CONDUIT_RETURN_IF_ERROR(member.AwaitRequest({reader_.buffered() > 0, !held_.empty(), false}));
     if (!held_.empty() && !service_->parking()) {
       CONDUIT_RETURN_IF_ERROR(ServeHeld());
       continue;

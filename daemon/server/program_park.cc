@@ -113,7 +113,7 @@ Status ProgramPark::Member::AwaitRequest(Ready in_hand) {
     // What the session has in hand is served first. Else: a program in a loop sends its
     // next request soon after the reply, caught without a wake-up when possible
     // (common/busy_poll.h).
-    bool ready = in_hand.buffered || in_hand.held || SpinUntilReady(fd_, POLLIN);
+    bool ready = in_hand.buffered || in_hand.held || (!in_hand.spun && SpinUntilReady(fd_, POLLIN));
     if (!ready) {
       pollfd fds[2] = {{fd_, POLLIN, 0}, {park_->wake_.get(), POLLIN, 0}};
       const int n = poll(fds, park_->wake_.valid() ? 2 : 1, -1);

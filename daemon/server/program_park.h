@@ -67,6 +67,9 @@ class ProgramPark {
       bool buffered;
       // Requests it put aside during a park: served as soon as the park is over.
       bool held;
+      // It already spun for its next request (a collective session looking at its request
+      // page too, session/request_page.h): block at once.
+      bool spun;
     };
     // Waits without a bound for the next request to begin on the connection (or in
     // hand, `in_hand`); parks on the way while a park is on. An error when the connection

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +10,7 @@
 #include "common/log.h"
 #include "common/unique_id.h"
 #include "common/version.h"
-#include "protocol/reply_page.h"
+#include "protocol/call_page.h"
 #include "protocol/shim_protocol.h"
 #include "security/comm_secret.h"
 #include "security/peer_security.h"
@@ -74,8 +75,8 @@ ClientSession::~ClientSession() {
 Status ClientSession::Reply(uint16_t type, const void* payload, size_t len, int pass_fd) {
   const bool in_page = reply_in_page_ && type == shimproto::kGroupReply;
   reply_in_page_ = false;
-  if (in_page && reply_page_.data() != nullptr && pass_fd < 0 && len <= kReplyPagePayloadBytes) {
-    if (!PutReplyInPage(ReplyPageOf(reply_page_.data()), ++replies_in_page_, type, payload, len)) return Status::Ok();
+  if (in_page && reply_page_.data() != nullptr && pass_fd < 0 && len <= kCallPagePayloadBytes) {
+    if (!PutInPage(CallPageOf(reply_page_.data()), ++replies_in_page_, type, payload, len)) return Status::Ok();
     // The program is about to sleep, or asleep, on its socket.
     return WriteFrame(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kReplyInPage, 0, nullptr, 0,
                       Deadline::AfterMs(kReplyTimeoutMs));
@@ -104,9 +105,7 @@ void ClientSession::Run() {
   }
   for (;;) {
     Frame frame;
-    Status st = member_ ? member_->AwaitRequest() : Status::Ok();
-    if (st.ok()) st = ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &frame,
-                                   shimproto::kFrameTimeoutMs, /*accept_fd=*/true);
+    Status st = NextRequest(&frame);
     if (!st.ok()) {
       if (!IsEndOfStream(st)) {
         CLOG_WARN("%s: dropping connection after a malformed request: %s", who_.c_str(), st.message().c_str());
@@ -116,6 +115,12 @@ void ClientSession::Run() {
     }
     const uint16_t type = frame.header.type;
     const uint16_t reply_type = static_cast<uint16_t>(type + 1);
+    if (type == shimproto::kRequestInPage) {
+      // A wake-up for the request page, whose request may already be served: no reply.
+      if (frame.payload.empty() && !frame.fd.valid()) continue;
+      CLOG_WARN("%s: dropping connection after a malformed RequestInPage", who_.c_str());
+      return;
+    }
     if (!hello_done_ && type != shimproto::kHello) {
       (void)ReplyStatus(reply_type, InvalidUsage("the first request on a connection must be Hello"));
       return;
@@ -156,6 +161,9 @@ void ClientSession::Run() {
         break;
       case shimproto::kAttachReplyPage:
         st = HandleAttachReplyPage(frame);
+        break;
+      case shimproto::kAttachRequestPage:
+        st = HandleAttachRequestPage(frame);
         break;
       case shimproto::kGroup:
         st = HandleGroup(frame);
@@ -219,6 +227,22 @@ void ClientSession::Run() {
     }
     if (close_after) return;
   }
+}
+
+Status ClientSession::NextRequest(Frame* frame) {
+  // A request in the page is in hand: the park serves it at once, or stops the session
+  // with it there for the next process (its state carries the count taken).
+  const bool in_page = request_page_.AwaitPending(fd_.get());
+  if (member_) {
+    CONDUIT_RETURN_IF_ERROR(member_->AwaitRequest({in_page, false, request_page_.attached()}));
+  } else if (request_page_.attached() && !in_page) {
+    CONDUIT_RETURN_IF_ERROR(WaitFd(fd_.get(), POLLIN, Deadline::Never(), "receive"));
+  }
+  // Awake: a request in the page needs no frame now (one already sent is ignored).
+  request_page_.StopWaiting();
+  if (request_page_.Pending()) return request_page_.Take(frame);
+  return ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, frame,
+                            shimproto::kFrameTimeoutMs, /*accept_fd=*/true);
 }
 
 Status ClientSession::HandleHello(const Frame& frame, bool* close_after) {
@@ -398,20 +422,36 @@ Status ClientSession::HandleAttach(Frame& frame) {
   return ReplyStatus(shimproto::kAttachShmReply, st);
 }
 
+namespace {
+
+// What AttachReplyPage and AttachRequestPage both carry: no payload, one descriptor.
+Status CheckPageAttach(const Frame& frame, const char* name) {
+  if (!frame.payload.empty()) return InvalidArgument("%s takes no payload (%zu bytes)", name, frame.payload.size());
+  if (!frame.fd.valid()) return InvalidArgument("%s arrived without a file descriptor", name);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ClientSession::HandleAttachReplyPage(Frame& frame) {
-  Status st;
-  if (!frame.payload.empty()) {
-    st = InvalidArgument("AttachReplyPage takes no payload (%zu bytes)", frame.payload.size());
-  } else if (!frame.fd.valid()) {
-    st = InvalidArgument("AttachReplyPage arrived without a file descriptor");
-  } else {
+  Status st = CheckPageAttach(frame, "AttachReplyPage");
+  if (st.ok()) {
     // Sealed against shrinking, at least one page (ShmSegment::Map checks both). A second
     // page replaces the first; both sides count its replies from 0.
-    st = reply_page_.Map(frame.fd.get(), kReplyPageBytes, kReplyPageBytes);
+    st = reply_page_.Map(frame.fd.get(), kCallPageBytes, kCallPageBytes);
     reply_page_fd_ = st.ok() ? std::move(frame.fd) : UniqueFd();
     replies_in_page_ = 0;
   }
   return ReplyStatus(shimproto::kAttachReplyPageReply, st);
+}
+
+Status ClientSession::HandleAttachRequestPage(Frame& frame) {
+  Status st = CheckPageAttach(frame, "AttachRequestPage");
+  // Requests through a page only where their replies come through one.
+  if (st.ok() && reply_page_.data() == nullptr) st = InvalidUsage("AttachRequestPage before AttachReplyPage");
+  // A second page replaces the first; both sides count its requests from 0.
+  if (st.ok()) st = request_page_.Attach(std::move(frame.fd), 0);
+  return ReplyStatus(shimproto::kAttachRequestPageReply, st);
 }
 
 Status ClientSession::HandleAttachResult(const Frame& frame) {

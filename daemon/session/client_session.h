@@ -18,6 +18,7 @@
 #include "session/device_session.h"
 #include "session/group_request.h"
 #include "session/host_regions.h"
+#include "session/request_page.h"
 
 namespace conduit {
 
@@ -48,8 +49,12 @@ class ClientSession {
   Status HandleDeriveIdFromParent(const Frame& frame);
   Status HandleAttach(Frame& frame);
   Status HandleAttachResult(const Frame& frame);
-  // The connection's reply page (protocol/reply_page.h).
+  // The connection's reply page and request page (protocol/call_page.h).
   Status HandleAttachReplyPage(Frame& frame);
+  Status HandleAttachRequestPage(Frame& frame);
+  // The next request, from the request page or the socket; a kRequestInPage frame is
+  // passed on (Run ignores it).
+  Status NextRequest(Frame* frame);
   // Whether a streamed group's reply tells the shim to attach the result area again
   // (shimproto::kReplyResultAttach).
   bool ResultAreaStale(const ParsedGroup& group) const;
@@ -85,12 +90,13 @@ class ClientSession {
   ShmSegment shm_;
   UniqueFd shm_fd_;  // the segment's memfd, kept to hand it over
   uint64_t result_area_ = 0;  // the communicator's result area this program attached (0: none)
-  // The reply page (protocol/reply_page.h), its memfd (kept to hand it over), the replies
+  // The reply page (protocol/call_page.h), its memfd (kept to hand it over), the replies
   // put there so far, and whether the Group request being served asked for it.
   ShmSegment reply_page_;
   UniqueFd reply_page_fd_;
   uint32_t replies_in_page_ = 0;
   bool reply_in_page_ = false;
+  RequestPage request_page_;
   DeviceSession device_;
   HostRegions regions_;
   // The last accepted asynchronous group's words: when the connection closes, the ready

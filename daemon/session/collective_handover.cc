@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "protocol/reply_page.h"
+#include "protocol/call_page.h"
 #include "protocol/upgrade_state.pb.h"
 #include "session/client_session.h"
 #include "session/collective_service.h"
@@ -281,6 +281,13 @@ Status ClientSession::SavedState(std::string* state, std::vector<UniqueFd>* fds)
     s.set_reply_page(static_cast<uint32_t>(fds->size()));
     s.set_replies_in_page(replies_in_page_);
   }
+  if (request_page_.attached()) {
+    UniqueFd dup;
+    CONDUIT_RETURN_IF_ERROR(DupFd(request_page_.fd(), "a request page", &dup));
+    fds->push_back(std::move(dup));
+    s.set_request_page(static_cast<uint32_t>(fds->size()));
+    s.set_requests_from_page(request_page_.taken());
+  }
   // After the shared segment's descriptor, which Restore expects first.
   for (const DeviceSession::Registration& r : device_.Registrations()) {
     upgrade::v1::DeviceBuffer* b = s.add_device_buffers();
@@ -326,11 +333,19 @@ Status ClientSession::Restore(const std::string& state, std::vector<UniqueFd> fd
   if (s.reply_page() != 0) {
     UniqueFd fd;
     CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, s.reply_page(), &fd));
-    if (Status st = reply_page_.Map(fd.get(), kReplyPageBytes, kReplyPageBytes); !st.ok()) {
+    if (Status st = reply_page_.Map(fd.get(), kCallPageBytes, kCallPageBytes); !st.ok()) {
       return InvalidArgument("%s: its reply page: %s", who_.c_str(), st.message().c_str());
     }
     reply_page_fd_ = std::move(fd);
     replies_in_page_ = s.replies_in_page();
+  }
+  if (s.request_page() != 0) {
+    if (s.reply_page() == 0) return InvalidArgument("%s: a request page without a reply page", who_.c_str());
+    UniqueFd fd;
+    CONDUIT_RETURN_IF_ERROR(TakeDescriptor(&fds, s.request_page(), &fd));
+    if (Status st = request_page_.Attach(std::move(fd), s.requests_from_page()); !st.ok()) {
+      return InvalidArgument("%s: its request page: %s", who_.c_str(), st.message().c_str());
+    }
   }
   for (const upgrade::v1::DeviceBuffer& b : s.device_buffers()) {
     shimproto::RegisterBufferRequest r{};

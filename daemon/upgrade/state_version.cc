@@ -18,9 +18,11 @@
 // programs' next events on those calls with them); 8, collectives sessions' spans of GPU
 // pages (CollectiveSession.device_spans, as 6's buffers); 9, collectives sessions' reply
 // pages (CollectiveSession.reply_page: an older reader would drop it, and refuses the
-// Group flag that asks for it).
+// Group flag that asks for it); 10, collectives sessions' request pages
+// (CollectiveSession.request_page: an older reader would drop it, and the program's next
+// request there would wait for good).
 #ifndef CONDUIT_UPGRADE_STATE_VERSION
-#define CONDUIT_UPGRADE_STATE_VERSION 9
+#define CONDUIT_UPGRADE_STATE_VERSION 10
 #endif
 #ifndef CONDUIT_UPGRADE_MIN_STATE_VERSION
 #define CONDUIT_UPGRADE_MIN_STATE_VERSION 1

@@ -1,10 +1,11 @@
 // A program's collectives session as the new daemon takes it over in a live upgrade
 // (protocol/upgrade_state.proto: CollectiveSession; ClientSession::Restore): its shared
-// segment, host regions, GPU registrations, asynchronous error and communicator. The input
-// is the state's bytes; descriptors 1-3 are sealed 64 KiB memfds (a segment or a region),
-// 4 an unsealed memfd, 5 a socket and 6 a pipe. Whatever it holds, the new daemon must refuse
-// it with an error, or take it without a communicator (none was handed over here): it may
-// not crash, leak into another session's rank, or take a descriptor it was not given.
+// segment, host regions, GPU registrations, reply and request pages, asynchronous error and
+// communicator. The input is the state's bytes; descriptors 1-3 are sealed 64 KiB memfds (a
+// segment, a region or a page), 4 an unsealed memfd, 5 a socket and 6 a pipe. Whatever it
+// holds, the new daemon must refuse it with an error, or take it without a communicator
+// (none was handed over here): it may not crash, leak into another session's rank, or take
+// a descriptor it was not given.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -81,6 +82,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A reply page is written by the daemon at every reply: only a sealed memfd (1-3) may
   // be taken as one, never the unsealed memfd, the socket or the pipe.
   FUZZ_CHECK(parsed.reply_page() <= 3, "descriptor %u taken as a reply page", parsed.reply_page());
+  // The same for a request page, which comes only with a reply page.
+  FUZZ_CHECK(parsed.request_page() <= 3 && (parsed.request_page() == 0 || parsed.reply_page() != 0),
+             "descriptor %u taken as a request page (reply page %u)", parsed.request_page(), parsed.reply_page());
   FUZZ_CHECK(registry.List().empty(), "%zu communicators appeared", registry.List().size());
   FUZZ_CHECK(parsed.shm_size() <= policy.max_shm_bytes(), "a %llu-byte segment mapped past the limit",
              static_cast<unsigned long long>(parsed.shm_size()));

@@ -278,6 +278,12 @@ write("collective_session", "reply-page-and-segment",
       key(1, 0) + varint(1) + key(4, 0) + varint(65536) + key(10, 0) + varint(2) + key(11, 0) + varint(0xffffffff))
 write("collective_session", "reply-page-unsealed", key(1, 0) + varint(1) + key(10, 0) + varint(4))
 write("collective_session", "reply-page-socket", key(1, 0) + varint(1) + key(10, 0) + varint(5))
+write("collective_session", "request-page",
+      key(1, 0) + varint(1) + key(10, 0) + varint(1) + key(11, 0) + varint(3) + key(12, 0) + varint(2) +
+      key(13, 0) + varint(5))
+write("collective_session", "request-page-alone", key(1, 0) + varint(1) + key(12, 0) + varint(2))
+write("collective_session", "request-page-same-descriptor",
+      key(1, 0) + varint(1) + key(10, 0) + varint(1) + key(12, 0) + varint(1))
 write("collective_session", "communicator", key(1, 0) + varint(1) + key(2, 0) + varint(0x1234) + key(3, 0) + varint(1))
 
 

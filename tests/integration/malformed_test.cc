@@ -10,7 +10,7 @@
 #include <random>
 
 #include "coll_run.h"
-#include "protocol/reply_page.h"
+#include "protocol/call_page.h"
 #include "integration_env.h"
 #include "raw_shim_client.h"
 
@@ -332,7 +332,7 @@ TEST_F(MalformedTest, HostRegionAttachRefusals) {
   ExpectRejectedAndDaemonServing(1);
 }
 
-// The reply page (protocol/reply_page.h): refused unless it is a sealed memfd of a page,
+// The reply page (protocol/call_page.h): refused unless it is a sealed memfd of a page,
 // and a program that scribbles on it (here: asks to be woken while it is not asleep) gets
 // its reply and one kReplyInPage frame, no more.
 TEST_F(MalformedTest, ReplyPageRefusalsAndAScribbledWaitingWord) {
@@ -340,22 +340,22 @@ TEST_F(MalformedTest, ReplyPageRefusalsAndAScribbledWaitingWord) {
   const uint8_t junk[8] = {};
   ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0));  // no descriptor
   EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
-  int page_fd = RegionSession::Memfd(kReplyPageBytes, true);
+  int page_fd = RegionSession::Memfd(kCallPageBytes, true);
   ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, junk, sizeof junk, -1, kMagic, kVersion, page_fd));
   EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "a page with a payload was taken";
-  int unsealed = RegionSession::Memfd(kReplyPageBytes, false);
+  int unsealed = RegionSession::Memfd(kCallPageBytes, false);
   ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0, -1, kMagic, kVersion, unsealed));
   EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "an unsealed page was taken";
   close(unsealed);
   int small = RegionSession::Memfd(100, true);
   ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0, -1, kMagic, kVersion, small));
-  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "a page smaller than kReplyPageBytes was taken";
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "a page smaller than kCallPageBytes was taken";
   close(small);
   ASSERT_TRUE(client_.SendFrame(kAttachReplyPage, nullptr, 0, -1, kMagic, kVersion, page_fd));
   ASSERT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
-  void* mapped = mmap(nullptr, kReplyPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, page_fd, 0);
+  void* mapped = mmap(nullptr, kCallPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, page_fd, 0);
   ASSERT_NE(mapped, MAP_FAILED);
-  ReplyPage* page = ReplyPageOf(static_cast<uint8_t*>(mapped));
+  CallPage* page = CallPageOf(static_cast<uint8_t*>(mapped));
 
   // A streamed group cannot have its reply in the page: refused, on the socket.
   OneOpGroup streamed{{1, kGroupStreamed | kGroupReplyInPage}, AllReduceFloat(16, 0)};
@@ -386,8 +386,136 @@ TEST_F(MalformedTest, ReplyPageRefusalsAndAScribbledWaitingWord) {
   while (page->seq.load() != 2u && std::chrono::steady_clock::now() < until) usleep(100);
   EXPECT_EQ(page->seq.load(), 2u);
   EXPECT_EQ(client_.Read(std::chrono::milliseconds(200), &header, &payload), RawShimClient::Reply::kTimeout);
-  munmap(mapped, kReplyPageBytes);
+  munmap(mapped, kCallPageBytes);
   close(page_fd);
+  ExpectRejectedAndDaemonServing(1);
+}
+
+// A client's two pages (protocol/call_page.h), attached and mapped; unmapped and closed
+// at the end of the scope.
+struct MappedPages {
+  CallPage* reply = nullptr;
+  CallPage* request = nullptr;
+  int fds[2] = {-1, -1};
+  ~MappedPages() {
+    if (reply != nullptr) munmap(reply, kCallPageBytes);
+    if (request != nullptr) munmap(request, kCallPageBytes);
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  }
+};
+
+// Attaches both pages on `client`'s session; "" or what went wrong.
+std::string AttachPages(RawShimClient& client, MappedPages* pages) {
+  const uint16_t types[2] = {kAttachReplyPage, kAttachRequestPage};
+  CallPage** maps[2] = {&pages->reply, &pages->request};
+  for (int i = 0; i < 2; ++i) {
+    pages->fds[i] = RegionSession::Memfd(kCallPageBytes, true);
+    if (!client.SendFrame(types[i], nullptr, 0, -1, kMagic, kVersion, pages->fds[i])) return "send";
+    if (client.ReadStatus(kReplyBound) != 0) return "attach: " + client.last_message();
+    void* mapped = mmap(nullptr, kCallPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, pages->fds[i], 0);
+    if (mapped == MAP_FAILED) return "mmap";
+    *maps[i] = CallPageOf(static_cast<uint8_t*>(mapped));
+  }
+  return "";
+}
+
+// Puts request `seq` in the request page as a program would, with a kRequestInPage frame
+// whether or not the daemon asked for one (a frame that finds nothing new is ignored).
+bool PutRequest(RawShimClient& client, CallPage* page, uint32_t seq, uint16_t type, const void* payload, uint32_t len) {
+  page->type = type;
+  page->len = len;
+  memcpy(page->payload, payload, std::min<size_t>(len, kCallPagePayloadBytes));
+  page->seq.store(seq);
+  return client.SendFrame(kRequestInPage, nullptr, 0);
+}
+
+// Waits for reply `seq` in the reply page; its status, or -2 if it did not come.
+int ReplyInPageStatus(CallPage* page, uint32_t seq) {
+  const auto until = std::chrono::steady_clock::now() + kReplyBound;
+  while (page->seq.load() != seq && std::chrono::steady_clock::now() < until) usleep(100);
+  if (page->seq.load() != seq || page->len < sizeof(WireStatus)) return -2;
+  WireStatus status;
+  memcpy(&status, page->payload, sizeof status);
+  return status.result;
+}
+
+// The request page: refused before the reply page and unless it is a sealed memfd of a
+// page; requests there served in order, stray wake frames ignored; a request out of
+// sequence, of another type, without kGroupReplyInPage or longer than the page, and a wake
+// frame with a payload, each end that connection and no other.
+TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
+  ASSERT_EQ(client_.OpenSession(kShmSize, kReplyBound), "");
+  int early = RegionSession::Memfd(kCallPageBytes, true);
+  ASSERT_TRUE(client_.SendFrame(kAttachRequestPage, nullptr, 0, -1, kMagic, kVersion, early));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "a request page before the reply page was taken";
+  close(early);
+  MappedPages pages;
+  ASSERT_EQ(AttachPages(client_, &pages), "");
+  ASSERT_TRUE(client_.SendFrame(kAttachRequestPage, nullptr, 0));  // no descriptor
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
+  // (The failed attach let the page go: attach it again.)
+  ASSERT_TRUE(client_.SendFrame(kAttachRequestPage, nullptr, 0, -1, kMagic, kVersion, pages.fds[1]));
+  ASSERT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  int unsealed = RegionSession::Memfd(kCallPageBytes, false);
+  ASSERT_TRUE(client_.SendFrame(kAttachRequestPage, nullptr, 0, -1, kMagic, kVersion, unsealed));
+  EXPECT_GT(client_.ReadStatus(kReplyBound), 0) << "an unsealed page was taken";
+  close(unsealed);
+  ASSERT_TRUE(client_.SendFrame(kAttachRequestPage, nullptr, 0, -1, kMagic, kVersion, pages.fds[1]));
+  ASSERT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+
+  // Requests in the page, their replies in the reply page; stray wake frames between them.
+  OneOpGroup group{{1, kGroupReplyInPage}, AllReduceFloat(16, 0)};
+  for (uint32_t n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(PutRequest(client_, pages.request, n, kGroup, &group, sizeof group));
+    EXPECT_EQ(ReplyInPageStatus(pages.reply, n), 0) << "request " << n;
+    ASSERT_TRUE(client_.SendFrame(kRequestInPage, nullptr, 0));
+  }
+  // A request on the socket still works alongside, its reply on the socket.
+  OneOpGroup on_socket{{1, 0}, AllReduceFloat(16, 0)};
+  ASSERT_TRUE(client_.SendFrame(kGroup, &on_socket, sizeof on_socket));
+  EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
+  // Out of sequence: the connection ends.
+  ASSERT_TRUE(PutRequest(client_, pages.request, 9, kGroup, &group, sizeof group));
+  ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
+
+  // Each of the others on a connection of its own.
+  OneOpGroup no_flag{{1, 0}, AllReduceFloat(16, 0)};
+  OneOpGroup streamed{{1, kGroupStreamed | kGroupReplyInPage}, AllReduceFloat(16, 0)};
+  const struct {
+    const char* what;
+    uint16_t type;
+    const void* payload;
+    uint32_t len;
+  } bad[] = {
+      {"a CommDestroy in the page", kCommDestroy, nullptr, 0},
+      {"a Group without kGroupReplyInPage", kGroup, &no_flag, sizeof no_flag},
+      {"a streamed Group", kGroup, &streamed, sizeof streamed},
+      {"a Group longer than the page", kGroup, &group, static_cast<uint32_t>(kCallPageBytes)},
+      {"a Group shorter than its head", kGroup, &group, 4},
+  };
+  for (const auto& b : bad) {
+    RawShimClient c;
+    ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
+    ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
+    MappedPages p;
+    ASSERT_EQ(AttachPages(c, &p), "");
+    ASSERT_TRUE(PutRequest(c, p.request, 1, b.type, b.payload, b.len));
+    const int status = c.ReadStatus(kReplyBound);
+    EXPECT_TRUE(status == -1 || status > 0) << b.what << ": " << status;
+    EXPECT_EQ(p.reply->seq.load(), 0u) << b.what << " was served";
+  }
+  RawShimClient c;
+  ASSERT_TRUE(c.Connect(cluster_->Socket(0)));
+  ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
+  MappedPages p;
+  ASSERT_EQ(AttachPages(c, &p), "");
+  const uint8_t junk[4] = {1, 2, 3, 4};
+  ASSERT_TRUE(c.SendFrame(kRequestInPage, junk, sizeof junk));
+  FrameHeader header{};
+  std::vector<uint8_t> payload;
+  EXPECT_EQ(c.Read(kReplyBound, &header, &payload), RawShimClient::Reply::kClosed) << "a wake frame with a payload";
   ExpectRejectedAndDaemonServing(1);
 }
 

@@ -219,7 +219,7 @@ TEST(UpgradeTest, RefusesWhatItCannotHandOverAndGoesOn) {
   // A build that writes and reads another state version.
   AdminAnswer a = Upgrade(cluster, 0, R"({"binary": ")" + Cluster::ToolPath("conduitd_next_state") + R"("})");
   EXPECT_EQ(a.status, 400) << a.text;
-  EXPECT_NE(ErrorMessage(a).find("reads daemon state versions 10..10, and this daemon writes version 9"),
+  EXPECT_NE(ErrorMessage(a).find("reads daemon state versions 11..11, and this daemon writes version 10"),
             std::string::npos)
       << a.text;
   EXPECT_EQ(DaemonPid(cluster, 0), pid);

@@ -258,7 +258,7 @@ TEST(ProgramParkTest, ASessionStopsOnlyWhenIdleAndServesWhatItHeldAfterThePark) 
     member.SetIdle([&idle] { return idle.load(); });
     bool held = false;
     for (;;) {
-      if (!member.AwaitRequest({false, held}).ok()) return;
+      if (!member.AwaitRequest({false, held, false}).ok()) return;
       if (held && !park.parking()) {
         held = false;
         ++held_served;

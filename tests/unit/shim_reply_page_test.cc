@@ -1,10 +1,12 @@
-// The reply page (protocol/reply_page.h) between the shim's DaemonConnection and a scripted
-// daemon on a real Unix socket: replies put while the program spins and after it went to
-// sleep on its socket (the kReplyInPage wake), the race between the two taken both ways
-// over many calls, a daemon that answers on the socket anyway, one that predates pages, and
-// one that dies while the program waits.
+// The reply and request pages (protocol/call_page.h) between the shim's DaemonConnection
+// and a scripted daemon on a real Unix socket: replies put while the program spins and after
+// it went to sleep on its socket (the kReplyInPage wake), requests put while the daemon spins
+// and after it went to sleep (the kRequestInPage wake), each race taken both ways over many
+// calls, a daemon that answers on the socket anyway, ones that predate pages, and one that
+// dies while the program waits.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -21,7 +23,7 @@
 #include "common/frame.h"
 #include "common/shm_segment.h"
 #include "daemon_connection.h"
-#include "protocol/reply_page.h"
+#include "protocol/call_page.h"
 #include "protocol/shim_protocol.h"
 #include "temp_dir.h"
 
@@ -35,14 +37,21 @@ struct Answer {
   bool on_socket = false;
 };
 
-// A daemon that speaks just enough of the shim protocol: Hello, AttachReplyPage (taken or,
-// as a daemon that predates pages does, refused), and Group requests answered by a
-// GroupReply whose failed_op is the request's number, so the program can check it got the
-// reply to its own request.
+// Which pages the scripted daemon takes: none (a daemon that predates them), the reply
+// page only (one that predates request pages), or both.
+enum class Pages { kNone, kReplyOnly, kBoth };
+
+// A daemon that speaks just enough of the shim protocol: Hello, AttachReplyPage and
+// AttachRequestPage (taken or, as a daemon that predates them does, refused), and Group
+// requests, from the socket or the request page, answered by a GroupReply whose failed_op
+// is the request's number, so the program can check it got the reply to its own request.
+// Between requests it spins on the request page for `request_spin`, then sleeps on the
+// socket, where the program's kRequestInPage frame wakes it.
 class ScriptedDaemon {
  public:
-  ScriptedDaemon(const std::string& path, bool takes_pages, std::function<Answer(int)> answer, int die_after = -1)
-      : takes_pages_(takes_pages), answer_(std::move(answer)), die_after_(die_after) {
+  ScriptedDaemon(const std::string& path, Pages pages, std::function<Answer(int)> answer, int die_after = -1,
+                 std::chrono::microseconds request_spin = std::chrono::microseconds(200))
+      : pages_(pages), answer_(std::move(answer)), die_after_(die_after), request_spin_(request_spin) {
     listener_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -54,8 +63,49 @@ class ScriptedDaemon {
   ~ScriptedDaemon() { thread_.join(); }
   int groups() const { return groups_.load(); }
   int wakes_sent() const { return wakes_.load(); }
+  int requests_from_page() const { return from_page_.load(); }
+  int request_wakes() const { return request_wakes_.load(); }
 
  private:
+  // The next request from the request page (true) or the socket (false, in `f`).
+  bool NextFromPage(int conn, Frame* f, bool* ok) {
+    *ok = true;
+    for (;;) {
+      if (request_page_.data() != nullptr) {
+        CallPage* page = CallPageOf(request_page_.data());
+        bool on_socket = false;
+        const auto until = std::chrono::steady_clock::now() + request_spin_;
+        while (std::chrono::steady_clock::now() < until) {
+          if (InPage(page, taken_ + 1)) return true;
+          pollfd p{conn, POLLIN, 0};
+          if ((on_socket = poll(&p, 1, 0) > 0)) break;
+        }
+        if (!on_socket) {
+          AnnounceSleep(page);
+          if (LookBeforeSleep(page, taken_ + 1) != LastLook::kSleep) return true;  // a frame owed is ignored later
+        }
+      }
+      if (!ReadFrame(conn, shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, f, Deadline::AfterMs(10000),
+                     /*accept_fd=*/true)
+               .ok()) {
+        *ok = false;  // the program closed its end
+        return false;
+      }
+      if (f->header.type != shimproto::kRequestInPage) return false;
+      ++request_wakes_;
+      EXPECT_NE(request_page_.data(), nullptr) << "a kRequestInPage without a request page";
+      if (request_page_.data() == nullptr) {
+        *ok = false;
+        return false;
+      }
+      CallPage* page = CallPageOf(request_page_.data());
+      page->waiting.exchange(0);
+      if (InPage(page, taken_ + 1)) return true;
+      // The request it was for was taken already: ignore it, as conduitd does, and wait
+      // again from the start (spin, then ask for a frame before sleeping).
+    }
+  }
+
   void Serve() {
     UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     ASSERT_TRUE(conn.valid());
@@ -63,10 +113,17 @@ class ScriptedDaemon {
     uint32_t put = 0;
     for (;;) {
       Frame f;
-      if (!ReadFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, &f,
-                     Deadline::AfterMs(10000), /*accept_fd=*/true)
-               .ok()) {
-        return;  // the program closed its end
+      bool ok;
+      if (NextFromPage(conn.get(), &f, &ok)) {
+        CallPage* rp = CallPageOf(request_page_.data());
+        ASSERT_EQ(rp->type, shimproto::kGroup);
+        ASSERT_GE(rp->len, sizeof(shimproto::GroupRequest));
+        f.header.type = shimproto::kGroup;
+        f.payload.assign(rp->payload, rp->payload + rp->len);
+        ++taken_;
+        ++from_page_;
+      } else if (!ok) {
+        return;
       }
       const Deadline d = Deadline::AfterMs(5000);
       if (f.header.type == shimproto::kHello) {
@@ -76,12 +133,14 @@ class ScriptedDaemon {
         r.timeout_ms = 5000;
         ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kHelloReply, 0, &r,
                                sizeof(r), d).ok());
-      } else if (f.header.type == shimproto::kAttachReplyPage) {
-        Status st = takes_pages_ ? page.Map(f.fd.get(), kReplyPageBytes, kReplyPageBytes)
-                                 : InvalidArgument("unknown request type %u", f.header.type);
+      } else if (f.header.type == shimproto::kAttachReplyPage || f.header.type == shimproto::kAttachRequestPage) {
+        const bool reply = f.header.type == shimproto::kAttachReplyPage;
+        const bool takes = reply ? pages_ != Pages::kNone : pages_ == Pages::kBoth;
+        Status st = takes ? (reply ? page : request_page_).Map(f.fd.get(), kCallPageBytes, kCallPageBytes)
+                          : InvalidArgument("unknown request type %u", f.header.type);
         WireStatus w = ToWire(st);
-        ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kAttachReplyPageReply,
-                               0, &w, sizeof(w), d).ok());
+        ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, f.header.type + 1, 0, &w, sizeof(w),
+                               d).ok());
       } else if (f.header.type == shimproto::kGroup) {
         const int n = ++groups_;
         if (n == die_after_) return;  // closes the connection with the reply owed
@@ -93,7 +152,7 @@ class ScriptedDaemon {
         if (a.on_socket || page.data() == nullptr) {
           ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kGroupReply, 0, &r,
                                  sizeof(r), d).ok());
-        } else if (PutReplyInPage(ReplyPageOf(page.data()), ++put, shimproto::kGroupReply, &r, sizeof(r))) {
+        } else if (PutInPage(CallPageOf(page.data()), ++put, shimproto::kGroupReply, &r, sizeof(r))) {
           ++wakes_;
           ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kReplyInPage, 0,
                                  nullptr, 0, d).ok());
@@ -106,44 +165,49 @@ class ScriptedDaemon {
   }
 
   UniqueFd listener_;
-  const bool takes_pages_;
+  const Pages pages_;
   std::function<Answer(int)> answer_;
   const int die_after_;
+  const std::chrono::microseconds request_spin_;
+  ShmSegment request_page_;
+  uint32_t taken_ = 0;  // requests taken from the request page
   std::atomic<int> groups_{0};
   std::atomic<int> wakes_{0};
+  std::atomic<int> from_page_{0};
+  std::atomic<int> request_wakes_{0};
   std::thread thread_;
 };
 
 // The exchange itself, each interleaving of the program's last look with the daemon's put
 // taken in turn (the socket tests below meet the middle one too rarely to count on).
 TEST(ReplyPageProtocol, EachOrderOfTheLastLookAndThePutOwesTheRightFrames) {
-  alignas(64) static uint8_t bytes[kReplyPageBytes];
-  ReplyPage* page = ReplyPageOf(bytes);
+  alignas(64) static uint8_t bytes[kCallPageBytes];
+  CallPage* page = CallPageOf(bytes);
   memset(bytes, 0, sizeof(bytes));
   const uint32_t reply = 0x5eed;
   // 1. Put while the program spins: no frame; its last look (if any) takes it with none owed.
-  EXPECT_FALSE(PutReplyInPage(page, 1, shimproto::kGroupReply, &reply, sizeof(reply)));
+  EXPECT_FALSE(PutInPage(page, 1, shimproto::kGroupReply, &reply, sizeof(reply)));
   AnnounceSleep(page);
   EXPECT_EQ(LookBeforeSleep(page, 1), LastLook::kTake);
   EXPECT_EQ(page->waiting.load(), 0u);
   // 2. Put between the program's announcement and its last look: the daemon owes a frame,
   //    and the program knows to read it.
   AnnounceSleep(page);
-  EXPECT_TRUE(PutReplyInPage(page, 2, shimproto::kGroupReply, &reply, sizeof(reply)));
+  EXPECT_TRUE(PutInPage(page, 2, shimproto::kGroupReply, &reply, sizeof(reply)));
   EXPECT_EQ(LookBeforeSleep(page, 2), LastLook::kTakeAfterWakeFrame);
   EXPECT_EQ(page->waiting.load(), 0u);
   // 3. Put after the last look: the program sleeps, the daemon wakes it.
   AnnounceSleep(page);
   EXPECT_EQ(LookBeforeSleep(page, 3), LastLook::kSleep);
-  EXPECT_TRUE(PutReplyInPage(page, 3, shimproto::kGroupReply, &reply, sizeof(reply)));
-  EXPECT_TRUE(DaemonTookWaiting(page));
-  EXPECT_TRUE(ReplyInPage(page, 3));
+  EXPECT_TRUE(PutInPage(page, 3, shimproto::kGroupReply, &reply, sizeof(reply)));
+  EXPECT_TRUE(WriterTookWaiting(page));
+  EXPECT_TRUE(InPage(page, 3));
   EXPECT_EQ(page->len, sizeof(reply));
   // 4. The program sleeps and the reply comes on the socket instead (a daemon without the
   //    page): `waiting` was never taken, and the program takes it back.
   AnnounceSleep(page);
   EXPECT_EQ(LookBeforeSleep(page, 4), LastLook::kSleep);
-  EXPECT_FALSE(DaemonTookWaiting(page));
+  EXPECT_FALSE(WriterTookWaiting(page));
   EXPECT_EQ(page->waiting.load(), 0u);
 }
 
@@ -194,7 +258,7 @@ TEST_F(ReplyPageTest, RepliesComeThroughThePageWhileTheProgramSpinsAndAfterItSle
   // (the program spins 100 us, then sleeps on its socket and is woken by kReplyInPage).
   // On a loaded machine the program's spin may itself be descheduled past a late reply,
   // which it then finds without a wake-up: so some wakes, not one per late reply.
-  ScriptedDaemon daemon(path_, true, [](int n) {
+  ScriptedDaemon daemon(path_, Pages::kBoth, [](int n) {
     return Answer{std::chrono::microseconds(n % 2 == 0 ? 5000 : 0), false};
   });
   std::unique_ptr<DaemonConnection> conn = Connect();
@@ -213,7 +277,7 @@ TEST_F(ReplyPageTest, TheRaceBetweenSleepingAndTheReplyEndsTheSameEitherWay) {
   std::uniform_int_distribution<int> jitter(0, 60);
   std::vector<int> delays(2001);
   for (int& d : delays) d = jitter(rng);
-  ScriptedDaemon daemon(path_, true, [&](int n) { return Answer{std::chrono::microseconds(delays[n]), false}; });
+  ScriptedDaemon daemon(path_, Pages::kBoth, [&](int n) { return Answer{std::chrono::microseconds(delays[n]), false}; });
   std::unique_ptr<DaemonConnection> conn = Connect();
   ASSERT_TRUE(conn->has_reply_page());
   for (int n = 1; n <= 2000; ++n) ASSERT_EQ(Call(*conn, 20), n);
@@ -225,7 +289,7 @@ TEST_F(ReplyPageTest, TheRaceBetweenSleepingAndTheReplyEndsTheSameEitherWay) {
 TEST_F(ReplyPageTest, ADaemonMayStillAnswerOnTheSocket) {
   // Every third reply on the socket (a daemon that lost the page in a replacement, or a
   // reply too large for it): the program takes replies from wherever they come.
-  ScriptedDaemon daemon(path_, true, [](int n) {
+  ScriptedDaemon daemon(path_, Pages::kBoth, [](int n) {
     return Answer{std::chrono::microseconds(n % 5 == 0 ? 2000 : 0), n % 3 == 0};
   });
   std::unique_ptr<DaemonConnection> conn = Connect();
@@ -236,7 +300,7 @@ TEST_F(ReplyPageTest, ADaemonMayStillAnswerOnTheSocket) {
 }
 
 TEST_F(ReplyPageTest, ADaemonThatPredatesPagesAnswersOnTheSocket) {
-  ScriptedDaemon daemon(path_, false, [](int) { return Answer{}; });
+  ScriptedDaemon daemon(path_, Pages::kNone, [](int) { return Answer{}; });
   std::unique_ptr<DaemonConnection> conn = Connect();
   ASSERT_FALSE(conn->has_reply_page());
   for (int n = 1; n <= 5; ++n) ASSERT_EQ(Call(*conn, 50), n);
@@ -244,7 +308,7 @@ TEST_F(ReplyPageTest, ADaemonThatPredatesPagesAnswersOnTheSocket) {
 }
 
 TEST_F(ReplyPageTest, ADaemonThatDiesWhileTheProgramWaitsEndsTheWait) {
-  ScriptedDaemon daemon(path_, true, [](int) { return Answer{}; }, /*die_after=*/3);
+  ScriptedDaemon daemon(path_, Pages::kBoth, [](int) { return Answer{}; }, /*die_after=*/3);
   std::unique_ptr<DaemonConnection> conn = Connect();
   ASSERT_TRUE(conn->has_reply_page());
   ASSERT_EQ(Call(*conn, 50), 1);
@@ -255,6 +319,52 @@ TEST_F(ReplyPageTest, ADaemonThatDiesWhileTheProgramWaitsEndsTheWait) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("lost contact with conduitd"), std::string::npos) << st.message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  conn.reset();
+}
+
+// The request page, the same exchange the other way round: the daemon spins for a request
+// in the page, then sleeps on its socket, where the program's kRequestInPage wakes it.
+TEST_F(ReplyPageTest, RequestsComeThroughThePageWhileTheDaemonSpinsAndAfterItSleeps) {
+  // Odd calls come at once (the daemon still spins, 200 us), even ones 3 ms after the last
+  // reply (the daemon sleeps on its socket by then).
+  ScriptedDaemon daemon(path_, Pages::kBoth, [](int) { return Answer{}; });
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_request_page());
+  for (int n = 1; n <= 40; ++n) {
+    if (n % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    ASSERT_EQ(Call(*conn, 100), n);
+  }
+  EXPECT_EQ(daemon.requests_from_page(), 40);
+  EXPECT_GT(daemon.request_wakes(), 0);
+  conn.reset();
+}
+
+TEST_F(ReplyPageTest, TheRaceBetweenTheDaemonsSleepAndTheRequestEndsTheSameEitherWay) {
+  // Requests come around the moment the daemon gives up spinning (20 us), so its store of
+  // `waiting` and the program's request meet in both orders: every request must be served
+  // once and in order, whether a wake frame came for it, came late, or not at all.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> jitter(0, 40);
+  ScriptedDaemon daemon(path_, Pages::kBoth, [](int) { return Answer{}; }, -1, std::chrono::microseconds(20));
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_request_page());
+  for (int n = 1; n <= 2000; ++n) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(jitter(rng));
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    ASSERT_EQ(Call(*conn, 50), n);
+  }
+  EXPECT_EQ(daemon.requests_from_page(), 2000);
+  conn.reset();
+}
+
+TEST_F(ReplyPageTest, ADaemonThatPredatesRequestPagesTakesRequestsOnTheSocket) {
+  ScriptedDaemon daemon(path_, Pages::kReplyOnly, [](int) { return Answer{}; });
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_reply_page());
+  ASSERT_FALSE(conn->has_request_page());
+  for (int n = 1; n <= 5; ++n) ASSERT_EQ(Call(*conn, 50), n);
+  EXPECT_EQ(daemon.requests_from_page(), 0);
   conn.reset();
 }
 
