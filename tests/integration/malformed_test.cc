@@ -423,10 +423,12 @@ std::string AttachPages(RawShimClient& client, MappedPages* pages) {
 
 // Puts request `seq` in the request page as a program would, with a kRequestInPage frame
 // whether or not the daemon asked for one (a frame that finds nothing new is ignored).
-bool PutRequest(RawShimClient& client, CallPage* page, uint32_t seq, uint16_t type, const void* payload, uint32_t len) {
+// `len` is what the page announces; `bytes` of `payload` are written (at most the page's).
+bool PutRequest(RawShimClient& client, CallPage* page, uint32_t seq, uint16_t type, const void* payload, size_t bytes,
+                uint32_t len) {
   page->type = type;
   page->len = len;
-  memcpy(page->payload, payload, std::min<size_t>(len, kCallPagePayloadBytes));
+  if (bytes > 0) memcpy(page->payload, payload, std::min(bytes, kCallPagePayloadBytes));
   page->seq.store(seq);
   return client.SendFrame(kRequestInPage, nullptr, 0);
 }
@@ -468,7 +470,7 @@ TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
   // Requests in the page, their replies in the reply page; stray wake frames between them.
   OneOpGroup group{{1, kGroupReplyInPage}, AllReduceFloat(16, 0)};
   for (uint32_t n = 1; n <= 3; ++n) {
-    ASSERT_TRUE(PutRequest(client_, pages.request, n, kGroup, &group, sizeof group));
+    ASSERT_TRUE(PutRequest(client_, pages.request, n, kGroup, &group, sizeof group, sizeof group));
     EXPECT_EQ(ReplyInPageStatus(pages.reply, n), 0) << "request " << n;
     ASSERT_TRUE(client_.SendFrame(kRequestInPage, nullptr, 0));
   }
@@ -477,7 +479,7 @@ TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
   ASSERT_TRUE(client_.SendFrame(kGroup, &on_socket, sizeof on_socket));
   EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
   // Out of sequence: the connection ends.
-  ASSERT_TRUE(PutRequest(client_, pages.request, 9, kGroup, &group, sizeof group));
+  ASSERT_TRUE(PutRequest(client_, pages.request, 9, kGroup, &group, sizeof group, sizeof group));
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
 
   // Each of the others on a connection of its own.
@@ -487,13 +489,14 @@ TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
     const char* what;
     uint16_t type;
     const void* payload;
+    size_t bytes;
     uint32_t len;
   } bad[] = {
-      {"a CommDestroy in the page", kCommDestroy, nullptr, 0},
-      {"a Group without kGroupReplyInPage", kGroup, &no_flag, sizeof no_flag},
-      {"a streamed Group", kGroup, &streamed, sizeof streamed},
-      {"a Group longer than the page", kGroup, &group, static_cast<uint32_t>(kCallPageBytes)},
-      {"a Group shorter than its head", kGroup, &group, 4},
+      {"a CommDestroy in the page", kCommDestroy, nullptr, 0, 0},
+      {"a Group without kGroupReplyInPage", kGroup, &no_flag, sizeof no_flag, sizeof no_flag},
+      {"a streamed Group", kGroup, &streamed, sizeof streamed, sizeof streamed},
+      {"a Group longer than the page", kGroup, &group, sizeof group, static_cast<uint32_t>(kCallPageBytes)},
+      {"a Group shorter than its head", kGroup, &group, 4, 4},
   };
   for (const auto& b : bad) {
     RawShimClient c;
@@ -501,7 +504,7 @@ TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
     ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
     MappedPages p;
     ASSERT_EQ(AttachPages(c, &p), "");
-    ASSERT_TRUE(PutRequest(c, p.request, 1, b.type, b.payload, b.len));
+    ASSERT_TRUE(PutRequest(c, p.request, 1, b.type, b.payload, b.bytes, b.len));
     const int status = c.ReadStatus(kReplyBound);
     EXPECT_TRUE(status == -1 || status > 0) << b.what << ": " << status;
     EXPECT_EQ(p.reply->seq.load(), 0u) << b.what << " was served";
