@@ -457,7 +457,7 @@ TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
   ASSERT_EQ(AttachPages(client_, &pages), "");
   ASSERT_TRUE(client_.SendFrame(kAttachRequestPage, nullptr, 0));  // no descriptor
   EXPECT_GT(client_.ReadStatus(kReplyBound), 0);
-  // (The failed attach let the page go: attach it again.)
+  // (A failed attach may have let the page go: attach it again.)
   ASSERT_TRUE(client_.SendFrame(kAttachRequestPage, nullptr, 0, -1, kMagic, kVersion, pages.fds[1]));
   ASSERT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
   int unsealed = RegionSession::Memfd(kCallPageBytes, false);
