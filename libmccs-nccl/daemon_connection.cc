@@ -158,29 +158,37 @@ Status DaemonConnection::ReadReplyInPage(Frame* reply, Deadline deadline, int sp
     return on_socket;
   });
   if (!on_socket && InPage(page, count)) return take();
-  // About to sleep on the socket: ask for a kReplyInPage frame (protocol/call_page.h).
-  AnnounceSleep(page);
-  switch (LookBeforeSleep(page, count)) {
-    case LastLook::kTake:
-      return take();
-    case LastLook::kTakeAfterWakeFrame: {
-      Frame wake;
-      CONDUIT_RETURN_IF_ERROR(read_socket(&wake));
-      if (wake.header.type != shimproto::kReplyInPage) {
-        return SystemError("conduitd sent frame type %u where it owed a kReplyInPage", wake.header.type);
+  bool daemon_took = false;
+  for (;;) {
+    // About to sleep on the socket: ask for a kReplyInPage frame (protocol/call_page.h).
+    AnnounceSleep(page);
+    switch (LookBeforeSleep(page, count)) {
+      case LastLook::kTake:
+        return take();
+      case LastLook::kTakeAfterWakeFrame: {
+        // The frame owed may be a late one for the previous reply (below); either way it
+        // is the one frame that taking `waiting` owes.
+        Frame wake;
+        CONDUIT_RETURN_IF_ERROR(read_socket(&wake));
+        if (wake.header.type != shimproto::kReplyInPage) {
+          return SystemError("conduitd sent frame type %u where it owed a kReplyInPage", wake.header.type);
+        }
+        return take();
       }
-      return take();
+      case LastLook::kSleep:
+        break;
     }
-    case LastLook::kSleep:
-      break;
-  }
-  CONDUIT_RETURN_IF_ERROR(read_socket(reply));
-  const bool daemon_took = WriterTookWaiting(page);
-  if (reply->header.type == shimproto::kReplyInPage) {
-    if (!daemon_took || !InPage(page, count)) {
-      return SystemError("conduitd said the reply was in the reply page, and it was not");
+    CONDUIT_RETURN_IF_ERROR(read_socket(reply));
+    daemon_took = WriterTookWaiting(page);
+    if (reply->header.type != shimproto::kReplyInPage) break;
+    if (!daemon_took) {
+      return SystemError("conduitd sent a kReplyInPage that nothing asked for (reply %u awaited, the page holds %u)",
+                         count, page->seq.load());
     }
-    return take();
+    if (InPage(page, count)) return take();
+    // A late wake-up for the previous reply: conduitd stored that reply, we took it while
+    // spinning and asked for this one, and only then did conduitd take `waiting` (its
+    // thread was descheduled between the two). This reply is still to come: wait again.
   }
   // The reply itself came on the socket.
   if (daemon_took) return SystemError("conduitd answered both in the reply page and on the socket");

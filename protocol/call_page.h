@@ -21,7 +21,10 @@
 // (kReplyInPage, kRequestInPage). Whoever takes `waiting` back first decides: the reader,
 // finding the message after it set `waiting`, takes it back too; if it then reads 0 the
 // writer took it first and a wake frame is on its way. So no message waits for a wake-up
-// that never comes.
+// that never comes. A wake frame may be late: the writer can be descheduled between storing
+// message n's `seq` and taking `waiting`, while the reader takes message n, and asks to be
+// woken for message n+1; that exchange then takes the new `waiting`. A reader woken with its
+// message not yet in the page waits again; each frame still answers one taking of `waiting`.
 //
 // Trust. Each side reads of the other's page only what it must and checks it: the program
 // copies a reply of at most kCallPagePayloadBytes; conduitd copies a request out of the

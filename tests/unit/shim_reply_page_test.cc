@@ -35,6 +35,9 @@ namespace {
 struct Answer {
   std::chrono::microseconds delay{0};
   bool on_socket = false;
+  // Between storing the reply's `seq` and taking `waiting`: a daemon thread descheduled
+  // there, while the program takes the reply, sends its next request and sleeps.
+  std::chrono::microseconds late_wake{0};
 };
 
 // Which pages the scripted daemon takes: none (a daemon that predates them), the reply
@@ -106,6 +109,17 @@ class ScriptedDaemon {
     }
   }
 
+  // PutInPage, or the same in two halves `late_wake` apart.
+  static bool Put(CallPage* page, uint32_t count, const shimproto::GroupReply& r, std::chrono::microseconds late_wake) {
+    if (late_wake.count() == 0) return PutInPage(page, count, shimproto::kGroupReply, &r, sizeof(r));
+    page->type = shimproto::kGroupReply;
+    page->len = sizeof(r);
+    memcpy(page->payload, &r, sizeof(r));
+    page->seq.store(count);
+    std::this_thread::sleep_for(late_wake);
+    return page->waiting.exchange(0) != 0;
+  }
+
   void Serve() {
     UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     ASSERT_TRUE(conn.valid());
@@ -152,7 +166,7 @@ class ScriptedDaemon {
         if (a.on_socket || page.data() == nullptr) {
           ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kGroupReply, 0, &r,
                                  sizeof(r), d).ok());
-        } else if (PutInPage(CallPageOf(page.data()), ++put, shimproto::kGroupReply, &r, sizeof(r))) {
+        } else if (Put(CallPageOf(page.data()), ++put, r, a.late_wake)) {
           ++wakes_;
           ASSERT_TRUE(WriteFrame(conn.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kReplyInPage, 0,
                                  nullptr, 0, d).ok());
@@ -281,6 +295,23 @@ TEST_F(ReplyPageTest, TheRaceBetweenSleepingAndTheReplyEndsTheSameEitherWay) {
   std::unique_ptr<DaemonConnection> conn = Connect();
   ASSERT_TRUE(conn->has_reply_page());
   for (int n = 1; n <= 2000; ++n) ASSERT_EQ(Call(*conn, 20), n);
+  EXPECT_GT(daemon.wakes_sent(), 0);
+  ExpectNothingUnread(*conn);
+  conn.reset();
+}
+
+TEST_F(ReplyPageTest, ALateWakeUpForThePreviousReplyIsNotTakenForTheNext) {
+  // The daemon takes `waiting` 3 ms after storing each reply: the program finds the reply
+  // while spinning, sends its next request, gives up spinning (50 us) and asks to be woken,
+  // and the daemon's late exchange for the previous reply wakes it. Seen on CI as "conduitd
+  // said the reply was in the reply page, and it was not": the program must wait again.
+  // Every third reply is on time and on the socket, after such a late wake-up too.
+  ScriptedDaemon daemon(path_, Pages::kBoth, [](int n) {
+    return Answer{std::chrono::microseconds(0), n % 3 == 0, std::chrono::microseconds(3000)};
+  });
+  std::unique_ptr<DaemonConnection> conn = Connect();
+  ASSERT_TRUE(conn->has_reply_page());
+  for (int n = 1; n <= 30; ++n) ASSERT_EQ(Call(*conn, 50), n);
   EXPECT_GT(daemon.wakes_sent(), 0);
   ExpectNothingUnread(*conn);
   conn.reset();
