@@ -478,8 +478,9 @@ TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
   OneOpGroup on_socket{{1, 0}, AllReduceFloat(16, 0)};
   ASSERT_TRUE(client_.SendFrame(kGroup, &on_socket, sizeof on_socket));
   EXPECT_EQ(client_.ReadStatus(kReplyBound), 0) << client_.last_message();
-  // Out of sequence: the connection ends.
-  ASSERT_TRUE(PutRequest(client_, pages.request, 9, kGroup, &group, sizeof group, sizeof group));
+  // Out of sequence: the connection ends. (The daemon may end it while it spins on the
+  // page, before the wake frame is sent: that send may fail.)
+  (void)PutRequest(client_, pages.request, 9, kGroup, &group, sizeof group, sizeof group);
   ExpectRejectedAndDaemonServing(client_.ReadStatus(kReplyBound));
 
   // Each of the others on a connection of its own.
@@ -504,7 +505,7 @@ TEST_F(MalformedTest, RequestPageRefusalsAndScribbles) {
     ASSERT_EQ(c.OpenSession(kShmSize, kReplyBound), "");
     MappedPages p;
     ASSERT_EQ(AttachPages(c, &p), "");
-    ASSERT_TRUE(PutRequest(c, p.request, 1, b.type, b.payload, b.bytes, b.len));
+    (void)PutRequest(c, p.request, 1, b.type, b.payload, b.bytes, b.len);  // the wake frame may find it closed
     const int status = c.ReadStatus(kReplyBound);
     EXPECT_TRUE(status == -1 || status > 0) << b.what << ": " << status;
     EXPECT_EQ(p.reply->seq.load(), 0u) << b.what << " was served";
