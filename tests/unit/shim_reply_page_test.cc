@@ -263,6 +263,16 @@ class ReplyPageTest : public ::testing::Test {
     EXPECT_LT(recv(conn.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), 0) << "a frame was left unread";
   }
 
+  // A connection with a reply page making `calls` calls (each spinning `spin_micros`),
+  // every reply the one to its own request, at least one wake frame sent, none left unread.
+  void ExpectCallsWithWakes(const ScriptedDaemon& daemon, int calls, int spin_micros) {
+    std::unique_ptr<DaemonConnection> conn = Connect();
+    ASSERT_TRUE(conn->has_reply_page());
+    for (int n = 1; n <= calls; ++n) ASSERT_EQ(Call(*conn, spin_micros), n);
+    EXPECT_GT(daemon.wakes_sent(), 0);
+    ExpectNothingUnread(*conn);
+  }
+
   test::TempDir dir_;
   std::string path_;
 };
@@ -275,12 +285,7 @@ TEST_F(ReplyPageTest, RepliesComeThroughThePageWhileTheProgramSpinsAndAfterItSle
   ScriptedDaemon daemon(path_, Pages::kBoth, [](int n) {
     return Answer{std::chrono::microseconds(n % 2 == 0 ? 5000 : 0), false};
   });
-  std::unique_ptr<DaemonConnection> conn = Connect();
-  ASSERT_TRUE(conn->has_reply_page());
-  for (int n = 1; n <= 40; ++n) ASSERT_EQ(Call(*conn, 100), n);
-  EXPECT_GT(daemon.wakes_sent(), 0);
-  ExpectNothingUnread(*conn);
-  conn.reset();
+  ExpectCallsWithWakes(daemon, 40, 100);
 }
 
 TEST_F(ReplyPageTest, TheRaceBetweenSleepingAndTheReplyEndsTheSameEitherWay) {
@@ -292,12 +297,7 @@ TEST_F(ReplyPageTest, TheRaceBetweenSleepingAndTheReplyEndsTheSameEitherWay) {
   std::vector<int> delays(2001);
   for (int& d : delays) d = jitter(rng);
   ScriptedDaemon daemon(path_, Pages::kBoth, [&](int n) { return Answer{std::chrono::microseconds(delays[n]), false}; });
-  std::unique_ptr<DaemonConnection> conn = Connect();
-  ASSERT_TRUE(conn->has_reply_page());
-  for (int n = 1; n <= 2000; ++n) ASSERT_EQ(Call(*conn, 20), n);
-  EXPECT_GT(daemon.wakes_sent(), 0);
-  ExpectNothingUnread(*conn);
-  conn.reset();
+  ExpectCallsWithWakes(daemon, 2000, 20);
 }
 
 TEST_F(ReplyPageTest, ALateWakeUpForThePreviousReplyIsNotTakenForTheNext) {
@@ -309,12 +309,7 @@ TEST_F(ReplyPageTest, ALateWakeUpForThePreviousReplyIsNotTakenForTheNext) {
   ScriptedDaemon daemon(path_, Pages::kBoth, [](int n) {
     return Answer{std::chrono::microseconds(0), n % 3 == 0, std::chrono::microseconds(3000)};
   });
-  std::unique_ptr<DaemonConnection> conn = Connect();
-  ASSERT_TRUE(conn->has_reply_page());
-  for (int n = 1; n <= 30; ++n) ASSERT_EQ(Call(*conn, 50), n);
-  EXPECT_GT(daemon.wakes_sent(), 0);
-  ExpectNothingUnread(*conn);
-  conn.reset();
+  ExpectCallsWithWakes(daemon, 30, 50);
 }
 
 TEST_F(ReplyPageTest, ADaemonMayStillAnswerOnTheSocket) {
