@@ -129,8 +129,9 @@ Status DaemonConnection::ReadReplyInPage(Frame* reply, Deadline deadline, int sp
   CallPage* page = CallPageOf(reply_page_->data());
   const uint32_t count = replies_taken_ + 1;
   auto take = [&] {
-    const uint32_t len = std::min<uint32_t>(page->len, kCallPagePayloadBytes);
-    reply->header = FrameHeader{shimproto::kMagic, shimproto::kVersion, static_cast<uint16_t>(page->type), len, 0};
+    const uint32_t len = std::min<uint32_t>(page->len.load(std::memory_order_relaxed), kCallPagePayloadBytes);
+    const uint32_t type = page->type.load(std::memory_order_relaxed);
+    reply->header = FrameHeader{shimproto::kMagic, shimproto::kVersion, static_cast<uint16_t>(type), len, 0};
     reply->payload.assign(page->payload, page->payload + len);
     reply->fd.reset();
     replies_taken_ = count;

@@ -50,8 +50,11 @@ inline constexpr size_t kCallPagePayloadBytes = kCallPageBytes - kCallPageHeadBy
 struct CallPage {
   std::atomic<uint32_t> seq;      // writer: messages put here so far (stored after the message)
   std::atomic<uint32_t> waiting;  // reader: 1 while it may block on its socket
-  uint32_t type;                  // the message's frame type (kGroupReply, kGroup)
-  uint32_t len;                   // the message's payload bytes, at most kCallPagePayloadBytes
+  // Atomic, although only the writer stores them, so that each is one load the reader checks
+  // and then uses: the other process may write them at any time, and a plain field could
+  // legally be loaded again by the compiler after its check (a double fetch).
+  std::atomic<uint32_t> type;     // the message's frame type (kGroupReply, kGroup)
+  std::atomic<uint32_t> len;      // the message's payload bytes, at most kCallPagePayloadBytes
   uint8_t reserved[kCallPageHeadBytes - 16];
   uint8_t payload[kCallPagePayloadBytes];
 };
@@ -64,8 +67,8 @@ inline CallPage* CallPageOf(uint8_t* page) { return reinterpret_cast<CallPage*>(
 // which must fit. Returns whether the reader asked to be woken (then the caller sends it
 // the wake frame).
 inline bool PutInPage(CallPage* page, uint32_t count, uint16_t type, const void* payload, size_t len) {
-  page->type = type;
-  page->len = static_cast<uint32_t>(len);
+  page->type.store(type, std::memory_order_relaxed);
+  page->len.store(static_cast<uint32_t>(len), std::memory_order_relaxed);
   if (len > 0) memcpy(page->payload, payload, len);
   // Both sequentially consistent, as the reader's store of `waiting` and its load of `seq`:
   // of the two orders, at least one side sees the other's write.

@@ -60,9 +60,10 @@ Status RequestPage::Take(Frame* frame) {
     return InvalidUsage("the request page says request %u where %u was next", seq, taken_ + 1);
   }
   taken_ = seq;
-  // Read once each: the program may write the page while we copy.
-  const uint32_t type = page->type;
-  const uint32_t len = page->len;
+  // Loaded once each (atomics: no second load after the checks): the program may write the
+  // page while we copy.
+  const uint32_t type = page->type.load(std::memory_order_relaxed);
+  const uint32_t len = page->len.load(std::memory_order_relaxed);
   if (type != shimproto::kGroup) return InvalidUsage("request type %u in the request page (only Group)", type);
   if (len < sizeof(shimproto::GroupRequest) || len > kCallPagePayloadBytes) {
     return InvalidUsage("a Group request of %u bytes in the request page", len);
