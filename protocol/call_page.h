@@ -63,17 +63,26 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 inline CallPage* CallPageOf(uint8_t* page) { return reinterpret_cast<CallPage*>(page); }
 
-// Writer: puts message number `count` (1, 2, ...: one more than the last) of `len` bytes,
-// which must fit. Returns whether the reader asked to be woken (then the caller sends it
-// the wake frame).
-inline bool PutInPage(CallPage* page, uint32_t count, uint16_t type, const void* payload, size_t len) {
+// Writer, the first half of PutInPage: stores message number `count` (1, 2, ...: one more
+// than the last) of `len` bytes, which must fit, then its `seq`.
+inline void StoreInPage(CallPage* page, uint32_t count, uint16_t type, const void* payload, size_t len) {
   page->type.store(type, std::memory_order_relaxed);
   page->len.store(static_cast<uint32_t>(len), std::memory_order_relaxed);
   if (len > 0) memcpy(page->payload, payload, len);
   // Both sequentially consistent, as the reader's store of `waiting` and its load of `seq`:
   // of the two orders, at least one side sees the other's write.
   page->seq.store(count, std::memory_order_seq_cst);
-  return page->waiting.exchange(0, std::memory_order_seq_cst) != 0;
+}
+
+// Writer, the second half: whether the reader asked to be woken (then the caller sends it
+// the wake frame). A writer descheduled between the halves makes the late wake frame of
+// the header's comment.
+inline bool TakeWakeRequest(CallPage* page) { return page->waiting.exchange(0, std::memory_order_seq_cst) != 0; }
+
+// Writer: both halves at once.
+inline bool PutInPage(CallPage* page, uint32_t count, uint16_t type, const void* payload, size_t len) {
+  StoreInPage(page, count, type, payload, len);
+  return TakeWakeRequest(page);
 }
 
 // Reader: whether message number `count` is in place.

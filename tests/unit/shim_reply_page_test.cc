@@ -109,15 +109,12 @@ class ScriptedDaemon {
     }
   }
 
-  // PutInPage, or the same in two halves `late_wake` apart.
+  // PutInPage, or its two halves `late_wake` apart.
   static bool Put(CallPage* page, uint32_t count, const shimproto::GroupReply& r, std::chrono::microseconds late_wake) {
     if (late_wake.count() == 0) return PutInPage(page, count, shimproto::kGroupReply, &r, sizeof(r));
-    page->type = shimproto::kGroupReply;
-    page->len = sizeof(r);
-    memcpy(page->payload, &r, sizeof(r));
-    page->seq.store(count);
+    StoreInPage(page, count, shimproto::kGroupReply, &r, sizeof(r));
     std::this_thread::sleep_for(late_wake);
-    return page->waiting.exchange(0) != 0;
+    return TakeWakeRequest(page);
   }
 
   void Serve() {
