@@ -240,7 +240,11 @@ Status ClientSession::NextRequest(Frame* frame) {
   }
   // Awake: a request in the page needs no frame now (one already sent is ignored).
   request_page_.StopWaiting();
-  if (request_page_.Pending()) return request_page_.Take(frame);
+  // A request seen in the page is taken, whatever `seq` says now: only the program moves
+  // it, and only forward, so one that went back is refused by Take. Looking again instead
+  // would let such a program send this session, marked as in a request, to sleep on its
+  // socket with no deadline, where no live upgrade can park it.
+  if (in_page || request_page_.Pending()) return request_page_.Take(frame);
   return ReadFrameAfterIdle(fd_.get(), shimproto::kMagic, shimproto::kVersion, shimproto::kMaxPayload, frame,
                             shimproto::kFrameTimeoutMs, /*accept_fd=*/true);
 }
