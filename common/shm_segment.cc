@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 namespace conduit {
@@ -40,6 +42,15 @@ Status ShmSegment::Map(int fd, uint64_t size, uint64_t max_size, bool writable) 
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
     return InvalidArgument("shared segment must be a memfd sealed with F_SEAL_SHRINK");
+  }
+  // Only shared memory's own file system (a plain memfd). A hugetlbfs memfd (MFD_HUGETLB)
+  // also takes seals, but its pages come from a pool the program can empty after punching
+  // a hole in the file (which F_SEAL_SHRINK allows): our next store there would then be a
+  // SIGBUS, fatal to the whole daemon. Its mapping is also larger than `size`, so Unmap
+  // would leave it behind.
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0 || static_cast<unsigned long>(fs.f_type) != TMPFS_MAGIC) {
+    return InvalidArgument("shared segment must be a memfd of plain shared memory (not hugetlbfs)");
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {

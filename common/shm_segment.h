@@ -22,7 +22,8 @@ class ShmSegment {
   // be killed by SIGBUS) and maps it read-write here. *fd receives the descriptor to pass.
   Status Create(const char* name, uint64_t size, UniqueFd* fd);
   // Maps `size` bytes of someone else's fd. The segment must be sealed against shrinking,
-  // so the other side cannot truncate it under us (that would kill us with SIGBUS).
+  // so the other side cannot truncate it under us (that would kill us with SIGBUS), and be
+  // plain shared memory (tmpfs): a hugetlbfs memfd's pages can run out under us the same way.
   Status Map(int fd, uint64_t size, uint64_t max_size, bool writable = true);
   void Unmap();
 
