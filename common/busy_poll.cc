@@ -1,6 +1,5 @@
 #include "common/busy_poll.h"
 
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,18 +9,13 @@
 namespace conduit {
 namespace {
 
-bool OneCpu() {
-  cpu_set_t cpus;
-  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) <= 1;
-}
-
 std::atomic<int>& Budget() {
-  static std::atomic<int> budget{OneCpu() ? 0 : kDefaultBusyPollMicros};
+  static std::atomic<int> budget{kDefaultBusyPollMicros};
   return budget;
 }
 
 std::atomic<int>& PeerBudget() {
-  static std::atomic<int> budget{OneCpu() ? 0 : kDefaultPeerBusyPollMicros};
+  static std::atomic<int> budget{kDefaultPeerBusyPollMicros};
   return budget;
 }
 

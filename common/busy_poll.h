@@ -11,8 +11,11 @@
 // frame and a receive for its message, an object store's call waiting for its directory
 // shard's answer) first poll without blocking for a bounded budget, yielding the CPU
 // between tries so that a thread that has work on this core runs instead; only then do
-// they block. The budget bounds the CPU a wait can burn (once per wait), and
-// on a machine with one usable CPU there is nothing to win: spinning is off there.
+// they block. The budget bounds the CPU a wait can burn (once per wait). It applies
+// whatever CPUs the process may use: a process confined to one CPU (a rank bound to its
+// core, a host with one CPU) gains the most, since the thread it waits for gets that CPU at
+// the first yield, where a sleep would cost a wake-up (1 KiB all-reduce 2.4-3.8x faster with
+// a program and its daemon sharing one CPU: docs/benchmarks.md, "Spinning on one CPU").
 #ifndef CONDUIT_DAEMON_COMMON_BUSY_POLL_H_
 #define CONDUIT_DAEMON_COMMON_BUSY_POLL_H_
 
@@ -24,8 +27,8 @@
 namespace conduit {
 
 // The process-wide budget of one wait, in microseconds (0: never spin). Set once at start
-// (conduitd --busy-poll-us, $CONDUIT_BUSY_POLL_US in programs); the default is
-// kDefaultBusyPollMicros where this process may run on more than one CPU, else 0.
+// (conduitd --busy-poll-us, $CONDUIT_BUSY_POLL_US in programs); kDefaultBusyPollMicros
+// unless set.
 constexpr int kDefaultBusyPollMicros = 50;
 constexpr int kMaxBusyPollMicros = 100000;
 void SetBusyPollMicros(int micros);

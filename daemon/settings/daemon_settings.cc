@@ -236,13 +236,13 @@ std::vector<SettingSpec> MakeSpecs() {
        .set = [](DaemonSettings& s, const std::string& v) { return SetNumber(v, &s.comm.p2p_queue_bytes); }},
       {.name = "busy-poll-us",
        .value_name = "N",
-       .default_note = std::to_string(kDefaultBusyPollMicros) + "; 0 on one CPU",
+       .default_note = std::to_string(kDefaultBusyPollMicros),
        .help = "how long a wait on the small-call path (a program's next request, a peer daemon's bytes) polls "
                "without blocking before it sleeps: a wake-up costs more than a short collective; 0: never",
        .set = [](DaemonSettings& s, const std::string& v) { return SetBusyPollBudget(v, &s.busy_poll_us); }},
       {.name = "peer-busy-poll-us",
        .value_name = "N",
-       .default_note = std::to_string(kDefaultPeerBusyPollMicros) + "; 0 on one CPU",
+       .default_note = std::to_string(kDefaultPeerBusyPollMicros),
        .help = "the same for a collective's transfer of up to 256 KiB waiting for a peer daemon's bytes on 4 hosts "
                "and more (a step waits for the slowest of several daemons; fewer hosts use --busy-poll-us), and for "
                "an object store call waiting for its directory shard's answer; 0: never",

@@ -54,7 +54,7 @@ struct DaemonSettings {
   objects::ObjectOptions objects;
   std::string object_peers;
   uint32_t rpc_inline_max = 0;
-  int busy_poll_us = -1;  // -1: common/busy_poll.h's default (0 on one CPU)
+  int busy_poll_us = -1;  // -1: common/busy_poll.h's default
   int peer_busy_poll_us = -1;  // the same for collectives waiting for peer daemons' bytes
   std::string peer_congestion;  // transport/congestion.h: a kernel name, or "host"
   int shutdown_grace_ms = 0;  // how long programs have to hear why the daemon is going

@@ -106,8 +106,8 @@ TEST_F(DaemonSettingsTest, DefaultsAreTheTablesAndAgreeWithThePartsDefaults) {
   EXPECT_EQ(s.listen, "0.0.0.0:7650");
   EXPECT_EQ(s.max_shm_bytes, 64ull << 30);
   EXPECT_EQ(s.shutdown_grace_ms, 2000);
-  EXPECT_EQ(s.busy_poll_us, -1) << "busy_poll.h decides (0 on one CPU)";
-  EXPECT_EQ(s.peer_busy_poll_us, -1) << "busy_poll.h decides (0 on one CPU)";
+  EXPECT_EQ(s.busy_poll_us, -1) << "busy_poll.h decides";
+  EXPECT_EQ(s.peer_busy_poll_us, -1) << "busy_poll.h decides";
   EXPECT_EQ(s.peer_congestion, kDefaultPeerCongestion);
   EXPECT_FALSE(s.insecure_peers);
   EXPECT_TRUE(s.given.empty()) << "defaults are not given settings: a reload compares only what was given";
