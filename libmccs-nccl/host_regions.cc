@@ -34,6 +34,7 @@ struct Region {
 
 std::mutex g_mu;
 std::map<uintptr_t, std::unique_ptr<Region>> g_regions;  // by start address
+using RegionIt = std::map<uintptr_t, std::unique_ptr<Region>>::iterator;
 uint64_t g_next_id = 1;
 uint64_t g_frees = 0;
 uint64_t g_adopted_bytes = 0;
@@ -68,7 +69,7 @@ const Region* LiveRegion(uint64_t id) {
 
 // Removes a region from the table (g_mu held): connections that attached it release it
 // at their next group (RegionFrees).
-std::map<uintptr_t, std::unique_ptr<Region>>::iterator Drop(std::map<uintptr_t, std::unique_ptr<Region>>::iterator it) {
+RegionIt Forget(RegionIt it) {
   if (it->second->adopted) {
     g_adopted_bytes -= it->second->Size();
     --g_adopted_count;
@@ -76,6 +77,16 @@ std::map<uintptr_t, std::unique_ptr<Region>>::iterator Drop(std::map<uintptr_t, 
   ++g_frees;
   g_refused.clear();
   return g_regions.erase(it);
+}
+
+// The same for a region the process keeps running on (g_mu held). An adopted region's
+// pages may be the memfd's still in part (the heap trimmed above them, part of them
+// unmapped, shrunk or mprotect'ed, a larger buffer that superseded the region not
+// remapping its first page): they become private (UnsharePagesLeft), or a child forked
+// later would share them with this process.
+RegionIt Drop(RegionIt it) {
+  if (it->second->adopted) UnsharePagesLeft(*it->second->adopted);
+  return Forget(it);
 }
 
 // Drops the adopted regions whose pages the program no longer has (g_mu held).
@@ -104,19 +115,29 @@ std::map<uintptr_t, std::unique_ptr<Region>>::iterator Holding(uintptr_t at, siz
 
 // fork: no thread may hold the table while the child copies it, and the child gives every
 // adopted page range back its own private pages (a forked child does not share the
-// parent's heap).
+// parent's heap): those still the memfd's, not what the program unmapped or mapped there
+// since the last look (ReprivatizePages asks the kernel). The child of a threaded parent
+// runs only this thread: system calls and memcpy, and glibc's free (its fork makes malloc
+// usable again before the child's handlers run) when the table forgets the regions.
 void LockBeforeFork() { g_mu.lock(); }
 void UnlockInParent() { g_mu.unlock(); }
 void ReprivatizeInTheChild() {
   for (auto it = g_regions.begin(); it != g_regions.end();) {
     if (it->second->adopted) {
       ReprivatizePages(*it->second->adopted);
-      it = Drop(it);
+      it = Forget(it);
     } else {
       ++it;
     }
   }
   g_mu.unlock();
+}
+
+// The fork handlers, registered once, before the first adoption: a fork between a remap
+// and them would give the child the parent's pages. Not under g_mu (pthread_atfork takes
+// the C library's fork lock).
+bool RegisterForkHandlers() {
+  return pthread_atfork(LockBeforeFork, UnlockInParent, ReprivatizeInTheChild) == 0;
 }
 
 }  // namespace
@@ -158,12 +179,13 @@ bool FindRegion(const void* p, size_t bytes, RegionSpan* out) {
 bool AdoptionEnabled() {
   static const bool enabled = [] {
     const char* v = getenv("CONDUIT_ADOPT_HOST_BUFFERS");
-    return v != nullptr && strcmp(v, "1") == 0 && PageAdoptionSupported();
+    return v != nullptr && strcmp(v, "1") == 0 && PageAdoptionSupported() && RegisterForkHandlers();
   }();
   return enabled;
 }
 
 Status AdoptRegion(const void* p, size_t bytes, RegionSpan* out) {
+  // First, before g_mu: the fork handlers are registered then (RegisterForkHandlers).
   if (!AdoptionEnabled()) return NotFound("adoption is off ($CONDUIT_ADOPT_HOST_BUFFERS, Linux 6.11)");
   if (bytes < AdoptMinBytes()) return NotFound("%zu bytes is under $CONDUIT_ADOPT_MIN_BYTES", bytes);
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
@@ -206,8 +228,6 @@ Status AdoptRegion(const void* p, size_t bytes, RegionSpan* out) {
   Status st = AdoptPages(p, bytes, region->adopted.get(), inodes);
   if (!st.ok()) return refuse(st);
   for (uintptr_t start : superseded) Drop(g_regions.find(start));
-  static std::once_flag fork_handlers;
-  std::call_once(fork_handlers, [] { pthread_atfork(LockBeforeFork, UnlockInParent, ReprivatizeInTheChild); });
   region->id = g_next_id++;
   g_adopted_bytes += region->Size();
   ++g_adopted_count;

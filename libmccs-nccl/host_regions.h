@@ -37,8 +37,9 @@ struct RegionSpan {
   uint64_t size = 0;  // the region's bytes
   bool adopted = false;  // a program's own buffer (AdoptRegion): its edges are copied
 };
-// An adopted region whose pages the program no longer has (freed, mapped over) is dropped
-// here, and counts as freed (RegionFrees).
+// An adopted region whose pages the program no longer has (freed, mapped over, changed in
+// part) is dropped here, and counts as freed (RegionFrees); those of its pages still the
+// memfd's become private to the program again (UnsharePagesLeft, page_adoption.h).
 bool FindRegion(const void* p, size_t bytes, RegionSpan* out);
 
 // A program's own host buffer made a region (page_adoption.h), when
@@ -46,12 +47,14 @@ bool FindRegion(const void* p, size_t bytes, RegionSpan* out);
 // KiB), overlaps no region, and keeps the adopted total within $CONDUIT_ADOPT_MAX_BYTES (1
 // GiB). Not OK, with the reason, otherwise: NotFound where it was not tried (adoption off,
 // a small buffer, one refused before: not tried again until a region goes). A child the
-// program forks gets private copies of adopted pages.
+// program forks gets private copies of adopted pages (those still adopted at the fork).
 Status AdoptRegion(const void* p, size_t bytes, RegionSpan* out);
+// Whether adoption is on: asked first, it registers the fork handlers (pthread_atfork),
+// before anything is adopted; without them it is off.
 bool AdoptionEnabled();
 // Drops the adopted regions whose pages the program no longer has (freed and unmapped),
 // so that connections release them (RegionFrees); at most every 100 ms, one system call
-// per adopted region.
+// per adopted region, and one per mapping in the pages of each one dropped.
 void SweepAdoptedRegions();
 // For an op's buffer in an adopted region: its bytes on the pages that stayed the
 // program's, copied into the region before the daemon reads them (In) and back after it

@@ -37,14 +37,17 @@ struct ProcmapQuery {
 };
 static_assert(sizeof(ProcmapQuery) == 104);
 constexpr unsigned long kProcmapQuery = 0xC0686611;  // _IOWR('f', 17, struct procmap_query)
-constexpr uint64_t kVmaReadable = 0x1, kVmaWritable = 0x2, kVmaShared = 0x8;
+constexpr uint64_t kVmaReadable = 0x1, kVmaWritable = 0x2, kVmaExecutable = 0x4, kVmaShared = 0x8;
+constexpr uint64_t kQueryCoveringOrNext = 0x10;  // PROCMAP_QUERY_COVERING_OR_NEXT_VMA
 
-// The VMA of the maps file `fd` that holds `addr`, with its name (empty for an unnamed
-// anonymous mapping).
-bool QueryVmaOf(int fd, uintptr_t addr, ProcmapQuery* q, std::string* name) {
+// The VMA of the maps file `fd` that holds `addr` (with kQueryCoveringOrNext: or else the
+// first one above it), with its name (empty for an unnamed anonymous mapping). Without a
+// name, only system calls: a forked child may call it.
+bool QueryVmaOf(int fd, uintptr_t addr, ProcmapQuery* q, std::string* name, uint64_t flags = 0) {
   char buffer[256];
   memset(q, 0, sizeof(*q));
   q->size = sizeof(*q);
+  q->query_flags = flags;
   q->query_addr = addr;
   q->vma_name_addr = reinterpret_cast<uint64_t>(buffer);
   q->vma_name_size = sizeof(buffer);
@@ -54,34 +57,44 @@ bool QueryVmaOf(int fd, uintptr_t addr, ProcmapQuery* q, std::string* name) {
 }
 
 // The same on this process's maps file, kept open and reopened after a fork (an inherited
-// descriptor describes the parent). Not locked: its callers are serialized (host_regions.cc
-// calls it under its table's lock, which a fork also takes).
+// descriptor describes the parent: /proc/self is resolved when the file is opened). Not
+// locked: its callers are serialized (host_regions.cc calls it under its table's lock,
+// which a fork also takes). Without a name, only system calls, as for QueryVmaOf.
 int g_maps_fd = -1;
 pid_t g_maps_pid = 0;
 
-bool QueryVma(uintptr_t addr, ProcmapQuery* q, std::string* name) {
+bool QueryVma(uintptr_t addr, ProcmapQuery* q, std::string* name, uint64_t flags = 0) {
   const pid_t pid = getpid();
   if (g_maps_fd < 0 || g_maps_pid != pid) {
     if (g_maps_fd >= 0) close(g_maps_fd);
-    g_maps_fd = open(("/proc/" + std::to_string(pid) + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
+    g_maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     g_maps_pid = pid;
     if (g_maps_fd < 0) return false;
   }
-  return QueryVmaOf(g_maps_fd, addr, q, name);
+  return QueryVmaOf(g_maps_fd, addr, q, name, flags);
 }
 
 uintptr_t PageBytes() { return static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)); }
 
+// How a memfd of AdoptPages's is named in the maps file.
+constexpr char kAdoptedName[] = "conduit-adopted";
+constexpr char kAdoptedMapsName[] = "/memfd:conduit-adopted (deleted)";
+
 // Whether [begin, end) is private anonymous read-write memory: the heap, an anonymous
 // mapping (named or not), nothing a file, another process or the stack shares or grows;
-// or pages adopted before, from a memfd whose inode is in `own`.
+// or pages adopted before, from a memfd whose inode is in `own`; or pages a dropped region
+// left private (UnsharePagesLeft: a private mapping of a memfd of ours that nothing writes
+// any more, which is what private anonymous memory is).
 Status CheckPrivateAnonymous(uintptr_t begin, uintptr_t end, const std::vector<uint64_t>& own = {}) {
+  constexpr uint64_t kReadWrite = kVmaReadable | kVmaWritable;
   for (uintptr_t at = begin; at < end;) {
     ProcmapQuery q;
     std::string name;
     if (!QueryVma(at, &q, &name)) return InvalidUsage("no mapping at %#lx", static_cast<unsigned long>(at));
-    if (q.inode != 0 && std::find(own.begin(), own.end(), q.inode) != own.end() &&
-        (q.vma_flags & (kVmaReadable | kVmaWritable | kVmaShared)) == (kVmaReadable | kVmaWritable | kVmaShared)) {
+    const bool own_shared = q.inode != 0 && std::find(own.begin(), own.end(), q.inode) != own.end() &&
+                            (q.vma_flags & (kReadWrite | kVmaShared)) == (kReadWrite | kVmaShared);
+    const bool left_private = name == kAdoptedMapsName && (q.vma_flags & (kReadWrite | kVmaShared)) == kReadWrite;
+    if (own_shared || left_private) {
       at = q.vma_end;
       continue;
     }
@@ -113,6 +126,50 @@ void CopyOutsideInterior(const AdoptedPages& pages, uintptr_t from, uintptr_t to
   copy(std::max(from, pages.interior_end), std::min(to, pages.end()));
 }
 
+// The protection of a VMA, from its PROCMAP_QUERY flags.
+int Protection(uint64_t vma_flags) {
+  return ((vma_flags & kVmaReadable) != 0 ? PROT_READ : 0) | ((vma_flags & kVmaWritable) != 0 ? PROT_WRITE : 0) |
+         ((vma_flags & kVmaExecutable) != 0 ? PROT_EXEC : 0);
+}
+
+// Calls fn(begin, end, prot) for each range of the interior still mapped from the memfd at
+// the offset AdoptPages mapped it with: all of it while StillAdopted, what is left of it
+// once the program unmapped, mapped over, mprotect'ed or shrank part of it. fn may remap
+// its range. Only system calls: a forked child may call it.
+template <typename Fn>
+void ForEachRangeStillMapped(const AdoptedPages& pages, Fn fn) {
+  for (uintptr_t at = pages.interior_begin; at < pages.interior_end;) {
+    ProcmapQuery q;
+    if (!QueryVma(at, &q, nullptr, kQueryCoveringOrNext) || q.vma_start >= pages.interior_end) return;
+    if (q.inode == pages.inode && (q.vma_flags & kVmaShared) != 0 && q.vma_offset == q.vma_start - pages.base) {
+      fn(std::max<uintptr_t>(q.vma_start, at), std::min<uintptr_t>(q.vma_end, pages.interior_end),
+         Protection(q.vma_flags));
+    }
+    at = q.vma_end;
+  }
+}
+
+// Gives [begin, end) private anonymous pages holding its bytes, with protection `prot`:
+// copied, then moved over it. A write to the range between the two is lost: only for a
+// range no other thread writes (a forked child's, a buffer inside its NCCL call).
+void CopyToPrivatePages(uintptr_t begin, uintptr_t end, int prot) {
+  const size_t length = end - begin;
+  void* fresh = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (fresh == MAP_FAILED) return;  // the pages stay shared
+  void* at = reinterpret_cast<void*>(begin);
+  // Pages the program made unreadable (a guard) are read all the same: they are replaced.
+  if ((prot & PROT_READ) == 0 && mprotect(at, length, prot | PROT_READ) != 0) {
+    munmap(fresh, length);
+    return;
+  }
+  memcpy(fresh, at, length);
+  if (mprotect(fresh, length, prot) != 0 ||
+      mremap(fresh, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+    munmap(fresh, length);
+    if ((prot & PROT_READ) == 0) mprotect(at, length, prot);
+  }
+}
+
 }  // namespace
 
 bool PageAdoptionSupported() {
@@ -140,7 +197,7 @@ Status AdoptPages(const void* p, size_t bytes, AdoptedPages* out, const std::vec
   CONDUIT_RETURN_IF_ERROR(CheckPrivateAnonymous(interior_begin, interior_end, own));
 
   AdoptedPages& pages = *out;  // fresh (ShmSegment does not move); the caller drops it on failure
-  CONDUIT_RETURN_IF_ERROR(pages.copy.Create("conduit-adopted", limit - base, &pages.fd));
+  CONDUIT_RETURN_IF_ERROR(pages.copy.Create(kAdoptedName, limit - base, &pages.fd));
   struct stat st;
   if (fstat(pages.fd.get(), &st) != 0) return SystemError("fstat of an adopted buffer's memfd: %s", strerror(errno));
   pages.base = base;
@@ -189,15 +246,16 @@ void CopyEdgesOut(const AdoptedPages& pages, void* p, size_t bytes) {
   CopyOutsideInterior(pages, from, from + bytes, /*dir_in=*/false);
 }
 
-void ReprivatizePages(const AdoptedPages& pages) {
-  const size_t length = pages.interior_end - pages.interior_begin;
-  void* fresh = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (fresh == MAP_FAILED) return;  // the pages stay shared with the parent
-  memcpy(fresh, reinterpret_cast<const void*>(pages.interior_begin), length);
-  if (mremap(fresh, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(pages.interior_begin)) ==
-      MAP_FAILED) {
-    munmap(fresh, length);
-  }
+void ReprivatizePages(const AdoptedPages& pages) { ForEachRangeStillMapped(pages, CopyToPrivatePages); }
+
+void UnsharePagesLeft(const AdoptedPages& pages) {
+  ForEachRangeStillMapped(pages, [&](uintptr_t begin, uintptr_t end, int prot) {
+    // A private mapping of the same memfd pages, in one step: what any thread wrote there
+    // is in them, and what it writes from now on is its own (copy on write). Failing, the
+    // pages stay shared, as before.
+    mmap(reinterpret_cast<void*>(begin), end - begin, prot, MAP_PRIVATE | MAP_FIXED, pages.fd.get(),
+         static_cast<off_t>(begin - pages.base));
+  });
 }
 
 }  // namespace conduit

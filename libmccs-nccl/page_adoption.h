@@ -19,7 +19,13 @@
 //  * whether the pages are still the memfd's is asked of the kernel before every use
 //    (StillAdopted): a buffer freed and another allocated at its address is noticed;
 //  * a child the program forks gets private copies of adopted pages (ReprivatizePages,
-//    from a pthread_atfork handler), as it would have of the originals;
+//    from a pthread_atfork handler registered before the first adoption), as it would
+//    have of the originals; of those still the memfd's only, not of memory the program
+//    unmapped or mapped there since the last look;
+//  * a buffer that stopped being adopted in part (the heap trimmed above part of it, part
+//    unmapped, shrunk or mprotect'ed) leaves the pages that are still the memfd's private
+//    to the program again (UnsharePagesLeft): a private mapping of the memfd, which nothing
+//    writes once its region is dropped, so that a child forked later gets its own copy;
 //  * the remap copies the interior while the program is inside an NCCL call on the buffer,
 //    which by NCCL's rules no thread writes meanwhile.
 #ifndef CONDUIT_LIBMCCS_NCCL_PAGE_ADOPTION_H_
@@ -55,7 +61,8 @@ bool PageAdoptionSupported();
 // memory as it was; `out` to be dropped) where the interior would be empty or the memory is
 // not private anonymous read-write memory. Pages adopted before from a memfd whose inode is
 // in `own` count as the program's: a larger buffer around them supersedes them (a program
-// that runs on a growing prefix of one allocation, as benchmarks do).
+// that runs on a growing prefix of one allocation, as benchmarks do). So do pages a dropped
+// region left private (UnsharePagesLeft).
 Status AdoptPages(const void* p, size_t bytes, AdoptedPages* out, const std::vector<uint64_t>& own = {});
 
 // Whether the interior is still mapped from the memfd, as AdoptPages left it.
@@ -67,10 +74,18 @@ bool StillAdopted(const AdoptedPages& pages);
 void CopyEdgesIn(const AdoptedPages& pages, const void* p, size_t bytes);
 void CopyEdgesOut(const AdoptedPages& pages, void* p, size_t bytes);
 
-// Gives the interior back private pages holding the same bytes: in a forked child (with
-// only system calls and memcpy, all the child of a threaded parent may use), and after a
-// failed adoption.
+// Gives the ranges of the interior still mapped from the memfd (as AdoptPages mapped them;
+// the kernel is asked, range by range) private anonymous pages holding the same bytes and
+// protection: in a forked child (with only system calls and memcpy, all the child of a
+// threaded parent may use), and after a failed adoption. Copied, then moved in place: only
+// where no other thread writes them.
 void ReprivatizePages(const AdoptedPages& pages);
+
+// For a region being dropped in a process that runs on (another thread may write any of
+// these pages): the ranges of the interior still mapped from the memfd become private
+// mappings of it, in one mmap each (no write is lost), that no other mapping writes once
+// the daemon released the memfd. Nothing where the interior is unmapped or mapped over.
+void UnsharePagesLeft(const AdoptedPages& pages);
 
 }  // namespace conduit
 

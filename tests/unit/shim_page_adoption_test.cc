@@ -2,16 +2,26 @@
 // a program's own buffer keeps its bytes and addresses while its interior becomes a memfd
 // the daemon can map; its edge pages stay the program's and are copied through the memfd;
 // only private anonymous read-write memory is adopted; a range mapped over or freed is
-// noticed; a forked child gets private pages; regions never share pages and stay under
-// the cap.
+// noticed; a forked child gets private pages (also of pages a dropped region left
+// behind, and never of memory the program put there since); regions never share pages and
+// stay under the cap.
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
 
 #include "host_regions.h"
 #include "page_adoption.h"
@@ -308,6 +318,280 @@ TEST_F(PageAdoptionTest, AForkedChildGetsPrivatePages) {
   EXPECT_TRUE(FindRegion(mem + 16, bytes - 32, &found)) << "the parent keeps its region";
   for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
   munmap(mem, bytes);
+}
+
+// The program unmapped an adopted buffer and forks before the shim looked again: the
+// child's fork handler must not touch the pages that are gone (it read them: SIGSEGV).
+TEST_F(PageAdoptionTest, AChildForkedAfterTheBufferWasUnmappedRunsOn) {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  ASSERT_EQ(munmap(mem, bytes), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  RegionSpan found;
+  EXPECT_FALSE(FindRegion(mem + 16, 1, &found));
+}
+
+// The same with other memory mapped there since: the child keeps that mapping as fork
+// gives it (here shared memory, whose writes the parent sees), not a private copy of it.
+TEST_F(PageAdoptionTest, AChildForkedAfterTheBufferWasMappedOverKeepsTheNewMapping) {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  ASSERT_NE(mmap(mem, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0), MAP_FAILED);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    mem[4 * kPage] = 0x5C;
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(mem[4 * kPage], 0x5C) << "the child's write to shared memory did not reach the parent";
+  RegionSpan found;
+  EXPECT_FALSE(FindRegion(mem + 16, 1, &found));
+  munmap(mem, bytes);
+}
+
+// Part of a region's interior changed (here its upper half unmapped, as when glibc trims
+// the heap): the region goes, and the pages still the memfd's become private again, so a
+// child forked later has its own copy of them, as of any heap page.
+TEST_F(PageAdoptionTest, PagesADroppedRegionLeavesArePrivateInAForkedChild) {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  ASSERT_EQ(munmap(mem + 8 * kPage, 8 * kPage), 0);
+  RegionSpan found;
+  EXPECT_FALSE(FindRegion(mem + 16, kPage, &found));
+  EXPECT_FALSE(RegionLive(span.id));
+  EXPECT_TRUE(HasPattern(mem, 0, 8 * kPage)) << "the pages left lost their bytes";
+  mem[3 * kPage] = 0x31;  // the parent's, written after the drop
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int code = mem[3 * kPage] == 0x31 ? 0 : 1;
+    memset(mem + 2 * kPage, 0x77, kPage);
+    char c = 0;
+    _exit(write(to_parent[1], &c, 1) == 1 ? code : 2);
+  }
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  EXPECT_TRUE(HasPattern(mem, 2 * kPage, 3 * kPage)) << "the child's write reached the parent";
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the parent's write is not in the child, 2: pipe";
+  close(to_parent[0]);
+  close(to_parent[1]);
+  // They are the program's memory as before: a buffer on them is adopted again.
+  ASSERT_TRUE(AdoptRegion(mem + 16, 8 * kPage - 32, &span).ok());
+  munmap(mem, 8 * kPage);
+  EXPECT_FALSE(FindRegion(mem + 16, 1, &found));
+}
+
+// The same around a hole the program unmapped: the pages on both sides of it.
+TEST_F(PageAdoptionTest, PagesOnBothSidesOfAHoleArePrivateInAForkedChild) {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  ASSERT_EQ(munmap(mem + 6 * kPage, 4 * kPage), 0);
+  usleep(110 * 1000);  // sweeps run at most every 100 ms
+  SweepAdoptedRegions();
+  EXPECT_FALSE(RegionLive(span.id));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    memset(mem + 2 * kPage, 0x77, kPage);
+    memset(mem + 12 * kPage, 0x77, kPage);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_TRUE(HasPattern(mem, 0, 6 * kPage)) << "the child's write below the hole reached the parent";
+  EXPECT_TRUE(HasPattern(mem, 10 * kPage, bytes)) << "the child's write above the hole reached the parent";
+  munmap(mem, bytes);
+}
+
+// A larger buffer supersedes a region whose first interior page is its own first page,
+// an edge it does not remap: that page, where the program keeps other data, becomes
+// private again too.
+TEST_F(PageAdoptionTest, TheFirstPageASupersededRegionLeavesIsPrivateInAForkedChild) {
+  const size_t bytes = 32 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan small, large;
+  ASSERT_TRUE(AdoptRegion(mem + kPage, 4 * kPage, &small).ok());
+  ASSERT_TRUE(AdoptRegion(mem + kPage + 8, 16 * kPage, &large).ok());
+  EXPECT_FALSE(RegionLive(small.id));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    mem[kPage] = 0x66;  // before the larger buffer, on its first page
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_TRUE(HasPattern(mem, 0, bytes)) << "the child's write reached the parent";
+  munmap(mem, bytes);
+  RegionSpan found;
+  EXPECT_FALSE(FindRegion(mem + kPage + 8, 1, &found));
+}
+
+// The permissions of the mapping that holds `p`, as /proc/self/maps writes them ("rw-p").
+std::string MapsPermissions(const void* p) {
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return "";
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  char line[512], perms[8] = "";
+  unsigned long begin = 0, end = 0;
+  while (fgets(line, sizeof(line), maps) != nullptr) {
+    if (sscanf(line, "%lx-%lx %7s", &begin, &end, perms) == 3 && begin <= at && at < end) break;
+    perms[0] = '\0';
+  }
+  fclose(maps);
+  return perms;
+}
+
+// Pages made private again keep the protection the program gave them; and a child forked
+// while all adopted pages are protected (still adopted: one mapping) copies them all the
+// same, with their protection (it read them: SIGSEGV).
+TEST_F(PageAdoptionTest, PagesMadePrivateAgainKeepTheirProtection) {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  ASSERT_NE(mem, nullptr);
+  RegionSpan span;
+  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  ASSERT_EQ(mprotect(mem + kPage, 15 * kPage, PROT_NONE), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = MapsPermissions(mem + 4 * kPage) == "---p" ? 0 : 1;
+    if (mprotect(mem + kPage, 15 * kPage, PROT_READ | PROT_WRITE) != 0 || !HasPattern(mem, 0, bytes)) code |= 2;
+    memset(mem + 4 * kPage, 0x77, kPage);
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: not the parent's protection, 2: not the parent's bytes";
+  // Part of it writable again: the region goes, its pages stay as the program set them.
+  ASSERT_EQ(mprotect(mem + kPage, 7 * kPage, PROT_READ | PROT_WRITE), 0);
+  RegionSpan found;
+  EXPECT_FALSE(FindRegion(mem + 16, 1, &found));
+  EXPECT_EQ(MapsPermissions(mem + 4 * kPage), "rw-p");
+  EXPECT_EQ(MapsPermissions(mem + 12 * kPage), "---p");
+  ASSERT_EQ(mprotect(mem + 8 * kPage, 8 * kPage, PROT_READ), 0);
+  EXPECT_TRUE(HasPattern(mem, 0, bytes)) << "the child's write reached the parent, or bytes were lost";
+  munmap(mem, bytes);
+}
+
+// A userfaultfd for faults from user space (no privilege needed on Linux 5.11 and later),
+// or -1 where the kernel or a seccomp filter refuses it.
+int UserFaultFd() {
+  const int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY));
+  if (fd < 0) return -1;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  if (ioctl(fd, UFFDIO_API, &api) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The process's first adoption, held inside its copy of the buffer by a missing page
+// (userfaultfd) while another thread forks: the fork must wait for the adoption, so that no
+// child is forked between the remap and the fork handlers. The exit code says what failed.
+int ForkDuringTheFirstAdoption() {
+  const size_t bytes = 16 * kPage;
+  uint8_t* mem = Anonymous(bytes);
+  const int uffd = UserFaultFd();
+  if (mem == nullptr || uffd < 0) return 1;
+  madvise(mem + 5 * kPage, kPage, MADV_DONTNEED);  // missing again: the adoption's copy faults there
+  uffdio_register reg{};
+  reg.range = {reinterpret_cast<uintptr_t>(mem), bytes};
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+  if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0) return 1;
+  Status adopted;
+  std::thread adopter([&] {
+    RegionSpan span;
+    adopted = AdoptRegion(mem + 16, bytes - 32, &span);
+  });
+  pollfd pfd{uffd, POLLIN, 0};
+  uffd_msg msg{};
+  if (poll(&pfd, 1, 10000) != 1 || read(uffd, &msg, sizeof(msg)) != sizeof(msg) || msg.event != UFFD_EVENT_PAGEFAULT) {
+    _exit(2);  // the adopter is stuck or never faulted: no joining it
+  }
+  std::atomic<bool> forked{false};
+  pid_t child = -1;
+  std::thread forker([&] {
+    child = fork();
+    if (child == 0) {
+      memset(mem + 8 * kPage, 0x77, kPage);  // an adopted page: the child's own copy
+      _exit(0);
+    }
+    forked = true;
+  });
+  usleep(300 * 1000);
+  int code = forked ? 4 : 0;  // forked in the middle of the adoption
+  // The missing page, with the bytes Anonymous gave it.
+  uint8_t* page = Anonymous(bytes);
+  uffdio_copy copy{};
+  copy.dst = reinterpret_cast<uintptr_t>(mem + 5 * kPage);
+  copy.src = reinterpret_cast<uintptr_t>(page + 5 * kPage);
+  copy.len = kPage;
+  if (page == nullptr || ioctl(uffd, UFFDIO_COPY, &copy) != 0) _exit(code | 8);
+  adopter.join();
+  forker.join();
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) code |= 16;
+  if (!adopted.ok()) code |= 32;
+  if (!HasPattern(mem, 0, bytes)) code |= 64;  // the child's write reached the parent
+  if (code != 0) fprintf(stderr, "ForkDuringTheFirstAdoption failed: %d\n", code);
+  return code;
+}
+
+// Whether a userfaultfd can watch anonymous memory here.
+bool UserFaultsWork() {
+  const int uffd = UserFaultFd();
+  if (uffd < 0) return false;
+  void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  uffdio_register reg{};
+  reg.range = {reinterpret_cast<uintptr_t>(page), kPage};
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+  const bool works = page != MAP_FAILED && ioctl(uffd, UFFDIO_REGISTER, &reg) == 0;
+  if (page != MAP_FAILED) munmap(page, kPage);
+  close(uffd);
+  return works;
+}
+
+TEST_F(PageAdoptionTest, AForkWaitsForTheFirstAdoptionInProgress) {
+  if (!UserFaultsWork()) GTEST_SKIP() << "no userfaultfd here to hold an adoption in the middle";
+  // A process of its own (the binary run again for this test), in which no buffer was
+  // adopted yet.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(_exit(ForkDuringTheFirstAdoption()), ::testing::ExitedWithCode(0), "")
+      << "1: no userfaultfd, 2: the adoption did not fault, 4: the fork did not wait for the adoption, 8: the "
+         "fault was not resolved, 16: the child failed, 32: not adopted, 64: the child's write reached the parent";
 }
 
 }  // namespace
