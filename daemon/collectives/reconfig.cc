@@ -123,8 +123,7 @@ void Communicator::AdvanceReconfig(std::unique_lock<std::mutex>& lock) {
       cv_.notify_all();
       return;
     }
-    barrier_.Applied(proposal.epoch);
-    cv_.notify_all();
+    cv_.notify_all();  // applied (ApplyProposal counted it with the switch)
   }
 }
 
@@ -200,6 +199,9 @@ Status Communicator::ApplyProposal(const Proposal& proposal) {
       coll_links_[h] = std::move(link);
     }
     config_ = next;
+    // Counted with the switch, under the same lock: a report (the admin API) that shows
+    // the new epoch shows it applied.
+    barrier_.Applied(proposal.epoch);
   }
   CLOG_INFO("communicator %016llx: now at epoch %llu (ring %s, all-reduce %s, %zu links replaced)",
             static_cast<unsigned long long>(key_), static_cast<unsigned long long>(next->epoch),
