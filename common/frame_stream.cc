@@ -14,6 +14,11 @@ namespace {
 constexpr size_t kReadBuffer = 256 << 10;
 constexpr size_t kBatchIov = 64;
 constexpr size_t kBatchBytes = 1 << 20;
+// Descriptors received and not yet taken by a frame that carries one (TakeFd). A peer that
+// sends them with other frames, or with byte-sized pieces of one, would otherwise make the
+// reader hold them without end, up to the process's descriptor limit, which every other
+// connection then pays for. Far above what frames in flight carry (one each).
+constexpr size_t kMaxHeldFds = 64;
 
 }  // namespace
 
@@ -47,8 +52,12 @@ Status FrameReader::ReceiveNow(void* dst, size_t n, size_t* got, bool blocking, 
           for (size_t i = 0; i < count; ++i) {
             int got_fd;
             memcpy(&got_fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            fds_.emplace_back(got_fd);
+            fds_.emplace_back(got_fd);  // owned (closed) from here, even when refused below
           }
+        }
+        if (fds_.size() > kMaxHeldFds) {
+          fds_.clear();
+          return InvalidUsage("more than %zu descriptors sent without frames that take them", kMaxHeldFds);
         }
       }
       *got = static_cast<size_t>(r);

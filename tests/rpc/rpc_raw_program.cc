@@ -13,6 +13,10 @@
 //   channels         opens channels to --target until one is refused ("opened N",
 //                    "refused: why"), closes one (CloseChannel) and opens another
 //                    ("after close: managed" / "after close: refused: why")
+//   fd_flood         a CloseChannel frame sent a byte at a time, each byte with 4
+//                    descriptors, "holding", then what the daemon did ("closed after N ms"
+//                    / "open"): descriptors no frame takes must not pile up in the daemon
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -112,6 +116,31 @@ int Channels(int fd, const std::string& target) {
   return 0;
 }
 
+// Sends `bytes` one byte per sendmsg, each with 4 descriptors (of /dev/null) attached;
+// false once the daemon has closed the connection.
+bool SendBytesWithDescriptors(int fd, const std::string& bytes) {
+  UniqueFd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null_fd.valid()) return false;
+  for (char byte : bytes) {
+    const int fds[4] = {null_fd.get(), null_fd.get(), null_fd.get(), null_fd.get()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+    iovec iov{&byte, 1};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(c), fds, sizeof(fds));
+    if (sendmsg(fd, &msg, MSG_NOSIGNAL) != 1) return false;
+    usleep(1000);  // each byte its own message on the daemon's side
+  }
+  return true;
+}
+
 // Waits until the daemon closes the connection (whatever it sends first is drained).
 std::string WaitForClose(int fd, int wait_ms, Clock::time_point since) {
   char buf[4096];
@@ -158,6 +187,16 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (what == "channels") return Channels(fd.get(), target);
+  if (what == "fd_flood") {
+    rpcproto::CloseChannelRequest close{12345};
+    const std::string frame = Header(rpcproto::kCloseChannel, sizeof(close)) +
+                              std::string(reinterpret_cast<const char*>(&close), sizeof(close));
+    auto sent = Clock::now();
+    printf("%s\n", SendBytesWithDescriptors(fd.get(), frame) ? "holding" : "closed while sending");
+    fflush(stdout);
+    printf("%s\n", WaitForClose(fd.get(), wait_ms, sent).c_str());
+    return 0;
+  }
   std::string out;
   if (what == "partial_header") {
     out = Header(rpcproto::kCall, 100).substr(0, 8);

@@ -229,6 +229,33 @@ TEST_F(RpcTrustTest, ProgramAnnouncingAHugeFrameCostsOnlyWhatItSent) {
   ExpectStillServing();
 }
 
+// Descriptors a process holds (-1 when unreadable).
+long OpenFds(pid_t pid) {
+  std::error_code ec;
+  long n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return ec ? -1 : n;
+}
+
+// Descriptors sent with bytes that no frame takes (a frame sent a byte at a time, 4 of
+// them with each byte): the daemon ends that connection instead of holding them, and
+// holds no more than before once it has.
+TEST_F(RpcTrustTest, ProgramSendingDescriptorsNoFrameTakesIsDropped) {
+  pid_t daemon = cluster_->daemon(1).pid();
+  const long before = OpenFds(daemon);
+  ASSERT_GT(before, 0);
+  Subprocess& raw = cluster_->Launch(1, "rpc_raw_program",
+                                     {Cluster::BinPath("rpc_raw_program"), "--case", "fd_flood", "--wait-ms", "5000"});
+  ASSERT_TRUE(raw.Wait(std::chrono::seconds(30)));
+  EXPECT_NE(raw.Output().find("closed"), std::string::npos) << "the daemon kept the connection: " << raw.Output();
+  const long after = OpenFds(daemon);
+  EXPECT_LE(after, before + 4) << "the daemon went from " << before << " descriptors to " << after;
+  ExpectStillServing();
+}
+
 TEST_F(RpcTrustTest, PeerThatStopsMidFrameIsDroppedWithinTheBound) {
   std::vector<Subprocess*> raws;
   for (const char* what : {"partial_header", "header_silence"}) {
