@@ -63,6 +63,14 @@ Status ProgramMemory::SendMessage(uint32_t segment, uint64_t offset, uint64_t le
     if (segment < send_.size()) shm = send_[segment];
   }
   if (shm == nullptr) return InvalidArgument("message in unknown send segment %u", segment);
+  // gRPC frames a message with a 32-bit length, and so do the links between daemons: a
+  // larger one (a send segment may be far larger) would reach another daemon as malformed,
+  // which ends the link every program shares, or be copied whole where it is delivered.
+  if (len > rpcproto::kMaxMessageBytes) {
+    return InvalidArgument("a message of %llu bytes, over the %llu a gRPC message can have",
+                           static_cast<unsigned long long>(len),
+                           static_cast<unsigned long long>(rpcproto::kMaxMessageBytes));
+  }
   if (offset > shm->size() || len > shm->size() - offset) {
     return InvalidArgument("message [%llu, +%llu) outside send segment %u", static_cast<unsigned long long>(offset),
                            static_cast<unsigned long long>(len), segment);

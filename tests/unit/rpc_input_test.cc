@@ -2,7 +2,10 @@
 // bind address admits (rpc/bind_address), reading frames so that memory follows the bytes
 // that arrive (rpc/frame_input), the deadline on a half-sent frame header
 // (FrameReader::NextHeader with idle and started deadlines), and the bound on a Call
-// frame's sections (every section at its largest fits kMaxCallSectionsBytes).
+// frame's sections (every section at its largest fits kMaxCallSectionsBytes), and the
+// largest message a program may name in its send segment (rpc/program_memory).
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include "protocol/shim_protocol.h"
 #include "rpc/bind_address.h"
 #include "rpc/frame_input.h"
+#include "rpc/program_memory.h"
 
 namespace conduit::rpc {
 namespace {
@@ -191,6 +195,29 @@ TEST(CallSectionsBoundTest, EverySectionAtItsLargestFits) {
   CallEvent back;
   ASSERT_TRUE(DecodeCallEvent(frame, &back).ok());
   EXPECT_LE(frame.size() + sizeof(MessageWire), rpcproto::kMaxCallSectionsBytes);
+}
+
+// A send segment may be larger than a message can be (kMaxSendSegment): a message over
+// kMaxMessageBytes is refused where the program names it, never handed to a link. The
+// segment is sparse: its size costs nothing.
+TEST(ProgramMemoryTest, AMessageOverTheLargestGrpcMessageIsRefused) {
+  const uint64_t size = rpcproto::kMaxMessageBytes + 4096 + 1;
+  UniqueFd fd(memfd_create("rpc-input-test", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_EQ(ftruncate(fd.get(), static_cast<off_t>(size)), 0);
+  ASSERT_EQ(fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  auto memory = std::make_shared<ProgramMemory>([](const rpcproto::FreeEntry&) {}, 1 << 20, uint64_t{16} << 30);
+  ShmSegment control;  // the rings a released message goes back through
+  UniqueFd control_fd;
+  ASSERT_TRUE(control.Create("rpc-input-test-control", rpcproto::kControlRegionBytes, &control_fd).ok());
+  ASSERT_TRUE(memory->MapControl(control_fd.get()).ok());
+  ASSERT_TRUE(memory->AttachSend(rpcproto::SegmentInfo{0, 0, size}, fd.get()).ok());
+  Message m;
+  const Status st = memory->SendMessage(0, 0, rpcproto::kMaxMessageBytes + 1, &m);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("over the"), std::string::npos) << st.message();
+  EXPECT_TRUE(memory->SendMessage(0, 4096, rpcproto::kMaxMessageBytes, &m).ok()) << "the largest is taken";
+  EXPECT_EQ(memory->sends_in_flight(), 1u);
 }
 
 }  // namespace
