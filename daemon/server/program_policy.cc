@@ -6,6 +6,10 @@ namespace conduit {
 
 Status ProgramPolicy::CheckAdmission(const std::string& exe) const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!deny_exe_.empty() && exe == kUnknownExe) {
+    return InvalidUsage("conduitd cannot tell which executable this program runs (its pid is outside conduitd's pid "
+                        "namespace, or its /proc/PID/exe is unreadable), so cannot apply its deny_exe list");
+  }
   if (std::find(deny_exe_.begin(), deny_exe_.end(), exe) != deny_exe_.end()) {
     return InvalidUsage("program '%s' is refused by this daemon's admission policy (deny_exe)", exe.c_str());
   }

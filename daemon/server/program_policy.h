@@ -14,13 +14,17 @@
 
 namespace conduit {
 
+// The executable of a program the kernel does not name (ProgramExe in server/service_router.h).
+inline constexpr char kUnknownExe[] = "?";
+
 class ProgramPolicy {
  public:
   ProgramPolicy() = default;
   ProgramPolicy(std::vector<std::string> deny_exe, uint64_t max_shm_bytes)
       : deny_exe_(std::move(deny_exe)), max_shm_bytes_(max_shm_bytes) {}
 
-  // Ok, or why the program named `exe` (its basename) is refused.
+  // Ok, or why the program named `exe` (its basename) is refused. With a deny list, a
+  // program whose executable is unknown (kUnknownExe) is refused: the list cannot be applied.
   Status CheckAdmission(const std::string& exe) const;
   std::vector<std::string> denied() const;
   // from_admin_api: set by the operator at run time (a live upgrade carries it over), not

@@ -6,7 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <chrono>
 #include <system_error>
 #include <thread>
@@ -20,6 +19,7 @@
 #include "protocol/shim_protocol.h"
 #include "security/peer_security.h"
 #include "server/program_park.h"
+#include "server/program_policy.h"
 #include "server/rate_limited_log.h"
 
 namespace conduit {
@@ -54,24 +54,17 @@ std::string CountsText(const std::map<std::string, int>& counts) {
 
 }  // namespace
 
-// Its comm when the executable cannot be read (another user's process when the daemon is
-// not root).
+// Only the executable's link: a program's comm (what an unreadable link once fell back to)
+// is a name the program sets itself (prctl PR_SET_NAME), and the link is unreadable where
+// the program made itself non-dumpable against a daemon that is not root.
 std::string ProgramExe(int pid) {
-  if (pid <= 0) return "?";
+  if (pid <= 0) return kUnknownExe;
   char buf[4096];
-  std::string proc = "/proc/" + std::to_string(pid);
-  ssize_t n = readlink((proc + "/exe").c_str(), buf, sizeof(buf) - 1);
-  if (n > 0) {
-    std::string path(buf, static_cast<size_t>(n));
-    return path.substr(path.rfind('/') + 1);
-  }
-  FILE* f = fopen((proc + "/comm").c_str(), "r");
-  if (f == nullptr) return "?";
-  std::string comm;
-  if (fgets(buf, sizeof(buf), f) != nullptr) comm = buf;
-  fclose(f);
-  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
-  return comm;
+  const std::string link = "/proc/" + std::to_string(pid) + "/exe";
+  ssize_t n = readlink(link.c_str(), buf, sizeof(buf) - 1);
+  if (n <= 0) return kUnknownExe;
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(path.rfind('/') + 1);
 }
 
 size_t ServiceRouter::ProgramConnections() const {

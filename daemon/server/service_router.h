@@ -48,8 +48,9 @@ struct RouterLimits {
   int max_program_connections_per_uid = 1024;
 };
 
-// A program's name as the kernel knows it: the basename of /proc/<pid>/exe, or its comm
-// when that cannot be read. Nothing the program sent is trusted.
+// A program's name as the kernel knows it: the basename of /proc/<pid>/exe, or
+// kUnknownExe (server/program_policy.h) when the kernel does not say (a pid the daemon's pid
+// namespace cannot see, a link it may not read). Nothing the program sent or set is trusted.
 std::string ProgramExe(int pid);
 
 class ServiceRouter {

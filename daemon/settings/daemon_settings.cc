@@ -171,7 +171,8 @@ std::vector<SettingSpec> MakeSpecs() {
        .value_name = "NAME",
        .default_note = "none",
        .help = "refuse programs whose executable (by /proc/PID/exe, not by what the program says) is named NAME; "
-               "repeatable; applies at once on SIGHUP",
+               "repeatable; applies at once on SIGHUP. While any is set, a program whose executable conduitd cannot "
+               "read (outside its pid namespace, an unreadable link) is refused too",
        .set =
            [](DaemonSettings& s, const std::string& v) {
              s.deny_exe.push_back(v);
