@@ -6,7 +6,6 @@
 #define CONDUIT_DAEMON_COMMON_RELEASE_RING_H_
 
 #include <cstdint>
-#include <cstring>
 
 #include "protocol/rpc_protocol.h"
 
@@ -30,10 +29,15 @@ bool DrainReleases(const RingIndex& head, RingIndex& tail, const FreeEntry* entr
   uint64_t produced = head.value.load(std::memory_order_acquire);
   if (produced - *my_tail > kRingEntries) return false;
   for (; *my_tail != produced; ++*my_tail) {
-    // A copy: the entry lies in memory the other side can write while fn checks and uses
-    // it, and a value checked must be the value used.
+    // A copy, each field read once: the entry lies in memory the other side can write
+    // while fn checks and uses it, and a value checked must be the value used. (Through
+    // volatile: a plain copy of memory another process writes may legally be read again
+    // where the copy is used.)
+    const volatile FreeEntry& shared = entries[*my_tail % kRingEntries];
     FreeEntry e;
-    memcpy(&e, &entries[*my_tail % kRingEntries], sizeof(e));
+    e.segment = shared.segment;
+    e.reserved = shared.reserved;
+    e.offset = shared.offset;
     fn(e);
   }
   tail.value.store(*my_tail, std::memory_order_release);
