@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -54,6 +55,35 @@ bool HasPattern(const uint8_t* b, size_t from, size_t to) {
     if (b[i] != static_cast<uint8_t>(i * 7 + 3)) return false;
   }
   return true;
+}
+
+// Anonymous(bytes) with its pages adopted as a region (all but 16 bytes at either end):
+// nullptr when either fails.
+uint8_t* AdoptedBuffer(size_t bytes, RegionSpan* span) {
+  uint8_t* mem = Anonymous(bytes);
+  if (mem != nullptr && !AdoptRegion(mem + 16, bytes - 32, span).ok()) {
+    munmap(mem, bytes);
+    return nullptr;
+  }
+  return mem;
+}
+
+// Runs `child` in a forked child, which exits with what it returns (only what a child of a
+// threaded process may do). The child's status as waitpid gives it; -1 when fork or
+// waitpid failed.
+int ForkAndWait(const std::function<int()>& child) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) _exit(child());
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid ? status : -1;
+}
+
+// What ForkAndWait's status says when the child did not exit 0.
+std::string ChildFailure(int status) {
+  if (status == -1) return "fork or waitpid failed";
+  if (WIFSIGNALED(status)) return "the child died of signal " + std::to_string(WTERMSIG(status));
+  return "the child exited with " + std::to_string(WEXITSTATUS(status));
 }
 
 class PageAdoptionTest : public ::testing::Test {
@@ -285,10 +315,9 @@ TEST_F(PageAdoptionTest, TheSweepDropsRegionsThatAreGone) {
 // stays its own, and what the parent writes after the fork does not reach it.
 TEST_F(PageAdoptionTest, AForkedChildGetsPrivatePages) {
   const size_t bytes = 16 * kPage;
-  uint8_t* mem = Anonymous(bytes);
-  ASSERT_NE(mem, nullptr);
   RegionSpan span;
-  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  uint8_t* mem = AdoptedBuffer(bytes, &span);
+  ASSERT_NE(mem, nullptr);
   int to_child[2], to_parent[2];
   ASSERT_EQ(pipe(to_child), 0);
   ASSERT_EQ(pipe(to_parent), 0);
@@ -324,18 +353,12 @@ TEST_F(PageAdoptionTest, AForkedChildGetsPrivatePages) {
 // child's fork handler must not touch the pages that are gone (it read them: SIGSEGV).
 TEST_F(PageAdoptionTest, AChildForkedAfterTheBufferWasUnmappedRunsOn) {
   const size_t bytes = 16 * kPage;
-  uint8_t* mem = Anonymous(bytes);
-  ASSERT_NE(mem, nullptr);
   RegionSpan span;
-  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  uint8_t* mem = AdoptedBuffer(bytes, &span);
+  ASSERT_NE(mem, nullptr);
   ASSERT_EQ(munmap(mem, bytes), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status)) << "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const int status = ForkAndWait([] { return 0; });
+  EXPECT_EQ(status, 0) << ChildFailure(status);
   RegionSpan found;
   EXPECT_FALSE(FindRegion(mem + 16, 1, &found));
 }
@@ -344,20 +367,15 @@ TEST_F(PageAdoptionTest, AChildForkedAfterTheBufferWasUnmappedRunsOn) {
 // gives it (here shared memory, whose writes the parent sees), not a private copy of it.
 TEST_F(PageAdoptionTest, AChildForkedAfterTheBufferWasMappedOverKeepsTheNewMapping) {
   const size_t bytes = 16 * kPage;
-  uint8_t* mem = Anonymous(bytes);
-  ASSERT_NE(mem, nullptr);
   RegionSpan span;
-  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  uint8_t* mem = AdoptedBuffer(bytes, &span);
+  ASSERT_NE(mem, nullptr);
   ASSERT_NE(mmap(mem, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0), MAP_FAILED);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  const int status = ForkAndWait([mem] {
     mem[4 * kPage] = 0x5C;
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
+    return 0;
+  });
+  ASSERT_EQ(status, 0) << ChildFailure(status);
   EXPECT_EQ(mem[4 * kPage], 0x5C) << "the child's write to shared memory did not reach the parent";
   RegionSpan found;
   EXPECT_FALSE(FindRegion(mem + 16, 1, &found));
@@ -369,10 +387,9 @@ TEST_F(PageAdoptionTest, AChildForkedAfterTheBufferWasMappedOverKeepsTheNewMappi
 // child forked later has its own copy of them, as of any heap page.
 TEST_F(PageAdoptionTest, PagesADroppedRegionLeavesArePrivateInAForkedChild) {
   const size_t bytes = 16 * kPage;
-  uint8_t* mem = Anonymous(bytes);
-  ASSERT_NE(mem, nullptr);
   RegionSpan span;
-  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  uint8_t* mem = AdoptedBuffer(bytes, &span);
+  ASSERT_NE(mem, nullptr);
   ASSERT_EQ(munmap(mem + 8 * kPage, 8 * kPage), 0);
   RegionSpan found;
   EXPECT_FALSE(FindRegion(mem + 16, kPage, &found));
@@ -407,24 +424,19 @@ TEST_F(PageAdoptionTest, PagesADroppedRegionLeavesArePrivateInAForkedChild) {
 // The same around a hole the program unmapped: the pages on both sides of it.
 TEST_F(PageAdoptionTest, PagesOnBothSidesOfAHoleArePrivateInAForkedChild) {
   const size_t bytes = 16 * kPage;
-  uint8_t* mem = Anonymous(bytes);
-  ASSERT_NE(mem, nullptr);
   RegionSpan span;
-  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  uint8_t* mem = AdoptedBuffer(bytes, &span);
+  ASSERT_NE(mem, nullptr);
   ASSERT_EQ(munmap(mem + 6 * kPage, 4 * kPage), 0);
   usleep(110 * 1000);  // sweeps run at most every 100 ms
   SweepAdoptedRegions();
   EXPECT_FALSE(RegionLive(span.id));
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  const int status = ForkAndWait([mem] {
     memset(mem + 2 * kPage, 0x77, kPage);
     memset(mem + 12 * kPage, 0x77, kPage);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
+    return 0;
+  });
+  ASSERT_EQ(status, 0) << ChildFailure(status);
   EXPECT_TRUE(HasPattern(mem, 0, 6 * kPage)) << "the child's write below the hole reached the parent";
   EXPECT_TRUE(HasPattern(mem, 10 * kPage, bytes)) << "the child's write above the hole reached the parent";
   munmap(mem, bytes);
@@ -441,15 +453,11 @@ TEST_F(PageAdoptionTest, TheFirstPageASupersededRegionLeavesIsPrivateInAForkedCh
   ASSERT_TRUE(AdoptRegion(mem + kPage, 4 * kPage, &small).ok());
   ASSERT_TRUE(AdoptRegion(mem + kPage + 8, 16 * kPage, &large).ok());
   EXPECT_FALSE(RegionLive(small.id));
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  const int status = ForkAndWait([mem] {
     mem[kPage] = 0x66;  // before the larger buffer, on its first page
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
+    return 0;
+  });
+  ASSERT_EQ(status, 0) << ChildFailure(status);
   EXPECT_TRUE(HasPattern(mem, 0, bytes)) << "the child's write reached the parent";
   munmap(mem, bytes);
   RegionSpan found;
@@ -476,23 +484,17 @@ std::string MapsPermissions(const void* p) {
 // same, with their protection (it read them: SIGSEGV).
 TEST_F(PageAdoptionTest, PagesMadePrivateAgainKeepTheirProtection) {
   const size_t bytes = 16 * kPage;
-  uint8_t* mem = Anonymous(bytes);
-  ASSERT_NE(mem, nullptr);
   RegionSpan span;
-  ASSERT_TRUE(AdoptRegion(mem + 16, bytes - 32, &span).ok());
+  uint8_t* mem = AdoptedBuffer(bytes, &span);
+  ASSERT_NE(mem, nullptr);
   ASSERT_EQ(mprotect(mem + kPage, 15 * kPage, PROT_NONE), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  const int status = ForkAndWait([mem, bytes] {
     int code = MapsPermissions(mem + 4 * kPage) == "---p" ? 0 : 1;
     if (mprotect(mem + kPage, 15 * kPage, PROT_READ | PROT_WRITE) != 0 || !HasPattern(mem, 0, bytes)) code |= 2;
     memset(mem + 4 * kPage, 0x77, kPage);
-    _exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status)) << "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: not the parent's protection, 2: not the parent's bytes";
+    return code;
+  });
+  EXPECT_EQ(status, 0) << ChildFailure(status) << " (1: not the parent's protection, 2: not the parent's bytes)";
   // Part of it writable again: the region goes, its pages stay as the program set them.
   ASSERT_EQ(mprotect(mem + kPage, 7 * kPage, PROT_READ | PROT_WRITE), 0);
   RegionSpan found;
