@@ -1,6 +1,5 @@
 #include "common/busy_poll.h"
 
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
