@@ -483,12 +483,12 @@ std::string MapsPermissions(const void* p) {
 // while all adopted pages are protected (still adopted: one mapping) copies them all the
 // same, with their protection (it read them: SIGSEGV).
 TEST_F(PageAdoptionTest, PagesMadePrivateAgainKeepTheirProtection) {
-  const size_t bytes = 16 * kPage;
+  constexpr size_t bytes = 16 * kPage;
   RegionSpan span;
   uint8_t* mem = AdoptedBuffer(bytes, &span);
   ASSERT_NE(mem, nullptr);
   ASSERT_EQ(mprotect(mem + kPage, 15 * kPage, PROT_NONE), 0);
-  const int status = ForkAndWait([mem, bytes] {
+  const int status = ForkAndWait([mem] {
     int code = MapsPermissions(mem + 4 * kPage) == "---p" ? 0 : 1;
     if (mprotect(mem + kPage, 15 * kPage, PROT_READ | PROT_WRITE) != 0 || !HasPattern(mem, 0, bytes)) code |= 2;
     memset(mem + 4 * kPage, 0x77, kPage);
