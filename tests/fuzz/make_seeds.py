@@ -406,3 +406,34 @@ write("rpc_link_handover", "version-9", rpc_link(True, version=9))
 write("rpc_link_handover", "same-call-twice", rpc_link(True, calls=[rpc_call_state(15, 1, True), rpc_call_state(15, 1, True)]))
 write("rpc_link_handover", "tls-auth", rpc_link(True, auth=(4).to_bytes(4, "little") + (1).to_bytes(4, "little") + b"x509a",
                                                 auth_count=1, read_ahead=b"CDTS\x03\x00"))
+
+# rpc_program_memory: a byte (mod 3) picks the mode. 0: a release ring as a program leaves
+# it (the producer's index, the consumer's, then entries {u32 segment, u32 0, u64 offset});
+# 1: (u32 segment, u64 offset, u64 length) messages named in the send segments (0: 64 KiB,
+# 1: 4 GiB + 1 MiB); 2: pieces of a frame stream, each a header byte (low 3 bits: how many
+# descriptors ride with it, mod 5; the rest: its length - 1) and its bytes.
+def ring(produced, start, entries):
+    return b"\x00" + struct.pack("<QQ", produced, start) + b"".join(struct.pack("<IIQ", s, 0, o) for s, o in entries)
+
+
+def sends(*records):
+    return b"\x01" + b"".join(struct.pack("<IQQ", s, o, n) for s, o, n in records)
+
+
+def pieces(stream, size, fds):
+    out = b"\x02"
+    for i in range(0, len(stream), size):
+        chunk = stream[i:i + size]
+        out += bytes([((len(chunk) - 1) << 3) | fds]) + chunk
+    return out
+
+
+SHIM_FRAME = struct.pack("<IHHII", 0x53544443, 3, 0x0101, 8, 1) + struct.pack("<II", 3, 0)
+write("rpc_program_memory", "ring-three", ring(3, 0, [(0, 0), (1, 4096), (0, 8192)]))
+write("rpc_program_memory", "ring-wrapped", ring(1, (1 << 64) - 2, [(2, 64), (2, 128), (2, 192)]))
+write("rpc_program_memory", "ring-nonsense-index", ring(100000, 0, [(0, 0)]))
+write("rpc_program_memory", "sends", sends((0, 0, 4096), (0, 65536 - 10, 10), (1, 0, (1 << 32) - 1),
+                                           (1, 0, 1 << 32), (2, 0, 1), (0, 65536, 1)))
+write("rpc_program_memory", "frames-with-a-descriptor", pieces(SHIM_FRAME, 24, 1))
+write("rpc_program_memory", "frames-in-pieces", pieces(SHIM_FRAME * 3, 5, 0))
+write("rpc_program_memory", "descriptor-flood", pieces(SHIM_FRAME, 1, 4))
