@@ -168,7 +168,7 @@ Status FrameReader::CheckHeader(FrameHeader* header) {
 Status FrameReader::Read(void* dst, size_t n, Deadline deadline) {
   auto* out = static_cast<uint8_t*>(dst);
   size_t have = std::min(n, end_ - begin_);
-  memcpy(out, buf_.data() + begin_, have);
+  if (have > 0) memcpy(out, buf_.data() + begin_, have);  // an empty payload may come with no buffer
   begin_ += have;
   out += have;
   n -= have;
