@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace conduit {
@@ -92,6 +93,18 @@ Status WriteFullV(int fd, const iovec* iov, int n, Deadline deadline) {
   return WriteWithFd(fd, iov, n, -1, deadline);
 }
 
+void AttachFds(msghdr* msg, FdControl* control, const int* fds, int n) {
+  n = std::clamp(n, 0, kMaxAttachedFds);
+  if (n == 0) return;
+  msg->msg_control = control->bytes;
+  msg->msg_controllen = CMSG_SPACE(sizeof(int) * n);
+  cmsghdr* c = CMSG_FIRSTHDR(msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+  memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+}
+
 Status WriteWithFd(int fd, const iovec* iov_in, int n, int pass_fd, Deadline deadline) {
   std::vector<iovec> iov(iov_in, iov_in + n);
   size_t first = 0;
@@ -101,19 +114,11 @@ Status WriteWithFd(int fd, const iovec* iov_in, int n, int pass_fd, Deadline dea
       ++first;
       continue;
     }
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    FdControl control;
     msghdr msg{};
     msg.msg_iov = &iov[first];
     msg.msg_iovlen = iov.size() - first;
-    if (fd_pending) {
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-    }
+    if (fd_pending) AttachFds(&msg, &control, &pass_fd, 1);
     ssize_t r = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (r >= 0) {
       fd_pending = false;

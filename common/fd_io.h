@@ -5,6 +5,7 @@
 #ifndef CONDUIT_DAEMON_COMMON_FD_IO_H_
 #define CONDUIT_DAEMON_COMMON_FD_IO_H_
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -51,6 +52,15 @@ Status ClosedAfter(size_t got, size_t want);
 // Writes all of iov[0..n). The iovec array is not modified.
 Status WriteFullV(int fd, const iovec* iov, int n, Deadline deadline);
 Status WriteFull(int fd, const void* buf, size_t len, Deadline deadline);
+
+// The most descriptors one AttachFds call attaches, and room for their control message.
+inline constexpr int kMaxAttachedFds = 4;
+struct FdControl {
+  alignas(cmsghdr) char bytes[CMSG_SPACE(sizeof(int) * kMaxAttachedFds)];
+};
+// Attaches fds[0..n) to `msg` as one SCM_RIGHTS control message built in `control` (which
+// must outlive the sendmsg); n is clamped to [0, kMaxAttachedFds], and 0 attaches nothing.
+void AttachFds(msghdr* msg, FdControl* control, const int* fds, int n);
 
 // Sends `len` bytes with `pass_fd` attached (SCM_RIGHTS); then the rest normally.
 Status WriteWithFd(int fd, const iovec* iov, int n, int pass_fd, Deadline deadline);

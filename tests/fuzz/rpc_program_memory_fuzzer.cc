@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fd_io.h"
 #include "common/frame_stream.h"
 #include "common/release_ring.h"
 #include "common/shm_segment.h"
@@ -151,21 +152,13 @@ void FuzzDescriptors(const uint8_t* data, size_t size) {
     const int nfds = (h & 7) % 5;
     const size_t len = std::min<size_t>((h >> 3) + 1, size - at);
     if (len == 0) break;
-    int fds[4] = {null_fd.get(), null_fd.get(), null_fd.get(), null_fd.get()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+    const int fds[4] = {null_fd.get(), null_fd.get(), null_fd.get(), null_fd.get()};
+    FdControl control;
     iovec iov{const_cast<uint8_t*>(data + at), len};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    if (nfds > 0) {
-      msg.msg_control = control;
-      msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-      memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-    }
+    AttachFds(&msg, &control, fds, nfds);
     if (sendmsg(sv[1], &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(len)) break;
     sent_fds += nfds;
     at += len;

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/fd_io.h"
 #include "common/frame.h"
 #include "common/frame_stream.h"
 #include "common/shm_segment.h"
@@ -123,18 +124,12 @@ bool SendBytesWithDescriptors(int fd, const std::string& bytes) {
   if (!null_fd.valid()) return false;
   for (char byte : bytes) {
     const int fds[4] = {null_fd.get(), null_fd.get(), null_fd.get(), null_fd.get()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+    FdControl control;
     iovec iov{&byte, 1};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(fds));
-    memcpy(CMSG_DATA(c), fds, sizeof(fds));
+    AttachFds(&msg, &control, fds, 4);
     if (sendmsg(fd, &msg, MSG_NOSIGNAL) != 1) return false;
     usleep(1000);  // each byte its own message on the daemon's side
   }
